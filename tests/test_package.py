@@ -1,0 +1,49 @@
+"""The package's public surface and set-up commands match what the docs promise."""
+
+import pathlib
+import re
+
+import streameval
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# DESIGN.md section 2, "Public names, importable from streameval"
+DESIGN_NAMES = """ConfusionMatrix Accuracy ErrorRate Precision Recall FPR Specificity FBeta F1
+FAlpha BalancedAccuracy MCC ROCAUC Gini AveragePrecision InterpolatedAP ElevenPointAP
+ROCCurve PRCurve LogLoss Brier MAE MSE RMSE RMSLE MAPE PrecisionAtK RecallAtK HitAtK
+APAtK MAPAtK MRR DCG NDCG BLEU ROUGE METEOR Sliding Tumbling Monitor from_state""".split()
+
+
+def test_all_is_the_documented_public_names():
+    assert sorted(streameval.__all__) == sorted(DESIGN_NAMES)
+
+
+def test_every_public_name_imports():
+    for name in DESIGN_NAMES:
+        obj = getattr(streameval, name)
+        assert getattr(obj, "__name__", name) == name
+
+
+def _readme_commands():
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Set-up on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.*?)\n```", section, flags=re.S)
+
+
+def test_readme_has_exactly_two_setup_commands():
+    cmds = _readme_commands()
+    assert len(cmds) == 2
+    assert "streameval run scenarios/" in cmds[0]
+    assert "pytest" in cmds[1]
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_cmd = _readme_commands()[1].strip()
+    assert test_cmd in ci.splitlines()
+
+
+def test_readme_first_command_names_a_bundled_scenario():
+    cmd = _readme_commands()[0]
+    scenario = re.search(r"streameval run (\S+)", cmd).group(1)
+    assert (ROOT / scenario).is_file()
