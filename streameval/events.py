@@ -1,0 +1,928 @@
+"""Events: field mapping, validation, and columnar batches.
+
+An *event* is one scored, labeled prediction: a binary label, a finite score,
+an event time, a weight, and optionally an id and a segment. Sources
+(:mod:`streameval.io.sources`) read log rows into :class:`EventBatch` objects
+through :func:`build_batch`; an HTTP service validates posted objects with
+:func:`parse_event` or :func:`events_to_batch`. Every path applies the same
+rules, checked in the same order (ts, label, score, weight, id, segment), so
+the same bad row gets the same reason wherever it comes from:
+
+* **label** -- with the default ``pos_label=True``: JSON ``true``/``false`` or
+  ``1``/``0`` (any value ``==`` True or False, so ``1.0`` too; strings are
+  refused); in CSV cells ``1``/``0``/``true``/``false``, case-insensitive.
+  With a custom ``pos_label``/``neg_label`` (``"spam"``/``"ham"``) only values
+  equal to those two are valid (CSV cells compare with ``str(pos_label)``).
+* **score** -- a finite number (CSV: a numeric cell). NaN, infinity, booleans
+  and strings are refused.
+* **ts** -- epoch seconds (number, or numeric string) or an ISO-8601 string
+  (``Z`` or an offset; naive means UTC), returned as float epoch seconds.
+  Missing is an error unless ``FieldMap(require_ts=False)`` (then NaN).
+* **weight** -- optional, default 1.0; finite and ``>= 0``.
+* **id** -- optional; a string or an integer.
+* **segment** -- optional; a scalar (string, number, bool) or missing (None).
+  Several segment fields give a tuple of values.
+
+JSON ``null`` and an empty CSV cell both mean "absent".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass, field as _field
+from itertools import compress
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "KIND_EVENT",
+    "KIND_PREDICTION",
+    "KIND_LABEL",
+    "EventError",
+    "FieldMap",
+    "Event",
+    "EventBatch",
+    "parse_event",
+    "events_to_batch",
+    "build_batch",
+    "parse_time",
+]
+
+#: Rows per batch read from a log. 65 536 rows of five fields take a few MB
+#: as Python objects while being parsed, and amortise numpy's per-call cost
+#: (a batch is validated by a handful of vectorised passes).
+DEFAULT_BATCH_SIZE = 65536
+
+#: ``EventBatch.kind`` values in partial (delayed-label) mode.
+KIND_EVENT = 0  #: a complete row: label and score.
+KIND_PREDICTION = 1  #: a prediction waiting for its label: score, no label.
+KIND_LABEL = 2  #: a label for an earlier prediction: label, no score.
+
+_UTC = _dt.timezone.utc
+
+
+class _Missing:
+    """Sentinel for a field absent from a row."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING = _Missing()
+
+
+class EventError(ValueError):
+    """A bad event or log row; says where (``line``/``index``), why, and what.
+
+    >>> e = EventError("score is NaN", line=17, raw='{"score": NaN}')
+    >>> str(e), e.line, e.reason
+    ('line 17: score is NaN', 17, 'score is NaN')
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        line: int | None = None,
+        raw: Any = None,
+        index: int | None = None,
+        where: str | None = None,
+    ) -> None:
+        if where is None:
+            if line is not None:
+                where = f"line {line}"
+            elif index is not None:
+                where = f"event {index}"
+            else:
+                where = "event"
+        self.reason = reason
+        self.line = line
+        self.index = index
+        self.raw = raw
+        self.where = where
+        super().__init__(f"{where}: {reason}")
+
+
+class _Bad(Exception):
+    """Internal: one value failed validation (``args[0]`` is the reason)."""
+
+
+def _show(v: Any, limit: int = 60) -> str:
+    """Short printable form of a bad value for an error message."""
+    s = repr(v)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+_SCALARS = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """Names of the event fields in a log row, and the label values.
+
+    ``segment`` is one field name, a list of names (the segment is then the
+    tuple of their values), or None. Set ``ts=None`` for logs without time
+    (every event then has ``ts = NaN``); ``require_ts=False`` allows rows
+    without a time in a log that has a time field.
+
+    >>> FieldMap(label="is_spam", pos_label="spam", neg_label="ham").labels
+    ('spam', 'ham')
+    >>> FieldMap(segment=["country", "device"]).segment
+    ('country', 'device')
+    """
+
+    ts: str | None = "ts"
+    label: str = "label"
+    score: str = "score"
+    id: str | None = "id"
+    weight: str | None = "weight"
+    segment: str | tuple[str, ...] | None = None
+    pos_label: Any = True
+    neg_label: Any = None
+    require_ts: bool = True
+    _label_map: dict = _field(init=False, repr=False, compare=False, hash=False)
+    _text_map: dict = _field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        seg = self.segment
+        if isinstance(seg, (list, tuple)):
+            seg = tuple(seg)
+            if not seg:
+                seg = None
+            set_(self, "segment", seg)
+        names = [("label", self.label), ("score", self.score)]
+        for key in ("ts", "id", "weight"):
+            if getattr(self, key) is not None:
+                names.append((key, getattr(self, key)))
+        if isinstance(seg, tuple):
+            names.extend(("segment", s) for s in seg)
+        elif seg is not None:
+            names.append(("segment", seg))
+        for key, name in names:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"FieldMap.{key} must be a non-empty string, got {name!r}")
+        seen: dict[str, str] = {}
+        for key, name in names:
+            if name in seen:
+                raise ValueError(
+                    f"FieldMap.{key} and FieldMap.{seen[name]} both name the field {name!r}"
+                )
+            seen[name] = key
+        pos, neg = self.pos_label, self.neg_label
+        for key, v in (("pos_label", pos), ("neg_label", neg)):
+            if v is not None and (
+                not isinstance(v, _SCALARS) or (isinstance(v, float) and not math.isfinite(v))
+            ):
+                raise ValueError(f"FieldMap.{key} must be a string, number or bool, got {v!r}")
+        if neg is None:
+            if not isinstance(pos, str) and pos == True:  # noqa: E712 (True or 1)
+                neg = False
+                set_(self, "neg_label", neg)
+            else:
+                raise ValueError(f"FieldMap(pos_label={pos!r}) needs neg_label= too")
+        if pos is None or pos == neg:
+            raise ValueError(f"pos_label and neg_label must differ, got {pos!r} and {neg!r}")
+        set_(self, "_label_map", {pos: True, neg: False})
+        if self.default_labels:
+            text = {"1": True, "true": True, "0": False, "false": False}
+        else:
+            text = {str(pos): True, str(neg): False}
+        set_(self, "_text_map", text)
+
+    @property
+    def labels(self) -> tuple[Any, Any]:
+        """``(pos_label, neg_label)``."""
+        return (self.pos_label, self.neg_label)
+
+    @property
+    def default_labels(self) -> bool:
+        """True when the labels are the binary True/False (1/0) pair."""
+        return (
+            not isinstance(self.pos_label, str)
+            and not isinstance(self.neg_label, str)
+            and self.pos_label == True  # noqa: E712
+            and self.neg_label == False  # noqa: E712
+        )
+
+    @property
+    def segment_fields(self) -> tuple[str, ...]:
+        """The segment field names as a tuple (empty without segment)."""
+        if self.segment is None:
+            return ()
+        return self.segment if isinstance(self.segment, tuple) else (self.segment,)
+
+    def columns(self) -> list[str]:
+        """Every field name this map reads, in validation order."""
+        out = [n for n in (self.ts, self.label, self.score, self.weight, self.id) if n]
+        out.extend(self.segment_fields)
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form (for configs and checkpoint fingerprints)."""
+        seg = list(self.segment) if isinstance(self.segment, tuple) else self.segment
+        return {
+            "ts": self.ts,
+            "label": self.label,
+            "score": self.score,
+            "id": self.id,
+            "weight": self.weight,
+            "segment": seg,
+            "pos_label": self.pos_label,
+            "neg_label": self.neg_label,
+            "require_ts": self.require_ts,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FieldMap":
+        """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        known = {"ts", "label", "score", "id", "weight", "segment", "pos_label",
+                 "neg_label", "require_ts"}
+        extra = set(d) - known
+        if extra:
+            raise ValueError(f"unknown FieldMap keys: {sorted(extra)}")
+        return cls(**d)
+
+    def _expected(self, text: bool) -> str:
+        if self.default_labels:
+            return "1/0/true/false" if text else "True/False"
+        return f"{self.pos_label!r}/{self.neg_label!r}"
+
+
+class Event(NamedTuple):
+    """One validated event. ``ts`` is float epoch seconds (NaN when absent)."""
+
+    label: bool
+    score: float
+    ts: float = math.nan
+    weight: float = 1.0
+    id: Any = None
+    segment: Any = None
+
+
+# ---------------------------------------------------------------- values
+#
+# One function per field, shared by the row path (parse_event) and the slow,
+# per-element path of the columnar validators: same rules, same messages.
+
+
+def parse_time(v: Any, name: str = "ts") -> float:
+    """Event time -> float epoch seconds; raises ``ValueError`` naming the value.
+
+    Numbers (and numeric strings) are epoch seconds; other strings are
+    ISO-8601, with ``Z`` or an offset, naive meaning UTC. Cost: `O(1)`.
+
+    >>> parse_time("2024-01-01T00:00:00Z"), parse_time("1704067200.5")
+    (1704067200.0, 1704067200.5)
+    >>> parse_time("2024-01-01T02:00:00+02:00")
+    1704067200.0
+    """
+    try:
+        return _time(v, name, False)
+    except _Bad as e:
+        raise ValueError(e.args[0]) from None
+
+
+def _time(v: Any, name: str, text: bool) -> float:
+    t = type(v)
+    if t is float or t is int:
+        x = _float(v, name)
+    elif t is str:
+        s = v.strip()
+        if not s:
+            raise _Bad(f"missing field '{name}'")
+        try:
+            x = float(s)
+        except ValueError:
+            try:
+                d = _dt.datetime.fromisoformat(s)
+            except ValueError:
+                raise _Bad(f"unparseable time {_show(v)}") from None
+            if d.tzinfo is None:
+                d = d.replace(tzinfo=_UTC)
+            return d.timestamp()
+    elif isinstance(v, _dt.datetime):
+        d = v if v.tzinfo is not None else v.replace(tzinfo=_UTC)
+        return d.timestamp()
+    elif v is MISSING:
+        raise _Bad(f"missing field '{name}'")
+    elif v is None:
+        raise _Bad(f"{name} is null")
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):  # numpy scalars
+        x = float(v)
+    else:
+        raise _Bad(f"{name} is not a time: {_show(v)}")
+    if not math.isfinite(x):
+        raise _Bad(f"{name} is {'NaN' if x != x else 'infinite'}")
+    return x
+
+
+def _float(v: int | float, name: str) -> float:
+    try:
+        return float(v)
+    except OverflowError:
+        raise _Bad(f"{name} is out of range: {_show(v)}") from None
+
+
+def _number(v: Any, name: str, text: bool) -> float:
+    """A finite float from a JSON number or (text) a numeric string."""
+    t = type(v)
+    if t is float or t is int:
+        x = _float(v, name)
+    elif text and t is str:
+        if not v.strip():
+            raise _Bad(f"missing field '{name}'")
+        try:
+            x = float(v)
+        except ValueError:
+            raise _Bad(f"{name} is not a number: {_show(v)}") from None
+    elif v is MISSING:
+        raise _Bad(f"missing field '{name}'")
+    elif v is None:
+        raise _Bad(f"{name} is null")
+    elif isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        x = float(v)
+    else:
+        raise _Bad(f"{name} is not a number: {_show(v)}")
+    if not math.isfinite(x):
+        raise _Bad(f"{name} is {'NaN' if x != x else 'infinite'}")
+    return x
+
+
+def _weight(v: Any, name: str, text: bool) -> float:
+    if v is MISSING or v is None or (text and type(v) is str and not v.strip()):
+        return 1.0
+    x = _number(v, name, text)
+    if x < 0:
+        raise _Bad(f"{name} is negative: {_show(v)}")
+    return x
+
+
+def _label(v: Any, fm: FieldMap, text: bool) -> bool:
+    if type(v) is str and text:
+        key = v.strip()
+        if fm.default_labels:
+            key = key.lower()
+        if not key:
+            raise _Bad(f"missing field '{fm.label}'")
+        r = fm._text_map.get(key)
+    elif isinstance(v, _SCALARS) or isinstance(v, (np.integer, np.floating, np.bool_)):
+        r = fm._label_map.get(v)
+    elif v is MISSING:
+        raise _Bad(f"missing field '{fm.label}'")
+    elif v is None:
+        raise _Bad(f"{fm.label} is null")
+    else:
+        r = None
+    if r is None:
+        raise _Bad(f"unknown label {_show(v)} (expected one of {fm._expected(text)})")
+    return r
+
+
+def _ident(v: Any, name: str, text: bool) -> Any:
+    t = type(v)
+    if t is str:
+        return v if (v or not text) else None
+    if t is int:
+        return v
+    if v is MISSING or v is None:
+        return None
+    if isinstance(v, np.integer):
+        return int(v)
+    raise _Bad(f"{name} must be a string or an integer, got {_show(v)}")
+
+
+def _segval(v: Any, name: str, text: bool) -> Any:
+    t = type(v)
+    if t is str:
+        return v if (v or not text) else None
+    if v is MISSING or v is None:
+        return None
+    if t is int or t is float or t is bool:
+        return v
+    if isinstance(v, np.generic):
+        return v.item()
+    raise _Bad(f"{name} must be a string, number or bool, got {_show(v)}")
+
+
+# ---------------------------------------------------------------- rows
+
+
+def _row_values(get: Callable[[str], Any], fm: FieldMap, is_text, partial: bool):
+    """Validate one row (``get(name)`` returns the raw value or MISSING).
+
+    ``is_text(name)`` says whether that field holds CSV-style text cells.
+
+    Returns ``(ts, label, score, weight, id, segment, kind)``; raises _Bad.
+    """
+    ts_name = fm.ts
+    if ts_name is None:
+        ts = math.nan
+    else:
+        v = get(ts_name)
+        text = is_text(ts_name)
+        if not partial and not fm.require_ts and _absent(v, text):
+            ts = math.nan
+        else:
+            ts = _time(v, ts_name, text)
+    kind = KIND_EVENT
+    v = get(fm.label)
+    text = is_text(fm.label)
+    if partial and _absent(v, text):
+        label = False
+        kind = KIND_PREDICTION
+    else:
+        label = _label(v, fm, text)
+    v = get(fm.score)
+    text = is_text(fm.score)
+    if partial and _absent(v, text):
+        if kind == KIND_PREDICTION:
+            raise _Bad(f"missing fields '{fm.label}' and '{fm.score}' (need one of them)")
+        score = math.nan
+        kind = KIND_LABEL
+    else:
+        score = _number(v, fm.score, text)
+    weight = 1.0 if fm.weight is None else _weight(get(fm.weight), fm.weight, is_text(fm.weight))
+    ident = None if fm.id is None else _ident(get(fm.id), fm.id, is_text(fm.id))
+    if partial and ident is None and kind != KIND_EVENT:
+        raise _Bad(f"missing field '{fm.id}' (needed to join labels to predictions)")
+    segs = fm.segment_fields
+    if not segs:
+        seg = None
+    elif len(segs) == 1:
+        seg = _segval(get(segs[0]), segs[0], is_text(segs[0]))
+    else:
+        seg = tuple(_segval(get(s), s, is_text(s)) for s in segs)
+    return ts, label, score, weight, ident, seg, kind
+
+
+def _absent(v: Any, text: bool) -> bool:
+    return v is MISSING or v is None or (text and type(v) is str and not v.strip())
+
+
+def parse_event(obj: dict, fields: FieldMap | None = None, where: str = "event") -> Event:
+    """Validate one event given as a dict (a parsed JSON object).
+
+    Cost: `O(number of fields)`. Raises :class:`EventError` whose message
+    starts with ``where``.
+
+    >>> parse_event({"label": 1, "score": 0.8, "ts": "2024-01-01T00:00:00Z"})
+    Event(label=True, score=0.8, ts=1704067200.0, weight=1.0, id=None, segment=None)
+    >>> parse_event({"label": "maybe", "score": 0.8, "ts": 0}, where="event 3")
+    Traceback (most recent call last):
+    ...
+    streameval.events.EventError: event 3: unknown label 'maybe' (expected one of True/False)
+    """
+    fm = fields if fields is not None else _DEFAULT_FIELDS
+    if not isinstance(obj, dict):
+        raise EventError(f"not a JSON object: {_show(obj)}", raw=obj, where=where)
+    try:
+        ts, label, score, weight, ident, seg, _ = _row_values(
+            lambda k: obj.get(k, MISSING), fm, _never, False
+        )
+    except _Bad as e:
+        raise EventError(e.args[0], raw=obj, where=where) from None
+    return Event(label, score, ts, weight, ident, seg)
+
+
+# ---------------------------------------------------------------- batches
+
+
+class EventBatch:
+    """A batch of validated events as columns.
+
+    Attributes: ``label`` (bool), ``score``, ``ts`` (NaN where absent),
+    ``weight`` (float64), ``line`` (int64: 1-based line in the log, row of a
+    Parquet file, or position in a list), ``id`` and ``segment`` (Python
+    lists, or None when the field is not configured or absent from every
+    row of the batch). Partial (delayed-label) batches also carry ``kind``
+    (int8, ``KIND_*``); joined batches carry ``pred_ts``, the prediction time.
+
+    >>> b = events_to_batch([{"label": 1, "score": 0.9, "ts": 5}, {"label": 0, "score": 0.2, "ts": 6}])
+    >>> len(b), b.label.tolist(), b.score.tolist(), b.line.tolist()
+    (2, [True, False], [0.9, 0.2], [1, 2])
+    """
+
+    __slots__ = ("label", "score", "ts", "weight", "line", "id", "segment", "kind", "pred_ts")
+
+    def __init__(
+        self,
+        label: np.ndarray,
+        score: np.ndarray,
+        ts: np.ndarray,
+        weight: np.ndarray,
+        line: np.ndarray,
+        id: list | None = None,
+        segment: list | None = None,
+        kind: np.ndarray | None = None,
+        pred_ts: np.ndarray | None = None,
+    ) -> None:
+        self.label = label
+        self.score = score
+        self.ts = ts
+        self.weight = weight
+        self.line = line
+        self.id = id
+        self.segment = segment
+        self.kind = kind
+        self.pred_ts = pred_ts
+
+    def __len__(self) -> int:
+        return len(self.score)
+
+    def __repr__(self) -> str:
+        lines = f", lines {self.line[0]}..{self.line[-1]}" if len(self) else ""
+        return f"EventBatch({len(self)} events{lines})"
+
+    @classmethod
+    def empty(cls) -> "EventBatch":
+        """A batch of zero events."""
+        f = np.empty(0, np.float64)
+        return cls(np.empty(0, bool), f, f.copy(), f.copy(), np.empty(0, np.int64))
+
+    def select(self, keep: np.ndarray) -> "EventBatch":
+        """The events where the boolean mask ``keep`` is True. Cost: `O(n)`."""
+        keep = np.asarray(keep, dtype=bool)
+        k = keep.tolist()
+        return EventBatch(
+            self.label[keep],
+            self.score[keep],
+            self.ts[keep],
+            self.weight[keep],
+            self.line[keep],
+            None if self.id is None else list(compress(self.id, k)),
+            None if self.segment is None else list(compress(self.segment, k)),
+            None if self.kind is None else self.kind[keep],
+            None if self.pred_ts is None else self.pred_ts[keep],
+        )
+
+    def events(self) -> Iterable[Event]:
+        """Iterate the batch as :class:`Event` tuples (slow; for tests and small batches)."""
+        n = len(self)
+        ids = self.id if self.id is not None else [None] * n
+        segs = self.segment if self.segment is not None else [None] * n
+        for i in range(n):
+            yield Event(
+                bool(self.label[i]),
+                float(self.score[i]),
+                float(self.ts[i]),
+                float(self.weight[i]),
+                ids[i],
+                segs[i],
+            )
+
+    @staticmethod
+    def concat(batches: Sequence["EventBatch"]) -> "EventBatch":
+        """One batch holding the events of ``batches`` in order. Cost: `O(n)`."""
+        batches = [b for b in batches if len(b)]
+        if not batches:
+            return EventBatch.empty()
+        if len(batches) == 1:
+            return batches[0]
+        n = [len(b) for b in batches]
+
+        def cat_list(attr: str) -> list | None:
+            vals = [getattr(b, attr) for b in batches]
+            if all(v is None for v in vals):
+                return None
+            out: list = []
+            for v, k in zip(vals, n):
+                out.extend(v if v is not None else [None] * k)
+            return out
+
+        def cat_opt(attr: str, dtype, fill) -> np.ndarray | None:
+            vals = [getattr(b, attr) for b in batches]
+            if all(v is None for v in vals):
+                return None
+            return np.concatenate(
+                [v if v is not None else np.full(k, fill, dtype) for v, k in zip(vals, n)]
+            )
+
+        return EventBatch(
+            np.concatenate([b.label for b in batches]),
+            np.concatenate([b.score for b in batches]),
+            np.concatenate([b.ts for b in batches]),
+            np.concatenate([b.weight for b in batches]),
+            np.concatenate([b.line for b in batches]),
+            cat_list("id"),
+            cat_list("segment"),
+            cat_opt("kind", np.int8, KIND_EVENT),
+            cat_opt("pred_ts", np.float64, np.nan),
+        )
+
+
+# Columnar validators: each takes a column (list of raw values, or a numpy
+# array for typed Parquet columns) and returns (values, bad) where ``bad`` is
+# a boolean mask of failing rows or None. The fast path checks the types of a
+# whole column at once; only a column that fails it is walked element by
+# element (with the same functions as parse_event).
+
+_NUM_TYPES = {float, int}
+
+
+def _slow(col, fn, fill, dtype, *args):
+    n = len(col)
+    out = np.empty(n, dtype)
+    bad = np.zeros(n, bool)
+    for i, v in enumerate(col):
+        try:
+            out[i] = fn(v, *args)
+        except _Bad:
+            out[i] = fill
+            bad[i] = True
+    return out, bad
+
+
+def _col_number(col, name: str, text: bool, weight: bool):
+    n = len(col)
+    arr = None
+    if isinstance(col, np.ndarray):
+        if col.dtype.kind in "fiu":
+            arr = col.astype(np.float64, copy=False)
+        else:
+            col = col.tolist()
+    if arr is None:
+        try:
+            if text:
+                arr = np.fromiter(map(float, col), np.float64, n)
+            elif set(map(type, col)) <= _NUM_TYPES:
+                arr = np.array(col, dtype=np.float64) if n else np.empty(0)
+        except (ValueError, TypeError, OverflowError):
+            arr = None
+    if arr is not None:
+        ok = np.isfinite(arr)
+        if weight:
+            ok &= arr >= 0
+        if ok.all():
+            return arr, None
+    fn = _weight if weight else _number
+    return _slow(col, fn, 1.0, np.float64, name, text)
+
+
+def _col_weight(col, name: str, text: bool):
+    if not isinstance(col, np.ndarray) and not text:
+        # the common JSON case: no weight field at all
+        types = set(map(type, col))
+        if types <= {_Missing, type(None)}:
+            return np.ones(len(col)), None
+    return _col_number(col, name, text, True)
+
+
+def _col_time(col, name: str, text: bool, required: bool):
+    n = len(col)
+    if isinstance(col, np.ndarray) and col.dtype.kind in "fiu":
+        arr = col.astype(np.float64, copy=False)
+        if np.isfinite(arr).all():
+            return arr, None
+        col = col.tolist()
+    elif isinstance(col, np.ndarray):
+        col = col.tolist()
+    else:
+        try:
+            arr = None
+            if text:
+                arr = np.fromiter(map(float, col), np.float64, n)
+            elif set(map(type, col)) <= _NUM_TYPES:
+                arr = np.array(col, dtype=np.float64) if n else np.empty(0)
+            if arr is not None and np.isfinite(arr).all():
+                return arr, None
+        except (ValueError, TypeError, OverflowError):
+            pass
+    out = np.empty(n, np.float64)
+    bad = np.zeros(n, bool)
+    for i, v in enumerate(col):
+        if not required and _absent(v, text):
+            out[i] = math.nan
+            continue
+        try:
+            out[i] = _time(v, name, text)
+        except _Bad:
+            out[i] = math.nan
+            bad[i] = True
+    return out, bad
+
+
+def _col_label(col, fm: FieldMap, text: bool, partial: bool):
+    """Labels -> int8 codes: 1 positive, 0 negative, 2 absent (partial), -1 bad."""
+    if isinstance(col, np.ndarray):
+        col = col.tolist()
+    memo: dict = {}
+    try:
+        for u in set(col):
+            if partial and _absent(u, text):
+                memo[u] = 2
+                continue
+            try:
+                memo[u] = 1 if _label(u, fm, text) else 0
+            except _Bad:
+                memo[u] = -1
+        codes = np.fromiter(map(memo.__getitem__, col), np.int8, len(col))
+    except TypeError:  # unhashable values (lists, dicts)
+        codes = np.empty(len(col), np.int8)
+        for i, v in enumerate(col):
+            if partial and _absent(v, text):
+                codes[i] = 2
+                continue
+            try:
+                codes[i] = 1 if _label(v, fm, text) else 0
+            except (_Bad, TypeError):
+                codes[i] = -1
+    return codes
+
+
+def _col_objects(col, name: str, text: bool, fn, ok_types):
+    """Ids and segments: a list, or None when every value is absent."""
+    if isinstance(col, np.ndarray):
+        col = col.tolist()
+    types = set(map(type, col))
+    if types <= {_Missing, type(None)} or (text and types <= {str} and not any(col)):
+        return None, None
+    if types <= ok_types and not (text and "" in col and str in types) and _Missing not in types:
+        return col, None
+    out = [None] * len(col)
+    bad = np.zeros(len(col), bool)
+    for i, v in enumerate(col):
+        try:
+            out[i] = fn(v, name, text)
+        except _Bad:
+            bad[i] = True
+    return out, bad
+
+
+_ID_TYPES = {str, int, type(None)}
+_SEG_TYPES = {str, int, float, bool, type(None)}
+
+
+def build_batch(
+    columns: dict[str, Any],
+    lines: np.ndarray,
+    fields: FieldMap,
+    *,
+    text: bool | Callable[[str], bool] = False,
+    partial: bool = False,
+) -> tuple[EventBatch, list[tuple[int, str]]]:
+    """Validate columns of raw values into an :class:`EventBatch`.
+
+    ``columns`` maps field names to equal-length lists of raw values
+    (``MISSING`` where a row lacks the field; a name absent from ``columns``
+    is missing in every row) or numpy arrays; ``text`` says the values are
+    CSV cells (or is a predicate on the field name). Returns the batch of good
+    rows and ``[(row index, reason)]`` for the bad ones, in row order. With
+    ``partial=True`` rows may lack the label or the score (delayed labels; see
+    ``EventBatch.kind``). Cost: `O(n)`, a few vectorised passes per column;
+    only a column with a bad value is walked in Python.
+    """
+    fm = fields
+    n = len(lines)
+    is_text = text if callable(text) else (lambda _name, _t=bool(text): _t)
+
+    def get(name: str | None):
+        if name is None:
+            return None
+        c = columns.get(name)
+        return [MISSING] * n if c is None else c
+
+    bad = np.zeros(n, bool)
+    # ts
+    if fm.ts is None or (fm.ts not in columns and not (partial or fm.require_ts)):
+        ts = np.full(n, math.nan)
+    else:
+        ts, b = _col_time(get(fm.ts), fm.ts, is_text(fm.ts), partial or fm.require_ts)
+        if b is not None:
+            bad |= b
+    # label
+    codes = _col_label(get(fm.label), fm, is_text(fm.label), partial)
+    bad |= codes < 0
+    # score
+    score_col = get(fm.score)
+    kind = None
+    if partial:
+        st = is_text(fm.score)
+        if isinstance(score_col, np.ndarray):
+            has_score = np.ones(n, bool)
+        else:
+            has_score = np.fromiter((not _absent(v, st) for v in score_col), bool, n)
+        if has_score.all():
+            score, b = _col_number(score_col, fm.score, st, False)
+        else:
+            sub = [v for v, h in zip(score_col, has_score.tolist()) if h]
+            s2, b2 = _col_number(sub, fm.score, st, False)
+            score = np.full(n, math.nan)
+            score[has_score] = s2
+            b = None
+            if b2 is not None:
+                b = np.zeros(n, bool)
+                b[has_score] = b2
+        kind = np.where(codes == 2, KIND_PREDICTION, KIND_EVENT).astype(np.int8)
+        kind[~has_score] = KIND_LABEL
+        bad |= (codes == 2) & ~has_score
+    else:
+        score, b = _col_number(score_col, fm.score, is_text(fm.score), False)
+    if b is not None:
+        bad |= b
+    # weight
+    if fm.weight is None or fm.weight not in columns:
+        weight = np.ones(n)
+    else:
+        weight, b = _col_weight(get(fm.weight), fm.weight, is_text(fm.weight))
+        if b is not None:
+            bad |= b
+    # id
+    ids = None
+    if fm.id is not None:
+        ids, b = _col_objects(get(fm.id), fm.id, is_text(fm.id), _ident, _ID_TYPES)
+        if b is not None:
+            bad |= b
+        if partial:
+            if ids is None:
+                bad |= kind != KIND_EVENT
+            else:
+                bad |= np.fromiter((v is None for v in ids), bool, n) & (kind != KIND_EVENT)
+    elif partial:
+        bad |= kind != KIND_EVENT
+    # segment
+    segs = None
+    sf = fm.segment_fields
+    if sf:
+        parts = []
+        for name in sf:
+            p, b = _col_objects(get(name), name, is_text(name), _segval, _SEG_TYPES)
+            if b is not None:
+                bad |= b
+            parts.append(p)
+        if len(sf) == 1:
+            segs = parts[0]
+        elif any(p is not None for p in parts):
+            segs = list(zip(*[p if p is not None else [None] * n for p in parts]))
+
+    errors: list[tuple[int, str]] = []
+    if bad.any():
+        idx = np.flatnonzero(bad).tolist()
+        for i in idx:
+            errors.append((i, _diagnose(columns, i, fm, is_text, partial)))
+    label = codes == 1
+    batch = EventBatch(label, score, ts, weight, np.asarray(lines, np.int64), ids, segs, kind)
+    if errors:
+        batch = batch.select(~bad)
+    return batch, errors
+
+
+def _diagnose(columns: dict, i: int, fm: FieldMap, is_text, partial: bool) -> str:
+    """The reason row ``i`` fails, from the row validator (first failing field)."""
+
+    def get(name):
+        c = columns.get(name)
+        if c is None:
+            return MISSING
+        v = c[i]
+        return v.item() if isinstance(v, np.generic) else v
+
+    try:
+        _row_values(get, fm, is_text, partial)
+    except _Bad as e:
+        return e.args[0]
+    return "invalid row"  # pragma: no cover - columnar and row rules disagree
+
+
+def _never(_name: str) -> bool:
+    return False
+
+
+_DEFAULT_FIELDS = FieldMap()
+
+
+def events_to_batch(
+    events: Sequence[dict], fields: FieldMap | None = None, *, partial: bool = False
+) -> EventBatch:
+    """Validate a list of event dicts into one batch, all or nothing.
+
+    Raises :class:`EventError` for the first bad event, naming its 0-based
+    index (``"event 3: score is NaN"``, ``err.index == 3``); nothing is
+    returned then. ``batch.line`` holds 1-based positions. Cost: `O(n)`,
+    vectorised.
+
+    >>> events_to_batch([{"label": 1, "score": 0.5, "ts": 0}, {"label": 1, "score": "x", "ts": 0}])
+    Traceback (most recent call last):
+    ...
+    streameval.events.EventError: event 1: score is not a number: 'x'
+    """
+    fm = fields if fields is not None else _DEFAULT_FIELDS
+    events = list(events)
+    for i, o in enumerate(events):
+        if not isinstance(o, dict):
+            raise EventError(
+                f"not a JSON object: {_show(o)}", index=i, line=i + 1, raw=o, where=f"event {i}"
+            )
+    columns = {name: [o.get(name, MISSING) for o in events] for name in fm.columns()}
+    batch, errors = build_batch(
+        columns, np.arange(1, len(events) + 1, dtype=np.int64), fm, partial=partial
+    )
+    if errors:
+        i, reason = errors[0]
+        raise EventError(reason, index=i, line=i + 1, raw=events[i], where=f"event {i}")
+    return batch

@@ -1,0 +1,311 @@
+"""Event validation: field mapping, labels, times, scores, weights, batches.
+
+Oracles: values computed by hand or with the standard library (calendar.timegm
+for times); the columnar batch path is checked row by row against the
+single-row path on seeded random rows with planted faults.
+"""
+
+import calendar
+import math
+import random
+
+import numpy as np
+import pytest
+
+from streameval.events import (
+    KIND_EVENT,
+    KIND_LABEL,
+    KIND_PREDICTION,
+    MISSING,
+    Event,
+    EventBatch,
+    EventError,
+    FieldMap,
+    build_batch,
+    events_to_batch,
+    parse_event,
+    parse_time,
+)
+
+T0 = calendar.timegm((2024, 3, 5, 12, 30, 15))  # 2024-03-05T12:30:15Z
+
+
+def ev(**kw):
+    row = {"ts": 100, "label": 1, "score": 0.5}
+    row.update(kw)
+    return {k: v for k, v in row.items() if v is not MISSING}
+
+
+# ------------------------------------------------------------------ FieldMap
+
+
+def test_fieldmap_defaults_and_custom_names():
+    fm = FieldMap()
+    assert (fm.ts, fm.label, fm.score, fm.id, fm.weight, fm.segment) == (
+        "ts", "label", "score", "id", "weight", None)
+    assert fm.labels == (True, False) and fm.default_labels
+    fm = FieldMap(ts="time", label="y", score="p", id="rid", weight=None, segment=["c", "d"])
+    assert fm.segment == ("c", "d") and fm.segment_fields == ("c", "d")
+    assert fm.columns() == ["time", "y", "p", "rid", "c", "d"]
+    e = parse_event({"time": 5, "y": 0, "p": 0.25, "rid": "r1", "c": "fr", "d": 2}, fm)
+    assert e == Event(False, 0.25, 5.0, 1.0, "r1", ("fr", 2))
+
+
+def test_fieldmap_rejects_bad_configs():
+    with pytest.raises(ValueError, match="needs neg_label"):
+        FieldMap(pos_label="spam")
+    with pytest.raises(ValueError, match="must differ"):
+        FieldMap(pos_label="a", neg_label="a")
+    with pytest.raises(ValueError, match="both name the field 'x'"):
+        FieldMap(label="x", score="x")
+    with pytest.raises(ValueError, match="non-empty string"):
+        FieldMap(score="")
+
+
+def test_fieldmap_dict_round_trip():
+    fm = FieldMap(ts=None, segment=["a", "b"], pos_label="spam", neg_label="ham", require_ts=False)
+    d = fm.to_dict()
+    assert d["segment"] == ["a", "b"] and d["pos_label"] == "spam"
+    assert FieldMap.from_dict(d) == fm
+    with pytest.raises(ValueError, match="unknown FieldMap keys"):
+        FieldMap.from_dict({"lable": "y"})
+
+
+# ------------------------------------------------------------------ labels
+
+
+@pytest.mark.parametrize("v,expected", [(True, True), (False, False), (1, True), (0, False),
+                                        (1.0, True), (0.0, False)])
+def test_default_labels_json(v, expected):
+    assert parse_event(ev(label=v)).label is expected
+
+
+@pytest.mark.parametrize("v", ["1", "true", 2, -1, 0.5, "maybe", [1], {"a": 1}])
+def test_default_labels_refuse_other_values(v):
+    with pytest.raises(EventError) as ei:
+        parse_event(ev(label=v), where="line 12")
+    assert ei.value.reason == f"unknown label {v!r} (expected one of True/False)"
+    assert str(ei.value) == f"line 12: unknown label {v!r} (expected one of True/False)"
+
+
+def test_brief_example_label_message():
+    with pytest.raises(EventError, match=r"^line 12: unknown label 'maybe' \(expected one of True/False\)$"):
+        parse_event(ev(label="maybe"), where="line 12")
+
+
+def test_custom_labels_only_accept_configured_values():
+    fm = FieldMap(pos_label="spam", neg_label="ham")
+    assert parse_event(ev(label="spam"), fm).label is True
+    assert parse_event(ev(label="ham"), fm).label is False
+    for bad in ("SPAM", True, 1, "eggs"):
+        with pytest.raises(EventError, match=r"expected one of 'spam'/'ham'"):
+            parse_event(ev(label=bad), fm)
+
+
+def test_csv_label_cells():
+    fm = FieldMap()
+    cells = ["1", "0", "true", "FALSE", "True", " 1 ", "yes", "1.0"]
+    cols = {"ts": ["1"] * len(cells), "label": cells, "score": ["0.5"] * len(cells)}
+    batch, errors = build_batch(cols, np.arange(1, len(cells) + 1), fm, text=True)
+    assert batch.label.tolist() == [True, False, True, False, True, True]
+    assert errors == [(6, "unknown label 'yes' (expected one of 1/0/true/false)"),
+                      (7, "unknown label '1.0' (expected one of 1/0/true/false)")]
+    fm = FieldMap(pos_label="spam", neg_label="ham")
+    cols = {"ts": ["1"] * 3, "label": ["spam", "ham", "Spam"], "score": ["0.5"] * 3}
+    batch, errors = build_batch(cols, np.arange(1, 4), fm, text=True)
+    assert batch.label.tolist() == [True, False]
+    assert errors == [(2, "unknown label 'Spam' (expected one of 'spam'/'ham')")]
+
+
+def test_missing_and_null_label():
+    with pytest.raises(EventError, match=r"^line 9: missing field 'label'$"):
+        parse_event(ev(label=MISSING), where="line 9")
+    with pytest.raises(EventError, match=r"label is null"):
+        parse_event(ev(label=None))
+
+
+# ------------------------------------------------------------------ scores, weights
+
+
+@pytest.mark.parametrize("v,reason", [
+    (math.nan, "score is NaN"),
+    (math.inf, "score is infinite"),
+    (-math.inf, "score is infinite"),
+    ("0.5", "score is not a number: '0.5'"),
+    (True, "score is not a number: True"),
+    (None, "score is null"),
+    (MISSING, "missing field 'score'"),
+    (10 ** 400, "score is out of range: " + repr(10 ** 400)[:57] + "..."),
+])
+def test_bad_scores(v, reason):
+    with pytest.raises(EventError) as ei:
+        parse_event(ev(score=v), where="line 17")
+    assert ei.value.reason == reason
+    assert str(ei.value) == f"line 17: {reason}"
+
+
+def test_weights():
+    assert parse_event(ev()).weight == 1.0
+    assert parse_event(ev(weight=None)).weight == 1.0
+    assert parse_event(ev(weight=2.5)).weight == 2.5
+    assert parse_event(ev(weight=0)).weight == 0.0
+    for v, reason in [(-1, "weight is negative: -1"), (math.nan, "weight is NaN"),
+                      ("2", "weight is not a number: '2'")]:
+        with pytest.raises(EventError) as ei:
+            parse_event(ev(weight=v))
+        assert ei.value.reason == reason
+
+
+def test_ids_and_segments():
+    fm = FieldMap(segment="country")
+    assert parse_event(ev(id="a", country="fr"), fm)[4:] == ("a", "fr")
+    assert parse_event(ev(id=7), fm)[4:] == (7, None)
+    with pytest.raises(EventError, match="id must be a string or an integer, got 1.5"):
+        parse_event(ev(id=1.5), fm)
+    with pytest.raises(EventError, match=r"country must be a string, number or bool, got \['x'\]"):
+        parse_event(ev(country=["x"]), fm)
+
+
+# ------------------------------------------------------------------ time
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("2024-03-05T12:30:15Z", T0),
+    ("2024-03-05T12:30:15+00:00", T0),
+    ("2024-03-05T14:30:15+02:00", T0),
+    ("2024-03-05T07:30:15-05:00", T0),
+    ("2024-03-05 12:30:15", T0),  # naive = UTC
+    ("2024-03-05T12:30:15.250Z", T0 + 0.25),
+    ("2024-03-05", calendar.timegm((2024, 3, 5, 0, 0, 0))),
+    (str(T0), T0),
+    ("1700000000.5", 1700000000.5),
+    (1700000000, 1700000000.0),
+    (1.5, 1.5),
+])
+def test_parse_time(text, expected):
+    assert parse_time(text) == expected
+
+
+@pytest.mark.parametrize("v,reason", [
+    ("2024-13-45", "unparseable time '2024-13-45'"),
+    ("yesterday", "unparseable time 'yesterday'"),
+    (math.nan, "ts is NaN"),
+    (True, "ts is not a time: True"),
+    (MISSING, "missing field 'ts'"),
+])
+def test_bad_times(v, reason):
+    with pytest.raises(EventError) as ei:
+        parse_event(ev(ts=v), where="line 3")
+    assert ei.value.reason == reason and ei.value.where == "line 3"
+
+
+def test_optional_time():
+    fm = FieldMap(require_ts=False)
+    assert math.isnan(parse_event(ev(ts=MISSING), fm).ts)
+    assert math.isnan(parse_event(ev(ts=None), fm).ts)
+    assert parse_event(ev(ts=5), fm).ts == 5.0
+    with pytest.raises(EventError, match="unparseable time"):
+        parse_event(ev(ts="soon"), fm)  # optional, but not anything
+    fm = FieldMap(ts=None)
+    assert math.isnan(parse_event(ev(ts="ignored"), fm).ts)
+
+
+# ------------------------------------------------------------------ batches
+
+
+def test_events_to_batch_values():
+    rows = [ev(ts=1, label=True, score=0.9, id="a", weight=2),
+            ev(ts="2024-03-05T12:30:15Z", label=0, score=0.1),
+            ev(ts=3.5, label=1.0, score=1, id=5)]
+    b = events_to_batch(rows)
+    assert b.label.dtype == bool and b.score.dtype == np.float64
+    assert b.label.tolist() == [True, False, True]
+    assert b.score.tolist() == [0.9, 0.1, 1.0]
+    assert b.ts.tolist() == [1.0, float(T0), 3.5]
+    assert b.weight.tolist() == [2.0, 1.0, 1.0]
+    assert b.line.tolist() == [1, 2, 3]
+    assert b.id == ["a", None, 5] and b.segment is None
+    assert list(b.events()) == [parse_event(r) for r in rows]
+
+
+def test_events_to_batch_is_all_or_nothing():
+    rows = [ev(), ev(), ev(score=math.nan), ev(label="x")]
+    with pytest.raises(EventError) as ei:
+        events_to_batch(rows)
+    assert ei.value.index == 2 and str(ei.value) == "event 2: score is NaN"
+    assert ei.value.raw == rows[2]
+    with pytest.raises(EventError, match=r"^event 1: not a JSON object: 3$"):
+        events_to_batch([ev(), 3])
+    assert len(events_to_batch([])) == 0
+
+
+def test_first_bad_field_is_reported_in_field_order():
+    # ts is checked before label, label before score
+    with pytest.raises(EventError, match="unparseable time 'x'"):
+        events_to_batch([ev(ts="x", label="bad", score=math.nan)])
+    with pytest.raises(EventError, match="unknown label"):
+        events_to_batch([ev(label="bad", score=math.nan)])
+
+
+def _random_row(rng):
+    row = {"ts": rng.choice([rng.randint(0, 10**9), rng.random() * 1e9, "2024-01-02T03:04:05Z"]),
+           "label": rng.choice([True, False, 0, 1]),
+           "score": rng.random(),
+           "id": rng.choice([None, "x%d" % rng.randint(0, 9), rng.randint(0, 9)]),
+           "seg": rng.choice(["a", "b", None])}
+    if rng.random() < 0.3:
+        row["weight"] = rng.choice([0, 0.5, 3])
+    if rng.random() < 0.15:  # plant a fault
+        field, value = rng.choice([
+            ("score", math.nan), ("score", "0.3"), ("score", None), ("label", "yes"),
+            ("label", 2), ("ts", "2024-99-01"), ("ts", None), ("weight", -2),
+            ("id", 1.5), ("seg", {"k": 1}), ("label", MISSING), ("score", MISSING)])
+        if value is MISSING:
+            row.pop(field, None)
+        else:
+            row[field] = value
+    return row
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_columnar_path_agrees_with_row_path(seed):
+    rng = random.Random(seed)
+    fm = FieldMap(segment="seg")
+    rows = [_random_row(rng) for _ in range(500)]
+    cols = {n: [r.get(n, MISSING) for r in rows] for n in fm.columns()}
+    batch, errors = build_batch(cols, np.arange(1, 501), fm)
+    good, bad = [], []
+    for i, r in enumerate(rows):
+        try:
+            good.append(parse_event(r, fm))
+        except EventError as e:
+            bad.append((i, e.reason))
+    assert errors == bad and len(bad) > 20
+    assert list(batch.events()) == good
+    assert batch.line.tolist() == [i + 1 for i in range(500) if i not in dict(bad)]
+
+
+def test_partial_rows_for_delayed_labels():
+    fm = FieldMap()
+    rows = [{"id": "a", "ts": 1, "score": 0.7},            # prediction
+            {"id": "a", "ts": 5, "label": True},           # label
+            {"id": "b", "ts": 6, "label": 0, "score": 0.2},  # complete
+            {"id": "c", "ts": 7},                          # neither
+            {"ts": 8, "score": 0.1}]                       # prediction without id
+    cols = {n: [r.get(n, MISSING) for r in rows] for n in fm.columns()}
+    batch, errors = build_batch(cols, np.arange(1, 6), fm, partial=True)
+    assert batch.kind.tolist() == [KIND_PREDICTION, KIND_LABEL, KIND_EVENT]
+    assert batch.label.tolist() == [False, True, False]
+    assert batch.score[0] == 0.7 and math.isnan(batch.score[1]) and batch.score[2] == 0.2
+    assert batch.id == ["a", "a", "b"]
+    assert errors == [(3, "missing fields 'label' and 'score' (need one of them)"),
+                      (4, "missing field 'id' (needed to join labels to predictions)")]
+
+
+def test_batch_select_and_concat():
+    b = events_to_batch([ev(ts=i, id=str(i)) for i in range(5)])
+    s = b.select(np.array([True, False, True, False, True]))
+    assert s.ts.tolist() == [0, 2, 4] and s.id == ["0", "2", "4"]
+    c = EventBatch.concat([s, events_to_batch([ev(ts=9)]), EventBatch.empty()])
+    assert c.ts.tolist() == [0, 2, 4, 9] and c.id == ["0", "2", "4", None]
+    assert c.line.tolist() == [1, 3, 5, 1]
