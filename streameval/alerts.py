@@ -1,0 +1,788 @@
+"""Alert rules: threshold, drop from a baseline, drift; lifecycle pending -> firing -> resolved.
+
+A rule is evaluated on one value at each evaluation point of a :class:`~streameval.Monitor`
+(or by hand) and returns the *transition* it makes there, if any::
+
+    {"rule": name, "state": "pending" | "firing" | "resolved", "n": ..., "t": ..., "value": ...}
+
+(the Monitor adds ``"segment"``: the schema of ``alerts.jsonl``, DESIGN.md section 6).
+
+Rules
+-----
+* :class:`Threshold` -- ``metric op value``, ``op`` one of ``<``, ``<=``, ``>``, ``>=``
+  (``recall < 0.8``).
+* :class:`Drop` -- the metric fell by at least ``by`` below a baseline:
+  ``baseline - value >= by`` (``relative=True``: ``(baseline - value) / baseline >= by``).
+  :class:`Rise` is its mirror (``value - baseline >= by``, for losses).
+  The baseline is ``"first"`` (the first value the rule saw with enough samples; the
+  first full window for a windowed metric with ``min_samples`` = its size), ``"best"``
+  (the best value so far: drop from the peak), or a number.
+* :class:`Drift` -- a drift report's p-value is below ``p_below``
+  (``recall drift p < 0.01``); by default only a *drop* counts (``direction="drop"``:
+  the report's ``delta`` must be negative), ``"rise"`` or ``"any"`` otherwise.
+
+Lifecycle
+---------
+The condition is checked at each evaluation point. Each rule instance is ``inactive``,
+``pending`` or ``firing``:
+
+* inactive, condition true: ``firing`` at once when ``for_`` is 1 (the default) and
+  ``for_seconds`` is unset or 0; otherwise ``pending``.
+* pending, condition true: ``firing`` once it has held on ``for_`` consecutive
+  evaluations, or for ``for_seconds`` of event time since it first held.
+* pending or firing, condition false: ``resolved`` (back to inactive). A pending alert
+  that never fired is resolved too, so that every ``pending`` has an end.
+* **No data**: a NaN value (or ``None``), or fewer than ``min_samples`` events, is not
+  evaluated at all: the state stays as it is, the ``for_`` streak neither grows nor
+  breaks, nothing is emitted. NaN is never a reason to fire, nor to resolve.
+* **Cooldown**: after a *firing* alert resolves, the rule starts no new alert until
+  ``cooldown`` more events have been counted (``n``) or ``cooldown_seconds`` of event
+  time have passed.
+
+Each transition is returned exactly once, at the evaluation where it happens; at most
+one transition per evaluation.
+
+String rules
+------------
+:func:`parse_rule` reads a rule from a strict little grammar (no ``eval``)::
+
+    <metric> <op> <number>                 recall@10000 < 0.8
+    <metric> drops by <number>[%]          roc_auc drops by 0.05     (5% -> relative)
+    <metric> rises by <number>[%]          log_loss rises by 0.1
+    <metric> drift p < <number>            recall drift p < 0.01
+
+where ``<metric>`` is a metric name (letters, digits, ``_ . @ : -``, starting with a
+letter or ``_``) and ``<op>`` one of ``< <= > >=``.
+
+>>> r = Threshold("recall", "<", 0.8, for_=2)
+>>> r.evaluate(0.9, n=1000) is None
+True
+>>> r.evaluate(0.7, n=2000)
+{'rule': 'recall < 0.8', 'state': 'pending', 'n': 2000, 't': None, 'value': 0.7}
+>>> r.evaluate(0.6, n=3000)
+{'rule': 'recall < 0.8', 'state': 'firing', 'n': 3000, 't': None, 'value': 0.6}
+>>> r.evaluate(float("nan"), n=4000) is None     # no data: still firing
+True
+>>> r.evaluate(0.85, n=5000)
+{'rule': 'recall < 0.8', 'state': 'resolved', 'n': 5000, 't': None, 'value': 0.85}
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+import re
+
+__all__ = [
+    "Rule",
+    "Threshold",
+    "Drop",
+    "Rise",
+    "Drift",
+    "parse_rule",
+    "rule_from_config",
+    "INACTIVE",
+    "PENDING",
+    "FIRING",
+    "RESOLVED",
+]
+
+INACTIVE = "inactive"
+PENDING = "pending"
+FIRING = "firing"
+RESOLVED = "resolved"
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_.@:\-]*"
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_RE_THRESHOLD = re.compile(rf"^\s*({_NAME})\s*(<=|>=|<|>)\s*({_NUM})\s*$")
+_RE_CHANGE = re.compile(rf"^\s*({_NAME})\s+(drops|rises)\s+by\s+({_NUM})\s*(%?)\s*$")
+_RE_DRIFT = re.compile(rf"^\s*({_NAME})\s+drift\s+p\s*<\s*({_NUM})\s*$")
+
+
+# ----------------------------------------------------------------------- validation
+
+
+def _where(rule_name):
+    return f"rule {rule_name!r}" if rule_name else "rule"
+
+
+def _number(value, key, rule_name, *, low=None, low_open=False, high=None, integer=False):
+    """Check a numeric rule parameter; ValueError naming the key and the rule."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if ok:
+        value = int(value) if integer and float(value).is_integer() else value
+        if integer and not isinstance(value, numbers.Integral):
+            ok = False
+        elif not math.isfinite(value):
+            ok = False
+        elif low is not None and (value <= low if low_open else value < low):
+            ok = False
+        elif high is not None and value > high:
+            ok = False
+    if not ok:
+        kind = "an integer" if integer else "a finite number"
+        bound = ""
+        if low is not None:
+            bound = f" {'>' if low_open else '>='} {low}"
+        if high is not None:
+            bound += f"{' and' if bound else ''} <= {high}"
+        raise ValueError(f"{_where(rule_name)}: {key} = {value!r}: must be {kind}{bound}")
+    return int(value) if integer else float(value)
+
+
+def _metric_name(metric, key="metric", rule_name=None):
+    if not isinstance(metric, str) or not re.fullmatch(_NAME, metric):
+        raise ValueError(
+            f"{_where(rule_name)}: {key} = {metric!r}: must be a metric name "
+            "(letters, digits, _ . @ : -, starting with a letter or _)"
+        )
+    return metric
+
+
+def _fmt(x):
+    """A number as the rule grammar writes it (0.8, 5000, 1e-05)."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+
+
+# ---------------------------------------------------------------------------- rules
+
+
+class Rule:
+    """Base of alert rules: the lifecycle, ``for``, ``min_samples``, cooldown, state.
+
+    Subclasses define :meth:`_condition` (is the alert condition true for this value?),
+    :meth:`_default_name` and :meth:`_spec` (their own parameters).
+
+    Runtime complexity of :meth:`evaluate`: `O(1)`.
+
+    Parameters
+    ----------
+    metric : str
+        Name of the metric (or, for :class:`Drift`, the drift report) the rule reads.
+    for_ : int
+        Consecutive evaluations the condition must hold before firing (``for`` in
+        TOML); 1 fires at the first.
+    for_seconds : float, optional
+        Or: event time (seconds) the condition must hold, from its first true
+        evaluation, before firing. Needs ``t`` at evaluation.
+    min_samples : int
+        Evaluations with fewer events (``samples``) are "no data".
+    cooldown : int
+        After a firing alert resolves, events (``n``) to count before a new alert.
+    cooldown_seconds : float, optional
+        Or: event time (seconds) to wait after a resolution. Needs ``t``.
+    name : str, optional
+        The rule's name in transitions (default: the rule in the string grammar,
+        e.g. ``"recall < 0.8"``).
+    """
+
+    kind = "rule"
+
+    def __init__(self, metric, *, for_=1, for_seconds=None, min_samples=0, cooldown=0,
+                 cooldown_seconds=None, name=None):
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"rule name = {name!r}: must be a non-empty string")
+        label = name
+        self.metric = _metric_name(metric, rule_name=label)
+        self.for_ = _number(for_, "for", label, low=1, integer=True)
+        self.for_seconds = (
+            None if for_seconds is None else _number(for_seconds, "for_seconds", label, low=0)
+        )
+        if self.for_seconds is not None and self.for_ != 1:
+            raise ValueError(
+                f"{_where(label)}: give either for = {for_!r} (evaluations) "
+                f"or for_seconds = {for_seconds!r}, not both"
+            )
+        self.min_samples = _number(min_samples, "min_samples", label, low=0, integer=True)
+        self.cooldown = _number(cooldown, "cooldown", label, low=0, integer=True)
+        self.cooldown_seconds = (
+            None if cooldown_seconds is None
+            else _number(cooldown_seconds, "cooldown_seconds", label, low=0)
+        )
+        if self.cooldown_seconds is not None and self.cooldown:
+            raise ValueError(
+                f"{_where(label)}: give either cooldown = {cooldown!r} (events) "
+                f"or cooldown_seconds = {cooldown_seconds!r}, not both"
+            )
+        self._name = name
+        self._reset()
+
+    # -- identity -----------------------------------------------------------------
+    @property
+    def name(self):
+        """The name used in transitions (given, or the rule in the string grammar)."""
+        return self._name if self._name is not None else self._default_name()
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.name!r}, state={self.state!r})"
+
+    def _default_name(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _spec(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _condition(self, value):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _value(self, value):
+        """The number the rule reads (and reports) from what it is given; NaN = no data."""
+        if value is None:
+            return math.nan
+        return float(value)
+
+    # -- state --------------------------------------------------------------------
+    def _reset(self):
+        self.state = INACTIVE
+        self._streak = 0          # consecutive true evaluations (pending/firing)
+        self._since_t = None      # event time of the first of them
+        self._resolved_n = None   # n and t at the last resolution of a firing alert
+        self._resolved_t = None
+        self._last = None         # the transition that opened the current alert
+
+    def clone(self):
+        """A fresh rule with the same parameters and no state (one per segment)."""
+        return type(self)(**self._kwargs())
+
+    def _kwargs(self):
+        kw = {
+            "for_": self.for_, "for_seconds": self.for_seconds, "min_samples": self.min_samples,
+            "cooldown": self.cooldown, "cooldown_seconds": self.cooldown_seconds,
+            "name": self._name,
+        }
+        kw.update(self._spec())
+        return kw
+
+    def to_config(self):
+        """The rule as a TOML/JSON-ready table (only non-default keys); see :func:`rule_from_config`."""
+        spec = self._config_spec()
+        if self._name is not None:
+            spec["name"] = self._name
+        if self.for_ != 1:
+            spec["for"] = self.for_
+        for key, default in (("for_seconds", None), ("min_samples", 0), ("cooldown", 0),
+                             ("cooldown_seconds", None)):
+            value = getattr(self, key)
+            if value != default:
+                spec[key] = value
+        return spec
+
+    def to_state(self):
+        """JSON-serialisable state: the rule's config and its lifecycle."""
+        return {
+            "config": self.to_config(),
+            "lifecycle": {
+                "state": self.state,
+                "streak": self._streak,
+                "since_t": self._since_t,
+                "resolved_n": self._resolved_n,
+                "resolved_t": self._resolved_t,
+                "last": self._last,
+                **self._extra_state(),
+            },
+        }
+
+    @staticmethod
+    def from_state(state):
+        """Rebuild a rule (any kind) from :meth:`to_state`."""
+        if not isinstance(state, dict) or "config" not in state or "lifecycle" not in state:
+            raise ValueError(f"not a rule state (a dict with 'config' and 'lifecycle'): {state!r:.200}")
+        rule = rule_from_config(state["config"])
+        life = state["lifecycle"]
+        if life.get("state") not in (INACTIVE, PENDING, FIRING):
+            raise ValueError(f"rule state {life.get('state')!r}: not one of inactive, pending, firing")
+        rule.state = life["state"]
+        rule._streak = int(life["streak"])
+        rule._since_t = life["since_t"]
+        rule._resolved_n = life["resolved_n"]
+        rule._resolved_t = life["resolved_t"]
+        rule._last = None if life["last"] is None else dict(life["last"])
+        rule._set_extra_state(life)
+        return rule
+
+    def _extra_state(self):
+        return {}
+
+    def _set_extra_state(self, life):
+        pass
+
+    @property
+    def active(self):
+        """The transition that opened the current alert (pending or firing), or None."""
+        return None if self.state == INACTIVE else dict(self._last)
+
+    # -- evaluation -----------------------------------------------------------------
+    def _held(self, t):
+        if self.for_seconds is not None:
+            return t - self._since_t >= self.for_seconds
+        return self._streak >= self.for_
+
+    def _cooling(self, n, t):
+        if self._resolved_n is None:
+            return False
+        if self.cooldown_seconds is not None:
+            return t - self._resolved_t < self.cooldown_seconds
+        return self.cooldown > 0 and n - self._resolved_n < self.cooldown
+
+    def evaluate(self, value, n, t=None, samples=None):
+        """Evaluate the rule at one evaluation point; return the transition or None.
+
+        Runtime complexity: `O(1)`.
+
+        Parameters
+        ----------
+        value : float or None
+            The metric's value (NaN or None: no data). :class:`Drift` also takes a
+            drift report, a mapping with ``"p_value"`` and ``"delta"``.
+        n : int
+            Events counted so far: the clock of ``cooldown``, reported in transitions.
+        t : float, optional
+            Event time of the evaluation; needed by ``for_seconds`` and
+            ``cooldown_seconds``.
+        samples : int, optional
+            The sample size compared with ``min_samples`` (default ``n``).
+
+        Returns
+        -------
+        dict or None
+            ``{"rule", "state", "n", "t", "value"}`` when the state changes.
+        """
+        v = self._value(value)
+        if v != v:
+            return None
+        if (n if samples is None else samples) < self.min_samples:
+            return None
+        needs_t = self.for_seconds is not None or self.cooldown_seconds is not None
+        if needs_t and (t is None or t != t):
+            raise ValueError(
+                f"{_where(self.name)}: t = {t!r}: for_seconds and cooldown_seconds "
+                "need the event time of each evaluation"
+            )
+        cond = self._condition(v)
+        state = self.state
+        if state == INACTIVE:
+            if not cond or self._cooling(n, t):
+                return None
+            self._streak = 1
+            self._since_t = t
+            new = FIRING if self._held(t) else PENDING
+        elif cond:
+            self._streak += 1
+            if state == FIRING or not self._held(t):
+                return None
+            new = FIRING
+        else:
+            if state == FIRING:
+                self._resolved_n, self._resolved_t = n, t
+            self._streak = 0
+            self._since_t = None
+            new = RESOLVED
+        record = {"rule": self.name, "state": new, "n": n, "t": t, "value": v}
+        if new == RESOLVED:
+            self.state = INACTIVE
+            self._last = None
+        else:
+            self.state = new
+            self._last = record
+        return dict(record)
+
+
+class Threshold(Rule):
+    """Fires when ``value op threshold`` (``recall < 0.8``).
+
+    Runtime complexity of :meth:`~Rule.evaluate`: `O(1)`.
+
+    >>> r = Threshold("roc_auc@10000", "<", 0.75, min_samples=500)
+    >>> r.name
+    'roc_auc@10000 < 0.75'
+    >>> r.evaluate(0.5, n=100) is None      # fewer than min_samples events: no data
+    True
+    >>> r.evaluate(0.7, n=1000)["state"]
+    'firing'
+
+    Parameters
+    ----------
+    metric : str
+        The metric name.
+    op : str
+        ``"<"``, ``"<="``, ``">"`` or ``">="``.
+    value : float
+        The threshold.
+    **kwargs
+        ``for_``, ``for_seconds``, ``min_samples``, ``cooldown``, ``cooldown_seconds``,
+        ``name``: see :class:`Rule`.
+    """
+
+    kind = "threshold"
+
+    def __init__(self, metric, op, value, **kwargs):
+        if op not in _OPS:
+            raise ValueError(
+                f"{_where(kwargs.get('name'))}: op = {op!r}: must be one of <, <=, >, >="
+            )
+        self.op = op
+        self.value = _number(value, "value", kwargs.get("name"))
+        self._cmp = _OPS[op]
+        super().__init__(metric, **kwargs)
+
+    def _condition(self, v):
+        return self._cmp(v, self.value)
+
+    def _default_name(self):
+        return f"{self.metric} {self.op} {_fmt(self.value)}"
+
+    def _spec(self):
+        return {"metric": self.metric, "op": self.op, "value": self.value}
+
+    def _config_spec(self):
+        return {"metric": self.metric, "op": self.op, "value": self.value}
+
+
+class Drop(Rule):
+    """Fires when the metric has dropped by at least ``by`` from a baseline.
+
+    ``baseline - value >= by``, or with ``relative=True``
+    ``(baseline - value) / |baseline| >= by``. ``baseline`` is ``"first"`` (the first
+    value evaluated, i.e. with at least ``min_samples`` events), ``"best"`` (the highest
+    value evaluated so far, this one included) or a fixed number.
+
+    Runtime complexity of :meth:`~Rule.evaluate`: `O(1)`.
+
+    >>> r = Drop("roc_auc", 0.05)
+    >>> r.name
+    'roc_auc drops by 0.05'
+    >>> [r.evaluate(v, n=i) for i, v in enumerate([0.90, 0.88, 0.84], 1)][-1]["state"]
+    'firing'
+
+    Parameters
+    ----------
+    metric : str
+        The metric name.
+    by : float
+        The drop (absolute, or a fraction of the baseline with ``relative=True``); > 0.
+    baseline : str or float
+        ``"first"`` (default; ``"first_window"`` is accepted as a synonym), ``"best"``,
+        or a number.
+    relative : bool
+        Compare the drop with ``by * |baseline|``.
+    **kwargs
+        See :class:`Rule`.
+    """
+
+    kind = "drop"
+    _sign = 1.0  # +1: value going down is bad; Rise flips it
+
+    def __init__(self, metric, by, *, baseline="first", relative=False, **kwargs):
+        label = kwargs.get("name")
+        self.by = _number(by, self.kind, label, low=0, low_open=True)
+        if baseline == "first_window":
+            baseline = "first"
+        if baseline not in ("first", "best"):
+            if isinstance(baseline, str) or isinstance(baseline, bool) or not isinstance(
+                baseline, numbers.Real
+            ):
+                raise ValueError(
+                    f"{_where(label)}: baseline = {baseline!r}: must be \"first\", \"best\" "
+                    "or a number"
+                )
+            baseline = _number(baseline, "baseline", label)
+        if not isinstance(relative, bool):
+            raise ValueError(f"{_where(label)}: relative = {relative!r}: must be true or false")
+        self.baseline = baseline
+        self.relative = relative
+        super().__init__(metric, **kwargs)
+
+    def _reset(self):
+        super()._reset()
+        self.reference = self.baseline if not isinstance(self.baseline, str) else None
+
+    def _condition(self, v):
+        ref = self.reference
+        if self.baseline == "first":
+            if ref is None:
+                self.reference = ref = v
+        elif self.baseline == "best":
+            if ref is None or (v - ref) * self._sign > 0:
+                self.reference = ref = v
+        change = (ref - v) * self._sign
+        if self.relative:
+            return ref != 0 and change / abs(ref) >= self.by
+        return change >= self.by
+
+    def _default_name(self):
+        by = f"{_fmt(self.by * 100)}%" if self.relative else _fmt(self.by)
+        name = f"{self.metric} {self.kind}s by {by}"
+        if self.baseline != "first":
+            base = self.baseline if isinstance(self.baseline, str) else _fmt(self.baseline)
+            name += f" from {base}"
+        return name
+
+    def _spec(self):
+        return {"metric": self.metric, "by": self.by, "baseline": self.baseline,
+                "relative": self.relative}
+
+    def _config_spec(self):
+        spec = {"metric": self.metric, self.kind: self.by}
+        if self.baseline != "first":
+            spec["baseline"] = self.baseline
+        if self.relative:
+            spec["relative"] = True
+        return spec
+
+    def _extra_state(self):
+        return {"reference": self.reference}
+
+    def _set_extra_state(self, life):
+        self.reference = life.get("reference")
+
+
+class Rise(Drop):
+    """Fires when the metric has risen by at least ``by`` from a baseline (losses).
+
+    ``value - baseline >= by`` (``relative=True``: divided by ``|baseline|``);
+    ``baseline="best"`` is the lowest value so far. Otherwise as :class:`Drop`.
+
+    Runtime complexity of :meth:`~Rule.evaluate`: `O(1)`.
+
+    >>> r = Rise("log_loss", 0.1, baseline=0.3)
+    >>> r.evaluate(0.35, n=1) is None, r.evaluate(0.45, n=2)["state"]
+    (True, 'firing')
+    """
+
+    kind = "rise"
+    _sign = -1.0
+
+
+class Drift(Rule):
+    """Fires when a drift test's p-value is below ``p_below`` (``recall drift p < 0.01``).
+
+    Evaluated on a drift report (a mapping with ``"p_value"`` and ``"delta"``, current
+    minus reference) or on a bare p-value (then ``direction`` must be ``"any"``). With
+    ``direction="drop"`` (default) only a significant *decrease* counts (``delta < 0``),
+    ``"rise"`` only an increase, ``"any"`` both. The transition's ``value`` is the
+    p-value.
+
+    Runtime complexity of :meth:`~Rule.evaluate`: `O(1)`.
+
+    >>> r = Drift("recall", 0.01)
+    >>> r.name
+    'recall drift p < 0.01'
+    >>> r.evaluate({"p_value": 0.001, "delta": 0.1}, n=1) is None    # an improvement
+    True
+    >>> r.evaluate({"p_value": 0.001, "delta": -0.1}, n=2)["state"]
+    'firing'
+
+    Parameters
+    ----------
+    metric : str
+        The name of the drift report (e.g. ``"recall"``).
+    p_below : float
+        Significance level, in (0, 1].
+    direction : str
+        ``"drop"``, ``"rise"`` or ``"any"``.
+    **kwargs
+        See :class:`Rule`.
+    """
+
+    kind = "drift"
+
+    def __init__(self, metric, p_below=0.01, *, direction="drop", **kwargs):
+        label = kwargs.get("name")
+        self.p_below = _number(p_below, "p_below", label, low=0, low_open=True, high=1)
+        if direction not in ("drop", "rise", "any"):
+            raise ValueError(
+                f"{_where(label)}: direction = {direction!r}: must be \"drop\", \"rise\" or \"any\""
+            )
+        self.direction = direction
+        super().__init__(metric, **kwargs)
+        self._delta = math.nan
+
+    def _value(self, value):
+        if value is None:
+            return math.nan
+        if isinstance(value, dict):
+            p = value.get("p_value")
+            d = value.get("delta")
+            self._delta = math.nan if d is None else float(d)
+            return math.nan if p is None else float(p)
+        if self.direction != "any":
+            raise ValueError(
+                f"{_where(self.name)}: a bare p-value ({value!r}) has no direction; "
+                f"give a report with 'p_value' and 'delta' (direction = {self.direction!r})"
+            )
+        self._delta = math.nan
+        return float(value)
+
+    def _condition(self, p):
+        if not p < self.p_below:
+            return False
+        d = self._delta
+        if self.direction == "drop":
+            return d < 0
+        if self.direction == "rise":
+            return d > 0
+        return True
+
+    def _default_name(self):
+        name = f"{self.metric} drift p < {_fmt(self.p_below)}"
+        return name if self.direction == "drop" else f"{name} ({self.direction})"
+
+    def _spec(self):
+        return {"metric": self.metric, "p_below": self.p_below, "direction": self.direction}
+
+    def _config_spec(self):
+        spec = {"drift": self.metric, "p_below": self.p_below}
+        if self.direction != "drop":
+            spec["direction"] = self.direction
+        return spec
+
+
+# ------------------------------------------------------------------------- parsing
+
+
+def parse_rule(text, **kwargs):
+    """Read a rule from the string grammar (see the module docstring); never ``eval``.
+
+    Runtime complexity: `O(len(text))`.
+
+    >>> parse_rule("recall@10000 < 0.8", for_=3)
+    Threshold('recall@10000 < 0.8', state='inactive')
+    >>> parse_rule("roc_auc drops by 5%").relative
+    True
+    >>> parse_rule("recall drift p < 0.01").p_below
+    0.01
+    >>> parse_rule("recall == 0.8")
+    Traceback (most recent call last):
+    ...
+    ValueError: rule 'recall == 0.8': not understood; expected '<metric> <op> <number>' ...
+
+    Parameters
+    ----------
+    text : str
+        The rule.
+    **kwargs
+        Further parameters of the rule (``for_``, ``min_samples``, ``name``, ...).
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"rule = {text!r}: must be a string such as 'recall < 0.8'")
+    m = _RE_THRESHOLD.match(text)
+    if m:
+        return Threshold(m.group(1), m.group(2), float(m.group(3)), **kwargs)
+    m = _RE_CHANGE.match(text)
+    if m:
+        cls = Drop if m.group(2) == "drops" else Rise
+        by = float(m.group(3))
+        if m.group(4):
+            if "relative" in kwargs and not kwargs["relative"]:
+                raise ValueError(f"rule {text!r}: a percentage is a relative change (relative = false given)")
+            kwargs["relative"] = True
+            by /= 100.0
+        return cls(m.group(1), by, **kwargs)
+    m = _RE_DRIFT.match(text)
+    if m:
+        return Drift(m.group(1), float(m.group(2)), **kwargs)
+    raise ValueError(
+        f"rule {text!r}: not understood; expected '<metric> <op> <number>' (op: < <= > >=), "
+        "'<metric> drops by <number>[%]', '<metric> rises by <number>[%]' "
+        "or '<metric> drift p < <number>'"
+    )
+
+
+_COMMON_KEYS = {"for", "for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name"}
+_KIND_KEYS = {
+    "threshold": {"metric", "op", "value"},
+    "drop": {"metric", "drop", "baseline", "relative"},
+    "rise": {"metric", "rise", "baseline", "relative"},
+    "drift": {"drift", "p_below", "direction"},
+    "rule": {"rule", "baseline", "relative", "direction"},
+}
+
+
+def rule_from_config(table, where="rule"):
+    """Build a rule from a TOML/JSON table (the inverse of :meth:`Rule.to_config`).
+
+    The kind follows from the keys: ``op`` and ``value`` (threshold), ``drop`` or ``rise``
+    (change from a baseline), ``drift`` (drift report name, with ``p_below``), or
+    ``rule`` (a string in the grammar of :func:`parse_rule`). Common keys: ``for``,
+    ``for_seconds``, ``min_samples``, ``cooldown``, ``cooldown_seconds``, ``name``.
+    Unknown keys raise ``ValueError`` naming the key and ``where`` the table is.
+
+    Runtime complexity: `O(1)`.
+
+    >>> rule_from_config({"metric": "recall@10000", "op": "<", "value": 0.8, "for": 3}).name
+    'recall@10000 < 0.8'
+    >>> rule_from_config({"metric": "roc_auc", "drop": 0.05, "baseline": "best"}).name
+    'roc_auc drops by 0.05 from best'
+    >>> rule_from_config({"drift": "recall", "p_below": 0.01, "cooldown": 5000}).cooldown
+    5000
+    >>> rule_from_config({"metric": "recall", "op": "<", "valeu": 0.8}, where="monitor.rules[0]")
+    Traceback (most recent call last):
+    ...
+    ValueError: monitor.rules[0]: unknown key 'valeu' for a threshold rule; expected ...
+    """
+    if isinstance(table, str):
+        return parse_rule(table)
+    if not isinstance(table, dict):
+        raise ValueError(f"{where} = {table!r}: must be a table (or a rule string)")
+    keys = set(table)
+    if "rule" in keys:
+        kind = "rule"
+    elif "drift" in keys:
+        kind = "drift"
+    elif "drop" in keys and "rise" in keys:
+        raise ValueError(f"{where}: give either 'drop' or 'rise', not both")
+    elif "drop" in keys:
+        kind = "drop"
+    elif "rise" in keys:
+        kind = "rise"
+    elif "op" in keys or "value" in keys:
+        kind = "threshold"
+    else:
+        raise ValueError(
+            f"{where}: cannot tell the kind of rule from keys {sorted(keys)}; give 'op' and "
+            "'value' (threshold), 'drop' or 'rise' (change), 'drift' (drift test) or "
+            "'rule' (a string such as \"recall < 0.8\")"
+        )
+    allowed = _KIND_KEYS[kind] | _COMMON_KEYS
+    for key in sorted(keys - allowed):
+        raise ValueError(
+            f"{where}: unknown key {key!r} for a {kind} rule; expected one of {sorted(allowed)}"
+        )
+    common = {}
+    if "for" in table:
+        common["for_"] = table["for"]
+    for key in ("for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name"):
+        if key in table:
+            common[key] = table[key]
+    try:
+        if kind == "rule":
+            extra = {k: table[k] for k in ("baseline", "relative", "direction") if k in table}
+            return parse_rule(table["rule"], **extra, **common)
+        if kind == "drift":
+            return Drift(_metric_name(table["drift"], "drift", table.get("name")),
+                         table.get("p_below", 0.01),
+                         **({"direction": table["direction"]} if "direction" in table else {}),
+                         **common)
+        if "metric" not in table:
+            raise ValueError(f"{where}: a {kind} rule needs 'metric'")
+        if kind == "threshold":
+            for key in ("op", "value"):
+                if key not in table:
+                    raise ValueError(f"{where}: a threshold rule needs 'op' and 'value' (missing {key!r})")
+            return Threshold(table["metric"], table["op"], table["value"], **common)
+        cls = Drop if kind == "drop" else Rise
+        extra = {k: table[k] for k in ("baseline", "relative") if k in table}
+        return cls(table["metric"], table[kind], **extra, **common)
+    except TypeError as e:  # e.g. 'direction' given to a rule string that is not a drift rule
+        raise ValueError(f"{where}: {e}") from None
+    except ValueError as e:
+        msg = str(e)
+        if msg.startswith(f"{where}:"):
+            raise
+        if msg.startswith("rule: "):
+            msg = msg[len("rule: "):]
+        raise ValueError(f"{where}: {msg}") from None

@@ -1,0 +1,395 @@
+"""Alert rules: lifecycle pending -> firing -> resolved, for, min_samples, cooldown, NaN.
+
+Oracles: hand-worked sequences from the rules' definitions (streameval/alerts.py
+docstring, DESIGN.md section 5), and for random sequences an independent run-based
+recomputation (`_oracle_threshold`) of the transitions a threshold rule must emit.
+"""
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from streameval.alerts import (
+    Drift, Drop, Rise, Rule, Threshold, parse_rule, rule_from_config,
+)
+
+NAN = math.nan
+
+
+def run(rule, values, ns=None, ts=None, samples=None):
+    """Evaluate a rule on a sequence; return [(index, state)] of the transitions."""
+    out = []
+    for i, v in enumerate(values):
+        n = (i + 1) * 100 if ns is None else ns[i]
+        t = None if ts is None else ts[i]
+        s = None if samples is None else samples[i]
+        tr = rule.evaluate(v, n=n, t=t, samples=s)
+        if tr is not None:
+            out.append((i, tr["state"]))
+    return out
+
+
+# ------------------------------------------------------------------ hand-worked cases
+
+
+def test_for_counts_consecutive_evaluations_and_each_transition_once():
+    r = Threshold("recall", "<", 0.8, for_=3)
+    values = [0.9, 0.7, 0.6, 0.5, 0.4, 0.3, 0.85, 0.9]
+    assert run(r, values) == [(1, "pending"), (3, "firing"), (6, "resolved")]
+    assert r.state == "inactive" and r.active is None
+
+
+def test_transition_record_schema_and_values():
+    r = Threshold("recall", "<", 0.8, for_=2, name="low recall")
+    assert r.evaluate(0.7, n=10, t=5.0) == {
+        "rule": "low recall", "state": "pending", "n": 10, "t": 5.0, "value": 0.7}
+    assert r.active == {"rule": "low recall", "state": "pending", "n": 10, "t": 5.0, "value": 0.7}
+    assert r.evaluate(0.75, n=20, t=6.0) == {
+        "rule": "low recall", "state": "firing", "n": 20, "t": 6.0, "value": 0.75}
+    assert r.active["state"] == "firing" and r.active["n"] == 20
+    assert r.evaluate(0.81, n=30, t=7.0) == {
+        "rule": "low recall", "state": "resolved", "n": 30, "t": 7.0, "value": 0.81}
+
+
+def test_for_one_fires_immediately_without_pending():
+    r = Threshold("precision", "<=", 0.5)
+    assert run(r, [0.6, 0.5, 0.4, 0.7, 0.2]) == [(1, "firing"), (3, "resolved"), (4, "firing")]
+
+
+def test_pending_that_clears_is_resolved_and_streak_restarts():
+    r = Threshold("recall", "<", 0.8, for_=3)
+    # true, true, false (resolved from pending), then three trues fire on the third
+    values = [0.7, 0.7, 0.9, 0.7, 0.7, 0.7]
+    assert run(r, values) == [(0, "pending"), (2, "resolved"), (3, "pending"), (5, "firing")]
+
+
+def test_nan_is_no_data_never_fires_never_resolves_never_breaks_streak():
+    r = Threshold("recall", "<", 0.8, for_=3)
+    values = [NAN, NAN, 0.7, NAN, 0.7, None, 0.7, NAN, NAN, 0.9]
+    assert run(r, values) == [(2, "pending"), (6, "firing"), (9, "resolved")]
+    # a rule that only ever sees NaN never does anything, whatever the operator
+    for op in ("<", "<=", ">", ">="):
+        assert run(Threshold("x", op, 0.5), [NAN] * 5) == []
+
+
+def test_min_samples_counts_samples_or_n():
+    r = Threshold("auc", "<", 0.7, min_samples=300)
+    # n = 100, 200, ... : no data until n >= 300
+    assert run(r, [0.5, 0.5, 0.5, 0.5]) == [(2, "firing")]
+    r = Threshold("auc", "<", 0.7, min_samples=300)
+    # samples (a segment's size) given separately from the clock n
+    assert run(r, [0.5, 0.5, 0.5], ns=[1000, 2000, 3000], samples=[100, 299, 300]) == [(2, "firing")]
+
+
+def test_cooldown_in_events_after_a_firing_alert_resolves():
+    r = Threshold("recall", "<", 0.8, cooldown=250)
+    # n = 100, 200, ...: fire at 100, resolve at 200; until n >= 450 no new alert
+    values = [0.5, 0.9, 0.5, 0.5, 0.5, 0.5, 0.9]
+    assert run(r, values) == [(0, "firing"), (1, "resolved"), (4, "firing"), (6, "resolved")]
+
+
+def test_cooldown_does_not_follow_a_pending_alert_that_never_fired():
+    r = Threshold("recall", "<", 0.8, for_=2, cooldown=10_000)
+    values = [0.5, 0.9, 0.5, 0.5]
+    assert run(r, values) == [(0, "pending"), (1, "resolved"), (2, "pending"), (3, "firing")]
+
+
+def test_cooldown_seconds_and_for_seconds_use_event_time():
+    r = Threshold("recall", "<", 0.8, for_seconds=60, cooldown_seconds=120)
+    ts = [0.0, 30.0, 59.0, 60.0, 90.0, 100.0, 200.0, 219.0, 220.0, 250.0, 280.0]
+    values = [0.5, 0.5, 0.5, 0.5, 0.9, 0.5, 0.5, 0.9, 0.5, 0.5, 0.5]
+    # pending at 0, firing at 60 (held 60 s), resolved at 90; cooling until t >= 210:
+    # t=100 and t=200 suppressed; 219 false; pending at 220, firing at 280 (held 60 s)
+    assert run(r, values, ts=ts) == [
+        (0, "pending"), (3, "firing"), (4, "resolved"), (8, "pending"), (10, "firing")]
+
+
+def test_for_seconds_zero_fires_at_once_and_time_is_required():
+    r = Threshold("recall", "<", 0.8, for_seconds=0)
+    assert run(r, [0.5], ts=[3.0]) == [(0, "firing")]
+    r = Threshold("recall", "<", 0.8, for_seconds=10)
+    with pytest.raises(ValueError, match=r"rule 'recall < 0.8': t = None: for_seconds"):
+        r.evaluate(0.5, n=1)
+    with pytest.raises(ValueError, match="t = nan"):
+        r.evaluate(0.5, n=1, t=NAN)
+    assert r.state == "inactive"
+
+
+def test_drop_from_first_baseline():
+    r = Drop("roc_auc", 0.05, min_samples=200)
+    # n = 100 is no data; the baseline is the first evaluated value (0.90 at n = 200)
+    values = [0.99, 0.90, 0.88, 0.849, 0.86, 0.80, 0.95]
+    assert run(r, values) == [(3, "firing"), (4, "resolved"), (5, "firing"), (6, "resolved")]
+    assert r.reference == 0.90
+
+
+def test_drop_from_best_fixed_and_relative():
+    best = Drop("roc_auc", 0.05, baseline="best")
+    assert run(best, [0.80, 0.90, 0.86, 0.84, 0.95, 0.91, 0.89]) == [
+        (3, "firing"), (4, "resolved"), (6, "firing")]
+    assert best.reference == 0.95
+    fixed = Drop("roc_auc", 0.1, baseline=0.9)
+    assert run(fixed, [0.85, 0.79, 0.81]) == [(1, "firing"), (2, "resolved")]
+    rel = Drop("precision", 0.2, baseline=0.5, relative=True)   # fires at <= 0.4
+    assert run(rel, [0.45, 0.39, 0.41]) == [(1, "firing"), (2, "resolved")]
+    assert Drop("x", 0.1, baseline="first_window").baseline == "first"
+
+
+def test_rise_for_losses():
+    r = Rise("log_loss", 0.1, baseline="best")          # best = lowest
+    assert run(r, [0.5, 0.3, 0.35, 0.41, 0.2, 0.31]) == [(3, "firing"), (4, "resolved"), (5, "firing")]
+    assert r.reference == 0.2
+
+
+def test_drift_rule_direction():
+    drop = Drift("recall", 0.01)
+    reports = [{"p_value": 0.5, "delta": -0.01}, {"p_value": 0.001, "delta": 0.2},
+               {"p_value": 0.001, "delta": -0.2}, {"p_value": None, "delta": None},
+               {"p_value": 0.2, "delta": -0.05}]
+    assert run(drop, reports) == [(2, "firing"), (4, "resolved")]
+    anyway = Drift("recall", 0.01, direction="any")
+    assert run(anyway, reports) == [(1, "firing"), (4, "resolved")]
+    assert run(Drift("recall", 0.01, direction="any"), [0.5, 0.001, NAN, 0.3]) == [
+        (1, "firing"), (3, "resolved")]
+    rise = Drift("precision", 0.05, direction="rise")
+    assert run(rise, reports) == [(1, "firing"), (2, "resolved")]
+    with pytest.raises(ValueError, match="bare p-value"):
+        Drift("recall", 0.01).evaluate(0.001, n=1)
+
+
+def test_transition_value_of_drift_is_the_p_value():
+    r = Drift("recall", 0.01)
+    tr = r.evaluate({"p_value": 0.004, "delta": -0.1}, n=7, t=1.5)
+    assert tr == {"rule": "recall drift p < 0.01", "state": "firing", "n": 7, "t": 1.5, "value": 0.004}
+
+
+# --------------------------------------------------------------------- parameters
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"for_": 0}, "for = 0: must be an integer >= 1"),
+    ({"for_": 2.5}, "for = 2.5: must be an integer"),
+    ({"for_": True}, "for = True"),
+    ({"min_samples": -1}, "min_samples = -1"),
+    ({"cooldown": -5}, "cooldown = -5"),
+    ({"for_seconds": -1.0}, "for_seconds = -1.0"),
+    ({"for_seconds": 10, "for_": 3}, "either for = 3"),
+    ({"cooldown": 10, "cooldown_seconds": 5}, "either cooldown = 10"),
+    ({"name": ""}, "rule name = ''"),
+])
+def test_bad_common_parameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Threshold("recall", "<", 0.8, **kwargs)
+
+
+def test_bad_rule_parameters():
+    with pytest.raises(ValueError, match=r"op = '=='"):
+        Threshold("recall", "==", 0.8)
+    with pytest.raises(ValueError, match=r"value = nan"):
+        Threshold("recall", "<", NAN)
+    with pytest.raises(ValueError, match=r"metric = 'two words'"):
+        Threshold("two words", "<", 0.8)
+    with pytest.raises(ValueError, match=r"drop = 0: must be a finite number > 0"):
+        Drop("auc", 0)
+    with pytest.raises(ValueError, match=r"baseline = 'worst'"):
+        Drop("auc", 0.1, baseline="worst")
+    with pytest.raises(ValueError, match=r"p_below = 1.5"):
+        Drift("recall", 1.5)
+    with pytest.raises(ValueError, match=r"direction = 'down'"):
+        Drift("recall", 0.01, direction="down")
+
+
+# ------------------------------------------------------------------ string grammar
+
+
+@pytest.mark.parametrize("text, kind, expected", [
+    ("recall < 0.8", Threshold, {"metric": "recall", "op": "<", "value": 0.8}),
+    ("  recall@10000<=0.75 ", Threshold, {"metric": "recall@10000", "op": "<=", "value": 0.75}),
+    ("log_loss > 1e-1", Threshold, {"metric": "log_loss", "op": ">", "value": 0.1}),
+    ("seg.auc:eu >= -.5", Threshold, {"metric": "seg.auc:eu", "op": ">=", "value": -0.5}),
+    ("roc_auc drops by 0.05", Drop, {"metric": "roc_auc", "by": 0.05, "relative": False}),
+    ("roc_auc drops by 5%", Drop, {"metric": "roc_auc", "by": 0.05, "relative": True}),
+    ("log_loss rises by 0.1", Rise, {"metric": "log_loss", "by": 0.1}),
+    ("recall drift p < 0.01", Drift, {"metric": "recall", "p_below": 0.01, "direction": "drop"}),
+])
+def test_parse_rule(text, kind, expected):
+    r = parse_rule(text)
+    assert type(r) is kind
+    for key, value in expected.items():
+        assert getattr(r, key) == pytest.approx(value, rel=1e-15) if isinstance(value, float) \
+            else getattr(r, key) == value
+
+
+@pytest.mark.parametrize("text", [
+    "recall == 0.8", "recall < high", "recall < 0.8 and auc < 0.7", "__import__('os') < 1",
+    "recall drops 0.05", "recall drift p > 0.01", "< 0.8", "recall < 0.8;", "", "1recall < 2",
+])
+def test_parse_rule_refuses_anything_outside_the_grammar(text):
+    with pytest.raises(ValueError, match="not understood"):
+        parse_rule(text)
+
+
+def test_parse_rule_names_round_trip():
+    for text in ["recall < 0.8", "roc_auc drops by 0.05", "roc_auc drops by 5%",
+                 "log_loss rises by 0.1", "recall drift p < 0.01", "n_alerts >= 3"]:
+        assert parse_rule(text).name == text
+        assert parse_rule(parse_rule(text).name).to_config() == parse_rule(text).to_config()
+
+
+# --------------------------------------------------------------------- config tables
+
+
+def test_rule_from_config_kinds_and_errors():
+    r = rule_from_config({"metric": "recall@10000", "op": "<", "value": 0.8, "for": 3,
+                          "min_samples": 500, "cooldown": 5000})
+    assert (type(r), r.for_, r.min_samples, r.cooldown) == (Threshold, 3, 500, 5000)
+    r = rule_from_config({"metric": "roc_auc", "drop": 0.05, "baseline": "first_window"})
+    assert (type(r), r.by, r.baseline) == (Drop, 0.05, "first")
+    r = rule_from_config({"drift": "recall", "p_below": 0.001, "for_seconds": 60})
+    assert (type(r), r.p_below, r.for_seconds) == (Drift, 0.001, 60.0)
+    r = rule_from_config({"rule": "recall < 0.8", "for": 2, "name": "r"})
+    assert (type(r), r.for_, r.name) == (Threshold, 2, "r")
+    assert type(rule_from_config("auc drops by 0.1")) is Drop
+
+    with pytest.raises(ValueError, match=r"^rules\[2\]: unknown key 'fro' for a threshold rule"):
+        rule_from_config({"metric": "recall", "op": "<", "value": 0.8, "fro": 3}, where="rules[2]")
+    with pytest.raises(ValueError, match=r"^rules\[0\]: cannot tell the kind"):
+        rule_from_config({"metric": "recall"}, where="rules[0]")
+    with pytest.raises(ValueError, match=r"^r: a threshold rule needs 'op' and 'value' \(missing 'value'\)"):
+        rule_from_config({"metric": "recall", "op": "<"}, where="r")
+    with pytest.raises(ValueError, match=r"^r: for = 0: must be an integer >= 1"):
+        rule_from_config({"metric": "recall", "op": "<", "value": 0.8, "for": 0}, where="r")
+    with pytest.raises(ValueError, match=r"^r: give either 'drop' or 'rise'"):
+        rule_from_config({"metric": "auc", "drop": 0.1, "rise": 0.1}, where="r")
+    with pytest.raises(ValueError, match=r"^r = 3: must be a table"):
+        rule_from_config(3, where="r")
+
+
+@pytest.mark.parametrize("rule", [
+    Threshold("recall@10000", "<", 0.8, for_=3, min_samples=500, cooldown=5000),
+    Threshold("recall", ">=", 0.1, for_seconds=30.0, cooldown_seconds=60.0, name="x"),
+    Drop("roc_auc", 0.05, baseline="best", relative=True),
+    Drop("roc_auc", 0.05, baseline=0.9),
+    Rise("log_loss", 0.2),
+    Drift("precision", 0.05, direction="any", min_samples=100),
+])
+def test_to_config_round_trip_is_json(rule):
+    table = json.loads(json.dumps(rule.to_config()))
+    again = rule_from_config(table)
+    assert type(again) is type(rule) and again._kwargs() == rule._kwargs()
+    assert again.name == rule.name
+
+
+# ------------------------------------------------------------- properties (oracle)
+
+
+def _oracle_threshold(values, ns, threshold, for_, min_samples, cooldown):
+    """Transitions of `value < threshold` recomputed from runs of true conditions.
+
+    Keep the evaluations with data (value not NaN, n >= min_samples); cut them into
+    maximal runs of true conditions. An alert may start at the first evaluation of a run
+    that is `cooldown` events past the last resolution of a fired alert; it is pending
+    from there (firing at once if for_ == 1), firing `for_ - 1` evaluations later if the
+    run lasts, and resolved at the evaluation that ends the run.
+    """
+    data = [(i, v < threshold, ns[i]) for i, v in enumerate(values)
+            if not math.isnan(v) and ns[i] >= min_samples]
+    out = []
+    last_resolved = None
+    k = 0
+    while k < len(data):
+        if not data[k][1]:
+            k += 1
+            continue
+        end = k
+        while end < len(data) and data[end][1]:
+            end += 1                       # data[k:end] is a run of trues
+        start = next((j for j in range(k, end)
+                      if last_resolved is None or cooldown == 0
+                      or data[j][2] - last_resolved >= cooldown), None)
+        if start is not None:
+            fire = start + for_ - 1
+            if fire > start:
+                out.append((data[start][0], "pending"))
+            if fire < end:
+                out.append((data[fire][0], "firing"))
+            if end < len(data):
+                out.append((data[end][0], "resolved"))
+                if fire < end:
+                    last_resolved = data[end][2]
+        k = end
+    return out
+
+
+values_st = st.lists(
+    st.one_of(st.sampled_from([0.1, 0.5, 0.79, 0.8, 0.81, 0.9]), st.just(NAN)),
+    min_size=0, max_size=40,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=values_st, for_=st.integers(1, 4), min_samples=st.sampled_from([0, 300, 1000]),
+       cooldown=st.sampled_from([0, 150, 500]), step=st.integers(1, 3))
+def test_threshold_matches_run_based_oracle(values, for_, min_samples, cooldown, step):
+    ns = [(i + 1) * 100 * step for i in range(len(values))]
+    r = Threshold("recall", "<", 0.8, for_=for_, min_samples=min_samples, cooldown=cooldown)
+    got = run(r, values, ns=ns)
+    assert got == _oracle_threshold(values, ns, 0.8, for_, min_samples, cooldown)
+    # well-formed: every pending/firing episode ends with one resolved, no state repeats
+    open_state = None
+    for _, state in got:
+        if state == "pending":
+            assert open_state is None
+        elif state == "firing":
+            assert open_state in (None, "pending")
+        else:
+            assert open_state in ("pending", "firing")
+        open_state = None if state == "resolved" else state
+    assert (r.active or {}).get("state") == open_state
+
+
+rules_st = st.sampled_from([
+    lambda: Threshold("m", "<", 0.5, for_=2, cooldown=300),
+    lambda: Threshold("m", ">=", 0.5, for_seconds=250, cooldown_seconds=200),
+    lambda: Drop("m", 0.2, baseline="best", min_samples=200),
+    lambda: Rise("m", 0.2, relative=True),
+    lambda: Drift("m", 0.3, direction="any", for_=3),
+])
+
+
+@settings(max_examples=100, deadline=None)
+@given(make=rules_st, values=st.lists(st.one_of(st.floats(0, 1), st.just(NAN)), max_size=30),
+       cut=st.integers(0, 30))
+def test_state_round_trip_mid_sequence_continues_identically(make, values, cut):
+    cut = min(cut, len(values))
+    ns = [(i + 1) * 100 for i in range(len(values))]
+    ts = [float(n) for n in ns]
+    whole = make()
+    expected = [whole.evaluate(v, n=n, t=t) for v, n, t in zip(values, ns, ts)]
+    first = make()
+    got = [first.evaluate(v, n=n, t=t) for v, n, t in zip(values[:cut], ns[:cut], ts[:cut])]
+    state = json.loads(json.dumps(first.to_state()))
+    second = Rule.from_state(state)
+    assert type(second) is type(first) and second.name == first.name
+    got += [second.evaluate(v, n=n, t=t) for v, n, t in zip(values[cut:], ns[cut:], ts[cut:])]
+    assert got == expected
+    assert second.active == whole.active
+
+
+def test_clone_is_fresh():
+    r = Threshold("m", "<", 0.5, for_=2)
+    r.evaluate(0.1, n=1)
+    c = r.clone()
+    assert r.state == "pending" and c.state == "inactive" and c.name == r.name
+    assert c.evaluate(0.1, n=1)["state"] == "pending"
+
+
+def test_from_state_refuses_garbage():
+    with pytest.raises(ValueError, match="not a rule state"):
+        Rule.from_state({"type": "Threshold"})
+    state = Threshold("m", "<", 0.5).to_state()
+    state["lifecycle"]["state"] = "burning"
+    with pytest.raises(ValueError, match="'burning'"):
+        Rule.from_state(state)
