@@ -806,7 +806,13 @@ def build_batch(
         if isinstance(score_col, np.ndarray):
             has_score = np.ones(n, bool)
         else:
-            has_score = np.fromiter((not _absent(v, st) for v in score_col), bool, n)
+            if st:
+                has_score = np.fromiter(
+                    (v is not MISSING and v is not None and v.strip() != "" for v in score_col),
+                    bool, n)
+            else:
+                has_score = np.fromiter(
+                    (v is not MISSING and v is not None for v in score_col), bool, n)
         if has_score.all():
             score, b = _col_number(score_col, fm.score, st, False)
         else:
