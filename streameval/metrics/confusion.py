@@ -1,0 +1,1342 @@
+"""The confusion family: confusion matrix, accuracy, precision, recall, F-scores, MCC.
+
+Binary metrics predict positive when ``score >= threshold`` (default 0.5) and keep a
+binary :class:`ConfusionMatrix`: four weighted sums ``tp, fp, fn, tn`` and their event
+counts. Multiclass metrics (``average=`` given, or ``multiclass=True``) keep a sparse
+matrix of weighted cells keyed by ``(true class, predicted class)``; ``y_pred`` is the
+predicted class or a dict of class probabilities (its argmax).
+
+Every metric of the family reads one confusion matrix. ``Precision()`` makes its own;
+``Precision(cm=cm)`` is a read-only *view* of a shared one, so that several metrics
+cost one update (``cm.update``) without double counting: a view refuses ``update``,
+``revert``, ``update_many`` and ``merge`` with a :class:`TypeError`.
+
+Undefined values (a division by zero: precision with no predicted positive, any
+metric before the first event, ...) are ``math.nan``, never 0. Values are equal to
+scikit-learn's wherever scikit-learn's are defined.
+
+``Precision(...)`` returns an instance of a binary or a multiclass implementation
+class, both subclasses of ``Precision``; their state records the public name, so
+``streameval.from_state`` rebuilds the right one.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from .base import (
+    BinaryMetric,
+    Metric,
+    MultiClassMetric,
+    _fail,
+    as_weight_array,
+    check_same_length,
+    check_weight,
+    label_sets,
+)
+
+__all__ = [
+    "ConfusionMatrix",
+    "Accuracy",
+    "ErrorRate",
+    "Precision",
+    "Recall",
+    "FPR",
+    "Specificity",
+    "FBeta",
+    "F1",
+    "FAlpha",
+    "BalancedAccuracy",
+    "MCC",
+    "AVERAGES",
+]
+
+#: the accepted values of ``average=`` for multiclass metrics
+AVERAGES = ("macro", "micro", "weighted")
+
+_NAN = math.nan
+_MAXF = sys.float_info.max
+_BINARY_ONLY = ("threshold", "pos_label", "neg_label")
+
+
+# ----------------------------------------------------------------- public front classes
+
+
+class _Family(Metric):
+    """A public metric with a binary and a multiclass implementation.
+
+    Calling the public class returns an instance of ``_binary_impl`` or
+    ``_multiclass_impl`` (both its subclasses), chosen by ``_wants_multiclass`` from
+    the keyword arguments. The implementations carry the public ``_public_name`` and
+    ``__name__`` (river reports metrics by class name).
+    """
+
+    _binary_impl: type | None = None
+    _multiclass_impl: type | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__name__.startswith("_") and "_public_name" in cls.__dict__:
+            cls.__name__ = cls._public_name
+
+    def __new__(cls, *args, **kwargs):
+        if "_binary_impl" in cls.__dict__:  # the public class itself: pick the case
+            cls = cls._multiclass_impl if cls._wants_multiclass(kwargs) else cls._binary_impl
+        return object.__new__(cls)
+
+    @classmethod
+    def _wants_multiclass(cls, kwargs):
+        return bool(kwargs.get("multiclass", False))
+
+    def __repr__(self):
+        value = self.get()
+        if isinstance(value, float):
+            return f"{self._public_name}: {value:.6f}"
+        return f"{self._public_name}: {value!r}"
+
+    __str__ = __repr__
+
+
+def _check_threshold(threshold):
+    if threshold is None:
+        return 0.5
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)):
+        raise ValueError(f"threshold = {threshold!r}: must be a finite number")
+    t = float(threshold)
+    if not -_MAXF <= t <= _MAXF:
+        raise ValueError(f"threshold = {threshold!r}: must be a finite number")
+    return t
+
+
+def _no_binary_params(name, threshold, pos_label, neg_label):
+    for pname, value in zip(_BINARY_ONLY, (threshold, pos_label, neg_label)):
+        if value is not None:
+            raise ValueError(
+                f"{pname} = {value!r}: applies to a binary {name} only; the multiclass "
+                "one takes class labels as they are and the argmax of probability dicts"
+            )
+
+
+# --------------------------------------------------------------------- ConfusionMatrix
+
+
+class ConfusionMatrix(_Family):
+    """Weighted confusion matrix, binary (by a score threshold) or multiclass.
+
+    Binary: an event is predicted positive when ``score >= threshold``; the matrix is
+    the weighted sums ``tp, fp, fn, tn`` (and their event counts), and ``get()`` returns
+    ``[[tn, fp], [fn, tp]]``, the layout of ``sklearn.metrics.confusion_matrix`` with
+    labels ``[neg_label, pos_label]``. Multiclass (``multiclass=True``): the weighted
+    cells ``(true class, predicted class)``; ``get()`` returns the matrix over the
+    classes seen (sorted when sortable), rows true, columns predicted, as sklearn's,
+    and :meth:`matrix` takes a label order.
+
+    Share one matrix between metrics with ``cm=``: ``Precision(cm=cm)`` and
+    ``Recall(cm=cm)`` read ``cm``, which is updated once per event.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass
+    (k classes).
+
+    >>> from streameval import ConfusionMatrix
+    >>> cm = ConfusionMatrix()
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     cm.update(y, s)
+    >>> cm.tp, cm.fp, cm.fn, cm.tn
+    (1.0, 1.0, 0.0, 1.0)
+    >>> cm.get()
+    array([[1., 1.],
+           [0., 1.]])
+    >>> mc = ConfusionMatrix(multiclass=True)
+    >>> for y, p in [("cat", "cat"), ("dog", "cat"), ("dog", {"cat": 0.2, "dog": 0.8})]:
+    ...     mc.update(y, p)
+    >>> mc.labels
+    ['cat', 'dog']
+    >>> mc.get()
+    array([[1., 0.],
+           [1., 1.]])
+
+    Parameters
+    ----------
+    threshold
+        Binary only: positive when ``score >= threshold``; default 0.5.
+    pos_label, neg_label
+        Binary only: the positive and negative labels (default True/1 and False/0).
+    multiclass
+        True for a multiclass matrix.
+    """
+
+    def __init__(self, *, threshold=None, pos_label=None, neg_label=None, multiclass=False):
+        self.multiclass = bool(multiclass)
+        self._setup(threshold, pos_label, neg_label)
+
+    @property
+    def bigger_is_better(self):
+        return False
+
+
+class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
+    _public_name = "ConfusionMatrix"
+    _state_exclude = ("cm", "multiclass")
+
+    def _setup(self, threshold, pos_label, neg_label):
+        self.threshold = _check_threshold(threshold)
+        BinaryMetric.__init__(self, True if pos_label is None else pos_label, neg_label)
+        (pos,) = self._pos_set
+        (neg,) = self._neg_set
+        self._labels = {pos: True, neg: False}
+        self.tp = self.fp = self.fn = self.tn = 0.0
+        self._ntp = self._nfp = self._nfn = self._ntn = 0
+
+    @property
+    def n(self):
+        """Number of events counted."""
+        return self._ntp + self._nfp + self._nfn + self._ntn
+
+    @property
+    def labels(self):
+        """``[neg_label, pos_label]``: the row and column order of :meth:`get`."""
+        (pos,) = self._pos_set
+        (neg,) = self._neg_set
+        return [neg, pos]
+
+    def get(self):
+        """``[[tn, fp], [fn, tp]]`` as a float array (sklearn's layout)."""
+        return np.array([[self.tn, self.fp], [self.fn, self.tp]])
+
+    def matrix(self, labels=None):
+        """The matrix with rows and columns in ``labels`` order (default ``[neg, pos]``)."""
+        m = self.get()
+        if labels is None:
+            return m
+        order = [self.labels.index(v) if v in self.labels else -1 for v in labels]
+        out = np.zeros((len(order), len(order)))
+        for a, i in enumerate(order):
+            for b, j in enumerate(order):
+                if i >= 0 and j >= 0:
+                    out[a, b] = m[i, j]
+        return out
+
+    # -- per event --------------------------------------------------------------
+    def update(self, y_true, y_pred, w=1.0):
+        """Count one event: positive prediction when ``y_pred >= threshold``.
+
+        Runtime complexity: `O(1)`.
+        """
+        try:
+            y = self._labels[y_true]
+        except (KeyError, TypeError):
+            y = self._label(y_true)
+        if type(y_pred) is not float or y_pred - y_pred:
+            y_pred = self._score(y_pred)
+        if type(w) is not float or not 0.0 <= w <= _MAXF:
+            w = check_weight(w)
+        if y_pred >= self.threshold:
+            if y:
+                self.tp += w
+                self._ntp += 1
+            else:
+                self.fp += w
+                self._nfp += 1
+        elif y:
+            self.fn += w
+            self._nfn += 1
+        else:
+            self.tn += w
+            self._ntn += 1
+
+    def revert(self, y_true, y_pred, w=1.0):
+        """Remove one event counted earlier (exact inverse of :meth:`update`).
+
+        Runtime complexity: `O(1)`.
+        """
+        try:
+            y = self._labels[y_true]
+        except (KeyError, TypeError):
+            y = self._label(y_true)
+        if type(y_pred) is not float or y_pred - y_pred:
+            y_pred = self._score(y_pred)
+        if type(w) is not float or not 0.0 <= w <= _MAXF:
+            w = check_weight(w)
+        if y_pred >= self.threshold:
+            cell = "tp" if y else "fp"
+        else:
+            cell = "fn" if y else "tn"
+        k = getattr(self, "_n" + cell) - 1
+        v = getattr(self, cell) - w
+        if k < 0 or v < -1e-9 * w:
+            raise ValueError(
+                f"revert of (y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): "
+                f"no such event was counted (the {cell} cell holds "
+                f"{getattr(self, cell)!r} from {k + 1} events)"
+            )
+        setattr(self, "_n" + cell, k)
+        setattr(self, cell, v if k else 0.0)  # an empty cell is exactly 0
+
+    # -- batches ----------------------------------------------------------------
+    def update_many(self, y_true, y_pred, w=None):
+        """Count a batch; same result as a loop of :meth:`update` (validated first).
+
+        Runtime complexity: `O(n)`, vectorised.
+        """
+        labels, scores, weights = self._batch(y_true, y_pred, w)
+        # cell index: 0 tp, 1 fn, 2 fp, 3 tn
+        idx = (~labels).view(np.uint8) * np.uint8(2) + (scores < self.threshold).view(np.uint8)
+        counts = np.bincount(idx, minlength=4)
+        sums = counts.astype(np.float64) if weights is None else np.bincount(
+            idx, weights=weights, minlength=4
+        )
+        self.tp += float(sums[0])
+        self.fn += float(sums[1])
+        self.fp += float(sums[2])
+        self.tn += float(sums[3])
+        self._ntp += int(counts[0])
+        self._nfn += int(counts[1])
+        self._nfp += int(counts[2])
+        self._ntn += int(counts[3])
+        return self
+
+    # -- state ------------------------------------------------------------------
+    def _merge(self, other):
+        for cell in ("tp", "fp", "fn", "tn"):
+            setattr(self, cell, getattr(self, cell) + getattr(other, cell))
+            setattr(self, "_n" + cell, getattr(self, "_n" + cell) + getattr(other, "_n" + cell))
+
+    def _get_data(self):
+        return {
+            "tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn,
+            "counts": [self._ntp, self._nfp, self._nfn, self._ntn],
+        }
+
+    def _set_data(self, data):
+        try:
+            values = [float(data[c]) for c in ("tp", "fp", "fn", "tn")]
+            counts = [int(k) for k in data["counts"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a binary ConfusionMatrix state: {data!r:.200} ({e})") from None
+        if len(counts) != 4 or min(counts) < 0 or not all(math.isfinite(v) for v in values):
+            raise ValueError(f"not a binary ConfusionMatrix state: {data!r:.200}")
+        self.tp, self.fp, self.fn, self.tn = values
+        self._ntp, self._nfp, self._nfn, self._ntn = counts
+
+    def _check(self):
+        total = abs(self.tp) + abs(self.fp) + abs(self.fn) + abs(self.tn)
+        for cell in ("tp", "fp", "fn", "tn"):
+            v, k = getattr(self, cell), getattr(self, "_n" + cell)
+            assert type(v) is float and math.isfinite(v), (cell, v)
+            assert type(k) is int and k >= 0, (cell, k)
+            assert v >= -1e-9 * max(total, 1.0), (cell, v)
+            assert k or v == 0.0, (cell, v, k)
+
+    def __repr__(self):
+        return (f"ConfusionMatrix(tp={self.tp!r}, fp={self.fp!r}, "
+                f"fn={self.fn!r}, tn={self.tn!r})")
+
+    __str__ = __repr__
+
+
+class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
+    _public_name = "ConfusionMatrix"
+    _state_exclude = ("cm", "threshold", "pos_label", "neg_label")
+
+    def _setup(self, threshold, pos_label, neg_label):
+        _no_binary_params("ConfusionMatrix", threshold, pos_label, neg_label)
+        # (true class, predicted class) -> [weight, event count]; no empty cells
+        self._cells = {}
+
+    @property
+    def n(self):
+        """Number of events counted."""
+        return sum(c[1] for c in self._cells.values())
+
+    @property
+    def labels(self):
+        """The classes seen (as true or predicted class), sorted when sortable."""
+        seen = {}
+        for t, p in self._cells:
+            seen[t] = None
+            seen[p] = None
+        try:
+            return sorted(seen)
+        except TypeError:
+            return list(seen)
+
+    def get(self):
+        """The matrix over :attr:`labels`: rows true class, columns predicted class."""
+        return self.matrix()
+
+    def matrix(self, labels=None):
+        """The weighted matrix with rows and columns in ``labels`` order.
+
+        Classes not in ``labels`` are left out; labels never seen give zero rows and
+        columns (as ``sklearn.metrics.confusion_matrix(labels=...)``).
+        """
+        if labels is None:
+            labels = self.labels
+        index = {v: i for i, v in enumerate(labels)}
+        out = np.zeros((len(index), len(index)))
+        for (t, p), (w, _) in self._cells.items():
+            i = index.get(t)
+            j = index.get(p)
+            if i is not None and j is not None:
+                out[i, j] += w
+        return out
+
+    def _sums(self):
+        """Per class (order of first appearance): labels, tp, predicted and true weight."""
+        index = {}
+        for t, p in self._cells:
+            if t not in index:
+                index[t] = len(index)
+            if p not in index:
+                index[p] = len(index)
+        k = len(index)
+        tp = np.zeros(k)
+        pred = np.zeros(k)
+        true = np.zeros(k)
+        for (t, p), (w, _) in self._cells.items():
+            i = index[t]
+            j = index[p]
+            true[i] += w
+            pred[j] += w
+            if i == j:
+                tp[i] += w
+        return list(index), tp, pred, true
+
+    # -- per event --------------------------------------------------------------
+    @staticmethod
+    def _argmax(proba, name="y_pred"):
+        if not proba:
+            _fail(name, proba, "an empty probability dict has no predicted class")
+        for v in proba.values():
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not (
+                -_MAXF <= v <= _MAXF
+            ):
+                _fail(name, proba, "probabilities must be finite numbers")
+        return MultiClassMetric._class(max(proba, key=proba.get), name)
+
+    def _key(self, y_true, y_pred):
+        t = type(y_true)
+        if t is not str and t is not int:
+            MultiClassMetric._class(y_true, "y_true")
+        t = type(y_pred)
+        if t is dict:
+            y_pred = self._argmax(y_pred)
+        elif t is not str and t is not int:
+            MultiClassMetric._class(y_pred, "y_pred")
+        return (y_true, y_pred)
+
+    def update(self, y_true, y_pred, w=1.0):
+        """Count one event; ``y_pred`` is a class or a probability dict (argmax).
+
+        Runtime complexity: `O(1)` (`O(k)` for a probability dict).
+        """
+        t = type(y_true)
+        if t is not str and t is not int:
+            MultiClassMetric._class(y_true, "y_true")
+        t = type(y_pred)
+        if t is dict:
+            y_pred = self._argmax(y_pred)
+        elif t is not str and t is not int:
+            MultiClassMetric._class(y_pred, "y_pred")
+        if type(w) is not float or not 0.0 <= w <= _MAXF:
+            w = check_weight(w)
+        key = (y_true, y_pred)
+        cell = self._cells.get(key)
+        if cell is None:
+            self._cells[key] = [w, 1]
+        else:
+            cell[0] += w
+            cell[1] += 1
+
+    def revert(self, y_true, y_pred, w=1.0):
+        """Remove one event counted earlier (exact inverse of :meth:`update`).
+
+        Runtime complexity: `O(1)` (`O(k)` for a probability dict).
+        """
+        key = self._key(y_true, y_pred)
+        if type(w) is not float or not 0.0 <= w <= _MAXF:
+            w = check_weight(w)
+        cell = self._cells.get(key)
+        if cell is None or cell[0] - w < -1e-9 * w:
+            raise ValueError(
+                f"revert of (y_true={key[0]!r}, y_pred={key[1]!r}, w={w!r}): "
+                f"no such event was counted (cell holds {cell!r})"
+            )
+        if cell[1] == 1:
+            del self._cells[key]  # an empty cell is gone, its weight exactly 0
+        else:
+            cell[0] -= w
+            cell[1] -= 1
+
+    # -- batches ----------------------------------------------------------------
+    def update_many(self, y_true, y_pred, w=None):
+        """Count a batch; same result as a loop of :meth:`update` (validated first).
+
+        Numpy arrays (or lists) of ints, strings or floats are grouped in numpy;
+        probability dicts go through a Python loop for their argmax.
+
+        Runtime complexity: `O(n log(n))`.
+        """
+        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+        weights = as_weight_array(w, n)
+        if not isinstance(y_pred, np.ndarray) or y_pred.dtype.kind == "O":
+            if any(type(v) is dict for v in y_pred):
+                argmax = self._argmax
+                y_pred = [
+                    argmax(v, f"y_pred[{i}]") if type(v) is dict else v
+                    for i, v in enumerate(y_pred)
+                ]
+        ut, ct = _factorize(y_true, "y_true")
+        up, cp = _factorize(y_pred, "y_pred")
+        if n == 0:
+            return self
+        pairs, inverse = np.unique(ct * np.int64(len(up)) + cp, return_inverse=True)
+        counts = np.bincount(inverse)
+        sums = counts.astype(np.float64) if weights is None else np.bincount(
+            inverse, weights=weights
+        )
+        cells = self._cells
+        k = len(up)
+        for code, s, c in zip(pairs.tolist(), sums.tolist(), counts.tolist()):
+            key = (ut[code // k], up[code % k])
+            cell = cells.get(key)
+            if cell is None:
+                cells[key] = [s, c]
+            else:
+                cell[0] += s
+                cell[1] += c
+        return self
+
+    # -- state ------------------------------------------------------------------
+    def _merge(self, other):
+        cells = self._cells
+        for key, (w, c) in other._cells.items():
+            cell = cells.get(key)
+            if cell is None:
+                cells[key] = [w, c]
+            else:
+                cell[0] += w
+                cell[1] += c
+
+    def _get_data(self):
+        return {"cells": [[t, p, w, c] for (t, p), (w, c) in self._cells.items()]}
+
+    def _set_data(self, data):
+        cells = {}
+        try:
+            for t, p, w, c in data["cells"]:
+                MultiClassMetric._class(t, "y_true")
+                MultiClassMetric._class(p, "y_pred")
+                w = float(w)
+                if not math.isfinite(w) or int(c) < 1:
+                    raise ValueError(f"bad cell {[t, p, w, c]!r}")
+                cells[(t, p)] = [w, int(c)]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(
+                f"not a multiclass ConfusionMatrix state: {data!r:.200} ({e})"
+            ) from None
+        self._cells = cells
+
+    def _check(self):
+        total = sum(abs(c[0]) for c in self._cells.values())
+        for key, cell in self._cells.items():
+            w, c = cell
+            assert type(w) is float and math.isfinite(w), (key, cell)
+            assert type(c) is int and c >= 1, (key, cell)
+            assert w >= -1e-9 * max(total, 1.0), (key, cell)
+
+    def __repr__(self):
+        return f"ConfusionMatrix(multiclass=True, labels={self.labels!r}, n={self.n})"
+
+    __str__ = __repr__
+
+
+ConfusionMatrix._binary_impl = _BinaryConfusionMatrix
+ConfusionMatrix._multiclass_impl = _MultiClassConfusionMatrix
+
+
+def _factorize(values, name):
+    """``(classes, codes)`` of a batch of class labels; ValueError naming a bad one."""
+    arr = values if isinstance(values, np.ndarray) else None
+    if arr is None:
+        try:
+            arr = np.asarray(values)
+        except (ValueError, TypeError):
+            arr = None
+        # numpy turns [1, "a"] into strings: only trust it for one Python type
+        if arr is not None and arr.dtype.kind in "US" and len({type(v) for v in values}) != 1:
+            arr = None
+    if arr is not None and arr.ndim == 1 and arr.dtype.kind in "biufUS":
+        if arr.dtype.kind == "f":
+            bad = np.isnan(arr)
+            if bad.any():
+                i = int(np.argmax(bad))
+                _fail(name, float(arr[i]), "not a valid class label", i)
+        classes, codes = np.unique(arr, return_inverse=True)
+        return classes.tolist(), codes.astype(np.int64, copy=False)
+    items = list(values)
+    table = {}
+    codes = np.empty(len(items), dtype=np.int64)
+    for i, v in enumerate(items):
+        code = table.get(v) if _hashable(v) else None
+        if code is None:
+            MultiClassMetric._class(v, f"{name}[{i}]")  # raises for a bad label
+            code = table[v] = len(table)
+        codes[i] = code
+    return list(table), codes
+
+
+def _hashable(v):
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- views
+
+
+class _View(Metric):
+    """A metric reading a confusion matrix: its own (``cm=None``) or a shared one."""
+
+    def _own(self, cm):
+        self.cm = cm
+        self._shared = False
+        # the metric's per-event methods are the matrix's (one call, no delegation)
+        self.update = cm.update
+        self.revert = cm.revert
+
+    def _writable(self, what):
+        if self._shared:
+            raise TypeError(
+                f"{self._public_name}(cm=...) reads a shared ConfusionMatrix: {what} the "
+                "ConfusionMatrix itself (once per event), not each metric built on it"
+            )
+        return self.cm
+
+    def update(self, y_true, y_pred, w=1.0):
+        """Count one event in this metric's confusion matrix.
+
+        Runtime complexity: `O(1)`.
+        """
+        self._writable("update").update(y_true, y_pred, w)
+
+    def revert(self, y_true, y_pred, w=1.0):
+        """Remove one event counted earlier (exact inverse of :meth:`update`).
+
+        Runtime complexity: `O(1)`.
+        """
+        self._writable("revert").revert(y_true, y_pred, w)
+
+    def update_many(self, y_true, y_pred, w=None):
+        """Count a batch; same result as a loop of :meth:`update` (validated first)."""
+        self._writable("update_many on").update_many(y_true, y_pred, w)
+        return self
+
+    def merge(self, other):
+        """Fold in ``other``'s events (same type and parameters); return ``self``."""
+        self._writable("merge into")
+        return super().merge(other)
+
+    def _merge(self, other):
+        self.cm._merge(other.cm)
+
+    def _get_data(self):
+        return self.cm._get_data()
+
+    def _set_data(self, data):
+        self._writable("restore")._set_data(data)
+
+    def _check(self):
+        self.cm._check()
+
+
+class _BinaryView(_View, BinaryMetric):
+    _state_exclude = ("cm", "average", "multiclass")
+
+    def _attach(self, cm, threshold, pos_label, neg_label):
+        if cm is None:
+            cm = _BinaryConfusionMatrix(
+                threshold=threshold, pos_label=pos_label, neg_label=neg_label)
+            self._own(cm)
+        else:
+            if not isinstance(cm, _BinaryConfusionMatrix):
+                raise ValueError(
+                    f"cm = {cm!r}: a binary {self._public_name} needs a binary "
+                    f"ConfusionMatrix{self._multiclass_hint}"
+                )
+            if threshold is not None and _check_threshold(threshold) != cm.threshold:
+                raise ValueError(
+                    f"threshold = {threshold!r} differs from the shared cm's {cm.threshold!r}"
+                )
+            if pos_label is not None or neg_label is not None:
+                sets = label_sets(
+                    cm.pos_label if pos_label is None else pos_label,
+                    cm.neg_label if neg_label is None else neg_label,
+                )
+                if sets != (cm._pos_set, cm._neg_set):
+                    raise ValueError(
+                        f"pos_label = {pos_label!r}, neg_label = {neg_label!r} differ from "
+                        f"the shared cm's {cm.pos_label!r}, {cm.neg_label!r}"
+                    )
+            self.cm = cm
+            self._shared = True
+        self.threshold = cm.threshold
+        BinaryMetric.__init__(self, cm.pos_label, cm.neg_label)
+
+
+class _MultiView(_View, MultiClassMetric):
+    _state_exclude = ("cm", "threshold", "pos_label", "neg_label")
+
+    def _attach(self, cm, threshold, pos_label, neg_label):
+        _no_binary_params(self._public_name, threshold, pos_label, neg_label)
+        if cm is None:
+            self._own(_MultiClassConfusionMatrix(multiclass=True))
+        else:
+            if not isinstance(cm, _MultiClassConfusionMatrix):
+                raise ValueError(
+                    f"cm = {cm!r}: a multiclass {self._public_name} needs a "
+                    "ConfusionMatrix(multiclass=True)"
+                )
+            self.cm = cm
+            self._shared = True
+
+
+class _Averaged(_View, _Family):
+    """Front of the metrics that average per-class values: ``average=None`` is binary."""
+
+    _multiclass_hint = " (pass average='macro', 'micro' or 'weighted' to read a multiclass one)"
+
+    @classmethod
+    def _wants_multiclass(cls, kwargs):
+        return kwargs.get("average") is not None
+
+    def __init__(self, *, threshold=None, pos_label=None, neg_label=None, average=None,
+                 cm=None):
+        if average is not None and average not in AVERAGES:
+            raise ValueError(
+                f"average = {average!r}: must be None (binary), 'macro', 'micro' or 'weighted'"
+            )
+        self.average = average
+        self._attach(cm, threshold, pos_label, neg_label)
+
+
+class _Whole(_View, _Family):
+    """Front of the metrics of the whole matrix: ``multiclass=None`` follows ``cm``."""
+
+    _multiclass_hint = " (pass multiclass=True to read a multiclass one)"
+
+    @classmethod
+    def _wants_multiclass(cls, kwargs):
+        multiclass = kwargs.get("multiclass")
+        if multiclass is None:
+            return bool(getattr(kwargs.get("cm"), "multiclass", False))
+        return bool(multiclass)
+
+    def __init__(self, *, threshold=None, pos_label=None, neg_label=None, multiclass=None,
+                 cm=None):
+        self.multiclass = isinstance(self, MultiClassMetric)
+        self._attach(cm, threshold, pos_label, neg_label)
+
+
+def _div(a, b):
+    return a / b if b else _NAN
+
+
+def _average(values, support, average):
+    """Mean of the defined per-class values (macro) or weighted by support (weighted)."""
+    defined = ~np.isnan(values)
+    if not defined.any():
+        return _NAN
+    values = values[defined]
+    if average == "macro":
+        return float(np.mean(values))
+    weights = support[defined]
+    total = weights.sum()
+    return float(np.dot(values, weights) / total) if total > 0 else _NAN
+
+
+def _per_class(num, den):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
+
+
+
+def _check_beta(beta, name="beta"):
+    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.number)):
+        raise ValueError(f"{name} = {beta!r}: must be a finite number >= 0")
+    b = float(beta)
+    if not 0.0 <= b <= _MAXF:
+        raise ValueError(f"{name} = {beta!r}: must be a finite number >= 0")
+    return b
+
+
+def _f_binary(cm, b2):
+    tp = cm.tp
+    return _div((1.0 + b2) * tp, (1.0 + b2) * tp + b2 * cm.fn + cm.fp)
+
+
+def _f_multiclass(cm, b2, average):
+    _, tp, pred, true = cm._sums()
+    if average == "micro":
+        tp, pred, true = tp.sum(), pred.sum(), true.sum()
+        return _div((1.0 + b2) * tp, b2 * true + pred)
+    return _average(_per_class((1.0 + b2) * tp, b2 * true + pred), true, average)
+
+
+_PARAMS_AVERAGED = """
+    Parameters
+    ----------
+    threshold
+        Binary: positive when ``score >= threshold``; default 0.5 (or the shared cm's).
+    pos_label, neg_label
+        Binary: the positive and negative labels; default True/1 and False/0.
+    average
+        None (default): binary. ``"macro"`` (mean over classes of the defined per-class
+        values), ``"micro"`` (from the summed counts) or ``"weighted"`` (mean weighted
+        by each class's true weight): multiclass, as sklearn's ``average=`` with
+        ``zero_division=np.nan``.
+    cm
+        A shared :class:`ConfusionMatrix` to read (this metric is then a read-only view).
+"""
+
+_PARAMS_WHOLE = """
+    Parameters
+    ----------
+    threshold
+        Binary: positive when ``score >= threshold``; default 0.5 (or the shared cm's).
+    pos_label, neg_label
+        Binary: the positive and negative labels; default True/1 and False/0.
+    multiclass
+        True for the multiclass metric; default: as ``cm``, else binary.
+    cm
+        A shared :class:`ConfusionMatrix` to read (this metric is then a read-only view).
+"""
+
+
+def _with_params(params, **first):
+    """Append the shared parameters section (after ``first``: name -> text) to a docstring."""
+    extra = "".join(f"    {k}\n        {v}\n" for k, v in first.items())
+    head = "    Parameters\n    ----------\n"
+
+    def decorate(cls):
+        cls.__doc__ = cls.__doc__.rstrip() + "\n" + params.replace(head, head + extra)
+        return cls
+
+    return decorate
+
+
+# -------------------------------------------------------------------------- Accuracy
+
+
+@_with_params(_PARAMS_WHOLE)
+class Accuracy(_Whole):
+    """Accuracy: the weighted share of events predicted right.
+
+    Binary ``(tp + tn) / (tp + fp + fn + tn)``; multiclass ``sum_c C[c, c] / sum C``.
+    Equal to ``sklearn.metrics.accuracy_score``; NaN before any weight.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import Accuracy
+    >>> m = Accuracy()
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> round(m.get(), 6)
+    0.666667
+    """
+
+
+class _BinaryAccuracy(Accuracy, _BinaryView):
+    _public_name = "Accuracy"
+
+    def get(self):
+        cm = self.cm
+        right = cm.tp + cm.tn
+        return _div(right, right + cm.fp + cm.fn)
+
+
+class _MultiClassAccuracy(Accuracy, _MultiView):
+    _public_name = "Accuracy"
+
+    def get(self):
+        _, tp, _, true = self.cm._sums()
+        return _div(tp.sum(), true.sum())
+
+
+Accuracy._binary_impl, Accuracy._multiclass_impl = _BinaryAccuracy, _MultiClassAccuracy
+
+
+@_with_params(_PARAMS_WHOLE)
+class ErrorRate(_Whole):
+    """Error rate: the weighted share of events predicted wrong, ``1 - accuracy``.
+
+    Binary ``(fp + fn) / (tp + fp + fn + tn)``; multiclass ``1 - sum_c C[c, c] / sum C``.
+    Equal to ``sklearn.metrics.zero_one_loss``; NaN before any weight.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import ErrorRate
+    >>> m = ErrorRate()
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> round(m.get(), 6)
+    0.333333
+    """
+
+    @property
+    def bigger_is_better(self):
+        return False
+
+
+class _BinaryErrorRate(ErrorRate, _BinaryView):
+    _public_name = "ErrorRate"
+
+    def get(self):
+        cm = self.cm
+        wrong = cm.fp + cm.fn
+        return _div(wrong, wrong + cm.tp + cm.tn)
+
+
+class _MultiClassErrorRate(ErrorRate, _MultiView):
+    _public_name = "ErrorRate"
+
+    def get(self):
+        _, tp, _, true = self.cm._sums()
+        total = true.sum()
+        return _div(total - tp.sum(), total)
+
+
+ErrorRate._binary_impl, ErrorRate._multiclass_impl = _BinaryErrorRate, _MultiClassErrorRate
+
+
+# --------------------------------------------------------------- precision and recall
+
+
+@_with_params(_PARAMS_AVERAGED)
+class Precision(_Averaged):
+    """Precision: the weighted share of predicted positives that are positive.
+
+    Binary ``tp / (tp + fp)``, NaN with no predicted positive. Multiclass: per class
+    ``C[c, c] / sum_t C[t, c]``, averaged by ``average``. Equal to
+    ``sklearn.metrics.precision_score`` where that is defined.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import Precision
+    >>> m = Precision()
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> m.get()
+    0.5
+    >>> m = Precision(average="macro")
+    >>> for y, p in [("cat", "cat"), ("dog", "cat"), ("dog", "dog")]:
+    ...     m.update(y, p)
+    >>> m.get()  # (1/2 + 1/1) / 2
+    0.75
+    """
+
+
+class _BinaryPrecision(Precision, _BinaryView):
+    _public_name = "Precision"
+
+    def get(self):
+        cm = self.cm
+        tp = cm.tp
+        return _div(tp, tp + cm.fp)
+
+
+class _MultiClassPrecision(Precision, _MultiView):
+    _public_name = "Precision"
+
+    def get(self):
+        _, tp, pred, true = self.cm._sums()
+        if self.average == "micro":
+            return _div(tp.sum(), pred.sum())
+        return _average(_per_class(tp, pred), true, self.average)
+
+
+Precision._binary_impl, Precision._multiclass_impl = _BinaryPrecision, _MultiClassPrecision
+
+
+@_with_params(_PARAMS_AVERAGED)
+class Recall(_Averaged):
+    """Recall (true positive rate): the weighted share of positives predicted positive.
+
+    Binary ``tp / (tp + fn)``, NaN with no positive. Multiclass: per class
+    ``C[c, c] / sum_p C[c, p]``, averaged by ``average``. Equal to
+    ``sklearn.metrics.recall_score`` where that is defined.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import Recall
+    >>> m = Recall()
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> m.get()
+    1.0
+    """
+
+
+class _BinaryRecall(Recall, _BinaryView):
+    _public_name = "Recall"
+
+    def get(self):
+        cm = self.cm
+        tp = cm.tp
+        return _div(tp, tp + cm.fn)
+
+
+class _MultiClassRecall(Recall, _MultiView):
+    _public_name = "Recall"
+
+    def get(self):
+        _, tp, _, true = self.cm._sums()
+        if self.average == "micro":
+            return _div(tp.sum(), true.sum())
+        return _average(_per_class(tp, true), true, self.average)
+
+
+Recall._binary_impl, Recall._multiclass_impl = _BinaryRecall, _MultiClassRecall
+
+
+def _negatives(cm):
+    """Per class (one-vs-rest): false positives, true negatives and true weight."""
+    _, tp, pred, true = cm._sums()
+    total = true.sum()
+    fp = pred - tp
+    tn = total - true - pred + tp
+    return fp, tn, true
+
+
+@_with_params(_PARAMS_AVERAGED)
+class FPR(_Averaged):
+    """False positive rate: the weighted share of negatives predicted positive.
+
+    Binary ``fp / (fp + tn)``, NaN with no negative. Multiclass: one-vs-rest per class
+    ``fp_c / (fp_c + tn_c)``, averaged by ``average`` (micro: ``sum fp / sum (fp + tn)``).
+    Equal to ``1 - recall_score(pos_label=neg_label)``; multiclass to the same formula
+    over ``sklearn.metrics.multilabel_confusion_matrix``.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import FPR
+    >>> m = FPR()
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> m.get()
+    0.5
+    """
+
+    @property
+    def bigger_is_better(self):
+        return False
+
+
+class _BinaryFPR(FPR, _BinaryView):
+    _public_name = "FPR"
+
+    def get(self):
+        cm = self.cm
+        fp = cm.fp
+        return _div(fp, fp + cm.tn)
+
+
+class _MultiClassFPR(FPR, _MultiView):
+    _public_name = "FPR"
+
+    def get(self):
+        fp, tn, true = _negatives(self.cm)
+        if self.average == "micro":
+            return _div(fp.sum(), fp.sum() + tn.sum())
+        return _average(_per_class(fp, fp + tn), true, self.average)
+
+
+FPR._binary_impl, FPR._multiclass_impl = _BinaryFPR, _MultiClassFPR
+
+
+@_with_params(_PARAMS_AVERAGED)
+class Specificity(_Averaged):
+    """Specificity (true negative rate): the weighted share of negatives predicted negative.
+
+    Binary ``tn / (tn + fp)``, NaN with no negative. Multiclass: one-vs-rest per class
+    ``tn_c / (tn_c + fp_c)``, averaged by ``average`` (micro: ``sum tn / sum (tn + fp)``).
+    Equal to ``sklearn.metrics.recall_score(pos_label=neg_label)``.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import Specificity
+    >>> m = Specificity()
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> m.get()
+    0.5
+    """
+
+
+class _BinarySpecificity(Specificity, _BinaryView):
+    _public_name = "Specificity"
+
+    def get(self):
+        cm = self.cm
+        tn = cm.tn
+        return _div(tn, tn + cm.fp)
+
+
+class _MultiClassSpecificity(Specificity, _MultiView):
+    _public_name = "Specificity"
+
+    def get(self):
+        fp, tn, true = _negatives(self.cm)
+        if self.average == "micro":
+            return _div(tn.sum(), fp.sum() + tn.sum())
+        return _average(_per_class(tn, fp + tn), true, self.average)
+
+
+Specificity._binary_impl = _BinarySpecificity
+Specificity._multiclass_impl = _MultiClassSpecificity
+
+
+# -------------------------------------------------------------------------- F-scores
+
+
+@_with_params(_PARAMS_AVERAGED, beta="Weight of recall, a finite number >= 0 (0 gives precision).")
+class FBeta(_Averaged):
+    """F-beta score: the weighted harmonic mean of precision and recall.
+
+    ``F_b = (1 + b^2) tp / ((1 + b^2) tp + b^2 fn + fp)``, i.e.
+    ``(1 + b^2) P R / (b^2 P + R)``; recall counts ``b`` times as much as precision.
+    NaN when ``tp + fp + fn == 0``; 0 when ``tp == 0`` otherwise (even if precision is
+    undefined), as ``sklearn.metrics.fbeta_score``. Multiclass: per class, averaged.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import FBeta
+    >>> m = FBeta(beta=2.0)
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> round(m.get(), 6)  # 5 * 1 / (5 * 1 + 4 * 0 + 1)
+    0.833333
+    """
+
+    def __init__(self, beta, *, threshold=None, pos_label=None, neg_label=None,
+                 average=None, cm=None):
+        self.beta = _check_beta(beta)
+        self._b2 = self.beta * self.beta
+        super().__init__(threshold=threshold, pos_label=pos_label, neg_label=neg_label,
+                         average=average, cm=cm)
+
+
+class _BinaryFBeta(FBeta, _BinaryView):
+    _public_name = "FBeta"
+
+    def get(self):
+        return _f_binary(self.cm, self._b2)
+
+
+class _MultiClassFBeta(FBeta, _MultiView):
+    _public_name = "FBeta"
+
+    def get(self):
+        return _f_multiclass(self.cm, self._b2, self.average)
+
+
+FBeta._binary_impl, FBeta._multiclass_impl = _BinaryFBeta, _MultiClassFBeta
+
+
+@_with_params(_PARAMS_AVERAGED)
+class F1(_Averaged):
+    """F1 score: the harmonic mean of precision and recall, ``FBeta(beta=1)``.
+
+    ``F1 = 2 tp / (2 tp + fn + fp)``; NaN when ``tp + fp + fn == 0``. Equal to
+    ``sklearn.metrics.f1_score`` where that is defined.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import F1
+    >>> m = F1()
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> round(m.get(), 6)
+    0.666667
+    """
+
+    _b2 = 1.0
+
+
+class _BinaryF1(F1, _BinaryView):
+    _public_name = "F1"
+
+    def get(self):
+        return _f_binary(self.cm, 1.0)
+
+
+class _MultiClassF1(F1, _MultiView):
+    _public_name = "F1"
+
+    def get(self):
+        return _f_multiclass(self.cm, 1.0, self.average)
+
+
+F1._binary_impl, F1._multiclass_impl = _BinaryF1, _MultiClassF1
+
+
+@_with_params(_PARAMS_AVERAGED, alpha="Weight of precision, in ``(0, 1]`` (1 gives precision, 1/2 F1).")
+class FAlpha(_Averaged):
+    """F-alpha score (van Rijsbergen): ``F_a = 1 / (a / P + (1 - a) / R)``.
+
+    The same as ``FBeta(beta)`` with ``beta^2 = 1/a - 1``, computed as
+    ``tp / (tp + a fp + (1 - a) fn)``: ``a = 1`` is precision, ``a = 1/2`` is F1, and a
+    smaller ``a`` weighs recall more. NaN when undefined (as :class:`FBeta`).
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import FAlpha
+    >>> m = FAlpha(alpha=0.2)
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> round(m.get(), 6)  # 1 / (0.2 / 0.5 + 0.8 / 1.0)
+    0.833333
+    """
+
+    def __init__(self, alpha, *, threshold=None, pos_label=None, neg_label=None,
+                 average=None, cm=None):
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) or not (
+            0.0 < float(alpha) <= 1.0
+        ):
+            raise ValueError(f"alpha = {alpha!r}: must be a number in (0, 1]")
+        self.alpha = float(alpha)
+        self._b2 = 1.0 / self.alpha - 1.0
+        super().__init__(threshold=threshold, pos_label=pos_label, neg_label=neg_label,
+                         average=average, cm=cm)
+
+
+def _f_alpha(tp, fp, fn, a):
+    return _div(tp, tp + a * fp + (1.0 - a) * fn)
+
+
+class _BinaryFAlpha(FAlpha, _BinaryView):
+    _public_name = "FAlpha"
+
+    def get(self):
+        cm = self.cm
+        return _f_alpha(cm.tp, cm.fp, cm.fn, self.alpha)
+
+
+class _MultiClassFAlpha(FAlpha, _MultiView):
+    _public_name = "FAlpha"
+
+    def get(self):
+        _, tp, pred, true = self.cm._sums()
+        a = self.alpha
+        if self.average == "micro":
+            tp, pred, true = tp.sum(), pred.sum(), true.sum()
+            return _f_alpha(tp, pred - tp, true - tp, a)
+        fp, fn = pred - tp, true - tp
+        return _average(_per_class(tp, tp + a * fp + (1.0 - a) * fn), true, self.average)
+
+
+FAlpha._binary_impl, FAlpha._multiclass_impl = _BinaryFAlpha, _MultiClassFAlpha
+
+
+# ----------------------------------------------------------- balanced accuracy and MCC
+
+
+@_with_params(_PARAMS_WHOLE)
+class BalancedAccuracy(_Whole):
+    """Balanced accuracy: the mean of the per-class recalls.
+
+    Binary ``(tp / (tp + fn) + tn / (tn + fp)) / 2``, NaN unless both classes have
+    weight. Multiclass: the mean of ``C[c, c] / sum_p C[c, p]`` over the classes with
+    true weight (NaN if none). Equal to ``sklearn.metrics.balanced_accuracy_score``
+    where that is defined (sklearn averages over the classes it finds, so with one
+    class absent it returns the other's recall, with a warning; we return NaN).
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import BalancedAccuracy
+    >>> m = BalancedAccuracy()
+    >>> for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> m.get()  # (1 + 1/2) / 2
+    0.75
+    """
+
+
+class _BinaryBalancedAccuracy(BalancedAccuracy, _BinaryView):
+    _public_name = "BalancedAccuracy"
+
+    def get(self):
+        cm = self.cm
+        tp, tn = cm.tp, cm.tn
+        pos, neg = tp + cm.fn, tn + cm.fp
+        if not pos or not neg:
+            return _NAN
+        return (tp / pos + tn / neg) / 2.0
+
+
+class _MultiClassBalancedAccuracy(BalancedAccuracy, _MultiView):
+    _public_name = "BalancedAccuracy"
+
+    def get(self):
+        _, tp, _, true = self.cm._sums()
+        present = true != 0
+        if not present.any():
+            return _NAN
+        return float(np.mean(tp[present] / true[present]))
+
+
+BalancedAccuracy._binary_impl = _BinaryBalancedAccuracy
+BalancedAccuracy._multiclass_impl = _MultiClassBalancedAccuracy
+
+
+@_with_params(_PARAMS_WHOLE)
+class MCC(_Whole):
+    """Matthews correlation coefficient: the correlation of true and predicted classes.
+
+    Binary ``(tp tn - fp fn) / sqrt((tp + fp)(tp + fn)(tn + fp)(tn + fn))``.
+    Multiclass (Gorodkin's R_K), with ``t_c`` true and ``p_c`` predicted weight per
+    class, ``c`` the weight right and ``s`` the total:
+    ``(c s - sum t_c p_c) / sqrt((s^2 - sum p_c^2)(s^2 - sum t_c^2))``.
+    NaN when the denominator is 0 (sklearn's ``matthews_corrcoef`` returns 0 there);
+    otherwise equal to it.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)` binary, `O(k^2)` multiclass.
+
+    >>> from streameval import MCC
+    >>> m = MCC()
+    >>> for y, s in zip([True, True, False, False], [0.7, 0.2, 0.3, 0.5]):
+    ...     m.update(y, s)
+    >>> m.get()
+    0.0
+    """
+
+
+class _BinaryMCC(MCC, _BinaryView):
+    _public_name = "MCC"
+
+    def get(self):
+        cm = self.cm
+        tp, fp, fn, tn = cm.tp, cm.fp, cm.fn, cm.tn
+        den = math.sqrt((tp + fp) * (tp + fn)) * math.sqrt((tn + fp) * (tn + fn))
+        return _div(tp * tn - fp * fn, den)
+
+
+class _MultiClassMCC(MCC, _MultiView):
+    _public_name = "MCC"
+
+    def get(self):
+        _, tp, pred, true = self.cm._sums()
+        s = true.sum()
+        cov_tp = tp.sum() * s - np.dot(true, pred)
+        cov_pp = s * s - np.dot(pred, pred)
+        cov_tt = s * s - np.dot(true, true)
+        den = cov_pp * cov_tt
+        return float(cov_tp / math.sqrt(den)) if den > 0 else _NAN
+
+
+MCC._binary_impl, MCC._multiclass_impl = _BinaryMCC, _MultiClassMCC
