@@ -1,0 +1,340 @@
+"""Sinks: where snapshots, alerts and rejected rows go (JSON lines, stdout, webhooks).
+
+Every sink takes plain JSON-like objects (dicts, lists, numbers, strings,
+numpy scalars and arrays) through ``write(obj)`` and writes them as JSON with
+NaN and infinities as ``null`` (:func:`dumps`). Sinks are thread-safe and
+context managers.
+
+* :class:`JsonlSink` -- appends one JSON object per line to a file and flushes
+  (``metrics.jsonl``, ``alerts.jsonl``, ``rejected.jsonl``). ``offset`` and
+  ``truncate_at=`` let a resumed replay cut the file back to its checkpoint.
+* :class:`StdoutSink` -- the same, on standard output.
+* :class:`WebhookSink` -- HTTP POST of each object, with retries and
+  exponential backoff on connection errors, timeouts, 429 and 5xx. A final
+  failure is logged and counted (``failures``, ``last_error``), never raised:
+  a dead webhook must not stop a monitor.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import math
+import os
+import queue
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+__all__ = ["dumps", "Sink", "JsonlSink", "StdoutSink", "WebhookSink", "rejected_callback"]
+
+logger = logging.getLogger("streameval.io")
+
+
+def _clean(o: Any) -> Any:
+    """A JSON-safe copy of ``o``: NaN/inf -> None, numpy -> Python, tuples -> lists."""
+    t = type(o)
+    if t is str or t is int or t is bool or o is None:
+        return o
+    if t is float:
+        return o if math.isfinite(o) else None
+    if t is dict:
+        return {(k.item() if isinstance(k, np.generic) else k): _clean(v) for k, v in o.items()}
+    if t is list or t is tuple:
+        return [_clean(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return _clean(o.tolist())
+    if isinstance(o, np.generic):
+        return _clean(o.item())
+    if isinstance(o, float):
+        return float(o) if math.isfinite(o) else None
+    if isinstance(o, (str, int)):
+        return o
+    if isinstance(o, (_dt.datetime, _dt.date)):
+        return o.isoformat()
+    if isinstance(o, Mapping):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple, set, frozenset)):
+        return [_clean(v) for v in o]
+    raise TypeError(f"cannot write a {type(o).__name__} as JSON: {o!r}")
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON text of ``obj`` on one line, NaN and infinities as ``null``.
+
+    Cost: `O(size of obj)`.
+
+    >>> dumps({"values": {"auc": float("nan"), "f1": 0.5}, "n": np.int64(3), "t": None})
+    '{"values":{"auc":null,"f1":0.5},"n":3,"t":null}'
+    """
+    return json.dumps(_clean(obj), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+class Sink:
+    """Base class: ``write(obj)``, ``count`` of objects written, ``close()``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def write(self, obj: Any) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def write_many(self, objs: Iterable[Any]) -> int:
+        """Write each object; return how many were written."""
+        return sum(bool(self.write(o)) for o in objs)
+
+    def close(self) -> None:
+        """Release the sink's resources (idempotent)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class JsonlSink(Sink):
+    """Append JSON lines to a file, flushed after every write.
+
+    Cost per write: `O(size of obj)` plus a ``flush`` (and an ``fsync``
+    with ``fsync=True``). The parent directory is created if needed.
+
+    ``truncate_at=offset`` first cuts the file back to ``offset`` bytes (an
+    ``offset`` saved in a checkpoint), so rows written after the checkpoint by
+    an interrupted run do not appear twice; a file shorter than ``offset``
+    is an error (it is not the file the checkpoint saw).
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "out", "metrics.jsonl")
+    >>> with JsonlSink(p) as s:
+    ...     s.write({"n": 1, "values": {"auc": float("nan")}})
+    True
+    >>> open(p).read()
+    '{"n":1,"values":{"auc":null}}\\n'
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        mode: str = "a",
+        truncate_at: int | None = None,
+        fsync: bool = False,
+    ) -> None:
+        super().__init__()
+        if mode not in ("a", "w"):
+            raise ValueError(f"mode must be 'a' (append) or 'w' (overwrite), got {mode!r}")
+        self.path = os.fspath(path)
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        if truncate_at is not None:
+            size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+            if truncate_at < 0 or truncate_at > size:
+                raise ValueError(
+                    f"{self.path}: cannot truncate to {truncate_at} bytes, the file has {size}; "
+                    "it is not the file the checkpoint was taken with"
+                )
+            with open(self.path, "r+b" if os.path.exists(self.path) else "wb") as f:
+                f.truncate(truncate_at)
+            mode = "a"
+        self._f = open(self.path, mode + "b")
+        self._fsync = fsync
+
+    @property
+    def offset(self) -> int:
+        """Bytes in the file after the last write (save it in a checkpoint)."""
+        with self._lock:
+            return self._f.tell()
+
+    def write(self, obj: Any) -> bool:
+        """Append ``obj`` as one line and flush. Returns True."""
+        data = (dumps(obj) + "\n").encode("utf-8")
+        with self._lock:
+            self._f.write(data)
+            self._f.flush()
+            if self._fsync:
+                os.fsync(self._f.fileno())
+            self.count += 1
+        return True
+
+    def write_many(self, objs: Iterable[Any]) -> int:
+        """Append several objects with a single flush."""
+        data = [(dumps(o) + "\n").encode("utf-8") for o in objs]
+        with self._lock:
+            self._f.write(b"".join(data))
+            self._f.flush()
+            if self._fsync:
+                os.fsync(self._f.fileno())
+            self.count += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._f.closed:
+                self._f.close()
+
+    def __repr__(self) -> str:
+        return f"JsonlSink({self.path!r}, count={self.count})"
+
+
+class StdoutSink(Sink):
+    """Write JSON lines to standard output (or ``stream``), flushed after each.
+
+    ``sys.stdout`` is looked up at each write, so redirection works.
+    """
+
+    def __init__(self, stream=None) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def write(self, obj: Any) -> bool:
+        line = dumps(obj) + "\n"
+        stream = self._stream if self._stream is not None else sys.stdout
+        with self._lock:
+            stream.write(line)
+            stream.flush()
+            self.count += 1
+        return True
+
+
+def rejected_callback(sink: Sink) -> Callable[[int, str, Any], None]:
+    """A ``rejected(line, reason, raw)`` callback writing ``{"line", "reason", "raw"}`` rows.
+
+    >>> import io
+    >>> cb = rejected_callback(StdoutSink(io.StringIO()))
+    >>> cb(17, "score is NaN", '{"score": NaN}')
+    """
+
+    def rejected(line: int, reason: str, raw: Any) -> None:
+        sink.write({"line": line, "reason": reason, "raw": raw})
+
+    return rejected
+
+
+class WebhookSink(Sink):
+    """POST each object as JSON to ``url``, retrying with exponential backoff.
+
+    A request is retried on connection errors, timeouts, HTTP 429 and 5xx,
+    waiting ``backoff * 2**k`` seconds before retry ``k + 1`` (``retries``
+    retries, so ``1 + retries`` attempts at most); other 4xx are not retried.
+    When every attempt fails the sink logs an error, counts it in
+    ``failures`` and keeps the reason in ``last_error``; :meth:`write`
+    returns False and never raises for delivery problems. Counters: ``count``
+    (delivered), ``failures``, ``attempts`` (HTTP requests made).
+
+    With ``background=True`` writes are queued and delivered by a worker
+    thread, so a slow endpoint does not block the caller; :meth:`flush`
+    waits for the queue, :meth:`close` drains it. Cost per write: one HTTP
+    request per attempt.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        retries: int = 3,
+        backoff: float = 0.5,
+        timeout: float = 5,
+        headers: Mapping[str, str] | None = None,
+        *,
+        background: bool = False,
+    ) -> None:
+        super().__init__()
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ValueError(f"webhook url must start with http:// or https://, got {url!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+        if not (backoff >= 0) or not (timeout > 0):
+            raise ValueError(f"backoff must be >= 0 and timeout > 0, got {backoff!r}, {timeout!r}")
+        self.url = url
+        self.retries = retries
+        self.backoff = float(backoff)
+        self.timeout = float(timeout)
+        self.headers = {"Content-Type": "application/json", "User-Agent": "streameval"}
+        if headers:
+            self.headers.update(headers)
+        self.failures = 0
+        self.attempts = 0
+        self.last_error: str | None = None
+        self._queue: queue.Queue | None = None
+        self._worker: threading.Thread | None = None
+        if background:
+            self._queue = queue.Queue()
+            self._worker = threading.Thread(target=self._run, name="streameval-webhook",
+                                            daemon=True)
+            self._worker.start()
+
+    def __repr__(self) -> str:
+        return f"WebhookSink({self.url!r}, sent={self.count}, failures={self.failures})"
+
+    def write(self, obj: Any) -> bool:
+        """Deliver ``obj`` (or queue it, in background mode). False if delivery failed."""
+        body = dumps(obj).encode("utf-8")
+        if self._queue is not None:
+            self._queue.put(body)
+            return True
+        return self._deliver(body)
+
+    def _deliver(self, body: bytes) -> bool:
+        error = "no attempt"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            with self._lock:
+                self.attempts += 1
+            req = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    resp.read()
+                with self._lock:
+                    self.count += 1
+                return True
+            except urllib.error.HTTPError as e:
+                error = f"HTTP {e.code} {e.reason}"
+                e.close()
+                if not (e.code == 429 or e.code >= 500):
+                    break
+            except (urllib.error.URLError, OSError) as e:  # refused, reset, DNS, timeout
+                reason = getattr(e, "reason", e)
+                error = f"{type(reason).__name__}: {reason}"
+        with self._lock:
+            self.failures += 1
+            self.last_error = error
+            attempts = attempt + 1
+        logger.error("webhook %s: delivery failed after %d attempt(s): %s", self.url, attempts, error)
+        return False
+
+    def _run(self) -> None:
+        q = self._queue
+        while True:
+            body = q.get()
+            try:
+                if body is None:
+                    return
+                self._deliver(body)
+            finally:
+                q.task_done()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until queued objects are delivered (or failed). True if the queue emptied."""
+        if self._queue is None:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued, then stop the worker (background mode)."""
+        if self._worker is not None and self._worker.is_alive():
+            self._queue.put(None)
+            self._worker.join(timeout)
