@@ -1,0 +1,336 @@
+"""Probabilistic metrics: log loss and Brier score, binary and multiclass.
+
+Both are weighted means of a per-event loss (see
+:class:`streameval.metrics.regression._WeightedMean`: compensated sums, exact
+``revert``, NaN before any weight). Scores must be probabilities in ``[0, 1]``.
+
+Binary (default): ``y_pred`` is the positive class's probability, or a river
+probability dict ``{True: p, False: 1 - p}``. Multiclass (``multiclass=True``):
+``y_pred`` is a dict ``{class: probability}`` (an absent class has probability 0);
+with ``labels=[...]`` (the column order), ``update_many`` also takes a 2-D array of
+probabilities, vectorised.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from .base import BinaryMetric, MultiClassMetric, _fail, as_weight_array, check_same_length
+from .confusion import _factorize, _Family, _no_binary_params
+from .regression import _WeightedMean
+
+__all__ = ["LogLoss", "Brier"]
+
+_NAN = math.nan
+_MAXF = sys.float_info.max
+#: probabilities are clipped to [EPS, 1 - EPS], as ``sklearn.metrics.log_loss`` (1.9)
+#: does for float64 (the machine epsilon of the dtype)
+EPS = float(np.finfo(np.float64).eps)
+_ONE = 1.0 - EPS
+_log = math.log
+
+
+class _Probabilistic(_WeightedMean, _Family):
+    """Front of LogLoss and Brier: ``multiclass=False`` (binary) or True."""
+
+    def __init__(self, *, pos_label=None, neg_label=None, multiclass=False, labels=None):
+        self.multiclass = isinstance(self, MultiClassMetric)
+        self._reset()
+        self._setup(pos_label, neg_label, labels)
+
+    @property
+    def bigger_is_better(self):
+        return False
+
+    @property
+    def requires_labels(self):
+        # river then passes predict_proba_one's dict
+        return False
+
+    def __repr__(self):
+        return f"{self._public_name}: {self.get():.6f}"
+
+    __str__ = __repr__
+
+
+class _BinaryProbabilistic(_Probabilistic, BinaryMetric):
+    _state_exclude = ("cm", "multiclass", "labels")
+
+    def _setup(self, pos_label, neg_label, labels):
+        if labels is not None:
+            raise ValueError(
+                f"labels = {labels!r}: applies to a multiclass {self._public_name} only"
+            )
+        self.labels = None
+        BinaryMetric.__init__(self, True if pos_label is None else pos_label, neg_label)
+        (pos,) = self._pos_set
+        (neg,) = self._neg_set
+        self._labels = {pos: True, neg: False}
+
+    def _proba(self, y_pred, name="y_pred"):
+        s = self._score(y_pred, name)
+        if not 0.0 <= s <= 1.0:
+            _fail(name, y_pred, "probability must be in [0, 1]")
+        return s
+
+    def _losses(self, labels, scores):
+        bad = ~((scores >= 0.0) & (scores <= 1.0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            _fail("y_pred", float(scores[i]), "probability must be in [0, 1]", i)
+        return self._batch_loss(labels, scores)
+
+    def _explain(self, y_true, y_pred, w):  # pragma: no cover - losses are bounded
+        raise ValueError(f"(y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): loss overflows")
+
+
+class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
+    _state_exclude = ("cm", "pos_label", "neg_label")
+
+    def _setup(self, pos_label, neg_label, labels):
+        _no_binary_params(self._public_name, None, pos_label, neg_label)
+        if labels is not None:
+            labels = list(labels)
+            for i, v in enumerate(labels):
+                MultiClassMetric._class(v, f"labels[{i}]")
+            if not labels or len(set(labels)) != len(labels):
+                raise ValueError(f"labels = {labels!r}: must be distinct classes, at least one")
+            self._columns = {v: i for i, v in enumerate(labels)}
+        self.labels = labels
+
+    def _event(self, y_true, y_pred, name="", index=None):
+        """Validate one event: ``(y_true, probability dict)``."""
+        t = type(y_true)
+        if t is not str and t is not int:
+            MultiClassMetric._class(y_true, "y_true" + name)
+        if self.labels is not None and y_true not in self._columns:
+            _fail("y_true" + name, y_true, f"not one of labels {self.labels!r}")
+        if type(y_pred) is not dict:
+            _fail("y_pred" + name, y_pred,
+                  f"a multiclass {self._public_name} needs a dict {{class: probability}}")
+        columns = self.labels is not None and self._columns
+        for c, v in y_pred.items():
+            if type(v) is not float or not 0.0 <= v <= 1.0:
+                if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not (
+                    0.0 <= v <= 1.0
+                ):
+                    _fail("y_pred" + name, y_pred, "probabilities must be numbers in [0, 1]")
+            if columns and c not in columns:
+                _fail("y_pred" + name, y_pred, f"class {c!r} is not one of labels {self.labels!r}")
+
+    def _batch(self, y_true, y_pred, w):
+        """``(true classes, probabilities, weights)``: a 2-D array needs ``labels``."""
+        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+        weights = as_weight_array(w, n)
+        if isinstance(y_pred, np.ndarray) and y_pred.ndim == 2:
+            return self._matrix_batch(y_true, y_pred, n), None, weights
+        event = self._event
+        for i in range(n):
+            event(y_true[i], y_pred[i], f"[{i}]")
+        return list(y_true), list(y_pred), weights
+
+    def _matrix_batch(self, y_true, proba, n):
+        if self.labels is None:
+            raise ValueError(
+                f"y_pred is a {proba.shape} array: a multiclass {self._public_name} takes "
+                "2-D probabilities only with labels= (their column order)"
+            )
+        if proba.shape != (n, len(self.labels)):
+            raise ValueError(
+                f"y_pred has shape {proba.shape}; expected ({n}, {len(self.labels)}) "
+                f"for labels {self.labels!r}"
+            )
+        proba = proba.astype(np.float64, copy=False)
+        bad = ~((proba >= 0.0) & (proba <= 1.0)).all(axis=1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            _fail("y_pred", proba[i].tolist(), "probabilities must be numbers in [0, 1]", i)
+        classes, codes = _factorize(y_true, "y_true")
+        columns = self._columns
+        lookup = np.empty(len(classes), dtype=np.int64)
+        for j, c in enumerate(classes):
+            col = columns.get(c)
+            if col is None:
+                i = int(np.argmax(codes == j))
+                _fail("y_true", c, f"not one of labels {self.labels!r}", i)
+            lookup[j] = col
+        return proba, lookup[codes]
+
+    def _losses(self, y_true, y_pred):
+        if y_pred is None:  # 2-D probabilities and their true columns
+            proba, cols = y_true
+            return self._matrix_loss(proba, cols)
+        loss = self._dict_loss  # events validated by _batch
+        return np.fromiter((loss(t, p) for t, p in zip(y_true, y_pred)), dtype=np.float64,
+                           count=len(y_true))
+
+    def _loss(self, y_true, y_pred):
+        self._event(y_true, y_pred)
+        return self._dict_loss(y_true, y_pred)
+
+    def _explain(self, y_true, y_pred, w):  # pragma: no cover - losses are bounded
+        raise ValueError(f"(y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): loss overflows")
+
+
+# --------------------------------------------------------------------------- LogLoss
+
+
+class LogLoss(_Probabilistic):
+    """Log loss (cross-entropy), weighted: ``-sum(w ln p_y) / sum(w)``.
+
+    ``p_y`` is the probability given to the true class (binary: ``p`` for a positive,
+    ``1 - p`` for a negative), clipped to ``[eps, 1 - eps]`` with ``eps`` the machine
+    epsilon of float64, as ``sklearn.metrics.log_loss`` (1.9) does; equal to it
+    (with ``sample_weight``; multiclass with ``labels=`` the classes). Multiclass
+    probability dicts are not renormalised (sklearn warns when rows do not sum to 1
+    and does not renormalise either).
+
+    Runtime complexity: `update` `O(1)` (`O(k)` multiclass); `get` `O(1)`.
+
+    >>> from streameval import LogLoss
+    >>> m = LogLoss()
+    >>> for y, p in zip([True, False, False, True], [0.9, 0.1, 0.2, 0.65]):
+    ...     m.update(y, p)
+    >>> round(m.get(), 6)
+    0.216162
+    >>> m = LogLoss(multiclass=True)
+    >>> m.update("cat", {"cat": 0.5, "dog": 0.5})
+    >>> round(m.get(), 6)
+    0.693147
+
+    Parameters
+    ----------
+    pos_label, neg_label
+        Binary: the positive and negative labels; default True/1 and False/0.
+    multiclass
+        True for the multiclass log loss (``y_pred`` a dict of class probabilities).
+    labels
+        Multiclass, optional: the classes, in the column order of 2-D probability
+        arrays given to ``update_many``; ``y_true`` must then be one of them.
+    """
+
+
+class _BinaryLogLoss(LogLoss, _BinaryProbabilistic):
+    _public_name = "LogLoss"
+
+    def _loss(self, y_true, y_pred):
+        try:
+            y = self._labels[y_true]
+        except (KeyError, TypeError):
+            y = self._label(y_true)
+        if type(y_pred) is not float or not 0.0 <= y_pred <= 1.0:
+            y_pred = self._proba(y_pred)
+        p = y_pred if y else 1.0 - y_pred
+        if p < EPS:
+            p = EPS
+        elif p > _ONE:
+            p = _ONE
+        return -_log(p)
+
+    @staticmethod
+    def _batch_loss(labels, scores):
+        p = np.where(labels, scores, 1.0 - scores)
+        np.clip(p, EPS, _ONE, out=p)
+        return -np.log(p)
+
+
+class _MultiClassLogLoss(LogLoss, _MultiClassProbabilistic):
+    _public_name = "LogLoss"
+
+    @staticmethod
+    def _dict_loss(y_true, y_pred):
+        p = y_pred.get(y_true, 0.0)
+        if p < EPS:
+            p = EPS
+        elif p > _ONE:
+            p = _ONE
+        return -_log(p)
+
+    @staticmethod
+    def _matrix_loss(proba, cols):
+        p = np.clip(proba[np.arange(len(cols)), cols], EPS, _ONE)
+        return -np.log(p)
+
+
+LogLoss._binary_impl, LogLoss._multiclass_impl = _BinaryLogLoss, _MultiClassLogLoss
+
+
+# ----------------------------------------------------------------------------- Brier
+
+
+class Brier(_Probabilistic):
+    """Brier score, weighted: the mean squared distance of the probabilities to the truth.
+
+    Binary: ``sum(w (p - y)^2) / sum(w)`` with ``y`` 1 for a positive and ``p`` the
+    positive probability, in ``[0, 1]``; equal to ``sklearn.metrics.brier_score_loss``.
+    Multiclass: Brier's original score ``sum(w sum_c (p_c - [y = c])^2) / sum(w)``
+    over all classes, in ``[0, 2]`` (not halved); equal to ``brier_score_loss(...,
+    labels=classes, scale_by_half=False)``. With two classes it is twice the binary
+    score.
+
+    Runtime complexity: `update` `O(1)` (`O(k)` multiclass); `get` `O(1)`.
+
+    >>> from streameval import Brier
+    >>> m = Brier()
+    >>> for y, p in zip([0, 1, 1, 0], [0.1, 0.9, 0.8, 0.3]):
+    ...     m.update(y, p)
+    >>> round(m.get(), 6)
+    0.0375
+    >>> m = Brier(multiclass=True)
+    >>> m.update("eggs", {"eggs": 0.8, "ham": 0.1, "spam": 0.1})
+    >>> round(m.get(), 6)  # 0.2^2 + 0.1^2 + 0.1^2
+    0.06
+
+    Parameters
+    ----------
+    pos_label, neg_label
+        Binary: the positive and negative labels; default True/1 and False/0.
+    multiclass
+        True for the multiclass score (``y_pred`` a dict of class probabilities).
+    labels
+        Multiclass, optional: the classes, in the column order of 2-D probability
+        arrays given to ``update_many``; ``y_true`` must then be one of them.
+    """
+
+
+class _BinaryBrier(Brier, _BinaryProbabilistic):
+    _public_name = "Brier"
+
+    def _loss(self, y_true, y_pred):
+        try:
+            y = self._labels[y_true]
+        except (KeyError, TypeError):
+            y = self._label(y_true)
+        if type(y_pred) is not float or not 0.0 <= y_pred <= 1.0:
+            y_pred = self._proba(y_pred)
+        d = 1.0 - y_pred if y else y_pred
+        return d * d
+
+    @staticmethod
+    def _batch_loss(labels, scores):
+        d = scores - labels
+        return d * d
+
+
+class _MultiClassBrier(Brier, _MultiClassProbabilistic):
+    _public_name = "Brier"
+
+    @staticmethod
+    def _dict_loss(y_true, y_pred):
+        loss = 0.0 if y_true in y_pred else 1.0
+        for c, p in y_pred.items():
+            d = 1.0 - p if c == y_true else p
+            loss += d * d
+        return loss
+
+    @staticmethod
+    def _matrix_loss(proba, cols):
+        d = proba.copy()
+        d[np.arange(len(cols)), cols] -= 1.0
+        return np.einsum("ij,ij->i", d, d)
+
+
+Brier._binary_impl, Brier._multiclass_impl = _BinaryBrier, _MultiClassBrier

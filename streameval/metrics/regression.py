@@ -1,0 +1,407 @@
+"""Regression metrics: weighted means of a per-event loss (MAE, MSE, RMSE, RMSLE, MAPE).
+
+Each metric keeps ``sum(w * loss)``, ``sum(w)`` and the event count. The loss sum is
+compensated (Neumaier), so that ``revert`` undoes ``update`` to within one rounding
+of the current sum even after large losses have come and gone (a sliding window over
+heavy-tailed errors would otherwise keep their rounding residue). With weight 0 in
+total the mean is undefined: ``get()`` returns NaN. With ``sample_weight`` the values
+are scikit-learn's (``mean_absolute_error``, ``mean_squared_error``, ...).
+
+:class:`_WeightedMean` is shared with :mod:`streameval.metrics.probabilistic`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from .base import Metric, RegressionMetric, _fail, check_real, check_weight
+
+__all__ = ["MAE", "MSE", "RMSE", "RMSLE", "MAPE"]
+
+_NAN = math.nan
+_MAXF = sys.float_info.max
+_EPS = sys.float_info.epsilon
+_log1p = math.log1p
+
+
+class _WeightedMean(Metric):
+    """The weighted mean of a per-event loss, ``sum(w * loss) / sum(w)``.
+
+    Subclasses define ``_loss(y_true, y_pred)`` (validate one event, return its loss;
+    a NaN or infinite loss is caught afterwards and explained by ``_explain``) and
+    ``_losses(y_true, y_pred)`` (validate a batch, return the losses as an array and
+    the mask of the events to count, or None for all).
+    """
+
+    def _reset(self):
+        self._n = 0  # events counted
+        self._s = 0.0  # sum of w * loss ...
+        self._c = 0.0  # ... and its Neumaier compensation
+        self._w = 0.0  # sum of w
+
+    def get(self):
+        """The weighted mean loss; NaN before any weight.
+
+        Runtime complexity: `O(1)`.
+        """
+        w = self._w
+        if not self._n or w <= 0.0:
+            return _NAN
+        return (self._s + self._c) / w
+
+    # -- per event --------------------------------------------------------------
+    def update(self, y_true, y_pred, w=1.0):
+        """Add one event with weight ``w``.
+
+        Runtime complexity: `O(1)`.
+        """
+        x = self._loss(y_true, y_pred)
+        if type(w) is not float or not 0.0 <= w <= _MAXF:
+            w = check_weight(w)
+        x *= w
+        if not x <= _MAXF:
+            self._explain(y_true, y_pred, w)
+        s = self._s
+        t = s + x
+        self._c += (s - t) + x if s >= x else (x - t) + s
+        self._s = t
+        self._w += w
+        self._n += 1
+
+    def revert(self, y_true, y_pred, w=1.0):
+        """Remove one event added earlier (exact inverse of :meth:`update`).
+
+        Runtime complexity: `O(1)`.
+        """
+        x = self._loss(y_true, y_pred)
+        if type(w) is not float or not 0.0 <= w <= _MAXF:
+            w = check_weight(w)
+        x *= w
+        if not x <= _MAXF:
+            self._explain(y_true, y_pred, w)
+        n = self._n - 1
+        if n < 0 or self._w - w < -1e-9 * w:
+            raise ValueError(
+                f"revert of (y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): no such event "
+                f"was added ({self._n} events of total weight {self._w!r})"
+            )
+        self._n = n
+        if not n:  # empty: exactly zero, no rounding residue
+            self._s = self._c = self._w = 0.0
+            return
+        s = self._s
+        t = s - x
+        self._c += (s - t) - x if s >= x else (-x - t) + s
+        self._s = t
+        self._w -= w
+
+    def _explain(self, y_true, y_pred, w):
+        check_real(y_true, "y_true", "target")
+        check_real(y_pred, "y_pred", "prediction")
+        raise ValueError(
+            f"(y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): the weighted loss overflows"
+        )
+
+    # -- batches ----------------------------------------------------------------
+    def update_many(self, y_true, y_pred, w=None):
+        """Add a batch; same result as a loop of :meth:`update` (validated first).
+
+        Runtime complexity: `O(n)`, vectorised.
+        """
+        a, b, weights = self._batch(y_true, y_pred, w)
+        losses = self._losses(a, b)
+        keep = self._keep(a)
+        wx = losses if weights is None else losses * weights
+        if keep is not None:
+            wx = np.where(keep, wx, 0.0)
+        bad = ~np.isfinite(wx)
+        if bad.any():
+            i = int(np.argmax(bad))
+            _fail("y_pred", b[i].item(), "the weighted loss overflows", i)
+        total = float(wx.sum())
+        if not math.isfinite(total):
+            raise ValueError("the sum of the batch's weighted losses overflows")
+        n = len(wx) if keep is None else int(np.count_nonzero(keep))
+        if weights is None:
+            weight = float(n)
+        else:
+            weight = float(weights.sum() if keep is None else weights[keep].sum())
+        self._fold(n, total, weight)
+        if keep is not None:
+            self._skip(len(wx) - n)
+        return self
+
+    @staticmethod
+    def _keep(a):
+        """Mask of the batch's events to count (None: all)."""
+        return None
+
+    def _fold(self, n, total, weight, compensation=0.0):
+        for x in (total, compensation):
+            s = self._s
+            t = s + x
+            self._c += (s - t) + x if abs(s) >= abs(x) else (x - t) + s
+            self._s = t
+        self._w += weight
+        self._n += n
+
+    # -- state ------------------------------------------------------------------
+    def _merge(self, other):
+        self._fold(other._n, other._s, other._w, other._c)
+
+    def _get_data(self):
+        return {"n": self._n, "sum": [self._s, self._c], "weight": self._w}
+
+    def _set_data(self, data):
+        try:
+            n = int(data["n"])
+            s, c = (float(v) for v in data["sum"])
+            w = float(data["weight"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a {self._public_name} state: {data!r:.200} ({e})") from None
+        if n < 0 or not all(math.isfinite(v) for v in (s, c, w)) or w < 0:
+            raise ValueError(f"not a {self._public_name} state: {data!r:.200}")
+        self._n, self._s, self._c, self._w = n, s, c, w
+
+    def _check(self):
+        assert type(self._n) is int and self._n >= 0, self._n
+        for v in (self._s, self._c, self._w):
+            assert type(v) is float and math.isfinite(v), v
+        if not self._n:
+            assert self._s == self._c == self._w == 0.0, (self._s, self._c, self._w)
+        assert self._w >= -1e-9 * max(1.0, abs(self._w)), self._w
+        total = self._s + self._c
+        assert total >= -1e-9 * max(1.0, abs(self._s)), total
+
+    def __repr__(self):
+        return f"{self._public_name}: {self.get():.6f}"
+
+    __str__ = __repr__
+
+
+def _reals(y_true, y_pred):
+    """Both values as floats, validated (the per-event slow path)."""
+    return check_real(y_true, "y_true", "target"), check_real(y_pred, "y_pred", "prediction")
+
+
+class _RegressionMean(_WeightedMean, RegressionMetric):
+    def __init__(self):
+        self._reset()
+
+
+class MAE(_RegressionMean):
+    """Mean absolute error, weighted: ``sum(w |y - p|) / sum(w)``.
+
+    Equal to ``sklearn.metrics.mean_absolute_error`` (with ``sample_weight``).
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)`.
+
+    >>> from streameval import MAE
+    >>> m = MAE()
+    >>> for y, p in zip([3, -0.5, 2, 7], [2.5, 0.0, 2, 8]):
+    ...     m.update(y, p)
+    >>> m.get()
+    0.5
+    """
+
+    def _loss(self, y_true, y_pred):
+        if type(y_true) is not float or type(y_pred) is not float:
+            y_true, y_pred = _reals(y_true, y_pred)
+        return abs(y_pred - y_true)
+
+    @staticmethod
+    def _losses(yt, yp):
+        return np.abs(yp - yt)
+
+
+class MSE(_RegressionMean):
+    """Mean squared error, weighted: ``sum(w (y - p)^2) / sum(w)``.
+
+    Equal to ``sklearn.metrics.mean_squared_error`` (with ``sample_weight``).
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)`.
+
+    >>> from streameval import MSE
+    >>> m = MSE()
+    >>> for y, p in zip([3, -0.5, 2, 7], [2.5, 0.0, 2, 8]):
+    ...     m.update(y, p)
+    >>> m.get()
+    0.375
+    """
+
+    def _loss(self, y_true, y_pred):
+        if type(y_true) is not float or type(y_pred) is not float:
+            y_true, y_pred = _reals(y_true, y_pred)
+        d = y_pred - y_true
+        return d * d
+
+    @staticmethod
+    def _losses(yt, yp):
+        d = yp - yt
+        return d * d
+
+
+class RMSE(MSE):
+    """Root mean squared error, weighted: ``sqrt(sum(w (y - p)^2) / sum(w))``.
+
+    Equal to ``sklearn.metrics.root_mean_squared_error`` (with ``sample_weight``).
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)`.
+
+    >>> from streameval import RMSE
+    >>> m = RMSE()
+    >>> for y, p in zip([3, -0.5, 2, 7], [2.5, 0.0, 2, 8]):
+    ...     m.update(y, p)
+    >>> round(m.get(), 6)
+    0.612372
+    """
+
+    def get(self):
+        """The root of the weighted mean squared error; NaN before any weight.
+
+        Runtime complexity: `O(1)`.
+        """
+        mse = super().get()
+        return math.sqrt(max(mse, 0.0)) if mse == mse else _NAN
+
+
+class RMSLE(_RegressionMean):
+    """Root mean squared logarithmic error: ``sqrt(sum(w (ln(1+y) - ln(1+p))^2) / sum(w))``.
+
+    Targets and predictions must be greater than -1 (a ``ValueError`` names the first
+    that is not, as ``sklearn.metrics.root_mean_squared_log_error`` refuses them).
+    Equal to it (with ``sample_weight``).
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)`.
+
+    >>> from streameval import RMSLE
+    >>> m = RMSLE()
+    >>> for y, p in zip([3, 5, 2.5, 7], [2.5, 5, 4, 8]):
+    ...     m.update(y, p)
+    >>> round(m.get(), 6)
+    0.199324
+    """
+
+    def _loss(self, y_true, y_pred):
+        if type(y_true) is not float or type(y_pred) is not float:
+            y_true, y_pred = _reals(y_true, y_pred)
+        if not y_true > -1.0:
+            _fail("y_true", y_true, "RMSLE needs values greater than -1")
+        if not y_pred > -1.0:
+            _fail("y_pred", y_pred, "RMSLE needs values greater than -1")
+        d = _log1p(y_pred) - _log1p(y_true)
+        return d * d
+
+    @staticmethod
+    def _losses(yt, yp):
+        for name, a in (("y_true", yt), ("y_pred", yp)):
+            bad = ~(a > -1.0)
+            if bad.any():
+                i = int(np.argmax(bad))
+                _fail(name, float(a[i]), "RMSLE needs values greater than -1", i)
+        d = np.log1p(yp) - np.log1p(yt)
+        return d * d
+
+    def get(self):
+        """The root of the weighted mean squared log error; NaN before any weight.
+
+        Runtime complexity: `O(1)`.
+        """
+        msle = super().get()
+        return math.sqrt(max(msle, 0.0)) if msle == msle else _NAN
+
+
+class MAPE(_RegressionMean):
+    """Mean absolute percentage error, weighted: ``sum(w |y - p| / |y|) / sum(w)``.
+
+    Undefined where ``y == 0``: those events are skipped and counted in
+    :attr:`skipped` (``revert`` of such an event uncounts it). Otherwise equal to
+    ``sklearn.metrics.mean_absolute_percentage_error`` (which divides by machine
+    epsilon there instead) on the events with ``y != 0``. A fraction, not a percentage.
+
+    Runtime complexity: `update` `O(1)`; `get` `O(1)`.
+
+    >>> from streameval import MAPE
+    >>> m = MAPE()
+    >>> for y, p in zip([1.0, 0.0, 2.4, 7.0], [1.2, 0.1, 2.4, 8.0]):
+    ...     m.update(y, p)
+    >>> round(m.get(), 6), m.skipped
+    (0.114286, 1)
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.skipped = 0
+
+    def _loss(self, y_true, y_pred):
+        if type(y_true) is not float or type(y_pred) is not float:
+            y_true, y_pred = _reals(y_true, y_pred)
+        return abs(y_pred - y_true) / max(abs(y_true), _EPS)
+
+    @staticmethod
+    def _losses(yt, yp):
+        return np.abs(yp - yt) / np.maximum(np.abs(yt), _EPS)
+
+    @staticmethod
+    def _keep(yt):
+        keep = yt != 0.0
+        return None if keep.all() else keep
+
+    def _skip(self, k):
+        self.skipped += k
+
+    def update(self, y_true, y_pred, w=1.0):
+        """Add one event with weight ``w``; one with ``y_true == 0`` is only counted
+        in :attr:`skipped`.
+
+        Runtime complexity: `O(1)`.
+        """
+        if y_true == 0 and not isinstance(y_true, str):
+            _reals(y_true, y_pred)
+            check_weight(w)
+            self.skipped += 1
+        else:
+            super().update(y_true, y_pred, w)
+
+    def revert(self, y_true, y_pred, w=1.0):
+        """Remove one event added earlier (exact inverse of :meth:`update`).
+
+        Runtime complexity: `O(1)`.
+        """
+        if y_true == 0 and not isinstance(y_true, str):
+            _reals(y_true, y_pred)
+            check_weight(w)
+            if not self.skipped:
+                raise ValueError(
+                    f"revert of (y_true={y_true!r}, y_pred={y_pred!r}): no skipped event "
+                    "(y_true == 0) was added"
+                )
+            self.skipped -= 1
+        else:
+            super().revert(y_true, y_pred, w)
+
+    def _merge(self, other):
+        super()._merge(other)
+        self.skipped += other.skipped
+
+    def _get_data(self):
+        data = super()._get_data()
+        data["skipped"] = self.skipped
+        return data
+
+    def _set_data(self, data):
+        super()._set_data(data)
+        try:
+            skipped = int(data["skipped"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a MAPE state: {data!r:.200} ({e})") from None
+        if skipped < 0:
+            raise ValueError(f"not a MAPE state: {data!r:.200}")
+        self.skipped = skipped
+
+    def _check(self):
+        super()._check()
+        assert type(self.skipped) is int and self.skipped >= 0, self.skipped
