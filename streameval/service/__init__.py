@@ -1,0 +1,338 @@
+"""``streameval serve``: a live monitoring service over HTTP.
+
+Events are posted to ``POST /events`` (one JSON object, a JSON array, or NDJSON, with
+the fields of the logs: ``ts``, ``label``, ``score``, ``id``, ``weight`` and the
+segment field); the Monitor's values are served to Prometheus at ``GET /metrics``, as
+JSON at ``GET /snapshot``, active alerts at ``GET /alerts``; alert transitions go to
+the configured sinks (webhooks). With ``--state-dir`` every acknowledged batch is in
+a write-ahead log before the 200, and the whole state is checkpointed every N events
+or seconds and at shutdown: a ``kill -9`` loses no acknowledged event.
+
+Needs the ``serve`` extra (``pip install 'streameval[serve]'``: starlette, uvicorn,
+prometheus-client). This module imports none of them until the server is started, so
+that the CLI can declare its arguments without them.
+
+Embedding (the server runs in a thread; ``port=0`` takes a free port):
+
+>>> import json, urllib.request
+>>> with BackgroundServer(port=0) as srv:
+...     req = urllib.request.Request(srv.url + "/events", method="POST",
+...                                  data=b'{"label": 1, "score": 0.8, "ts": 1}')
+...     json.load(urllib.request.urlopen(req))["accepted"]
+1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+__all__ = [
+    "serve",
+    "build_engine",
+    "load_config",
+    "BackgroundServer",
+    "add_serve_arguments",
+    "run_from_args",
+    "main",
+]
+
+#: Defaults of the command line and of :func:`serve`.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+#: Checkpoint every 100 000 events or 60 s: replaying at most that many events after a
+#: crash takes well under a second, and a checkpoint of the default monitor is cheap.
+DEFAULT_CHECKPOINT_EVENTS = 100_000
+DEFAULT_CHECKPOINT_SECONDS = 60.0
+TOKEN_ENV = "STREAMEVAL_TOKEN"
+
+
+def _need_extra():
+    try:
+        import prometheus_client  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            f"streameval serve needs the 'serve' extra ({e.name} is missing): "
+            "pip install 'streameval[serve]'"
+        ) from None
+
+
+#: Keys of the optional ``[serve]`` table of a config file.
+SERVE_KEYS = ("fields", "webhooks", "checkpoint_events", "checkpoint_seconds", "max_body",
+              "protect_reads")
+
+
+def load_config(config):
+    """``(monitor, serve_table, monitor_table)`` from a TOML path, a parsed dict or None.
+
+    The document's ``[monitor]`` table builds the Monitor (:mod:`streameval.config`);
+    its optional ``[serve]`` table holds service options (:data:`SERVE_KEYS`):
+    ``fields`` (names of the ts/label/score/id/weight fields), ``webhooks`` (URLs),
+    ``checkpoint_events``, ``checkpoint_seconds``, ``max_body``, ``protect_reads``.
+    Command-line options override it.
+    """
+    from streameval import config as _config
+    from streameval.monitor import Monitor
+
+    if config is None:
+        return Monitor.default(), {}, None
+    doc = _config.load_toml(config) if isinstance(config, (str, os.PathLike)) else config
+    if not isinstance(doc, dict):
+        raise ValueError(f"config must be a TOML path, a dict or None, got {type(doc).__name__}")
+    doc = dict(doc)
+    table = doc.pop("serve", None) or {}
+    if not isinstance(table, dict):
+        raise ValueError(f"serve = {table!r:.80}: must be a table ([serve])")
+    unknown = sorted(set(table) - set(SERVE_KEYS))
+    if unknown:
+        raise ValueError(f"serve: unknown key {unknown[0]!r}; expected one of {list(SERVE_KEYS)}")
+    webhooks = table.get("webhooks", [])
+    if not isinstance(webhooks, list) or not all(isinstance(u, str) for u in webhooks):
+        raise ValueError(f"serve.webhooks = {webhooks!r:.80}: must be a list of URLs")
+    monitor_doc = _config.monitor_table(doc)
+    return Monitor.from_config(monitor_doc), table, monitor_doc
+
+
+def build_engine(config=None, *, state_dir=None, webhooks=(), sinks=(), checkpoint_every=None,
+                 checkpoint_seconds=None, **kwargs):
+    """An :class:`~streameval.service.engine.Engine` for ``config``, recovered from ``state_dir``.
+
+    ``webhooks`` are URLs that receive each alert transition as a JSON ``POST`` (added to
+    the config's); ``sinks`` are more callables (or :mod:`streameval.io` sinks) receiving
+    it. ``checkpoint_every`` / ``checkpoint_seconds``: None takes the config's value or
+    the default; 0 disables.
+    """
+    from streameval.service.engine import Engine
+
+    monitor, table, config_id = load_config(config)
+    urls = list(table.get("webhooks", [])) + list(webhooks)
+    all_sinks = [_webhook(u) for u in urls] + list(sinks)
+    every = _pick(checkpoint_every, table.get("checkpoint_events"), DEFAULT_CHECKPOINT_EVENTS)
+    seconds = _pick(checkpoint_seconds, table.get("checkpoint_seconds"),
+                    DEFAULT_CHECKPOINT_SECONDS)
+    engine = Engine.open(monitor, fields=table.get("fields"), state_dir=state_dir,
+                         sinks=all_sinks, checkpoint_every=every or None,
+                         checkpoint_seconds=seconds or None, config_id=config_id, **kwargs)
+    engine.serve_options = table
+    return engine
+
+
+def _pick(*values):
+    for v in values:
+        if v is not None:
+            return v
+    return None
+
+
+def _webhook(url):
+    from streameval.io import WebhookSink
+
+    return WebhookSink(url, retries=3, backoff=0.5, timeout=5)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _server(app, log_level: str):
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=10)
+    return uvicorn.Server(config)
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state_dir=None,
+          token: str | None = None, *, protect_reads: bool | None = None,
+          max_body: int | None = None, checkpoint_every: int | None = None,
+          checkpoint_seconds: float | None = None, webhooks=(), sinks=(),
+          log_level: str = "warning", out=None) -> int:
+    """Run the service until SIGTERM or SIGINT; return the exit status (0).
+
+    ``config`` is a TOML path, a parsed config dict, or None for the default monitor of
+    DESIGN.md section 6. Binds ``host`` (127.0.0.1 by default: loopback only) and
+    ``port`` (0: a free port), then prints ``streameval serve: listening on URL`` to
+    ``out`` (stdout). On SIGTERM or SIGINT it stops accepting requests, finishes the
+    ones in flight, writes a final checkpoint, and returns.
+    """
+    _need_extra()
+    from streameval.service.app import DEFAULT_MAX_BODY, create_app
+
+    out = sys.stdout if out is None else out
+    engine = build_engine(config, state_dir=state_dir, webhooks=webhooks, sinks=sinks,
+                          checkpoint_every=checkpoint_every,
+                          checkpoint_seconds=checkpoint_seconds)
+    try:
+        opts = engine.serve_options
+        app = create_app(engine, token=token,
+                         protect_reads=bool(_pick(protect_reads, opts.get("protect_reads"), False)),
+                         max_body=_pick(max_body, opts.get("max_body"), DEFAULT_MAX_BODY))
+        sock = _bind(host, port)
+        server = _server(app, log_level)
+        replayed = engine.replayed
+        print(f"streameval serve: listening on {_url(sock)}"
+              + (f" (state in {state_dir}; replayed {replayed[1]} events)" if state_dir else ""),
+              file=out, flush=True)
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = {}
+        if main_thread:
+            # uvicorn re-raises the signal that stopped it after restoring the previous
+            # handler; a handler that does nothing lets us write the final checkpoint
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, lambda *_: None)
+        try:
+            server.run(sockets=[sock])
+        finally:
+            for sig, h in previous.items():
+                signal.signal(sig, h)
+            sock.close()
+    finally:
+        engine.close()
+    print("streameval serve: stopped", file=out, flush=True)
+    return 0
+
+
+class BackgroundServer:
+    """The service in a background thread, for embedding and tests.
+
+    ``with BackgroundServer(config=None, port=0, state_dir=...) as srv:`` starts it and
+    waits until it accepts connections; ``srv.url`` is its address, ``srv.engine`` the
+    engine; leaving the block stops it and writes the final checkpoint. Takes the
+    arguments of :func:`serve` (``engine=`` instead of ``config`` serves an existing
+    :class:`~streameval.service.engine.Engine`).
+    """
+
+    def __init__(self, config=None, host: str = DEFAULT_HOST, port: int = 0, state_dir=None,
+                 token: str | None = None, *, engine=None, protect_reads: bool | None = None,
+                 max_body: int | None = None, log_level: str = "warning", **engine_kwargs):
+        _need_extra()
+        from streameval.service.app import DEFAULT_MAX_BODY, create_app
+
+        self.engine = engine if engine is not None else build_engine(
+            config, state_dir=state_dir, **engine_kwargs)
+        opts = getattr(self.engine, "serve_options", {})
+        self.app = create_app(
+            self.engine, token=token,
+            protect_reads=bool(_pick(protect_reads, opts.get("protect_reads"), False)),
+            max_body=_pick(max_body, opts.get("max_body"), DEFAULT_MAX_BODY))
+        self._sock = _bind(host, port)
+        self.url = _url(self._sock)
+        self.port = self._sock.getsockname()[1]
+        self._server = _server(self.app, log_level)
+        self._thread = threading.Thread(target=self._server.run,
+                                        kwargs={"sockets": [self._sock]},
+                                        name="streameval-serve", daemon=True)
+
+    def start(self) -> "BackgroundServer":
+        """Start serving; return once the server accepts requests (10 s at most)."""
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the streameval server did not start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, then close the engine (final checkpoint)."""
+        self._server.should_exit = True
+        self._thread.join(timeout=15)
+        self._sock.close()
+        self.engine.close()
+
+    def __enter__(self) -> "BackgroundServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Declare the ``streameval serve`` options on ``parser`` (imports nothing heavy)."""
+    parser.add_argument("--config", metavar="FILE",
+                        help="monitor config (TOML); default: the default monitor")
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help="address to bind (default %(default)s: loopback only)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help="port (default %(default)s; 0 picks a free one)")
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="directory for the write-ahead log and checkpoints "
+                             "(default: none, state is lost at exit)")
+    parser.add_argument("--token-file", metavar="FILE",
+                        help=f"file holding the bearer token for POST routes "
+                             f"(or set {TOKEN_ENV}); default: no token")
+    parser.add_argument("--protect-reads", action="store_true", default=None,
+                        help="require the token for /metrics, /snapshot and /alerts too")
+    parser.add_argument("--webhook", action="append", default=[], metavar="URL",
+                        help="POST each alert transition to URL (repeatable)")
+    parser.add_argument("--checkpoint-events", type=int, default=None, metavar="N",
+                        help=f"checkpoint every N events (default {DEFAULT_CHECKPOINT_EVENTS}; "
+                             "0: never by count)")
+    parser.add_argument("--checkpoint-seconds", type=float, default=None, metavar="S",
+                        help=f"checkpoint every S seconds (default {DEFAULT_CHECKPOINT_SECONDS:g}; "
+                             "0: never by time)")
+    parser.add_argument("--max-body", type=int, default=None, metavar="BYTES",
+                        help="largest request body (default 16 MiB); larger ones get 413")
+    parser.add_argument("--log-level", default="warning",
+                        choices=["critical", "error", "warning", "info", "debug"])
+    return parser
+
+
+def _token(args) -> str | None:
+    if args.token_file:
+        with open(args.token_file, encoding="utf-8") as f:
+            token = f.read().strip()
+        if not token:
+            raise ValueError(f"{args.token_file}: the token file is empty")
+        return token
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run :func:`serve` with the options of :func:`add_serve_arguments`; exit status."""
+    return serve(
+        config=args.config, host=args.host, port=args.port, state_dir=args.state_dir,
+        token=_token(args), protect_reads=args.protect_reads, max_body=args.max_body,
+        checkpoint_every=args.checkpoint_events, checkpoint_seconds=args.checkpoint_seconds,
+        webhooks=args.webhook,
+        log_level=args.log_level,
+    )
+
+
+def main(argv=None) -> int:
+    """``python -m streameval.service [options]``."""
+    parser = argparse.ArgumentParser(prog="streameval serve", description=__doc__.split("\n\n")[0])
+    add_serve_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_from_args(args)
+    except (ValueError, OSError) as e:
+        print(f"streameval serve: error: {e}", file=sys.stderr)
+        return 2

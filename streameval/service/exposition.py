@@ -1,0 +1,152 @@
+"""Prometheus exposition of a service's Monitor: a custom collector over its snapshot.
+
+The collector reads the Monitor under the service's lock at scrape time; nothing is
+kept in prometheus-client's global default registry (each app builds its own
+:class:`~prometheus_client.CollectorRegistry`).
+
+Families:
+
+* ``streameval_metric{metric, window, segment}`` -- each metric's current value
+  (``NaN`` where undefined: no positives, empty window, ...);
+* ``streameval_segment_events{segment}`` -- events counted per segment;
+* ``streameval_events_total`` / ``streameval_batches_total`` -- acknowledged events
+  and batches; ``streameval_rejected_requests_total`` -- refused requests;
+* ``streameval_event_time_seconds`` -- the newest event time seen;
+* ``streameval_alert_active{rule, segment, state}`` -- 1 for each active alert
+  (``pending`` or ``firing``); ``streameval_alert_transitions_total``;
+* ``streameval_checkpoints_total``, ``streameval_last_checkpoint_timestamp_seconds``,
+  ``streameval_events_since_checkpoint``.
+
+The segment label is ``""`` for the whole stream (no ``group_by``) and, for a segment
+made of several fields, their values joined by ``"|"``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["MonitorCollector", "window_label", "segment_label"]
+
+
+def segment_label(segment) -> str:
+    """The Prometheus label value of a segment.
+
+    >>> segment_label(None), segment_label("fr"), segment_label(("fr", "ios")), segment_label(3)
+    ('', 'fr', 'fr|ios', '3')
+    """
+    if segment is None:
+        return ""
+    if isinstance(segment, (tuple, list)):
+        return "|".join("" if s is None else str(s) for s in segment)
+    return str(segment)
+
+
+def window_label(metric) -> str:
+    """A short description of the window of a Monitor metric.
+
+    ``"cumulative"`` for a bare metric; ``"sliding_size_10000"``,
+    ``"sliding_period_3600s"``, ``"tumbling_size_1000"`` for windows.
+    """
+    kind = type(metric).__name__.lower()
+    if kind not in ("sliding", "tumbling"):
+        return "cumulative"
+    size = getattr(metric, "size", None)
+    if size is not None:
+        return f"{kind}_size_{size}"
+    period = getattr(metric, "period", None)
+    if period is not None:
+        p = float(period)
+        return f"{kind}_period_{int(p) if p.is_integer() else p}s"
+    return kind
+
+
+def _value(v) -> float:
+    return math.nan if v is None else float(v)
+
+
+class MonitorCollector(Collector):
+    """Collects the metric families above from an :class:`~.engine.Engine`.
+
+    Runtime complexity: one Monitor ``snapshot`` per scrape, `O(metrics x segments)`.
+    """
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def collect(self):
+        snap, info, windows = self.engine.read(_gather)
+        metric = GaugeMetricFamily(
+            "streameval_metric", "Current value of a monitored metric (NaN when undefined)",
+            labels=["metric", "window", "segment"],
+        )
+        seg_events = GaugeMetricFamily(
+            "streameval_segment_events", "Events counted per segment", labels=["segment"]
+        )
+        for seg, entry in _segments(snap):
+            label = segment_label(seg)
+            for name, v in (entry.get("values") or {}).items():
+                metric.add_metric([name, windows.get(name, "cumulative"), label], _value(v))
+            if entry.get("n") is not None:
+                seg_events.add_metric([label], float(entry["n"]))
+        yield metric
+        yield seg_events
+        yield CounterMetricFamily(
+            "streameval_events", "Events acknowledged by the service (replayed ones included)",
+            value=float(snap.get("n") or 0),
+        )
+        yield CounterMetricFamily(
+            "streameval_batches", "Batches acknowledged by the service", value=float(info["batches"])
+        )
+        yield CounterMetricFamily(
+            "streameval_rejected_requests", "Ingestion requests refused (bad body or event)",
+            value=float(info["rejected_requests"]),
+        )
+        t = snap.get("t")
+        yield GaugeMetricFamily(
+            "streameval_event_time_seconds", "Newest event time seen (epoch seconds)",
+            value=_value(t),
+        )
+        active = GaugeMetricFamily(
+            "streameval_alert_active", "1 for each active (pending or firing) alert",
+            labels=["rule", "segment", "state"],
+        )
+        for a in snap.get("alerts") or ():
+            active.add_metric(
+                [str(a.get("rule")), segment_label(a.get("segment")), str(a.get("state"))], 1.0
+            )
+        yield active
+        yield CounterMetricFamily(
+            "streameval_alert_transitions", "Alert transitions emitted since start",
+            value=float(info["alerts"]),
+        )
+        yield CounterMetricFamily(
+            "streameval_checkpoints", "Checkpoints written since start",
+            value=float(info["checkpoints"]),
+        )
+        yield GaugeMetricFamily(
+            "streameval_last_checkpoint_timestamp_seconds",
+            "Wall-clock time of the last checkpoint (start time before the first)",
+            value=float(info["last_checkpoint"]),
+        )
+        yield GaugeMetricFamily(
+            "streameval_events_since_checkpoint",
+            "Acknowledged events held only in the write-ahead log",
+            value=float(info["events_since_checkpoint"]),
+        )
+
+
+def _gather(monitor, info):
+    snap = monitor.snapshot()
+    metrics = getattr(monitor, "metrics", None) or {}
+    windows = {name: window_label(m) for name, m in metrics.items()}
+    return snap, info, windows
+
+
+def _segments(snap):
+    segs = snap.get("segments") or {}
+    if isinstance(segs, dict):
+        return list(segs.items())
+    return [(e.get("segment"), e) for e in segs]
