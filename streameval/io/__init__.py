@@ -22,6 +22,7 @@ _LAZY = {
     "StdoutSink": "streameval.io.sinks",
     "WebhookSink": "streameval.io.sinks",
     "dumps": "streameval.io.sinks",
+    "rejected_callback": "streameval.io.sinks",
     "save_atomic": "streameval.io.checkpoint",
     "save_checkpoint": "streameval.io.checkpoint",
     "load_checkpoint": "streameval.io.checkpoint",
