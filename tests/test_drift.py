@@ -1,0 +1,485 @@
+"""Drift tests of precision and recall, and change points with river's detectors.
+
+Oracles: statsmodels for the test statistics (pooled z-test, Newcombe and Wald
+intervals, score test and Wilson interval), brute-force window counts recomputed from
+the raw stream, river's detectors fed by hand with independently computed indicator
+streams. Statistical honesty: the false-alarm rate over many seeded stationary streams,
+and the power on a planted recall drop.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from river import drift as river_drift
+from statsmodels.stats.proportion import (
+    confint_proportions_2indep,
+    proportion_confint,
+    proportions_ztest,
+)
+
+from streameval.drift import (
+    ChangePointDetector,
+    DriftReport,
+    PrecisionRecallDrift,
+    one_proportion_test,
+    two_proportion_test,
+)
+from streameval.metrics.base import from_state
+
+HYP = settings(max_examples=100, deadline=None)
+
+
+# ------------------------------------------------------------------- the tests
+
+
+@HYP
+@given(n1=st.integers(1, 5000), n2=st.integers(1, 5000), f1=st.floats(0, 1), f2=st.floats(0, 1),
+       alpha=st.sampled_from([0.001, 0.01, 0.05, 0.2]))
+def test_two_proportion_test_equals_statsmodels(n1, n2, f1, f2, alpha):
+    x1, x2 = round(f1 * n1), round(f2 * n2)
+    r = two_proportion_test(x1, n1, x2, n2, alpha=alpha)
+    assert r.reference == x1 / n1 and r.current == x2 / n2
+    assert r.delta == pytest.approx(x2 / n2 - x1 / n1, abs=1e-15)
+    assert (r.n_reference, r.n_current) == (n1, n2)
+    if 0 < x1 + x2 < n1 + n2:
+        _, p = proportions_ztest([x2, x1], [n2, n1])  # pooled variance by default
+        assert r.p_value == pytest.approx(p, rel=1e-9, abs=1e-300)
+    else:
+        assert r.p_value == 1.0  # both 0 or both 1: no difference at all
+    lo, hi = confint_proportions_2indep(x2, n2, x1, n1, method="newcomb", compare="diff", alpha=alpha)
+    assert (r.ci_low, r.ci_high) == (pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12))
+    assert r.drifted == (r.p_value < alpha)
+    w = two_proportion_test(x1, n1, x2, n2, alpha=alpha, ci="wald")
+    lo, hi = confint_proportions_2indep(x2, n2, x1, n1, method="wald", compare="diff", alpha=alpha)
+    assert (w.ci_low, w.ci_high) == (pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12))
+
+
+@HYP
+@given(n=st.integers(1, 5000), f=st.floats(0, 1), p0=st.floats(0.01, 0.99),
+       alpha=st.sampled_from([0.001, 0.01, 0.05]))
+def test_one_proportion_test_equals_statsmodels(n, f, p0, alpha):
+    x = round(f * n)
+    r = one_proportion_test(x, n, p0, alpha=alpha)
+    _, p = proportions_ztest(x, n, value=p0, prop_var=p0)  # score test: null variance
+    assert r.p_value == pytest.approx(p, rel=1e-9, abs=1e-300)
+    lo, hi = proportion_confint(x, n, alpha=alpha, method="wilson")
+    assert r.ci_low == pytest.approx(lo - p0, abs=1e-12) and r.ci_high == pytest.approx(hi - p0, abs=1e-12)
+    assert r.reference == p0 and r.n_reference is None and r.n_current == n
+
+
+def test_tests_edge_cases_and_errors():
+    r = two_proportion_test(0, 0, 5, 10)
+    assert math.isnan(r.p_value) and math.isnan(r.delta) and not r.drifted
+    assert one_proportion_test(10, 10, 1.0).p_value == 1.0
+    assert one_proportion_test(9, 10, 1.0).p_value == 0.0
+    with pytest.raises(ValueError, match="x_cur = 11 > n_cur = 10"):
+        two_proportion_test(1, 10, 11, 10)
+    with pytest.raises(ValueError, match="n_ref = -1"):
+        two_proportion_test(1, -1, 1, 10)
+    with pytest.raises(ValueError, match="alpha = 0"):
+        two_proportion_test(1, 10, 1, 10, alpha=0)
+    with pytest.raises(ValueError, match="ci = 'exact'"):
+        two_proportion_test(1, 10, 1, 10, ci="exact")
+    with pytest.raises(ValueError, match="reference = 1.5"):
+        one_proportion_test(1, 10, 1.5)
+
+
+# ------------------------------------------------------------ streams and oracles
+
+
+def make_stream(seed, n, recall=0.8, precision_noise=0.1, prevalence=0.4, weights=False, at_threshold=0.05):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < prevalence
+    hit = rng.random(n) < recall
+    false_alarm = rng.random(n) < precision_noise
+    pred = np.where(y, hit, false_alarm)
+    s = np.where(pred, rng.uniform(0.5, 1.0, n), rng.uniform(0.0, 0.5, n))
+    s[rng.random(n) < at_threshold] = 0.5  # exactly at the threshold: predicted positive
+    w = rng.choice([0.5, 1.0, 2.0, 4.0], size=n) if weights else None
+    return y, s, w
+
+
+def props(y, s, w, metric, threshold=0.5):
+    """Brute force: (x_eff, n_eff) of recall or precision over the given events."""
+    y, s = np.asarray(y, bool), np.asarray(s)
+    w = np.ones(len(y)) if w is None else np.asarray(w, float)
+    pred = s >= threshold
+    den = y if metric == "recall" else pred
+    num = y & pred
+    sw, sw2 = w[den].sum(), (w[den] ** 2).sum()
+    if sw == 0:
+        return 0.0, 0.0
+    p = w[num].sum() / sw
+    n_eff = sw * sw / sw2
+    return p * n_eff, n_eff
+
+
+def expected_report(ref, cur, alpha):
+    (x1, n1), (x2, n2) = ref, cur
+    _, p = proportions_ztest([x2, x1], [n2, n1])
+    lo, hi = confint_proportions_2indep(x2, n2, x1, n1, method="newcomb", compare="diff", alpha=alpha)
+    return x1 / n1, x2 / n2, p, lo, hi
+
+
+def assert_report(r, ref, cur, alpha):
+    p1, p2, p, lo, hi = expected_report(ref, cur, alpha)
+    assert r.ready
+    assert r.reference == pytest.approx(p1, abs=1e-12) and r.current == pytest.approx(p2, abs=1e-12)
+    assert r.n_reference == pytest.approx(ref[1], rel=1e-12) and r.n_current == pytest.approx(cur[1], rel=1e-12)
+    assert r.p_value == pytest.approx(p, rel=1e-7, abs=1e-300)
+    assert r.ci_low == pytest.approx(lo, abs=1e-9) and r.ci_high == pytest.approx(hi, abs=1e-9)
+
+
+# ------------------------------------------------------------ PrecisionRecallDrift
+
+
+@pytest.mark.parametrize("metric", ["recall", "precision"])
+@pytest.mark.parametrize("weights", [False, True])
+def test_count_windows_against_brute_force(metric, weights):
+    y, s, w = make_stream(1, 3000, weights=weights)
+    N, warm = 400, 150
+    base = PrecisionRecallDrift(metric, "baseline", window=N, warmup=warm, alpha=0.05)
+    prev = PrecisionRecallDrift(metric, "previous", window=N, warmup=warm, alpha=0.05)
+    fixed = PrecisionRecallDrift(metric, 0.7, window=N, warmup=warm, alpha=0.05)
+    for i in range(len(y)):
+        wi = 1.0 if w is None else w[i]
+        for d in (base, prev, fixed):
+            d.update(bool(y[i]), s[i], w=wi)
+        n = i + 1
+        if n % 97 == 0:
+            W = (lambda lo, hi: None if w is None else w[lo:hi])
+            cur = props(y[n - N:n], s[n - N:n], W(n - N, n), metric)
+            rb, rp, rf = base.report(), prev.report(), fixed.report()
+            if n >= warm + 2 * N:
+                assert_report(rb, props(y[warm:warm + N], s[warm:warm + N], W(warm, warm + N), metric), cur, 0.05)
+                assert_report(rp, props(y[n - 2 * N:n - N], s[n - 2 * N:n - N], W(n - 2 * N, n - N), metric), cur, 0.05)
+            else:
+                assert not rb.ready and not rp.ready and math.isnan(rb.p_value) and not rb.drifted
+            if n >= warm + N:
+                _, p = proportions_ztest(cur[0], cur[1], value=0.7, prop_var=0.7)
+                assert rf.ready and rf.p_value == pytest.approx(p, rel=1e-7, abs=1e-300)
+            else:
+                assert not rf.ready
+    base._check()
+    prev._check()
+
+
+def test_denominators_are_actual_positives_for_recall_and_predicted_positives_for_precision():
+    # labels [T, F, F], scores [0.7, 0.3, 0.5] at threshold 0.5: precision 1/2, recall 1 (DESIGN)
+    y = [1, 0, 0] * 200
+    s = [0.7, 0.3, 0.5] * 200
+    rec = PrecisionRecallDrift("recall", 1.0, window=300)
+    pre = PrecisionRecallDrift("precision", 0.5, window=300)
+    rec.update_many(y, s)
+    pre.update_many(y, s)
+    r, p = rec.report(), pre.report()
+    assert (r.current, r.n_current, r.p_value) == (1.0, 100.0, 1.0)
+    assert (p.current, p.n_current, p.p_value) == (0.5, 200.0, 1.0)
+
+
+@pytest.mark.parametrize("reference", ["baseline", "previous", 0.8])
+def test_time_windows_with_late_events_against_brute_force(reference):
+    y, s, _ = make_stream(2, 4000)
+    rng = np.random.default_rng(3)
+    t = np.cumsum(rng.exponential(1.0, 4000))
+    t = np.round(t - np.where(rng.random(4000) < 0.2, rng.exponential(4.0, 4000), 0.0), 1)
+    P, L, warm = 300.0, 5.0, 100.0
+    loop = PrecisionRecallDrift("recall", reference, period=P, lateness=L, warmup=warm)
+    batch = PrecisionRecallDrift("recall", reference, period=P, lateness=L, warmup=warm)
+    newest, accepted, late = -math.inf, [], 0
+    for lo in range(0, 4000, 500):
+        for i in range(lo, lo + 500):
+            loop.update(int(y[i]), s[i], t=t[i])
+            if t[i] < newest - L:
+                late += 1
+            else:
+                accepted.append(i)
+                newest = max(newest, t[i])
+        batch.update_many(y[lo:lo + 500], s[lo:lo + 500], t=t[lo:lo + 500])
+        acc = np.array(accepted)
+        ta = t[acc]
+        t0 = t[accepted[0]]
+        cur = acc[(ta > newest - P)]
+        cur_p = props(y[cur], s[cur], None, "recall")
+        for d in (loop, batch):
+            r = d.report()
+            assert d.late == late and d.n == len(accepted)
+            if reference == "baseline":
+                ready = newest >= t0 + warm + 2 * P
+                ref = acc[(ta >= t0 + warm) & (ta < t0 + warm + P)]
+            elif reference == "previous":
+                ready = newest >= t0 + warm + 2 * P
+                ref = acc[(ta > newest - 2 * P) & (ta <= newest - P)]
+            else:
+                ready = newest >= t0 + warm + P
+            assert r.ready == ready
+            if ready and reference != 0.8:
+                assert_report(r, props(y[ref], s[ref], None, "recall"), cur_p, 0.01)
+            elif ready:
+                assert r.current == pytest.approx(cur_p[0] / cur_p[1], abs=1e-12)
+        assert late > 0 or lo == 0
+
+
+@HYP
+@given(seed=st.integers(0, 10**6), sizes=st.lists(st.integers(0, 300), min_size=1, max_size=5),
+       reference=st.sampled_from(["baseline", "previous", 0.6]),
+       metric=st.sampled_from(["recall", "precision"]))
+def test_update_many_equals_loop(seed, sizes, reference, metric):
+    y, s, w = make_stream(seed, sum(sizes), weights=True)
+    a = PrecisionRecallDrift(metric, reference, window=100, warmup=30)
+    b = PrecisionRecallDrift(metric, reference, window=100, warmup=30)
+    i = 0
+    for n in sizes:
+        for j in range(i, i + n):
+            a.update(y[j], s[j], w=w[j])
+        b.update_many(y[i:i + n], s[i:i + n], w[i:i + n])
+        i += n
+        ra, rb = a.report(), b.report()
+        assert ra.ready == rb.ready and ra.n == rb.n
+        for f in ("reference", "current", "p_value", "ci_low", "ci_high"):
+            va, vb = getattr(ra, f), getattr(rb, f)
+            assert (math.isnan(va) and math.isnan(vb)) or va == pytest.approx(vb, rel=1e-9, abs=1e-12)
+
+
+def test_state_round_trip_then_continue():
+    y, s, w = make_stream(4, 2000, weights=True)
+    t = np.arange(2000) * 0.5
+    for kw in ({"window": 300}, {"period": 100.0, "lateness": 2.0}):
+        for reference in ("baseline", "previous", 0.75):
+            a = PrecisionRecallDrift("precision", reference, warmup=50, **kw)
+            a.update_many(y[:1000], s[:1000], w[:1000], t=t[:1000])
+            b = from_state(json.loads(json.dumps(a.to_state())))
+            for i in range(1000, 2000):
+                a.update(y[i], s[i], w=w[i], t=t[i])
+                b.update(y[i], s[i], w=w[i], t=t[i])
+            assert a.report() == b.report()
+            assert a.report().ready
+
+
+def test_bad_events_raise_and_change_nothing():
+    d = PrecisionRecallDrift("recall", "previous", window=10)
+    d.update_many([1, 0, 1], [0.9, 0.1, 0.2])
+    before = d.to_state()
+    with pytest.raises(ValueError, match="y_pred = nan"):
+        d.update(1, float("nan"))
+    with pytest.raises(ValueError, match="y_true = 2"):
+        d.update(2, 0.5)
+    with pytest.raises(ValueError, match=r"y_pred\[1\] = inf"):
+        d.update_many([1, 1], [0.5, float("inf")])
+    assert d.to_state() == before
+    td = PrecisionRecallDrift("recall", "previous", period=10)
+    with pytest.raises(ValueError, match="needs the event time"):
+        td.update(1, 0.5)
+    with pytest.raises(ValueError, match="exactly one of window"):
+        PrecisionRecallDrift("recall")
+    with pytest.raises(ValueError, match="metric = 'f1'"):
+        PrecisionRecallDrift("f1", window=10)
+    with pytest.raises(ValueError, match="reference = 'first'"):
+        PrecisionRecallDrift("recall", "first", window=10)
+
+
+def test_report_feeds_the_drift_alert_rule():
+    from streameval.alerts import Drift
+
+    d = PrecisionRecallDrift("recall", "previous", window=4000, alpha=0.01)
+    y, s, _ = make_stream(5, 4000, recall=0.85, prevalence=0.5)
+    d.update_many(y, s)
+    y, s, _ = make_stream(6, 4000, recall=0.70, prevalence=0.5)
+    d.update_many(y, s)
+    report = d.report()
+    assert report.drifted and report.delta < 0
+    transition = Drift("recall", 0.01).evaluate(report.to_dict(), n=report.n)
+    assert transition["state"] == "firing"
+
+
+# -------------------------------------------------------------- statistical honesty
+
+
+def _exact_stream(rng, n_pos, n_neg, recall, fpr=0.1):
+    """A window with exactly n_pos positives, each detected with probability `recall`."""
+    y = np.r_[np.ones(n_pos, bool), np.zeros(n_neg, bool)]
+    pred = np.where(y, rng.random(n_pos + n_neg) < recall, rng.random(n_pos + n_neg) < fpr)
+    order = rng.permutation(n_pos + n_neg)
+    return y[order], np.where(pred, 0.9, 0.1)[order]
+
+
+@pytest.mark.parametrize("reference", ["baseline", "previous", 0.8])
+@pytest.mark.parametrize("metric", ["recall", "precision"])
+def test_false_alarm_rate_at_most_alpha_on_stationary_streams(reference, metric):
+    alpha, seeds = 0.05, 600
+    alarms = 0
+    for seed in range(seeds):
+        rng = np.random.default_rng([seed, 7])
+        y, s, _ = make_stream(rng.integers(2**32), 1500, recall=0.8, precision_noise=0.25,
+                              prevalence=0.5, at_threshold=0.0)
+        if reference == 0.8 and metric == "precision":
+            ref = 0.8 / (0.8 + 0.25)  # the stream's true precision at prevalence 0.5
+        else:
+            ref = reference
+        d = PrecisionRecallDrift(metric, ref, window=600, warmup=100, alpha=alpha)
+        d.update_many(y, s)
+        r = d.report()
+        assert r.ready and r.n_current > 200
+        alarms += r.drifted
+    # at most alpha, up to 3 binomial standard errors of the estimate
+    assert alarms / seeds <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / seeds), alarms
+
+
+def test_false_alarm_rate_of_the_bare_test_is_at_most_alpha():
+    rng = np.random.default_rng(11)
+    alpha, reps = 0.01, 20000
+    x1 = rng.binomial(500, 0.9, reps)
+    x2 = rng.binomial(700, 0.9, reps)
+    rate = np.mean([two_proportion_test(a, 500, b, 700, alpha=alpha).drifted for a, b in zip(x1, x2)])
+    assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / reps)
+    assert rate >= alpha / 3  # and not absurdly conservative either
+
+
+@pytest.mark.parametrize("reference", ["baseline", "previous"])
+def test_planted_recall_drop_of_015_with_2000_positives_is_detected(reference):
+    for seed in range(10):
+        rng = np.random.default_rng([seed, 99])
+        d = PrecisionRecallDrift("recall", reference, window=4000, alpha=0.001)
+        y, s = _exact_stream(rng, 2000, 2000, recall=0.85)
+        d.update_many(y, s)
+        y, s = _exact_stream(rng, 2000, 2000, recall=0.70)
+        d.update_many(y, s)
+        r = d.report()
+        assert r.n_reference == 2000 and r.n_current == 2000
+        assert r.p_value < 0.001 and r.drifted
+        assert r.ci_low < r.delta < r.ci_high < 0
+        assert abs(r.delta + 0.15) < 0.05
+
+
+def test_a_small_drop_with_few_positives_is_not_a_certain_alarm():
+    # power sanity: 0.02 drop on 200 positives is well within noise
+    d = PrecisionRecallDrift("recall", "previous", window=400, alpha=0.01)
+    rng = np.random.default_rng(5)
+    y, s = _exact_stream(rng, 200, 200, recall=0.85)
+    d.update_many(y, s)
+    y, s = _exact_stream(rng, 200, 200, recall=0.83)
+    d.update_many(y, s)
+    assert d.report().p_value > 0.01
+
+
+# ------------------------------------------------------------- ChangePointDetector
+
+
+def indicators(y, s, which, threshold=0.5):
+    """Brute force: (event index, indicator value) pairs fed to the detector."""
+    out = []
+    for i, (yi, si) in enumerate(zip(y, s)):
+        pred = si >= threshold
+        if which == "recall" and yi:
+            out.append((i, int(pred)))
+        elif which == "precision" and pred:
+            out.append((i, int(bool(yi))))
+        elif which == "error":
+            out.append((i, int(pred != bool(yi))))
+    return out
+
+
+def drifting_stream(seed, n=6000, at=3000):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.5
+    recall = np.where(np.arange(n) < at, 0.9, 0.6)
+    pred = np.where(y, rng.random(n) < recall, rng.random(n) < np.where(np.arange(n) < at, 0.05, 0.3))
+    return y, np.where(pred, 0.8, 0.2)
+
+
+@pytest.mark.parametrize("detector", ["adwin", "page_hinkley"])
+@pytest.mark.parametrize("which", ["recall", "precision", "error"])
+def test_change_points_equal_river_fed_by_hand(detector, which):
+    y, s = drifting_stream(1)
+    t = 1000.0 + np.arange(len(y)) * 2.0
+    cpd = ChangePointDetector(detector, indicator=which)
+    for i in range(len(y)):
+        cpd.update(bool(y[i]), s[i], t=t[i])
+    oracle = river_drift.ADWIN() if detector == "adwin" else river_drift.PageHinkley()
+    expected = []
+    for k, (i, x) in enumerate(indicators(y, s, which)):
+        oracle.update(x)
+        if oracle.drift_detected:
+            expected.append((i, t[i], k + 1))
+    got = [(c.index, c.t, c.n_indicator) for c in cpd.changes]
+    assert got == expected
+    assert got and got[0][0] > 3000  # the planted change is found, after it happens
+    first = got[0][0]
+    assert first < 3000 + 1500
+    # the batch path gives the same change points
+    batch = ChangePointDetector(detector, indicator=which)
+    batch.update_many(y[:2500], s[:2500], t=t[:2500])
+    batch.update_many(y[2500:], s[2500:], t=t[2500:])
+    assert [(c.index, c.t, c.n_indicator) for c in batch.changes] == expected
+
+
+def test_change_point_detector_with_instance_params_callback_and_weights():
+    y, s = drifting_stream(2)
+    seen = []
+    cpd = ChangePointDetector(river_drift.PageHinkley(threshold=25.0), indicator="recall", on_change=seen.append)
+    w = np.where(np.arange(len(y)) % 10 == 0, 0.0, 3.0)  # weight 0: skipped
+    cpd.update_many(y, s, w=w)
+    oracle = river_drift.PageHinkley(threshold=25.0)
+    expected = []
+    for i, x in indicators(y, s, "recall"):
+        if i % 10 == 0:
+            continue
+        oracle.update(x)
+        if oracle.drift_detected:
+            expected.append(i)
+    assert [c.index for c in cpd.changes] == expected == [c.index for c in seen]
+    assert cpd.changes[0].t is None
+    named = ChangePointDetector("page_hinkley", detector_params={"threshold": 25.0})
+    named.update_many(y, s, w=w)
+    assert [c.index for c in named.changes] == expected
+
+
+@pytest.mark.parametrize("detector", ["adwin", "page_hinkley"])
+def test_change_point_state_round_trip_resumes_exactly(detector):
+    y, s = drifting_stream(3, n=8000, at=5000)
+    whole = ChangePointDetector(detector, indicator="error")
+    whole.update_many(y, s)
+    part = ChangePointDetector(detector, indicator="error")
+    part.update_many(y[:4990], s[:4990])
+    back = from_state(json.loads(json.dumps(part.to_state())))
+    back.update_many(y[4990:], s[4990:])
+    assert back.changes == whole.changes and back.n == whole.n
+    assert len(whole.changes) >= 1
+
+
+def test_adwin_state_from_another_river_version_is_refused():
+    cpd = ChangePointDetector("adwin")
+    cpd.update(1, 0.9)
+    state = cpd.to_state()
+    state["data"]["detector"]["river"] = "0.0.1"
+    with pytest.raises(ValueError, match="river 0.0.1"):
+        from_state(state)
+    with pytest.raises(ValueError, match="only ADWIN and PageHinkley"):
+        ChangePointDetector(river_drift.KSWIN()).to_state()
+
+
+def test_change_point_detector_validation():
+    cpd = ChangePointDetector("adwin")
+    with pytest.raises(ValueError, match="y_pred = nan"):
+        cpd.update(1, float("nan"))
+    with pytest.raises(ValueError, match=r"y_true\[1\] = 3"):
+        cpd.update_many([1, 3], [0.1, 0.2])
+    assert cpd.n == 0 and cpd.n_indicator == 0
+    with pytest.raises(ValueError, match="detector = 'cusum'"):
+        ChangePointDetector("cusum")
+    with pytest.raises(ValueError, match="indicator = 'auc'"):
+        ChangePointDetector("adwin", indicator="auc")
+
+
+def test_report_dataclass_is_plain_data():
+    r = two_proportion_test(3, 10, 5, 10, metric="recall")
+    assert isinstance(r, DriftReport)
+    d = r.to_dict()
+    assert d["metric"] == "recall" and set(d) >= {"reference", "current", "delta", "ci_low", "ci_high",
+                                                   "p_value", "n_reference", "n_current", "drifted"}
