@@ -181,16 +181,17 @@ class FieldMap:
             ):
                 raise ValueError(f"FieldMap.{key} must be a string, number or bool, got {v!r}")
         if neg is None:
-            if not isinstance(pos, str) and pos == True:  # noqa: E712 (True or 1)
-                neg = False
+            if not isinstance(pos, str) and pos in (0, 1):  # True/False/1/0
+                neg = not bool(pos)
                 set_(self, "neg_label", neg)
             else:
                 raise ValueError(f"FieldMap(pos_label={pos!r}) needs neg_label= too")
         if pos is None or pos == neg:
             raise ValueError(f"pos_label and neg_label must differ, got {pos!r} and {neg!r}")
         set_(self, "_label_map", {pos: True, neg: False})
-        if self.default_labels:
-            text = {"1": True, "true": True, "0": False, "false": False}
+        if self.boolean_labels:
+            p = bool(pos)
+            text = {"1": p, "true": p, "0": not p, "false": not p}
         else:
             text = {str(pos): True, str(neg): False}
         set_(self, "_text_map", text)
@@ -201,14 +202,16 @@ class FieldMap:
         return (self.pos_label, self.neg_label)
 
     @property
+    def boolean_labels(self) -> bool:
+        """True when the labels are True and False (or 1 and 0), in either order."""
+        pos, neg = self.pos_label, self.neg_label
+        return (not isinstance(pos, str) and not isinstance(neg, str)
+                and pos in (0, 1) and neg in (0, 1))
+
+    @property
     def default_labels(self) -> bool:
-        """True when the labels are the binary True/False (1/0) pair."""
-        return (
-            not isinstance(self.pos_label, str)
-            and not isinstance(self.neg_label, str)
-            and self.pos_label == True  # noqa: E712
-            and self.neg_label == False  # noqa: E712
-        )
+        """True when the positive label is True (or 1) and the negative False (or 0)."""
+        return self.boolean_labels and self.pos_label == 1
 
     @property
     def segment_fields(self) -> tuple[str, ...]:
@@ -249,8 +252,10 @@ class FieldMap:
         return cls(**d)
 
     def _expected(self, text: bool) -> str:
-        if self.default_labels:
-            return "1/0/true/false" if text else "True/False"
+        if self.boolean_labels:
+            if text:
+                return "1/0/true/false"
+            return "True/False" if self.default_labels else "False/True"
         return f"{self.pos_label!r}/{self.neg_label!r}"
 
 
@@ -366,7 +371,7 @@ def _weight(v: Any, name: str, text: bool) -> float:
 def _label(v: Any, fm: FieldMap, text: bool) -> bool:
     if type(v) is str and text:
         key = v.strip()
-        if fm.default_labels:
+        if fm.boolean_labels:
             key = key.lower()
         if not key:
             raise _Bad(f"missing field '{fm.label}'")

@@ -102,6 +102,19 @@ def test_custom_labels_only_accept_configured_values():
             parse_event(ev(label=bad), fm)
 
 
+def test_inverted_boolean_labels():
+    # pos_label=False: False (or 0) is the positive class, as in the metrics' label_sets
+    fm = FieldMap(pos_label=False)
+    assert fm.labels == (False, True) and not fm.default_labels
+    assert parse_event(ev(label=0), fm).label is True
+    assert parse_event(ev(label=True), fm).label is False
+    cols = {"ts": ["1"] * 4, "label": ["0", "TRUE", "1", "false"], "score": ["0.5"] * 4}
+    batch, errors = build_batch(cols, np.arange(1, 5), fm, text=True)
+    assert batch.label.tolist() == [True, False, False, True] and errors == []
+    with pytest.raises(EventError, match=r"expected one of False/True"):
+        parse_event(ev(label="x"), fm)
+
+
 def test_csv_label_cells():
     fm = FieldMap()
     cells = ["1", "0", "true", "FALSE", "True", " 1 ", "yes", "1.0"]
