@@ -236,6 +236,9 @@ def _seg_cumprod(a, seg_first):
         d *= 2
 
 
+_ZERO = np.zeros(1, dtype=np.int64)
+
+
 class _Ranking:
     """Every query of a batch ranked at once: sorted positions, ranks, tie groups."""
 
@@ -245,25 +248,31 @@ class _Ranking:
     def __init__(self, rel, score, lengths, ignore_ties):
         nq = len(lengths)
         n = rel.size
-        qstart = np.zeros(nq, dtype=np.int64)
-        if nq > 1:
-            np.cumsum(lengths[:-1], out=qstart[1:])
-        qid = np.repeat(np.arange(nq), lengths)
-        if score is not None and n > 1:
-            # a stable sort by (query, score high to low): one and the same permutation
-            # whichever of these three ways computes it
-            if nq == 1:
+        if nq == 1:  # one query (every ``update``): the same arrays, built cheaply
+            qstart = _ZERO
+            qid = np.zeros(n, dtype=np.intp)
+            rank = np.arange(n)
+            if score is not None and n > 1:
                 order = np.argsort(-score, kind="stable")
-            elif lengths.min() == lengths.max():  # a rectangular batch: sort the rows
-                m = int(lengths[0])
-                order = np.argsort(-score.reshape(nq, m), axis=1, kind="stable")
-                order += qstart[:, None]
-                order = order.reshape(-1)
-            else:
-                order = np.lexsort((-score, qid))
-            rel = rel[order]
-            score = score[order]
-        rank = np.arange(n) - qstart[qid]
+                rel = rel[order]
+                score = score[order]
+        else:
+            qstart = np.zeros(nq, dtype=np.int64)
+            np.cumsum(lengths[:-1], out=qstart[1:])
+            qid = np.repeat(np.arange(nq), lengths)
+            if score is not None and n > 1:
+                # a stable sort by (query, score high to low): the same permutation as
+                # the single-query argsort, whichever way it is computed
+                if lengths.min() == lengths.max():  # a rectangular batch: sort rows
+                    m = int(lengths[0])
+                    order = np.argsort(-score.reshape(nq, m), axis=1, kind="stable")
+                    order += qstart[:, None]
+                    order = order.reshape(-1)
+                else:
+                    order = np.lexsort((-score, qid))
+                rel = rel[order]
+                score = score[order]
+            rank = np.arange(n) - qstart[qid]
         self.nq, self.n, self.qid, self.qstart, self.rank, self.rel = nq, n, qid, qstart, rank, rel
         # tie groups: runs of equal scores within a query; else one group per position
         self.single = score is None or ignore_ties or n < 2
@@ -271,13 +280,18 @@ class _Ranking:
             new = np.empty(n, dtype=bool)
             new[0] = True
             np.not_equal(score[1:], score[:-1], out=new[1:])
-            new[1:] |= rank[1:] == 0
-            if new.all():
+            if nq > 1:
+                new[1:] |= rank[1:] == 0
+            gstart = np.flatnonzero(new)
+            if gstart.size == n:
                 self.single = True
             else:
                 self.gid = np.cumsum(new) - 1
-                self.gstart = np.flatnonzero(new)
-                self.gsize = np.diff(np.append(self.gstart, n))
+                self.gstart = gstart
+                gsize = np.empty(gstart.size, dtype=np.int64)
+                np.subtract(gstart[1:], gstart[:-1], out=gsize[:-1])
+                gsize[-1] = n - gstart[-1]
+                self.gsize = gsize
 
     def group_mean(self, x):
         """Each position's value replaced by the mean over its tie group."""
