@@ -1,0 +1,702 @@
+"""The ``streameval`` command: replay a log, run a scenario, serve over HTTP.
+
+::
+
+    streameval replay LOG [--config FILE] [--out DIR] [--on-error fail|skip]
+                          [--checkpoint PATH [--checkpoint-every N]] [--fail-on-alert]
+                          [--no-report] [--no-progress] [--quiet]
+    streameval run SCENARIO [--check] [--out DIR] [same options as replay]
+    streameval serve [--config FILE] [--host H] [--port P] [--state-dir DIR] ...
+
+``replay`` reads an event log (JSONL, CSV or Parquet; ``-`` for stdin), feeds it to a
+:class:`~streameval.monitor.Monitor` (the default monitor of DESIGN.md, or the
+``[monitor]`` table of ``--config``) and writes into ``--out``:
+
+* ``metrics.jsonl``: one row per evaluation and segment,
+  ``{"n", "t", "segment", "values": {name: float or null}}``, the last one at the end;
+* ``alerts.jsonl``: one row per alert transition,
+  ``{"rule", "state", "n", "t", "value", "segment"}``;
+* ``rejected.jsonl`` (with ``--on-error skip``): ``{"line", "reason", "raw"}`` per bad row;
+* ``summary.json``: counts (rows, events, rejected, expired and orphan labels),
+  alerts fired, final values, elapsed time;
+* ``report.html`` and one PNG per metric (needs ``streameval[report]``).
+
+It prints a summary table on stdout, and a progress bar on stderr when stderr is a
+terminal and ``tqdm`` is installed.
+
+Exit status: 0 done; 1 an alert fired with ``--fail-on-alert``, or ``run --check``
+found alerts other than expected; 2 bad input (the message names the line and the
+reason: bad JSON, a missing field, a NaN score, an unknown label, an unparseable
+time), a bad config or a checkpoint that cannot be used.
+
+Config file (TOML): the ``[monitor]`` table (schema in :mod:`streameval.config`) and
+an optional ``[input]`` table saying how to read the log::
+
+    [input]
+    ts = "event_time"      # field names (defaults: ts, label, score, id, weight)
+    label = "is_fraud"
+    score = "p_fraud"
+    require_ts = true      # a row without time is bad input (default true)
+    format = "csv"         # default: from the file extension
+    label_ttl = 86400      # delayed labels: prediction rows {id, ts, score} and
+                           # label rows {id, ts, label}, joined by id; predictions
+                           # unlabeled after label_ttl seconds are expired and counted
+    labels = "labels.jsonl"   # optional: label rows in a second file (relative to the config)
+    on_duplicate = "error"    # a second prediction with a waiting id: error, keep_first, keep_last
+
+The segment field is the monitor's ``group_by``; the labels its ``pos_label`` /
+``neg_label``.
+
+Checkpoints: ``--checkpoint PATH`` saves the monitor, the read position and the sizes
+of the output files atomically every ``--checkpoint-every`` events (at the end of the
+batch that reaches it) and at the end. Restarted with the same checkpoint after being
+killed, a replay cuts the outputs back to the checkpoint and goes on from there: the
+outputs equal those of an uninterrupted run. A damaged checkpoint, or one written for
+another log or config, is refused (exit 2), never silently reset.
+
+>>> import tempfile, os
+>>> d = tempfile.mkdtemp(); log = os.path.join(d, "log.jsonl")
+>>> _ = open(log, "w").write('{"ts": 1, "label": 1, "score": 0.8}\\n{"ts": 2, "label": 0, "score": NaN}\\n')
+>>> out = os.path.join(d, "out")
+>>> main(["replay", log, "--out", out, "--quiet", "--no-report"])  # stderr: ...line 2: score is NaN
+2
+>>> main(["replay", log, "--out", out, "--quiet", "--no-report", "--on-error", "skip"])
+0
+>>> [(r["line"], r["reason"]) for r in map(json.loads, open(os.path.join(out, "rejected.jsonl")))]
+[(2, 'score is NaN')]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["main", "build_parser", "replay", "run_scenario", "ReplayError", "DEFAULT_CHECKPOINT_EVERY"]
+
+#: checkpoint every 100 000 events: a checkpoint of the default monitor costs a few
+#: tens of ms (its sorted score stores), so this keeps the overhead near 1% while a
+#: resume redoes at most a fraction of a second of work
+DEFAULT_CHECKPOINT_EVERY = 100_000
+#: bytes of the log hashed to recognise it when resuming from a checkpoint
+_LOG_HEAD_BYTES = 1 << 20
+_INPUT_KEYS = {"ts", "label", "score", "id", "weight", "require_ts", "format",
+               "label_ttl", "labels", "on_duplicate"}
+_CONFIG_TABLES = {"monitor", "input"}
+
+EXIT_OK, EXIT_ALERT, EXIT_INPUT = 0, 1, 2
+
+
+class ReplayError(Exception):
+    """A replay that cannot go on: bad input, config or checkpoint (exit status 2)."""
+
+
+# ------------------------------------------------------------------------- config
+
+
+def _load_doc(config):
+    """The config document: a dict, a TOML path, or None (default monitor)."""
+    if config is None:
+        return {}, None
+    if isinstance(config, _Rooted):
+        return dict(config), config.base
+    if isinstance(config, dict):
+        return config, None
+    from streameval.config import load_toml
+
+    return load_toml(config), Path(config).resolve().parent
+
+
+def _split_config(doc):
+    """``(monitor table or None, input table)`` from a config document."""
+    if "monitor" in doc or "input" in doc:
+        unknown = sorted(set(doc) - _CONFIG_TABLES)
+        if unknown:
+            raise ValueError(f"config: unknown table(s) {', '.join(unknown)}; "
+                             f"expected [monitor] and [input]")
+        table = doc.get("monitor")
+    else:  # a bare [monitor] table, as streameval.config allows
+        table = doc or None
+    inp = doc.get("input", {})
+    if not isinstance(inp, dict):
+        raise ValueError(f"input = {inp!r:.80}: must be a table ([input])")
+    extra = sorted(set(inp) - _INPUT_KEYS)
+    if extra:
+        raise ValueError(f"input: unknown key(s) {', '.join(extra)}; expected one of {sorted(_INPUT_KEYS)}")
+    return table, inp
+
+
+def _build(doc, base_dir):
+    """Monitor, FieldMap and delayed-label options from a config document."""
+    from streameval.events import FieldMap
+    from streameval.monitor import Monitor
+
+    table, inp = _split_config(doc)
+    monitor = Monitor.default() if table is None else Monitor.from_config(table)
+    names = {k: inp[k] for k in ("ts", "label", "score", "id", "weight") if k in inp}
+    for k, v in names.items():
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"input.{k} = {v!r}: must be a field name")
+    require_ts = inp.get("require_ts", True)
+    if not isinstance(require_ts, bool):
+        raise ValueError(f"input.require_ts = {require_ts!r}: must be true or false")
+    group_by = monitor.group_by
+    fields = FieldMap(
+        **names,
+        segment=tuple(group_by) if isinstance(group_by, list) else group_by,
+        pos_label=monitor.pos_label,
+        neg_label=monitor.neg_label,
+        require_ts=require_ts,
+    )
+    fmt = inp.get("format")
+    delayed = None
+    if "label_ttl" in inp:
+        ttl = inp["label_ttl"]
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise ValueError(f"input.label_ttl = {ttl!r}: must be a number of seconds > 0")
+        labels = inp.get("labels")
+        if labels is not None:
+            labels = Path(labels)
+            if not labels.is_absolute() and base_dir is not None:
+                labels = base_dir / labels
+        dup = inp.get("on_duplicate", "error")
+        if dup not in ("error", "keep_first", "keep_last"):
+            raise ValueError(f"input.on_duplicate = {dup!r}: expected error, keep_first or keep_last")
+        delayed = {"label_ttl": float(ttl), "labels_path": labels, "on_duplicate": dup}
+    elif "labels" in inp or "on_duplicate" in inp:
+        raise ValueError("input.labels and input.on_duplicate need input.label_ttl (delayed labels)")
+    return monitor, fields, fmt, delayed
+
+
+def _log_identity(log):
+    """What identifies a log for a checkpoint: its name and the hash of its head."""
+    if str(log) == "-":
+        raise ValueError("--checkpoint needs a log file, not stdin")
+    h = hashlib.sha256()
+    with open(log, "rb") as f:
+        h.update(f.read(_LOG_HEAD_BYTES))
+    return {"name": Path(log).name, "head_sha256": h.hexdigest()}
+
+
+# ------------------------------------------------------------------------- replay
+
+
+class _Outputs:
+    """The JSONL sinks of a replay, opened fresh or cut back to a checkpoint."""
+
+    NAMES = ("metrics", "alerts", "rejected")
+
+    def __init__(self, out, offsets, skip):
+        from streameval.io.sinks import JsonlSink
+
+        self.sinks = {}
+        for name in self.NAMES:
+            if name == "rejected" and not skip:
+                continue
+            path = out / f"{name}.jsonl"
+            if offsets is None:
+                self.sinks[name] = JsonlSink(path, mode="w")
+            else:
+                self.sinks[name] = JsonlSink(path, truncate_at=int(offsets.get(name, 0)))
+
+    def offsets(self):
+        return {name: s.offset for name, s in self.sinks.items()}
+
+    def close(self):
+        for s in self.sinks.values():
+            s.close()
+
+
+def _progress(enabled, initial):
+    if not enabled:
+        return None
+    try:
+        stream_is_tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        stream_is_tty = False
+    if not stream_is_tty:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=None, initial=initial, unit="ev", unit_scale=True, file=sys.stderr,
+                desc="replay", leave=False, dynamic_ncols=True)
+
+
+def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
+           checkpoint_every=DEFAULT_CHECKPOINT_EVERY, report=True, progress=True,
+           title=None, _stop_after=None):
+    """Replay ``log`` through a monitor into ``out``; return the summary dict.
+
+    The library form of ``streameval replay`` (see the module docstring for the
+    outputs). Raises :class:`ReplayError` for bad input, config or checkpoint.
+
+    Runtime complexity: `O(rows)` reading plus the monitor's cost per event; memory
+    `O(batch)` plus the monitor's state.
+
+    Parameters
+    ----------
+    log : str or Path
+        The event log (``"-"``: stdin).
+    out : str or Path
+        Output directory (created).
+    config : str, Path or dict, optional
+        A config TOML file (or its parsed content); None: the default monitor.
+    on_error : {"fail", "skip"}
+        Stop at the first bad row, or write bad rows to ``rejected.jsonl`` and go on.
+    checkpoint : str or Path, optional
+        Checkpoint file: resumed from when it exists, saved every
+        ``checkpoint_every`` events and at the end.
+    report : bool
+        Write ``report.html`` and the PNGs.
+    progress : bool
+        Show a progress bar when stderr is a terminal and tqdm is installed.
+    """
+    from streameval.io.checkpoint import CheckpointError, fingerprint, load_checkpoint, save_checkpoint
+    from streameval.io.sinks import rejected_callback
+
+    t_start = time.perf_counter()
+    out = Path(out)
+    if on_error not in ("fail", "skip"):
+        raise ReplayError(f"--on-error {on_error!r}: expected fail or skip")
+    if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
+        raise ReplayError(f"--checkpoint-every {checkpoint_every!r}: must be an integer >= 1")
+    try:
+        doc, base_dir = _load_doc(config)
+        monitor, fields, fmt, delayed = _build(doc, base_dir)
+    except ValueError as e:
+        raise ReplayError(f"config: {e}" if not str(e).startswith(str(config)) else str(e)) from None
+    if str(log) != "-" and not Path(log).exists():
+        raise ReplayError(f"{log}: no such file")
+
+    state = None
+    fp = None
+    if checkpoint is not None:
+        try:
+            ident = {"log": _log_identity(log), "on_error": on_error, "config": doc,
+                     "delayed": None if delayed is None else {
+                         "label_ttl": delayed["label_ttl"], "on_duplicate": delayed["on_duplicate"],
+                         "labels": None if delayed["labels_path"] is None
+                         else _log_identity(delayed["labels_path"])}}
+        except (OSError, ValueError) as e:
+            raise ReplayError(f"--checkpoint: {e}") from None
+        fp = fingerprint(ident)
+        try:
+            state = load_checkpoint(checkpoint, expected_kind="replay", expected_fingerprint=fp)
+        except FileNotFoundError:
+            state = None
+        except CheckpointError as e:
+            raise ReplayError(str(e)) from None
+        if state is not None:
+            try:
+                from streameval.monitor import Monitor
+
+                monitor = Monitor.from_state(state["monitor"])
+                counts0 = dict(state["counts"])
+                offsets = dict(state["outputs"])
+                src_state = state["source"]
+            except (KeyError, TypeError, ValueError) as e:
+                raise ReplayError(f"checkpoint {checkpoint}: unusable state ({e})") from None
+
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        outputs = _Outputs(out, None if state is None else offsets, on_error == "skip")
+    except ValueError as e:
+        raise ReplayError(f"checkpoint {checkpoint}: {e}") from None
+    counts = {"rows": 0, "events": 0, "rejected": 0, "expired": 0, "orphans": 0, "unlabeled": 0}
+    if state is not None:
+        counts.update(counts0)
+    done = bool(state and state.get("done"))
+    try:
+        sinks = outputs.sinks
+        monitor.on_metrics.append(sinks["metrics"].write)
+        monitor.on_alert.append(sinks["alerts"].write)
+        rejected = rejected_callback(sinks["rejected"]) if "rejected" in sinks else None
+        batch_size = None
+        if checkpoint is not None and checkpoint_every:
+            from streameval.events import DEFAULT_BATCH_SIZE
+
+            batch_size = min(DEFAULT_BATCH_SIZE, checkpoint_every)
+        opts = {"format": fmt, "on_error": on_error}
+        if batch_size:
+            opts["batch_size"] = batch_size
+        if rejected is not None:
+            opts["rejected"] = rejected
+        if delayed is not None:
+            from streameval.io.delayed import DelayedSource
+
+            dup = delayed["on_duplicate"]
+            if on_error == "skip" and dup == "error":
+                dup = "keep_first"  # the second prediction goes to rejected.jsonl
+            src = DelayedSource(log, fields, label_ttl=delayed["label_ttl"],
+                                labels_path=delayed["labels_path"], on_duplicate=dup,
+                                state=None if state is None else src_state, **opts)
+            src_counts = lambda: {  # noqa: E731
+                "rows": sum(s.n_rows for s in src.sources), "rejected": src.n_rejected,
+                "expired": src.joiner.n_expired, "orphans": src.joiner.n_orphans,
+                "unlabeled": src.joiner.n_pending}
+            src_state_of = src.to_state
+        else:
+            from streameval.io.sources import EventSource
+
+            src = EventSource(log, fields, resume_after=0 if state is None else int(src_state["position"]),
+                              **opts)
+            src_counts = lambda: {"rows": src.n_rows, "rejected": src.n_rejected}  # noqa: E731
+            src_state_of = lambda: {"position": src.position}  # noqa: E731
+        base = dict(counts)
+        if delayed is not None and state is not None:
+            # the joiner's counters are in its own (restored) state
+            base["expired"] = base["orphans"] = base["unlabeled"] = 0
+
+        def current_counts():
+            c = dict(base)
+            for k, v in src_counts().items():
+                c[k] = base[k] + v
+            c["events"] = monitor.n
+            return c
+
+        def save(is_done):
+            save_checkpoint(checkpoint, {
+                "monitor": monitor.to_state(), "source": src_state_of(),
+                "outputs": outputs.offsets(), "counts": current_counts(), "done": is_done,
+            }, kind="replay", fingerprint=fp)
+
+        if not done:
+            bar = _progress(progress, monitor.n)
+            next_ckpt = None
+            if checkpoint is not None:
+                every = checkpoint_every or DEFAULT_CHECKPOINT_EVERY
+                next_ckpt = (monitor.n // every + 1) * every
+            update_many = monitor.update_many
+            try:
+                for batch in src:
+                    w = batch.weight
+                    if w is not None and not (w != 1.0).any():
+                        w = None
+                    ts = batch.ts
+                    if ts is not None and np_isnan_all(ts):
+                        ts = None
+                    update_many(batch.label, batch.score, w, ts, batch.segment)
+                    if bar is not None:
+                        bar.update(len(batch))
+                    if next_ckpt is not None and monitor.n >= next_ckpt:
+                        save(False)
+                        next_ckpt = (monitor.n // every + 1) * every
+                    if _stop_after is not None and monitor.n >= _stop_after:
+                        raise KeyboardInterrupt  # tests: stop as a kill would, mid-stream
+            finally:
+                if bar is not None:
+                    bar.close()
+            monitor.flush()
+            if checkpoint is not None:
+                save(True)
+        counts = current_counts() if not done else counts
+    except ValueError as e:  # EventError (a bad row), or a value the monitor refuses
+        from streameval.events import EventError
+
+        outputs.close()
+        name = "-" if str(log) == "-" else str(log)
+        if isinstance(e, EventError):
+            hint = " (use --on-error skip to set bad rows aside)" if on_error == "fail" else ""
+            raise ReplayError(f"{name}: {e}{hint}") from None
+        raise ReplayError(f"{name}: {e}") from None
+    finally:
+        outputs.close()
+
+    from streameval.report import final_values, read_jsonl
+
+    metric_rows = read_jsonl(out / "metrics.jsonl")
+    alert_rows = read_jsonl(out / "alerts.jsonl")
+    fired = [a for a in alert_rows if a.get("state") == "firing"]
+    elapsed = time.perf_counter() - t_start
+    finals = final_values(metric_rows)
+    summary = {
+        "log": str(log),
+        "out": str(out),
+        **counts,
+        "evaluations": len({r.get("n") for r in metric_rows}),
+        "alert_transitions": len(alert_rows),
+        "alerts_fired": len(fired),
+        "fired": [{"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment")} for a in fired],
+        "elapsed_seconds": round(elapsed, 3),
+        "resumed": state is not None,
+        "final": [{"segment": seg, **v} for seg, v in finals.items()],
+    }
+    _write_json(out / "summary.json", summary)
+    summary["report"] = None
+    if report:
+        try:
+            from streameval.report import write_report
+
+            facts = {"log": summary["log"], "events": counts["events"], "rows read": counts["rows"],
+                     "rejected rows": counts["rejected"], "alerts fired": len(fired)}
+            if delayed is not None:
+                facts["expired predictions"] = counts["expired"]
+                facts["orphan labels"] = counts["orphans"]
+                facts["unlabeled at the end"] = counts["unlabeled"]
+            summary["report"] = str(write_report(metric_rows, alert_rows, out,
+                                                 title=title or f"streameval replay of {Path(str(log)).name}",
+                                                 summary=facts))
+        except ImportError as e:
+            print(f"streameval: warning: no report: {e}", file=sys.stderr)
+    return summary
+
+
+def np_isnan_all(a):
+    import numpy as np
+
+    return a.dtype.kind == "f" and bool(np.isnan(a).all())
+
+
+def _write_json(path, obj):
+    from streameval.io.sinks import dumps
+
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(dumps(obj) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------ summary
+
+
+def _fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.6g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def format_summary(summary, max_segments=6):
+    """The summary table printed at the end of a replay (plain text)."""
+    lines = []
+    c = summary
+    lines.append(f"streameval: {c['log']} -> {c['out']}")
+    rate = c["events"] / c["elapsed_seconds"] if c["elapsed_seconds"] else float("inf")
+    lines.append(f"  events      {_fmt(c['events'])}   (rows read {_fmt(c['rows'])}, "
+                 f"rejected {_fmt(c['rejected'])})")
+    if c.get("expired") or c.get("orphans") or c.get("unlabeled"):
+        lines.append(f"  delayed     expired predictions {_fmt(c['expired'])}, "
+                     f"orphan labels {_fmt(c['orphans'])}, "
+                     f"still unlabeled at the end {_fmt(c['unlabeled'])}")
+    lines.append(f"  evaluated   {_fmt(c['evaluations'])} times; alerts fired: {c['alerts_fired']}")
+    for a in c["fired"][:10]:
+        seg = "" if a["segment"] is None else f" [segment {a['segment']}]"
+        lines.append(f"              {a['rule']}{seg} at n={_fmt(a['n'])}")
+    if len(c["fired"]) > 10:
+        lines.append(f"              ... and {len(c['fired']) - 10} more (alerts.jsonl)")
+    lines.append(f"  elapsed     {c['elapsed_seconds']:.2f} s ({rate:,.0f} events/s)"
+                 + ("  [resumed from checkpoint]" if c.get("resumed") else ""))
+    finals = c["final"]
+    if finals:
+        shown = finals[:max_segments]
+        names = []
+        for f in shown:
+            for k in f["values"]:
+                if k not in names:
+                    names.append(k)
+        heads = ["all events" if f["segment"] is None else str(f["segment"]) for f in shown]
+        w0 = max([len("final values")] + [len(n) for n in names])
+        widths = [max(12, len(h)) for h in heads]
+        lines.append("")
+        lines.append("  " + "final values".ljust(w0) + "".join("  " + h.rjust(w) for h, w in zip(heads, widths)))
+        for name in names:
+            cells = "".join("  " + _fmt(f["values"].get(name)).rjust(w) for f, w in zip(shown, widths))
+            lines.append("  " + name.ljust(w0) + cells)
+        if len(finals) > max_segments:
+            lines.append(f"  ({len(finals) - max_segments} more segments in summary.json)")
+    files = ["metrics.jsonl", "alerts.jsonl"]
+    if Path(c["out"], "rejected.jsonl").exists():
+        files.append("rejected.jsonl")
+    files.append("summary.json")
+    if c.get("report"):
+        files.append("report.html")
+    lines.append("")
+    lines.append(f"  wrote {', '.join(files)} in {c['out']}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------ scenario
+
+
+def run_scenario(path, out=None, *, check=False, **options):
+    """Run a scenario file (see :mod:`streameval.scenarios`); return ``(summary, failures)``.
+
+    The stream is materialised as ``out/stream.jsonl`` (or the bundled log is used)
+    and replayed with the scenario's config. ``failures`` lists how the alerts
+    differed from the ``[[expect]]`` tables (empty when they matched).
+    """
+    from streameval import scenarios
+
+    try:
+        sc = scenarios.load(path)
+    except ValueError as e:
+        raise ReplayError(str(e)) from None
+    out = Path(out) if out is not None else Path("streameval-out") / _slug(sc.name)
+    try:
+        log = scenarios.materialize(sc, out)
+    except ValueError as e:
+        raise ReplayError(str(e)) from None
+    config = dict(sc.config)
+    if sc.delayed and "label_ttl" not in config.get("input", {}):
+        raise ReplayError(f"{path}: the stream has delayed labels; set [input] label_ttl")
+    # relative paths in [input] (a labels file) are relative to the scenario file
+    summary = replay(log, out, config=_Rooted(config, sc.path.parent),
+                     title=f"scenario {sc.name}", **options)
+    from streameval.report import read_jsonl
+
+    failures = scenarios.check(sc, read_jsonl(out / "alerts.jsonl")) if check else []
+    summary["scenario"] = sc.name
+    return summary, failures
+
+
+class _Rooted(dict):
+    """A config dict whose relative paths resolve against ``base``."""
+
+    def __init__(self, d, base):
+        super().__init__(d)
+        self.base = base
+
+
+def _slug(name):
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "scenario"
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def _replay_options(p):
+    p.add_argument("--out", metavar="DIR", help="output directory (default: %(default)s)")
+    p.add_argument("--on-error", choices=["fail", "skip"], default="fail",
+                   help="a bad row stops the replay with exit status 2 (fail, default) or "
+                        "goes to rejected.jsonl with its line and reason (skip)")
+    p.add_argument("--checkpoint", metavar="PATH",
+                   help="save state to PATH every --checkpoint-every events and at the end; "
+                        "resume from it when it exists")
+    p.add_argument("--checkpoint-every", type=int, default=DEFAULT_CHECKPOINT_EVERY, metavar="N",
+                   help="events between checkpoints (default %(default)s)")
+    p.add_argument("--fail-on-alert", action="store_true",
+                   help="exit with status 1 if any alert fired (for CI pipelines)")
+    p.add_argument("--no-report", action="store_true",
+                   help="do not write report.html and the plots")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary table")
+
+
+def build_parser():
+    """The argument parser of ``streameval`` (subcommands replay, run, serve)."""
+    from streameval import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="streameval",
+        description="Streaming evaluation of classifiers: replay logs, run scenarios, serve.",
+    )
+    parser.add_argument("--version", action="version", version=f"streameval {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("replay", help="replay an event log through a monitor",
+                       description="Replay an event log (JSONL, CSV, Parquet; - for stdin) "
+                                   "through a monitor; write metrics.jsonl, alerts.jsonl and a report.")
+    p.add_argument("log", metavar="LOG")
+    p.add_argument("--config", metavar="FILE", help="monitor config (TOML); default: the default monitor")
+    _replay_options(p)
+    p.set_defaults(func=_cmd_replay, out="streameval-out")
+
+    p = sub.add_parser("run", help="run a scenario file (and check its expected alerts)",
+                       description="Run a scenario (a stream, a monitor config and the alerts "
+                                   "expected) and write the same outputs as replay.")
+    p.add_argument("scenario", metavar="SCENARIO")
+    p.add_argument("--check", action="store_true",
+                   help="exit with status 1 unless the alerts are the expected ones")
+    _replay_options(p)
+    p.set_defaults(func=_cmd_run, out=None)
+
+    p = sub.add_parser("serve", help="HTTP ingestion, Prometheus /metrics, alerts (streameval[serve])")
+    try:
+        from streameval.service import add_serve_arguments
+    except ImportError:  # pragma: no cover - the service module is part of the package
+        add_serve_arguments = None
+    if add_serve_arguments is not None:
+        add_serve_arguments(p)
+    p.set_defaults(func=_cmd_serve)
+    return parser
+
+
+def _options(args):
+    return {
+        "on_error": args.on_error,
+        "checkpoint": args.checkpoint,
+        "checkpoint_every": args.checkpoint_every,
+        "report": not args.no_report,
+        "progress": not args.no_progress and not args.quiet,
+    }
+
+
+def _cmd_replay(args):
+    summary = replay(args.log, args.out, config=args.config, **_options(args))
+    if not args.quiet:
+        print(format_summary(summary))
+    if args.fail_on_alert and summary["alerts_fired"]:
+        print(f"streameval replay: {summary['alerts_fired']} alert(s) fired (--fail-on-alert)",
+              file=sys.stderr)
+        return EXIT_ALERT
+    return EXIT_OK
+
+
+def _cmd_run(args):
+    summary, failures = run_scenario(args.scenario, args.out, check=args.check, **_options(args))
+    if not args.quiet:
+        print(format_summary(summary))
+    status = EXIT_OK
+    if args.check:
+        if failures:
+            print(f"\nscenario {summary['scenario']}: CHECK FAILED", file=sys.stderr)
+            for f in failures:
+                print(f"  - {f}", file=sys.stderr)
+            status = EXIT_ALERT
+        elif not args.quiet:
+            print(f"\nscenario {summary['scenario']}: check passed (alerts as expected)")
+    if args.fail_on_alert and summary["alerts_fired"]:
+        status = EXIT_ALERT
+    return status
+
+
+def _cmd_serve(args):
+    from streameval.service import run_from_args
+
+    return run_from_args(args)
+
+
+def main(argv=None):
+    """Entry point of the ``streameval`` command; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, usage errors (status 2)
+        return int(e.code or 0)
+    try:
+        return args.func(args)
+    except ReplayError as e:
+        print(f"streameval {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print(f"streameval {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as e:
+        print(f"streameval {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
