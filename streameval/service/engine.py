@@ -33,9 +33,7 @@ it: no acknowledged event is lost by a ``kill -9``.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import queue
 import re
 import threading
@@ -45,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from streameval.events import EventError, FieldMap, events_to_batch
+from streameval.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from streameval.service.body import BadRequest, decode_events
 from streameval.service.wal import Batch, StateMismatch, WriteAheadLog
 
@@ -53,19 +52,12 @@ __all__ = ["Engine", "Unavailable", "StateMismatch", "CHECKPOINT_FILE", "WAL_FIL
 #: File names inside the state directory.
 CHECKPOINT_FILE = "checkpoint.json"
 WAL_FILE = "wal.sqlite3"
-#: Layout version of the checkpoint document written by the service.
-CHECKPOINT_VERSION = 1
-CHECKPOINT_FORMAT = "streameval-service-checkpoint"
+#: ``kind`` of the service's checkpoints (:func:`streameval.io.save_checkpoint`).
+CHECKPOINT_KIND = "service"
 
 
 class Unavailable(RuntimeError):
     """The service cannot accept events now (closed, or its log cannot be written)."""
-
-
-def fingerprint(config) -> str:
-    """A stable hash of the monitor configuration (``None`` for the default monitor)."""
-    text = json.dumps(config, sort_keys=True, default=repr, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class Engine:
@@ -137,14 +129,14 @@ class Engine:
             self._hook(self.monitor)
             return
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        ckpt = self._load_checkpoint()
+        # the log first: it refuses another configuration with StateMismatch
         self._wal = WriteAheadLog(self.state_dir / WAL_FILE, self.config_id)
+        try:
+            ckpt = self._load_checkpoint()
+        except BaseException:
+            self._wal.close()
+            raise
         if ckpt is not None:
-            if ckpt.get("fingerprint") != self.config_id:
-                raise StateMismatch(
-                    f"{self.state_dir / CHECKPOINT_FILE} was written by a service with another "
-                    "monitor configuration; use another --state-dir or remove this one"
-                )
             self.monitor = type(self.monitor).from_state(ckpt["monitor"])
             self._seq = self._ckpt_seq = int(ckpt["seq"])
             self.stats.update(ckpt.get("stats", {}))
@@ -168,19 +160,11 @@ class Engine:
         self._ckpt_acked = 0
 
     def _load_checkpoint(self):
-        path = self.state_dir / CHECKPOINT_FILE
-        if not path.exists():
+        try:
+            return load_checkpoint(self.state_dir / CHECKPOINT_FILE, expected_kind=CHECKPOINT_KIND,
+                                   expected_fingerprint=self.config_id)
+        except FileNotFoundError:
             return None
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{path}: not a streameval service checkpoint")
-        if doc.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(
-                f"{path}: checkpoint version {doc.get('version')!r}; this streameval reads "
-                f"version {CHECKPOINT_VERSION}"
-            )
-        return doc
 
     def _hook(self, monitor) -> None:
         monitor.on_alert.append(self._on_alert)
@@ -348,17 +332,15 @@ class Engine:
                 if seq == self._ckpt_seq and (self.state_dir / CHECKPOINT_FILE).exists():
                     return False
                 acked = self._acked
-                doc = {
-                    "format": CHECKPOINT_FORMAT,
-                    "version": CHECKPOINT_VERSION,
+                state = {
                     "seq": seq,
-                    "fingerprint": self.config_id,
-                    "saved_at": self._clock(),
                     "stats": dict(self.stats),
-                    "monitor": self.monitor.to_state(),
+                    # a JSON round trip: a copy the live Monitor cannot change while it
+                    # is written outside the lock
+                    "monitor": json.loads(json.dumps(self.monitor.to_state())),
                 }
-                data = json.dumps(doc, separators=(",", ":"))
-            _write_atomic(self.state_dir / CHECKPOINT_FILE, data)
+            save_checkpoint(self.state_dir / CHECKPOINT_FILE, state, kind=CHECKPOINT_KIND,
+                            fingerprint=self.config_id)
             with self._lock:
                 if self._wal is not None:
                     self._wal.truncate_through(seq)
@@ -448,18 +430,3 @@ def _as_writer(sink):
     if callable(sink):
         return sink
     raise ValueError(f"alert sink {sink!r} is neither callable nor has write()")
-
-
-def _write_atomic(path: Path, data: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-

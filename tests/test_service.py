@@ -1,0 +1,633 @@
+"""The HTTP service, over real loopback sockets.
+
+Oracles: scikit-learn on the events posted (and brute force over the last N events for
+windows); a Monitor fed the same events directly, in the order the service
+acknowledged them (``seq``), for everything else (rows, alerts, windows, segments);
+an uninterrupted run for the kill-and-restart runs. Servers run in a thread
+(:class:`BackgroundServer`, port 0) or, where a process must die, in a subprocess.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+import selectors
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client")
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from sklearn.metrics import average_precision_score, precision_score, recall_score, roc_auc_score  # noqa: E402
+
+from streameval.monitor import Monitor  # noqa: E402
+from streameval.service import BackgroundServer, add_serve_arguments, build_engine  # noqa: E402
+from streameval.service.app import snapshot_json  # noqa: E402
+from streameval.service.engine import CHECKPOINT_FILE, WAL_FILE  # noqa: E402
+from streameval.service.wal import StateMismatch  # noqa: E402
+
+TOL = 1e-12
+WINDOW = 40
+
+#: A monitor with cumulative and windowed metrics, segments and an alert rule.
+CONFIG = {
+    "monitor": {
+        "every": 25,
+        "group_by": "country",
+        "metrics": {
+            "auc": "roc_auc",
+            "ap": "average_precision",
+            "precision": "precision",
+            "recall": "recall",
+            f"auc@{WINDOW}": {"metric": "roc_auc", "size": WINDOW},
+            "recall@60s": {"metric": "recall", "period": 60},
+        },
+        "rules": ["precision < 0.55", f"auc@{WINDOW} < 0.75"],
+    }
+}
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def make_events(n, seed=0, start=0, weights=True, countries=("fr", "de", "us")):
+    """Events with tied scores, weights, increasing times and a segment field."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.4
+    s = np.clip(np.round(rng.normal(0.35 + 0.3 * y, 0.2), 2), 0.01, 0.99)
+    w = np.round(rng.uniform(0.5, 2.0, n), 1)
+    c = rng.choice(countries, n)
+    out = []
+    for i in range(n):
+        e = {"ts": 1_700_000_000 + start + i, "label": int(y[i]), "score": float(s[i]),
+             "country": str(c[i]), "id": f"e{start + i}"}
+        if weights:
+            e["weight"] = float(w[i])
+        out.append(e)
+    return out
+
+
+def columns(events):
+    y = np.array([bool(e["label"]) for e in events])
+    s = np.array([e["score"] for e in events], dtype=float)
+    w = np.array([e.get("weight", 1.0) for e in events], dtype=float)
+    t = np.array([e["ts"] for e in events], dtype=float)
+    seg = [e.get("country") for e in events]
+    return y, s, w, t, seg
+
+
+def direct_monitor(config, batches):
+    """A Monitor fed the batches directly (the oracle for the service's state)."""
+    mon = Monitor.from_config(config["monitor"]) if config is not None else Monitor.default()
+    alerts = []
+    mon.on_alert.append(alerts.append)
+    for events in batches:
+        y, s, w, t, seg = columns(events)
+        mon.update_many(y, s, w=w, t=t, segment=seg if config is not None else None)
+    return mon, alerts
+
+
+def call(url, method, path, body=None, headers=None):
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    finally:
+        conn.close()
+
+
+def post(url, events, token=None, ndjson=False, path="/events"):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if ndjson:
+        body = "\n".join(json.dumps(e) for e in events).encode()
+        headers["Content-Type"] = "application/x-ndjson"
+    else:
+        body = json.dumps(events).encode()
+        headers["Content-Type"] = "application/json"
+    status, _, data = call(url, "POST", path, body, headers)
+    return status, json.loads(data)
+
+
+def get_json(url, path, token=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    status, _, data = call(url, "GET", path, headers=headers)
+    assert status == 200, data
+    return json.loads(data)
+
+
+def values_by_segment(snap):
+    return {e["segment"]: e["values"] for e in snap["segments"]}
+
+
+def assert_same_state(served, mon):
+    """The service's JSON snapshot equals the direct Monitor's (values exactly)."""
+    expected = json.loads(json.dumps(snapshot_json(mon.snapshot())))
+    assert served["n"] == expected["n"] == mon.n
+    assert served["t"] == expected["t"]
+    assert [e["segment"] for e in served["segments"]] == [e["segment"] for e in expected["segments"]]
+    assert values_by_segment(served) == values_by_segment(expected)
+    assert [e["n"] for e in served["segments"]] == [e["n"] for e in expected["segments"]]
+    assert served["alerts"] == expected["alerts"]
+
+
+def sk_values(events):
+    """scikit-learn's values over ``events`` (the oracle for cumulative metrics)."""
+    y, s, w, _, _ = columns(events)
+    out = {}
+    if 0 < y.sum() < len(y):
+        out["auc"] = roc_auc_score(y, s, sample_weight=w)
+    else:
+        out["auc"] = math.nan
+    out["ap"] = average_precision_score(y, s, sample_weight=w) if y.any() else math.nan
+    pred = s >= 0.5
+    out["precision"] = precision_score(y, pred, sample_weight=w, zero_division=np.nan)
+    out["recall"] = recall_score(y, pred, sample_weight=w, zero_division=np.nan)
+    return out
+
+
+def assert_close(a, b, what):
+    if b is None or (isinstance(b, float) and math.isnan(b)):
+        assert a is None or math.isnan(a), what
+    else:
+        assert a is not None and abs(a - b) <= TOL, (what, a, b)
+
+
+@pytest.fixture
+def server(tmp_path):
+    started = []
+
+    def start(config=CONFIG, **kw):
+        srv = BackgroundServer(config, **kw).start()
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+# ----------------------------------------------------------------------- ingestion
+
+
+def test_formats_object_array_ndjson_equal_sklearn_and_direct_monitor(server):
+    srv = server()
+    events = make_events(300, seed=1)
+    for e in events[:20]:  # one JSON object per request
+        status, _, data = call(srv.url, "POST", "/events", json.dumps(e).encode())
+        assert status == 200 and json.loads(data)["accepted"] == 1
+    assert post(srv.url, events[20:100]) == (200, {"accepted": 80, "n": 100, "seq": 21})
+    status, body = post(srv.url, events[100:200], ndjson=True)
+    assert (status, body["accepted"], body["n"]) == (200, 100, 200)
+    # NDJSON without its content type, blank lines and a trailing newline
+    text = "\n\n".join(json.dumps(e) for e in events[200:]) + "\n"
+    status, _, data = call(srv.url, "POST", "/events", text.encode(),
+                           {"Content-Type": "text/plain"})
+    assert status == 200 and json.loads(data)["accepted"] == 100
+
+    snap = get_json(srv.url, "/snapshot")
+    assert snap["n"] == 300
+    vals = values_by_segment(snap)
+    for seg in (None, "fr", "de", "us"):
+        sub = [e for e in events if seg is None or e["country"] == seg]
+        for name, expected in sk_values(sub).items():
+            assert_close(vals[seg][name], expected, (seg, name))
+        tail = sub[-WINDOW:]  # brute force over the last WINDOW events of the segment
+        assert_close(vals[seg][f"auc@{WINDOW}"], sk_values(tail)["auc"], (seg, "window"))
+    batches = [[e] for e in events[:20]] + [events[20:100], events[100:200], events[200:]]
+    mon, _ = direct_monitor(CONFIG, batches)
+    assert_same_state(snap, mon)
+    assert get_json(srv.url, "/alerts")["alerts"] == snap["alerts"] == mon.active_alerts()
+
+
+def test_events_without_time_get_the_arrival_time_and_custom_labels_work(server):
+    config = {"monitor": {"pos_label": "spam", "neg_label": "ham",
+                          "metrics": {"auc": "roc_auc", "precision": "precision"}},
+              "serve": {"fields": {"label": "verdict", "score": "p"}}}
+    srv = server(config)
+    events = [{"verdict": "spam" if i % 3 else "ham", "p": (i * 7 % 10) / 10} for i in range(30)]
+    before = time.time()
+    status, body = post(srv.url, events)
+    assert status == 200 and body["accepted"] == 30
+    snap = get_json(srv.url, "/snapshot")
+    assert before - 1 <= snap["t"] <= time.time() + 1
+    y = [e["verdict"] == "spam" for e in events]
+    s = [e["p"] for e in events]
+    assert_close(values_by_segment(snap)[None]["auc"], roc_auc_score(y, s), "auc")
+    status, body = post(srv.url, [{"verdict": "spam", "p": 0.1}, {"verdict": 1, "p": 0.5}])
+    assert status == 400 and body["index"] == 1 and "unknown label 1" in body["reason"]
+
+
+def test_default_monitor_without_config(server):
+    srv = server(None)
+    assert srv.url.startswith("http://127.0.0.1:")
+    events = make_events(200, seed=2, weights=False)
+    for e in events:
+        e.pop("country")
+    assert post(srv.url, events)[0] == 200
+    vals = values_by_segment(get_json(srv.url, "/snapshot"))[None]
+    for name in ("roc_auc", "average_precision", "precision", "recall", "f1", "accuracy",
+                 "log_loss"):
+        assert name in vals
+    ref = sk_values(events)
+    assert_close(vals["roc_auc"], ref["auc"], "roc_auc")
+    assert_close(vals["average_precision"], ref["ap"], "average_precision")
+    mon, _ = direct_monitor(None, [events])
+    assert_same_state(get_json(srv.url, "/snapshot"), mon)
+
+
+# ----------------------------------------------------------------------- prometheus
+
+
+def scrape(url, headers=None):
+    status, hdrs, data = call(url, "GET", "/metrics", headers=headers)
+    assert status == 200
+    return hdrs, {f.name: f for f in text_string_to_metric_families(data.decode())}
+
+
+def test_prometheus_exposition_parses_back_to_the_values(server):
+    srv = server()
+    events = make_events(150, seed=3)
+    # a segment whose events are all negatives: its AUC is undefined (NaN)
+    events += [{"ts": 1_700_001_000 + i, "label": 0, "score": 0.3, "country": "jp"}
+               for i in range(5)]
+    assert post(srv.url, events)[0] == 200
+    hdrs, fams = scrape(srv.url)
+    assert hdrs["content-type"].startswith("text/plain")
+    samples = {(s.labels["metric"], s.labels["window"], s.labels["segment"]): s.value
+               for s in fams["streameval_metric"].samples}
+    for seg, label in ((None, ""), ("fr", "fr"), ("de", "de"), ("us", "us")):
+        sub = [e for e in events if seg is None or e.get("country") == seg]
+        ref = sk_values(sub)
+        for name in ("auc", "ap", "precision", "recall"):
+            assert_close(samples[(name, "cumulative", label)], ref[name], (seg, name))
+        assert_close(samples[(f"auc@{WINDOW}", f"sliding_size_{WINDOW}", label)],
+                     sk_values(sub[-WINDOW:])["auc"], (seg, "window"))
+        assert ("recall@60s", "sliding_period_60s", label) in samples
+    assert math.isnan(samples[("auc", "cumulative", "jp")])
+    (total,) = fams["streameval_events"].samples
+    assert total.name == "streameval_events_total" and total.value == 155
+    per_seg = {s.labels["segment"]: s.value for s in fams["streameval_segment_events"].samples}
+    assert per_seg[""] == 155 and per_seg["jp"] == 5
+    assert sum(per_seg[c] for c in ("fr", "de", "us", "jp")) == 155
+    active = {(s.labels["rule"], s.labels["segment"], s.labels["state"])
+              for s in fams["streameval_alert_active"].samples}
+    alerts = get_json(srv.url, "/alerts")["alerts"]
+    assert active == {(a["rule"], a["segment"] or "", a["state"]) for a in alerts}
+    assert fams["streameval_event_time_seconds"].samples[0].value == 1_700_001_004
+    assert fams["streameval_ingest_seconds"].type == "histogram"
+
+
+def test_openmetrics_on_request(server):
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+
+    srv = server()
+    assert post(srv.url, make_events(30, seed=4))[0] == 200
+    status, hdrs, data = call(srv.url, "GET", "/metrics",
+                              headers={"Accept": "application/openmetrics-text"})
+    assert status == 200 and hdrs["content-type"].startswith("application/openmetrics-text")
+    fams = {f.name: f for f in om(data.decode())}
+    assert fams["streameval_events"].samples[0].value == 30
+
+
+# ----------------------------------------------------------------------- bad input
+
+
+BAD = [
+    (b'[{"label": 1, "score": 0.5, "ts": 1}, {"label": 1, ', None, None, "malformed JSON"),
+    (b'{"label": 1, "score": 0.5, "ts": 1}\n{"label": 1 "score": 0.5}\n', None, 1,
+     "malformed JSON"),
+    (b'[{"label": 1, "score": 0.5, "ts": 1}, {"label": 0, "score": 0.2, "ts": 2}, '
+     b'{"label": 3, "score": 0.5, "ts": 3}]', None, 2, "unknown label 3"),
+    (b'{"label": 1, "score": 0.5, "ts": 1}\n{"label": 1, "score": NaN, "ts": 2}',
+     "application/x-ndjson", 1, "score is NaN"),
+    (b'[{"label": 1, "score": 0.5, "ts": 1, "weight": -2}]', None, 0, "weight is negative"),
+    (b'[{"label": 1, "score": "__import__(\'os\').getcwd()", "ts": 1}]', None, 0,
+     "score is not a number"),
+    (b'[{"score": 0.5, "ts": 1}]', None, 0, "missing field 'label'"),
+    (b'[{"label": 1, "score": 0.5, "ts": 1}, 7]', None, 1, "not a JSON object"),
+    (b'[{"label": 1, "score": 0.5, "ts": "yesterday"}]', None, 0, "unparseable time"),
+    (b"42", None, None, "expected a JSON object"),
+    (b"   ", None, None, "empty body"),
+    # valid for the event rules, refused by the Monitor: the logged batch is removed
+    (b'[{"label": 1, "score": 0.5, "ts": 1, "country": "fr"}, '
+     b'{"label": 1, "score": 0.5, "ts": 2, "country": Infinity}]', None, 1, "must be finite"),
+]
+
+
+def test_bad_bodies_get_400_naming_the_event_and_change_nothing(server, tmp_path):
+    srv = server(state_dir=tmp_path / "state")
+    good = make_events(60, seed=5)
+    assert post(srv.url, good)[0] == 200
+    before = get_json(srv.url, "/snapshot")
+    for body, ctype, index, reason in BAD:
+        status, hdrs, data = call(srv.url, "POST", "/events", body,
+                                  {"Content-Type": ctype or "application/json"})
+        err = json.loads(data)
+        assert status == 400, (body, err)
+        assert hdrs["content-type"] == "application/json"
+        assert err["index"] == index, (body, err)
+        assert reason in err["reason"], (body, err)
+        if index is not None:
+            assert err["error"].startswith(f"event {index}: ")
+    after = get_json(srv.url, "/snapshot")
+    assert after["service"]["rejected_requests"] == len(BAD)
+    for snap in (before, after):
+        snap.pop("service")
+    assert after == before
+    # nothing of the refused batches is left in the write-ahead log
+    with sqlite3.connect(tmp_path / "state" / WAL_FILE) as db:
+        assert db.execute("SELECT COUNT(*), SUM(n) FROM batches").fetchone() == (1, 60)
+
+
+def test_body_over_the_limit_gets_413(server):
+    srv = server(max_body=2000)
+    small = json.dumps(make_events(10, seed=6, weights=False)).encode()
+    assert len(small) < 2000
+    big = json.dumps(make_events(40, seed=6)).encode()
+    assert len(big) > 2000
+    status, _, data = call(srv.url, "POST", "/events", big)
+    assert status == 413 and json.loads(data)["limit"] == 2000
+    # no Content-Length (chunked): refused while reading
+    u = urlsplit(srv.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request("POST", "/events", body=iter([big[:1500], big[1500:]]), encode_chunked=True,
+                 headers={"Transfer-Encoding": "chunked"})
+    r = conn.getresponse()
+    assert r.status == 413 and "over the limit" in json.loads(r.read())["error"]
+    conn.close()
+    assert get_json(srv.url, "/healthz")["n"] == 0
+    status, _, data = call(srv.url, "POST", "/events", small)
+    assert status == 200 and json.loads(data)["accepted"] == 10
+
+
+def test_wrong_methods_and_paths(server):
+    srv = server()
+    status, hdrs, data = call(srv.url, "GET", "/events")
+    assert status == 405 and hdrs["allow"] == "POST" and "error" in json.loads(data)
+    for path in ("/metrics", "/snapshot", "/alerts", "/healthz"):
+        status, hdrs, _ = call(srv.url, "POST", path, b"{}")
+        assert status == 405 and "GET" in hdrs["allow"]
+    status, _, data = call(srv.url, "GET", "/nope")
+    assert status == 404 and json.loads(data) == {"error": "Not Found"}
+    assert call(srv.url, "DELETE", "/events")[0] == 405
+    assert get_json(srv.url, "/healthz")["status"] == "ok"
+
+
+# ----------------------------------------------------------------------- security
+
+
+def test_bearer_token_guards_ingestion_and_admin(server, tmp_path):
+    srv = server(token="s3cret", state_dir=tmp_path / "s")
+    events = make_events(20, seed=7)
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+        status, hdrs, data = call(srv.url, "POST", "/events", json.dumps(events).encode(), headers)
+        assert status == 401 and hdrs["www-authenticate"].startswith("Bearer")
+        assert call(srv.url, "POST", "/checkpoint", b"", headers)[0] == 401
+    assert get_json(srv.url, "/healthz")["n"] == 0  # nothing applied
+    assert post(srv.url, events, token="s3cret")[0] == 200
+    status, _, data = call(srv.url, "POST", "/checkpoint", b"",
+                           {"Authorization": "Bearer s3cret"})
+    assert status == 200 and json.loads(data)["written"] is True
+    assert (tmp_path / "s" / CHECKPOINT_FILE).exists()
+    # reads stay open unless protect_reads
+    assert call(srv.url, "GET", "/metrics")[0] == 200
+    assert get_json(srv.url, "/snapshot")["n"] == 20
+
+
+def test_protect_reads(server):
+    srv = server(token="tok", protect_reads=True)
+    for path in ("/metrics", "/snapshot", "/alerts"):
+        assert call(srv.url, "GET", path)[0] == 401
+        assert call(srv.url, "GET", path, headers={"Authorization": "Bearer tok"})[0] == 200
+    assert call(srv.url, "GET", "/healthz")[0] == 200
+
+
+def test_binds_loopback_by_default():
+    import argparse
+
+    args = add_serve_arguments(argparse.ArgumentParser()).parse_args([])
+    assert args.host == "127.0.0.1" and args.port == 8000 and args.state_dir is None
+
+
+# ----------------------------------------------------------------------- concurrency
+
+
+def test_concurrent_clients_lose_no_update(server):
+    srv = server()
+    clients, per_client, size = 4, 20, 30
+    events = make_events(clients * per_client * size, seed=8)
+    acked = {}  # seq -> batch
+    errors = []
+
+    def client(k):
+        try:
+            for j in range(per_client):
+                lo = (k * per_client + j) * size
+                batch = events[lo:lo + size]
+                status, body = post(srv.url, batch, ndjson=bool(j % 2))
+                assert status == 200 and body["accepted"] == size
+                acked[body["seq"]] = batch
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert sorted(acked) == list(range(1, clients * per_client + 1))
+    snap = get_json(srv.url, "/snapshot")
+    assert snap["n"] == len(events)
+    mon, _ = direct_monitor(CONFIG, [acked[k] for k in sorted(acked)])
+    assert_same_state(snap, mon)
+    ref = sk_values(events)  # cumulative values do not depend on the order
+    assert_close(values_by_segment(snap)[None]["auc"], ref["auc"], "auc")
+
+
+# ----------------------------------------------------------------------- alerts
+
+
+class _Hook(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_alert_transitions_go_to_the_webhook(server):
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    hook.received = []
+    t = threading.Thread(target=hook.serve_forever, daemon=True)
+    t.start()
+    try:
+        srv = server(webhooks=[f"http://127.0.0.1:{hook.server_port}/alerts"])
+        events = make_events(200, seed=9)
+        batches = [events[i:i + 50] for i in range(0, 200, 50)]
+        for b in batches:
+            assert post(srv.url, b)[0] == 200
+        srv.stop()  # drains the alert queue
+        _, expected = direct_monitor(CONFIG, batches)
+        assert expected, "the scenario must produce alert transitions"
+        assert hook.received == json.loads(json.dumps(expected))
+    finally:
+        hook.shutdown()
+        hook.server_close()
+
+
+# ----------------------------------------------------------------------- durability
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def wal_rows(state_dir):
+    with sqlite3.connect(Path(state_dir) / WAL_FILE) as db:
+        return db.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+
+
+def test_checkpoints_by_count_and_by_time(server, tmp_path):
+    by_count = server(state_dir=tmp_path / "a", checkpoint_every=100, checkpoint_seconds=0)
+    for i in range(5):
+        assert post(by_count.url, make_events(50, seed=10, start=50 * i))[0] == 200
+    assert wait_for(lambda: get_json(by_count.url, "/healthz")["checkpoint_seq"] >= 4)
+    assert wal_rows(tmp_path / "a") <= 1
+    by_time = server(state_dir=tmp_path / "b", checkpoint_every=0, checkpoint_seconds=0.2)
+    assert post(by_time.url, make_events(10, seed=11))[0] == 200
+    assert wait_for(lambda: get_json(by_time.url, "/healthz")["checkpoint_seq"] == 1)
+    assert wal_rows(tmp_path / "b") == 0
+
+
+def test_state_dir_belongs_to_one_config(tmp_path):
+    eng = build_engine(CONFIG, state_dir=tmp_path, checkpoint_seconds=0)
+    eng.ingest(make_events(10, seed=12))
+    eng.close()
+    other = {"monitor": dict(CONFIG["monitor"], every=7)}
+    with pytest.raises(StateMismatch, match="another monitor configuration"):
+        build_engine(other, state_dir=tmp_path)
+    eng = build_engine(CONFIG, state_dir=tmp_path, checkpoint_seconds=0)  # same config: fine
+    assert eng.monitor.n == 10
+    eng.close()
+
+
+def start_process(config_path, state_dir, *extra):
+    cmd = [sys.executable, "-m", "streameval.service", "--config", str(config_path),
+           "--port", "0", "--state-dir", str(state_dir), *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    if not sel.select(timeout=60):
+        proc.kill()
+        raise AssertionError("the server did not start: " + proc.stderr.read().decode())
+    line = proc.stdout.readline().decode()
+    sel.close()
+    assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read().decode()
+    url = line.split("listening on ", 1)[1].split()[0]
+    replayed = int(line.split("replayed ", 1)[1].split()[0])
+    return proc, url, replayed
+
+
+def toml_config(tmp_path):
+    lines = ["[monitor]", f"every = {CONFIG['monitor']['every']}",
+             f"group_by = \"{CONFIG['monitor']['group_by']}\"",
+             f"rules = {json.dumps(CONFIG['monitor']['rules'])}", "[monitor.metrics]"]
+    for name, spec in CONFIG["monitor"]["metrics"].items():
+        if isinstance(spec, str):
+            lines.append(f'"{name}" = "{spec}"')
+        else:
+            inner = ", ".join(f"{k} = {json.dumps(v)}" for k, v in spec.items())
+            lines.append(f'"{name}" = {{ {inner} }}')
+    path = tmp_path / "monitor.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_kill_9_and_restart_loses_no_acknowledged_event(tmp_path, server):
+    config_path = toml_config(tmp_path)
+    state = tmp_path / "state"
+    events = make_events(900, seed=13)
+    batches = [events[i:i + 60] for i in range(0, 900, 60)]  # 15 batches
+    # checkpoints every 200 events: at each kill some batches are only in the WAL
+    proc, url, replayed = start_process(config_path, state, "--checkpoint-events", "200",
+                                        "--checkpoint-seconds", "0")
+    assert replayed == 0
+    kills, replays = 0, []
+    for k, batch in enumerate(batches):
+        status, body = post(url, batch)
+        assert status == 200 and body["accepted"] == 60
+        if k in (5, 11):  # between two batches: kill -9, then restart
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+            kills += 1
+            proc, url, replayed = start_process(config_path, state, "--checkpoint-events",
+                                                "200", "--checkpoint-seconds", "0")
+            replays.append(replayed)
+            assert get_json(url, "/healthz")["n"] == 60 * (k + 1)
+    served = get_json(url, "/snapshot")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert kills == 2 and all(r > 0 for r in replays), replays  # the WAL was needed
+    mon, _ = direct_monitor(CONFIG, batches)
+    assert_same_state(served, mon)
+    # and the same as a run that was never killed
+    srv = server()
+    for batch in batches:
+        assert post(srv.url, batch)[0] == 200
+    unkilled = get_json(srv.url, "/snapshot")
+    for snap in (served, unkilled):
+        snap.pop("service")
+    assert served == unkilled
+
+
+def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
+    config_path = toml_config(tmp_path)
+    state = tmp_path / "state"
+    proc, url, _ = start_process(config_path, state, "--checkpoint-seconds", "0")
+    events = make_events(120, seed=14)
+    assert post(url, events[:70])[0] == 200
+    assert post(url, events[70:], ndjson=True)[0] == 200
+    before = get_json(url, "/snapshot")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == 0
+    assert "stopped" in proc.stdout.read().decode()
+    assert (state / CHECKPOINT_FILE).exists() and wal_rows(state) == 0
+    proc, url, replayed = start_process(config_path, state)
+    try:
+        assert replayed == 0
+        after = get_json(url, "/snapshot")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    for snap in (before, after):
+        snap.pop("service")
+    assert after == before
+    mon, _ = direct_monitor(CONFIG, [events[:70], events[70:]])
+    assert_same_state(after, mon)
