@@ -219,7 +219,7 @@ def test_formats_object_array_ndjson_equal_sklearn_and_direct_monitor(server):
 def test_events_without_time_get_the_arrival_time_and_custom_labels_work(server):
     config = {"monitor": {"pos_label": "spam", "neg_label": "ham",
                           "metrics": {"auc": "roc_auc", "precision": "precision"}},
-              "serve": {"fields": {"label": "verdict", "score": "p"}}}
+              "input": {"label": "verdict", "score": "p"}}
     srv = server(config)
     events = [{"verdict": "spam" if i % 3 else "ham", "p": (i * 7 % 10) / 10} for i in range(30)]
     before = time.time()

@@ -65,39 +65,63 @@ def _need_extra():
 
 
 #: Keys of the optional ``[serve]`` table of a config file.
-SERVE_KEYS = ("fields", "webhooks", "checkpoint_events", "checkpoint_seconds", "max_body",
-              "protect_reads")
+SERVE_KEYS = ("webhooks", "checkpoint_events", "checkpoint_seconds", "max_body", "protect_reads")
+#: Keys of the ``[input]`` table (shared with ``streameval replay``) that the service reads.
+INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts")
+_TABLES = ("monitor", "input", "serve")
 
 
 def load_config(config):
-    """``(monitor, serve_table, monitor_table)`` from a TOML path, a parsed dict or None.
+    """``(monitor, fields, serve_table, monitor_table)`` from a TOML path, a dict or None.
 
-    The document's ``[monitor]`` table builds the Monitor (:mod:`streameval.config`);
-    its optional ``[serve]`` table holds service options (:data:`SERVE_KEYS`):
-    ``fields`` (names of the ts/label/score/id/weight fields), ``webhooks`` (URLs),
-    ``checkpoint_events``, ``checkpoint_seconds``, ``max_body``, ``protect_reads``.
-    Command-line options override it.
+    The config file is the one of ``streameval replay``: a ``[monitor]`` table (schema in
+    :mod:`streameval.config`; a file without one is read as that table) and an optional
+    ``[input]`` table naming the event fields (``ts``, ``label``, ``score``, ``id``,
+    ``weight``; ``require_ts``, default false here: an event without a time gets its
+    time of arrival). An optional ``[serve]`` table holds service options
+    (:data:`SERVE_KEYS`): ``webhooks`` (a list of URLs), ``checkpoint_events``,
+    ``checkpoint_seconds``, ``max_body``, ``protect_reads``; command-line options
+    override it. The segment field is the monitor's ``group_by``, the labels its
+    ``pos_label``/``neg_label``.
     """
     from streameval import config as _config
+    from streameval.events import FieldMap
     from streameval.monitor import Monitor
 
     if config is None:
-        return Monitor.default(), {}, None
+        config = {}
     doc = _config.load_toml(config) if isinstance(config, (str, os.PathLike)) else config
     if not isinstance(doc, dict):
         raise ValueError(f"config must be a TOML path, a dict or None, got {type(doc).__name__}")
-    doc = dict(doc)
-    table = doc.pop("serve", None) or {}
-    if not isinstance(table, dict):
-        raise ValueError(f"serve = {table!r:.80}: must be a table ([serve])")
-    unknown = sorted(set(table) - set(SERVE_KEYS))
-    if unknown:
-        raise ValueError(f"serve: unknown key {unknown[0]!r}; expected one of {list(SERVE_KEYS)}")
-    webhooks = table.get("webhooks", [])
+    if any(k in doc for k in _TABLES):
+        unknown = sorted(set(doc) - set(_TABLES))
+        if unknown:
+            raise ValueError(f"config: unknown table(s) {', '.join(unknown)}; "
+                             f"expected {', '.join(f'[{t}]' for t in _TABLES)}")
+        table = doc.get("monitor")
+    else:  # a bare [monitor] table
+        table = doc or None
+    inp, serve_table = doc.get("input", {}), doc.get("serve", {})
+    for name, t, keys in (("input", inp, INPUT_KEYS), ("serve", serve_table, SERVE_KEYS)):
+        if not isinstance(t, dict):
+            raise ValueError(f"{name} = {t!r:.80}: must be a table ([{name}])")
+        if name == "input" and any(k in t for k in ("label_ttl", "labels", "on_duplicate")):
+            raise ValueError("input.label_ttl: streameval serve does not join delayed labels; "
+                             "post events with both label and score")
+        unknown = sorted(set(t) - set(keys) - ({"format"} if name == "input" else set()))
+        if unknown:
+            raise ValueError(f"{name}: unknown key {unknown[0]!r}; expected one of {list(keys)}")
+    webhooks = serve_table.get("webhooks", [])
     if not isinstance(webhooks, list) or not all(isinstance(u, str) for u in webhooks):
         raise ValueError(f"serve.webhooks = {webhooks!r:.80}: must be a list of URLs")
-    monitor_doc = _config.monitor_table(doc)
-    return Monitor.from_config(monitor_doc), table, monitor_doc
+    require_ts = inp.get("require_ts", False)
+    if not isinstance(require_ts, bool):
+        raise ValueError(f"input.require_ts = {require_ts!r}: must be true or false")
+    monitor = Monitor.default() if table is None else Monitor.from_config(table)
+    names = {k: inp[k] for k in ("ts", "label", "score", "id", "weight") if k in inp}
+    fields = FieldMap(**names, segment=monitor.group_by, pos_label=monitor.pos_label,
+                      neg_label=monitor.neg_label, require_ts=require_ts)
+    return monitor, fields, serve_table, table
 
 
 def build_engine(config=None, *, state_dir=None, webhooks=(), sinks=(), checkpoint_every=None,
@@ -111,13 +135,13 @@ def build_engine(config=None, *, state_dir=None, webhooks=(), sinks=(), checkpoi
     """
     from streameval.service.engine import Engine
 
-    monitor, table, config_id = load_config(config)
+    monitor, fields, table, config_id = load_config(config)
     urls = list(table.get("webhooks", [])) + list(webhooks)
     all_sinks = [_webhook(u) for u in urls] + list(sinks)
     every = _pick(checkpoint_every, table.get("checkpoint_events"), DEFAULT_CHECKPOINT_EVENTS)
     seconds = _pick(checkpoint_seconds, table.get("checkpoint_seconds"),
                     DEFAULT_CHECKPOINT_SECONDS)
-    engine = Engine.open(monitor, fields=table.get("fields"), state_dir=state_dir,
+    engine = Engine.open(monitor, fields=fields, state_dir=state_dir,
                          sinks=all_sinks, checkpoint_every=every or None,
                          checkpoint_seconds=seconds or None, config_id=config_id, **kwargs)
     engine.serve_options = table

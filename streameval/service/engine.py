@@ -86,7 +86,7 @@ class Engine:
         ):
             raise ValueError(f"checkpoint_seconds = {checkpoint_seconds!r}: must be > 0 or None")
         self.monitor = monitor
-        self.fields = fields if isinstance(fields, FieldMap) else _fields_for(monitor, fields)
+        self.fields = fields if fields is not None else _fields_for(monitor)
         self._labels = _label_values(monitor)
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.checkpoint_every = checkpoint_every
@@ -387,17 +387,10 @@ class Engine:
                     self.stats["sink_errors"] += 1
 
 
-def _fields_for(monitor, names=None) -> FieldMap:
-    """The event fields: ``names`` (ts/label/score/id/weight field names) with the
-    Monitor's labels and its ``group_by`` as the segment field; events without an
-    event time get the time of arrival."""
-    d = dict(names or {})
-    unknown = set(d) - {"ts", "label", "score", "id", "weight"}
-    if unknown:
-        raise ValueError(f"fields: unknown keys {sorted(unknown)} "
-                         "(expected ts, label, score, id, weight)")
-    group_by = getattr(monitor, "group_by", None)
-    return FieldMap(**d, segment=group_by, pos_label=monitor.pos_label,
+def _fields_for(monitor) -> FieldMap:
+    """The default event fields, with the Monitor's labels and its ``group_by`` as the
+    segment field; events without an event time get the time of arrival."""
+    return FieldMap(segment=monitor.group_by, pos_label=monitor.pos_label,
                     neg_label=monitor.neg_label, require_ts=False)
 
 
