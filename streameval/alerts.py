@@ -725,7 +725,10 @@ def rule_from_config(table, where="rule"):
     ValueError: monitor.rules[0]: unknown key 'valeu' for a threshold rule; expected ...
     """
     if isinstance(table, str):
-        return parse_rule(table)
+        try:
+            return parse_rule(table)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") if where != "rule" else e from None
     if not isinstance(table, dict):
         raise ValueError(f"{where} = {table!r}: must be a table (or a rule string)")
     keys = set(table)

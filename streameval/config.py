@@ -1,0 +1,448 @@
+"""Monitor configuration: the TOML ``[monitor]`` table -> metrics, windows, drift, rules.
+
+Declarative, checked key by key; never ``eval``. Every error is a ``ValueError`` that
+names the bad key by its path (``monitor.metrics."recall@10000".size``) and says what
+was expected. :func:`build` returns the keyword arguments of
+:class:`~streameval.monitor.Monitor`; ``Monitor.from_config`` and ``Monitor.from_toml``
+use it.
+
+Schema
+------
+.. code-block:: toml
+
+    [monitor]
+    every = 1000                  # evaluate every N events (default 1000; 0 = never by count)
+    every_seconds = 3600          # and/or every period of event time (aligned to multiples)
+    group_by = "country"          # or ["model_version", "country"]: per-segment metrics/alerts
+    overall = true                # with group_by, also the whole stream (segment null)
+    threshold = 0.5               # default threshold of the threshold metrics below
+    window = 10000                # size of the default sliding windows (no [monitor.metrics])
+    pos_label = true              # the positive label (with neg_label for other labels)
+
+    [monitor.metrics]             # name = kind, or name = { metric = kind, ...params }
+    roc_auc = "roc_auc"                              # cumulative
+    "recall@10000" = { metric = "recall", size = 10000 }     # last 10 000 events
+    "precision@1h" = { metric = "precision", period = 3600, lateness = 60 }
+    "auc_daily" = { metric = "roc_auc", window = "tumbling", period = 86400 }
+    f2 = { metric = "fbeta", beta = 2, threshold = 0.3 }
+
+    [monitor.drift.recall]        # a drift test named "recall" (PrecisionRecallDrift)
+    metric = "recall"             # "recall" or "precision" (default: the table's name)
+    window = 10000                # current window: the last N events (or period = seconds)
+    reference = "baseline"        # the first window after warmup, "previous", or a number
+    alpha = 0.01                  # level of the test and of the reported interval
+    # warmup, threshold, lateness, ci ("newcombe" | "wald"), min_count: as in
+    # streameval.drift.PrecisionRecallDrift
+
+    [[monitor.rules]]             # one table per rule (or rules = ["recall < 0.8", ...])
+    metric = "recall@10000"
+    op = "<"
+    value = 0.8
+    for = 3                       # consecutive evaluations (or for_seconds = 600)
+    min_samples = 500             # events of the segment before the rule is evaluated
+    cooldown = 5000               # events after a resolution before a new alert
+
+    [[monitor.rules]]
+    metric = "roc_auc"
+    drop = 0.05                   # fires when roc_auc <= baseline - 0.05
+    baseline = "first"            # or "best", or a number; relative = true for fractions
+
+    [[monitor.rules]]
+    drift = "recall"              # the drift report's name
+    p_below = 0.01                # fires on a significant drop (direction = "drop")
+
+    [[monitor.rules]]
+    rule = "log_loss rises by 10%"   # the string grammar of streameval.alerts.parse_rule
+    name = "calibration"
+
+Metric kinds (snake case, or the class name: ``"ROCAUC"``): ``roc_auc``, ``gini``,
+``average_precision``, ``interpolated_ap``, ``eleven_point_ap``, ``precision``,
+``recall``, ``f1``, ``fbeta``, ``falpha``, ``accuracy``, ``error_rate``, ``fpr``,
+``specificity``, ``balanced_accuracy``, ``mcc``, ``log_loss``, ``brier``. In a metric
+table, ``metric`` may be left out when the name before any ``@`` is a kind
+(``"recall@10000" = { size = 10000 }``). Window keys: ``size`` (events) or ``period``
+(seconds of event time, with ``lateness``), and ``window = "sliding"`` (default) or
+``"tumbling"``; every other key is a parameter of the metric (``threshold``, ``beta``,
+``alpha``, ``bins``). Without ``[monitor.metrics]`` the monitor has the default
+metrics (:func:`default_metrics`) and drift tests (:func:`default_drift`), and if
+``[monitor.drift]`` and ``rules`` are absent too, the default recall and precision
+drift rules (:func:`default_rules`). Giving a table replaces its defaults, it never
+adds to them: with ``[monitor.metrics]`` there are no default drift tests or rules.
+
+Metric names may hold letters, digits and ``_ . @ : -`` (they are what rules refer to).
+A TOML file is read with :mod:`tomllib` (``tomli`` on Python 3.10); a file with a
+``[monitor]`` table uses that table, a file without one is read as the table itself.
+
+>>> kw = build({"every": 500, "metrics": {"auc": "roc_auc"}, "rules": ["auc < 0.7"]})
+>>> kw["every"], list(kw["metrics"]), [r.name for r in kw["rules"]]
+(500, ['auc'], ['auc < 0.7'])
+>>> build({"evrey": 500})
+Traceback (most recent call last):
+...
+ValueError: monitor: unknown key 'evrey'; expected one of [...]
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+import os
+import sys
+
+from streameval.alerts import rule_from_config
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "KINDS",
+    "MONITOR_KEYS",
+    "build",
+    "load_toml",
+    "make_metric",
+    "default_metrics",
+    "default_drift",
+    "default_rules",
+    "DEFAULT_EVERY",
+    "DEFAULT_WINDOW",
+    "DEFAULT_THRESHOLD",
+]
+
+#: evaluate every 1000 events: 1000 timeline rows per million events
+DEFAULT_EVERY = 1000
+#: the default sliding windows hold the last 10 000 events
+DEFAULT_WINDOW = 10_000
+#: threshold metrics predict positive when ``score >= 0.5``
+DEFAULT_THRESHOLD = 0.5
+#: significance level of the default drift rules
+DEFAULT_P_BELOW = 0.01
+
+#: metric kind (config name) -> public class name in ``streameval``
+KINDS = {
+    "roc_auc": "ROCAUC",
+    "gini": "Gini",
+    "average_precision": "AveragePrecision",
+    "interpolated_ap": "InterpolatedAP",
+    "eleven_point_ap": "ElevenPointAP",
+    "precision": "Precision",
+    "recall": "Recall",
+    "f1": "F1",
+    "fbeta": "FBeta",
+    "falpha": "FAlpha",
+    "accuracy": "Accuracy",
+    "error_rate": "ErrorRate",
+    "fpr": "FPR",
+    "specificity": "Specificity",
+    "balanced_accuracy": "BalancedAccuracy",
+    "mcc": "MCC",
+    "log_loss": "LogLoss",
+    "brier": "Brier",
+}
+_CLASS_TO_KIND = {v: k for k, v in KINDS.items()}
+
+#: the keys of the ``[monitor]`` table
+MONITOR_KEYS = ("every", "every_seconds", "group_by", "overall", "threshold", "window",
+                "pos_label", "neg_label", "metrics", "drift", "rules")
+
+_WINDOW_KEYS = ("window", "size", "period", "lateness")
+# metric parameters a binary monitor sets itself (labels) or does not support
+# (multiclass averaging, shared confusion matrices)
+_NOT_CONFIGURABLE = ("self", "pos_label", "neg_label", "cm", "average", "multiclass")
+#: the keys of a drift table: the parameters of streameval.drift.PrecisionRecallDrift
+_DRIFT_KEYS = ("metric", "reference", "window", "period", "warmup", "alpha", "threshold",
+               "lateness", "ci", "min_count")
+
+
+def _q(name):
+    """A key as TOML writes it in a dotted path (quoted unless bare)."""
+    if name and all(c.isalnum() or c in "_-" for c in name):
+        return name
+    return '"' + name.replace('"', '\\"') + '"'
+
+
+def _unknown(where, keys, allowed):
+    for key in sorted(set(keys) - set(allowed), key=str):
+        raise ValueError(f"{where}: unknown key {key!r}; expected one of {sorted(allowed)}")
+
+
+def _int(value, where, low=0):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{where} = {value!r}: must be an integer >= {low}")
+    return int(value)
+
+
+def _pos_float(value, where):
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not math.isfinite(value) or value <= 0):
+        raise ValueError(f"{where} = {value!r}: must be a number > 0")
+    return float(value)
+
+
+# --------------------------------------------------------------------------- TOML
+
+
+def load_toml(path):
+    """Read a TOML file; ValueError naming the file and the line of a syntax error.
+
+    >>> load_toml("/nonexistent.toml")
+    Traceback (most recent call last):
+    ...
+    ValueError: /nonexistent.toml: no such file
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML: {e}") from None
+
+
+def monitor_table(doc):
+    """The ``[monitor]`` table of a parsed config file (or the document itself)."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"monitor config must be a table, got {type(doc).__name__}")
+    if "monitor" in doc:
+        table = doc["monitor"]
+        if not isinstance(table, dict):
+            raise ValueError(f"monitor = {table!r:.80}: must be a table ([monitor])")
+        return table
+    return doc
+
+
+# ------------------------------------------------------------------------ metrics
+
+
+def _metric_class(kind, where):
+    import streameval
+
+    if not isinstance(kind, str):
+        raise ValueError(f"{where} = {kind!r}: must be a metric kind such as \"roc_auc\"")
+    cls_name = KINDS.get(kind, kind if kind in _CLASS_TO_KIND else None)
+    if cls_name is None:
+        raise ValueError(
+            f"{where} = {kind!r}: unknown metric kind; expected one of {sorted(KINDS)}"
+        )
+    return getattr(streameval, cls_name)
+
+
+def make_metric(spec, *, name="metric", threshold=None, pos_label=True, neg_label=None,
+                where=None):
+    """Build one metric (or window over it) from a kind string or a metric table.
+
+    ``threshold`` is the default for metrics that take one; ``pos_label`` and
+    ``neg_label`` go to every metric.
+
+    >>> make_metric({"metric": "recall", "size": 100, "threshold": 0.3}, name="r")
+    Sliding(Recall, size=100)...
+    """
+    where = where or f"monitor.metrics.{_q(name)}"
+    if isinstance(spec, str):
+        spec = {"metric": spec}
+    elif not isinstance(spec, dict):
+        raise ValueError(f"{where} = {spec!r}: must be a metric kind or a table")
+    spec = dict(spec)
+    if "metric" in spec:
+        kind = spec.pop("metric")
+        cls = _metric_class(kind, f"{where}.metric")
+    else:
+        kind = name.split("@", 1)[0]
+        if kind not in KINDS and kind not in _CLASS_TO_KIND:
+            raise ValueError(
+                f"{where}: needs metric = \"<kind>\" ({name!r} is not a kind; "
+                f"expected one of {sorted(KINDS)})"
+            )
+        cls = _metric_class(kind, where)
+    window = {k: spec.pop(k) for k in _WINDOW_KEYS if k in spec}
+    params = inspect.signature(cls.__init__).parameters
+    allowed = [p for p in params if p not in _NOT_CONFIGURABLE
+               and params[p].kind not in (params[p].VAR_POSITIONAL, params[p].VAR_KEYWORD)]
+    for key in ("pos_label", "neg_label"):
+        if key in spec:
+            raise ValueError(f"{where}.{key}: labels are set once for the monitor ([monitor] {key})")
+    _unknown(where, spec, list(allowed) + list(_WINDOW_KEYS))
+    kwargs = dict(spec)
+    if threshold is not None and "threshold" in params and "threshold" not in kwargs:
+        kwargs["threshold"] = threshold
+    if "pos_label" in params:
+        kwargs["pos_label"] = pos_label
+    if "neg_label" in params:
+        kwargs["neg_label"] = neg_label
+    try:
+        metric = cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+    if not window:
+        return metric
+    return _make_window(metric, window, where)
+
+
+def _make_window(metric, window, where):
+    import streameval
+
+    kind = window.pop("window", "sliding")
+    if kind not in ("sliding", "tumbling"):
+        raise ValueError(f"{where}.window = {kind!r}: must be \"sliding\" or \"tumbling\"")
+    if ("size" in window) == ("period" in window):
+        raise ValueError(f"{where}: a window needs either size (events) or period (seconds)")
+    if "size" in window and "lateness" in window:
+        raise ValueError(f"{where}.lateness: only a window by period (seconds) has lateness")
+    if "size" in window:
+        window["size"] = _int(window["size"], f"{where}.size", low=1)
+    else:
+        window["period"] = _pos_float(window["period"], f"{where}.period")
+    cls = streameval.Sliding if kind == "sliding" else streameval.Tumbling
+    try:
+        return cls(metric, **window)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def default_metrics(threshold=DEFAULT_THRESHOLD, window=DEFAULT_WINDOW, pos_label=True,
+                    neg_label=None):
+    """The default monitor's metrics: 7 cumulative ones and their sliding versions.
+
+    Names: ``roc_auc``, ``average_precision``, ``precision``, ``recall``, ``f1``,
+    ``accuracy``, ``log_loss`` (cumulative, all events so far) and
+    ``<name>@<window>`` (the last ``window`` events, e.g. ``roc_auc@10000``).
+    Threshold metrics use ``threshold``.
+    """
+    kinds = ["roc_auc", "average_precision", "precision", "recall", "f1", "accuracy", "log_loss"]
+    labels = {"pos_label": pos_label, "neg_label": neg_label}
+    metrics = {k: make_metric(k, name=k, threshold=threshold, **labels) for k in kinds}
+    if window:
+        window = _int(window, "monitor.window", low=1)
+        for k in kinds:
+            name = f"{k}@{window}"
+            metrics[name] = make_metric({"metric": k, "size": window}, name=name,
+                                        threshold=threshold, **labels)
+    return metrics
+
+
+# -------------------------------------------------------------------------- drift
+
+
+def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_label=None,
+               where=None):
+    """Build one :class:`~streameval.drift.PrecisionRecallDrift` from a drift table.
+
+    ``metric`` defaults to the table's name; ``threshold`` to the monitor's.
+
+    >>> d = make_drift({"window": 500, "reference": "previous"}, name="recall")
+    >>> d.metric, d.window, d.reference, d.threshold
+    ('recall', 500, 'previous', 0.5)
+    """
+    from streameval.drift import PrecisionRecallDrift
+
+    where = where or f"monitor.drift.{_q(name)}"
+    if not isinstance(spec, dict):
+        raise ValueError(f"{where} = {spec!r}: must be a table")
+    _unknown(where, spec, _DRIFT_KEYS)
+    kwargs = dict(spec)
+    kwargs.setdefault("metric", name)
+    kwargs.setdefault("threshold", threshold)
+    if "window" in kwargs:
+        kwargs["window"] = _int(kwargs["window"], f"{where}.window", low=1)
+    if "period" in kwargs:
+        kwargs["period"] = _pos_float(kwargs["period"], f"{where}.period")
+    try:
+        return PrecisionRecallDrift(**kwargs, pos_label=pos_label, neg_label=neg_label)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def default_drift(threshold=DEFAULT_THRESHOLD, window=DEFAULT_WINDOW, pos_label=True,
+                  neg_label=None):
+    """The default drift tests ``recall`` and ``precision``: the last ``window`` events
+    against the first ``window`` events (the baseline), two-proportion z-tests at
+    ``alpha = 0.01``; ready once ``2 * window`` events have been seen."""
+    return {
+        k: make_drift({"window": window, "reference": "baseline", "alpha": DEFAULT_P_BELOW},
+                      name=k, threshold=threshold, pos_label=pos_label, neg_label=neg_label)
+        for k in ("recall", "precision")
+    }
+
+
+def default_rules():
+    """The default rules ``recall drift p < 0.01`` and ``precision drift p < 0.01``: a
+    significant *drop* of the current window against the baseline."""
+    return [rule_from_config({"drift": k, "p_below": DEFAULT_P_BELOW})
+            for k in ("recall", "precision")]
+
+
+# ---------------------------------------------------------------------------- build
+
+
+def build(table, where="monitor"):
+    """Check a ``[monitor]`` table and return the keyword arguments of ``Monitor``.
+
+    Runtime complexity: `O(size of the table)`.
+    """
+    if not isinstance(table, dict):
+        raise ValueError(f"{where} must be a table, got {type(table).__name__}")
+    _unknown(where, table, MONITOR_KEYS)
+    kw = {}
+    every = table.get("every", DEFAULT_EVERY)
+    kw["every"] = _int(every, f"{where}.every", low=0)
+    if "every_seconds" in table:
+        kw["every_seconds"] = _pos_float(table["every_seconds"], f"{where}.every_seconds")
+    group_by = table.get("group_by")
+    if group_by is not None:
+        fields = [group_by] if isinstance(group_by, str) else group_by
+        if (not isinstance(fields, list) or not fields
+                or not all(isinstance(f, str) and f for f in fields)
+                or len(set(fields)) != len(fields)):
+            raise ValueError(
+                f"{where}.group_by = {group_by!r}: must be a field name or a list of distinct names"
+            )
+        kw["group_by"] = group_by
+    if "overall" in table:
+        if not isinstance(table["overall"], bool):
+            raise ValueError(f"{where}.overall = {table['overall']!r}: must be true or false")
+        kw["overall"] = table["overall"]
+    threshold = table.get("threshold", DEFAULT_THRESHOLD)
+    if (isinstance(threshold, bool) or not isinstance(threshold, numbers.Real)
+            or not math.isfinite(threshold)):
+        raise ValueError(f"{where}.threshold = {threshold!r}: must be a finite number")
+    threshold = float(threshold)
+    window = _int(table.get("window", DEFAULT_WINDOW), f"{where}.window", low=1)
+    pos_label = table.get("pos_label", True)
+    neg_label = table.get("neg_label")
+    kw["pos_label"], kw["neg_label"] = pos_label, neg_label
+    labels = {"pos_label": pos_label, "neg_label": neg_label}
+
+    metrics = table.get("metrics")
+    if metrics is None:
+        kw["metrics"] = default_metrics(threshold, window, **labels)
+    else:
+        if not isinstance(metrics, dict) or not metrics:
+            raise ValueError(f"{where}.metrics: must be a table of name = metric (at least one)")
+        kw["metrics"] = {
+            name: make_metric(spec, name=name, threshold=threshold, **labels,
+                              where=f"{where}.metrics.{_q(name)}")
+            for name, spec in metrics.items()
+        }
+
+    drift = table.get("drift")
+    rules = table.get("rules")
+    if drift is None:
+        kw["drift"] = default_drift(threshold, window, **labels) if metrics is None else {}
+    else:
+        if not isinstance(drift, dict):
+            raise ValueError(f"{where}.drift: must be a table of name = {{ drift test }}")
+        kw["drift"] = {
+            name: make_drift(spec, name=name, threshold=threshold, **labels,
+                             where=f"{where}.drift.{_q(name)}")
+            for name, spec in drift.items()
+        }
+    if rules is None:
+        kw["rules"] = default_rules() if metrics is None and drift is None else []
+    else:
+        if not isinstance(rules, list):
+            raise ValueError(f"{where}.rules: must be an array of rule tables or strings")
+        kw["rules"] = [rule_from_config(r, where=f"{where}.rules[{i}]") for i, r in enumerate(rules)]
+    return kw

@@ -1,0 +1,894 @@
+"""The Monitor: named metrics, windows, drift tests and alert rules over one event stream.
+
+A :class:`Monitor` takes scored, labelled events one at a time (:meth:`Monitor.update`)
+or in batches (:meth:`Monitor.update_many`), feeds them to its metrics, and at each
+*evaluation point* emits one metrics row per segment and evaluates its alert rules.
+
+Evaluation points
+-----------------
+* every ``every`` events (after the ``every``-th, ``2 * every``-th, ... event);
+* every ``every_seconds`` of event time: when an event's time enters a new period
+  (periods are aligned to multiples of ``every_seconds`` since the epoch, so hourly means
+  on the hour), the monitor evaluates *before* counting that event;
+* :meth:`Monitor.flush` (end of the stream) always leaves the final state in the
+  timeline: it evaluates unless the last evaluation was at the current ``n`` (whose rows
+  already are the final ones).
+
+Two triggers at the same ``n`` give one evaluation. The batch path finds the same
+points as the event path, feeds each metric ``update_many`` with the slice of events
+between two points, and evaluates there: same rows, same alerts, far faster.
+
+Output
+------
+``on_metrics`` and ``on_alert`` are lists of callables (sinks), called at each
+evaluation with plain JSON-ready dicts (DESIGN.md section 6):
+
+* metrics row: ``{"n", "t", "segment", "values": {name: float or None}}``;
+* alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
+  "value", "segment"}``.
+
+``n`` is the number of events the monitor has counted (all segments: the stream's
+clock, shared by the rows of one evaluation), ``t`` the newest event time seen (None
+without event times), ``values`` the metrics' values with NaN (undefined: no positives,
+empty window) written as None. Each drift test adds ``"drift.<name>.p_value"`` and
+``"drift.<name>.delta"`` to ``values`` (None until the test is ready). At an evaluation the rows of every segment are
+emitted first, then the transitions.
+
+Segments
+--------
+With ``group_by`` (a field name, or a list of names), each distinct segment value gets
+its own copy of every metric, drift test and rule; with ``overall=True`` (default) the
+whole stream (segment None) is monitored too. The ``segment`` of an event is the value
+of its field (a str, int, float or bool), or for several fields a tuple of values in
+``group_by`` order (in rows, a JSON list). An event whose segment is None counts in
+the whole stream only. Rows are emitted whole stream first, then segments in order of
+first appearance. A segment's ``min_samples`` counts that segment's events; ``n`` and
+``cooldown`` use the stream's clock.
+
+>>> from streameval.alerts import Threshold
+>>> import streameval as se
+>>> m = Monitor({"recall": se.Recall()}, rules=[Threshold("recall", "<", 0.6)], every=2)
+>>> rows, alerts = [], []
+>>> m.on_metrics.append(rows.append); m.on_alert.append(alerts.append)
+>>> for y, s in [(True, 0.9), (True, 0.2), (True, 0.8), (False, 0.1), (True, 0.3)]:
+...     m.update(y, s)
+>>> m.flush()
+>>> [(r["n"], r["values"]["recall"]) for r in rows]
+[(2, 0.5), (4, 0.666667), (5, 0.5)]
+>>> [(a["state"], a["n"]) for a in alerts]
+[('firing', 2), ('resolved', 4), ('firing', 5)]
+
+Cost: :meth:`Monitor.update` is one ``update`` per metric of the whole stream and of
+the event's segment; :meth:`Monitor.update_many` one ``update_many`` per metric and
+segment per slice between evaluation points, plus `O(m)` numpy work; an evaluation is
+one ``get`` per metric and segment plus `O(1)` per rule.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+
+import numpy as np
+
+from streameval.alerts import Rule, rule_from_config
+from streameval.metrics import base as _base
+
+__all__ = ["Monitor"]
+
+_Real = numbers.Real
+_SCALARS = (str, bool, int, float)
+
+
+def _takes_t(method):
+    try:
+        return "t" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
+
+
+def _value(v):
+    """A metric value as a JSON number, or None where it is undefined (NaN)."""
+    v = float(v)
+    return None if v != v else v
+
+
+class _Segment:
+    """One segment's metrics, drift tests and rule instances."""
+
+    __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
+                 "_plain_many", "_timed_many")
+
+    def __init__(self, key, label, metrics, drift, rules):
+        self.key = key          # hashable (None: the whole stream)
+        self.label = label      # JSON form, written in rows
+        self.n = 0
+        self.metrics = metrics
+        self.drift = drift
+        self.rules = rules
+        self._bind()
+
+    def _bind(self):
+        objs = list(self.metrics.values()) + list(self.drift.values())
+        self._plain = [o.update for o in objs if not _takes_t(o.update)]
+        self._timed = [o.update for o in objs if _takes_t(o.update)]
+        self._plain_many = [o.update_many for o in objs if not _takes_t(o.update)]
+        self._timed_many = [o.update_many for o in objs if _takes_t(o.update)]
+
+    def update(self, y, s, w, t):
+        for u in self._plain:
+            u(y, s, w)
+        for u in self._timed:
+            u(y, s, w, t=t)
+        self.n += 1
+
+    def update_many(self, y, s, w, t):
+        for u in self._plain_many:
+            u(y, s, w)
+        for u in self._timed_many:
+            u(y, s, w, t=t)
+        self.n += len(s)
+
+    def values(self, reports):
+        out = {name: _value(m.get()) for name, m in self.metrics.items()}
+        for name, rep in reports.items():
+            out[f"drift.{name}.p_value"] = rep.get("p_value")
+            out[f"drift.{name}.delta"] = rep.get("delta")
+        return out
+
+    def reports(self):
+        return {name: _report_dict(d.report()) for name, d in self.drift.items()}
+
+    def rule_input(self, name, rep):
+        """What a drift rule reads: the p-value and delta, or no data (None) until the
+        test is ready and both effective sample sizes reach its ``min_count``."""
+        need = getattr(self.drift[name], "min_count", 0) or 0
+        ready = rep.get("ready", True)
+        sizes = [rep.get("n_current"), rep.get("n_reference")]
+        if not ready or rep.get("n_current") is None or any(
+                x is not None and x < need for x in sizes):
+            return {"p_value": None, "delta": rep.get("delta")}
+        return {"p_value": rep.get("p_value"), "delta": rep.get("delta")}
+
+
+def _report_dict(rep):
+    """A drift report as a JSON-ready dict (NaN -> None, inf -> None)."""
+    if isinstance(rep, dict):
+        d = dict(rep)
+    elif callable(getattr(rep, "to_dict", None)):
+        d = rep.to_dict()
+    else:  # pragma: no cover - defensive
+        d = dict(vars(rep))
+    for k, v in d.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            d[k] = None
+        elif isinstance(v, np.generic):
+            d[k] = v.item()
+    return d
+
+
+def _fresh(obj):
+    """A new, empty object with the same parameters (``clone()`` where it exists)."""
+    clone = getattr(obj, "clone", None)
+    if callable(clone):
+        return clone()
+    return type(obj)(**obj._params())
+
+
+def _needs_probability(obj):
+    """Whether a metric (or the metric inside a window) takes probabilities only."""
+    for _ in range(4):
+        if callable(getattr(obj, "_proba", None)):
+            return True
+        obj = getattr(obj, "metric", None)
+        if obj is None or isinstance(obj, str):
+            return False
+    return False
+
+
+class Monitor:
+    """Named metrics, windows, drift tests and alert rules over one stream, per segment.
+
+    See the module docstring for evaluation points, rows and segments; the TOML schema
+    is in :mod:`streameval.config`.
+
+    Runtime complexity: :meth:`update` costs one ``update`` per metric (whole stream
+    and the event's segment); :meth:`update_many` one ``update_many`` per metric,
+    segment and slice between evaluation points; an evaluation one ``get`` per
+    metric and segment.
+
+    >>> m = Monitor.default(window=100)
+    >>> sorted(m.metrics)[:4]
+    ['accuracy', 'accuracy@100', 'average_precision', 'average_precision@100']
+    >>> m.update_many([1, 0, 1, 0], [0.9, 0.3, 0.6, 0.7])
+    >>> m.snapshot()["segments"][None]["values"]["roc_auc"]
+    0.75
+
+    Parameters
+    ----------
+    metrics : dict
+        Metric name -> metric or window (a template: every segment gets a fresh
+        ``clone()``; the template itself is never updated). Names may hold letters,
+        digits and ``_ . @ : -``.
+    rules : iterable
+        :class:`~streameval.alerts.Rule` objects, rule strings (``"recall < 0.8"``) or
+        rule tables; every rule's metric must be a metric (or drift) name, and rule
+        names must be distinct.
+    drift : dict, optional
+        Drift report name -> drift test (template, cloned per segment) with ``update``,
+        ``update_many``, ``report()`` (``p_value``, ``delta``, ...) and ``to_state``.
+    group_by : str or list of str, optional
+        The segment field(s); see the module docstring.
+    every : int
+        Evaluate every ``every`` events (0: never by count).
+    every_seconds : float, optional
+        Evaluate at each new period of event time.
+    pos_label, neg_label
+        The labels (as in every metric); the metrics must use the same.
+    overall : bool
+        With ``group_by``, monitor the whole stream (segment None) as well.
+    """
+
+    _public_name = "Monitor"
+    _state_version = 1
+
+    def __init__(self, metrics, *, rules=(), drift=None, group_by=None, every=1000,
+                 every_seconds=None, pos_label=True, neg_label=None, overall=True):
+        from streameval.alerts import _NAME
+
+        import re
+
+        if not isinstance(metrics, dict) or not metrics:
+            raise ValueError("metrics must be a non-empty dict of name -> metric")
+        drift = {} if drift is None else drift
+        if not isinstance(drift, dict):
+            raise ValueError("drift must be a dict of name -> drift test")
+        self.pos_label = pos_label
+        self.neg_label = neg_label
+        self._pos_set, self._neg_set = _base.label_sets(pos_label, neg_label)
+        seen = set()
+        for kind, objs in (("metric", metrics), ("drift", drift)):
+            for name, obj in objs.items():
+                if not isinstance(name, str) or not re.fullmatch(_NAME, name):
+                    raise ValueError(
+                        f"{kind} name {name!r}: must be letters, digits, _ . @ : - "
+                        "(starting with a letter or _)"
+                    )
+                if id(obj) in seen:
+                    raise ValueError(f"{kind} {name!r} is the same object as another; give each its own")
+                for attr in ("update", "update_many", "get" if kind == "metric" else "report",
+                             "to_state"):
+                    if not callable(getattr(obj, attr, None)):
+                        raise ValueError(f"{kind} {name!r} ({type(obj).__name__}) has no {attr}()")
+                self._check_labels(name, obj)
+                seen.add(id(obj))
+        for name in drift:
+            for key in (f"drift.{name}.p_value", f"drift.{name}.delta"):
+                if key in metrics:
+                    raise ValueError(f"metric name {key!r} is the name of drift test {name!r}'s value")
+        for name, obj in metrics.items():
+            v = _fresh(obj).get()
+            if not isinstance(v, _Real):
+                raise ValueError(
+                    f"metric {name!r} ({type(obj).__name__}) does not give a single number "
+                    f"(get() returned {type(v).__name__})"
+                )
+        self.metrics = dict(metrics)
+        self.drift = dict(drift)
+
+        built = []
+        for i, r in enumerate(rules):
+            rule = r if isinstance(r, Rule) else rule_from_config(r, where=f"rules[{i}]")
+            if rule.metric not in (self.drift if rule.kind == "drift" else self.metrics):
+                where = "drift tests" if rule.kind == "drift" else "metrics"
+                have = sorted(self.drift if rule.kind == "drift" else self.metrics)
+                raise ValueError(
+                    f"rule {rule.name!r}: {rule.metric!r} is not one of the monitor's {where} {have}"
+                )
+            if rule.name in {b.name for b in built}:
+                raise ValueError(f"two rules are named {rule.name!r}; give one a name=")
+            built.append(rule.clone())
+        self.rules = built
+
+        if group_by is not None:
+            fields = [group_by] if isinstance(group_by, str) else list(group_by)
+            if not fields or not all(isinstance(f, str) and f for f in fields) \
+                    or len(set(fields)) != len(fields):
+                raise ValueError(f"group_by = {group_by!r}: must be a field name or a list of distinct names")
+            self._fields = tuple(fields)
+        else:
+            self._fields = None
+        self.group_by = group_by
+        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0:
+            raise ValueError(f"every = {every!r}: must be an integer >= 0")
+        self.every = int(every)
+        if every_seconds is not None:
+            if isinstance(every_seconds, bool) or not isinstance(every_seconds, _Real) \
+                    or not math.isfinite(every_seconds) or every_seconds <= 0:
+                raise ValueError(f"every_seconds = {every_seconds!r}: must be a number > 0")
+            every_seconds = float(every_seconds)
+        self.every_seconds = every_seconds
+        if not isinstance(overall, bool):
+            raise ValueError(f"overall = {overall!r}: must be True or False")
+        if not overall and group_by is None:
+            raise ValueError("overall=False needs group_by (else nothing is monitored)")
+        self.overall = overall
+
+        # which inputs need an event time: every_seconds, windows/tests by period, rules
+        # with durations
+        self._time_needed = []
+        if every_seconds is not None:
+            self._time_needed.append("every_seconds")
+        for name, obj in list(self.metrics.items()) + list(self.drift.items()):
+            if getattr(obj, "period", None) is not None:
+                self._time_needed.append(f"{name!r} (a window by period)")
+        for rule in self.rules:
+            if rule.for_seconds is not None or rule.cooldown_seconds is not None:
+                self._time_needed.append(f"rule {rule.name!r}")
+        # metrics of probabilities (log loss, Brier) refuse scores outside [0, 1]: the
+        # monitor checks that up front, so that no metric is left half-updated
+        self._proba = [name for name, obj in self.metrics.items() if _needs_probability(obj)]
+        # bool labels can be passed to the metrics as is when they use the default ones
+        self._bool_labels = (True in self._pos_set and False in self._neg_set
+                             and all(isinstance(p, bool) or p in (0, 1) for p in self._pos_set))
+
+        self.on_metrics = []
+        self.on_alert = []
+        self.n = 0
+        self.t = None
+        self._last_eval_n = None
+        self._segments = {}
+        self._overall = self._new_segment(None) if overall else None
+
+    # ------------------------------------------------------------------ construction
+    def _check_labels(self, name, obj):
+        inner = obj
+        for _ in range(3):  # a window over a metric (over a metric...)
+            if hasattr(inner, "pos_label"):
+                break
+            inner = getattr(inner, "metric", None)
+            if inner is None:
+                return
+        if not hasattr(inner, "pos_label"):
+            return
+        pos, neg = _base.label_sets(inner.pos_label, getattr(inner, "neg_label", None))
+        if (pos, neg) != (self._pos_set, self._neg_set):
+            raise ValueError(
+                f"{name!r} uses labels pos_label={inner.pos_label!r}, "
+                f"neg_label={getattr(inner, 'neg_label', None)!r}; the monitor uses "
+                f"pos_label={self.pos_label!r}, neg_label={self.neg_label!r}"
+            )
+
+    @classmethod
+    def from_config(cls, config):
+        """A monitor from a parsed ``[monitor]`` table (or a document holding one).
+
+        The schema is in :mod:`streameval.config`; an unknown or bad key raises
+        ``ValueError`` naming it.
+        """
+        from streameval import config as _config
+
+        return cls(**_config.build(_config.monitor_table(config)))
+
+    @classmethod
+    def from_toml(cls, path):
+        """A monitor from a TOML file (its ``[monitor]`` table, or the whole file)."""
+        from streameval import config as _config
+
+        return cls.from_config(_config.load_toml(path))
+
+    @classmethod
+    def default(cls, threshold=0.5, window=10_000, **kwargs):
+        """The default monitor (DESIGN.md section 6).
+
+        Cumulative ``roc_auc``, ``average_precision``, ``precision``, ``recall``, ``f1``,
+        ``accuracy``, ``log_loss`` (threshold metrics at ``threshold``), the same over
+        the last ``window`` events named ``<metric>@<window>`` (``recall@10000``), drift
+        tests ``recall`` and ``precision`` (the last ``window`` events against the first
+        ``window``) and the rules ``recall drift p < 0.01`` and
+        ``precision drift p < 0.01``. ``kwargs`` (``every``, ``group_by``, ...) go to
+        the constructor.
+        """
+        from streameval import config as _config
+
+        table = {"threshold": threshold, "window": window}
+        for key in ("every", "every_seconds", "group_by", "overall", "pos_label", "neg_label"):
+            if key in kwargs and kwargs[key] is not None:
+                table[key] = kwargs.pop(key)
+        if kwargs:
+            raise TypeError(f"Monitor.default() got unexpected arguments {sorted(kwargs)}")
+        return cls(**_config.build(table))
+
+    def _new_segment(self, key):
+        label = key
+        if isinstance(key, tuple):
+            label = list(key)
+        seg = _Segment(
+            key, label,
+            {name: _fresh(m) for name, m in self.metrics.items()},
+            {name: _fresh(d) for name, d in self.drift.items()},
+            [r.clone() for r in self.rules],
+        )
+        if key is not None:
+            self._segments[key] = seg
+        return seg
+
+    def _all_segments(self):
+        if self._overall is not None:
+            yield self._overall
+        yield from self._segments.values()
+
+    # -------------------------------------------------------------------- validation
+    def _segment_key(self, segment, where="segment"):
+        """The hashable key of an event's segment, or None (the whole stream only)."""
+        if segment is None:
+            return None
+        fields = self._fields
+        if fields is None:
+            raise ValueError(f"{where} = {segment!r}: this monitor has no group_by")
+        if len(fields) == 1:
+            return _scalar(segment, where, fields[0])
+        if isinstance(segment, dict):
+            missing = [f for f in fields if f not in segment]
+            if missing:
+                raise ValueError(f"{where} = {segment!r}: no value for group_by field {missing[0]!r}")
+            segment = [segment[f] for f in fields]
+        elif isinstance(segment, np.ndarray):
+            segment = segment.tolist()
+        if not isinstance(segment, (tuple, list)) or len(segment) != len(fields):
+            raise ValueError(
+                f"{where} = {segment!r}: must be a tuple of {len(fields)} values "
+                f"(group_by = {list(fields)})"
+            )
+        return tuple(
+            None if v is None else _scalar(v, where, f) for v, f in zip(segment, fields)
+        )
+
+    def _segment_of(self, key):
+        seg = self._segments.get(key)
+        if seg is None:
+            seg = self._new_segment(key)
+        return seg
+
+    def _time(self, t, where="t"):
+        if t is None or (isinstance(t, float) and t != t):
+            if self._time_needed:
+                raise ValueError(
+                    f"{where} = {t!r}: this monitor needs event times "
+                    f"({', '.join(self._time_needed)})"
+                )
+            return None
+        return _base.check_real(t, where, "event time")
+
+    # ---------------------------------------------------------------------- updates
+    def update(self, y_true, y_pred, w=1.0, t=None, segment=None):
+        """Count one event; evaluate when an evaluation point is reached.
+
+        Validated before any state changes: a bad label, score, weight, time or
+        segment raises ``ValueError`` naming it, and nothing is counted.
+
+        Runtime complexity: one ``update`` per metric of the whole stream and of the
+        event's segment, plus an evaluation at evaluation points.
+
+        Parameters
+        ----------
+        y_true
+            The label (``pos_label`` or ``neg_label``).
+        y_pred : float or dict
+            The score, or a river probability dict.
+        w : float
+            The weight (finite, >= 0).
+        t : float, optional
+            Event time (epoch seconds); None or NaN: unknown.
+        segment : optional
+            The event's segment value (a tuple for several ``group_by`` fields).
+        """
+        try:
+            if y_true not in self._pos_set and y_true not in self._neg_set:
+                raise TypeError
+        except TypeError:
+            (pos,) = self._pos_set
+            (neg,) = self._neg_set
+            raise ValueError(
+                f"y_true = {y_true!r}: label must be {pos!r} (positive) or {neg!r} (negative)"
+            ) from None
+        if type(y_pred) is float and y_pred - y_pred == 0.0:
+            s = y_pred
+        elif isinstance(y_pred, dict):
+            (pos,) = self._pos_set
+            s = y_pred.get(pos, 0.0)
+            if isinstance(s, bool) or not isinstance(s, _Real) or not math.isfinite(s):
+                raise ValueError(f"y_pred = {y_pred!r}: probability must be a finite number")
+            s = float(s)
+        else:
+            s = _base.check_real(y_pred, "y_pred", "score")
+        if self._proba and not 0.0 <= s <= 1.0:
+            raise ValueError(
+                f"y_pred = {y_pred!r}: probability must be in [0, 1] "
+                f"(metric {self._proba[0]!r} needs probabilities)"
+            )
+        if w != 1.0 or type(w) is not float:
+            w = _base.check_weight(w)
+        t = self._time(t)
+        key = self._segment_key(segment)
+
+        E = self.every_seconds
+        if E is not None and self.t is not None and t // E > self.t // E:
+            self._evaluate()
+        if self._overall is not None:
+            self._overall.update(y_true, s, w, t)
+        if key is not None:
+            self._segment_of(key).update(y_true, s, w, t)
+        self.n += 1
+        if t is not None and (self.t is None or t > self.t):
+            self.t = t
+        if self.every and self.n % self.every == 0:
+            self._evaluate()
+
+    def update_many(self, y_true, y_pred, w=None, t=None, segment=None):
+        """Count a batch: same rows, alerts and state as a loop of :meth:`update`.
+
+        The whole batch is validated first (``ValueError`` naming the first bad
+        element and its index; nothing is counted). The evaluation points inside the
+        batch are found with numpy; each metric gets ``update_many`` on the slices
+        between them.
+
+        Runtime complexity: `O(m)` numpy work plus one ``update_many`` per metric,
+        segment and slice, plus the evaluations.
+
+        Parameters
+        ----------
+        y_true, y_pred : sequences or numpy arrays
+            Labels and scores (scores may be river probability dicts).
+        w : sequence, optional
+            Weights (None: all 1).
+        t : sequence, optional
+            Event times (None: unknown; NaN entries: unknown).
+        segment : sequence, optional
+            One segment value per event (None entries: whole stream only).
+        """
+        m = _base.check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+        labels = _base.as_binary_labels(y_true, self._pos_set, self._neg_set)
+        (pos,) = self._pos_set
+        scores = _base.as_float_array(y_pred, scalar=lambda v, i: _dict_score(v, i, pos))
+        if self._proba and m:
+            bad = ~((scores >= 0.0) & (scores <= 1.0))
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(
+                    f"y_pred[{i}] = {float(scores[i])!r}: probability must be in [0, 1] "
+                    f"(metric {self._proba[0]!r} needs probabilities)"
+                )
+        weights = _base.as_weight_array(w, m)
+        times = self._times(t, m)
+        codes, keys = self._segment_codes(segment, m)
+        if m == 0:
+            return
+        y = labels if self._bool_labels else _as_array(y_true)
+
+        # evaluation points: after the first p events of the batch
+        points = []
+        if self.every:
+            first = self.every - self.n % self.every
+            points.append(np.arange(first, m + 1, self.every))
+        E = self.every_seconds
+        if E is not None:
+            prev = np.nan if self.t is None else self.t
+            before = np.fmax.accumulate(np.concatenate(([prev], times[:-1])))
+            with np.errstate(invalid="ignore"):
+                trig = np.floor_divide(times, E) > np.floor_divide(before, E)
+            points.append(np.flatnonzero(trig))
+        points = np.unique(np.concatenate(points)).tolist() if points else []
+
+        # per-segment event indices, in batch order
+        groups = None
+        if codes is not None:
+            order = np.argsort(codes, kind="stable")
+            bounds = np.searchsorted(codes[order], np.arange(-1, len(keys) + 1))
+            groups = [(keys[c], order[bounds[c + 1]:bounds[c + 2]]) for c in range(len(keys))]
+
+        a = 0
+        for p in points:
+            if p > a:
+                self._feed(y, scores, weights, times, groups, a, p)
+                a = p
+            self._evaluate()
+        if a < m:
+            self._feed(y, scores, weights, times, groups, a, m)
+
+    def _feed(self, y, s, w, t, groups, a, b):
+        sl = slice(a, b)
+        tt = None if t is None else t[sl]
+        ws = None if w is None else w[sl]
+        if self._overall is not None:
+            self._overall.update_many(y[sl], s[sl], ws, tt)
+        if groups is not None:
+            for key, idx in groups:
+                lo, hi = np.searchsorted(idx, (a, b))
+                if hi == lo:
+                    continue
+                ix = idx[lo:hi]
+                self._segment_of(key).update_many(
+                    y[ix], s[ix], None if w is None else w[ix], None if t is None else t[ix]
+                )
+        self.n += b - a
+        if tt is not None:
+            top = np.nanmax(tt) if not np.isnan(tt).all() else None
+            if top is not None and (self.t is None or top > self.t):
+                self.t = float(top)
+
+    def _times(self, t, m):
+        """Event times as float64 (NaN: unknown), or None when no event has one."""
+        if t is None:
+            if self._time_needed and m:
+                raise ValueError(
+                    f"t = None: this monitor needs event times ({', '.join(self._time_needed)})"
+                )
+            return None
+        if isinstance(t, (str, bytes)) or not hasattr(t, "__len__"):
+            raise ValueError(f"t = {t!r:.80}: update_many takes one event time per event")
+        if len(t) != m:
+            raise ValueError(f"y_true has {m} elements but t has {len(t)}")
+        if isinstance(t, np.ndarray) and t.ndim == 1 and t.dtype.kind in "fiu":
+            arr = t.astype(np.float64, copy=False)
+        else:
+            arr = np.empty(m, dtype=np.float64)
+            for i, v in enumerate(t.tolist() if isinstance(t, np.ndarray) else t):
+                if v is None:
+                    arr[i] = np.nan
+                elif isinstance(v, bool) or not isinstance(v, _Real):
+                    raise ValueError(f"t[{i}] = {v!r}: event time must be a finite number")
+                else:
+                    arr[i] = v
+        inf = np.isinf(arr)
+        if inf.any():
+            i = int(np.argmax(inf))
+            raise ValueError(f"t[{i}] = {float(arr[i])!r}: event time must be a finite number")
+        nan = np.isnan(arr)
+        if nan.any():
+            if self._time_needed:
+                i = int(np.argmax(nan))
+                raise ValueError(
+                    f"t[{i}] = {t[i]!r}: this monitor needs event times "
+                    f"({', '.join(self._time_needed)})"
+                )
+            if nan.all():
+                return None
+        return arr
+
+    def _segment_codes(self, segment, m):
+        """Per-event segment codes (-1: none) and the keys, in order of first appearance."""
+        if segment is None:
+            return None, []
+        if self._fields is None:
+            raise ValueError(f"segment = {segment!r:.80}: this monitor has no group_by")
+        if isinstance(segment, (str, bytes)) or not hasattr(segment, "__len__"):
+            raise ValueError(
+                f"segment = {segment!r:.80}: update_many takes one segment value per event"
+            )
+        if len(segment) != m:
+            raise ValueError(f"y_true has {m} elements but segment has {len(segment)}")
+        items = segment.tolist() if isinstance(segment, np.ndarray) else segment
+        raw = {}     # raw value -> code (-1: no segment), for hashable raw values
+        index = {}   # segment key -> code
+        keys = []
+        codes = np.empty(m, dtype=np.int64)
+        for i, v in enumerate(items):
+            try:
+                codes[i] = raw[v]
+                continue
+            except KeyError:
+                hashable = True
+            except TypeError:
+                hashable = False
+            key = self._segment_key(v, f"segment[{i}]")
+            if key is None:
+                c = -1
+            else:
+                c = index.get(key)
+                if c is None:
+                    c = index[key] = len(keys)
+                    keys.append(key)
+            if hashable:
+                raw[v] = c
+            codes[i] = c
+        return codes, keys
+
+    # ------------------------------------------------------------------- evaluation
+    def _evaluate(self):
+        """One evaluation point: a row per segment, then the rules. Idempotent per n."""
+        if self._last_eval_n == self.n:
+            return
+        self._last_eval_n = self.n
+        n, t = self.n, self.t
+        segs = list(self._all_segments())
+        reports = [seg.reports() for seg in segs]
+        values = [seg.values(reps) for seg, reps in zip(segs, reports)]
+        for seg, vals in zip(segs, values):
+            row = {"n": n, "t": t, "segment": seg.label, "values": vals}
+            for cb in self.on_metrics:
+                cb(dict(row, values=dict(vals)))
+        for seg, vals, reps in zip(segs, values, reports):
+            for rule in seg.rules:
+                if rule.kind == "drift":
+                    value = seg.rule_input(rule.metric, reps[rule.metric])
+                else:
+                    value = vals[rule.metric]
+                tr = rule.evaluate(value, n=n, t=t, samples=seg.n)
+                if tr is not None:
+                    tr["segment"] = seg.label
+                    for cb in self.on_alert:
+                        cb(dict(tr))
+
+    def evaluate(self):
+        """Evaluate now (rows and rules), unless already done at this ``n``."""
+        self._evaluate()
+
+    def flush(self):
+        """End of the stream: make sure the final state is in the timeline.
+
+        Evaluates (rows for every segment, rules) unless the last evaluation was at
+        the current ``n``. Idempotent.
+        """
+        self._evaluate()
+
+    # ---------------------------------------------------------------------- reading
+    def snapshot(self):
+        """The current values of every segment, and the active alerts.
+
+        ``{"n", "t", "segments": {key: {"segment", "n", "values", "drift"}}, "alerts"}``
+        where ``key`` is None for the whole stream, the segment value, or a tuple for
+        several ``group_by`` fields (``"segment"`` holds its JSON form), ``n`` the
+        segment's events, ``values`` its metrics (None where NaN) and ``drift`` its
+        drift reports. Values are computed now, not at the last evaluation.
+        """
+        segments = {}
+        for seg in self._all_segments():
+            reports = seg.reports()
+            segments[seg.key] = {
+                "segment": seg.label,
+                "n": seg.n,
+                "values": seg.values(reports),
+                "drift": reports,
+            }
+        return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts()}
+
+    def active_alerts(self):
+        """The open alerts (pending or firing): the transition that opened each, with its
+        segment, whole stream first."""
+        out = []
+        for seg in self._all_segments():
+            for rule in seg.rules:
+                a = rule.active
+                if a is not None:
+                    a["segment"] = seg.label
+                    out.append(a)
+        return out
+
+    def segment_metrics(self, segment=None):
+        """The live metric objects of a segment (None: the whole stream)."""
+        if segment is None:
+            if self._overall is None:
+                raise KeyError("this monitor has no whole-stream segment (overall=False)")
+            return dict(self._overall.metrics)
+        key = self._segment_key(segment)
+        if key not in self._segments:
+            raise KeyError(f"no events seen in segment {segment!r}")
+        return dict(self._segments[key].metrics)
+
+    @property
+    def segments(self):
+        """Keys of the segments seen so far, in order of first appearance."""
+        return list(self._segments)
+
+    def __repr__(self):
+        return (f"Monitor({len(self.metrics)} metrics, {len(self.drift)} drift tests, "
+                f"{len(self.rules)} rules, {len(self._segments)} segments, n={self.n})")
+
+    # ------------------------------------------------------------------------ state
+    def to_state(self):
+        """The whole state, JSON-serialisable: ``{"type": "Monitor", "version", "params",
+        "data"}``. Callbacks (``on_metrics``, ``on_alert``) are not part of it.
+
+        Runtime complexity: `O(size of every metric's state)`.
+        """
+        params = {
+            "metrics": {name: _fresh(m).to_state() for name, m in self.metrics.items()},
+            "drift": {name: _fresh(d).to_state() for name, d in self.drift.items()},
+            "rules": [r.to_config() for r in self.rules],
+            "group_by": self.group_by,
+            "every": self.every,
+            "every_seconds": self.every_seconds,
+            "pos_label": self.pos_label,
+            "neg_label": self.neg_label,
+            "overall": self.overall,
+        }
+        segments = []
+        for seg in self._all_segments():
+            segments.append({
+                "overall": seg.key is None,
+                "segment": seg.label,
+                "n": seg.n,
+                "metrics": {name: m.to_state() for name, m in seg.metrics.items()},
+                "drift": {name: d.to_state() for name, d in seg.drift.items()},
+                "rules": [r.to_state() for r in seg.rules],
+            })
+        data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n, "segments": segments}
+        return {"type": self._public_name, "version": self._state_version,
+                "params": params, "data": data}
+
+    @classmethod
+    def from_state(cls, state):
+        """Rebuild a monitor from :meth:`to_state` (callbacks are to be attached again)."""
+        if not isinstance(state, dict) or state.get("type") != cls._public_name:
+            raise ValueError(f"not a Monitor state: {state!r:.200}")
+        return _base.from_state(state)
+
+    @classmethod
+    def _from_state(cls, state):
+        p, d = state["params"], state["data"]
+        group_by = p["group_by"]
+        mon = cls(
+            {name: _base.from_state(s) for name, s in p["metrics"].items()},
+            drift={name: _base.from_state(s) for name, s in p["drift"].items()},
+            rules=[rule_from_config(r) for r in p["rules"]],
+            group_by=group_by, every=p["every"], every_seconds=p["every_seconds"],
+            pos_label=p["pos_label"], neg_label=p["neg_label"], overall=p["overall"],
+        )
+        mon.n = d["n"]
+        mon.t = d["t"]
+        mon._last_eval_n = d["last_eval_n"]
+        mon._segments = {}
+        mon._overall = None
+        for s in d["segments"]:
+            if s["overall"]:
+                key = None
+            else:
+                key = mon._segment_key(s["segment"])
+            seg = _Segment(
+                key, None if key is None else (list(key) if isinstance(key, tuple) else key),
+                {name: _base.from_state(ms) for name, ms in s["metrics"].items()},
+                {name: _base.from_state(ds) for name, ds in s["drift"].items()},
+                [Rule.from_state(rs) for rs in s["rules"]],
+            )
+            seg.n = s["n"]
+            if key is None:
+                mon._overall = seg
+            else:
+                mon._segments[key] = seg
+        return mon
+
+
+_base.register(Monitor)
+
+
+def _scalar(v, where, field):
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"{where} = {v!r}: segment value of {field!r} must be finite")
+    if not isinstance(v, _SCALARS):
+        raise ValueError(
+            f"{where} = {v!r}: segment value of {field!r} must be a string, number or bool"
+        )
+    return v
+
+
+def _dict_score(v, i, pos):
+    if isinstance(v, dict):
+        s = v.get(pos, 0.0)
+        if isinstance(s, bool) or not isinstance(s, _Real) or not math.isfinite(s):
+            raise ValueError(f"y_pred[{i}] = {v!r}: probability must be a finite number")
+        return float(s)
+    if not isinstance(v, _Real):
+        raise ValueError(f"y_pred[{i}] = {v!r}: score must be a finite number or a probability dict")
+    return float(v)
+
+
+def _as_array(values):
+    if isinstance(values, np.ndarray):
+        return values
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = list(values)
+    return arr

@@ -1,0 +1,441 @@
+"""The Monitor: rows at evaluation points, segments, batch path, alerts, state, validation.
+
+Oracles: scikit-learn on the events seen so far at each evaluation point (and on each
+segment's events, and on the last N events / last P seconds for windows); evaluation
+points recomputed from their definition (multiples of `every`, a new period of event
+time); alert transitions recomputed by feeding those sklearn values to a fresh rule
+(rules are tested on their own in test_alerts.py); the per-event path for the batch path.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from sklearn.metrics import (
+    accuracy_score, average_precision_score, f1_score, log_loss, precision_score,
+    recall_score, roc_auc_score,
+)
+
+import streameval as se
+from streameval.alerts import Drop, Threshold
+from streameval.monitor import Monitor
+
+TOL = 1e-12
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _stream(n, seed=0, weights=False, segments=None, dt=None):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.4
+    s = np.clip(np.round(rng.normal(0.35 + 0.3 * y, 0.2), 2), 0.01, 0.99)   # ties
+    w = np.round(rng.uniform(0.5, 2.0, n), 1) if weights else None
+    seg = rng.choice(segments, n) if segments else None
+    t = None
+    if dt is not None:
+        t = 1_700_000_000.0 + np.cumsum(rng.integers(0, dt + 1, n)).astype(float)
+    return y, s, w, t, seg
+
+
+def _collect(mon):
+    rows, alerts = [], []
+    mon.on_metrics.append(rows.append)
+    mon.on_alert.append(alerts.append)
+    return rows, alerts
+
+
+def _per_event(mon, y, s, w=None, t=None, seg=None, flush=True):
+    for i in range(len(y)):
+        mon.update(bool(y[i]), float(s[i]), 1.0 if w is None else float(w[i]),
+                   t=None if t is None else float(t[i]),
+                   segment=None if seg is None else seg[i])
+    if flush:
+        mon.flush()
+
+
+def _batches(mon, y, s, w=None, t=None, seg=None, cuts=(), flush=True):
+    bounds = [0] + sorted(c for c in set(cuts) if 0 < c < len(y)) + [len(y)]
+    for a, b in zip(bounds, bounds[1:]):
+        mon.update_many(y[a:b], s[a:b], None if w is None else w[a:b],
+                        t=None if t is None else t[a:b],
+                        segment=None if seg is None else list(seg[a:b]))
+    if flush:
+        mon.flush()
+
+
+def _sk(fn, y, s, w, **kw):
+    """sklearn's value, NaN where our definition is undefined (one class only)."""
+    if fn in (roc_auc_score, average_precision_score) and len(set(y.tolist())) < 2:
+        return math.nan
+    return fn(y, s, sample_weight=w, **kw)
+
+
+def _expected_values(y, s, w, threshold=0.5):
+    p = s >= threshold
+    out = {
+        "auc": _sk(roc_auc_score, y, s, w),
+        "ap": _sk(average_precision_score, y, s, w),
+        "acc": accuracy_score(y, p, sample_weight=w),
+        "ll": log_loss(y, s, sample_weight=w, labels=[False, True]),
+    }
+    out["precision"] = precision_score(y, p, sample_weight=w, zero_division=np.nan)
+    out["recall"] = recall_score(y, p, sample_weight=w, zero_division=np.nan)
+    out["f1"] = f1_score(y, p, sample_weight=w, zero_division=np.nan)
+    return out
+
+
+def _assert_close(got, expected, where):
+    for name, e in expected.items():
+        g = got[name]
+        if isinstance(e, float) and math.isnan(e):
+            assert g is None, (where, name, g)
+        else:
+            assert g is not None and abs(g - e) <= TOL, (where, name, g, e)
+
+
+def _metrics(window=None):
+    m = {"auc": se.ROCAUC(), "ap": se.AveragePrecision(), "precision": se.Precision(),
+         "recall": se.Recall(), "f1": se.F1(), "acc": se.Accuracy(), "ll": se.LogLoss()}
+    if window:
+        m.update({f"{k}@w": se.Sliding(v.clone(), size=window) for k, v in list(m.items())})
+    return m
+
+
+def _same_rows(a, b):
+    assert len(a) == len(b)
+    for r1, r2 in zip(a, b):
+        assert (r1["n"], r1["t"], r1["segment"]) == (r2["n"], r2["t"], r2["segment"])
+        assert r1["values"].keys() == r2["values"].keys()
+        for k, v1 in r1["values"].items():
+            v2 = r2["values"][k]
+            assert (v1 is None) == (v2 is None), (k, v1, v2)
+            if v1 is not None:
+                assert abs(v1 - v2) <= TOL, (r1["n"], k, v1, v2)
+
+
+def _same_alerts(a, b):
+    assert [{k: v for k, v in x.items() if k != "value"} for x in a] == \
+        [{k: v for k, v in x.items() if k != "value"} for x in b]
+    for x, z in zip(a, b):
+        assert (x["value"] is None) == (z["value"] is None)
+        if x["value"] is not None:
+            assert abs(x["value"] - z["value"]) <= TOL
+
+
+# ------------------------------------------------------------- rows against sklearn
+
+
+def test_rows_equal_sklearn_at_every_evaluation_point():
+    y, s, w, _, _ = _stream(1500, seed=1, weights=True)
+    mon = Monitor(_metrics(window=300), every=97)
+    rows, _ = _collect(mon)
+    _batches(mon, y, s, w, cuts=[5, 400, 401, 1000])
+    assert [r["n"] for r in rows] == list(range(97, 1500, 97)) + [1500]
+    for r in rows:
+        n = r["n"]
+        assert r["t"] is None and r["segment"] is None
+        _assert_close(r["values"], _expected_values(y[:n], s[:n], w[:n]), n)
+        lo = max(0, n - 300)
+        win = _expected_values(y[lo:n], s[lo:n], w[lo:n])
+        _assert_close(r["values"], {f"{k}@w": v for k, v in win.items()}, n)
+
+
+def test_undefined_values_are_none():
+    mon = Monitor({"auc": se.ROCAUC(), "precision": se.Precision()}, every=2)
+    rows, _ = _collect(mon)
+    mon.update_many([1, 1, 0], [0.2, 0.3, 0.1])   # one class, then nothing predicted positive
+    mon.flush()
+    assert [(r["n"], r["values"]) for r in rows] == [
+        (2, {"auc": None, "precision": None}),
+        (3, {"auc": 1.0, "precision": None}),
+    ]
+
+
+def test_time_based_evaluation_points_and_period_windows():
+    y, s, _, t, _ = _stream(800, seed=2, dt=7)
+    E, P = 300.0, 120.0
+    mon = Monitor({"auc": se.ROCAUC(), "recall@2m": se.Sliding(se.Recall(), period=P)},
+                  every=250, every_seconds=E)
+    rows, _ = _collect(mon)
+    _batches(mon, y, s, t=t, cuts=[1, 99, 500])
+    # evaluation points by definition: after each 250th event, and before an event whose
+    # time enters a new period of E seconds; the last row at the end
+    expected = {n for n in range(250, 801, 250)}
+    for j in range(1, 800):
+        if t[j] // E > t[:j].max() // E:
+            expected.add(j)
+    expected.add(800)
+    assert [r["n"] for r in rows] == sorted(expected)
+    for r in rows:
+        n = r["n"]
+        tmax = t[:n].max()
+        assert r["t"] == tmax
+        assert abs(r["values"]["auc"] - roc_auc_score(y[:n], s[:n])) <= TOL
+        inside = (t[:n] > tmax - P)
+        exp = recall_score(y[:n][inside], s[:n][inside] >= 0.5, zero_division=np.nan)
+        _assert_close(r["values"], {"recall@2m": exp}, n)
+
+
+def test_segments_equal_sklearn_on_each_segments_events():
+    y, s, w, _, seg = _stream(900, seed=4, weights=True, segments=["de", "fr", "us"])
+    seg = seg.astype(object)
+    seg[::37] = None                  # no segment: counted in the whole stream only
+    mon = Monitor(_metrics(window=100), group_by="country", every=300)
+    rows, _ = _collect(mon)
+    _batches(mon, y, s, w, seg=seg, cuts=[10, 450])
+    first_seen = []
+    for v in seg:
+        if v is not None and v not in first_seen:
+            first_seen.append(v)
+    assert [(r["n"], r["segment"]) for r in rows] == [
+        (n, g) for n in (300, 600, 900) for g in [None] + first_seen]
+    for r in rows:
+        n, g = r["n"], r["segment"]
+        mask = np.ones(n, bool) if g is None else np.array([v == g for v in seg[:n]])
+        yy, ss, ww = y[:n][mask], s[:n][mask], w[:n][mask]
+        _assert_close(r["values"], _expected_values(yy, ss, ww), (n, g))
+        win = _expected_values(yy[-100:], ss[-100:], ww[-100:])
+        _assert_close(r["values"], {f"{k}@w": v for k, v in win.items()}, (n, g))
+    snap = mon.snapshot()
+    assert list(snap["segments"]) == [None] + first_seen
+    assert snap["segments"][None]["n"] == 900
+    assert snap["segments"]["fr"]["n"] == sum(1 for v in seg if v == "fr")
+    assert mon.segments == first_seen
+
+
+def test_several_group_by_fields_and_no_overall():
+    y, s, _, _, _ = _stream(200, seed=5)
+    seg = [("v1", "fr") if i % 3 else ("v2", "fr") for i in range(200)]
+    mon = Monitor({"auc": se.ROCAUC()}, group_by=["model", "country"], every=0, overall=False)
+    rows, _ = _collect(mon)
+    _per_event(mon, y, s, seg=seg)
+    assert [r["segment"] for r in rows] == [["v2", "fr"], ["v1", "fr"]]
+    for r in rows:
+        mask = np.array([list(v) == r["segment"] for v in seg])
+        assert abs(r["values"]["auc"] - roc_auc_score(y[mask], s[mask])) <= TOL
+    assert list(mon.snapshot()["segments"]) == [("v2", "fr"), ("v1", "fr")]
+    json.dumps(rows)
+
+
+# ------------------------------------------------------------------ batch == events
+
+
+def _monitor_for_equivalence(every, every_seconds, grouped, window):
+    metrics = {"auc": se.ROCAUC(), "recall": se.Recall(), "f1@w": se.Sliding(se.F1(), size=window),
+               "auc@w": se.Sliding(se.ROCAUC(), size=window)}
+    if every_seconds:
+        metrics["precision@p"] = se.Sliding(se.Precision(), period=every_seconds * 2, lateness=3)
+    # thresholds no ratio of small weight sums can equal: weighted sums added in another
+    # order may differ in the last bit, which must not decide an alert
+    rules = [Threshold("f1@w", "<", 0.5537, for_=2, min_samples=5),
+             Drop("auc", 0.0213, baseline="best"), Threshold("recall", ">=", 0.6123, cooldown=30)]
+    return Monitor(metrics, rules=rules, every=every, every_seconds=every_seconds,
+                   group_by="g" if grouped else None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(0, 250), every=st.sampled_from([0, 1, 7, 50]),
+       every_seconds=st.sampled_from([None, 20.0]), grouped=st.booleans(), weighted=st.booleans(),
+       window=st.sampled_from([5, 40]), cuts=st.lists(st.integers(1, 249), max_size=6))
+def test_batch_path_equals_event_path(seed, n, every, every_seconds, grouped, weighted, window, cuts):
+    y, s, w, t, seg = _stream(n, seed, weights=weighted, segments=["a", "b"] if grouped else None,
+                              dt=4 if every_seconds else None)
+    if t is not None and n > 3:
+        t[::4] -= 2.0        # a little out of order, within the windows' lateness
+    a, b = (_monitor_for_equivalence(every, every_seconds, grouped, window) for _ in range(2))
+    rows_a, alerts_a = _collect(a)
+    rows_b, alerts_b = _collect(b)
+    _per_event(a, y, s, w, t, seg)
+    _batches(b, y, s, w, t, seg, cuts=cuts)
+    _same_rows(rows_a, rows_b)
+    _same_alerts(alerts_a, alerts_b)
+    assert a.n == b.n == n and a.t == b.t
+    _same_alerts(a.active_alerts(), b.active_alerts())
+
+
+# --------------------------------------------------------------------------- alerts
+
+
+def test_alerts_follow_the_rule_on_sklearn_values():
+    # recall of the last 200 events degrades after event 1200 (the model misses positives)
+    rng = np.random.default_rng(7)
+    n = 3000
+    y = rng.random(n) < 0.5
+    s = np.where(y, rng.uniform(0.45, 1.0, n), rng.uniform(0.0, 0.55, n))
+    s[1200:2200] = np.where(y[1200:2200], rng.uniform(0.2, 0.7, 1000), s[1200:2200])
+    rule = dict(metric="recall@200", op="<", value=0.75, for_=3, min_samples=400, cooldown=300)
+    mon = Monitor({"recall@200": se.Sliding(se.Recall(), size=200)},
+                  rules=[Threshold(**rule)], every=100)
+    rows, alerts = _collect(mon)
+    _batches(mon, y, s, cuts=range(0, n, 333))
+    oracle = Threshold(**rule)
+    expected = []
+    for k in range(100, n + 1, 100):
+        value = recall_score(y[k - 200:k] if k >= 200 else y[:k],
+                             (s[k - 200:k] if k >= 200 else s[:k]) >= 0.5)
+        tr = oracle.evaluate(value, n=k, samples=k)
+        if tr is not None:
+            expected.append(dict(tr, segment=None))
+    assert [a["state"] for a in expected][:3] == ["pending", "firing", "resolved"]
+    _same_alerts(alerts, expected)
+    assert mon.active_alerts() == ([] if oracle.active is None else [dict(oracle.active, segment=None)])
+
+
+def test_each_segment_has_its_own_rule_instance():
+    # segment "b" has recall 0 (scores all low), "a" recall 1
+    y = np.array([True] * 40)
+    s = np.array([0.9, 0.1] * 20)
+    seg = ["a", "b"] * 20
+    mon = Monitor({"recall": se.Recall()}, rules=["recall < 0.5"], group_by="g", every=10)
+    rows, alerts = _collect(mon)
+    _batches(mon, y, s, seg=seg)
+    assert [(a["state"], a["n"], a["segment"]) for a in alerts] == [("firing", 10, "b")]
+    assert mon.active_alerts() == [
+        {"rule": "recall < 0.5", "state": "firing", "n": 10, "t": None, "value": 0.0, "segment": "b"}]
+    assert mon.snapshot()["alerts"] == mon.active_alerts()
+    # the whole stream's recall is 0.5: no alert there
+    assert [r["values"]["recall"] for r in rows if r["segment"] is None] == [0.5] * 4
+
+
+# ---------------------------------------------------------------------- flush, state
+
+
+def test_flush_leaves_the_final_state_once():
+    mon = Monitor({"auc": se.ROCAUC()}, every=2)
+    rows, _ = _collect(mon)
+    mon.flush()                                   # empty stream: one row, n = 0
+    assert rows == [{"n": 0, "t": None, "segment": None, "values": {"auc": None}}]
+    mon.update_many([1, 0], [0.9, 0.1])           # evaluated at n = 2 ...
+    mon.flush()                                   # ... so flush adds nothing
+    mon.flush()
+    assert [r["n"] for r in rows] == [0, 2]
+    mon.update(1, 0.2)
+    mon.flush()
+    mon.flush()
+    assert [r["n"] for r in rows] == [0, 2, 3]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), cut=st.integers(0, 400), grouped=st.booleans())
+def test_state_round_trip_mid_stream_continues_identically(seed, cut, grouped):
+    y, s, w, t, seg = _stream(400, seed, weights=True, segments=["x", "y"] if grouped else None, dt=3)
+
+    def make():
+        return Monitor({"auc": se.ROCAUC(), "ap@w": se.Sliding(se.AveragePrecision(), size=50),
+                        "recall@p": se.Sliding(se.Recall(), period=40.0, lateness=5)},
+                       rules=[Threshold("ap@w", "<", 0.7, for_=2, cooldown=20, min_samples=30),
+                              Drop("auc", 0.03)],
+                       every=23, every_seconds=100.0, group_by="g" if grouped else None)
+
+    whole = make()
+    rows_w, alerts_w = _collect(whole)
+    _batches(whole, y, s, w, t, seg, cuts=[cut])
+
+    first = make()
+    rows_1, alerts_1 = _collect(first)
+    _batches(first, y[:cut], s[:cut], w[:cut], t[:cut], None if seg is None else seg[:cut], flush=False)
+    state = json.loads(json.dumps(first.to_state()))
+    second = Monitor.from_state(state)
+    assert se.from_state(state).to_state() == state
+    second.on_metrics.append(rows_1.append)
+    second.on_alert.append(alerts_1.append)
+    _batches(second, y[cut:], s[cut:], w[cut:], t[cut:], None if seg is None else seg[cut:])
+    _same_rows(rows_1, rows_w)
+    _same_alerts(alerts_1, alerts_w)
+    assert second.to_state()["data"]["n"] == 400
+
+
+def test_templates_are_never_updated():
+    auc = se.ROCAUC()
+    mon = Monitor({"auc": auc}, every=0)
+    mon.update_many([1, 0], [0.8, 0.2])
+    assert math.isnan(auc.get())
+    assert mon.segment_metrics()["auc"].get() == 1.0
+
+
+# ----------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"y_true": [1, 0, 2]}, r"y_true\[2\] = 2: label must be"),
+    ({"y_pred": [0.5, float("nan"), 0.1]}, r"y_pred\[1\] = nan"),
+    ({"y_pred": [0.5, 0.2, "x"]}, r"y_pred\[2\] = 'x'"),
+    ({"w": [1.0, -1.0, 1.0]}, r"w\[1\] = -1.0"),
+    ({"t": [1.0, float("inf"), 2.0]}, r"t\[1\] = inf"),
+    ({"t": [1.0, "noon", 2.0]}, r"t\[1\] = 'noon'"),
+    ({"segment": ["a", ["b"], "c"]}, r"segment\[1\] = \['b'\]: segment value of 'g'"),
+    ({"segment": "abc"}, r"segment = 'abc'.*one segment value per event"),
+    ({"y_pred": [0.5, 0.2]}, r"y_true has 3 elements but y_pred has 2"),
+])
+def test_bad_batch_raises_naming_index_and_changes_nothing(kwargs, message):
+    mon = Monitor({"auc": se.ROCAUC(), "r@2": se.Sliding(se.Recall(), size=2)}, group_by="g", every=1)
+    rows, _ = _collect(mon)
+    mon.update_many([1, 0], [0.9, 0.1], segment=["a", "b"])
+    before = json.dumps(mon.to_state(), sort_keys=True)
+    args = {"y_true": [1, 0, 1], "y_pred": [0.5, 0.2, 0.1], "w": None, "t": None,
+            "segment": ["a", "b", "a"]}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        mon.update_many(**args)
+    assert json.dumps(mon.to_state(), sort_keys=True) == before
+    assert len(rows) == 2 + 3   # only the first batch's evaluations (n = 1: 2 rows, n = 2: 3)
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((2, 0.5), {}, r"y_true = 2: label must be"),
+    ((1, float("inf")), {}, r"y_pred = inf"),
+    ((1, {True: "x"}), {}, r"y_pred = \{True: 'x'\}"),
+    ((1, 0.5), {"w": -2}, r"w = -2"),
+    ((1, 0.5), {"t": "noon"}, r"t = 'noon'"),
+    ((1, 0.5), {"segment": ["a"]}, r"segment = \['a'\]: segment value of 'g'"),
+])
+def test_bad_event_raises_and_changes_nothing(args, kwargs, message):
+    mon = Monitor({"auc": se.ROCAUC()}, group_by="g", every=1)
+    mon.update(1, 0.5, segment="a")
+    before = json.dumps(mon.to_state(), sort_keys=True)
+    with pytest.raises(ValueError, match=message):
+        mon.update(*args, **kwargs)
+    assert json.dumps(mon.to_state(), sort_keys=True) == before
+
+
+def test_event_times_required_when_the_monitor_needs_them():
+    mon = Monitor({"r@1m": se.Sliding(se.Recall(), period=60)}, every=10)
+    with pytest.raises(ValueError, match=r"t = None: this monitor needs event times \('r@1m'"):
+        mon.update(1, 0.5)
+    with pytest.raises(ValueError, match=r"t\[1\] = nan: this monitor needs event times"):
+        mon.update_many([1, 0], [0.5, 0.5], t=[1.0, float("nan")])
+    assert mon.n == 0
+    mon = Monitor({"auc": se.ROCAUC()}, every_seconds=60)
+    with pytest.raises(ValueError, match=r"every_seconds"):
+        mon.update_many([1], [0.5])
+    # a monitor that does not need times takes events without (t is then None)
+    mon = Monitor({"auc": se.ROCAUC()}, every=1)
+    rows, _ = _collect(mon)
+    mon.update_many([1, 0], [0.5, 0.4], t=[float("nan"), 5.0])
+    assert [r["t"] for r in rows] == [None, 5.0]
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="metrics must be a non-empty dict"):
+        Monitor({})
+    with pytest.raises(ValueError, match=r"metric name 'a b'"):
+        Monitor({"a b": se.ROCAUC()})
+    auc = se.ROCAUC()
+    with pytest.raises(ValueError, match="same object as another"):
+        Monitor({"a": auc, "b": auc})
+    with pytest.raises(ValueError, match=r"'c' \(ROCCurve\) does not give a single number"):
+        Monitor({"c": se.ROCCurve()})
+    with pytest.raises(ValueError, match=r"'r' uses labels pos_label='spam'"):
+        Monitor({"r": se.Recall(pos_label="spam", neg_label="ham")})
+    with pytest.raises(ValueError, match=r"two rules are named 'auc < 0.5'"):
+        Monitor({"auc": se.ROCAUC()}, rules=["auc < 0.5", "auc < 0.5"])
+    with pytest.raises(ValueError, match=r"every = -1"):
+        Monitor({"auc": se.ROCAUC()}, every=-1)
+    with pytest.raises(ValueError, match="overall=False needs group_by"):
+        Monitor({"auc": se.ROCAUC()}, overall=False)
+    mon = Monitor({"auc": se.ROCAUC()})
+    with pytest.raises(ValueError, match=r"segment = 'fr': this monitor has no group_by"):
+        mon.update(1, 0.5, segment="fr")
