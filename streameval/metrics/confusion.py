@@ -1322,7 +1322,8 @@ class _BinaryMCC(MCC, _BinaryView):
     def get(self):
         cm = self.cm
         tp, fp, fn, tn = cm.tp, cm.fp, cm.fn, cm.tn
-        den = math.sqrt((tp + fp) * (tp + fn)) * math.sqrt((tn + fp) * (tn + fn))
+        sqrt = math.sqrt  # one root per factor: no underflow or overflow of the product
+        den = sqrt(tp + fp) * sqrt(tp + fn) * sqrt(tn + fp) * sqrt(tn + fn)
         return _div(tp * tn - fp * fn, den)
 
 

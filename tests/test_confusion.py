@@ -1,0 +1,602 @@
+"""The confusion family against scikit-learn, plus the worked examples of DESIGN.md.
+
+Oracles: ``sklearn.metrics`` (``confusion_matrix``, ``accuracy_score``,
+``precision_score``, ..., ``multilabel_confusion_matrix`` for one-vs-rest FPR and
+specificity) with ``sample_weight`` and ``zero_division=np.nan``, recomputed from the
+whole prefix of events. Where sklearn warns or raises for an undefined value (no
+predicted positive, no weight at all, a zero MCC denominator) we assert NaN; the
+condition is decided from sklearn's own confusion matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn import metrics as skm
+
+import streameval
+from streameval import (
+    MCC,
+    F1,
+    FPR,
+    Accuracy,
+    BalancedAccuracy,
+    ConfusionMatrix,
+    ErrorRate,
+    FAlpha,
+    FBeta,
+    Precision,
+    Recall,
+    Specificity,
+)
+
+# sklearn is the slow part: each example calls it once per metric
+HYP = settings(max_examples=30, deadline=None)
+TOL = 1e-12
+
+
+def close(a, b, tol=TOL):
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return not (isinstance(b, float) and math.isnan(b)) and abs(a - b) <= tol * max(1.0, abs(b))
+
+
+# ---------------------------------------------------------------- binary oracle
+
+
+def binary_cm(y, pred, w):
+    """sklearn's [[tn, fp], [fn, tp]] (all zeros for no events)."""
+    if not len(y) or np.sum(w) == 0:
+        return np.zeros((2, 2))  # sklearn refuses all-zero weights
+    return skm.confusion_matrix(y, pred, labels=[False, True], sample_weight=w).astype(float)
+
+
+def sk_binary(name, y, scores, w, threshold=0.5, beta=None, alpha=None):
+    """The expected value of a binary metric on these events, from sklearn."""
+    y = np.asarray(y, dtype=bool)
+    pred = np.asarray(scores, dtype=float) >= threshold
+    w = np.asarray(w, dtype=float)
+    (tn, fp), (fn, tp) = binary_cm(y, pred, w)
+    if tn + fp + fn + tp == 0:
+        return math.nan  # sklearn raises: no weight at all
+    kw = dict(sample_weight=w, zero_division=np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name == "Accuracy":
+            return skm.accuracy_score(y, pred, sample_weight=w)
+        if name == "ErrorRate":
+            return skm.zero_one_loss(y, pred, sample_weight=w)
+        if name == "Precision":
+            return skm.precision_score(y, pred, **kw)
+        if name == "Recall":
+            return skm.recall_score(y, pred, **kw)
+        if name == "Specificity":
+            return skm.recall_score(y, pred, pos_label=False, labels=[False, True], **kw)
+        if name == "FPR":
+            return 1.0 - skm.recall_score(y, pred, pos_label=False, labels=[False, True], **kw)
+        if name == "F1":
+            return skm.f1_score(y, pred, **kw)
+        if name == "FBeta":
+            return skm.fbeta_score(y, pred, beta=beta, **kw)
+        if name == "FAlpha":
+            return skm.fbeta_score(y, pred, beta=math.sqrt(1.0 / alpha - 1.0), **kw)
+        if name == "BalancedAccuracy":
+            if tp + fn == 0 or tn + fp == 0:
+                return math.nan  # sklearn warns and averages the class it has
+            return skm.balanced_accuracy_score(y, pred, sample_weight=w)
+        if name == "MCC":
+            if 0 in (tp + fp, tp + fn, tn + fp, tn + fn):
+                return math.nan  # sklearn returns 0 for a zero denominator
+            return skm.matthews_corrcoef(y, pred, sample_weight=w)
+    raise AssertionError(name)
+
+
+BINARY = [
+    ("Accuracy", Accuracy, {}),
+    ("ErrorRate", ErrorRate, {}),
+    ("Precision", Precision, {}),
+    ("Recall", Recall, {}),
+    ("Specificity", Specificity, {}),
+    ("FPR", FPR, {}),
+    ("F1", F1, {}),
+    ("FBeta", FBeta, {"beta": 2.0}),
+    ("FBeta", FBeta, {"beta": 0.5}),
+    ("FAlpha", FAlpha, {"alpha": 0.3}),
+    ("BalancedAccuracy", BalancedAccuracy, {}),
+    ("MCC", MCC, {}),
+]
+
+SCORES = st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.5, 0.7, 0.9, 1.0])
+# weights of very different magnitudes (1e-228 next to 1) make sklearn's MCC lose all
+# precision (its covariance form cancels), so random weights stay in [0.01, 10]
+WEIGHTS = st.one_of(st.just(1.0), st.sampled_from([0.0, 0.5, 2.0, 3.0]), st.floats(0.01, 10.0))
+BINARY_EVENTS = st.lists(st.tuples(st.booleans(), SCORES, WEIGHTS), max_size=40)
+
+
+def random_binary(rng, n, weighted=True):
+    y = rng.random(n) < 0.4
+    s = np.round(rng.random(n), 1)  # ties, some exactly at the threshold
+    w = rng.choice([0.0, 0.5, 1.0, 1.0, 2.0, 3.3], n) if weighted else np.ones(n)
+    return y, s, w
+
+
+@pytest.mark.parametrize("name, cls, kw", BINARY, ids=lambda v: str(v) if not callable(v) else "")
+def test_binary_equals_sklearn_after_every_event(name, cls, kw):
+    rng = np.random.default_rng(7)
+    y, s, w = random_binary(rng, 50)
+    m = cls(**kw)
+    assert close(m.get(), math.nan)
+    for i in range(len(y)):
+        m.update(bool(y[i]), float(s[i]), float(w[i]))
+        m._check()
+        expected = sk_binary(name, y[: i + 1], s[: i + 1], w[: i + 1], **kw)
+        assert close(m.get(), expected), (i, m.get(), expected)
+
+
+@HYP
+@given(BINARY_EVENTS, st.sampled_from([0.5, 0.3, 0.0, 1.0]))
+def test_binary_all_metrics_equal_sklearn(events, threshold):
+    y = [e[0] for e in events]
+    s = [e[1] for e in events]
+    w = [e[2] for e in events]
+    cm = ConfusionMatrix(threshold=threshold)
+    views = [(name, cls(cm=cm, **kw), kw) for name, cls, kw in BINARY]
+    for e in events:
+        cm.update(*e)
+    cm._check()
+    assert np.allclose(cm.get(), binary_cm(np.array(y, bool), np.array(s) >= threshold, w),
+                       rtol=TOL, atol=TOL)
+    for name, view, kw in views:
+        assert close(view.get(), sk_binary(name, y, s, w, threshold=threshold, **kw)), name
+
+
+@HYP
+@given(BINARY_EVENTS)
+def test_binary_update_many_equals_sklearn(events):
+    y = np.array([e[0] for e in events], dtype=bool)
+    s = np.array([e[1] for e in events])
+    w = np.array([e[2] for e in events])
+    for name, cls, kw in BINARY:
+        m = cls(**kw).update_many(y, s, w)
+        assert close(m.get(), sk_binary(name, y, s, w, **kw), 1e-12), name
+
+
+# -------------------------------------------------------------- worked examples
+
+
+def _events_from_counts(tp, fp, fn, tn):
+    return ([True] * tp + [False] * fp + [True] * fn + [False] * tn,
+            [0.9] * tp + [0.9] * fp + [0.1] * fn + [0.1] * tn)
+
+
+def test_worked_example_tp20_fp30_fn0_tn50():
+    y, s = _events_from_counts(20, 30, 0, 50)
+    cm = ConfusionMatrix()
+    acc, prec, rec, f1 = (Accuracy(cm=cm), Precision(cm=cm), Recall(cm=cm), F1(cm=cm))
+    cm.update_many(y, s)
+    assert (cm.tp, cm.fp, cm.fn, cm.tn) == (20.0, 30.0, 0.0, 50.0)
+    assert acc.get() == pytest.approx(0.70, abs=1e-12)
+    assert prec.get() == pytest.approx(0.40, abs=1e-12)
+    assert rec.get() == 1.0
+    assert round(f1.get(), 6) == 0.571429
+    assert f1.get() == pytest.approx(2 * 0.4 * 1.0 / 1.4, abs=1e-12)
+
+
+def test_worked_example_three_class_matrix_accuracy():
+    rows = [[43, 5, 2], [2, 45, 3], [0, 1, 49]]
+    classes = ["a", "b", "c"]
+    y_true = [classes[i] for i in range(3) for j in range(3) for _ in range(rows[i][j])]
+    y_pred = [classes[j] for i in range(3) for j in range(3) for _ in range(rows[i][j])]
+    cm = ConfusionMatrix(multiclass=True)
+    acc = Accuracy(cm=cm)
+    for t, p in zip(y_true, y_pred):
+        cm.update(t, p)
+    assert round(acc.get(), 6) == 0.913333
+    assert acc.get() == pytest.approx(137 / 150, abs=1e-12)
+    assert np.array_equal(cm.get(), np.array(rows, dtype=float))
+
+
+def test_worked_example_threshold_half():
+    # labels [T, F, F], scores [0.7, 0.3, 0.5], threshold 0.5: 0.5 counts as positive
+    p, r = Precision(threshold=0.5), Recall(threshold=0.5)
+    for y, s in zip([True, False, False], [0.7, 0.3, 0.5]):
+        p.update(y, s)
+        r.update(y, s)
+    assert p.get() == 0.5
+    assert r.get() == 1.0
+
+
+# ------------------------------------------------------------- undefined values
+
+
+def test_undefined_values_are_nan_not_zero():
+    p = Precision()
+    p.update(True, 0.1)  # a positive predicted negative: no predicted positive
+    assert math.isnan(p.get())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert skm.precision_score([True], [False]) == 0.0  # sklearn's default
+    assert caught  # ... with a warning: that is where we say NaN
+    r = Recall()
+    r.update(False, 0.9)
+    assert math.isnan(r.get())
+    f = F1()
+    f.update(False, 0.1)  # tp + fp + fn == 0
+    assert math.isnan(f.get())
+    f.update(True, 0.1)  # precision undefined, recall 0: F is 0 (as sklearn)
+    assert f.get() == 0.0 == skm.f1_score([False, True], [False, False], zero_division=np.nan)
+    for cls in (Accuracy, ErrorRate, MCC, BalancedAccuracy, Specificity, FPR):
+        assert math.isnan(cls().get())
+    m = MCC()
+    m.update_many([True, True], [0.9, 0.1])  # no negative: zero denominator
+    assert math.isnan(m.get())
+    assert skm.matthews_corrcoef([1, 1], [1, 0]) == 0.0
+
+
+def test_zero_weight_events_leave_values_undefined():
+    a = Accuracy()
+    a.update(True, 0.9, 0.0)
+    assert math.isnan(a.get())
+    with pytest.raises(ValueError):
+        skm.accuracy_score([1], [1], sample_weight=[0.0])  # sklearn refuses; we say NaN
+
+
+def test_revert_everything_leaves_exact_zeros_with_float_weights():
+    rng = np.random.default_rng(3)
+    y, s, w = random_binary(rng, 200)
+    w = rng.random(200) * 3.1
+    cm = ConfusionMatrix()
+    p = Precision(cm=cm)
+    for e in zip(y.tolist(), s.tolist(), w.tolist()):
+        cm.update(*e)
+    for e in zip(y.tolist(), s.tolist(), w.tolist()):
+        cm.revert(*e)
+        cm._check()
+    assert (cm.tp, cm.fp, cm.fn, cm.tn, cm.n) == (0.0, 0.0, 0.0, 0.0, 0)
+    assert math.isnan(p.get())
+
+
+# ---------------------------------------------------------- labels and thresholds
+
+
+def test_pos_label_strings_and_river_dicts():
+    m = Recall(pos_label="spam", neg_label="ham")
+    m.update("spam", {"spam": 0.8, "ham": 0.2})
+    m.update("spam", {"spam": 0.2, "ham": 0.8})
+    m.update("ham", 0.9)
+    assert m.get() == 0.5
+    with pytest.raises(ValueError, match="neg_label"):
+        Recall(pos_label="spam")
+    with pytest.raises(ValueError, match=r"y_true = 'eggs'"):
+        m.update("eggs", 0.4)
+    p = Precision()
+    p.update(True, {True: 0.7, False: 0.3})
+    p.update(False, {})  # an untrained river model: positive probability 0
+    p.update(1, True)  # a predicted label
+    p.update(0, np.float32(0.6))
+    assert p.get() == pytest.approx(2 / 3, abs=1e-12)
+
+
+def test_threshold_is_inclusive_and_any_real():
+    m = Recall(threshold=-1.5)
+    m.update(True, -1.5)
+    m.update(True, -1.6)
+    assert m.get() == 0.5
+    with pytest.raises(ValueError, match="threshold"):
+        Recall(threshold=float("nan"))
+    with pytest.raises(ValueError, match="threshold"):
+        Recall(threshold="0.5")
+
+
+def test_parameter_checks():
+    with pytest.raises(ValueError, match="average = 'samples'"):
+        Precision(average="samples")
+    with pytest.raises(ValueError, match="beta = -1"):
+        FBeta(beta=-1)
+    with pytest.raises(ValueError, match="alpha = 0"):
+        FAlpha(alpha=0)
+    with pytest.raises(ValueError, match="alpha = 1.5"):
+        FAlpha(alpha=1.5)
+    with pytest.raises(ValueError, match="threshold = 0.3: applies to a binary Precision"):
+        Precision(average="macro", threshold=0.3)
+    with pytest.raises(ValueError, match="pos_label"):
+        ConfusionMatrix(multiclass=True, pos_label=1)
+    assert FAlpha(alpha=1.0, average="micro").alpha == 1.0
+    assert FBeta(0).beta == 0.0  # beta 0 is precision
+
+
+def test_falpha_extremes():
+    y, s = _events_from_counts(3, 2, 4, 5)
+    a1 = FAlpha(alpha=1.0).update_many(y, s)
+    p = Precision().update_many(y, s)
+    assert a1.get() == pytest.approx(p.get(), abs=1e-15)
+    half = FAlpha(alpha=0.5).update_many(y, s)
+    f1 = F1().update_many(y, s)
+    assert half.get() == pytest.approx(f1.get(), abs=1e-15)
+    # F_a = 1 / (a / P + (1 - a) / R) by the definition
+    a = 0.2
+    fa = FAlpha(alpha=a).update_many(y, s)
+    P, R = 3 / 5, 3 / 7
+    assert fa.get() == pytest.approx(1 / (a / P + (1 - a) / R), abs=1e-12)
+
+
+# ---------------------------------------------------------------- multiclass
+
+CLASSES = ["a", "b", "c", "d"]
+
+
+def sk_multiclass(name, y, p, w, average=None, beta=None, alpha=None):
+    """Expected value of a multiclass metric from sklearn (NaN where undefined)."""
+    y = np.asarray(y, dtype=object)
+    p = np.asarray(p, dtype=object)
+    w = np.asarray(w, dtype=float)
+    if not len(y) or w.sum() == 0:
+        return math.nan
+    kw = dict(sample_weight=w, zero_division=np.nan)
+    labels = sorted(set(y) | set(p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mcm = skm.multilabel_confusion_matrix(y, p, sample_weight=w, labels=labels)
+    mcm = mcm.astype(float)
+    tn, fp, fn, tp = mcm[:, 0, 0], mcm[:, 0, 1], mcm[:, 1, 0], mcm[:, 1, 1]
+    support = tp + fn
+
+    def averaged(num, den, per_class_defined_support=None):
+        # one-vs-rest brute force: macro nanmean, weighted by support, micro from sums
+        if average == "micro":
+            return num.sum() / den.sum() if den.sum() else math.nan
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.where(den != 0, num / np.where(den != 0, den, 1), np.nan)
+        ok = ~np.isnan(v)
+        if not ok.any():
+            return math.nan
+        if average == "macro":
+            return float(v[ok].mean())
+        return float((v[ok] * support[ok]).sum() / support[ok].sum()) if support[ok].sum() else math.nan
+
+    def weighted_guard(value, per_class):
+        # sklearn falls back to an unweighted mean when the classes with a defined value
+        # have no support at all; that average is undefined for us
+        ok = ~np.isnan(per_class)
+        if average == "weighted" and ok.any() and support[ok].sum() == 0:
+            return math.nan
+        return value
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name == "Accuracy":
+            return skm.accuracy_score(y, p, sample_weight=w)
+        if name == "ErrorRate":
+            return skm.zero_one_loss(y, p, sample_weight=w)
+        if name in ("Precision", "Recall", "F1", "FBeta", "FAlpha"):
+            func = {"Precision": skm.precision_score, "Recall": skm.recall_score,
+                    "F1": skm.f1_score}.get(name)
+            extra = {}
+            if name == "FBeta":
+                func, extra = skm.fbeta_score, {"beta": beta}
+            if name == "FAlpha":
+                func, extra = skm.fbeta_score, {"beta": math.sqrt(1 / alpha - 1)}
+            value = func(y, p, average=average, **extra, **kw)
+            per_class = func(y, p, average=None, labels=labels, **extra, **kw)
+            return weighted_guard(value, np.asarray(per_class, dtype=float))
+        if name == "FPR":
+            return averaged(fp, fp + tn)
+        if name == "Specificity":
+            return averaged(tn, fp + tn)
+        if name == "BalancedAccuracy":
+            return skm.balanced_accuracy_score(y, p, sample_weight=w)
+        if name == "MCC":
+            C = skm.confusion_matrix(y, p, sample_weight=w, labels=labels).astype(float)
+            t, q, s = C.sum(1), C.sum(0), C.sum()
+            if (s * s - q @ q) * (s * s - t @ t) == 0:
+                return math.nan
+            return skm.matthews_corrcoef(y, p, sample_weight=w)
+    raise AssertionError(name)
+
+
+AVERAGED = [
+    ("Precision", Precision, {}),
+    ("Recall", Recall, {}),
+    ("F1", F1, {}),
+    ("FBeta", FBeta, {"beta": 2.0}),
+    ("FAlpha", FAlpha, {"alpha": 0.3}),
+    ("FPR", FPR, {}),
+    ("Specificity", Specificity, {}),
+]
+WHOLE = [
+    ("Accuracy", Accuracy, {}),
+    ("ErrorRate", ErrorRate, {}),
+    ("BalancedAccuracy", BalancedAccuracy, {}),
+    ("MCC", MCC, {}),
+]
+MULTI_EVENTS = st.lists(
+    st.tuples(st.sampled_from(CLASSES), st.sampled_from(CLASSES), WEIGHTS), max_size=40
+)
+
+
+def multiclass_metrics(cm):
+    out = [(name, cls(multiclass=True, cm=cm, **kw), {**kw}) for name, cls, kw in WHOLE]
+    for average in ("macro", "micro", "weighted"):
+        out += [(name, cls(average=average, cm=cm, **kw), {**kw, "average": average})
+                for name, cls, kw in AVERAGED]
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(MULTI_EVENTS)
+def test_multiclass_all_metrics_equal_sklearn(events):
+    y = [e[0] for e in events]
+    p = [e[1] for e in events]
+    w = [e[2] for e in events]
+    cm = ConfusionMatrix(multiclass=True)
+    views = multiclass_metrics(cm)
+    for e in events:
+        cm.update(*e)
+    cm._check()
+    if events:
+        assert cm.labels == sorted(set(y) | set(p))
+    if sum(w) > 0:  # sklearn refuses all-zero weights
+        expected = skm.confusion_matrix(y, p, labels=cm.labels, sample_weight=w)
+        assert np.allclose(cm.get(), expected, rtol=TOL, atol=TOL)
+    for name, view, kw in views:
+        assert close(view.get(), sk_multiclass(name, y, p, w, **kw)), (name, kw)
+
+
+def test_multiclass_after_every_event():
+    rng = np.random.default_rng(11)
+    n = 30
+    y = rng.choice(CLASSES, n, p=[0.5, 0.3, 0.15, 0.05]).tolist()
+    p = rng.choice(CLASSES, n).tolist()
+    w = rng.choice([0.0, 1.0, 2.5], n).tolist()
+    cm = ConfusionMatrix(multiclass=True)
+    views = multiclass_metrics(cm)
+    for i in range(n):
+        cm.update(y[i], p[i], w[i])
+        for name, view, kw in views:
+            expected = sk_multiclass(name, y[: i + 1], p[: i + 1], w[: i + 1], **kw)
+            assert close(view.get(), expected), (i, name, kw)
+
+
+def test_multiclass_probability_dicts_use_argmax():
+    m = Accuracy(multiclass=True)
+    m.update("cat", {"cat": 0.6, "dog": 0.4})
+    m.update("dog", {"cat": 0.6, "dog": 0.4})
+    m.update("dog", {"cat": 0.5, "dog": 0.5})  # tie: the first maximum, as max() and river
+    assert m.get() == pytest.approx(1 / 3, abs=1e-15)
+    assert m.cm.matrix(["cat", "dog"]).tolist() == [[1.0, 0.0], [2.0, 0.0]]
+    with pytest.raises(ValueError, match="empty probability dict"):
+        m.update("cat", {})
+    with pytest.raises(ValueError, match="finite"):
+        m.update("cat", {"cat": float("nan")})
+
+
+def test_multiclass_matrix_in_given_order_and_unseen_labels():
+    cm = ConfusionMatrix(multiclass=True)
+    cm.update_many([2, 0, 1, 1], [2, 1, 1, 0], [1.0, 2.0, 3.0, 4.0])
+    order = [1, 0, 5, 2]
+    expected = skm.confusion_matrix([2, 0, 1, 1], [2, 1, 1, 0], labels=order,
+                                    sample_weight=[1.0, 2.0, 3.0, 4.0])
+    assert np.array_equal(cm.matrix(order), expected)
+    assert cm.labels == [0, 1, 2]
+
+
+def test_multiclass_labels_of_mixed_types_and_numpy():
+    cm = ConfusionMatrix(multiclass=True)
+    cm.update_many(["a", 1, 1.0, True], ["a", "a", 1, 2])  # 1, 1.0 and True: one class
+    assert cm.n == 4
+    assert cm.matrix(["a", 1, 2]).tolist() == [[1, 0, 0], [1, 1, 1], [0, 0, 0]]
+    loop = ConfusionMatrix(multiclass=True)
+    for t, p in zip(["a", 1, 1.0, True], ["a", "a", 1, 2]):
+        loop.update(t, p)
+    assert np.array_equal(loop.matrix(["a", 1, 2]), cm.matrix(["a", 1, 2]))
+    # a list mixing str and int is not turned into strings by numpy
+    m = ConfusionMatrix(multiclass=True).update_many(["1", 1], [1, "1"])
+    assert m.matrix(["1", 1]).tolist() == [[0, 1], [1, 0]]
+    with pytest.raises(ValueError, match=r"y_true\[2\] = None"):
+        ConfusionMatrix(multiclass=True).update_many(["a", "b", None], ["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"y_pred\[1\] = nan"):
+        ConfusionMatrix(multiclass=True).update_many([1, 2], np.array([1.0, np.nan]))
+    with pytest.raises(ValueError, match=r"y_pred\[1\]"):
+        ConfusionMatrix(multiclass=True).update_many([1, 2], [{1: 0.5}, {}])
+
+
+@HYP
+@given(MULTI_EVENTS)
+def test_multiclass_update_many_equals_loop_and_sklearn(events):
+    y = np.array([e[0] for e in events], dtype=str if events else float)
+    p = [e[1] for e in events]
+    w = np.array([e[2] for e in events])
+    loop = ConfusionMatrix(multiclass=True)
+    for e in events:
+        loop.update(*e)
+    batch = ConfusionMatrix(multiclass=True).update_many(y, p, w)
+    batch._check()
+    assert batch.labels == loop.labels
+    assert np.allclose(batch.get(), loop.get(), rtol=TOL, atol=TOL)
+    assert batch.n == loop.n == len(events)
+    for name, cls, kw in AVERAGED:
+        m = cls(average="macro", **kw).update_many(y, p, w)
+        assert close(m.get(), sk_multiclass(name, y.tolist(), p, w, average="macro", **kw))
+
+
+# ------------------------------------------------------------------ sharing
+
+
+def test_shared_matrix_counts_each_event_once():
+    cm = ConfusionMatrix(threshold=0.4)
+    p, r, f = Precision(cm=cm), Recall(cm=cm), F1(cm=cm)
+    assert p.threshold == r.threshold == 0.4
+    rng = np.random.default_rng(5)
+    y, s, w = random_binary(rng, 300)
+    cm.update_many(y, s, w)
+    assert close(p.get(), sk_binary("Precision", y, s, w, threshold=0.4))
+    assert close(r.get(), sk_binary("Recall", y, s, w, threshold=0.4))
+    assert close(f.get(), sk_binary("F1", y, s, w, threshold=0.4))
+    assert cm.n == 300
+
+
+@pytest.mark.parametrize("op", ["update", "revert", "update_many", "merge"])
+def test_views_refuse_to_write(op):
+    cm = ConfusionMatrix()
+    p = Precision(cm=cm)
+    cm.update(True, 0.9)
+    before = cm.to_state()
+    args = {"update": (True, 0.9), "revert": (True, 0.9), "update_many": ([True], [0.9]),
+            "merge": (Precision(),)}[op]
+    with pytest.raises(TypeError, match="shared ConfusionMatrix"):
+        getattr(p, op)(*args)
+    assert cm.to_state() == before
+
+
+def test_view_parameters_must_match_the_shared_matrix():
+    cm = ConfusionMatrix(threshold=0.3, pos_label="y", neg_label="n")
+    v = Recall(cm=cm)
+    assert (v.threshold, v.pos_label, v.neg_label) == (0.3, "y", "n")
+    Recall(cm=cm, threshold=0.3, pos_label="y")  # the same: fine
+    with pytest.raises(ValueError, match="threshold = 0.5 differs"):
+        Recall(cm=cm, threshold=0.5)
+    with pytest.raises(ValueError, match="pos_label = 'n'"):
+        Recall(cm=cm, pos_label="n", neg_label="y")
+    with pytest.raises(ValueError, match="needs a binary ConfusionMatrix"):
+        Recall(cm=ConfusionMatrix(multiclass=True))
+    with pytest.raises(ValueError, match=r"needs a ConfusionMatrix\(multiclass=True\)"):
+        Recall(average="macro", cm=cm)
+    with pytest.raises(ValueError, match="needs a binary ConfusionMatrix"):
+        Accuracy(multiclass=False, cm=ConfusionMatrix(multiclass=True))
+    # multiclass=None follows the shared matrix
+    assert Accuracy(cm=ConfusionMatrix(multiclass=True)).multiclass is True
+
+
+def test_view_state_restores_a_standalone_metric():
+    cm = ConfusionMatrix()
+    p = Precision(cm=cm)
+    cm.update_many([True, False, True], [0.9, 0.8, 0.1])
+    state = json.loads(json.dumps(p.to_state()))
+    assert "cm" not in state["params"]
+    q = streameval.from_state(state)
+    assert type(q) is type(p) and q.get() == p.get() == 0.5
+    q.update(True, 0.9)  # it owns its matrix
+    assert q.get() == pytest.approx(2 / 3) and p.get() == 0.5
+
+
+def test_dispatch_types_names_and_isinstance():
+    b, m = Precision(), Precision(average="weighted")
+    assert isinstance(b, Precision) and isinstance(m, Precision)
+    assert type(b) is not type(m)
+    assert type(b).__name__ == type(m).__name__ == "Precision"
+    assert isinstance(b, streameval.metrics.base.BinaryMetric)
+    assert isinstance(m, streameval.metrics.base.MultiClassMetric)
+    assert repr(b) == "Precision: nan"
+    assert m.to_state()["params"] == {"average": "weighted"}
+    assert b.to_state()["params"] == {"threshold": 0.5, "pos_label": True, "neg_label": None}
+    f = FBeta(2, average="micro")
+    assert streameval.from_state(f.to_state()).to_state() == f.to_state()
+    assert b.requires_labels is False and m.requires_labels is True
+    assert ErrorRate().bigger_is_better is False and FPR().bigger_is_better is False
+    assert MCC().bigger_is_better is True
