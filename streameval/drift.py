@@ -364,7 +364,7 @@ class PrecisionRecallDrift:
 
     >>> d = PrecisionRecallDrift("recall", reference="previous", window=400, alpha=0.01)
     >>> hits = [True] * 360 + [False] * 40 + [True] * 280 + [False] * 120
-    >>> d.update_many([1] * 800, [0.9 if h else 0.1 for h in hits])
+    >>> _ = d.update_many([1] * 800, [0.9 if h else 0.1 for h in hits])
     >>> r = d.report()
     >>> r.reference, round(r.current, 6), r.n_current, r.p_value < 1e-11, r.drifted
     (0.9, 0.7, 400.0, True, True)
@@ -481,6 +481,8 @@ class PrecisionRecallDrift:
 
         Runtime complexity: `O(n)`, vectorised.
         """
+        y_true, y_pred = _as_seq(y_true), _as_seq(y_pred)
+        w = None if w is None else _as_seq(w)
         n = len(y_true)
         if self.period is None:
             # the window's update_many validates the whole batch before any change
@@ -493,12 +495,12 @@ class PrecisionRecallDrift:
                 if hi > lo:
                     self._baseline.update_many(y_true[lo:hi], y_pred[lo:hi], None if w is None else w[lo:hi])
             self.n += n
-            return
+            return self
         if t is None:
             raise ValueError("t = None: a period drift test needs the event times t=")
         ts = as_seconds_array(t, n)
         if not n:
-            return
+            return self
         before = np.maximum.accumulate(np.concatenate(([self._newest], ts)))[:-1]
         idx = np.flatnonzero(~(ts < before - self.lateness))
         self._cur.metric.codes(y_true, y_pred, w)  # validate everything before any change
@@ -520,6 +522,11 @@ class PrecisionRecallDrift:
                                                None if ww is None else _take(ww, inb))
         self.n += len(idx)
         self.late += n - len(idx)
+        return self
+
+    def clone(self):
+        """A fresh drift test with the same parameters and no data."""
+        return type(self)(**self._params())
 
     # -- the report ----------------------------------------------------------------
     @property
@@ -675,7 +682,7 @@ class ChangePointDetector:
     ...                           detector_params={"threshold": 20, "min_instances": 100})
     >>> rng = np.random.default_rng(1)
     >>> hit = rng.random(2000) < np.r_[np.full(1000, 0.95), np.full(1000, 0.5)]
-    >>> cpd.update_many(np.ones(2000, dtype=bool), np.where(hit, 0.9, 0.1))
+    >>> _ = cpd.update_many(np.ones(2000, dtype=bool), np.where(hit, 0.9, 0.1))
     >>> [(c.index > 1000, c.index < 1200) for c in cpd.changes][:1]
     [(True, True)]
 
@@ -734,6 +741,11 @@ class ChangePointDetector:
             "error": (0, 1, 1, 0),
         }[indicator]
 
+    def clone(self):
+        """A fresh detector with the same parameters, no data and the same callback."""
+        return type(self)(self.detector, self.indicator, self.threshold, self.detector_params,
+                          self.pos_label, self.neg_label, self.on_change)
+
     @property
     def river_detector(self):
         """The river detector instance in use."""
@@ -783,6 +795,7 @@ class ChangePointDetector:
         feed = self._feed
         for i, x in zip(np.flatnonzero(keep).tolist(), xs[keep].tolist()):
             feed(x, base + i, None if ts is None else float(ts[i]))
+        return self
 
     # -- state -----------------------------------------------------------------------
     def _params(self):

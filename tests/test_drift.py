@@ -483,3 +483,17 @@ def test_report_dataclass_is_plain_data():
     d = r.to_dict()
     assert d["metric"] == "recall" and set(d) >= {"reference", "current", "delta", "ci_low", "ci_high",
                                                    "p_value", "n_reference", "n_current", "drifted"}
+
+
+def test_clone_is_fresh_with_the_same_parameters():
+    y, s, _ = make_stream(8, 1000)
+    d = PrecisionRecallDrift("precision", 0.7, window=200, warmup=10, alpha=0.02, threshold=0.4)
+    d.update_many(y, s)
+    c = d.clone()
+    assert c.n == 0 and not c.report().ready and c._params() == d._params()
+    c.update_many(y, s)
+    assert c.report() == d.report()
+    cpd = ChangePointDetector("page_hinkley", indicator="error", detector_params={"threshold": 30.0})
+    cpd.update_many(y, s)
+    fresh = cpd.clone()
+    assert fresh.n == 0 and fresh.changes == [] and fresh.river_detector.threshold == 30.0
