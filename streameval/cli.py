@@ -385,11 +385,13 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
                     update_many(batch.label, batch.score, w, ts, batch.segment)
                     if bar is not None:
                         bar.update(len(batch))
+                    if _stop_after is not None and monitor.n >= _stop_after:
+                        # tests: stop as a kill would, after the outputs of this batch
+                        # were written and before its checkpoint
+                        raise KeyboardInterrupt
                     if next_ckpt is not None and monitor.n >= next_ckpt:
                         save(False)
                         next_ckpt = (monitor.n // every + 1) * every
-                    if _stop_after is not None and monitor.n >= _stop_after:
-                        raise KeyboardInterrupt  # tests: stop as a kill would, mid-stream
             finally:
                 if bar is not None:
                     bar.close()

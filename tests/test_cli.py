@@ -1,0 +1,470 @@
+"""The ``streameval`` command end to end: in-process ``main(argv)`` and real subprocesses.
+
+Oracles: scikit-learn on the whole log (final ``roc_auc`` and ``average_precision`` of
+``metrics.jsonl``, ties and weights included), the log's own rows for bad-input line
+numbers and ``rejected.jsonl``, an uninterrupted run for checkpoint/resume (byte for
+byte), and the scenarios' own ``[[expect]]`` tables for ``run --check``.
+"""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from streameval.cli import main
+from streameval.io.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
+
+
+def _events(n, seed=0, segments=None, weights=False):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.25
+    s = np.round(1 / (1 + np.exp(-(1.5 * (y - 0.5) + rng.standard_normal(n)))), 2)  # ties
+    ts = 1_700_000_000 + np.arange(n) * 0.5
+    rows = []
+    for i in range(n):
+        r = {"ts": float(ts[i]), "id": i + 1, "label": int(y[i]), "score": float(s[i])}
+        if weights:
+            r["weight"] = float(rng.choice([0.5, 1.0, 2.0, 3.0]))
+        if segments:
+            r["segment"] = segments[i % len(segments)]
+        rows.append(r)
+    return rows
+
+
+def _write(path, rows):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
+    return path
+
+
+def _rows(path):
+    return [json.loads(x) for x in open(path)]
+
+
+def _last(metric_rows, segment=None):
+    return [r for r in metric_rows if r["segment"] == segment][-1]
+
+
+METRICS_CONFIG = """
+[monitor]
+every = 1000
+{extra}
+[monitor.metrics]
+roc_auc = "roc_auc"
+average_precision = "average_precision"
+"recall@2000" = {{ metric = "recall", size = 2000 }}
+
+[[monitor.rules]]
+name = "recall_low"
+metric = "recall@2000"
+op = "<"
+value = {threshold}
+"""
+
+
+# ---------------------------------------------------------------- replay, oracle
+
+
+@pytest.fixture(scope="module")
+def weighted_log(tmp_path_factory):
+    d = tmp_path_factory.mktemp("weighted")
+    rows = _events(12_000, seed=1, weights=True)
+    return _write(d / "events.jsonl", rows), rows
+
+
+def test_default_monitor_final_auc_ap_equal_sklearn(weighted_log, tmp_path, capsys):
+    log, rows = weighted_log
+    out = tmp_path / "out"
+    assert main(["replay", str(log), "--out", str(out), "--no-report"]) == 0
+    metric_rows = _rows(out / "metrics.jsonl")
+    final = _last(metric_rows)
+    y = np.array([r["label"] for r in rows])
+    s = np.array([r["score"] for r in rows])
+    w = np.array([r["weight"] for r in rows])
+    assert final["n"] == len(rows)
+    assert final["values"]["roc_auc"] == pytest.approx(roc_auc_score(y, s, sample_weight=w), abs=1e-12)
+    assert final["values"]["average_precision"] == pytest.approx(
+        average_precision_score(y, s, sample_weight=w), abs=1e-12)
+    # the sliding window of the default monitor: the last 10 000 events
+    tail = slice(len(rows) - 10_000, None)
+    assert final["values"]["roc_auc@10000"] == pytest.approx(
+        roc_auc_score(y[tail], s[tail], sample_weight=w[tail]), abs=1e-12)
+    # the default monitor reports at least these (DESIGN.md section 6)
+    for name in ("roc_auc", "average_precision", "precision", "recall", "f1", "accuracy", "log_loss"):
+        assert name in final["values"] and f"{name}@10000" in final["values"]
+    # one row per 1000 events plus none extra (12 000 is a multiple), n increasing
+    assert [r["n"] for r in metric_rows] == list(range(1000, 12_001, 1000))
+    # the summary table names the counts and the final values
+    printed = capsys.readouterr().out
+    assert "12,000" in printed and "roc_auc" in printed
+    assert f"{final['values']['roc_auc']:.6g}" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["events"] == summary["rows"] == 12_000 and summary["rejected"] == 0
+
+
+def test_every_metrics_row_matches_sklearn_on_the_prefix(tmp_path):
+    rows = _events(5_000, seed=2)
+    log = _write(tmp_path / "log.jsonl", rows)
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(METRICS_CONFIG.format(extra="", threshold=0.0))
+    assert main(["replay", str(log), "--config", str(cfg), "--out", str(tmp_path / "o"),
+                 "--quiet", "--no-report"]) == 0
+    y = np.array([r["label"] for r in rows])
+    s = np.array([r["score"] for r in rows])
+    out_rows = _rows(tmp_path / "o" / "metrics.jsonl")
+    assert [r["n"] for r in out_rows] == [1000, 2000, 3000, 4000, 5000]
+    for r in out_rows:
+        k = r["n"]
+        assert r["t"] == rows[k - 1]["ts"]
+        assert r["values"]["roc_auc"] == pytest.approx(roc_auc_score(y[:k], s[:k]), abs=1e-12)
+        assert r["values"]["average_precision"] == pytest.approx(
+            average_precision_score(y[:k], s[:k]), abs=1e-12)
+        lo = max(0, k - 2000)
+        pos = y[lo:k] == 1
+        assert r["values"]["recall@2000"] == pytest.approx((s[lo:k][pos] >= 0.5).mean(), abs=1e-12)
+
+
+def test_segments_and_csv_and_report(tmp_path):
+    rows = _events(6_000, seed=3, segments=["eu", "us"])
+    log = tmp_path / "events.csv"
+    with open(log, "w") as f:
+        f.write("ts,id,label,score,segment\n")
+        for r in rows:
+            f.write(f"{r['ts']},{r['id']},{r['label']},{r['score']},{r['segment']}\n")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(METRICS_CONFIG.format(extra='group_by = "segment"', threshold=0.0))
+    out = tmp_path / "out"
+    assert main(["replay", str(log), "--config", str(cfg), "--out", str(out), "--quiet"]) == 0
+    metric_rows = _rows(out / "metrics.jsonl")
+    for seg in (None, "eu", "us"):
+        sub = [r for r in rows if seg is None or r["segment"] == seg]
+        y = [r["label"] for r in sub]
+        s = [r["score"] for r in sub]
+        final = _last(metric_rows, seg)
+        assert final["values"]["roc_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+        assert final["values"]["average_precision"] == pytest.approx(
+            average_precision_score(y, s), abs=1e-12)
+    page = (out / "report.html").read_text()
+    for name in ("roc_auc", "average_precision", "recall@2000", "segment eu", "segment us"):
+        assert name in page
+    assert {p.name for p in out.glob("*.png")} == {"roc_auc.png", "average_precision.png",
+                                                   "recall_2000.png"}
+
+
+def test_fail_on_alert_exit_status(weighted_log, tmp_path):
+    log, _ = weighted_log
+    cfg = tmp_path / "cfg.toml"
+    # recall of the last 2000 events is ~0.7: a threshold of 0.99 fires, 0.01 never does
+    for threshold, status, fired in ((0.99, 1, True), (0.01, 0, False)):
+        cfg.write_text(METRICS_CONFIG.format(extra="", threshold=threshold))
+        out = tmp_path / f"out{threshold}"
+        argv = ["replay", str(log), "--config", str(cfg), "--out", str(out), "--quiet",
+                "--no-report", "--fail-on-alert"]
+        assert main(argv) == status
+        alerts = _rows(out / "alerts.jsonl")
+        assert any(a["state"] == "firing" for a in alerts) is fired
+        # without --fail-on-alert the same run exits 0
+        assert main(argv[:-1]) == 0
+
+
+# -------------------------------------------------------------------- bad input
+
+BAD = [
+    ('{"ts": 5, "label": 1, "score": 0.5', "bad JSON"),
+    ('{"ts": 5, "score": 0.5}', "missing field 'label'"),
+    ('{"ts": 5, "label": 1}', "missing field 'score'"),
+    ('{"ts": 5, "label": 1, "score": NaN}', "score is NaN"),
+    ('{"ts": 5, "label": "maybe", "score": 0.5}', "unknown label 'maybe'"),
+    ('{"ts": "next tuesday", "label": 1, "score": 0.5}', "unparseable time 'next tuesday'"),
+]
+
+
+@pytest.mark.parametrize("bad, reason", BAD, ids=[r for _, r in BAD])
+def test_bad_row_fails_with_status_2_naming_line_and_reason(tmp_path, capsys, bad, reason):
+    rows = [json.dumps(r) for r in _events(30, seed=4)]
+    rows.insert(17, bad)  # line 18
+    log = _write(tmp_path / "log.jsonl", rows)
+    assert main(["replay", str(log), "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "line 18" in err and reason in err
+    assert "--on-error skip" in err
+
+
+def test_bad_row_in_a_subprocess(tmp_path):
+    rows = [json.dumps(r) for r in _events(10, seed=5)]
+    rows.insert(6, BAD[3][0])  # line 7: NaN score
+    log = _write(tmp_path / "log.jsonl", rows)
+    p = subprocess.run([sys.executable, "-m", "streameval", "replay", str(log), "--out",
+                        str(tmp_path / "o"), "--no-report"], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "line 7: score is NaN" in p.stderr
+
+
+def test_skip_mode_writes_rejected_rows_and_counts_them(tmp_path, capsys):
+    good = _events(3_000, seed=6)
+    lines = [json.dumps(r) for r in good]
+    bad_at = {}
+    for k, (bad, reason) in enumerate(BAD):
+        pos = 100 + 400 * k
+        lines.insert(pos, bad)
+        bad_at[pos + 1] = (bad, reason)
+    log = _write(tmp_path / "log.jsonl", lines)
+    out = tmp_path / "out"
+    assert main(["replay", str(log), "--out", str(out), "--on-error", "skip", "--no-report"]) == 0
+    rejected = _rows(out / "rejected.jsonl")
+    assert [r["line"] for r in rejected] == sorted(bad_at)
+    for r in rejected:
+        bad, reason = bad_at[r["line"]]
+        assert reason in r["reason"]
+        assert r["raw"] == bad
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rejected"] == len(BAD)
+    assert summary["events"] == len(good) and summary["rows"] == len(good) + len(BAD)
+    assert f"rejected {len(BAD)}" in capsys.readouterr().out
+    # the good rows alone make the metrics
+    final = _last(_rows(out / "metrics.jsonl"))
+    y = [r["label"] for r in good]
+    s = [r["score"] for r in good]
+    assert final["values"]["roc_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["replay", "{tmp}/nope.jsonl"], "nope.jsonl: no such file"),
+    (["replay", "{log}", "--config", "{tmp}/missing.toml"], "missing.toml: no such file"),
+    (["replay", "{log}", "--config", "{cfg}"], "evrey"),
+    (["run", "{tmp}/missing.toml"], "no such scenario file"),
+])
+def test_bad_arguments_exit_2_with_a_message(tmp_path, capsys, argv, message):
+    log = _write(tmp_path / "log.jsonl", _events(10))
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[monitor]\nevrey = 5\n")
+    argv = [a.format(tmp=tmp_path, log=log, cfg=cfg) for a in argv]
+    assert main(argv + ["--out", str(tmp_path / "o"), "--no-report"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_usage_errors_and_help(capsys):
+    assert main(["replay"]) == 2
+    assert main(["replay", "x.jsonl", "--on-error", "ignore"]) == 2
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "replay" in out and "run" in out
+
+
+# -------------------------------------------------------------- checkpoint, resume
+
+
+@pytest.fixture(scope="module")
+def resume_setup(tmp_path_factory):
+    """A 60 000-event log, a config with alerts that fire and resolve, a reference run."""
+    d = tmp_path_factory.mktemp("resume")
+    rows = _events(60_000, seed=7, segments=["a", "b", "c"])
+    # a drop in recall in the middle, so that alerts fire (and resolve) mid-stream
+    for r in rows[25_000:40_000]:
+        if r["label"] == 1 and r["segment"] == "a":
+            r["score"] = round(r["score"] * 0.5, 2)
+    log = _write(d / "events.jsonl", rows)
+    cfg = d / "cfg.toml"
+    cfg.write_text(METRICS_CONFIG.format(extra='group_by = "segment"', threshold=0.6))
+    ref = d / "ref"
+    assert main(["replay", str(log), "--config", str(cfg), "--out", str(ref), "--quiet",
+                 "--no-report"]) == 0
+    assert any(a["state"] == "firing" for a in _rows(ref / "alerts.jsonl"))
+    assert any(a["state"] == "resolved" for a in _rows(ref / "alerts.jsonl"))
+    return log, cfg, ref
+
+
+def _same_outputs(out, ref):
+    for name in ("metrics.jsonl", "alerts.jsonl"):
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name
+    a = json.loads((out / "summary.json").read_text())
+    b = json.loads((ref / "summary.json").read_text())
+    for key in ("events", "rows", "rejected", "final", "fired", "evaluations"):
+        assert a[key] == b[key], key
+
+
+@pytest.mark.parametrize("stop_after", [3_000, 20_000, 41_000, 59_999])
+def test_interrupted_replay_resumes_to_identical_outputs(resume_setup, tmp_path, stop_after):
+    from streameval.cli import replay
+
+    log, cfg, ref = resume_setup
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt.json"
+    opts = dict(config=cfg, checkpoint=ckpt, checkpoint_every=5_000, report=False, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        replay(log, out, _stop_after=stop_after, **opts)
+    # batches of 5 000 events; the stop comes after a batch's rows were written and
+    # before its checkpoint: those rows are in the files, and the resume must cut them
+    if stop_after > 5_000:
+        state = load_checkpoint(ckpt)
+        assert not state["done"] and state["counts"]["events"] < stop_after
+    else:
+        assert not ckpt.exists()
+    summary = replay(log, out, **opts)
+    assert summary["resumed"] is (stop_after > 5_000)
+    _same_outputs(out, ref)
+    assert load_checkpoint(ckpt)["done"]
+    # a third run finds the replay done and changes nothing
+    replay(log, out, **opts)
+    _same_outputs(out, ref)
+
+
+def test_killed_subprocess_resumes_to_identical_outputs(resume_setup, tmp_path):
+    log, cfg, ref = resume_setup
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt.json"
+    cmd = [sys.executable, "-m", "streameval", "replay", str(log), "--config", str(cfg),
+           "--out", str(out), "--checkpoint", str(ckpt), "--checkpoint-every", "2000",
+           "--no-report", "--quiet"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    killed_at = None
+    while time.monotonic() < deadline and p.poll() is None:
+        if ckpt.exists():
+            try:
+                state = load_checkpoint(ckpt)
+            except Exception:
+                state = None
+            if state is not None and state["counts"]["events"] >= 10_000:
+                p.send_signal(signal.SIGKILL)
+                killed_at = state["counts"]["events"]
+                break
+        time.sleep(0.005)
+    p.wait()
+    assert killed_at is not None, "the replay ended before it could be killed"
+    assert p.returncode == -signal.SIGKILL
+    state = load_checkpoint(ckpt)
+    assert not state["done"] and state["counts"]["events"] < 60_000
+    # resume in a new process
+    p2 = subprocess.run(cmd, capture_output=True, text=True)
+    assert p2.returncode == 0, p2.stderr
+    _same_outputs(out, ref)
+    assert load_checkpoint(ckpt)["done"]
+
+
+def test_corrupted_or_mismatched_checkpoint_is_refused(resume_setup, tmp_path, capsys):
+    log, cfg, _ = resume_setup
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt.json"
+    argv = ["replay", str(log), "--config", str(cfg), "--out", str(out), "--quiet",
+            "--no-report", "--checkpoint", str(ckpt), "--checkpoint-every", "20000"]
+    assert main(argv) == 0
+    good = ckpt.read_bytes()
+
+    # another config
+    other = tmp_path / "other.toml"
+    other.write_text(cfg.read_text().replace("every = 1000", "every = 500"))
+    assert main([a if a != str(cfg) else str(other) for a in argv]) == 2
+    assert "another configuration" in capsys.readouterr().err
+
+    # another log
+    log2 = _write(tmp_path / "events.jsonl", _events(100, seed=99))
+    assert main([a if a != str(log) else str(log2) for a in argv]) == 2
+    assert "another configuration" in capsys.readouterr().err
+
+    # a damaged file: truncated, or one byte of the state changed
+    ckpt.write_bytes(good[: len(good) // 2])
+    assert main(argv) == 2
+    assert "corrupted" in capsys.readouterr().err
+    env = json.loads(good)
+    env["state"]["counts"]["events"] += 1  # valid JSON, but not the state that was saved
+    ckpt.write_text(json.dumps(env))
+    assert main(argv) == 2
+    assert "checksum" in capsys.readouterr().err
+
+    # outputs that are not the ones the checkpoint saw (shorter than its offsets)
+    ckpt.write_bytes(good)
+    (out / "metrics.jsonl").write_text("")
+    assert main(argv) == 2
+    assert "cannot truncate" in capsys.readouterr().err
+    # refused runs never reset the checkpoint
+    assert ckpt.read_bytes() == good
+
+
+# -------------------------------------------------------------------- delayed labels
+
+
+def test_delayed_labels_join_expire_and_match_sklearn(tmp_path):
+    rng = np.random.default_rng(8)
+    n = 4_000
+    y = rng.random(n) < 0.3
+    s = np.round(rng.random(n) * 0.5 + 0.4 * y, 3)
+    delay = rng.uniform(10, 500, n)
+    missing = rng.random(n) < 0.05
+    rows = [(float(i), 0, {"ts": float(i), "id": f"p{i}", "score": float(s[i])}) for i in range(n)]
+    rows += [(i + delay[i], 1, {"ts": float(i + delay[i]), "id": f"p{i}", "label": bool(y[i])})
+             for i in range(n) if not missing[i]]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    log = _write(tmp_path / "log.jsonl", [r[2] for r in rows])
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[input]\nlabel_ttl = 1000\n' + METRICS_CONFIG.format(extra="", threshold=0.0))
+    out = tmp_path / "out"
+    assert main(["replay", str(log), "--config", str(cfg), "--out", str(out), "--no-report",
+                 "--quiet"]) == 0
+    labeled = ~missing
+    final = _last(_rows(out / "metrics.jsonl"))
+    assert final["n"] == labeled.sum()
+    assert final["values"]["roc_auc"] == pytest.approx(roc_auc_score(y[labeled], s[labeled]), abs=1e-12)
+    assert final["values"]["average_precision"] == pytest.approx(
+        average_precision_score(y[labeled], s[labeled]), abs=1e-12)
+    summary = json.loads((out / "summary.json").read_text())
+    # every unlabeled prediction is either expired (older than label_ttl at the end) or
+    # still waiting: none is lost
+    last_t = max(r[0] for r in rows)
+    expired = sum(1 for i in np.flatnonzero(missing) if last_t - i > 1000)
+    assert summary["expired"] == expired
+    assert summary["unlabeled"] == missing.sum() - expired
+    assert summary["orphans"] == 0
+
+
+# ---------------------------------------------------------------------- scenarios
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_every_bundled_scenario_passes_its_check(scenario, tmp_path, capsys):
+    out = tmp_path / scenario.stem
+    status = main(["run", str(scenario), "--check", "--out", str(out), "--no-report"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "check passed" in captured.out
+    for name in ("metrics.jsonl", "alerts.jsonl", "summary.json"):
+        assert (out / name).exists()
+
+
+def test_run_check_fails_when_alerts_differ(tmp_path, capsys):
+    text = (ROOT / "scenarios" / "phishing.toml").read_text()
+    # expect the learning alert far later than it fires
+    wrong = text.replace("n_min = 100\nn_max = 150", "n_min = 1000\nn_max = 1100")
+    assert wrong != text
+    p = tmp_path / "wrong.toml"
+    p.write_text(wrong)
+    assert main(["run", str(p), "--check", "--out", str(tmp_path / "o"), "--no-report", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "CHECK FAILED" in err and "expected learning to be firing with n in [1000, 1100]" in err
+    # without --check the same run succeeds
+    assert main(["run", str(p), "--out", str(tmp_path / "o"), "--no-report", "--quiet"]) == 0
+
+
+def test_readme_first_command_in_a_subprocess(tmp_path):
+    # the console script, as the README runs it (with the report)
+    exe = Path(sys.executable).with_name("streameval")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "streameval"]
+    p = subprocess.run(cmd + ["run", str(ROOT / "scenarios" / "phishing.toml"), "--check"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "streameval-out" / "phishing"
+    assert "check passed" in p.stdout
+    page = (out / "report.html").read_text()
+    assert "learning" in page and "roc_auc@250" in page
+    assert (out / "roc_auc_250.png").exists()
+    # no progress bar when stderr is not a terminal
+    assert "ev/s" not in p.stderr and "\r" not in p.stderr
