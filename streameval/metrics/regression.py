@@ -112,9 +112,10 @@ class _WeightedMean(Metric):
         Runtime complexity: `O(n)`, vectorised.
         """
         a, b, weights = self._batch(y_true, y_pred, w)
-        losses = self._losses(a, b)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked below
+            losses = self._losses(a, b)
+            wx = losses if weights is None else losses * weights
         keep = self._keep(a)
-        wx = losses if weights is None else losses * weights
         if keep is not None:
             wx = np.where(keep, wx, 0.0)
         bad = ~np.isfinite(wx)

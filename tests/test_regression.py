@@ -1,0 +1,214 @@
+"""Regression metrics against scikit-learn, with weights, and exactness under revert.
+
+Oracles: ``mean_absolute_error``, ``mean_squared_error``, ``root_mean_squared_error``,
+``root_mean_squared_log_error`` and ``mean_absolute_percentage_error`` (on the events
+with ``y_true != 0``, which MAPE skips) with ``sample_weight``, recomputed from the
+whole prefix; for windows, a brute-force recomputation of the events still inside.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn import metrics as skm
+
+from streameval import MAE, MAPE, MSE, RMSE, RMSLE
+
+HYP = settings(max_examples=50, deadline=None)
+TOL = 1e-12
+
+SK = {
+    "MAE": skm.mean_absolute_error,
+    "MSE": skm.mean_squared_error,
+    "RMSE": skm.root_mean_squared_error,
+    "RMSLE": skm.root_mean_squared_log_error,
+    "MAPE": skm.mean_absolute_percentage_error,
+}
+CLASSES = {"MAE": MAE, "MSE": MSE, "RMSE": RMSE, "RMSLE": RMSLE, "MAPE": MAPE}
+
+
+def close(a, b, tol=TOL):
+    if math.isnan(b):
+        return math.isnan(a)
+    return abs(a - b) <= tol * max(1.0, abs(b))
+
+
+def expected(name, y, p, w):
+    y, p, w = (np.asarray(v, dtype=float) for v in (y, p, w))
+    if name == "MAPE":
+        keep = y != 0
+        y, p, w = y[keep], p[keep], w[keep]
+    if not len(y) or w.sum() == 0:
+        return math.nan
+    return SK[name](y, p, sample_weight=w)
+
+
+@pytest.mark.parametrize("name", list(SK))
+def test_equals_sklearn_after_every_event(name):
+    rng = np.random.default_rng(4)
+    n = 60
+    y = np.round(rng.normal(3, 2, n), 1)
+    y[[2, 9]] = 0.0  # MAPE skips these
+    p = y + rng.normal(0, 1, n)
+    if name == "RMSLE":
+        y, p = np.abs(y), np.abs(p)
+    w = rng.choice([0.0, 0.5, 1.0, 3.0], n)
+    m = CLASSES[name]()
+    assert math.isnan(m.get())
+    for i in range(n):
+        m.update(float(y[i]), float(p[i]), float(w[i]))
+        m._check()
+        assert close(m.get(), expected(name, y[: i + 1], p[: i + 1], w[: i + 1])), i
+    if name == "MAPE":
+        assert m.skipped == int(np.count_nonzero(y == 0)) >= 2
+
+
+VALUES = st.one_of(st.sampled_from([0.0, 1.0, -2.5, 3.0]), st.floats(-1e3, 1e3))
+EVENTS = st.lists(st.tuples(VALUES, VALUES, st.floats(0.0, 10.0)), max_size=50)
+
+
+@HYP
+@given(EVENTS)
+def test_loop_and_batch_equal_sklearn(events):
+    y = [e[0] for e in events]
+    p = [e[1] for e in events]
+    w = [e[2] for e in events]
+    for name, cls in CLASSES.items():
+        if name == "RMSLE":
+            yy, pp = [abs(v) for v in y], [abs(v) for v in p]
+        else:
+            yy, pp = y, p
+        loop = cls()
+        for a, b, c in zip(yy, pp, w):
+            loop.update(a, b, c)
+        batch = cls().update_many(np.array(yy), np.array(pp), np.array(w))
+        want = expected(name, yy, pp, w)
+        assert close(loop.get(), want, 1e-10), name
+        assert close(batch.get(), want, 1e-10), name
+        if name == "MAPE":
+            assert loop.skipped == batch.skipped == sum(v == 0 for v in y)
+
+
+def test_worked_example_sklearn_docstrings():
+    y, p = [3, -0.5, 2, 7], [2.5, 0.0, 2, 8]
+    assert MAE().update_many(y, p).get() == 0.5
+    assert MSE().update_many(y, p).get() == 0.375
+    assert RMSE().update_many(y, p).get() == pytest.approx(math.sqrt(0.375), abs=1e-15)
+
+
+def test_mape_skips_zero_targets_and_reverts_them():
+    m = MAPE()
+    m.update(0, 5.0)
+    assert math.isnan(m.get()) and m.skipped == 1
+    m.update(2.0, 3.0)
+    assert m.get() == 0.5
+    m.revert(0, 5.0)
+    assert m.skipped == 0 and m.get() == 0.5
+    with pytest.raises(ValueError, match="no skipped event"):
+        m.revert(0.0, 1.0)
+    with pytest.raises(ValueError, match="y_pred = nan"):
+        m.update(0, float("nan"))  # skipped events are validated all the same
+    with pytest.raises(ValueError, match="w = -1"):
+        m.update(0, 1.0, -1)
+    assert m.skipped == 0
+    # sklearn divides by machine epsilon instead: a huge number, not a skipped event
+    assert skm.mean_absolute_percentage_error([0.0, 2.0], [5.0, 3.0]) > 1e15
+
+
+def test_rmsle_domain():
+    m = RMSLE()
+    m.update(0.5, 1.0)
+    before = m.to_state()
+    with pytest.raises(ValueError, match=r"y_true = -1.0: RMSLE needs values greater than -1"):
+        m.update(-1.0, 1.0)
+    with pytest.raises(ValueError, match=r"y_pred = -3"):
+        m.update(1.0, -3)
+    with pytest.raises(ValueError, match=r"y_pred\[1\] = -2.0"):
+        m.update_many([1.0, 2.0], [1.0, -2.0])
+    assert m.to_state() == before
+    with pytest.raises(ValueError, match="-1"):
+        skm.root_mean_squared_log_error([-1.0], [1.0])  # sklearn refuses too
+    m.update(-0.5, 0.0)  # between -1 and 0 is fine, as in sklearn
+    assert close(m.get(), skm.root_mean_squared_log_error([0.5, -0.5], [1.0, 0.0]))
+
+
+@pytest.mark.parametrize("cls", [MAE, MSE, RMSE, MAPE])
+def test_validation_is_atomic(cls):
+    m = cls()
+    m.update(1.0, 2.0)
+    before = m.to_state()
+    for bad, match in [((float("nan"), 1.0), "y_true = nan"),
+                       ((1.0, float("inf")), "y_pred = inf"),
+                       (("1", 1.0), "y_true = '1'"),
+                       ((1.0, None), "y_pred = None"),
+                       ((1.0, 1.0, float("nan")), "w = nan"),
+                       ((1.0, 1.0, True), "w = True")]:
+        with pytest.raises(ValueError, match=match):
+            m.update(*bad)
+        assert m.to_state() == before
+    with pytest.raises(ValueError, match=r"y_true\[2\] = nan"):
+        m.update_many([1.0, 2.0, float("nan")], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"w\[0\] = -2.0"):
+        m.update_many([1.0], [1.0], [-2.0])
+    with pytest.raises(ValueError, match="3 elements but y_pred has 2"):
+        m.update_many([1.0, 2.0, 3.0], [1.0, 2.0])
+    assert m.to_state() == before
+
+
+def test_overflowing_loss_is_refused():
+    m = MSE()
+    with pytest.raises(ValueError, match="overflows"):
+        m.update(-1e200, 1e200)
+    with pytest.raises(ValueError, match=r"y_pred\[1\].*overflows"):
+        m.update_many([0.0, -1e200], [0.0, 1e200])
+    assert m._n == 0
+
+
+def test_revert_after_huge_errors_is_exact():
+    """A window over heavy-tailed errors: once the outliers leave, the mean of what is
+    left equals a brute-force recomputation; a plain running sum would keep their
+    rounding residue (shown on the same data)."""
+    rng = np.random.default_rng(9)
+    y = rng.normal(0, 1, 400)
+    p = y + rng.normal(0, 1, 400)
+    p[:20] += 1e8  # squared errors ~1e16 among errors ~1
+    w = rng.random(400) + 0.5
+    m = MSE()
+    naive = 0.0
+    for i in range(400):
+        m.update(float(y[i]), float(p[i]), float(w[i]))
+        naive += w[i] * (p[i] - y[i]) ** 2
+    for i in range(200):  # the window slides past the outliers
+        m.revert(float(y[i]), float(p[i]), float(w[i]))
+        naive -= w[i] * (p[i] - y[i]) ** 2
+        m._check()
+    want = skm.mean_squared_error(y[200:], p[200:], sample_weight=w[200:])
+    assert close(m.get(), want, 1e-12)
+    naive_mean = naive / w[200:].sum()
+    assert abs(naive_mean - want) > 1e-6 * want  # the test can fail without compensation
+
+
+def test_revert_everything_leaves_exact_zero():
+    m = MAE()
+    events = [(0.1, 0.7, 0.3), (2.0, -1.0, 1.7), (5.5, 5.0, 0.1)]
+    for e in events:
+        m.update(*e)
+    for e in reversed(events):
+        m.revert(*e)
+    assert m.to_state()["data"] == {"n": 0, "sum": [0.0, 0.0], "weight": 0.0}
+    with pytest.raises(ValueError, match="no such event"):
+        m.revert(1.0, 1.0)
+
+
+def test_merge_and_bigger_is_better():
+    a = MAE().update_many([1.0, 2.0], [2.0, 4.0], [1.0, 2.0])
+    b = MAE().update_many([3.0], [0.0], [4.0])
+    a.merge(b)
+    assert close(a.get(), skm.mean_absolute_error([1, 2, 3], [2, 4, 0], sample_weight=[1, 2, 4]))
+    assert MAE().bigger_is_better is False
+    with pytest.raises(ValueError, match="cannot merge"):
+        MAE().merge(MSE())
