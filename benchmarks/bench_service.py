@@ -59,8 +59,10 @@ def make_batches(n, size, seed=SEED):
     return batches
 
 
-def start_server(state_dir):
+def start_server(state_dir, config=None):
     cmd = [sys.executable, "-m", "streameval.service", "--port", "0"]
+    if config is not None:
+        cmd += ["--config", config]
     if state_dir is not None:
         cmd += ["--state-dir", state_dir]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -132,7 +134,7 @@ def snapshot(port):
     return data
 
 
-def direct(batches, order):
+def direct(batches, order, config=None):
     """Feed the Monitor directly in the server's order; return (monitor, seconds)."""
     from streameval.monitor import Monitor
 
@@ -142,7 +144,7 @@ def direct(batches, order):
         cols.append((np.array([e["label"] == 1 for e in events]),
                      np.array([e["score"] for e in events]),
                      np.array([e["ts"] for e in events])))
-    mon = Monitor.default()
+    mon = Monitor.default() if config is None else Monitor.from_toml(config)
     t0 = time.perf_counter()
     for y, s, t in cols:
         mon.update_many(y, s, t=t)
@@ -171,13 +173,15 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="stop posting after this many seconds (default %(default)s)")
+    ap.add_argument("--config", metavar="FILE", help="monitor config (default: the default monitor)")
     args = ap.parse_args(argv)
 
     batches = make_batches(args.events, args.batch)
     rows = []
     for label, durable in (("service, WAL + checkpoints", True), ("service, in memory", False)):
         with tempfile.TemporaryDirectory() as tmp:
-            proc, port = start_server(os.path.join(tmp, "state") if durable else None)
+            proc, port = start_server(os.path.join(tmp, "state") if durable else None,
+                                      args.config)
             try:
                 seconds, lat, acked = load(port, batches, args.clients, args.timeout)
                 served = snapshot(port)
@@ -186,19 +190,19 @@ def main(argv=None):
                 proc.wait(60)
         order = [acked[k] for k in sorted(acked)]
         posted = sum(len(batches[i][0]) for i in order)
-        mon, _ = direct(batches, order)
+        mon, _ = direct(batches, order, args.config)
         check = compare(served, mon)
         if len(order) < len(batches):
             check += f" (timeout: {len(order)}/{len(batches)} batches sent)"
         rows.append((label, posted, seconds, posted / seconds, len(lat) / seconds,
                      1e3 * np.percentile(lat, 50), 1e3 * np.percentile(lat, 99), check))
     order = list(range(len(batches)))
-    mon, seconds = direct(batches, order)
+    mon, seconds = direct(batches, order, args.config)
     rows.append(("Monitor.update_many, direct (peer)", mon.n, seconds, mon.n / seconds,
                  len(batches) / seconds, float("nan"), float("nan"), "-"))
 
     print(f"\n{args.events} events, {args.clients} clients, batches of {args.batch}, "
-          "default monitor, loopback\n")
+          f"{args.config or 'default monitor'}, loopback\n")
     print("| run | events | seconds | events/s | requests/s | p50 ms | p99 ms | final state vs direct Monitor |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:

@@ -178,7 +178,10 @@ def create_app(engine, *, token: str | None = None, protect_reads: bool = False,
         )
 
     async def healthz(request: Request) -> Response:
-        return _JSON({"status": "ok", **engine.health()})
+        info = engine.health()
+        if info["failed"]:
+            return _JSON({"status": "failed", **info}, status_code=503)
+        return _JSON({"status": "ok", **info})
 
     async def checkpoint(request: Request) -> Response:
         if not authorized(request):

@@ -7,10 +7,17 @@ Ingestion of a batch, in order:
 
 1. validate every event (:func:`streameval.events.events_to_batch`), outside the lock;
    a bad event refuses the whole batch, naming its index;
-2. under the lock: append the batch to the write-ahead log (committed and synced),
-   then apply it to the Monitor with ``update_many``; if the Monitor refuses it, the
-   log row is deleted and nothing was applied;
-3. acknowledge (the HTTP 200) only then.
+2. under the lock: apply the batch to the Monitor with ``update_many`` (which validates
+   it in full first: a refused batch changes nothing), give it the next sequence
+   number and append it to the write-ahead log;
+3. outside the lock: wait for a log commit (fsync) covering it -- one commit serves
+   every batch appended meanwhile (group commit), and the Monitor works on the next
+   batch while the disk syncs;
+4. acknowledge (the HTTP 200) only then.
+
+The log is therefore always a prefix of the applied batches, in order. If the log
+cannot be written or synced, the engine stops accepting events (503) and writes no
+more checkpoints: a restart recovers exactly the acknowledged batches.
 
 A checkpoint (every ``checkpoint_every`` events or ``checkpoint_seconds`` seconds, on
 ``POST /checkpoint`` and at shutdown) writes the Monitor's whole state with the
@@ -96,10 +103,16 @@ class Engine:
         self.serve_options: dict = {}
         self.config_id = fingerprint(config_id)
         self._clock = clock
-        self._lock = threading.Lock()  # the Monitor, the WAL and the counters
+        self._lock = threading.Lock()  # the Monitor, the sequence and the counters
+        self._db_lock = threading.Lock()  # the write-ahead log's connection
         self._ckpt_lock = threading.Lock()  # one checkpoint at a time
+        self._durable_cv = threading.Condition()  # group commit
+        self._durable = 0  # last batch made durable by a log commit
+        self._appended = 0  # last batch appended to the log (under _db_lock)
+        self._committing = False
         self._closed = False
-        self._seq = 0  # last acknowledged batch
+        self.failed: str | None = None  # why the log failed (the engine then refuses events)
+        self._seq = 0  # last applied batch
         self._acked = 0  # events acknowledged since start (plus replayed ones)
         self._ckpt_seq = 0
         self._ckpt_acked = 0
@@ -145,10 +158,12 @@ class Engine:
         for seq, batch in self._wal.after(self._seq):
             try:
                 self._apply(batch)
-            except ValueError:
-                # refused when it was posted too (the row outlived a crash mid-request)
-                self._wal.remove(seq)
-                continue
+            except ValueError as e:  # applied once, so only another streameval refuses it
+                self._wal.close()
+                raise ValueError(
+                    f"{self.state_dir / WAL_FILE}: batch {seq} of the write-ahead log is "
+                    f"refused on replay ({e}); was the state written by another version?"
+                ) from None
             self._seq = seq
             batches += 1
             events += len(batch)
@@ -156,6 +171,7 @@ class Engine:
         self.stats["events"] += events
         self._wal.truncate_through(self._ckpt_seq)
         self.replayed = (batches, events)
+        self._durable = self._appended = self._seq
         self._acked = events
         self._ckpt_acked = 0
 
@@ -190,7 +206,7 @@ class Engine:
         for t in self._threads:
             if t.name == "streameval-checkpoint":
                 t.join()
-        if self.state_dir is not None:
+        if self.state_dir is not None and self.failed is None:
             self.checkpoint()
         self._outbox.put(None)
         for t in self._threads:
@@ -225,29 +241,27 @@ class Engine:
             raise
         n = len(batch)
         with self._lock:
-            if self._closed:
-                raise Unavailable("the service is shutting down")
+            if self._closed or self.failed:
+                raise Unavailable(self.failed or "the service is shutting down")
             if n == 0:
                 return {"accepted": 0, "n": self.monitor.n, "seq": self._seq}
-            seq = self._seq + 1
-            wal = self._wal
-            if wal is not None:
-                try:
-                    wal.append(seq, batch)
-                except Exception as e:  # disk full, I/O error: nothing applied
-                    raise Unavailable(f"could not write the write-ahead log: {e}") from e
             try:
-                self._apply(batch)
+                self._apply(batch)  # validates the whole batch before changing anything
             except ValueError as e:
-                if wal is not None:
-                    wal.remove(seq)
                 self.stats["rejected_requests"] += 1
                 raise BadRequest(str(e), index=_index_of(e)) from None
-            except BaseException:
-                if wal is not None:
-                    wal.remove(seq)
+            except BaseException as e:  # a bug half-way: the memory state is suspect
+                self._fail(f"the Monitor failed on a batch: {e!r}")
                 raise
-            self._seq = seq
+            seq = self._seq = self._seq + 1
+            if self._wal is not None:
+                try:
+                    with self._db_lock:
+                        self._wal.append(seq, batch)
+                        self._appended = seq
+                except Exception as e:
+                    self._fail(f"could not write the write-ahead log: {e}")
+                    raise Unavailable(self.failed) from e
             self._acked += n
             self.stats["batches"] += 1
             self.stats["events"] += n
@@ -255,9 +269,48 @@ class Engine:
             due = self.checkpoint_every is not None and (
                 self._acked - self._ckpt_acked >= self.checkpoint_every
             )
+        if self._wal is not None:
+            self._make_durable(seq)
         if due:
             self._wake.set()
         return {"accepted": n, "n": total, "seq": seq}
+
+    def _make_durable(self, seq: int) -> None:
+        """Return once a log commit covers batch ``seq`` (group commit: one caller
+        commits for everyone waiting, the others wait for it)."""
+        cv = self._durable_cv
+        with cv:
+            while self._durable < seq:
+                if self.failed:
+                    raise Unavailable(self.failed)
+                if not self._committing:
+                    self._committing = True
+                    break
+                cv.wait()
+            else:
+                return
+        covered = 0
+        try:
+            with self._db_lock:
+                covered = self._appended  # every row up to it is in the transaction
+                self._wal.commit()
+        except Exception as e:
+            self._fail(f"could not sync the write-ahead log: {e}")
+            covered = 0
+        finally:
+            with cv:
+                self._committing = False
+                self._durable = max(self._durable, covered)
+                cv.notify_all()
+        if self.failed:
+            raise Unavailable(self.failed)
+
+    def _fail(self, reason: str) -> None:
+        """Stop accepting events: the memory state may hold batches the log has not."""
+        if self.failed is None:
+            self.failed = reason + "; restart the service (it recovers the acknowledged events)"
+        with self._durable_cv:
+            self._durable_cv.notify_all()
 
     def _validate(self, events) -> Batch:
         try:
@@ -295,7 +348,7 @@ class Engine:
     def health(self) -> dict:
         """Counters read without the lock (cheap; for ``/healthz``)."""
         return {"n": self.monitor.n, "seq": self._seq, "checkpoint_seq": self._ckpt_seq,
-                "durable": self._wal is not None, "closed": self._closed}
+                "durable": self._wal is not None, "closed": self._closed, "failed": self.failed}
 
     def read(self, fn):
         """Call ``fn(monitor, service_info)`` under the lock (for exposition)."""
@@ -329,6 +382,8 @@ class Engine:
         with self._ckpt_lock:
             with self._lock:
                 seq = self._seq
+                if self.failed:  # the memory state may hold batches that were refused a 200
+                    return False
                 if seq == self._ckpt_seq and (self.state_dir / CHECKPOINT_FILE).exists():
                     return False
                 acked = self._acked
@@ -343,7 +398,8 @@ class Engine:
                             fingerprint=self.config_id)
             with self._lock:
                 if self._wal is not None:
-                    self._wal.truncate_through(seq)
+                    with self._db_lock:
+                        self._wal.truncate_through(seq)
                 self._ckpt_seq = seq
                 self._ckpt_acked = acked
                 self._ckpt_time = self._clock()

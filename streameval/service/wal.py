@@ -1,12 +1,14 @@
 """The service's write-ahead log: acknowledged batches since the last checkpoint.
 
-Each accepted batch is stored as one row of an SQLite table, committed (and, with
-``synchronous=FULL``, fsynced) before the HTTP request is acknowledged. A checkpoint
+Each applied batch is stored as one row of an SQLite table; the service acknowledges
+it only after a :meth:`WriteAheadLog.commit` that covers it has returned (with
+``synchronous=FULL``, after SQLite's fsync). Commits are shared: rows appended by
+several requests while one commit runs are made durable together by the next one
+(*group commit*), so concurrent clients do not pay one fsync each. A checkpoint
 records the sequence number it covers; rows up to it are then deleted. On start the
-service loads the checkpoint and replays the rows after it, so a ``kill -9`` loses no
-acknowledged event. SQLite gives the atomic, torn-write-safe append that a hand-made
-log file would have to reimplement (checksums, partial last lines, fsync of the
-directory).
+service loads the checkpoint and replays the committed rows after it, so a ``kill -9``
+loses no acknowledged event. SQLite gives the atomic, torn-write-safe append that a
+hand-made log file would have to reimplement (checksums, partial last records).
 
 Rows hold validated columns, never code: labels as bytes, scores, weights and event
 times as little-endian float64 bytes, segments as a JSON list. Nothing read back is
@@ -16,6 +18,7 @@ evaluated or unpickled.
 >>> d = tempfile.mkdtemp()
 >>> wal = WriteAheadLog(d + "/wal.sqlite3", fingerprint="demo")
 >>> wal.append(1, Batch(np.array([True, False]), np.array([0.9, 0.2]), None, np.array([5.0, 6.0]), None))
+>>> wal.commit()
 >>> [(seq, b.label.tolist(), b.score.tolist()) for seq, b in wal.after(0)]
 [(1, [True, False], [0.9, 0.2])]
 >>> wal.truncate_through(1); list(wal.after(0))
@@ -81,9 +84,10 @@ def _decode(n, label, score, weight, ts, segment) -> Batch:
 class WriteAheadLog:
     """An SQLite table of acknowledged batches, keyed by sequence number.
 
-    Runtime complexity: `append` is `O(n)` in the batch size plus one fsync.
+    Runtime complexity: `append` is `O(n)` in the batch size; `commit` one fsync,
+    shared by every row appended since the last one.
 
-    Not thread-safe by itself: the service calls it under its ingestion lock.
+    Not thread-safe by itself: the service calls it under a lock.
 
     Parameters: ``path`` of the database file; ``fingerprint`` identifies the monitor
     configuration; opening a log written with another fingerprint raises
@@ -117,16 +121,24 @@ class WriteAheadLog:
             )
 
     def append(self, seq: int, batch: Batch) -> None:
-        """Store ``batch`` under ``seq`` durably (committed and synced on return)."""
-        self._db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, *_encode(batch)))
+        """Add ``batch`` under ``seq`` to the open transaction (durable after :meth:`commit`)."""
+        db = self._db
+        if not db.in_transaction:
+            db.execute("BEGIN")
+        db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, *_encode(batch)))
 
-    def remove(self, seq: int) -> None:
-        """Delete the batch ``seq`` (a batch the Monitor refused after it was logged)."""
-        self._db.execute("DELETE FROM batches WHERE seq = ?", (seq,))
+    def commit(self) -> None:
+        """Make every appended row durable (one fsync with ``synchronous=FULL``)."""
+        if self._db.in_transaction:
+            self._db.execute("COMMIT")
 
     def truncate_through(self, seq: int) -> None:
-        """Delete every batch up to and including ``seq`` (covered by a checkpoint)."""
-        self._db.execute("DELETE FROM batches WHERE seq <= ?", (seq,))
+        """Delete every batch up to and including ``seq`` (covered by a checkpoint); commits."""
+        db = self._db
+        if not db.in_transaction:
+            db.execute("BEGIN")
+        db.execute("DELETE FROM batches WHERE seq <= ?", (seq,))
+        db.execute("COMMIT")
 
     def after(self, seq: int) -> Iterator[tuple[int, Batch]]:
         """The stored batches after ``seq``, in order, as ``(seq, Batch)``."""
@@ -147,5 +159,7 @@ class WriteAheadLog:
         return b, n
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database (rows not committed are dropped)."""
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
         self._db.close()
