@@ -540,7 +540,9 @@ class Monitor:
         Parameters
         ----------
         y_true, y_pred : sequences or numpy arrays
-            Labels and scores (scores may be river probability dicts).
+            Labels and scores (scores may be river probability dicts). With labels
+            other than booleans (``pos_label="spam"``), a numpy bool array is read as
+            "is positive" (the labels of :class:`streameval.events.EventBatch`).
         w : sequence, optional
             Weights (None: all 1).
         t : sequence, optional
@@ -549,8 +551,16 @@ class Monitor:
             One segment value per event (None entries: whole stream only).
         """
         m = _base.check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        labels = _base.as_binary_labels(y_true, self._pos_set, self._neg_set)
         (pos,) = self._pos_set
+        (neg,) = self._neg_set
+        decoded = (not self._bool_labels and isinstance(y_true, np.ndarray)
+                   and y_true.dtype.kind == "b")
+        if decoded:
+            # labels already read as "is positive" (streameval.events batches): the
+            # configured labels can never be booleans here, so there is no ambiguity
+            labels = y_true
+        else:
+            labels = _base.as_binary_labels(y_true, self._pos_set, self._neg_set)
         scores = _base.as_float_array(y_pred, scalar=lambda v, i: _dict_score(v, i, pos))
         if self._proba and m:
             bad = ~((scores >= 0.0) & (scores <= 1.0))
@@ -565,7 +575,12 @@ class Monitor:
         codes, keys = self._segment_codes(segment, m)
         if m == 0:
             return
-        y = labels if self._bool_labels else _as_array(y_true)
+        if self._bool_labels:
+            y = labels
+        elif decoded:
+            y = np.where(labels, np.array(pos, dtype=object), np.array(neg, dtype=object))
+        else:
+            y = _as_array(y_true)
 
         # evaluation points: after the first p events of the batch
         points = []

@@ -439,3 +439,69 @@ def test_constructor_errors():
     mon = Monitor({"auc": se.ROCAUC()})
     with pytest.raises(ValueError, match=r"segment = 'fr': this monitor has no group_by"):
         mon.update(1, 0.5, segment="fr")
+
+
+def test_bool_arrays_mean_is_positive_with_other_labels():
+    y, s, _, _, _ = _stream(300, seed=8)
+    a = Monitor({"auc": se.ROCAUC(pos_label="spam", neg_label="ham"),
+                 "r@50": se.Sliding(se.Recall(pos_label="spam", neg_label="ham"), size=50)},
+                pos_label="spam", neg_label="ham", every=100)
+    b = Monitor.from_state(a.to_state())
+    rows_a, _ = _collect(a)
+    rows_b, _ = _collect(b)
+    a.update_many(np.where(y, "spam", "ham"), s)
+    b.update_many(y, s)                       # bool array: True = positive
+    _same_rows(rows_a, rows_b)
+    assert abs(rows_b[-1]["values"]["auc"] - roc_auc_score(y, s)) <= TOL
+    with pytest.raises(ValueError, match=r"y_true\[0\] = True: label must be 'spam'"):
+        b.update_many([True], [0.5])          # a list is read as labels, strictly
+
+
+# ---------------------------------------------------------------------------- drift
+
+
+def _pooled_p(x1, n1, x2, n2):
+    """Two-sided pooled two-proportion z-test (DESIGN.md section 5), by hand."""
+    p = (x1 + x2) / (n1 + n2)
+    se_ = math.sqrt(p * (1 - p) * (1 / n1 + 1 / n2))
+    return 1.0 if se_ == 0 else math.erfc(abs((x2 / n2 - x1 / n1) / se_) / math.sqrt(2))
+
+
+def test_default_drift_rules_on_a_planted_recall_drop():
+    # the model starts missing positives after event 1500
+    rng = np.random.default_rng(11)
+    n, W = 3000, 200
+    y = rng.random(n) < 0.5
+    s = np.where(y, rng.uniform(0.4, 1.0, n), rng.uniform(0.0, 0.6, n))
+    s[1500:] = np.where(y[1500:], rng.uniform(0.1, 0.8, n - 1500), s[1500:])
+    mon = Monitor.default(window=W, every=100)
+    rows, alerts = _collect(mon)
+    _batches(mon, y, s, cuts=range(0, n, 777))
+    pred = s >= 0.5
+    oracle = {"recall": se.alerts.Drift("recall", 0.01), "precision": se.alerts.Drift("precision", 0.01)}
+    expected = []
+    for r in rows:
+        k = r["n"]
+        for name, num, den in (("recall", y & pred, y), ("precision", y & pred, pred)):
+            got = r["values"][f"drift.{name}.p_value"]
+            if k < 2 * W:
+                assert got is None                       # the test is not ready yet
+                continue
+            x1, n1 = num[:W].sum(), den[:W].sum()        # baseline: the first window
+            x2, n2 = num[k - W:k].sum(), den[k - W:k].sum()
+            p = _pooled_p(x1, n1, x2, n2)
+            assert got == pytest.approx(p, rel=1e-9, abs=1e-300)
+            assert r["values"][f"drift.{name}.delta"] == pytest.approx(x2 / n2 - x1 / n1, abs=TOL)
+            enough = min(n1, n2) >= 30
+            tr = oracle[name].evaluate({"p_value": p if enough else None, "delta": x2 / n2 - x1 / n1},
+                                       n=k, samples=k)
+            if tr is not None:
+                expected.append(dict(tr, segment=None))
+    assert any(a["rule"] == "recall drift p < 0.01" and a["state"] == "firing" for a in expected)
+    key = lambda a: (a["n"], a["rule"])
+    got = sorted(alerts, key=key)
+    expected = sorted(expected, key=key)
+    assert [{k: v for k, v in a.items() if k != "value"} for a in got] == \
+        [{k: v for k, v in a.items() if k != "value"} for a in expected]
+    for a, e in zip(got, expected):
+        assert a["value"] == pytest.approx(e["value"], rel=1e-9, abs=1e-300)
