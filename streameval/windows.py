@@ -43,9 +43,10 @@ _NAN = math.nan
 _Real = numbers.Real
 
 #: A batch whose expired events are more than this fraction of the window rebuilds the
-#: wrapped metric from the window's contents with one ``update_many`` (vectorised)
-#: instead of reverting the expired events one by one (about 10x the cost of one
-#: vectorised event each). See ``benchmarks/bench_windows.py``.
+#: wrapped metric from the window's contents with one ``update_many`` (vectorised, but
+#: it converts every stored event back to numpy) instead of reverting the expired events
+#: one by one. Measured with exact ROCAUC (``python benchmarks/bench_windows.py
+#: --batches``): reverting wins below about 5% of the window, rebuilding above 10%.
 REBUILD_FRACTION = 0.1
 
 
@@ -199,11 +200,13 @@ def _take(values, idx):
 
 
 def _columns(items, offset):
-    """The ``(y_true, y_pred, w)`` columns of stored items (``offset`` skips ``t``)."""
-    if not items:
-        return [], [], []
-    cols = list(zip(*items))
-    return list(cols[offset]), list(cols[offset + 1]), list(cols[offset + 2])
+    """The ``(y_true, y_pred, w)`` columns of stored items (``offset`` skips ``t``);
+    ``w`` is ``None`` when every weight is 1 (the wrapped metric's unweighted path)."""
+    cols = [list(map(itemgetter(j), items)) for j in range(offset, offset + 3)]
+    w = cols[2]
+    if w.count(1.0) == len(w):
+        cols[2] = None
+    return cols
 
 
 def _values_equal(a, b, tol=1e-9):
@@ -616,8 +619,7 @@ class Sliding(Metric):
         if self.size is not None:
             theirs = list(other._events)
             if theirs:
-                yt, yp, ww = _columns(theirs, 0)
-                self.update_many(yt, yp, ww)
+                self.update_many(*_columns(theirs, 0))
             return self
         newest = max(self._newest, other._newest)
         cutoff = newest - self.period

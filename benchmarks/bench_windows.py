@@ -1,0 +1,207 @@
+"""Sliding windows: streameval's exact windows against river's rolling metrics, one run.
+
+Rows: sliding ROC AUC, average precision, precision and recall over windows of 1 000,
+10 000 and 100 000 events, with ``get()`` after every event and every 1 000 events.
+Peers, in the same run: river's ``RollingROCAUC``, ``RollingPRAUC`` and
+``utils.Rolling(metrics.Precision / Recall)``. Each row times per-event ``update`` (+
+``get``) on a full window and prints events/s, the ratio ours / river, and each
+side's largest distance from scikit-learn on the final window (the scores are rounded
+to 3 decimals by default, as logged model scores often are: many ties).
+
+river's RollingROCAUC / RollingPRAUC recompute over the window on ``get``: at 100 000
+with ``get`` after every event they are measured on a bounded number of events.
+
+    python benchmarks/bench_windows.py            # full run (a few minutes)
+    python benchmarks/bench_windows.py --quick    # smaller, for a smoke test
+    python benchmarks/bench_windows.py --scores continuous
+    python benchmarks/bench_windows.py --batches   # update_many: rebuild vs revert
+
+``--batches`` times ``Sliding(ROCAUC(), size=W).update_many`` for batch sizes given as
+fractions of the window, once forcing a rebuild of the wrapped metric from the window's
+contents and once forcing per-event reverts: the crossover is the reason for
+``streameval.windows.REBUILD_FRACTION``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import time
+
+import numpy as np
+import river
+from river import metrics as rm
+from river import utils
+from sklearn import metrics as skm
+
+import streameval as se
+from streameval import windows
+from streameval.windows import Sliding
+
+#: timed segments per row; the best is reported
+REPEATS = 3
+
+
+def make_stream(n, seed, scores):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.3
+    s = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0.0, 1.0)
+    if scores == "rounded":
+        s = np.round(s, 3)
+    return y.tolist(), s.tolist()
+
+
+def sk_value(kind, y, s):
+    if kind == "auc":
+        return skm.roc_auc_score(y, s)
+    if kind == "ap":
+        return skm.average_precision_score(y, s)
+    pred = [v >= 0.5 for v in s]
+    if kind == "precision":
+        return skm.precision_score(y, pred, zero_division=np.nan)
+    return skm.recall_score(y, pred, zero_division=np.nan)
+
+
+def ours(kind, window):
+    metric = {"auc": se.ROCAUC, "ap": se.AveragePrecision,
+              "precision": se.Precision, "recall": se.Recall}[kind]()
+    return Sliding(metric, size=window)
+
+
+def theirs(kind, window):
+    if kind == "auc":
+        return rm.RollingROCAUC(window_size=window)
+    if kind == "ap":
+        return rm.RollingPRAUC(window_size=window)
+    cls = rm.Precision if kind == "precision" else rm.Recall
+    return utils.Rolling(cls, window_size=window)
+
+
+def best(obj, y, s, start, count, every, river_style, repeats):
+    """Best events/s over `repeats` consecutive segments of `count` events (timeit-style:
+    the best run is the least disturbed by other processes on a shared machine)."""
+    return max(run(obj, y, s, start + r * count, count, every, river_style) for r in range(repeats))
+
+
+def run(obj, y, s, start, count, every, river_style):
+    """Events/s of update (+ get every `every` events) on events [start, start+count)."""
+    upd, get = obj.update, obj.get
+    if river_style and isinstance(obj, utils.Rolling):
+        # river's threshold metrics take the predicted label (same threshold, 0.5)
+        pred = [v >= 0.5 for v in s[start:start + count]]
+    else:
+        pred = s[start:start + count]
+    labels = y[start:start + count]
+    t0 = time.perf_counter()
+    if every == 1:
+        for yi, si in zip(labels, pred):
+            upd(yi, si)
+            get()
+    else:
+        for i, (yi, si) in enumerate(zip(labels, pred), 1):
+            upd(yi, si)
+            if i % every == 0:
+                get()
+    dt = time.perf_counter() - t0
+    get()
+    return count / dt
+
+
+def prefill(obj, y, s, window, river_style):
+    if river_style:
+        upd = obj.update
+        if isinstance(obj, utils.Rolling):
+            for yi, si in zip(y[:window], s[:window]):
+                upd(yi, si >= 0.5)
+        else:
+            for yi, si in zip(y[:window], s[:window]):
+                upd(yi, si)
+        obj.get()
+    else:
+        obj.update_many(y[:window], s[:window])
+
+
+def bench_batches(window, quick):
+    """update_many events/s per batch fraction: rebuild vs revert (ROCAUC inside)."""
+    fractions = [0.01, 0.05, 0.1, 0.2, 0.5, 2.0]
+    span = 4 * window if quick else 10 * window
+    y, s = make_stream(window + span + 4 * window, seed=1, scores="rounded")
+    y, s = np.array(y), np.array(s)
+    se.ROCAUC().update_many(y[:10], s[:10])  # first-call imports out of the timing
+    saved = windows.REBUILD_FRACTION
+    print(f"\nSliding(ROCAUC, size={window}).update_many, events/s "
+          f"(REBUILD_FRACTION = {saved}: rebuild above it)")
+    print(f"{'batch/window':>12} {'rebuild':>10} {'revert':>10} {'default':>10}")
+    try:
+        for frac in fractions:
+            b = max(1, int(frac * window))
+            row = []
+            for forced in (0.0, math.inf, saved):
+                windows.REBUILD_FRACTION = forced
+                runs = []
+                for _ in range(REPEATS):  # best of REPEATS fresh runs
+                    win = Sliding(se.ROCAUC(), size=window)
+                    win.update_many(y[:window], s[:window])
+                    i, t0 = window, time.perf_counter()
+                    while i < window + span:
+                        win.update_many(y[i:i + b], s[i:i + b])
+                        i += b
+                    runs.append((i - window) / (time.perf_counter() - t0))
+                row.append(max(runs))
+            print(f"{frac:>12g} {row[0]:>10,.0f} {row[1]:>10,.0f} {row[2]:>10,.0f}", flush=True)
+    finally:
+        windows.REBUILD_FRACTION = saved
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer events per row")
+    ap.add_argument("--scores", choices=["rounded", "continuous"], default="rounded")
+    ap.add_argument("--windows", default="1000,10000,100000")
+    ap.add_argument("--kinds", default="auc,ap,precision,recall")
+    ap.add_argument("--batches", action="store_true", help="only the update_many table")
+    args = ap.parse_args(argv)
+    if args.batches:
+        bench_batches(2_000 if args.quick else 20_000, args.quick)
+        return
+    windows = [int(w) for w in args.windows.split(",")]
+    kinds = args.kinds.split(",")
+    ours_events = 2_000 if args.quick else 10_000
+    # river's O(window) get: bound its events so the row takes seconds, not hours
+    river_budget = 400_000 if args.quick else 3_000_000  # window * events, for get-every-1
+    print(f"python {platform.python_version()}, numpy {np.__version__}, river {river.__version__}, "
+          f"scores {args.scores}")
+    header = (f"{'metric':<10} {'window':>7} {'get':>5} {'streameval ev/s':>16} {'river ev/s':>12} "
+              f"{'ratio':>7} {'river n':>8} {'|ours-sk|':>10} {'|river-sk|':>10}")
+    print(header)
+    print("-" * len(header))
+    for kind in kinds:
+        peer_name = {"auc": "RollingROCAUC", "ap": "RollingPRAUC"}.get(kind, f"Rolling({kind.title()})")
+        for window in windows:
+            total = window + REPEATS * ours_events
+            y, s = make_stream(total, seed=window, scores=args.scores)
+            for every in (1, 1000):
+                a = ours(kind, window)
+                prefill(a, y, s, window, river_style=False)
+                ours_eps = best(a, y, s, window, ours_events, every, False, REPEATS)
+                b = theirs(kind, window)
+                prefill(b, y, s, window, river_style=True)
+                n_river = ours_events
+                if every == 1 and kind in ("auc", "ap"):
+                    n_river = max(100, min(ours_events, river_budget // window))
+                river_eps = best(b, y, s, window, n_river, every, True, REPEATS)
+                # distance from sklearn on each side's final window
+                end_a, end_b = window + REPEATS * ours_events, window + REPEATS * n_river
+                sk_a = sk_value(kind, y[end_a - window:end_a], s[end_a - window:end_a])
+                sk_b = sk_value(kind, y[end_b - window:end_b], s[end_b - window:end_b])
+                err_a, err_b = abs(a.get() - sk_a), abs(b.get() - sk_b)
+                print(f"{kind:<10} {window:>7} {every:>5} {ours_eps:>16,.0f} {river_eps:>12,.0f} "
+                      f"{ours_eps / river_eps:>7.1f} {n_river:>8} {err_a:>10.2e} {err_b:>10.2e}",
+                      flush=True)
+        print(f"  (peer: river {peer_name})")
+    assert all(math.isfinite(v) for v in (ours_eps, river_eps))
+
+
+if __name__ == "__main__":
+    main()
