@@ -385,13 +385,10 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         return out
 
     def _sums(self):
-        """Per class (order of first appearance): labels, tp, predicted and true weight."""
-        index = {}
-        for t, p in self._cells:
-            if t not in index:
-                index[t] = len(index)
-            if p not in index:
-                index[p] = len(index)
+        """Per class (in :attr:`labels` order, so that averages do not depend on the
+        order events came in): labels, tp, predicted and true weight."""
+        labels = self.labels
+        index = {v: i for i, v in enumerate(labels)}
         k = len(index)
         tp = np.zeros(k)
         pred = np.zeros(k)
@@ -403,7 +400,7 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             pred[j] += w
             if i == j:
                 tp[i] += w
-        return list(index), tp, pred, true
+        return labels, tp, pred, true
 
     # -- per event --------------------------------------------------------------
     @staticmethod
