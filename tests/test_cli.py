@@ -268,11 +268,11 @@ def test_usage_errors_and_help(capsys):
 
 @pytest.fixture(scope="module")
 def resume_setup(tmp_path_factory):
-    """A 60 000-event log, a config with alerts that fire and resolve, a reference run."""
+    """A 40 000-event log, a config with alerts that fire and resolve, a reference run."""
     d = tmp_path_factory.mktemp("resume")
-    rows = _events(60_000, seed=7, segments=["a", "b", "c"])
+    rows = _events(40_000, seed=7, segments=["a", "b", "c"])
     # a drop in recall in the middle, so that alerts fire (and resolve) mid-stream
-    for r in rows[25_000:40_000]:
+    for r in rows[15_000:28_000]:
         if r["label"] == 1 and r["segment"] == "a":
             r["score"] = round(r["score"] * 0.5, 2)
     log = _write(d / "events.jsonl", rows)
@@ -295,7 +295,7 @@ def _same_outputs(out, ref):
         assert a[key] == b[key], key
 
 
-@pytest.mark.parametrize("stop_after", [3_000, 20_000, 41_000, 59_999])
+@pytest.mark.parametrize("stop_after", [3_000, 18_000, 29_000, 39_999])
 def test_interrupted_replay_resumes_to_identical_outputs(resume_setup, tmp_path, stop_after):
     from streameval.cli import replay
 
@@ -335,7 +335,7 @@ def test_killed_subprocess_resumes_to_identical_outputs(resume_setup, tmp_path):
                 state = load_checkpoint(ckpt)
             except Exception:
                 state = None
-            if state is not None and state["counts"]["events"] >= 10_000:
+            if state is not None and state["counts"]["events"] >= 8_000:
                 p.send_signal(signal.SIGKILL)
                 killed_at = state["counts"]["events"]
                 break
@@ -344,7 +344,7 @@ def test_killed_subprocess_resumes_to_identical_outputs(resume_setup, tmp_path):
     assert killed_at is not None, "the replay ended before it could be killed"
     assert p.returncode == -signal.SIGKILL
     state = load_checkpoint(ckpt)
-    assert not state["done"] and state["counts"]["events"] < 60_000
+    assert not state["done"] and state["counts"]["events"] < 40_000
     # resume in a new process
     p2 = subprocess.run(cmd, capture_output=True, text=True)
     assert p2.returncode == 0, p2.stderr
@@ -468,3 +468,25 @@ def test_readme_first_command_in_a_subprocess(tmp_path):
     assert (out / "roc_auc_250.png").exists()
     # no progress bar when stderr is not a terminal
     assert "ev/s" not in p.stderr and "\r" not in p.stderr
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    log = _write(tmp_path / "log.jsonl", _events(3_000, seed=9))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(METRICS_CONFIG.format(extra="", threshold=0.0))
+    argv = ["replay", str(log), "--config", str(cfg), "--no-report"]
+    for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        assert main(argv + ["--out", str(tmp_path / f"o{shown}")]) == 0
+        assert ("ev/s" in stream.getvalue()) is shown
+    # --no-progress turns it off on a terminal too
+    stream = Terminal()
+    monkeypatch.setattr(sys, "stderr", stream)
+    assert main(argv + ["--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    assert "ev/s" not in stream.getvalue()
