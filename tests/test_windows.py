@@ -471,11 +471,11 @@ METRICS = {
 @pytest.mark.parametrize("name", list(METRICS))
 def test_sliding_count_over_real_metrics_equals_sklearn(name):
     make, oracle = METRICS[name]
-    y, s, w = stream(11, 2500)
+    y, s, w = stream(11, 1500)
     win = Sliding(make(), size=150)
     for i in range(len(y)):
         win.update(y[i], s[i], w=w[i])
-        if i % 17 == 0 or i < 60:
+        if i % 23 == 0 or i < 40:
             lo = max(0, i - 149)
             expected = oracle(y[lo:i + 1], s[lo:i + 1], w[lo:i + 1])
             assert same(win.get(), expected), (i, win.get(), expected)
@@ -485,13 +485,13 @@ def test_sliding_count_over_real_metrics_equals_sklearn(name):
 @pytest.mark.parametrize("name", list(METRICS))
 def test_sliding_time_over_real_metrics_equals_sklearn(name):
     make, oracle = METRICS[name]
-    y, s, w, t = timed_stream(12, 2500, jitter=6.0)
+    y, s, w, t = timed_stream(12, 1500, jitter=6.0)
     win = Sliding(make(), period=60.0, lateness=8.0)
     seen = []
     for i in range(len(y)):
         win.update(y[i], s[i], w=w[i], t=t[i])
         seen.append((t[i], y[i], s[i], w[i]))
-        if i % 17 == 0:
+        if i % 23 == 0:
             inside, late, _ = oracle_time(seen, 60.0, 8.0)
             expected = oracle(*zip(*[e[1:] for e in inside])) if inside else math.nan
             assert same(win.get(), expected), (i, win.get(), expected)
@@ -759,3 +759,45 @@ def test_tumbling_over_real_metrics_equals_sklearn(name):
     assert len(got) == len(expected)
     for r, (_, _, _, events) in zip(got, expected):
         assert same(r["value"], oracle(*zip(*[e[1:] for e in events])))
+
+
+# ================================================== retrieval and text metrics
+
+
+def _fresh_value(make, events):
+    m = make()
+    for a, b, w in events:
+        m.update(a, b, w=w)
+    return m.get()
+
+
+def test_sliding_over_retrieval_and_text_metrics_equals_recomputation():
+    """Windows forward any two-argument update: queries for retrieval metrics,
+    (hypothesis, references) for text metrics; the oracle recomputes from scratch."""
+    rng = np.random.default_rng(30)
+    words = "the cat sat on a mat with dog".split()
+    cases = [
+        (lambda: streameval.NDCG(k=3),
+         lambda: (rng.integers(0, 4, 6).tolist(), np.round(rng.random(6), 1).tolist())),
+        (lambda: streameval.PrecisionAtK(k=2),
+         lambda: (rng.integers(0, 2, 5).tolist(), rng.random(5).tolist())),
+        (lambda: streameval.BLEU(),
+         lambda: (" ".join(rng.choice(words, 6)), [" ".join(rng.choice(words, 6)), " ".join(rng.choice(words, 7))])),
+    ]
+    for make, draw in cases:
+        win = Sliding(make(), size=7)
+        seen = []
+        for i in range(60):
+            a, b = draw()
+            w = float(rng.choice([1.0, 2.0, 3.0]))
+            win.update(a, b, w=w)
+            seen.append((a, b, w))
+            assert same(win.get(), _fresh_value(make, seen[-7:]), tol=1e-9)
+        back = from_state(json.loads(json.dumps(win.to_state())))
+        for i in range(10):
+            a, b = draw()
+            win.update(a, b)
+            back.update(a, b)
+            seen.append((a, b, 1.0))
+        assert same(back.get(), _fresh_value(make, seen[-7:]), tol=1e-9)
+        back._check()
