@@ -30,7 +30,9 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
 ``n`` is the number of events the monitor has counted (all segments: the stream's
 clock, shared by the rows of one evaluation), ``t`` the newest event time seen (None
 without event times), ``values`` the metrics' values with NaN (undefined: no positives,
-empty window) written as None. Each drift test adds ``"drift.<name>.p_value"`` and
+empty window) written as None; a :class:`~streameval.Tumbling` window's value is that
+of its last closed window (a partial window is not closed by :meth:`Monitor.flush`).
+Each drift test adds ``"drift.<name>.p_value"`` and
 ``"drift.<name>.delta"`` to ``values`` (None until the test is ready). At an evaluation the rows of every segment are
 emitted first, then the transitions.
 
@@ -74,6 +76,8 @@ import numpy as np
 
 from streameval.alerts import Rule, rule_from_config
 from streameval.metrics import base as _base
+from streameval.windows import as_seconds as _as_seconds
+from streameval.windows import as_seconds_array as _as_seconds_array
 
 __all__ = ["Monitor"]
 
@@ -98,7 +102,7 @@ class _Segment:
     """One segment's metrics, drift tests and rule instances."""
 
     __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
-                 "_plain_many", "_timed_many")
+                 "_plain_many", "_timed_many", "_queues")
 
     def __init__(self, key, label, metrics, drift, rules):
         self.key = key          # hashable (None: the whole stream)
@@ -115,6 +119,9 @@ class _Segment:
         self._timed = [o.update for o in objs if _takes_t(o.update)]
         self._plain_many = [o.update_many for o in objs if not _takes_t(o.update)]
         self._timed_many = [o.update_many for o in objs if _takes_t(o.update)]
+        # tumbling windows queue their closed windows' records until drained: the rows
+        # carry get() (the last closed window), so the records are dropped at evaluation
+        self._queues = [o.closed for o in objs if callable(getattr(o, "closed", None))]
 
     def update(self, y, s, w, t):
         for u in self._plain:
@@ -131,6 +138,9 @@ class _Segment:
         self.n += len(s)
 
     def values(self, reports):
+        for closed in self._queues:
+            for _ in closed():
+                pass
         out = {name: _value(m.get()) for name, m in self.metrics.items()}
         for name, rep in reports.items():
             out[f"drift.{name}.p_value"] = rep.get("p_value")
@@ -459,7 +469,7 @@ class Monitor:
                     f"({', '.join(self._time_needed)})"
                 )
             return None
-        return _base.check_real(t, where, "event time")
+        return _as_seconds(t, where)
 
     # ---------------------------------------------------------------------- updates
     def update(self, y_true, y_pred, w=1.0, t=None, segment=None):
@@ -479,8 +489,9 @@ class Monitor:
             The score, or a river probability dict.
         w : float
             The weight (finite, >= 0).
-        t : float, optional
-            Event time (epoch seconds); None or NaN: unknown.
+        t : float, datetime or numpy.datetime64, optional
+            Event time (epoch seconds; datetimes as in :mod:`streameval.windows`);
+            None or NaN: unknown.
         segment : optional
             The event's segment value (a tuple for several ``group_by`` fields).
         """
@@ -647,15 +658,15 @@ class Monitor:
             raise ValueError(f"y_true has {m} elements but t has {len(t)}")
         if isinstance(t, np.ndarray) and t.ndim == 1 and t.dtype.kind in "fiu":
             arr = t.astype(np.float64, copy=False)
+        elif isinstance(t, np.ndarray) and t.ndim == 1 and t.dtype.kind == "M":
+            arr = _as_seconds_array(t, m)
         else:
             arr = np.empty(m, dtype=np.float64)
             for i, v in enumerate(t.tolist() if isinstance(t, np.ndarray) else t):
-                if v is None:
+                if v is None or (isinstance(v, float) and v != v):
                     arr[i] = np.nan
-                elif isinstance(v, bool) or not isinstance(v, _Real):
-                    raise ValueError(f"t[{i}] = {v!r}: event time must be a finite number")
                 else:
-                    arr[i] = v
+                    arr[i] = _as_seconds(v, f"t[{i}]")
         inf = np.isinf(arr)
         if inf.any():
             i = int(np.argmax(inf))

@@ -505,3 +505,30 @@ def test_default_drift_rules_on_a_planted_recall_drop():
         [{k: v for k, v in a.items() if k != "value"} for a in expected]
     for a, e in zip(got, expected):
         assert a["value"] == pytest.approx(e["value"], rel=1e-9, abs=1e-300)
+
+
+def test_tumbling_windows_and_datetime64_times():
+    y, s, _, t, _ = _stream(700, seed=12, dt=5)
+    times = (t * 1e6).astype("datetime64[us]")
+    mon = Monitor({"acc:100": se.Tumbling(se.Accuracy(), size=100),
+                   "auc:10m": se.Tumbling(se.ROCAUC(), period=600)}, every=150)
+    rows, _ = _collect(mon)
+    mon.update_many(y[:333], s[:333], t=times[:333])
+    for i in range(333, 700):
+        mon.update(y[i], s[i], t=times[i])
+    mon.flush()
+    for r in rows:
+        n = r["n"]
+        assert r["t"] == pytest.approx(t[:n].max(), abs=1e-6)
+        k = n // 100                                  # complete blocks of 100 events
+        exp = accuracy_score(y[(k - 1) * 100:k * 100], s[(k - 1) * 100:k * 100] >= 0.5) if k else math.nan
+        _assert_close(r["values"], {"acc:100": exp}, n)
+        # the last 10-minute window (aligned to the epoch) that has closed
+        cur = t[:n].max() // 600
+        prev = [b for b in np.unique(t[:n] // 600) if b < cur]
+        if prev:
+            inside = (t[:n] // 600) == prev[-1]
+            exp = _sk(roc_auc_score, y[:n][inside], s[:n][inside], None)
+        else:
+            exp = math.nan
+        _assert_close(r["values"], {"auc:10m": exp}, n)

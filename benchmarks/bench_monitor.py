@@ -1,0 +1,147 @@
+"""The default Monitor on synthetic events: events/s, peak memory, and river in the same run.
+
+Seeded synthetic stream (labels ~ Bernoulli(0.1), scores separated by label, rounded to
+``--decimals`` as production logs often are; ``--decimals -1`` keeps full floats, i.e.
+one distinct score per event). Measured, each in the same process one after the other:
+
+* ``Monitor.default().update_many`` over the whole stream in batches of ``--batch``
+  events (the replay path: 7 cumulative metrics, their 7 sliding versions over 10 000
+  events, 2 drift tests and 2 rules, evaluated every ``--every`` events);
+* ``Monitor.update`` per event over the first ``--per-event`` events (the service's
+  single-event path);
+* river: the same metrics as river objects (``ROCAUC``, ``Precision``, ``Recall``,
+  ``F1``, ``Accuracy``, ``LogLoss``, ``RollingROCAUC``, ``RollingPRAUC`` in place of AP,
+  and ``utils.Rolling`` for the sliding confusion/log-loss metrics) fed in a Python loop
+  over the first ``--river-events`` events, with ``get()`` every ``--every`` events;
+* peak traced memory (``tracemalloc``) of a separate ``update_many`` run, per event.
+
+Prints one table. Timings are wall-clock on whatever machine runs it; compare rows of
+one run, not runs.
+
+    python benchmarks/bench_monitor.py                      # 1 000 000 events
+    python benchmarks/bench_monitor.py --events 200000 --decimals -1
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+
+import numpy as np
+
+SEED = 20240601
+
+
+def make_stream(n, decimals=4, seed=SEED):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.1
+    margin = 2.5 * (y - 0.5)
+    s = 1.0 / (1.0 + np.exp(-(margin + rng.standard_normal(n) - 1.0)))
+    if decimals >= 0:
+        s = np.round(s, decimals)
+    t = 1_700_000_000 + np.cumsum(rng.exponential(0.05, n))
+    return y, s, t
+
+
+def run_batches(y, s, t, every, batch):
+    from streameval.monitor import Monitor
+
+    mon = Monitor.default(every=every)
+    rows, alerts = [], []
+    mon.on_metrics.append(rows.append)
+    mon.on_alert.append(alerts.append)
+    for a in range(0, len(y), batch):
+        mon.update_many(y[a:a + batch], s[a:a + batch], t=t[a:a + batch])
+    mon.flush()
+    return mon, rows, alerts
+
+
+def run_events(y, s, t, every):
+    from streameval.monitor import Monitor
+
+    mon = Monitor.default(every=every)
+    update = mon.update
+    for yy, ss, tt in zip(y.tolist(), s.tolist(), t.tolist()):
+        update(yy, ss, t=tt)
+    mon.flush()
+    return mon
+
+
+def run_river(y, s, every, window=10_000):
+    from river import metrics, utils
+
+    cumulative = [metrics.ROCAUC(), metrics.LogLoss()]
+    labels = [metrics.Precision(), metrics.Recall(), metrics.F1(), metrics.Accuracy()]
+    rolling_scores = [metrics.RollingROCAUC(window_size=window), metrics.RollingPRAUC(window_size=window),
+                      utils.Rolling(metrics.LogLoss, window_size=window)]
+    rolling_labels = [utils.Rolling(type(m), window_size=window) for m in labels]
+    by_score = cumulative + rolling_scores
+    by_label = labels + rolling_labels
+    everything = by_score + by_label
+    values = []
+    for i, (yy, ss) in enumerate(zip(y.tolist(), s.tolist()), 1):
+        p = ss >= 0.5
+        for m in by_score:
+            m.update(yy, ss)
+        for m in by_label:
+            m.update(yy, p)
+        if i % every == 0:
+            values.append([m.get() for m in everything])
+    return values
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--every", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=65_536, help="events per update_many call")
+    ap.add_argument("--decimals", type=int, default=4, help="round scores (-1: full floats)")
+    ap.add_argument("--per-event", type=int, default=50_000, help="events for Monitor.update")
+    ap.add_argument("--river-events", type=int, default=20_000, help="events for river")
+    ap.add_argument("--memory-events", type=int, default=200_000, help="events traced for memory")
+    args = ap.parse_args(argv)
+
+    n = args.events
+    y, s, t = make_stream(n, args.decimals)
+    table = []
+
+    t0 = time.perf_counter()
+    mon, rows, alerts = run_batches(y, s, t, args.every, args.batch)
+    dt = time.perf_counter() - t0
+    table.append(("streameval Monitor.default().update_many", n, dt,
+                  f"{len(rows)} rows, {len(alerts)} alert transitions"))
+
+    k = min(args.per_event, n)
+    t0 = time.perf_counter()
+    run_events(y[:k], s[:k], t[:k], args.every)
+    dt = time.perf_counter() - t0
+    table.append(("streameval Monitor.default().update (per event)", k, dt, ""))
+
+    k = min(args.river_events, n)
+    t0 = time.perf_counter()
+    run_river(y[:k], s[:k], args.every)
+    dt = time.perf_counter() - t0
+    table.append(("river: same metrics, Python loop", k, dt, "RollingPRAUC for AP"))
+
+    k = min(args.memory_events, n)
+    tracemalloc.start()
+    run_batches(y[:k], s[:k], t[:k], args.every, args.batch)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+
+    print(f"default monitor, {n:,} events, scores "
+          f"{'full floats' if args.decimals < 0 else f'rounded to {args.decimals} decimals'}, "
+          f"every={args.every}, batch={args.batch}")
+    print(f"{'path':<50} {'events':>10} {'seconds':>9} {'events/s':>12}  notes")
+    for name, count, sec, note in table:
+        print(f"{name:<50} {count:>10,} {sec:>9.2f} {count / sec:>12,.0f}  {note}")
+    ours = table[0][1] / table[0][2]
+    river = table[2][1] / table[2][2]
+    print(f"update_many vs river per-event loop: {ours / river:.1f}x events/s")
+    print(f"peak traced memory of update_many over {k:,} events: {peak / 2**20:.1f} MiB "
+          f"({peak / k:.0f} bytes/event; the windows hold 10 000 events each)")
+
+
+if __name__ == "__main__":
+    main()
