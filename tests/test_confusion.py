@@ -600,3 +600,32 @@ def test_dispatch_types_names_and_isinstance():
     assert b.requires_labels is False and m.requires_labels is True
     assert ErrorRate().bigger_is_better is False and FPR().bigger_is_better is False
     assert MCC().bigger_is_better is True
+
+
+@pytest.mark.parametrize("kind", ["dense int", "sparse int", "uint64", "bool", "float",
+                                  "str late classes", "object"])
+def test_multiclass_batch_grouping_paths_equal_the_loop(kind):
+    rng = np.random.default_rng(13)
+    n = 3000
+    base = rng.integers(0, 5, n)
+    y = {
+        "dense int": base,
+        "sparse int": base * 10**12 - 7,
+        "uint64": base.astype(np.uint64) + np.uint64(2**63),
+        "bool": base > 2,
+        "float": base / 4.0,
+        # classes first seen after the first 1024 elements
+        "str late classes": np.where(np.arange(n) > 2000, "late" + base.astype(str),
+                                     base.astype(str)),
+        "object": np.array([("t", int(b)) if b else None or "x" for b in base], dtype=object),
+    }[kind]
+    p = np.roll(y, 1)
+    w = rng.choice([0.5, 1.0, 2.0], n)
+    batch = ConfusionMatrix(multiclass=True).update_many(y, p, w)
+    loop = ConfusionMatrix(multiclass=True)
+    for a, b, c in zip(y.tolist(), p.tolist(), w.tolist()):
+        loop.update(a, b, c)
+    labels = loop.labels
+    assert batch.labels == labels
+    assert np.array_equal(batch.matrix(labels), loop.matrix(labels))
+    assert batch.n == loop.n == n

@@ -490,13 +490,23 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         up, cp = _factorize(y_pred, "y_pred")
         if n == 0:
             return self
-        pairs, inverse = np.unique(ct * np.int64(len(up)) + cp, return_inverse=True)
-        counts = np.bincount(inverse)
-        sums = counts.astype(np.float64) if weights is None else np.bincount(
-            inverse, weights=weights
-        )
-        cells = self._cells
         k = len(up)
+        codes = ct * np.int64(k) + cp
+        cells_max = len(ut) * k
+        if cells_max <= max(DENSE_LABEL_RANGE, n):  # few classes: count every cell
+            counts = np.bincount(codes, minlength=cells_max)
+            pairs = np.flatnonzero(counts)
+            sums = counts if weights is None else np.bincount(
+                codes, weights=weights, minlength=cells_max)
+            counts = counts[pairs]
+            sums = sums[pairs].astype(np.float64)
+        else:
+            pairs, inverse = np.unique(codes, return_inverse=True)
+            counts = np.bincount(inverse)
+            sums = counts.astype(np.float64) if weights is None else np.bincount(
+                inverse, weights=weights
+            )
+        cells = self._cells
         for code, s, c in zip(pairs.tolist(), sums.tolist(), counts.tolist()):
             key = (ut[code // k], up[code % k])
             cell = cells.get(key)
@@ -555,8 +565,19 @@ ConfusionMatrix._binary_impl = _BinaryConfusionMatrix
 ConfusionMatrix._multiclass_impl = _MultiClassConfusionMatrix
 
 
+#: a batch of integer labels spanning at most this many values (or the batch's length,
+#: if larger) is grouped with ``np.bincount`` (linear time) rather than by sorting
+DENSE_LABEL_RANGE = 4096
+
+
 def _factorize(values, name):
-    """``(classes, codes)`` of a batch of class labels; ValueError naming a bad one."""
+    """``(classes, codes)`` of a batch of class labels; ValueError naming a bad one.
+
+    ``classes[codes[i]] == values[i]``. Integer and boolean arrays over a dense range
+    are grouped by ``np.bincount``; other numeric and string arrays by binary search
+    among the classes of a sample (no full sort); anything else (mixed types, objects)
+    element by element.
+    """
     arr = values if isinstance(values, np.ndarray) else None
     if arr is None:
         try:
@@ -567,13 +588,23 @@ def _factorize(values, name):
         if arr is not None and arr.dtype.kind in "US" and len({type(v) for v in values}) != 1:
             arr = None
     if arr is not None and arr.ndim == 1 and arr.dtype.kind in "biufUS":
-        if arr.dtype.kind == "f":
+        kind = arr.dtype.kind
+        if not len(arr):
+            return [], np.zeros(0, dtype=np.int64)
+        if kind == "f":
             bad = np.isnan(arr)
             if bad.any():
                 i = int(np.argmax(bad))
                 _fail(name, float(arr[i]), "not a valid class label", i)
-        classes, codes = np.unique(arr, return_inverse=True)
-        return classes.tolist(), codes.astype(np.int64, copy=False)
+        if kind in "biu":
+            lo, hi = int(arr.min()), int(arr.max())
+            if hi - lo <= max(DENSE_LABEL_RANGE, len(arr)) and -2**62 < lo and hi < 2**62:
+                shifted = arr.astype(np.int64) - lo
+                present = np.bincount(shifted, minlength=hi - lo + 1) > 0
+                classes = np.flatnonzero(present) + lo
+                codes = (np.cumsum(present) - 1)[shifted]
+                return (classes.astype(bool) if kind == "b" else classes).tolist(), codes
+        return _searched(arr)
     items = list(values)
     table = {}
     codes = np.empty(len(items), dtype=np.int64)
@@ -584,6 +615,19 @@ def _factorize(values, name):
             code = table[v] = len(table)
         codes[i] = code
     return list(table), codes
+
+
+def _searched(arr, sample=1024):
+    """Codes by binary search among the sorted classes of a sample, grown until every
+    element is found: ``O(n log(k))`` with no sort of the whole batch."""
+    classes = np.unique(arr[:sample])
+    while True:
+        codes = np.searchsorted(classes, arr)
+        np.minimum(codes, len(classes) - 1, out=codes)
+        missing = classes[codes] != arr
+        if not missing.any():
+            return classes.tolist(), codes.astype(np.int64, copy=False)
+        classes = np.union1d(classes, arr[missing])
 
 
 def _hashable(v):

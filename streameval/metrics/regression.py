@@ -99,6 +99,7 @@ class _WeightedMean(Metric):
         self._w -= w
 
     def _explain(self, y_true, y_pred, w):
+        check_weight(w)
         check_real(y_true, "y_true", "target")
         check_real(y_pred, "y_pred", "prediction")
         raise ValueError(
@@ -213,6 +214,26 @@ class MAE(_RegressionMean):
             y_true, y_pred = _reals(y_true, y_pred)
         return abs(y_pred - y_true)
 
+    def update(self, y_true, y_pred, w=1.0):
+        """Add one event with weight ``w``.
+
+        Runtime complexity: `O(1)`.
+        """
+        # _WeightedMean.update inlined for floats (the common case): no _loss call
+        # an infinite weight makes x infinite or NaN: _explain names it
+        if type(y_true) is float and type(y_pred) is float and type(w) is float and w >= 0.0:
+            x = w * abs(y_pred - y_true)
+            if not x <= _MAXF:  # NaN or infinite input, or overflow
+                self._explain(y_true, y_pred, w)
+            s = self._s
+            t = s + x
+            self._c += (s - t) + x if s >= x else (x - t) + s
+            self._s = t
+            self._w += w
+            self._n += 1
+        else:
+            _WeightedMean.update(self, y_true, y_pred, w)
+
     @staticmethod
     def _losses(yt, yp):
         return np.abs(yp - yt)
@@ -243,6 +264,27 @@ class MSE(_RegressionMean):
     def _losses(yt, yp):
         d = yp - yt
         return d * d
+
+    def update(self, y_true, y_pred, w=1.0):
+        """Add one event with weight ``w``.
+
+        Runtime complexity: `O(1)`.
+        """
+        # _WeightedMean.update inlined for floats (the common case): no _loss call
+        # an infinite weight makes x infinite or NaN: _explain names it
+        if type(y_true) is float and type(y_pred) is float and type(w) is float and w >= 0.0:
+            x = y_pred - y_true
+            x *= w * x
+            if not x <= _MAXF:  # NaN or infinite input, or overflow
+                self._explain(y_true, y_pred, w)
+            s = self._s
+            t = s + x
+            self._c += (s - t) + x if s >= x else (x - t) + s
+            self._s = t
+            self._w += w
+            self._n += 1
+        else:
+            _WeightedMean.update(self, y_true, y_pred, w)
 
 
 class RMSE(MSE):
