@@ -20,6 +20,29 @@ one run, not runs.
 
     python benchmarks/bench_monitor.py                      # 1 000 000 events
     python benchmarks/bench_monitor.py --events 200000 --decimals -1
+
+Results (2-core machine shared with other jobs, Python 3.11, numpy 2.4, river 0.26;
+scores rounded to 4 decimals):
+
+=====================================================  =========  ==============
+path                                                   events     events/s
+=====================================================  =========  ==============
+``Monitor.default().update_many``, every=1000          1 000 000  18 600 (54 s)
+``Monitor.default(every=10_000).update_many``          1 000 000  163 000 (6.1 s)
+``Monitor.default().update`` per event                 50 000     20 200
+river, same metrics, Python loop                       20 000     24 000
+=====================================================  =========  ==============
+
+Peak traced memory: 13.8 MiB over 200 000 events (the sliding windows and drift
+tests hold 10 000 events each, as Python tuples). Where the time goes at every=1000
+(each group alone, 1 000 000 events): cumulative ROC AUC 1.4 s, AP 1.7 s, the four
+confusion metrics and log loss 0.1 s; sliding ROC AUC 5.2 s, AP 7.2 s, confusion and
+log loss 8.0 s; the two drift tests 2.8 s. The sliding windows dominate: fed slices of
+1000 events (one per evaluation), ``Sliding.update_many`` reverts the 1000 expired
+events one by one in Python (or rebuilds from its 10 000 stored tuples), so the batch
+path is no faster than the event path; with slices as long as the window (every=10 000)
+it rebuilds from the slice's tail with numpy. Full-float scores (one distinct score
+per event) are slower still: the cumulative AUC/AP stores rebuild per slice.
 """
 
 from __future__ import annotations
