@@ -5,7 +5,6 @@ parameter really reaches its metric), brute force over the last N events for win
 and the schema of streameval/config.py for the error messages (each names its key).
 """
 
-
 import numpy as np
 import pytest
 from sklearn.metrics import (
