@@ -277,5 +277,10 @@ def test_bundled_scenarios_parse_and_describe_themselves():
         kinds.add(sc.kind)
         assert sc.description, p.name
         assert "monitor" in sc.config, p.name
-    assert {"river_dataset", "river_generator", "stationary"} <= kinds
-    assert any(load(p).delayed or load(p).kind == "log" for p in files)
+    assert {"river_dataset", "river_generator", "stationary", "log"} <= kinds
+    assert any(load(p).delayed for p in files)
+    for p in files:
+        sc = load(p)
+        if sc.kind == "log":  # bundled logs live in scenarios/data/
+            assert (p.parent / sc.stream["path"]).parent == SCENARIO_DIR / "data"
+            assert (p.parent / sc.stream["path"]).exists()

@@ -1,0 +1,179 @@
+"""Replay of a large JSONL log with the default monitor: events/s and peak memory.
+
+Generates a seeded log of ``--events`` rows (default 1 000 000: ``ts``, ``id``,
+``label``, ``score`` rounded to 4 decimals as production logs often are), then times,
+each in a fresh subprocess (so peak RSS is that stage's alone):
+
+* ``streameval replay`` (default monitor, report off; ``--with-report`` adds it),
+* the same replay with a checkpoint every 100 000 events,
+* reading and validating the log only (``streameval.io.EventSource``: the floor),
+* peers on the same data: scikit-learn's ``roc_auc_score`` + ``average_precision_score``
+  once over the whole arrays (a batch answer at the end only, no timeline), and
+  river's ``ROCAUC`` (approximate) updated per event over the first 100 000 events,
+  scaled to the full log.
+
+Prints a table; ``--keep DIR`` keeps the log and outputs there.
+
+    python benchmarks/bench_replay.py               # 1 000 000 events
+    python benchmarks/bench_replay.py --events 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SEED = 20240601
+
+
+def make_log(path, n, seed=SEED):
+    """Write a seeded n-row JSONL log; labels ~ Bernoulli(0.1), scores separated by label."""
+    rng = np.random.default_rng(seed)
+    labels = rng.random(n) < 0.1
+    margin = 2.5 * (labels - 0.5)
+    scores = np.round(1.0 / (1.0 + np.exp(-(margin + rng.standard_normal(n) - 1.0))), 4)
+    ts = 1_700_000_000 + np.cumsum(rng.exponential(0.05, n))
+    lab = np.where(labels, "1", "0")
+    chunk = 100_000
+    with open(path, "w") as f:
+        for a in range(0, n, chunk):
+            b = min(n, a + chunk)
+            f.write("".join(
+                f'{{"ts":{t:.3f},"id":{i},"label":{y},"score":{s}}}\n'
+                for t, i, y, s in zip(ts[a:b].tolist(), range(a + 1, b + 1),
+                                      lab[a:b].tolist(), scores[a:b].tolist())
+            ))
+    return labels, scores
+
+
+_STAGE = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+stage, log, out = sys.argv[1], sys.argv[2], sys.argv[3]
+n = None
+if stage in ("replay", "replay+checkpoint", "replay+report"):
+    from streameval.cli import main
+    argv = ["replay", log, "--out", out, "--quiet"]
+    if stage != "replay+report":
+        argv.append("--no-report")
+    if stage == "replay+checkpoint":
+        argv += ["--checkpoint", out + "/ckpt.json", "--checkpoint-every", "100000"]
+    rc = main(argv)
+    assert rc == 0, rc
+elif stage == "read":
+    from streameval.io import EventSource
+    n = sum(len(b) for b in EventSource(log))
+elif stage == "sklearn":
+    import numpy as np
+    from sklearn.metrics import average_precision_score, roc_auc_score
+    rows = [json.loads(x) for x in open(log)]
+    y = np.array([r["label"] for r in rows]); s = np.array([r["score"] for r in rows])
+    t1 = time.perf_counter()
+    roc_auc_score(y, s); average_precision_score(y, s)
+    print(json.dumps({"parse": t1 - t0}), file=sys.stderr)
+elif stage == "river":
+    from river import metrics
+    m = metrics.ROCAUC()
+    k = 0
+    with open(log) as f:
+        for line in f:
+            r = json.loads(line)
+            m.update(bool(r["label"]), r["score"])
+            k += 1
+            if k == 100_000:
+                break
+    n = k
+dt = time.perf_counter() - t0
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"seconds": dt, "rss_mb": rss, "n": n}))
+"""
+
+
+def run_stage(stage, log, out):
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    p = subprocess.run([sys.executable, "-c", _STAGE, stage, str(log), str(out)],
+                       capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise SystemExit(f"stage {stage} failed:\n{p.stderr}")
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    extra = p.stderr.strip().splitlines()
+    if extra:
+        try:
+            res.update(json.loads(extra[-1]))
+        except json.JSONDecodeError:
+            pass
+    return res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--keep", type=Path, default=None, help="keep the log and outputs in DIR")
+    ap.add_argument("--with-report", action="store_true", help="also time replay with the report")
+    ap.add_argument("--skip-peers", action="store_true")
+    args = ap.parse_args(argv)
+
+    tmp = args.keep or Path(tempfile.mkdtemp(prefix="bench_replay_"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    log = tmp / "events.jsonl"
+    t0 = time.perf_counter()
+    labels, scores = make_log(log, args.events)
+    gen = time.perf_counter() - t0
+    size_mb = log.stat().st_size / 2**20
+    print(f"log: {args.events:,} events, {size_mb:.0f} MB, "
+          f"{len(np.unique(scores)):,} distinct scores, generated in {gen:.1f} s\n")
+
+    stages = ["read", "replay", "replay+checkpoint"]
+    if args.with_report:
+        stages.append("replay+report")
+    if not args.skip_peers:
+        stages += ["sklearn", "river"]
+    results = {}
+    for stage in stages:
+        out = tmp / f"out_{stage.replace('+', '_')}"
+        results[stage] = run_stage(stage, log, out)
+
+    n = args.events
+    print(f"{'stage':<34}{'seconds':>10}{'events/s':>14}{'peak RSS MB':>14}")
+    print("-" * 72)
+    labels_of = {
+        "read": "read + validate log (floor)",
+        "replay": "streameval replay (default monitor)",
+        "replay+checkpoint": "  + checkpoint every 100k",
+        "replay+report": "  + report (matplotlib)",
+        "sklearn": "sklearn AUC+AP once, arrays in RAM",
+        "river": "river ROCAUC per event (100k, x10)",
+    }
+    for stage in stages:
+        r = results[stage]
+        secs = r["seconds"]
+        if stage == "river":
+            secs = secs * n / r["n"]
+        if stage == "sklearn":
+            secs = secs - r["parse"]  # the two function calls alone, not the JSON parsing
+        print(f"{labels_of[stage]:<34}{secs:>10.2f}{n / secs:>14,.0f}{r['rss_mb']:>14.0f}")
+    if "replay" in results:
+        out = tmp / "out_replay"
+        rows = [json.loads(x) for x in open(out / "metrics.jsonl")]
+        print(f"\nmetrics rows: {len(rows):,}; final values: "
+              + ", ".join(f"{k}={v:.4f}" for k, v in rows[-1]["values"].items()
+                          if isinstance(v, float) and "@" not in k))
+        extra = results["replay"]["rss_mb"] - results["read"]["rss_mb"]
+        print(f"memory beyond reading the log: {extra:.0f} MB "
+              f"({extra * 2**20 / n:.0f} bytes per event; "
+              f"{len(np.unique(scores)):,} distinct scores stored)")
+    if args.keep is None:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
