@@ -212,3 +212,18 @@ def test_merge_and_bigger_is_better():
     assert MAE().bigger_is_better is False
     with pytest.raises(ValueError, match="cannot merge"):
         MAE().merge(MSE())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(list(CLASSES)), st.floats(1e3, 1e9), st.floats(0.01, 100.0),
+       st.floats(0.5, 10.0), st.floats(0.01, 3.0))
+def test_update_then_revert_of_a_huge_event_restores_the_value(name, big, w, y, w0):
+    """``revert`` must remove exactly the weighted loss ``update`` added (computed the
+    same way, bit for bit), or the residue of a huge loss would swamp what is left."""
+    m = CLASSES[name]()
+    m.update(y, y + 0.25, w0)
+    m.update(y + 1.0, y, 1.0)
+    before = m.get()
+    m.update(y, y + big, w)  # fast path (floats) ...
+    m.revert(np.float64(y), np.float64(y + big), np.float64(w))  # ... and slow path
+    assert abs(m.get() - before) <= 1e-12 * before

@@ -274,7 +274,7 @@ class MSE(_RegressionMean):
         # an infinite weight makes x infinite or NaN: _explain names it
         if type(y_true) is float and type(y_pred) is float and type(w) is float and w >= 0.0:
             x = y_pred - y_true
-            x *= w * x
+            x = x * x * w  # bit for bit what revert subtracts: (d * d) * w
             if not x <= _MAXF:  # NaN or infinite input, or overflow
                 self._explain(y_true, y_pred, w)
             s = self._s
