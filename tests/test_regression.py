@@ -227,3 +227,18 @@ def test_update_then_revert_of_a_huge_event_restores_the_value(name, big, w, y, 
     m.update(y, y + big, w)  # fast path (floats) ...
     m.revert(np.float64(y), np.float64(y + big), np.float64(w))  # ... and slow path
     assert abs(m.get() - before) <= 1e-12 * before
+
+
+@pytest.mark.parametrize("name", ["MAE", "MSE", "MAPE"])
+def test_batch_then_revert_one_by_one_is_exact(name):
+    """A sliding window adds a batch with ``update_many`` and later reverts its events
+    one by one: the batch's sum must be as exact as the per-event sums."""
+    rng = np.random.default_rng(12)
+    y = rng.normal(1, 1, 1000)
+    p = y + rng.normal(0, 1, 1000)
+    p[:30] += 1e9  # huge errors, all among the events that leave
+    w = rng.random(1000) + 0.5
+    m = CLASSES[name]().update_many(y, p, w)
+    for i in range(500):
+        m.revert(float(y[i]), float(p[i]), float(w[i]))
+    assert close(m.get(), expected(name, y[500:], p[500:], w[500:]), 1e-12)

@@ -123,7 +123,7 @@ class _WeightedMean(Metric):
         if bad.any():
             i = int(np.argmax(bad))
             _fail("y_pred", b[i].item(), "the weighted loss overflows", i)
-        total = float(wx.sum())
+        total, error = _sum2(wx)
         if not math.isfinite(total):
             raise ValueError("the sum of the batch's weighted losses overflows")
         n = len(wx) if keep is None else int(np.count_nonzero(keep))
@@ -131,7 +131,7 @@ class _WeightedMean(Metric):
             weight = float(n)
         else:
             weight = float(weights.sum() if keep is None else weights[keep].sum())
-        self._fold(n, total, weight)
+        self._fold(n, total, weight, error)
         if keep is not None:
             self._skip(len(wx) - n)
         return self
@@ -182,6 +182,38 @@ class _WeightedMean(Metric):
         return f"{self._public_name}: {self.get():.6f}"
 
     __str__ = __repr__
+
+
+def _sum2(x):
+    """``(s, e)``: the float sum of ``x`` and the sum of its rounding errors.
+
+    Pairwise summation that keeps the exact error of every addition (Knuth's TwoSum,
+    vectorised), so ``s + e`` is the exact sum up to ``O(eps^2 sum|x| log(n))``: a
+    batch's events can later be reverted one by one (sliding windows) without leaving
+    the rounding residue of a plain ``np.sum``. About 25x the cost of ``np.sum``.
+
+    >>> _sum2(np.array([1e16, 1.0, -1e16]))
+    (0.0, 1.0)
+    """
+    s, e = 0.0, 0.0
+    rest = []
+    while len(x) > 1:
+        if len(x) & 1:
+            rest.append(float(x[-1]))
+            x = x[:-1]
+        a = x[0::2]
+        b = x[1::2]
+        t = a + b
+        bb = t - a
+        e += float(((a - (t - bb)) + (b - bb)).sum())
+        x = t
+    if len(x):
+        rest.append(float(x[0]))
+    for v in rest:  # Neumaier, for the few leftovers
+        t = s + v
+        e += (s - t) + v if abs(s) >= abs(v) else (v - t) + s
+        s = t
+    return s, e
 
 
 def _reals(y_true, y_pred):
