@@ -99,14 +99,12 @@ class ReplayError(Exception):
 # ------------------------------------------------------------------------- config
 
 
-def _load_doc(config):
-    """The config document: a dict, a TOML path, or None (default monitor)."""
+def _load_doc(config, config_dir=None):
+    """``(document, directory for relative paths)`` from a dict, a TOML path or None."""
     if config is None:
-        return {}, None
-    if isinstance(config, _Rooted):
-        return dict(config), config.base
+        return {}, config_dir
     if isinstance(config, dict):
-        return config, None
+        return config, config_dir
     from streameval.config import load_toml
 
     return load_toml(config), Path(config).resolve().parent
@@ -231,7 +229,7 @@ def _progress(enabled, initial):
 
 def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
            checkpoint_every=DEFAULT_CHECKPOINT_EVERY, report=True, progress=True,
-           title=None, _stop_after=None):
+           title=None, config_name=None, config_dir=None, _stop_after=None):
     """Replay ``log`` through a monitor into ``out``; return the summary dict.
 
     The library form of ``streameval replay`` (see the module docstring for the
@@ -257,7 +255,14 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
         Write ``report.html`` and the PNGs.
     progress : bool
         Show a progress bar when stderr is a terminal and tqdm is installed.
+    title : str, optional
+        Heading of the report.
+    config_name, config_dir : optional
+        For a ``config`` dict: the name its errors are reported under (default
+        ``"config"``) and the directory its relative paths start from.
     """
+    import numpy as np
+
     from streameval.io.checkpoint import CheckpointError, fingerprint, load_checkpoint, save_checkpoint
     from streameval.io.sinks import rejected_callback
 
@@ -268,10 +273,12 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
     if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
         raise ReplayError(f"--checkpoint-every {checkpoint_every!r}: must be an integer >= 1")
     try:
-        doc, base_dir = _load_doc(config)
+        doc, base_dir = _load_doc(config, config_dir)
         monitor, fields, fmt, delayed = _build(doc, base_dir)
     except ValueError as e:
-        raise ReplayError(f"config: {e}" if not str(e).startswith(str(config)) else str(e)) from None
+        where = config_name or ("config" if isinstance(config, dict) else str(config))
+        msg = str(e)
+        raise ReplayError(msg if msg.startswith(where) else f"{where}: {msg}") from None
     if str(log) != "-" and not Path(log).exists():
         raise ReplayError(f"{log}: no such file")
 
@@ -380,8 +387,8 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
                     if w is not None and not (w != 1.0).any():
                         w = None
                     ts = batch.ts
-                    if ts is not None and np_isnan_all(ts):
-                        ts = None
+                    if ts is not None and ts.dtype.kind == "f" and np.isnan(ts).all():
+                        ts = None  # a log without event times
                     update_many(batch.label, batch.score, w, ts, batch.segment)
                     if bar is not None:
                         bar.update(len(batch))
@@ -448,12 +455,6 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
         except ImportError as e:
             print(f"streameval: warning: no report: {e}", file=sys.stderr)
     return summary
-
-
-def np_isnan_all(a):
-    import numpy as np
-
-    return a.dtype.kind == "f" and bool(np.isnan(a).all())
 
 
 def _write_json(path, obj):
@@ -550,22 +551,14 @@ def run_scenario(path, out=None, *, check=False, **options):
     config = dict(sc.config)
     if sc.delayed and "label_ttl" not in config.get("input", {}):
         raise ReplayError(f"{path}: the stream has delayed labels; set [input] label_ttl")
-    # relative paths in [input] (a labels file) are relative to the scenario file
-    summary = replay(log, out, config=_Rooted(config, sc.path.parent),
+    # relative paths in [input] (a labels file) start from the scenario's directory
+    summary = replay(log, out, config=config, config_name=str(path), config_dir=sc.path.parent,
                      title=f"scenario {sc.name}", **options)
     from streameval.report import read_jsonl
 
     failures = scenarios.check(sc, read_jsonl(out / "alerts.jsonl")) if check else []
     summary["scenario"] = sc.name
     return summary, failures
-
-
-class _Rooted(dict):
-    """A config dict whose relative paths resolve against ``base``."""
-
-    def __init__(self, d, base):
-        super().__init__(d)
-        self.base = base
 
 
 def _slug(name):

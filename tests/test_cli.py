@@ -394,17 +394,14 @@ def test_corrupted_or_mismatched_checkpoint_is_refused(resume_setup, tmp_path, c
 
 
 def test_delayed_labels_join_expire_and_match_sklearn(tmp_path):
-    rng = np.random.default_rng(8)
     n = 4_000
+    log = _delayed_log(tmp_path / "log.jsonl", n, seed=8)
+    # the same draws as _delayed_log, for the oracle
+    rng = np.random.default_rng(8)
     y = rng.random(n) < 0.3
     s = np.round(rng.random(n) * 0.5 + 0.4 * y, 3)
     delay = rng.uniform(10, 500, n)
     missing = rng.random(n) < 0.05
-    rows = [(float(i), 0, {"ts": float(i), "id": f"p{i}", "score": float(s[i])}) for i in range(n)]
-    rows += [(i + delay[i], 1, {"ts": float(i + delay[i]), "id": f"p{i}", "label": bool(y[i])})
-             for i in range(n) if not missing[i]]
-    rows.sort(key=lambda r: (r[0], r[1]))
-    log = _write(tmp_path / "log.jsonl", [r[2] for r in rows])
     cfg = tmp_path / "cfg.toml"
     cfg.write_text('[input]\nlabel_ttl = 1000\n' + METRICS_CONFIG.format(extra="", threshold=0.0))
     out = tmp_path / "out"
@@ -419,7 +416,7 @@ def test_delayed_labels_join_expire_and_match_sklearn(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     # every unlabeled prediction is either expired (older than label_ttl at the end) or
     # still waiting: none is lost
-    last_t = max(r[0] for r in rows)
+    last_t = max(i + delay[i] if not missing[i] else i for i in range(n))
     expired = sum(1 for i in np.flatnonzero(missing) if last_t - i > 1000)
     assert summary["expired"] == expired
     assert summary["unlabeled"] == missing.sum() - expired
@@ -490,3 +487,69 @@ def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "stderr", stream)
     assert main(argv + ["--out", str(tmp_path / "o"), "--no-progress"]) == 0
     assert "ev/s" not in stream.getvalue()
+
+
+def _delayed_log(path, n, seed):
+    """Prediction rows and label rows (10..500 s later, 5% never), in time order."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.3
+    s = np.round(rng.random(n) * 0.5 + 0.4 * y, 3)
+    delay = rng.uniform(10, 500, n)
+    missing = rng.random(n) < 0.05
+    rows = [(float(i), 0, {"ts": float(i), "id": f"p{i}", "score": float(s[i])}) for i in range(n)]
+    rows += [(i + delay[i], 1, {"ts": float(i + delay[i]), "id": f"p{i}", "label": bool(y[i])})
+             for i in range(n) if not missing[i]]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return _write(path, [r[2] for r in rows])
+
+
+@pytest.mark.parametrize("kind", ["skip", "delayed"])
+def test_resume_with_rejected_rows_and_delayed_labels(tmp_path, kind):
+    from streameval.cli import replay
+
+    cfg = tmp_path / "cfg.toml"
+    body = METRICS_CONFIG.format(extra="", threshold=0.9)
+    if kind == "skip":
+        lines = [json.dumps(r) for r in _events(12_000, seed=10)]
+        for k, (bad, _) in enumerate(BAD * 3):
+            lines.insert(500 + 700 * k, bad)
+        log = _write(tmp_path / "log.jsonl", lines)
+        on_error = "skip"
+    else:
+        log = _delayed_log(tmp_path / "log.jsonl", 8_000, seed=11)
+        body = "[input]\nlabel_ttl = 300\n" + body
+        on_error = "fail"
+    cfg.write_text(body)
+    opts = dict(config=cfg, on_error=on_error, report=False, progress=False)
+    ref = tmp_path / "ref"
+    replay(log, ref, **opts)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt.json"
+    stops = (3_500, 7_000) if kind == "skip" else (1_500, 3_200)  # delayed: ~4 500 joined
+    for stop in stops:  # killed twice, resumed twice
+        with pytest.raises(KeyboardInterrupt):
+            replay(log, out, checkpoint=ckpt, checkpoint_every=1_000, _stop_after=stop, **opts)
+    replay(log, out, checkpoint=ckpt, checkpoint_every=1_000, **opts)
+    _same_outputs(out, ref)
+    a = json.loads((out / "summary.json").read_text())
+    b = json.loads((ref / "summary.json").read_text())
+    for key in ("expired", "orphans", "unlabeled", "rejected"):
+        assert a[key] == b[key], key
+    if kind == "skip":
+        assert (out / "rejected.jsonl").read_bytes() == (ref / "rejected.jsonl").read_bytes()
+        assert a["rejected"] == 3 * len(BAD)
+    else:  # label_ttl 300 s < the longest delays: expired predictions and orphan labels
+        assert a["expired"] > 0 and a["orphans"] > 0
+
+
+def test_replay_from_stdin(tmp_path, monkeypatch):
+    import io
+
+    rows = _events(2_000, seed=12)
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    out = tmp_path / "out"
+    assert main(["replay", "-", "--out", str(out), "--no-report", "--quiet"]) == 0
+    final = _last(_rows(out / "metrics.jsonl"))
+    assert final["n"] == 2_000
+    assert final["values"]["roc_auc"] == pytest.approx(
+        roc_auc_score([r["label"] for r in rows], [r["score"] for r in rows]), abs=1e-12)
