@@ -629,3 +629,13 @@ def test_multiclass_batch_grouping_paths_equal_the_loop(kind):
     assert batch.labels == labels
     assert np.array_equal(batch.matrix(labels), loop.matrix(labels))
     assert batch.n == loop.n == n
+
+
+def test_multiclass_numpy_scalar_labels_are_stored_as_python_values():
+    cm = ConfusionMatrix(multiclass=True)
+    cm.update(np.int64(1), np.int64(2))
+    cm.update(np.str_("a"), {np.str_("a"): 0.9})
+    cm.update(1, 2)
+    state = json.loads(json.dumps(cm.to_state()))  # numpy scalars would not serialise
+    assert state["data"]["cells"] == [[1, 2, 2.0, 2], ["a", "a", 1.0, 1]]
+    assert type(streameval.from_state(state)._cells[(1, 2)]) is list

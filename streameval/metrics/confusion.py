@@ -412,17 +412,17 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
                 -_MAXF <= v <= _MAXF
             ):
                 _fail(name, proba, "probabilities must be finite numbers")
-        return MultiClassMetric._class(max(proba, key=proba.get), name)
+        return _as_class(max(proba, key=proba.get), name)
 
     def _key(self, y_true, y_pred):
         t = type(y_true)
         if t is not str and t is not int:
-            MultiClassMetric._class(y_true, "y_true")
+            y_true = _as_class(y_true, "y_true")
         t = type(y_pred)
         if t is dict:
             y_pred = self._argmax(y_pred)
         elif t is not str and t is not int:
-            MultiClassMetric._class(y_pred, "y_pred")
+            y_pred = _as_class(y_pred, "y_pred")
         return (y_true, y_pred)
 
     def update(self, y_true, y_pred, w=1.0):
@@ -432,12 +432,12 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         """
         t = type(y_true)
         if t is not str and t is not int:
-            MultiClassMetric._class(y_true, "y_true")
+            y_true = _as_class(y_true, "y_true")
         t = type(y_pred)
         if t is dict:
             y_pred = self._argmax(y_pred)
         elif t is not str and t is not int:
-            MultiClassMetric._class(y_pred, "y_pred")
+            y_pred = _as_class(y_pred, "y_pred")
         if type(w) is not float or not 0.0 <= w <= _MAXF:
             w = check_weight(w)
         key = (y_true, y_pred)
@@ -568,6 +568,12 @@ ConfusionMatrix._multiclass_impl = _MultiClassConfusionMatrix
 #: a batch of integer labels spanning at most this many values (or the batch's length,
 #: if larger) is grouped with ``np.bincount`` (linear time) rather than by sorting
 DENSE_LABEL_RANGE = 4096
+
+
+def _as_class(y, name):
+    """A valid class label, numpy scalars as Python ones (as a batch's, and for JSON)."""
+    MultiClassMetric._class(y, name)
+    return y.item() if isinstance(y, np.generic) else y
 
 
 def _factorize(values, name):

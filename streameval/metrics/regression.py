@@ -3,8 +3,12 @@
 Each metric keeps ``sum(w * loss)``, ``sum(w)`` and the event count. The loss sum is
 compensated (Neumaier), so that ``revert`` undoes ``update`` to within one rounding
 of the current sum even after large losses have come and gone (a sliding window over
-heavy-tailed errors would otherwise keep their rounding residue). With weight 0 in
-total the mean is undefined: ``get()`` returns NaN. With ``sample_weight`` the values
+heavy-tailed errors would otherwise keep their rounding residue); ``update_many``
+sums a batch with the exact error of every addition, for the same reason. The weight
+sum is plain (exact for integer weights; after reverts its relative error is about
+machine epsilon times the largest total weight seen over the current one), and an
+emptied metric is reset to exact zeros. With weight 0 in total the mean is undefined:
+``get()`` returns NaN. With ``sample_weight`` the values
 are scikit-learn's (``mean_absolute_error``, ``mean_squared_error``, ...).
 
 :class:`_WeightedMean` is shared with :mod:`streameval.metrics.probabilistic`.
