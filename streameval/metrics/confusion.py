@@ -114,10 +114,8 @@ def _check_threshold(threshold):
 def _no_binary_params(name, threshold, pos_label, neg_label):
     for pname, value in zip(_BINARY_ONLY, (threshold, pos_label, neg_label)):
         if value is not None:
-            raise ValueError(
-                f"{pname} = {value!r}: applies to a binary {name} only; the multiclass "
-                "one takes class labels as they are and the argmax of probability dicts"
-            )
+            raise ValueError(f"{pname} = {value!r}: applies to a binary {name} only "
+                             "(this one is multiclass)")
 
 
 # --------------------------------------------------------------------- ConfusionMatrix
@@ -171,10 +169,6 @@ class ConfusionMatrix(_Family):
     def __init__(self, *, threshold=None, pos_label=None, neg_label=None, multiclass=False):
         self.multiclass = bool(multiclass)
         self._setup(threshold, pos_label, neg_label)
-
-    @property
-    def bigger_is_better(self):
-        return False
 
 
 class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
@@ -260,20 +254,43 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
             y_pred = self._score(y_pred)
         if type(w) is not float or not 0.0 <= w <= _MAXF:
             w = check_weight(w)
+        # an emptied cell is exactly 0 (no rounding residue of float weights)
         if y_pred >= self.threshold:
-            cell = "tp" if y else "fp"
+            if y:
+                k = self._ntp - 1
+                v = self.tp - w
+                if k < 0 or v < -1e-9 * w:
+                    self._not_counted("tp", y_true, y_pred, w)
+                self._ntp = k
+                self.tp = v if k else 0.0
+            else:
+                k = self._nfp - 1
+                v = self.fp - w
+                if k < 0 or v < -1e-9 * w:
+                    self._not_counted("fp", y_true, y_pred, w)
+                self._nfp = k
+                self.fp = v if k else 0.0
+        elif y:
+            k = self._nfn - 1
+            v = self.fn - w
+            if k < 0 or v < -1e-9 * w:
+                self._not_counted("fn", y_true, y_pred, w)
+            self._nfn = k
+            self.fn = v if k else 0.0
         else:
-            cell = "fn" if y else "tn"
-        k = getattr(self, "_n" + cell) - 1
-        v = getattr(self, cell) - w
-        if k < 0 or v < -1e-9 * w:
-            raise ValueError(
-                f"revert of (y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): "
-                f"no such event was counted (the {cell} cell holds "
-                f"{getattr(self, cell)!r} from {k + 1} events)"
-            )
-        setattr(self, "_n" + cell, k)
-        setattr(self, cell, v if k else 0.0)  # an empty cell is exactly 0
+            k = self._ntn - 1
+            v = self.tn - w
+            if k < 0 or v < -1e-9 * w:
+                self._not_counted("tn", y_true, y_pred, w)
+            self._ntn = k
+            self.tn = v if k else 0.0
+
+    def _not_counted(self, cell, y_true, y_pred, w):
+        raise ValueError(
+            f"revert of (y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): no such event "
+            f"was counted (the {cell} cell holds {getattr(self, cell)!r} from "
+            f"{getattr(self, '_n' + cell)} events)"
+        )
 
     # -- batches ----------------------------------------------------------------
     def update_many(self, y_true, y_pred, w=None):
