@@ -46,6 +46,22 @@ def per_event(factory, ys, ps, repeat):
     return best_time(run, repeat) / len(ys)
 
 
+def per_revert(factory, ys, ps, repeat):
+    """Seconds per ``revert`` call, removing the events from a filled metric."""
+    best = float("inf")
+    for _ in range(repeat):
+        m = factory()
+        for y, p in zip(ys, ps):
+            m.update(y, p)
+        revert = m.revert
+        gc.collect()
+        t0 = time.perf_counter()
+        for y, p in zip(ys, ps):
+            revert(y, p)
+        best = min(best, time.perf_counter() - t0)
+    return best / len(ys)
+
+
 def binary_data(n, rng):
     y = rng.random(n) < 0.3
     s = rng.random(n)
@@ -90,12 +106,17 @@ def main(argv=None):
         ("MSE", se.MSE, rm.MSE, yr, pr, pr),
     ]
     print()
-    print("per-event update (ns/event; ratio = river / streameval, >= 1 means faster)")
-    print(f"{'metric':<18}{'streameval':>12}{'river':>10}{'ratio':>8}")
+    print("per-event update and revert (ns/event; ratio = river / streameval, "
+          ">= 1 means streameval is faster)")
+    print(f"{'metric':<18}{'update':>8}{'river':>8}{'ratio':>7}{'revert':>9}{'river':>8}"
+          f"{'ratio':>7}")
     for name, ours, theirs, a, b, b_river in cases:
         t_ours = per_event(ours, a, b, repeat)
         t_river = per_event(theirs, a, b_river, repeat)
-        print(f"{name:<18}{t_ours * 1e9:>12.0f}{t_river * 1e9:>10.0f}{t_river / t_ours:>8.2f}")
+        r_ours = per_revert(ours, a, b, repeat)
+        r_river = per_revert(theirs, a, b_river, repeat)
+        print(f"{name:<18}{t_ours * 1e9:>8.0f}{t_river * 1e9:>8.0f}{t_river / t_ours:>7.2f}"
+              f"{r_ours * 1e9:>9.0f}{r_river * 1e9:>8.0f}{r_river / r_ours:>7.2f}")
 
     # ------------------------------------------------------------- batches
     y, s = binary_data(n_batch, rng)
@@ -142,7 +163,7 @@ def main(argv=None):
             update = m.update
             for args in zip(*loop_args):
                 update(*args)
-        t_loop = best_time(loop, max(1, repeat // 2)) * n_batch / n_loop
+        t_loop = best_time(loop, repeat) * n_batch / n_loop
         t_sk = best_time(sk, max(1, repeat // 2))
         print(f"{name:<20}{n_batch / t_batch / 1e6:>12.1f}{n_batch / t_loop / 1e6:>8.2f}"
               f"{t_loop / t_batch:>8.0f}x{n_batch / t_sk / 1e6:>12.1f}")

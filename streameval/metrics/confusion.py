@@ -431,17 +431,6 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
                 _fail(name, proba, "probabilities must be finite numbers")
         return _as_class(max(proba, key=proba.get), name)
 
-    def _key(self, y_true, y_pred):
-        t = type(y_true)
-        if t is not str and t is not int:
-            y_true = _as_class(y_true, "y_true")
-        t = type(y_pred)
-        if t is dict:
-            y_pred = self._argmax(y_pred)
-        elif t is not str and t is not int:
-            y_pred = _as_class(y_pred, "y_pred")
-        return (y_true, y_pred)
-
     def update(self, y_true, y_pred, w=1.0):
         """Count one event; ``y_pred`` is a class or a probability dict (argmax).
 
@@ -470,9 +459,17 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
 
         Runtime complexity: `O(1)` (`O(k)` for a probability dict).
         """
-        key = self._key(y_true, y_pred)
+        t = type(y_true)
+        if t is not str and t is not int:
+            y_true = _as_class(y_true, "y_true")
+        t = type(y_pred)
+        if t is dict:
+            y_pred = self._argmax(y_pred)
+        elif t is not str and t is not int:
+            y_pred = _as_class(y_pred, "y_pred")
         if type(w) is not float or not 0.0 <= w <= _MAXF:
             w = check_weight(w)
+        key = (y_true, y_pred)
         cell = self._cells.get(key)
         if cell is None or cell[0] - w < -1e-9 * w:
             raise ValueError(
