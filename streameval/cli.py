@@ -54,7 +54,7 @@ killed, a replay cuts the outputs back to the checkpoint and goes on from there:
 outputs equal those of an uninterrupted run. A damaged checkpoint, or one written for
 another log or config, is refused (exit 2), never silently reset.
 
->>> import tempfile, os
+>>> import json, os, tempfile
 >>> d = tempfile.mkdtemp(); log = os.path.join(d, "log.jsonl")
 >>> _ = open(log, "w").write('{"ts": 1, "label": 1, "score": 0.8}\\n{"ts": 2, "label": 0, "score": NaN}\\n')
 >>> out = os.path.join(d, "out")
@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import os
 import sys

@@ -215,6 +215,10 @@ def _plot_metric(name, metric_rows, spans, end_n, path, Figure, Canvas):
         ax.axvspan(n0, right, color=colour_of[rule], alpha=0.15, linewidth=0, label=label)
 
     ax.set_title(name)
+    if str(name).endswith("p_value"):  # drift p-values: what matters is 0.01 vs 1e-6
+        finite = [y for _, ys in series.values() for y in ys if y == y]
+        if finite and min(finite) > 0:
+            ax.set_yscale("log")
     ax.set_xlabel("events")
     ax.grid(True, alpha=0.3)
     if end_n:

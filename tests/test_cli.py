@@ -7,8 +7,6 @@ byte), and the scenarios' own ``[[expect]]`` tables for ``run --check``.
 """
 
 import json
-import math
-import os
 import signal
 import subprocess
 import sys
