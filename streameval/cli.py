@@ -569,8 +569,8 @@ def _slug(name):
 # ---------------------------------------------------------------------------- CLI
 
 
-def _replay_options(p):
-    p.add_argument("--out", metavar="DIR", help="output directory (default: %(default)s)")
+def _replay_options(p, out_default):
+    p.add_argument("--out", metavar="DIR", help=f"output directory (default: {out_default})")
     p.add_argument("--on-error", choices=["fail", "skip"], default="fail",
                    help="a bad row stops the replay with exit status 2 (fail, default) or "
                         "goes to rejected.jsonl with its line and reason (skip)")
@@ -604,7 +604,7 @@ def build_parser():
                                    "through a monitor; write metrics.jsonl, alerts.jsonl and a report.")
     p.add_argument("log", metavar="LOG")
     p.add_argument("--config", metavar="FILE", help="monitor config (TOML); default: the default monitor")
-    _replay_options(p)
+    _replay_options(p, "streameval-out")
     p.set_defaults(func=_cmd_replay, out="streameval-out")
 
     p = sub.add_parser("run", help="run a scenario file (and check its expected alerts)",
@@ -613,7 +613,7 @@ def build_parser():
     p.add_argument("scenario", metavar="SCENARIO")
     p.add_argument("--check", action="store_true",
                    help="exit with status 1 unless the alerts are the expected ones")
-    _replay_options(p)
+    _replay_options(p, "streameval-out/<scenario name>")
     p.set_defaults(func=_cmd_run, out=None)
 
     p = sub.add_parser("serve", help="HTTP ingestion, Prometheus /metrics, alerts (streameval[serve])")
