@@ -43,10 +43,14 @@ from streameval.windows import Sliding
 REPEATS = 3
 
 
-def make_stream(n, seed, scores):
+def make_stream(n, seed, scores, model=True):
+    """Labels (30% positives) and scores: a model's (AUC about 0.86) or uniform noise."""
     rng = np.random.default_rng(seed)
     y = rng.random(n) < 0.3
-    s = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0.0, 1.0)
+    if model:
+        s = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0.0, 1.0)
+    else:
+        s = rng.random(n)
     if scores == "rounded":
         s = np.round(s, 3)
     return y.tolist(), s.tolist()
@@ -158,6 +162,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer events per row")
     ap.add_argument("--scores", choices=["rounded", "continuous"], default="rounded")
+    ap.add_argument("--noise", action="store_true",
+                    help="uniform random scores (AUC 0.5) instead of a model's")
     ap.add_argument("--windows", default="1000,10000,100000")
     ap.add_argument("--kinds", default="auc,ap,precision,recall")
     ap.add_argument("--batches", action="store_true", help="only the update_many table")
@@ -171,7 +177,7 @@ def main(argv=None):
     # river's O(window) get: bound its events so the row takes seconds, not hours
     river_budget = 400_000 if args.quick else 3_000_000  # window * events, for get-every-1
     print(f"python {platform.python_version()}, numpy {np.__version__}, river {river.__version__}, "
-          f"scores {args.scores}")
+          f"scores {args.scores}, {'uniform noise' if args.noise else 'a model (AUC ~0.86)'}")
     header = (f"{'metric':<10} {'window':>7} {'get':>5} {'streameval ev/s':>16} {'river ev/s':>12} "
               f"{'ratio':>7} {'river n':>8} {'|ours-sk|':>10} {'|river-sk|':>10}")
     print(header)
@@ -180,7 +186,7 @@ def main(argv=None):
         peer_name = {"auc": "RollingROCAUC", "ap": "RollingPRAUC"}.get(kind, f"Rolling({kind.title()})")
         for window in windows:
             total = window + REPEATS * ours_events
-            y, s = make_stream(total, seed=window, scores=args.scores)
+            y, s = make_stream(total, seed=window, scores=args.scores, model=not args.noise)
             for every in (1, 1000):
                 a = ours(kind, window)
                 prefill(a, y, s, window, river_style=False)
@@ -189,7 +195,7 @@ def main(argv=None):
                 prefill(b, y, s, window, river_style=True)
                 n_river = ours_events
                 if every == 1 and kind in ("auc", "ap"):
-                    n_river = max(100, min(ours_events, river_budget // window))
+                    n_river = max(300, min(ours_events, river_budget // window))
                 river_eps = best(b, y, s, window, n_river, every, True, REPEATS)
                 # distance from sklearn on each side's final window
                 end_a, end_b = window + REPEATS * ours_events, window + REPEATS * n_river
