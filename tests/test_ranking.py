@@ -1,0 +1,878 @@
+"""ROCAUC, Gini, AveragePrecision, InterpolatedAP, ElevenPointAP, ROCCurve, PRCurve.
+
+Oracles: scikit-learn (``roc_auc_score``, ``average_precision_score``, ``roc_curve``,
+``precision_recall_curve``) on the live events after every update; the interpolated
+variants from scikit-learn's PR curve through an independent loop; the worked examples
+of DESIGN.md section 3; brute force for the binned bounds.
+"""
+
+import json
+import math
+import random
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import (
+    average_precision_score,
+    precision_recall_curve,
+    roc_auc_score,
+    roc_curve,
+)
+
+import streameval
+from streameval import (
+    ROCAUC,
+    AveragePrecision,
+    ElevenPointAP,
+    Gini,
+    InterpolatedAP,
+    PRCurve,
+    ROCCurve,
+    from_state,
+)
+
+TOL = 1e-12
+
+
+@pytest.fixture(autouse=True)
+def _quiet_sklearn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+# ------------------------------------------------------------------ oracles
+
+
+def sk_curve_points(y, s, w):
+    """(precision, recall) at each distinct threshold, high to low (sklearn's points
+    without its appended (1, 0) end)."""
+    precision, recall, _ = precision_recall_curve(y, s, sample_weight=w)
+    return precision[:-1][::-1], recall[:-1][::-1]
+
+
+def oracle_interpolated_ap(y, s, w=None):
+    precision, recall = sk_curve_points(y, s, w)
+    total, prev_r = 0.0, 0.0
+    for j in range(len(recall)):
+        best = max(precision[j:])  # best precision at this or any higher recall
+        total += (recall[j] - prev_r) * best
+        prev_r = recall[j]
+    return total
+
+
+def oracle_eleven_point(y, s, w=None):
+    precision, recall = sk_curve_points(y, s, w)
+    total = 0.0
+    for k in range(11):
+        reach = [p for p, r in zip(precision, recall) if r >= k / 10]
+        total += max(reach) if reach else 0.0
+    return total / 11
+
+
+def oracle(name, y, s, w=None):
+    """The reference value of metric ``name`` on the events, or None if undefined."""
+    y = np.asarray(y, dtype=bool)
+    s = np.asarray(s, dtype=float)
+    w = None if w is None else np.asarray(w, dtype=float)
+    wt = np.ones(len(y)) if w is None else w
+    has_pos, has_neg = (wt[y] > 0).any(), (wt[~y] > 0).any()
+    if name in ("ROCAUC", "Gini"):
+        if not (has_pos and has_neg):
+            return None
+        auc = roc_auc_score(y, s, sample_weight=w)
+        return auc if name == "ROCAUC" else 2 * auc - 1
+    if not has_pos:
+        return None
+    if name == "AveragePrecision":
+        return average_precision_score(y, s, sample_weight=w)
+    if name == "InterpolatedAP":
+        return oracle_interpolated_ap(y, s, w)
+    if name == "ElevenPointAP":
+        return oracle_eleven_point(y, s, w)
+    raise AssertionError(name)
+
+
+SCALARS = [ROCAUC, Gini, AveragePrecision, InterpolatedAP, ElevenPointAP]
+
+
+def assert_value(metric, y, s, w=None):
+    expected = oracle(type(metric).__name__, y, s, w)
+    got = metric.get()
+    if expected is None:
+        assert math.isnan(got), (type(metric).__name__, got)
+    else:
+        assert abs(got - expected) <= TOL, (type(metric).__name__, got, expected)
+
+
+def assert_curves(roc, pr, y, s, w=None):
+    y = np.asarray(y, dtype=bool)
+    fpr, tpr, thr = roc.get()
+    efpr, etpr, ethr = roc_curve(y, s, sample_weight=w, drop_intermediate=False)
+    np.testing.assert_array_equal(thr, ethr)
+    np.testing.assert_allclose(fpr, efpr, rtol=0, atol=TOL)
+    np.testing.assert_allclose(tpr, etpr, rtol=0, atol=TOL)
+    p, r, t = pr.get()
+    ep, er, et = precision_recall_curve(y, s, sample_weight=w, drop_intermediate=False)
+    np.testing.assert_array_equal(t, et)
+    np.testing.assert_allclose(p, ep, rtol=0, atol=TOL)
+    np.testing.assert_allclose(r, er, rtol=0, atol=TOL)
+
+
+def stream(seed, n, decimals=2, weighted=False, p_pos=0.3):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < p_pos
+    s = np.round(rng.random(n), decimals)
+    w = np.round(rng.uniform(0.0, 3.0, n), 2) if weighted else None
+    return y, s, w
+
+
+# ------------------------------------------------------------- worked examples
+
+
+def test_worked_example_auc_and_ap():
+    y = [1, 0, 0, 0, 1, 0, 1, 0]
+    s = [.9, .8, .3, .1, .4, .9, .66, .7]
+    auc, ap = ROCAUC(), AveragePrecision()
+    for yi, si in zip(y, s):
+        auc.update(yi, si)
+        ap.update(yi, si)
+    assert round(auc.get(), 6) == 0.566667
+    assert round(ap.get(), 6) == 0.466667
+    # by hand: 15 pairs; positive .9 beats 4, ties 1; .4 beats 2; .66 beats 2 -> 8.5/15
+    assert auc.get() == pytest.approx(8.5 / 15, abs=TOL)
+    assert Gini().update_many(y, s).get() == pytest.approx(2 * 8.5 / 15 - 1, abs=TOL)
+
+
+def test_worked_example_perfect_ranking():
+    m = ROCAUC()
+    for yi, si in zip([1, 0, 1, 0, 0, 0], [.9, .7, .8, .6, .5, .4]):
+        m.update(yi, si)
+    assert m.get() == 1.0
+
+
+def test_worked_example_ranked_items_ap():
+    relevant = {1, 2, 4, 6, 10}
+    m = AveragePrecision()
+    for rank in range(1, 11):
+        m.update(rank in relevant, 1.0 - rank / 100)
+    # (1/1 + 2/2 + 3/4 + 4/6 + 5/10) / 5
+    assert m.get() == pytest.approx((1 + 1 + 0.75 + 4 / 6 + 0.5) / 5, abs=TOL)
+    assert round(m.get(), 6) == 0.783333
+
+
+def test_interpolated_by_hand():
+    # labels by rank 1,0,1,1,0: precisions 1, 1/2, 2/3, 3/4, 3/5
+    y, s = [1, 0, 1, 1, 0], [.9, .8, .7, .6, .5]
+    assert AveragePrecision().update_many(y, s).get() == pytest.approx((1 + 2 / 3 + .75) / 3)
+    assert InterpolatedAP().update_many(y, s).get() == pytest.approx((1 + .75 + .75) / 3)
+    # recall 1/3 covers r = 0..0.3 (precision 1), 2/3 covers .4-.6 (.75), 1 covers .7-1
+    assert ElevenPointAP().update_many(y, s).get() == pytest.approx((4 + 7 * .75) / 11)
+
+
+# ----------------------------------------------------- prefix equality, sklearn
+
+
+@pytest.mark.parametrize("decimals", [1, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_prefix_equality_after_every_update(decimals, weighted):
+    y, s, w = stream(decimals * 10 + weighted, 200, decimals, weighted)
+    metrics = [cls() for cls in SCALARS]
+    roc, pr = ROCCurve(), PRCurve()
+    for i in range(len(y)):
+        wi = 1.0 if w is None else float(w[i])
+        for m in metrics + [roc, pr]:
+            m.update(bool(y[i]), float(s[i]), wi)
+        wp = None if w is None else w[: i + 1]
+        for m in metrics:
+            assert_value(m, y[: i + 1], s[: i + 1], wp)
+        if y[: i + 1].any() and (~y[: i + 1]).any() and (wp is None or wp.sum() > 0):
+            assert_curves(roc, pr, y[: i + 1], s[: i + 1], wp)
+    for m in metrics:
+        m._check()
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_prefix_equality_with_random_reverts(weighted):
+    y, s, w = stream(5 + weighted, 600, 2, weighted)
+    metrics = [cls() for cls in SCALARS]
+    rng = random.Random(11)
+    live = []
+    for i in range(len(y)):
+        ev = (bool(y[i]), float(s[i]), 1.0 if w is None else float(w[i]))
+        live.append(ev)
+        for m in metrics:
+            m.update(*ev)
+        if live and rng.random() < 0.35:
+            gone = live.pop(rng.randrange(len(live)))
+            for m in metrics:
+                m.revert(*gone)
+        if i % 3 == 0:
+            ly, ls, lw = (np.array(c) for c in zip(*live)) if live else ([], [], [])
+            for m in metrics:
+                assert_value(m, ly, ls, lw if weighted else None)
+    for m in metrics:
+        m._check()
+
+
+def test_long_stream_with_interleaved_reverts_stays_exact():
+    """50 000 events, a third reverted at random, fractional weights: still 1e-12."""
+    rng = np.random.default_rng(2024)
+    n = 50_000
+    y = rng.random(n) < 0.2
+    s = np.round(rng.random(n), 3)
+    w = rng.uniform(0.05, 4.0, n)
+    auc, ap = ROCAUC(), AveragePrecision()
+    alive = np.zeros(n, dtype=bool)
+    order = rng.permutation(n)
+    removals = set(order[: n // 3].tolist())
+    pending = []
+    for i in range(n):
+        auc.update(bool(y[i]), float(s[i]), float(w[i]))
+        ap.update(bool(y[i]), float(s[i]), float(w[i]))
+        alive[i] = True
+        if i in removals:
+            pending.append(i)
+        if pending and rng.random() < 0.5:
+            j = pending.pop(0)
+            auc.revert(bool(y[j]), float(s[j]), float(w[j]))
+            ap.revert(bool(y[j]), float(s[j]), float(w[j]))
+            alive[j] = False
+        if i % 5000 == 4999:
+            a = alive
+            assert abs(auc.get() - roc_auc_score(y[a], s[a], sample_weight=w[a])) <= TOL
+            assert abs(ap.get() - average_precision_score(y[a], s[a], sample_weight=w[a])) <= TOL
+    auc._check()
+
+
+def test_unit_weights_are_exact_integers():
+    """With w=1 the state is integer arithmetic: U is exactly the pair count."""
+    y, s, _ = stream(3, 4000, 2)
+    m = ROCAUC().update_many(y, s)
+    pos, neg = s[y], s[~y]
+    u = sum(float((p > neg).sum()) + 0.5 * float((p == neg).sum()) for p in pos)
+    assert m._order.u == u
+    assert m.get() == u / (len(pos) * len(neg))
+
+
+# -------------------------------------------------------------- batches
+
+
+@pytest.mark.parametrize("cls", SCALARS + [ROCCurve, PRCurve])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_update_many_equals_loop(cls, weighted):
+    y, s, w = stream(8, 700, 2, weighted)
+    loop = cls()
+    for i in range(len(y)):
+        loop.update(bool(y[i]), float(s[i]), 1.0 if w is None else float(w[i]))
+    # one batch into an empty metric, then batches of several sizes into a filled one
+    one = cls().update_many(y, s, w)
+    parts = cls()
+    for a, b in [(0, 3), (3, 400), (400, 410), (410, 700)]:
+        parts.update_many(y[a:b], s[a:b], None if w is None else w[a:b])
+    for m in (one, parts):
+        m._check()
+        got, want = m.get(), loop.get()
+        if isinstance(want, tuple):
+            for g, e in zip(got, want):
+                np.testing.assert_allclose(g, e, rtol=0, atol=TOL)
+        else:
+            assert got == pytest.approx(want, abs=TOL)
+    if cls in (ROCAUC, Gini, AveragePrecision):
+        assert_value(one, y, s, w)
+
+
+def test_update_many_accepts_lists_bools_and_proba_dicts():
+    y = [True, False, True, False]
+    probas = [{True: .8, False: .2}, {True: .3, False: .7}, {True: .6, False: .4}, {}]
+    m = ROCAUC().update_many(y, probas)
+    assert m.get() == roc_auc_score(y, [.8, .3, .6, 0.0])
+    assert ROCAUC().update_many(np.array([1, 0]), np.array([0.2, 0.1])).get() == 1.0
+    assert math.isnan(ROCAUC().update_many([], []).get())
+
+
+def test_update_many_large_batch_matches_sklearn():
+    rng = np.random.default_rng(0)
+    y = rng.random(200_000) < 0.1
+    s = rng.random(200_000)  # all distinct: the no-duplicates path
+    w = rng.uniform(0, 2, 200_000)
+    assert abs(ROCAUC().update_many(y, s).get() - roc_auc_score(y, s)) <= TOL
+    assert abs(ROCAUC().update_many(y, s, w).get()
+               - roc_auc_score(y, s, sample_weight=w)) <= TOL
+    assert abs(AveragePrecision().update_many(y, s, w).get()
+               - average_precision_score(y, s, sample_weight=w)) <= TOL
+
+
+# -------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize("cls", SCALARS + [ROCCurve, PRCurve])
+def test_bad_events_raise_and_change_nothing(cls):
+    m = cls()
+    m.update_many([1, 0, 1], [.2, .4, .9])
+    before = json.dumps(m.to_state())
+    bad_calls = [
+        ("update", (1, float("nan")), "y_pred = nan"),
+        ("update", (1, float("inf")), "y_pred = inf"),
+        ("update", (1, "0.3"), "y_pred = '0.3'"),
+        ("update", (1, None), "y_pred = None"),
+        ("update", (2, 0.3), "y_true = 2"),
+        ("update", ("yes", 0.3), "y_true = 'yes'"),
+        ("update", ([1], 0.3), r"y_true = \[1\]"),
+        ("update", (1, 0.3, -1.0), "w = -1.0"),
+        ("update", (1, 0.3, float("nan")), "w = nan"),
+        ("update", (1, {True: float("nan")}), "y_pred"),
+        ("revert", (1, 0.3), "no such event"),
+        ("revert", (0, 0.9), "no such event"),
+        ("revert", (1, float("nan")), "y_pred = nan"),
+        ("update_many", ([1, 0, 2], [.1, .2, .3]), r"y_true\[2\] = 2"),
+        ("update_many", ([1, 0, 1], [.1, float("nan"), .3]), r"y_pred\[1\] = nan"),
+        ("update_many", ([1, 0], [.1, .2], [1.0, -2.0]), r"w\[1\] = -2.0"),
+        ("update_many", ([1, 0], [.1]), "2 elements"),
+    ]
+    for method, args, msg in bad_calls:
+        with pytest.raises(ValueError, match=msg):
+            getattr(m, method)(*args)
+        assert json.dumps(m.to_state()) == before, (method, args)
+    m._check()
+
+
+def test_custom_labels():
+    m = ROCAUC(pos_label="spam", neg_label="ham")
+    m.update_many(["spam", "ham", "ham", "spam"], [.9, .1, .8, .3])
+    assert m.get() == roc_auc_score([1, 0, 0, 1], [.9, .1, .8, .3])
+    with pytest.raises(ValueError, match="'eggs'"):
+        m.update("eggs", 0.5)
+    with pytest.raises(ValueError, match="neg_label"):
+        ROCAUC(pos_label="spam")
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="bins"):
+        ROCAUC(bins=0)
+    with pytest.raises(ValueError, match="bins"):
+        AveragePrecision(bins=2.5)
+    with pytest.raises(ValueError, match="average"):
+        ROCAUC(average="samples")
+
+
+# ------------------------------------------------------------ undefined cases
+
+
+@pytest.mark.parametrize("cls", SCALARS)
+def test_undefined_cases_are_nan(cls):
+    assert math.isnan(cls().get())  # empty
+    only_neg = cls().update_many([0, 0], [.3, .7])
+    assert math.isnan(only_neg.get())
+    only_pos = cls().update_many([1, 1], [.3, .7])
+    if cls in (ROCAUC, Gini):
+        assert math.isnan(only_pos.get())
+    else:  # AP of positives only is 1, as scikit-learn says
+        assert only_pos.get() == 1.0 == average_precision_score([1, 1], [.3, .7])
+    zero_weight_pos = cls().update_many([1, 0], [.3, .7], [0.0, 1.0])
+    assert math.isnan(zero_weight_pos.get())
+    # back to undefined after reverting the last positive
+    m = cls()
+    m.update(1, .4)
+    m.update(0, .2)
+    m.revert(1, .4)
+    assert math.isnan(m.get())
+    m._check()
+
+
+def test_curves_when_undefined():
+    fpr, tpr, thr = ROCCurve().update_many([1, 1], [.2, .5]).get()
+    assert np.isnan(fpr).all() and tpr.tolist() == [0.0, 0.5, 1.0]
+    assert thr.tolist() == [np.inf, .5, .2]
+    p, r, t = PRCurve().update_many([0, 0], [.2, .5]).get()
+    ep, er, et = precision_recall_curve([0, 0], [.2, .5])
+    assert p.tolist() == ep.tolist() and r.tolist() == er.tolist() and t.tolist() == et.tolist()
+    p, r, t = PRCurve().get()
+    assert p.tolist() == [1.0] and r.tolist() == [0.0] and t.tolist() == []
+
+
+def test_zero_weight_events_are_not_thresholds():
+    y, s, w = [1, 0, 1, 0], [.9, .5, .3, .1], [1.0, 0.0, 2.0, 1.0]
+    fpr, tpr, thr = ROCCurve().update_many(y, s, w).get()
+    efpr, etpr, ethr = roc_curve(y, s, sample_weight=w, drop_intermediate=False)
+    assert thr.tolist() == ethr.tolist() and np.allclose(fpr, efpr) and np.allclose(tpr, etpr)
+    p, r, t = PRCurve().update_many(y, s, w).get()
+    ep, er, et = precision_recall_curve(y, s, sample_weight=w)
+    assert t.tolist() == et.tolist() and np.allclose(p, ep) and np.allclose(r, er)
+
+
+# ------------------------------------------------------------ merge and state
+
+
+@pytest.mark.parametrize("cls", SCALARS + [ROCCurve, PRCurve])
+def test_merge_of_partitions_equals_one_metric(cls):
+    y, s, w = stream(21, 900, 2, weighted=True)
+    whole = cls().update_many(y, s, w)
+    parts = [cls() for _ in range(4)]
+    for i in range(len(y)):
+        parts[i % 4].update(bool(y[i]), float(s[i]), float(w[i]))
+    merged = parts[0].merge(parts[1]).merge(parts[2].merge(parts[3]))
+    merged._check()
+    got, want = merged.get(), whole.get()
+    if isinstance(want, tuple):
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=0, atol=TOL)
+    else:
+        assert abs(got - want) <= TOL
+
+
+def test_merge_refuses_other_types_and_parameters():
+    with pytest.raises(ValueError, match="cannot merge"):
+        ROCAUC().merge(AveragePrecision())
+    with pytest.raises(ValueError, match="parameters"):
+        ROCAUC().merge(ROCAUC(bins=10))
+    with pytest.raises(ValueError, match="parameters"):
+        ROCAUC().merge(ROCAUC(pos_label=0))
+
+
+@pytest.mark.parametrize("make", [
+    ROCAUC, Gini, AveragePrecision, InterpolatedAP, ElevenPointAP, ROCCurve, PRCurve,
+    lambda: ROCAUC(bins=16), lambda: AveragePrecision(bins=8), lambda: Gini(bins=4),
+    lambda: ROCAUC(pos_label="a", neg_label="b"),
+])
+def test_state_round_trip(make):
+    m = make()
+    y, s, w = stream(4, 300, 3, weighted=True)
+    if m.pos_label == "a":
+        y = np.where(y, "a", "b")
+    m.update_many(y, s, w)
+    state = json.loads(json.dumps(m.to_state()))
+    assert state["type"] == type(m).__name__ and state["version"] == 1
+    back = from_state(state)
+    assert type(back) is type(m)
+    back._check()
+    assert back.to_state() == m.to_state()
+    got, want = back.get(), m.get()
+    if isinstance(want, tuple):
+        for g, e in zip(got, want):
+            np.testing.assert_array_equal(g, e)
+    else:
+        assert got == want
+    # and both continue identically
+    m.revert(y[0], float(s[0]), float(w[0]))
+    back.revert(y[0], float(s[0]), float(w[0]))
+    assert back.to_state() == m.to_state()
+
+
+def test_bad_state_is_refused():
+    state = ROCAUC(bins=4).update_many([1, 0], [.9, .1]).to_state()
+    state["data"]["scores"] = [0.5, 3.0]
+    with pytest.raises(ValueError, match="bin"):
+        from_state(state)
+    state = ROCAUC().to_state()
+    state["data"] = {"scores": [1.0]}
+    with pytest.raises(ValueError, match="bad score-order state"):
+        from_state(state)
+
+
+# ------------------------------------------------------------------- binned
+
+
+def test_binned_equals_exact_auc_of_binned_scores():
+    y, s, w = stream(31, 2000, 4, weighted=True)
+    for bins in (1, 3, 10, 100):
+        b = np.minimum(np.floor(s * bins), bins - 1)
+        auc = ROCAUC(bins=bins).update_many(y, s, w)
+        ap = AveragePrecision(bins=bins).update_many(y, s, w)
+        assert abs(auc.get() - roc_auc_score(y, b, sample_weight=w)) <= TOL
+        assert abs(ap.get() - average_precision_score(y, b, sample_weight=w)) <= TOL
+        assert len(auc) <= bins and len(ap) <= bins
+
+
+def auc_bound_holds(y, s, w, bins):
+    m = ROCAUC(bins=bins).update_many(y, s, w)
+    exact = roc_auc_score(y, s, sample_weight=w)
+    assert abs(m.get() - exact) <= m.error_bound() + TOL
+    return m, exact
+
+
+def ap_bound_holds(y, s, w, bins):
+    m = AveragePrecision(bins=bins).update_many(y, s, w)
+    exact = average_precision_score(y, s, sample_weight=w)
+    assert abs(m.get() - exact) <= m.error_bound() + TOL, (m.get(), exact, m.error_bound())
+    return m, exact
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("bins", [2, 7, 50])
+def test_binned_bounds_hold_on_random_streams(seed, bins):
+    y, s, w = stream(seed, 800, 6, weighted=bool(seed % 2))
+    auc_bound_holds(y, s, w, bins)
+    ap_bound_holds(y, s, w, bins)
+
+
+@pytest.mark.parametrize("bins", [1, 4, 10])
+def test_binned_bounds_hold_and_are_attained_on_adversarial_streams(bins):
+    """Inside every bin, all positives above all negatives (then below): the order
+    the bins cannot see. The AUC bound is attained exactly."""
+    rng = np.random.default_rng(bins)
+    n_per = 30
+    lo = np.arange(bins) / bins
+    width = 1.0 / bins
+    for positives_on_top in (True, False):
+        ys, ss = [], []
+        for k in range(bins):
+            pos = rng.integers(1, n_per)
+            neg = n_per - pos
+            top = lo[k] + width * np.linspace(0.55, 0.95, n_per)[:pos]
+            bottom = lo[k] + width * np.linspace(0.05, 0.45, n_per)[:neg]
+            if not positives_on_top:
+                top, bottom = bottom, top
+            ys += [True] * pos + [False] * neg
+            ss += list(top) + list(bottom)
+        y, s = np.array(ys), np.array(ss)
+        m, exact = auc_bound_holds(y, s, None, bins)
+        assert abs(m.get() - exact) == pytest.approx(m.error_bound(), abs=1e-12)
+        ap_bound_holds(y, s, None, bins)
+
+
+def test_binned_clamps_out_of_range_scores_and_bound_still_holds():
+    rng = np.random.default_rng(9)
+    y = rng.random(1000) < 0.4
+    s = rng.normal(0.5, 1.5, 1000)  # margin-like scores, most outside [0, 1]
+    m, _ = auc_bound_holds(y, s, None, 10)
+    ap_bound_holds(y, s, None, 10)
+    assert len(m) <= 10
+    one = ROCAUC(bins=10)
+    one.update(True, 7.0)  # clamped into the top bin
+    one.update(False, -7.0)  # and the bottom one
+    assert one.get() == 1.0 and one.error_bound() == 0.0
+
+
+def test_binned_memory_is_fixed_on_a_long_stream():
+    rng = np.random.default_rng(1)
+    m = AveragePrecision(bins=64)
+    for _ in range(20):
+        m.update_many(rng.random(5000) < 0.3, rng.random(5000))
+    assert len(m) <= 64 and len(m.to_state()["data"]["scores"]) <= 64
+
+
+def test_exact_mode_error_bound_is_zero():
+    m = ROCAUC().update_many([1, 0], [.6, .4])
+    assert m.error_bound() == 0.0
+    assert math.isnan(ROCAUC().error_bound()) and math.isnan(AveragePrecision().error_bound())
+    same_bin = Gini(bins=2).update_many([1, 0], [.6, .9])
+    assert same_bin.get() == 0.0 and same_bin.error_bound() == 1.0  # order unknown
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.floats(-0.2, 1.2), st.sampled_from([0.5, 1.0, 3.0])),
+                min_size=2, max_size=60), st.integers(1, 12))
+def test_hypothesis_binned_bounds(events, bins):
+    y = np.array([e[0] for e in events])
+    s = np.array([e[1] for e in events])
+    w = np.array([e[2] for e in events])
+    if y.all() or not y.any():
+        return
+    auc_bound_holds(y, s, w, bins)
+    ap_bound_holds(y, s, w, bins)
+
+
+# ---------------------------------------------------------- hypothesis laws
+
+label_score_weight = st.tuples(
+    st.booleans(), st.sampled_from([0.0, 0.1, 0.2, 0.5, 0.55, 0.9, 1.0]),
+    st.sampled_from([0.0, 0.25, 1.0, 2.0, 3.5]))
+
+
+def value_of(m):
+    v = m.get()
+    return tuple(np.asarray(a) for a in v) if isinstance(v, tuple) else v
+
+
+def same(a, b):
+    if isinstance(a, tuple):
+        return all(np.allclose(x, y, rtol=0, atol=1e-9, equal_nan=True) for x, y in zip(a, b))
+    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-9
+
+
+ALL = [ROCAUC, Gini, AveragePrecision, InterpolatedAP, ElevenPointAP, ROCCurve, PRCurve,
+       lambda: ROCAUC(bins=5), lambda: AveragePrecision(bins=5)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(label_score_weight, max_size=40), st.lists(label_score_weight, max_size=20),
+       st.sampled_from(range(len(ALL))))
+def test_hypothesis_update_revert_merge_batch(base, extra, which):
+    make = ALL[which]
+    a = make()
+    for e in base:
+        a.update(*e)
+    if base:
+        y, s, w = zip(*base)
+        b = make().update_many(list(y), list(s), list(w))  # batch == loop
+        assert same(value_of(a), value_of(b))
+        if isinstance(a, (ROCAUC, AveragePrecision)) and not isinstance(a, Gini):
+            assert_value(a, y, s, w) if a.bins is None else None
+    # update then revert is the identity
+    for e in extra:
+        a.update(*e)
+    for e in reversed(extra):
+        a.revert(*e)
+    a._check()
+    c = make()
+    for e in base:
+        c.update(*e)
+    assert same(value_of(a), value_of(c))
+    # merge == one metric fed everything, in either order
+    d1, d2 = make(), make()
+    for e in base:
+        d1.update(*e)
+    for e in extra:
+        d2.update(*e)
+    whole = make()
+    for e in base + extra:
+        whole.update(*e)
+    left = make().merge(d1).merge(d2)
+    right = make().merge(d2).merge(d1)
+    assert same(value_of(left), value_of(whole)) and same(value_of(right), value_of(whole))
+    assert same(value_of(from_state(json.loads(json.dumps(whole.to_state())))),
+                value_of(whole))
+
+
+# ------------------------------------------------------------ river interop
+
+
+def test_progressive_val_score_with_a_river_model():
+    from river import datasets, evaluate, linear_model, preprocessing
+
+    dataset = list(datasets.Phishing().take(600))
+    model = preprocessing.StandardScaler() | linear_model.LogisticRegression()
+    metric = evaluate.progressive_val_score(dataset, model, ROCAUC())
+    # the oracle: the same model replayed by hand, scored by sklearn
+    model = preprocessing.StandardScaler() | linear_model.LogisticRegression()
+    ys, ps = [], []
+    for x, y in dataset:
+        ps.append(model.predict_proba_one(x).get(True, 0.0))
+        ys.append(y)
+        model.learn_one(x, y)
+    assert abs(metric.get() - roc_auc_score(ys, ps)) <= TOL
+
+
+def test_river_rolling_window_is_exact():
+    from river import utils
+
+    y, s, _ = stream(13, 400, 2)
+    rolling = utils.Rolling(ROCAUC, window_size=50)
+    rolling_ap = utils.Rolling(AveragePrecision, window_size=50)
+    for i in range(len(y)):
+        rolling.update(bool(y[i]), float(s[i]))
+        rolling_ap.update(bool(y[i]), float(s[i]))
+        lo = max(0, i - 49)
+        assert_value(rolling.obj, y[lo : i + 1], s[lo : i + 1])
+        assert_value(rolling_ap.obj, y[lo : i + 1], s[lo : i + 1])
+
+
+def test_public_names_and_repr():
+    for name in ["ROCAUC", "Gini", "AveragePrecision", "InterpolatedAP", "ElevenPointAP",
+                 "ROCCurve", "PRCurve"]:
+        assert getattr(streameval, name).__module__ == "streameval.metrics.ranking"
+    assert repr(ROCAUC().update_many([1, 0], [.8, .2])) == "ROCAUC: 1.000000"
+    assert ROCAUC().bigger_is_better and not ROCAUC().requires_labels
+
+
+# --------------------------------------------------------------- multiclass
+
+CLASSES = ["a", "b", "c"]
+# a few probability rows (sum to 1) so that many scores tie
+ROWS = [(.7, .2, .1), (.2, .7, .1), (.1, .2, .7), (.4, .4, .2), (.2, .2, .6),
+        (.5, .3, .2), (.3, .3, .4), (.1, .1, .8)]
+
+
+def mc_stream(seed, n, weighted=False):
+    rng = np.random.default_rng(seed)
+    y = rng.choice(CLASSES, size=n, p=[.5, .3, .2])
+    rows = np.array([ROWS[j] for j in rng.integers(0, len(ROWS), n)])
+    w = np.round(rng.uniform(0, 3, n), 1) if weighted else None
+    return y, rows, w
+
+
+def dicts(rows, classes=CLASSES):
+    return [dict(zip(classes, map(float, r))) for r in rows]
+
+
+def mc_oracle(kind, average, y, rows, w):
+    """sklearn on one-hot labels; None unless every class is present."""
+    onehot = (np.asarray(y)[:, None] == np.array(CLASSES)[None, :]).astype(int)
+    wt = np.ones(len(y)) if w is None else np.asarray(w)
+    if not all(((onehot[:, j] == 1) & (wt > 0)).any() for j in range(len(CLASSES))):
+        return None
+    if kind == "auc":
+        if average != "micro" and np.allclose(np.sum(rows, axis=1), 1):
+            # the multiclass API itself (it insists that rows sum to 1)
+            return roc_auc_score(y, rows, multi_class="ovr", average=average,
+                                 labels=CLASSES, sample_weight=w)
+        return roc_auc_score(onehot, rows, average=average, sample_weight=w)
+    return average_precision_score(onehot, rows, average=average, sample_weight=w)
+
+
+@pytest.mark.parametrize("average", ["macro", "weighted", "micro"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_multiclass_prefix_equality_with_reverts(average, weighted):
+    y, rows, w = mc_stream(len(average) + weighted, 300, weighted)
+    auc, ap = ROCAUC(average=average), AveragePrecision(average=average)
+    rng = random.Random(5)
+    live = []
+    for i in range(len(y)):
+        ev = (y[i], dict(zip(CLASSES, map(float, rows[i]))), 1.0 if w is None else float(w[i]))
+        auc.update(*ev)
+        ap.update(*ev)
+        live.append(i)
+        if rng.random() < 0.25:
+            j = live.pop(rng.randrange(len(live)))
+            gone = (y[j], dict(zip(CLASSES, map(float, rows[j]))), 1.0 if w is None else float(w[j]))
+            auc.revert(*gone)
+            ap.revert(*gone)
+        if i % 4 == 0:
+            idx = np.array(live, dtype=int)
+            lw = None if w is None else w[idx]
+            for kind, m in (("auc", auc), ("ap", ap)):
+                want = mc_oracle(kind, average, y[idx], rows[idx], lw)
+                if want is not None:
+                    assert abs(m.get() - want) <= TOL, (kind, i, m.get(), want)
+    auc._check()
+    ap._check()
+
+
+def test_multiclass_classes_appearing_late():
+    """A class first seen late: earlier events scored it 0 (absent from their dicts)."""
+    y, rows, _ = mc_stream(3, 240)
+    y = np.where(np.arange(240) < 120, np.where(y == "c", "a", y), y)  # no "c" early
+    rows = rows.copy()
+    early = np.arange(240) < 120
+    rows[early, 0] += rows[early, 2]  # early dicts lack "c": its mass goes to "a"
+    rows[early, 2] = 0.0
+    for average in ("macro", "weighted", "micro"):
+        auc, ap = ROCAUC(average=average), AveragePrecision(average=average)
+        batch = ROCAUC(average=average)
+        for i in range(240):
+            d = dict(zip(CLASSES, map(float, rows[i])))
+            if i < 120:
+                del d["c"]
+            auc.update(y[i], d)
+            ap.update(y[i], d)
+        assert auc.classes == CLASSES
+        batch.update_many(list(y[:100]), [{k: v for k, v in dict(zip(CLASSES, map(float, r))).items()
+                                           if k != "c"} for r in rows[:100]])
+        batch.update_many(list(y[100:]), [dict(zip(CLASSES, map(float, r))) if i >= 20 else
+                                          {k: v for k, v in zip(CLASSES, map(float, r)) if k != "c"}
+                                          for i, r in enumerate(rows[100:])])
+        assert abs(auc.get() - mc_oracle("auc", average, y, rows, None)) <= TOL
+        assert abs(ap.get() - mc_oracle("ap", average, y, rows, None)) <= TOL
+        assert abs(batch.get() - auc.get()) <= TOL
+        batch._check()
+
+
+@pytest.mark.parametrize("average", ["macro", "weighted", "micro"])
+def test_multiclass_batch_merge_state(average):
+    y, rows, w = mc_stream(17, 500, weighted=True)
+    ds = dicts(rows)
+    for cls in (ROCAUC, AveragePrecision):
+        loop = cls(average=average)
+        for i in range(len(y)):
+            loop.update(y[i], ds[i], float(w[i]))
+        batch = cls(average=average).update_many(list(y), ds, w)
+        # partitions with different class sets (one never sees "c" as a label)
+        parts = [cls(average=average), cls(average=average)]
+        for i in range(len(y)):
+            only_ab = {k: v for k, v in ds[i].items() if k != "c"}
+            if y[i] != "c" and i % 2:
+                parts[1].update(y[i], only_ab if rows[i][2] == 0 else ds[i], float(w[i]))
+            else:
+                parts[0].update(y[i], ds[i], float(w[i]))
+        merged = parts[0].merge(parts[1])
+        back = from_state(json.loads(json.dumps(batch.to_state())))
+        want = mc_oracle("auc" if cls is ROCAUC else "ap", average, y, rows, w)
+        for m in (loop, batch, merged, back):
+            m._check()
+            assert abs(m.get() - want) <= TOL
+        assert type(back) is type(batch) and back.to_state() == batch.to_state()
+
+
+def test_multiclass_merge_with_disjoint_prediction_classes():
+    """Each side's events score 0 for the classes only the other side knows."""
+    left = ROCAUC(average="micro")
+    right = ROCAUC(average="micro")
+    whole = ROCAUC(average="micro")
+    ev_left = [("a", {"a": .8, "b": .2}), ("b", {"a": .4, "b": .6})]
+    ev_right = [("c", {"c": .9, "b": .1}), ("b", {"c": .3, "b": .7})]
+    for e in ev_left:
+        left.update(*e)
+    for e in ev_right:
+        right.update(*e)
+    for e in ev_left + ev_right:
+        whole.update(*e)
+    left.merge(right)
+    left._check()
+    y = [e[0] for e in ev_left + ev_right]
+    rows = [[e[1].get(c, 0.0) for c in CLASSES] for e in ev_left + ev_right]
+    assert abs(left.get() - mc_oracle("auc", "micro", y, np.array(rows), None)) <= TOL
+    assert abs(left.get() - whole.get()) <= TOL
+
+
+def test_multiclass_validation_and_undefined():
+    m = ROCAUC(average="macro")
+    assert math.isnan(m.get())
+    m.update("a", {"a": .6, "b": .4})
+    assert math.isnan(m.get())  # one class present
+    before = json.dumps(m.to_state())
+    for args, msg in [(("a", 0.5), "dict of class probabilities"),
+                      (("a", {"a": float("nan")}), "nan"),
+                      (("a", {"a": "x"}), "'x'"),
+                      ((None, {"a": .5}), "None"),
+                      (("a", {"a": .5}, -1), "w = -1"),
+                      ]:
+        with pytest.raises(ValueError, match=msg):
+            m.update(*args)
+    for args in [("b", {"a": .6, "b": .4}), ("a", {"a": .5, "b": .5}), ("z", {"a": .6})]:
+        with pytest.raises(ValueError, match="no such event"):
+            m.revert(*args)
+    with pytest.raises(ValueError, match=r"y_pred\[1\]"):
+        m.update_many(["a", "b"], [{"a": 1.0}, {"b": float("inf")}])
+    assert json.dumps(m.to_state()) == before
+    m.update("b", {"a": .3, "b": .7})
+    assert m.get() == 1.0 and m.error_bound() == 0.0
+    assert not m.requires_labels and m.bigger_is_better
+
+
+def test_multiclass_binned_bound_holds():
+    y, rows, w = mc_stream(8, 600, weighted=True)
+    rng = np.random.default_rng(0)
+    rows = rows + rng.uniform(-0.05, 0.05, rows.shape)  # spread scores inside bins
+    for average in ("macro", "weighted", "micro"):
+        for cls, kind in ((ROCAUC, "auc"), (AveragePrecision, "ap")):
+            m = cls(average=average, bins=5).update_many(list(y), dicts(rows), w)
+            exact = mc_oracle(kind, average, y, rows, w)
+            assert abs(m.get() - exact) <= m.error_bound() + TOL
+            assert all(len(o) <= 5 for o in m._classes.values())
+
+
+def test_multiclass_with_a_river_model():
+    from river import datasets, evaluate, linear_model, preprocessing
+
+    data = list(datasets.ImageSegments().take(400))
+    metric = evaluate.progressive_val_score(
+        data, preprocessing.StandardScaler() | linear_model.SoftmaxRegression(),
+        ROCAUC(average="macro"))
+    model = preprocessing.StandardScaler() | linear_model.SoftmaxRegression()
+    ys, probas = [], []
+    for x, y in data:
+        p = model.predict_proba_one(x)
+        if p:  # river skips events the model cannot predict yet
+            probas.append(p)
+            ys.append(y)
+        model.learn_one(x, y)
+    classes = sorted(set(ys) | {c for p in probas for c in p})
+    onehot = (np.array(ys)[:, None] == np.array(classes)[None, :]).astype(int)
+    scores = np.array([[p.get(c, 0.0) for c in classes] for p in probas])
+    present = onehot.any(axis=0)
+    want = roc_auc_score(onehot[:, present], scores[:, present], average="macro")
+    assert abs(metric.get() - want) <= TOL

@@ -1,0 +1,268 @@
+"""ScoreOrder: the weighted score order behind exact AUC/AP.
+
+Oracle: brute force over the multiset of stored events (every (positive, negative)
+pair for U, per-score sums for the weights). Small loads force many block splits,
+deletions and group boundaries; ``_check()`` runs after every operation.
+"""
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streameval.metrics import _scoreorder
+from streameval.metrics._scoreorder import ScoreOrder, mann_whitney_u
+
+
+def brute_u(events):
+    """U over all (positive, negative) pairs of a list of (score, positive, weight)."""
+    pos = [(s, w) for s, p, w in events if p]
+    neg = [(s, w) for s, p, w in events if not p]
+    return sum(wp * wn * (1.0 if sp > sn else 0.5 if sp == sn else 0.0)
+               for sp, wp in pos for sn, wn in neg)
+
+
+def brute_table(events):
+    table = {}
+    for s, p, w in events:
+        e = table.setdefault(s, [0.0, 0.0, 0, 0])
+        e[0 if p else 1] += w
+        e[2 if p else 3] += 1
+    keys = sorted(table)
+    return (np.array(keys), np.array([table[k][0] for k in keys]),
+            np.array([table[k][1] for k in keys]), np.array([table[k][2] for k in keys]),
+            np.array([table[k][3] for k in keys]))
+
+
+def assert_matches(order, events, tol=1e-9):
+    order._check()
+    keys, wp, wn, cp, cn = order.arrays()
+    bk, bwp, bwn, bcp, bcn = brute_table(events)
+    assert keys.tolist() == bk.tolist()
+    assert cp.tolist() == bcp.tolist() and cn.tolist() == bcn.tolist()
+    np.testing.assert_allclose(wp, bwp, rtol=0, atol=tol)
+    np.testing.assert_allclose(wn, bwn, rtol=0, atol=tol)
+    assert order.u == pytest.approx(brute_u(events), rel=1e-12, abs=tol)
+    assert order.n_pos == sum(p for _, p, _ in events)
+    assert order.n_neg == sum(not p for _, p, _ in events)
+    assert len(order) == len(bk)
+
+
+def test_empty_order():
+    o = ScoreOrder()
+    o._check()
+    assert len(o) == 0 and math.isnan(o.auc())
+    assert [a.tolist() for a in o.arrays()] == [[], [], [], [], []]
+    assert [a.tolist() for a in o.weights()] == [[], []]
+    assert not o.contains(0.5, True)
+    with pytest.raises(KeyError):
+        o.remove(0.5, True, 1.0)
+
+
+def test_hand_example():
+    # positives 0.9, 0.4; negatives 0.9, 0.3: pairs (0.9,0.9) tie, (0.9,0.3) win,
+    # (0.4,0.9) loss, (0.4,0.3) win -> U = 2.5 of 4
+    o = ScoreOrder()
+    for s, p in [(0.9, True), (0.9, False), (0.3, False), (0.4, True)]:
+        o.add(s, p, 1.0)
+    o._check()
+    assert o.u == 2.5 and o.auc() == 0.625
+    assert o.arrays()[0].tolist() == [0.3, 0.4, 0.9]
+
+
+@pytest.mark.parametrize("load", [4, 5, 8])
+@pytest.mark.parametrize("seed", range(3))
+def test_random_adds_and_removes_small_blocks(load, seed):
+    """Many blocks (load 4: > 64 blocks, so several groups), random removals."""
+    rng = random.Random(seed)
+    o = ScoreOrder(load=load)
+    events = []
+    for step in range(2500):
+        if events and rng.random() < 0.3:
+            e = events.pop(rng.randrange(len(events)))
+            o.remove(*e)
+        else:
+            e = (rng.choice([round(rng.random(), 2), rng.random()]), rng.random() < 0.4,
+                 float(rng.choice([1, 2, 3])))
+            events.append(e)
+            o.add(*e)
+        if step % 100 == 0:
+            assert_matches(o, events)
+    assert load > 4 or len(o._keys) > 64  # several groups were exercised
+    assert_matches(o, events)
+    while events:  # drain: everything deleted, exact zeros
+        o.remove(*events.pop(rng.randrange(len(events))))
+    o._check()
+    assert len(o) == 0 and o.u == 0.0 and o.pos_weight == 0.0 and o.neg_weight == 0.0
+
+
+def test_ascending_and_descending_inserts_split_blocks():
+    o = ScoreOrder(load=4)
+    events = [(float(i), i % 3 == 0, 1.0) for i in range(300)]
+    for e in events:
+        o.add(*e)
+        o._check()
+    for e in reversed(events):
+        o.add(e[0] - 1000.0, not e[1], 2.0)
+    o._check()
+    events += [(e[0] - 1000.0, not e[1], 2.0) for e in reversed(events)]
+    assert_matches(o, events)
+
+
+def test_fractional_weights_settle_to_exact_zero():
+    o = ScoreOrder(load=4)
+    events = [(0.5, True, 0.1), (0.5, True, 0.2), (0.7, False, 0.3), (0.1, True, 0.7)]
+    for e in events:
+        o.add(*e)
+    for e in events:
+        if e[1]:
+            o.remove(*e)
+    o._check()
+    assert o.pos_weight == 0.0 and o.u == 0.0 and math.isnan(o.auc())
+    assert o.arrays()[1].tolist() == [0.0]
+
+
+def test_zero_weight_events_are_stored_but_weigh_nothing():
+    o = ScoreOrder()
+    o.add(0.4, True, 0.0)
+    o.add(0.2, False, 1.0)
+    assert o.nz_pos == 0 and math.isnan(o.auc())  # only a zero-weight positive
+    o.add(0.6, True, 2.0)
+    assert o.auc() == 1.0
+    o.remove(0.6, True, 2.0)
+    o._check()
+    assert o.pos_weight == 0.0 and math.isnan(o.auc()) and len(o) == 2
+
+
+def test_remove_unknown_event_leaves_state_unchanged():
+    o = ScoreOrder()
+    o.add(0.4, True, 1.0)
+    before = o.to_data()
+    for bad in [(0.5, True), (0.4, False), (1.0, True)]:
+        with pytest.raises(KeyError):
+            o.remove(bad[0], bad[1], 1.0)
+    assert o.to_data() == before
+    assert o.contains(0.4, True) and not o.contains(0.4, False)
+    assert not o.contains(0.4, True, count=2)
+
+
+@pytest.mark.parametrize("stored,batch", [(0, 500), (2000, 10), (2000, 1500), (50, 50)])
+def test_add_entries_both_paths_match_one_by_one(stored, batch):
+    """Few entries go one by one, many trigger the numpy merge: same state."""
+    rng = np.random.default_rng(stored + batch)
+    base = [(float(s), bool(p), float(w)) for s, p, w in zip(
+        rng.random(stored).round(3), rng.random(stored) < 0.3, rng.integers(1, 4, stored))]
+    new = [(float(s), bool(p), float(w)) for s, p, w in zip(
+        rng.random(batch).round(3), rng.random(batch) < 0.3, rng.integers(0, 4, batch))]
+    o = ScoreOrder(load=8)
+    for e in base:
+        o.add(*e)
+    keys, wp, wn, cp, cn = brute_table(new)
+    zp = sum(1 for s, p, w in new if p and w == 0)
+    zn = sum(1 for s, p, w in new if not p and w == 0)
+    o.add_entries(keys, wp, wn, cp, cn, zp, zn)
+    assert_matches(o, base + new)
+    assert o.z_pos == zp and o.z_neg == zn
+
+
+def test_merge_equals_one_order():
+    rng = random.Random(7)
+    events = [(round(rng.random(), 2), rng.random() < 0.5, rng.choice([0.5, 1.0, 2.5]))
+              for _ in range(900)]
+    whole = ScoreOrder(load=6)
+    parts = [ScoreOrder(load=6) for _ in range(3)]
+    for j, e in enumerate(events):
+        whole.add(*e)
+        parts[j % 3].add(*e)
+    parts[0].merge(parts[1])
+    parts[0].merge(parts[2])
+    assert_matches(parts[0], events)
+    assert parts[0].u == pytest.approx(whole.u, rel=1e-12)
+
+
+def test_state_round_trip_is_exact():
+    rng = random.Random(3)
+    o = ScoreOrder(load=4)
+    events = [(rng.random(), rng.random() < 0.5, rng.random()) for _ in range(200)]
+    for e in events:
+        o.add(*e)
+    data = json.loads(json.dumps(o.to_data()))
+    p = ScoreOrder(load=4)
+    p.set_data(data)
+    p._check()
+    assert p.to_data() == o.to_data()
+    assert p.u == o.u and p.auc() == o.auc()
+    for e in events[:50]:  # and it keeps working
+        p.remove(*e)
+        o.remove(*e)
+    assert p.u == pytest.approx(o.u, rel=1e-12)
+
+
+@pytest.mark.parametrize("patch,msg", [
+    ({"scores": [0.2, 0.1]}, "increasing"),
+    ({"wpos": [1.0]}, "different lengths"),
+    ({"wpos": [-1.0, 0.0]}, "negative"),
+    ({"npos": [0, 0], "nneg": [0, 1]}, "inconsistent"),
+    ({"u": "x"}, "bad score-order state"),
+    ({"scores": [0.1, float("nan")]}, "finite"),
+])
+def test_set_data_refuses_bad_states(patch, msg):
+    good = {"scores": [0.1, 0.2], "wpos": [1.0, 0.0], "wneg": [0.0, 1.0], "npos": [1, 0],
+            "nneg": [0, 1], "u": 0.0, "pos_weight": 1.0, "neg_weight": 1.0,
+            "zero_pos": 0, "zero_neg": 0}
+    o = ScoreOrder()
+    o.set_data(good)
+    o._check()
+    with pytest.raises(ValueError, match=msg):
+        ScoreOrder().set_data({**good, **patch})
+
+
+def test_mann_whitney_u_matches_brute_force():
+    rng = random.Random(1)
+    events = [(round(rng.random(), 1), rng.random() < 0.5, rng.random()) for _ in range(60)]
+    _, wp, wn, _, _ = brute_table(events)
+    assert mann_whitney_u(wp, wn) == pytest.approx(brute_u(events), rel=1e-12)
+
+
+def test_load_is_validated():
+    with pytest.raises(ValueError, match="load"):
+        ScoreOrder(load=2)
+
+
+event = st.tuples(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 1.0, -3.0, 7.5]),
+                  st.booleans(), st.sampled_from([0.0, 0.5, 1.0, 2.0]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(event, max_size=60), st.data())
+def test_hypothesis_add_remove_inverse(events, data):
+    o = ScoreOrder(load=4)
+    for e in events:
+        o.add(*e)
+    assert_matches(o, events)
+    order = data.draw(st.permutations(range(len(events))))
+    kept = list(events)
+    for j in order[: len(order) // 2]:
+        o.remove(*events[j])
+        kept.remove(events[j])
+    assert_matches(o, kept)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(event, max_size=40), st.lists(event, max_size=40))
+def test_hypothesis_merge_and_entries(a, b):
+    oa, ob = ScoreOrder(load=4), ScoreOrder(load=4)
+    for e in a:
+        oa.add(*e)
+    for e in b:
+        ob.add(*e)
+    oa.merge(ob)
+    assert_matches(oa, a + b)
+
+
+def test_rebuild_ratio_constant_is_documented():
+    assert _scoreorder.REBUILD_RATIO > 1 and _scoreorder.DEFAULT_LOAD >= 4
