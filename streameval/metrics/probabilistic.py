@@ -232,9 +232,11 @@ class _BinaryLogLoss(LogLoss, _BinaryProbabilistic):
 
     @staticmethod
     def _batch_loss(labels, scores):
-        p = np.where(labels, scores, 1.0 - scores)
+        p = scores - ~labels  # s for a positive, s - 1 = -(1 - s) exactly for a negative
+        np.abs(p, out=p)  # in place: a new 8 MB array per step costs more than the step
         np.clip(p, EPS, _ONE, out=p)
-        return -np.log(p)
+        np.log(p, out=p)
+        return np.negative(p, out=p)
 
 
 class _MultiClassLogLoss(LogLoss, _MultiClassProbabilistic):
