@@ -876,3 +876,14 @@ def test_multiclass_with_a_river_model():
     present = onehot.any(axis=0)
     want = roc_auc_score(onehot[:, present], scores[:, present], average="macro")
     assert abs(metric.get() - want) <= TOL
+
+
+def test_multiclass_parameters_and_numpy_labels():
+    with pytest.raises(ValueError, match="binary"):
+        ROCAUC(average="macro", pos_label="a")
+    m = AveragePrecision(average="weighted")
+    m.update_many(np.array([0, 1, 2, 1]), [{0: .6, 1: .3, 2: .1}, {0: .2, 1: .5, 2: .3},
+                                           {0: .1, 1: .1, 2: .8}, {0: .3, 1: .4, 2: .3}])
+    back = from_state(json.loads(json.dumps(m.to_state())))
+    assert back.classes == [0, 1, 2] and back.get() == m.get() == 1.0
+    assert back.to_state() == m.to_state()

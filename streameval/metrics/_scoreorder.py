@@ -518,22 +518,40 @@ class ScoreOrder:
     def _add_entry(self, s, bp, bn, np_, nn):
         """Add ``np_`` positives of total weight ``bp`` and ``nn`` negatives of weight
         ``bn``, all with score ``s``. Runtime complexity: `O(log(n))`."""
-        k, i = self._find(s)
-        if k < 0:
-            # insert as an empty entry first, then fill it in place
-            self.add(s, True, 0.0)
-            self.n_pos -= 1
-            self.z_pos -= 1
-            k, i = self._find(s)
-            self._cp[k][i] = 0
-        wp_b, wn_b = self._wp[k], self._wn[k]
-        below_n = self._below(k, i, False)
-        at_p, at_n = wp_b[i], wn_b[i]
-        above_p = self.pos_weight - self._below(k, i, True) - at_p
-        self.u += bp * (below_n + 0.5 * at_n) + bn * (above_p + 0.5 * at_p) + 0.5 * bp * bn
+        maxes = self._maxes
+        if not maxes:
+            self._insert_first(s, True, 0.0)
+            self.n_pos = self.z_pos = 0
+            k = i = 0
+        else:
+            k = bisect_left(maxes, s)
+            if k == len(maxes):
+                k -= 1
+                maxes[k] = s
+                i = len(self._keys[k])
+            else:
+                i = bisect_left(self._keys[k], s)
+        keys, wp_b, wn_b = self._keys[k], self._wp[k], self._wn[k]
+        if i == len(keys) or keys[i] != s:
+            keys.insert(i, s)
+            wp_b.insert(i, 0.0)
+            wn_b.insert(i, 0.0)
+            self._cp[k].insert(i, 0)
+            self._cn[k].insert(i, 0)
         g = k >> _SHIFT
-        wp_b[i] += bp
-        wn_b[i] += bn
+        below_p = sum(self._gp[:g]) + sum(self._tp[g << _SHIFT : k])
+        below_n = sum(self._gn[:g]) + sum(self._tn[g << _SHIFT : k])
+        if i + i <= len(keys):
+            below_p += sum(wp_b[:i])
+            below_n += sum(wn_b[:i])
+        else:
+            below_p += self._tp[k] - sum(wp_b[i:])
+            below_n += self._tn[k] - sum(wn_b[i:])
+        at_p, at_n = wp_b[i], wn_b[i]
+        above_p = self.pos_weight - below_p - at_p
+        self.u += bp * (below_n + 0.5 * at_n) + bn * (above_p + 0.5 * at_p) + 0.5 * bp * bn
+        wp_b[i] = at_p + bp
+        wn_b[i] = at_n + bn
         self._cp[k][i] += np_
         self._cn[k][i] += nn
         self._tp[k] += bp
@@ -544,6 +562,8 @@ class ScoreOrder:
         self.neg_weight += bn
         self.n_pos += np_
         self.n_neg += nn
+        if len(keys) > self._twice:
+            self._split(k)
 
     def merge(self, other):
         """Add every event stored in ``other`` (another :class:`ScoreOrder`)."""

@@ -66,6 +66,14 @@ def _check_bins(bins):
     return int(bins)
 
 
+def _binary_labels_only(pos_label, neg_label):
+    if pos_label is not True or neg_label is not None:
+        raise ValueError(
+            f"pos_label = {pos_label!r}, neg_label = {neg_label!r}: labels apply to the binary "
+            "metric; with average= every class is a positive in its own one-vs-rest"
+        )
+
+
 def _bin_of(s, bins):
     """Bin index (as a float key) of score ``s``: ``floor(s * bins)`` clamped into
     ``[0, bins - 1]``; scores outside ``[0, 1]`` go to the edge bins."""
@@ -273,6 +281,7 @@ class _BinaryRanking(BinaryMetric):
         return self._order.to_data()
 
     def _set_data(self, data):
+        self._cached_stamp = -1
         self._order.set_data(data)
         if self._bins and len(self._order) and not np.isin(
             self._order.arrays()[0], np.arange(self._bins, dtype=np.float64)
@@ -346,6 +355,7 @@ class ROCAUC(_BinaryRanking):
 
     def __new__(cls, bins=None, average=None, pos_label=True, neg_label=None):
         if average is not None:
+            _binary_labels_only(pos_label, neg_label)
             return _OVRROCAUC(average=average, bins=bins)
         return super().__new__(cls)
 
@@ -392,8 +402,8 @@ class Gini(ROCAUC):
         return object.__new__(cls)
 
     def __init__(self, bins=None, pos_label=True, neg_label=None):
-        super().__init__(bins=bins, pos_label=pos_label, neg_label=neg_label)
-        del self.average
+        _BinaryRanking.__init__(self, pos_label, neg_label, bins)
+        self.bins = self._bins
 
     def get(self):
         """``2 * AUC - 1``, or NaN. Runtime complexity: `O(1)`."""
@@ -442,6 +452,7 @@ class AveragePrecision(_BinaryRanking):
 
     def __new__(cls, bins=None, average=None, pos_label=True, neg_label=None):
         if average is not None:
+            _binary_labels_only(pos_label, neg_label)
             return _OVRAveragePrecision(average=average, bins=bins)
         return super().__new__(cls)
 
@@ -809,7 +820,7 @@ class _OVRRanking(MultiClassMetric):
 
     def _get_data(self):
         return {
-            "classes": list(self._classes),
+            "classes": [c.item() if isinstance(c, np.generic) else c for c in self._classes],
             "orders": [o.to_data() for o in self._classes.values()],
             "micro": None if self._micro is None else self._micro.to_data(),
             "n": self._n, "w": self._w, "zero": self._z,
@@ -831,6 +842,7 @@ class _OVRRanking(MultiClassMetric):
         if self._micro is not None:
             self._micro.set_data(data["micro"])
         self._classes, self._n, self._w, self._z = built, n, w, z
+        self._cached_stamp = None
 
     def _check(self):
         for o in self._classes.values():

@@ -1,0 +1,288 @@
+"""Exact online ROC AUC and average precision against river and scikit-learn, one run.
+
+Sections (each prints a table):
+
+1. Cumulative, 1 000 000 events: per-event ``update`` of streameval's exact
+   ``ROCAUC`` / ``AveragePrecision`` against river's approximate ``ROCAUC`` (events/s,
+   ratio, and each side's distance from scikit-learn at the end), and ``update_many``
+   over numpy arrays (one batch, and batches of 10 000).
+2. ``get()`` after every event over 100 000 events against scikit-learn recomputing
+   the prefix every 1 000 events (total time of each, and the time per value).
+3. Memory per stored event (tracemalloc): exact (distinct and rounded scores) and
+   binned, against the arrays scikit-learn needs.
+
+Two score streams: ``rounded`` (a model's scores logged with 3 decimals: at most 1 001
+distinct values, many ties) and ``continuous`` (float64, all distinct: the worst case
+for memory and for the per-event search). Labels: 30% positives; scores: a model with
+AUC about 0.86 (as benchmarks/bench_windows.py). Times are CPU time
+(``time.process_time``), the best of a few runs where a run is short, so that other
+processes on a shared machine disturb them less.
+
+    python benchmarks/bench_ranking.py            # full run (about two minutes)
+    python benchmarks/bench_ranking.py --quick    # smaller, for a smoke test
+    python benchmarks/bench_ranking.py --tune     # block load and batch crossover
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import time
+import tracemalloc
+
+import numpy as np
+import river
+import sklearn
+from river import metrics as rm
+from sklearn import metrics as skm
+
+import streameval as se
+from streameval.metrics import _scoreorder
+from streameval.metrics._scoreorder import ScoreOrder
+
+clock = time.process_time
+
+
+def make_stream(n, seed, scores):
+    """Labels (30% positives) and a model's scores (AUC about 0.86)."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.3
+    s = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0.0, 1.0)
+    if scores == "rounded":
+        s = np.round(s, 3)
+    return y, s
+
+
+def best_of(runs, f):
+    best = float("inf")
+    for _ in range(runs):
+        gc.collect()
+        t0 = clock()
+        f()
+        best = min(best, clock() - t0)
+    return best
+
+
+def per_event(metric, y, s):
+    update = metric.update
+    t0 = clock()
+    for yi, si in zip(y, s):
+        update(yi, si)
+    return clock() - t0
+
+
+# ----------------------------------------------------------------- section 1
+
+
+def cumulative(n, kinds):
+    print(f"\n1. Cumulative exact AUC and AP, {n:,} events: events/s "
+          "(error = |value - sklearn| at the end)")
+    header = (f"{'scores':>10} {'what':<42} {'events/s':>12} {'vs river':>9} "
+              f"{'error':>9}")
+    print(header)
+    print("-" * len(header))
+    for kind in kinds:
+        y, s = make_stream(n, 1, kind)
+        yl, sl = y.tolist(), s.tolist()
+        sk_auc = skm.roc_auc_score(y, s)
+        sk_ap = skm.average_precision_score(y, s)
+
+        river_auc = rm.ROCAUC()
+        t_river = per_event(river_auc, yl, sl)
+        rows = [("river ROCAUC.update (approximate)", t_river, abs(river_auc.get() - sk_auc))]
+        auc = se.ROCAUC()
+        rows.append(("streameval ROCAUC.update (exact)", per_event(auc, yl, sl),
+                     abs(auc.get() - sk_auc)))
+        ap = se.AveragePrecision()
+        t = per_event(ap, yl, sl)
+        t0 = clock()
+        value = ap.get()
+        rows.append(("streameval AveragePrecision.update, get", t + clock() - t0,
+                     abs(value - sk_ap)))
+        batch = se.ROCAUC()
+        t = best_of(3, lambda: batch.__init__() or batch.update_many(y, s))
+        rows.append(("streameval ROCAUC.update_many (1 batch)", t, abs(batch.get() - sk_auc)))
+        step = 10_000
+        chunks = [(y[a : a + step], s[a : a + step]) for a in range(0, n, step)]
+
+        def batches():
+            m = se.ROCAUC()
+            for cy, cs in chunks:
+                m.update_many(cy, cs)
+            batches.m = m
+
+        t = best_of(2, batches)
+        rows.append((f"streameval ROCAUC.update_many ({step:,}/batch)", t,
+                     abs(batches.m.get() - sk_auc)))
+        ap_batch = se.AveragePrecision()
+        t = best_of(3, lambda: ap_batch.__init__() or ap_batch.update_many(y, s).get())
+        rows.append(("streameval AveragePrecision.update_many, get", t,
+                     abs(ap_batch.get() - sk_ap)))
+        t = best_of(3, lambda: skm.roc_auc_score(y, s))
+        rows.append(("sklearn roc_auc_score (whole array, once)", t, 0.0))
+        for what, t, err in rows:
+            print(f"{kind:>10} {what:<42} {n / t:>12,.0f} {t_river / t:>8.2f}x {err:>9.1e}",
+                  flush=True)
+
+
+# ----------------------------------------------------------------- section 2
+
+
+def get_every_event(n, kinds, every=1000):
+    print(f"\n2. get() after every event over {n:,} events, against sklearn recomputing "
+          f"the prefix every {every:,} events")
+    header = (f"{'scores':>10} {'what':<40} {'values':>8} {'total s':>9} "
+              f"{'us/value':>10} {'speed-up':>9}")
+    print(header)
+    print("-" * len(header))
+    for kind in kinds:
+        y, s = make_stream(n, 2, kind)
+        yl, sl = y.tolist(), s.tolist()
+        for name, cls, sk in (("ROCAUC", se.ROCAUC, skm.roc_auc_score),
+                              ("AveragePrecision", se.AveragePrecision,
+                               skm.average_precision_score)):
+            # AP's get() is one pass over the distinct scores: with all-distinct
+            # scores time the last events only, at full size
+            timed = n if (name == "ROCAUC" or kind == "rounded") else min(n, 2000)
+            m = cls()
+            if timed < n:
+                m.update_many(y[: n - timed], s[: n - timed])
+            update, get = m.update, m.get
+            t0 = clock()
+            for yi, si in zip(yl[n - timed :], sl[n - timed :]):
+                update(yi, si)
+                get()
+            t_ours = clock() - t0
+            checks = range(every, n + 1, every)
+            if timed < n:
+                checks = range(n - timed + every, n + 1, every)
+            t0 = clock()
+            for i in checks:
+                sk(y[:i], s[:i])
+            t_sk = clock() - t0
+            per_ours = t_ours / timed * 1e6
+            per_sk = t_sk / len(checks) * 1e6
+            label = f"streameval {name} update+get" + (" (last events)" if timed < n else "")
+            print(f"{kind:>10} {label:<40} {timed:>8,} {t_ours:>9.2f} {per_ours:>10.1f} "
+                  f"{per_sk / per_ours:>8.0f}x", flush=True)
+            print(f"{kind:>10} {'sklearn ' + sk.__name__ + ' on prefix':<40} {len(checks):>8,} "
+                  f"{t_sk:>9.2f} {per_sk:>10.1f} {'':>9}", flush=True)
+
+
+# ----------------------------------------------------------------- section 3
+
+
+def traced(build):
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    obj = build()
+    size = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return obj, size
+
+
+def memory(n):
+    print(f"\n3. Memory (tracemalloc), {n:,} events")
+    header = f"{'what':<58} {'stored':>10} {'bytes':>12} {'B/stored':>9} {'B/event':>8}"
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for kind in ("continuous", "rounded"):
+        y, s = make_stream(n, 3, kind)
+        m, b = traced(lambda: se.ROCAUC().update_many(y, s))
+        rows.append((f"ROCAUC exact, {kind} scores, update_many", len(m), b))
+        small = min(n, 200_000)
+        yl, sl = y[:small].tolist(), s[:small].tolist()
+
+        def loop():
+            m = se.ROCAUC()
+            for yi, si in zip(yl, sl):
+                m.update(yi, si)
+            return m
+
+        m, b = traced(loop)
+        rows.append((f"ROCAUC exact, {kind} scores, update x {small:,}", len(m), b, small))
+    y, s = make_stream(n, 3, "continuous")
+    for bins in (100, 1000):
+        m, b = traced(lambda: se.ROCAUC(bins=bins).update_many(y, s))
+        rows.append((f"ROCAUC(bins={bins}), continuous scores", len(m), b))
+    _, b = traced(lambda: (np.array(y), np.array(s)))
+    rows.append(("sklearn's input: bool labels + float64 scores", n, b))
+    river_auc, b = traced(lambda: rm.ROCAUC())
+    rows.append(("river ROCAUC (10 thresholds, approximate, fixed)", 0, b))
+    for row in rows:
+        what, stored, size = row[:3]
+        events = row[3] if len(row) > 3 else n
+        per = f"{size / stored:>9.1f}" if stored else f"{'-':>9}"
+        print(f"{what:<58} {stored:>10,} {size:>12,} {per} {size / events:>8.2f}", flush=True)
+
+
+# ----------------------------------------------------------------- tuning
+
+
+def tune(n):
+    print(f"\nTuning: per-event ScoreOrder.add, ns/event over {n:,} events, by block load")
+    for kind in ("rounded", "continuous"):
+        y, s = make_stream(n, 4, kind)
+        yl, sl = y.tolist(), s.tolist()
+        cells = []
+        for load in (48, 64, 96, 128, 192, 256):
+            def run():
+                o = ScoreOrder(load)
+                add = o.add
+                for yi, si in zip(yl, sl):
+                    add(si, yi, 1.0)
+
+            cells.append(f"{load}: {best_of(2, run) / n * 1e9:,.0f}")
+        print(f"{kind:>10}  " + "   ".join(cells), flush=True)
+    print("\nTuning: add_entries of m entries into n stored scores, one by one vs rebuild "
+          "(ms); the crossover m/n is REBUILD_RATIO's inverse")
+    rng = np.random.default_rng(5)
+    stored = n
+    base_y, base_s = make_stream(stored, 6, "continuous")
+    keep = _scoreorder.REBUILD_RATIO
+    try:
+        for m in (stored // 200, stored // 100, stored // 50, stored // 25, stored // 10):
+            keys = np.sort(rng.random(m))
+            ones = np.ones(m)
+            entries = (keys, ones, ones, np.ones(m, dtype=np.int64), np.ones(m, dtype=np.int64))
+            times = []
+            for ratio in (0, 10**9):  # force one by one, then force the rebuild
+                _scoreorder.REBUILD_RATIO = ratio
+                o = se.ROCAUC().update_many(base_y, base_s)._order
+
+                def go(o=o):
+                    o.add_entries(*entries)
+
+                t0 = clock()
+                go()
+                times.append((clock() - t0) * 1e3)
+            print(f"  n={stored:,} m={m:,} (n/m={stored // m}): one by one {times[0]:.1f}, "
+                  f"rebuild {times[1]:.1f}", flush=True)
+    finally:
+        _scoreorder.REBUILD_RATIO = keep
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
+    parser.add_argument("--tune", action="store_true", help="only the tuning tables")
+    parser.add_argument("--scores", choices=["rounded", "continuous", "both"], default="both")
+    args = parser.parse_args(argv)
+    kinds = ["rounded", "continuous"] if args.scores == "both" else [args.scores]
+    print(f"python {platform.python_version()}, numpy {np.__version__}, river "
+          f"{river.__version__}, scikit-learn {sklearn.__version__}, "
+          f"{platform.machine()}; CPU seconds")
+    if args.tune:
+        tune(20_000 if args.quick else 200_000)
+        return
+    quick = args.quick
+    cumulative(50_000 if quick else 1_000_000, kinds)
+    get_every_event(10_000 if quick else 100_000, kinds)
+    memory(50_000 if quick else 1_000_000)
+
+
+if __name__ == "__main__":
+    main()
