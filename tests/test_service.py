@@ -631,3 +631,145 @@ def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
     assert after == before
     mon, _ = direct_monitor(CONFIG, [events[:70], events[70:]])
     assert_same_state(after, mon)
+
+
+def test_kill_9_under_concurrent_load_keeps_every_acknowledged_batch(tmp_path):
+    config_path = toml_config(tmp_path)
+    state = tmp_path / "state"
+    size = 40
+    events = make_events(size * 400, seed=15)
+    proc, url, _ = start_process(config_path, state, "--checkpoint-events", "2000",
+                                 "--checkpoint-seconds", "0")
+    acked, stop = [], threading.Event()
+
+    def client(k):
+        for j in range(k, 400, 4):
+            if stop.is_set():
+                return
+            try:
+                status, body = post(url, events[j * size:(j + 1) * size])
+            except (OSError, http.client.HTTPException, ValueError):
+                return  # the server died under us: this batch was not acknowledged
+            if status == 200:
+                acked.append(body["seq"])
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    assert wait_for(lambda: len(acked) >= 60, timeout=60)
+    proc.send_signal(signal.SIGKILL)  # with requests in flight
+    proc.wait(10)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    proc, url, replayed = start_process(config_path, state)
+    try:
+        health = get_json(url, "/healthz")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    # the log is a prefix of the applied batches that holds every acknowledged one
+    assert max(acked) <= health["seq"]
+    assert sorted(acked) == sorted(set(acked))
+    assert health["n"] == size * health["seq"]
+
+
+class _FailingLog:
+    """The real write-ahead log whose disk 'fails' on the k-th append (fault injection)."""
+
+    def __init__(self, wal, k):
+        self._wal, self._k = wal, k
+
+    def append(self, seq, batch):
+        self._k -= 1
+        if self._k == 0:
+            raise OSError(28, "No space left on device")
+        self._wal.append(seq, batch)
+
+    def __getattr__(self, name):
+        return getattr(self._wal, name)
+
+
+def test_a_log_failure_stops_ingestion_and_a_restart_recovers_the_acknowledged(tmp_path):
+    events = make_events(200, seed=16)
+    batches = [events[i:i + 50] for i in range(0, 200, 50)]
+    eng = build_engine(CONFIG, state_dir=tmp_path, checkpoint_seconds=0)
+    eng._wal = _FailingLog(eng._wal, 3)
+    app_srv = BackgroundServer(engine=eng).start()
+    try:
+        assert post(app_srv.url, batches[0])[0] == 200
+        assert post(app_srv.url, batches[1])[0] == 200
+        status, body = post(app_srv.url, batches[2])
+        assert status == 503 and "No space left" in body["error"]
+        status, body = post(app_srv.url, batches[3])  # refused: the engine has stopped
+        assert status == 503 and "restart the service" in body["error"]
+        status, _, data = call(app_srv.url, "GET", "/healthz")
+        assert status == 503 and json.loads(data)["status"] == "failed"
+    finally:
+        app_srv.stop()  # no final checkpoint: the memory state holds the refused batch
+    assert not (tmp_path / CHECKPOINT_FILE).exists()
+    eng = build_engine(CONFIG, state_dir=tmp_path, checkpoint_seconds=0)
+    try:
+        mon, _ = direct_monitor(CONFIG, batches[:2])
+        assert eng.replayed == (2, 100)
+        assert_same_state(json.loads(json.dumps(snapshot_json(eng.snapshot()))), mon)
+    finally:
+        eng.close()
+
+
+# ----------------------------------------------------------------------- properties
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+SMALL = {"monitor": {"every": 7, "group_by": "country",
+                     "metrics": {"auc": "roc_auc", "recall@15": {"metric": "recall", "size": 15}},
+                     "rules": ["auc < 0.6"]}}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(1, 25), min_size=1, max_size=8),
+    bad=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 24)), max_size=3),
+    restarts=st.sets(st.integers(0, 7), max_size=3),
+    crash=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_engine_state_equals_a_direct_monitor_of_the_accepted_batches(sizes, bad, restarts,
+                                                                      crash, seed):
+    """Any split into batches, bad batches refused whole, restarts (clean or crash)."""
+    import tempfile
+
+    events = make_events(sum(sizes), seed=seed)
+    state = tempfile.mkdtemp()
+    eng = build_engine(SMALL, state_dir=state, checkpoint_every=20, checkpoint_seconds=0)
+    accepted, pos = [], 0
+    try:
+        for k, size in enumerate(sizes):
+            batch = [dict(e) for e in events[pos:pos + size]]
+            pos += size
+            hits = [i for b, i in bad if b == k and i < size]
+            for i in hits:
+                batch[i]["score"] = "oops"
+            try:
+                eng.ingest(batch)
+            except ValueError as e:
+                assert hits and e.index == min(hits)
+            else:
+                assert not hits
+                accepted.append(batch)
+            if k in restarts:
+                if crash:  # no final checkpoint, log left as a crash leaves it
+                    eng._stop.set()
+                    eng._wake.set()
+                    eng._outbox.put(None)
+                    for t in eng._threads:
+                        t.join(10)
+                    eng._wal.close()
+                else:
+                    eng.close()
+                eng = build_engine(SMALL, state_dir=state, checkpoint_every=20,
+                                   checkpoint_seconds=0)
+        mon, _ = direct_monitor(SMALL, accepted)
+        assert_same_state(json.loads(json.dumps(snapshot_json(eng.snapshot()))), mon)
+    finally:
+        eng.close()
