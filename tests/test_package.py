@@ -47,3 +47,28 @@ def test_readme_first_command_names_a_bundled_scenario():
     cmd = _readme_commands()[0]
     scenario = re.search(r"streameval run (\S+)", cmd).group(1)
     assert (ROOT / scenario).is_file()
+
+
+def test_from_state_loads_non_public_types_in_a_fresh_process():
+    """A drift or monitor checkpoint loads without importing its module first."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, streameval.drift as d\n"
+        "x = d.PrecisionRecallDrift(metric='recall', window=10)\n"
+        "for i in range(25): x.update(i % 2, 0.9 if i % 3 else 0.1)\n"
+        "print(json.dumps(x.to_state()))\n"
+    )
+    state = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    check = (
+        "import json, sys, streameval\n"
+        "s = json.loads(sys.stdin.read())\n"
+        "y = streameval.from_state(s)\n"
+        "assert 'streameval.drift' in sys.modules\n"
+        "assert y.to_state() == s, (y.to_state(), s)\n"
+        "print(type(y).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", check], input=state, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "PrecisionRecallDrift"

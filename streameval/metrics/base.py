@@ -38,6 +38,15 @@ __all__ = [
 #: Every class whose state :func:`from_state` can rebuild, by public type name.
 _REGISTRY: dict[str, type] = {}
 
+#: Modules defining state types that are not public names of ``streameval``; imported
+#: on demand by :func:`from_state` so a checkpoint loads in a fresh process.
+_STATE_MODULES = {
+    "PrecisionRecallDrift": "streameval.drift",
+    "ChangePointDetector": "streameval.drift",
+    "DriftCounts": "streameval.drift",
+    "Monitor": "streameval.monitor",
+}
+
 _Real = numbers.Real
 
 
@@ -365,13 +374,14 @@ def from_state(state):
         raise ValueError(f"not a streameval state (a dict with 'type' and 'version'): {state!r:.200}")
     name = state["type"]
     cls = _REGISTRY.get(name)
-    if cls is None:
+    if cls is None and isinstance(name, str):
+        import importlib
+
         import streameval  # the lazy public names import the module that defines it
 
-        try:
-            getattr(streameval, name)
-        except AttributeError:
-            pass
+        module = streameval._LAZY.get(name) or _STATE_MODULES.get(name)
+        if module is not None:
+            importlib.import_module(module)
         cls = _REGISTRY.get(name)
     if cls is None:
         raise ValueError(f"unknown state type {name!r}")
