@@ -86,21 +86,28 @@ class _WeightedMean(Metric):
         x *= w
         if not x <= _MAXF:
             self._explain(y_true, y_pred, w)
-        n = self._n - 1
-        if n < 0 or self._w - w < -1e-9 * w:
+        if not self._remove(x, w):
             raise ValueError(
                 f"revert of (y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): no such event "
                 f"was added ({self._n} events of total weight {self._w!r})"
             )
+
+    def _remove(self, x, w):
+        """Take out a weighted loss ``x`` of weight ``w``; False (and no change) if there
+        is no such event to take out."""
+        n = self._n - 1
+        if n < 0 or self._w - w < -1e-9 * w:
+            return False
         self._n = n
         if not n:  # empty: exactly zero, no rounding residue
             self._s = self._c = self._w = 0.0
-            return
+            return True
         s = self._s
         t = s - x
         self._c += (s - t) - x if s >= x else (-x - t) + s
         self._s = t
         self._w -= w
+        return True
 
     def _explain(self, y_true, y_pred, w):
         check_weight(w)
@@ -287,6 +294,17 @@ class MAE(_RegressionMean):
         else:
             _WeightedMean.update(self, y_true, y_pred, w)
 
+    def revert(self, y_true, y_pred, w=1.0):
+        """Remove one event added earlier (exact inverse of :meth:`update`).
+
+        Runtime complexity: `O(1)`.
+        """
+        if type(y_true) is float and type(y_pred) is float and type(w) is float and w >= 0.0:
+            x = w * abs(y_pred - y_true)
+            if x <= _MAXF and self._remove(x, w):
+                return
+        _WeightedMean.revert(self, y_true, y_pred, w)  # slow path, or the error
+
     @staticmethod
     def _losses(yt, yp):
         return np.abs(yp - yt)
@@ -338,6 +356,18 @@ class MSE(_RegressionMean):
             self._n += 1
         else:
             _WeightedMean.update(self, y_true, y_pred, w)
+
+    def revert(self, y_true, y_pred, w=1.0):
+        """Remove one event added earlier (exact inverse of :meth:`update`).
+
+        Runtime complexity: `O(1)`.
+        """
+        if type(y_true) is float and type(y_pred) is float and type(w) is float and w >= 0.0:
+            x = y_pred - y_true
+            x = x * x * w
+            if x <= _MAXF and self._remove(x, w):
+                return
+        _WeightedMean.revert(self, y_true, y_pred, w)  # slow path, or the error
 
 
 class RMSE(MSE):
