@@ -71,16 +71,20 @@ class Engine:
     """A Monitor fed by HTTP batches, serialised by one lock, made durable by a WAL.
 
     Runtime complexity: `ingest` is the Monitor's ``update_many`` (vectorised) plus
-    `O(n)` validation and one fsync; `snapshot` is the Monitor's ``snapshot``.
+    `O(n)` validation and at most one fsync (shared with concurrent batches);
+    `snapshot` is the Monitor's ``snapshot``; `checkpoint` is `O(size of the state)`.
 
     Build it with :meth:`open` (which recovers from ``state_dir``). Parameters:
     ``monitor`` (a fresh :class:`~streameval.monitor.Monitor`, used when the state
     directory holds no checkpoint), ``fields`` (a :class:`~streameval.events.FieldMap`;
     its segment field defaults to the Monitor's ``group_by``), ``state_dir`` (None:
     nothing durable), ``checkpoint_every`` events and ``checkpoint_seconds`` (None
-    disables either), ``sinks`` (callables receiving each alert transition, called from
-    one delivery thread, in order), ``config_id`` (anything JSON-like identifying the
-    configuration; a state directory refuses to open under another one).
+    disables either), ``sinks`` (callables, or :mod:`streameval.io` sinks with ``write``,
+    receiving each alert transition from one delivery thread, in order, so that a slow
+    webhook never holds up ingestion), ``config_id`` (anything JSON-like identifying the
+    configuration; a state directory refuses to open under another one),
+    ``synchronous`` (the log's SQLite setting: ``"FULL"`` survives power loss,
+    ``"NORMAL"`` a process crash only).
     """
 
     def __init__(self, monitor, *, fields=None, state_dir=None, checkpoint_every=100_000,
@@ -103,6 +107,7 @@ class Engine:
         self.serve_options: dict = {}
         self.config_id = fingerprint(config_id)
         self._clock = clock
+        self._synchronous = synchronous
         self._lock = threading.Lock()  # the Monitor, the sequence and the counters
         self._db_lock = threading.Lock()  # the write-ahead log's connection
         self._ckpt_lock = threading.Lock()  # one checkpoint at a time
@@ -143,7 +148,7 @@ class Engine:
             return
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # the log first: it refuses another configuration with StateMismatch
-        self._wal = WriteAheadLog(self.state_dir / WAL_FILE, self.config_id)
+        self._wal = WriteAheadLog(self.state_dir / WAL_FILE, self.config_id, self._synchronous)
         try:
             ckpt = self._load_checkpoint()
         except BaseException:
@@ -224,7 +229,7 @@ class Engine:
         try:
             events = decode_events(body, content_type)
         except BadRequest:
-            self.stats["rejected_requests"] += 1
+            self._count_rejected()
             raise
         return self.ingest(events)
 
@@ -237,7 +242,7 @@ class Engine:
         try:
             batch = self._validate(events)
         except BadRequest:
-            self.stats["rejected_requests"] += 1
+            self._count_rejected()
             raise
         n = len(batch)
         with self._lock:
@@ -248,7 +253,7 @@ class Engine:
             try:
                 self._apply(batch)  # validates the whole batch before changing anything
             except ValueError as e:
-                self.stats["rejected_requests"] += 1
+                self.stats["rejected_requests"] += 1  # under the lock already
                 raise BadRequest(str(e), index=_index_of(e)) from None
             except BaseException as e:  # a bug half-way: the memory state is suspect
                 self._fail(f"the Monitor failed on a batch: {e!r}")
@@ -274,6 +279,10 @@ class Engine:
         if due:
             self._wake.set()
         return {"accepted": n, "n": total, "seq": seq}
+
+    def _count_rejected(self) -> None:
+        with self._lock:
+            self.stats["rejected_requests"] += 1
 
     def _make_durable(self, seq: int) -> None:
         """Return once a log commit covers batch ``seq`` (group commit: one caller
@@ -387,13 +396,11 @@ class Engine:
                 if seq == self._ckpt_seq and (self.state_dir / CHECKPOINT_FILE).exists():
                     return False
                 acked = self._acked
-                state = {
-                    "seq": seq,
-                    "stats": dict(self.stats),
-                    # a JSON round trip: a copy the live Monitor cannot change while it
-                    # is written outside the lock
-                    "monitor": json.loads(json.dumps(self.monitor.to_state())),
-                }
+                stats = dict(self.stats)
+                # serialised under the lock: the live Monitor cannot change the copy that
+                # is written outside it
+                text = json.dumps(self.monitor.to_state(), separators=(",", ":"))
+            state = {"seq": seq, "stats": stats, "monitor": json.loads(text)}
             save_checkpoint(self.state_dir / CHECKPOINT_FILE, state, kind=CHECKPOINT_KIND,
                             fingerprint=self.config_id)
             with self._lock:
