@@ -247,8 +247,6 @@ def test_validation_is_atomic(family, factory):
         with pytest.raises(ValueError, match=match):
             m.revert(*bad)
         assert m.to_state() == before, bad
-        if family == "binary" and isinstance(bad[0], (list, str)):
-            continue  # numpy mangles these in base.as_binary_labels: see the xfail below
         batch = good + [bad] + good
         with pytest.raises(ValueError, match=r"\[3\]"):
             m.update_many(*columns(batch))
@@ -258,10 +256,6 @@ def test_validation_is_atomic(family, factory):
     assert m.to_state() == before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "base.as_binary_labels (shared, not ours): np.asarray([True, 'x']) turns the bools "
-    "into strings and a list element makes numpy raise, so the first bad label is not "
-    "the one named; fix proposed to the lead"))
 @pytest.mark.parametrize("bad", ["x", [1]])
 def test_batch_names_the_first_bad_label_among_bools(bad):
     with pytest.raises(ValueError, match=r"y_true\[2\] = "):

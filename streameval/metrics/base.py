@@ -221,10 +221,17 @@ def as_weight_array(w, n, name="w"):
 
 def as_binary_labels(y_true, pos_set, neg_set, name="y_true"):
     """Return a bool array (True where positive) or raise naming the first bad label."""
-    arr = y_true if isinstance(y_true, np.ndarray) else np.asarray(y_true)
-    if arr.ndim != 1:
-        arr = np.empty(len(y_true), dtype=object)
-        arr[:] = list(y_true)
+    arr = y_true if isinstance(y_true, np.ndarray) else None
+    if arr is None:
+        try:
+            arr = np.asarray(y_true)
+        except ValueError:  # ragged: a sequence among the labels
+            arr = None
+        # numpy turns [True, "x"] into the strings ["True", "x"]: keep the objects
+        if arr is not None and arr.dtype.kind in "US" and len({type(v) for v in y_true}) > 1:
+            arr = None
+    if arr is None or arr.ndim != 1:
+        arr = np.fromiter(y_true, dtype=object, count=len(y_true))
     (pos,) = pos_set
     (neg,) = neg_set
     if arr.dtype.kind == "b" and pos is True and neg is False:
