@@ -537,9 +537,11 @@ def test_state_dir_belongs_to_one_config(tmp_path):
     eng.close()
 
 
-def start_process(config_path, state_dir, *extra):
-    cmd = [sys.executable, "-m", "streameval.service", "--config", str(config_path),
-           "--port", "0", "--state-dir", str(state_dir), *extra]
+def start_process(config_path, state_dir, *extra, cli=False):
+    prog = [sys.executable, "-m", "streameval.cli", "serve"] if cli else \
+        [sys.executable, "-m", "streameval.service"]
+    cmd = [*prog, "--config", str(config_path), "--port", "0", "--state-dir", str(state_dir),
+           *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     sel = selectors.DefaultSelector()
@@ -608,18 +610,23 @@ def test_kill_9_and_restart_loses_no_acknowledged_event(tmp_path, server):
 
 
 def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
+    """Through the ``streameval serve`` command, with a token file."""
     config_path = toml_config(tmp_path)
     state = tmp_path / "state"
-    proc, url, _ = start_process(config_path, state, "--checkpoint-seconds", "0")
+    (tmp_path / "token").write_text("t0ken\n")
+    token = ("--token-file", str(tmp_path / "token"))
+    proc, url, _ = start_process(config_path, state, "--checkpoint-seconds", "0", *token,
+                                 cli=True)
     events = make_events(120, seed=14)
-    assert post(url, events[:70])[0] == 200
-    assert post(url, events[70:], ndjson=True)[0] == 200
+    assert post(url, events[:70])[0] == 401
+    assert post(url, events[:70], token="t0ken")[0] == 200
+    assert post(url, events[70:], ndjson=True, token="t0ken")[0] == 200
     before = get_json(url, "/snapshot")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0
     assert "stopped" in proc.stdout.read().decode()
     assert (state / CHECKPOINT_FILE).exists() and wal_rows(state) == 0
-    proc, url, replayed = start_process(config_path, state)
+    proc, url, replayed = start_process(config_path, state, *token, cli=True)
     try:
         assert replayed == 0
         after = get_json(url, "/snapshot")

@@ -183,6 +183,12 @@ def _server(app, log_level: str):
     return uvicorn.Server(config)
 
 
+def _is_loopback(sock: socket.socket) -> bool:
+    import ipaddress
+
+    return ipaddress.ip_address(sock.getsockname()[0].split("%")[0]).is_loopback
+
+
 def _url(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     if ":" in host:
@@ -216,6 +222,9 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
                          protect_reads=bool(_pick(protect_reads, opts.get("protect_reads"), False)),
                          max_body=_pick(max_body, opts.get("max_body"), DEFAULT_MAX_BODY))
         sock = _bind(host, port)
+        if token is None and not _is_loopback(sock):
+            print(f"streameval serve: warning: {_url(sock)} is reachable from other machines "
+                  "and POST /events takes no token (--token-file)", file=sys.stderr, flush=True)
         server = _server(app, log_level)
         replayed = engine.replayed
         print(f"streameval serve: listening on {_url(sock)}"
