@@ -9,7 +9,6 @@ import csv
 import json
 import math
 import random
-import time
 
 import numpy as np
 import pytest
