@@ -149,15 +149,6 @@ class WriteAheadLog:
         for row in cur.fetchall():
             yield row[0], _decode(*row[1:])
 
-    def last_seq(self) -> int:
-        """The highest stored sequence number (0 when empty)."""
-        return self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM batches").fetchone()[0]
-
-    def pending(self) -> tuple[int, int]:
-        """``(batches, events)`` stored."""
-        b, n = self._db.execute("SELECT COUNT(*), COALESCE(SUM(n), 0) FROM batches").fetchone()
-        return b, n
-
     def close(self) -> None:
         """Close the database (rows not committed are dropped)."""
         if self._db.in_transaction:
