@@ -728,7 +728,8 @@ def test_multiclass_prefix_equality_with_reverts(average, weighted):
         live.append(i)
         if rng.random() < 0.25:
             j = live.pop(rng.randrange(len(live)))
-            gone = (y[j], dict(zip(CLASSES, map(float, rows[j]))), 1.0 if w is None else float(w[j]))
+            gone = (y[j], dict(zip(CLASSES, map(float, rows[j]))),
+                    1.0 if w is None else float(w[j]))
             auc.revert(*gone)
             ap.revert(*gone)
         if i % 4 == 0:
@@ -759,12 +760,12 @@ def test_multiclass_classes_appearing_late():
                 del d["c"]
             auc.update(y[i], d)
             ap.update(y[i], d)
-        assert auc.classes == CLASSES
-        batch.update_many(list(y[:100]), [{k: v for k, v in dict(zip(CLASSES, map(float, r))).items()
-                                           if k != "c"} for r in rows[:100]])
-        batch.update_many(list(y[100:]), [dict(zip(CLASSES, map(float, r))) if i >= 20 else
-                                          {k: v for k, v in zip(CLASSES, map(float, r)) if k != "c"}
-                                          for i, r in enumerate(rows[100:])])
+        assert sorted(auc.classes) == CLASSES
+        as_logged = [dict(zip(CLASSES, map(float, r))) for r in rows]
+        for i in range(120):
+            del as_logged[i]["c"]
+        batch.update_many(list(y[:100]), as_logged[:100])
+        batch.update_many(list(y[100:]), as_logged[100:])
         assert abs(auc.get() - mc_oracle("auc", average, y, rows, None)) <= TOL
         assert abs(ap.get() - mc_oracle("ap", average, y, rows, None)) <= TOL
         assert abs(batch.get() - auc.get()) <= TOL

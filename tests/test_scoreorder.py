@@ -150,9 +150,12 @@ def test_remove_unknown_event_leaves_state_unchanged():
     assert not o.contains(0.4, True, count=2)
 
 
+@pytest.mark.parametrize("ratio", [0, 10**9, None])  # force one by one, rebuild, default
 @pytest.mark.parametrize("stored,batch", [(0, 500), (2000, 10), (2000, 1500), (50, 50)])
-def test_add_entries_both_paths_match_one_by_one(stored, batch):
+def test_add_entries_both_paths_match_one_by_one(stored, batch, ratio, monkeypatch):
     """Few entries go one by one, many trigger the numpy merge: same state."""
+    if ratio is not None:
+        monkeypatch.setattr(_scoreorder, "REBUILD_RATIO", ratio)
     rng = np.random.default_rng(stored + batch)
     base = [(float(s), bool(p), float(w)) for s, p, w in zip(
         rng.random(stored).round(3), rng.random(stored) < 0.3, rng.integers(1, 4, stored))]

@@ -129,11 +129,7 @@ def _aggregate(positive, scores, weights):
     return keys, wp, wn, cp, cn, zp, zn
 
 
-def _desc_cumsums(order):
-    """(wp, tps, fps) over the distinct scores from high to low."""
-    wp, wn = order.weights()
-    wp = wp[::-1]
-    return wp, np.cumsum(wp), np.cumsum(wn[::-1])
+_TINY = np.finfo(np.float64).tiny
 
 
 def _precision(tps, fps):
@@ -141,20 +137,34 @@ def _precision(tps, fps):
     return np.divide(tps, ps, out=np.zeros_like(tps), where=ps > 0.0)
 
 
+def _desc_precision(order):
+    """``(wp, precision)`` at the distinct scores from high to low, in one pass each
+    of a few numpy operations (AP's ``get`` runs this after every change)."""
+    wp, wn = order.weights()  # fresh arrays: reused in place below
+    wp = wp[::-1]
+    tot = wn[::-1]
+    tot += wp
+    np.cumsum(tot, out=tot)  # weight at or above each score
+    prec = np.cumsum(wp)  # positive weight at or above each score
+    np.maximum(tot, _TINY, out=tot)  # 0 / 0 at the top (zero weights) -> precision 0
+    prec /= tot
+    return wp, prec
+
+
 def _average_precision(order):
     if not order.nz_pos:
         return _NAN
-    wp, tps, fps = _desc_cumsums(order)
-    p = tps[-1]
-    return max(0.0, float(np.dot(wp, _precision(tps, fps)) / p))
+    wp, prec = _desc_precision(order)
+    prec *= wp  # not np.dot: on reversed views it is 20x slower (measured)
+    return max(0.0, float(prec.sum() / wp.sum()))
 
 
 def _interpolated_precision(order):
-    """(recall, envelope) per distinct score, high to low; envelope = best precision
-    at this or any higher recall."""
-    wp, tps, fps = _desc_cumsums(order)
-    prec = _precision(tps, fps)
+    """(wp, recall, envelope) per distinct score, high to low; envelope = best
+    precision at this or any higher recall."""
+    wp, prec = _desc_precision(order)
     envelope = np.maximum.accumulate(prec[::-1])[::-1]
+    tps = np.cumsum(wp)
     return wp, tps / tps[-1], envelope
 
 
@@ -187,13 +197,14 @@ def _ap_bound(order):
     f = fps - n
     has = p > 0.0
     p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
-    binned = p * tps / (tps + fps)
-    upper = p * tps / (tps + f)
+    binned = float((p * tps / (tps + fps)).sum())
+    upper = float((p * tps / (tps + f)).sum())
+    # integral_0^p (T + x) / (T + x + F') dx = p - F' log(1 + p / (T + F')), F' = f + n;
+    # T + F' = 0 (top bin without negatives) means precision 1 throughout: p
     base = t + f + n
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lower = np.where(base > 0.0, p - (f + n) * np.log1p(p / np.where(base > 0, base, 1.0)), p)
-    c = binned.sum()
-    return max(float(upper.sum() - c), float(c - lower.sum()), 0.0) / float(tps[-1] if len(tps) else 1.0)
+    safe = np.where(base > 0.0, base, 1.0)
+    lower = float(np.where(base > 0.0, p - (f + n) * np.log1p(p / safe), p).sum())
+    return max(upper - binned, binned - lower, 0.0) / float(tps[-1])
 
 
 # ------------------------------------------------------------------------ binary
@@ -504,8 +515,8 @@ class InterpolatedAP(_BinaryRanking):
     def _compute(order):
         if not order.nz_pos:
             return _NAN
-        wp, recall, envelope = _interpolated_precision(order)
-        return float(np.dot(wp, envelope) / wp.sum())
+        wp, _, envelope = _interpolated_precision(order)
+        return float((wp * envelope).sum() / wp.sum())
 
     def get(self):
         """Interpolated AP, or NaN. Runtime complexity: `O(n)` numpy."""
@@ -645,7 +656,8 @@ class _OVRRanking(MultiClassMetric):
 
     def __init__(self, average="macro", bins=None):
         if average not in _AVERAGES:
-            raise ValueError(f"average = {average!r}: must be one of {_AVERAGES} (or None for binary)")
+            raise ValueError(
+                f"average = {average!r}: must be one of {_AVERAGES} (or None for binary)")
         self.average = average
         self.bins = _check_bins(bins)
         self._classes = {}  # class -> ScoreOrder, in order of first appearance
@@ -735,7 +747,8 @@ class _OVRRanking(MultiClassMetric):
         entries = [(order, self._key(probas.get(c, 0.0)), c == y_true)
                    for c, order in classes.items()]
         if unknown or not self._n or not all(o.contains(s, p) for o, s, p in entries):
-            raise ValueError(f"revert(y_true={y_true!r}, y_pred={y_pred!r}): no such event was added")
+            raise ValueError(
+                f"revert(y_true={y_true!r}, y_pred={y_pred!r}): no such event was added")
         if self._micro is not None:
             counts = {}
             for _, s, p in entries:
