@@ -64,11 +64,24 @@ def best_of(runs, f):
     return best
 
 
-def per_event(metric, y, s):
-    update = metric.update
+def per_event(metric, y, s, read_every=None):
+    """CPU seconds of ``update`` per event, reading ``get()`` every ``read_every``
+    events (None: once, at the end; 1: after every event)."""
+    update, get = metric.update, metric.get
     t0 = clock()
-    for yi, si in zip(y, s):
-        update(yi, si)
+    if read_every is None:
+        for yi, si in zip(y, s):
+            update(yi, si)
+    elif read_every == 1:
+        for yi, si in zip(y, s):
+            update(yi, si)
+            get()
+    else:
+        for i, (yi, si) in enumerate(zip(y, s)):
+            update(yi, si)
+            if i % read_every == 0:
+                get()
+    get()
     return clock() - t0
 
 
@@ -78,7 +91,7 @@ def per_event(metric, y, s):
 def cumulative(n, kinds):
     print(f"\n1. Cumulative exact AUC and AP, {n:,} events: events/s "
           "(error = |value - sklearn| at the end)")
-    header = (f"{'scores':>10} {'what':<42} {'events/s':>12} {'vs river':>9} "
+    header = (f"{'scores':>10} {'what':<50} {'events/s':>12} {'vs river':>9} "
               f"{'error':>9}")
     print(header)
     print("-" * len(header))
@@ -87,21 +100,21 @@ def cumulative(n, kinds):
         yl, sl = y.tolist(), s.tolist()
         sk_auc = skm.roc_auc_score(y, s)
         sk_ap = skm.average_precision_score(y, s)
+        rows = []
 
-        river_auc = rm.ROCAUC()
-        t_river = per_event(river_auc, yl, sl)
-        rows = [("river ROCAUC.update (approximate)", t_river, abs(river_auc.get() - sk_auc))]
-        auc = se.ROCAUC()
-        rows.append(("streameval ROCAUC.update (exact)", per_event(auc, yl, sl),
-                     abs(auc.get() - sk_auc)))
-        ap = se.AveragePrecision()
-        t = per_event(ap, yl, sl)
-        t0 = clock()
-        value = ap.get()
-        rows.append(("streameval AveragePrecision.update, get", t + clock() - t0,
-                     abs(value - sk_ap)))
+        def row(what, make, read_every=None, sk=sk_auc):
+            m = make()
+            t = per_event(m, yl, sl, read_every)
+            rows.append((what, t, abs(m.get() - sk)))
+
+        row("river ROCAUC.update (approximate)", rm.ROCAUC)
+        t_river = rows[0][1]
+        row("streameval ROCAUC.update, get once", se.ROCAUC)
+        row("streameval ROCAUC.update, get every 1 000", se.ROCAUC, 1000)
+        row("streameval ROCAUC.update, get after each", se.ROCAUC, 1)
+        row("streameval AveragePrecision.update, get once", se.AveragePrecision, None, sk_ap)
         batch = se.ROCAUC()
-        t = best_of(3, lambda: batch.__init__() or batch.update_many(y, s))
+        t = best_of(3, lambda: batch.__init__() or batch.update_many(y, s).get())
         rows.append(("streameval ROCAUC.update_many (1 batch)", t, abs(batch.get() - sk_auc)))
         step = 10_000
         chunks = [(y[a : a + step], s[a : a + step]) for a in range(0, n, step)]
@@ -110,6 +123,7 @@ def cumulative(n, kinds):
             m = se.ROCAUC()
             for cy, cs in chunks:
                 m.update_many(cy, cs)
+            m.get()
             batches.m = m
 
         t = best_of(2, batches)
@@ -122,7 +136,7 @@ def cumulative(n, kinds):
         t = best_of(3, lambda: skm.roc_auc_score(y, s))
         rows.append(("sklearn roc_auc_score (whole array, once)", t, 0.0))
         for what, t, err in rows:
-            print(f"{kind:>10} {what:<42} {n / t:>12,.0f} {t_river / t:>8.2f}x {err:>9.1e}",
+            print(f"{kind:>10} {what:<50} {n / t:>12,.0f} {t_river / t:>8.2f}x {err:>9.1e}",
                   flush=True)
 
 

@@ -33,6 +33,7 @@ from streameval import (
     ROCCurve,
     from_state,
 )
+from streameval.metrics import ranking as ranking_module
 
 TOL = 1e-12
 
@@ -598,11 +599,18 @@ ALL = [ROCAUC, Gini, AveragePrecision, InterpolatedAP, ElevenPointAP, ROCCurve, 
        lambda: ROCAUC(bins=5), lambda: AveragePrecision(bins=5)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(label_score_weight, max_size=40), st.lists(label_score_weight, max_size=20),
-       st.sampled_from(range(len(ALL))))
-def test_hypothesis_update_revert_merge_batch(base, extra, which):
-    make = ALL[which]
+       st.sampled_from(range(len(ALL))), st.booleans())
+def test_hypothesis_update_revert_merge_batch(base, extra, which, defer):
+    with pytest.MonkeyPatch.context() as mp:
+        if defer:  # every update deferred, flushed every 5
+            mp.setattr(ranking_module, "DEFER_AFTER", 0)
+            mp.setattr(ranking_module, "DEFER_MAX", 5)
+        check_laws(ALL[which], base, extra)
+
+
+def check_laws(make, base, extra):
     a = make()
     for e in base:
         a.update(*e)
@@ -888,3 +896,84 @@ def test_multiclass_parameters_and_numpy_labels():
     back = from_state(json.loads(json.dumps(m.to_state())))
     assert back.classes == [0, 1, 2] and back.get() == m.get() == 1.0
     assert back.to_state() == m.to_state()
+
+
+# ------------------------------------------------------------ deferred events
+
+
+@pytest.fixture
+def defer_at_once(monkeypatch):
+    """Defer every update (no grace period) and flush every 7 events."""
+    monkeypatch.setattr(ranking_module, "DEFER_AFTER", 0)
+    monkeypatch.setattr(ranking_module, "DEFER_MAX", 7)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_deferred_updates_are_exact_at_every_read(defer_at_once, weighted):
+    y, s, w = stream(40 + weighted, 500, 2, weighted)
+    metrics = [cls() for cls in SCALARS] + [ROCAUC(bins=7), AveragePrecision(bins=7)]
+    roc, pr = ROCCurve(), PRCurve()
+    rng = random.Random(2)
+    live = []
+    for i in range(len(y)):
+        ev = (bool(y[i]), float(s[i]), 1.0 if w is None else float(w[i]))
+        live.append(ev)
+        for m in metrics + [roc, pr]:
+            m.update(*ev)
+        if rng.random() < 0.1:  # a revert while events are deferred
+            gone = live.pop(rng.randrange(len(live)))
+            for m in metrics + [roc, pr]:
+                m.revert(*gone)
+        if rng.random() < 0.05:  # an occasional read
+            ly, ls, lw = (np.array(c) for c in zip(*live))
+            lw = lw if weighted else None
+            for m in metrics[:5]:
+                assert_value(m, ly, ls, lw)
+            assert_curves(roc, pr, ly, ls, lw)
+            for m in metrics[5:]:
+                exact = oracle(type(m).__name__, ly, ls, lw)
+                assert abs(m.get() - exact) <= m.error_bound() + TOL
+    assert any(m._ps for m in metrics)  # some events are still deferred here
+    ly, ls, lw = (np.array(c) for c in zip(*live))
+    lw = lw if weighted else None
+    # every kind of read merges them first
+    a, b, c, d = ROCAUC(), ROCAUC(), ROCAUC(), ROCAUC()
+    for m in (a, b, c, d):
+        for ev in live[:30]:
+            m.update(*ev)
+    assert len(a) == len(set(ls[:30].tolist())) and not a._ps
+    state = b.to_state()
+    assert sum(state["data"]["npos"]) + sum(state["data"]["nneg"]) == 30
+    c.merge(d)
+    assert not c._ps and not d._ps
+    assert abs(c.get() - oracle("ROCAUC", np.r_[ly[:30], ly[:30]], np.r_[ls[:30], ls[:30]],
+                                None if lw is None else np.r_[lw[:30], lw[:30]])) <= TOL
+    for m in metrics:
+        m._check()
+        assert not m._ps
+
+
+def test_reads_after_every_event_never_defer():
+    m = AveragePrecision()
+    y, s, _ = stream(1, 300, 2)
+    for yi, si in zip(y.tolist(), s.tolist()):
+        m.update(yi, si)
+        m.get()
+        assert not m._ps
+    # a window: update then revert, no reads: never defers either
+    w = ROCAUC()
+    for i in range(300):
+        w.update(bool(y[i]), float(s[i]))
+        if i >= 10:
+            w.revert(bool(y[i - 10]), float(s[i - 10]))
+        assert not w._ps
+
+
+def test_cumulative_updates_defer_and_stay_exact():
+    y, s, w = stream(77, 5000, 3, weighted=True)
+    m = AveragePrecision()
+    for i in range(len(y)):
+        m.update(bool(y[i]), float(s[i]), float(w[i]))
+    assert m._ps  # deferred since DEFER_AFTER updates
+    assert_value(m, y, s, w)
+    assert not m._ps

@@ -54,6 +54,22 @@ __all__ = [
 _NAN = math.nan
 _AVERAGES = ("macro", "weighted", "micro")
 
+#: After this many ``update`` calls without a read (``get``, ``revert``, ``merge``,
+#: state...), further events are deferred: kept in lists and merged at the next read,
+#: as one numpy batch when they are many relative to the stored scores. A metric read
+#: after every event (windows, dashboards) never defers; a cumulative one read every
+#: k events does the same work in bulk. Measured (bench_ranking.py): 1 000 000 events
+#: read once, 3x faster with all-distinct scores.
+DEFER_AFTER = 64
+
+#: At most this many deferred events (bounded memory, about 50 bytes each).
+DEFER_MAX = 1 << 16
+
+#: Deferred events are merged one by one (``ScoreOrder.add``, about 2.5 us each) when
+#: fewer than the stored scores divided by this, else as one batch (about 85 ns per
+#: stored score to rebuild): measured crossover, bench_ranking.py --tune.
+DEFER_REBUILD_RATIO = 30
+
 
 # --------------------------------------------------------------------------- helpers
 
@@ -218,12 +234,39 @@ class _BinaryRanking(BinaryMetric):
     def __init__(self, pos_label=True, neg_label=None, bins=None):
         super().__init__(pos_label, neg_label)
         self._bins = _check_bins(bins)
-        self._order = ScoreOrder()
+        self._so = ScoreOrder()
         # bound methods on the instance: one attribute lookup less per event
-        self._add = self._order.add
-        self._remove = self._order.remove
+        self._add = self._so.add
+        self._remove = self._so.remove
+        # deferred events (validated): scores, labels, weights; see DEFER_AFTER
+        self._ps, self._py, self._pw = [], [], []
+        self._streak = 0  # updates since the last read or revert
         self._cached_stamp = -1
         self._cached = None
+
+    @property
+    def _order(self):
+        """The score order, with any deferred events merged in (a read)."""
+        if self._ps:
+            self._flush()
+        self._streak = 0
+        return self._so
+
+    def _flush(self):
+        """Merge the deferred events: one by one if they are few relative to the stored
+        scores, else as one numpy batch (the cheaper of the two, as ``update_many``)."""
+        ps, py, pw = self._ps, self._py, self._pw
+        if len(ps) * DEFER_REBUILD_RATIO < len(self._so):
+            add = self._add
+            for e in zip(ps, py, pw):
+                add(*e)
+        else:
+            w = np.array(pw)
+            self._so.add_entries(*_aggregate(np.array(py), np.array(ps),
+                                             None if (w == 1.0).all() else w))
+        ps.clear()
+        py.clear()
+        pw.clear()
 
     def update(self, y_true, y_pred, w=1.0):
         """Add one event. Runtime complexity: `O(log(n))`, ``n`` distinct scores."""
@@ -242,7 +285,16 @@ class _BinaryRanking(BinaryMetric):
             positive = self._label(y_true)
         if self._bins:
             y_pred = _bin_of(y_pred, self._bins)
-        self._add(y_pred, positive, w)
+        if self._streak < DEFER_AFTER:
+            self._streak += 1
+            self._add(y_pred, positive, w)
+        else:
+            ps = self._ps
+            ps.append(y_pred)
+            self._py.append(positive)
+            self._pw.append(w)
+            if len(ps) >= DEFER_MAX:
+                self._flush()
 
     def revert(self, y_true, y_pred, w=1.0):
         """Remove one event added earlier. Runtime complexity: `O(log(n))`.
@@ -265,6 +317,9 @@ class _BinaryRanking(BinaryMetric):
             positive = self._label(y_true)
         if self._bins:
             s = _bin_of(s, self._bins)
+        if self._ps:
+            self._flush()
+        self._streak = 0
         try:
             self._remove(s, positive, w)
         except KeyError:
@@ -282,7 +337,7 @@ class _BinaryRanking(BinaryMetric):
         if len(scores):
             if self._bins:
                 scores = _bin_array(scores, self._bins)
-            self._order.add_entries(*_aggregate(labels, scores, weights))
+            self._so.add_entries(*_aggregate(labels, scores, weights))
         return self
 
     def _merge(self, other):
@@ -293,6 +348,9 @@ class _BinaryRanking(BinaryMetric):
 
     def _set_data(self, data):
         self._cached_stamp = -1
+        self._ps.clear()
+        self._py.clear()
+        self._pw.clear()
         self._order.set_data(data)
         if self._bins and len(self._order) and not np.isin(
             self._order.arrays()[0], np.arange(self._bins, dtype=np.float64)
@@ -301,6 +359,7 @@ class _BinaryRanking(BinaryMetric):
             raise ValueError(f"bad state: keys must be bin indices 0..{self._bins - 1}")
 
     def _check(self):
+        assert len(self._ps) == len(self._py) == len(self._pw) < DEFER_MAX
         self._order._check()
 
     def __len__(self):
@@ -376,8 +435,12 @@ class ROCAUC(_BinaryRanking):
         self.average = None
 
     def get(self):
-        """``U / (P * N)``, or NaN. Runtime complexity: `O(1)`."""
-        o = self._order
+        """``U / (P * N)``, or NaN. Runtime complexity: `O(1)` (after merging any
+        deferred events, see :data:`DEFER_AFTER`)."""
+        if self._ps:
+            self._flush()
+        self._streak = 0
+        o = self._so
         if o.pos_weight > 0.0 and o.neg_weight > 0.0:
             return o.u / (o.pos_weight * o.neg_weight)
         return _NAN
@@ -418,7 +481,10 @@ class Gini(ROCAUC):
 
     def get(self):
         """``2 * AUC - 1``, or NaN. Runtime complexity: `O(1)`."""
-        o = self._order
+        if self._ps:
+            self._flush()
+        self._streak = 0
+        o = self._so
         if o.pos_weight > 0.0 and o.neg_weight > 0.0:
             return 2.0 * o.u / (o.pos_weight * o.neg_weight) - 1.0
         return _NAN
