@@ -86,7 +86,7 @@ DEFAULT_CHECKPOINT_EVERY = 100_000
 _LOG_HEAD_BYTES = 1 << 20
 _INPUT_KEYS = {"ts", "label", "score", "id", "weight", "require_ts", "format",
                "label_ttl", "labels", "on_duplicate"}
-_CONFIG_TABLES = {"monitor", "input"}
+_CONFIG_TABLES = {"monitor", "input", "serve"}  # [serve] is read by `streameval serve`
 
 EXIT_OK, EXIT_ALERT, EXIT_INPUT = 0, 1, 2
 
