@@ -606,7 +606,7 @@ def test_hypothesis_update_revert_merge_batch(base, extra, which, defer):
     with pytest.MonkeyPatch.context() as mp:
         if defer:  # every update deferred, flushed every 5
             mp.setattr(ranking_module, "DEFER_AFTER", 0)
-            mp.setattr(ranking_module, "DEFER_MAX", 5)
+            mp.setattr(ranking_module, "DEFER_LIMIT", 5)
         check_laws(ALL[which], base, extra)
 
 
@@ -905,7 +905,7 @@ def test_multiclass_parameters_and_numpy_labels():
 def defer_at_once(monkeypatch):
     """Defer every update (no grace period) and flush every 7 events."""
     monkeypatch.setattr(ranking_module, "DEFER_AFTER", 0)
-    monkeypatch.setattr(ranking_module, "DEFER_MAX", 7)
+    monkeypatch.setattr(ranking_module, "DEFER_LIMIT", 7)
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -977,3 +977,22 @@ def test_cumulative_updates_defer_and_stay_exact():
     assert m._ps  # deferred since DEFER_AFTER updates
     assert_value(m, y, s, w)
     assert not m._ps
+
+
+def test_small_batches_are_deferred_and_exact():
+    y, s, w = stream(78, 3000, 3, weighted=True)
+    m, loop = ROCAUC(), ROCAUC()
+    for a in range(0, 3000, 100):
+        m.update_many(y[a : a + 100], s[a : a + 100], w[a : a + 100])
+        if a == 1000:
+            m.update(bool(y[0]), float(s[0]), float(w[0]))  # mixed with single events
+            m.revert(bool(y[0]), float(s[0]), float(w[0]))
+    assert m._chunks  # 30 batches, no read: still deferred
+    m2 = from_state(json.loads(json.dumps(m.to_state())))  # a read: merged
+    assert not m._chunks and m2.to_state() == m.to_state()
+    assert_value(m, y, s, w)
+    for a in range(0, 3000, 100):
+        loop.update_many(y[a : a + 100], s[a : a + 100], w[a : a + 100])
+    assert abs(loop.merge(m).get() - roc_auc_score(np.r_[y, y], np.r_[s, s],
+                                                     sample_weight=np.r_[w, w])) <= TOL
+    loop._check()
