@@ -18,7 +18,7 @@ AUC about 0.86 (as benchmarks/bench_windows.py). Times are CPU time
 (``time.process_time``), the best of a few runs where a run is short, so that other
 processes on a shared machine disturb them less.
 
-    python benchmarks/bench_ranking.py            # full run (about two minutes)
+    python benchmarks/bench_ranking.py            # full run (about five minutes)
     python benchmarks/bench_ranking.py --quick    # smaller, for a smoke test
     python benchmarks/bench_ranking.py --tune     # block load and batch crossover
 """
