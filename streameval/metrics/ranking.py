@@ -478,8 +478,11 @@ class ROCAUC(_BinaryRanking):
 
     def error_bound(self):
         """Guaranteed bound on ``|get() - exact AUC|``: 0 when exact; with bins, half
-        the weight of the (positive, negative) pairs that share a bin over ``P * N``.
-        NaN when the AUC is undefined. Runtime complexity: `O(bins)`."""
+        the weight of the (positive, negative) pairs that share a bin over ``P * N``
+        (the binned value counts them as ties; their true order is the only unknown, the
+        idea of Tatti, "Efficient estimation of AUC in a sliding window", ECML-PKDD
+        2018). Attained when every bin has its positives above (or below) its
+        negatives. NaN when the AUC is undefined. Runtime complexity: `O(bins)`."""
         if not self._bins:
             return 0.0 if self._order.nz_pos and self._order.nz_neg else _NAN
         return _auc_bound(self._order)
