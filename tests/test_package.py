@@ -72,3 +72,24 @@ def test_from_state_loads_non_public_types_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", check], input=state, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "PrecisionRecallDrift"
+
+
+def test_default_revert_many_equals_a_revert_loop_and_is_atomic():
+    """The protocol's fallback revert_many, on a metric that does not override it."""
+    import math
+
+    from streameval.metrics.retrieval import NDCG
+    from sklearn.metrics import ndcg_score
+
+    rels = [[3, 2, 0, 1], [0, 1, 1, 0], [2, 0, 0, 1], [1, 1, 0, 0]]
+    scores = [[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.4, 0.6], [0.5, 0.5, 0.1, 0.7], [0.3, 0.2, 0.9, 0.1]]
+    m = NDCG()
+    m.update_many(rels, scores)
+    before = m.to_state()
+    import pytest
+
+    with pytest.raises(ValueError, match="event 1"):
+        m.revert_many([rels[0], [1, -1, 0, 0]], [scores[0], scores[1]])
+    assert m.to_state() == before
+    m.revert_many(rels[:2], scores[:2])
+    assert math.isclose(m.get(), ndcg_score(rels[2:], scores[2:]), rel_tol=0, abs_tol=1e-12)

@@ -302,6 +302,25 @@ class Metric:
         self.merge(probe)
         return self
 
+    def revert_many(self, y_true, y_pred, w=None):
+        """Remove a batch added earlier; same result as a loop of ``revert``.
+
+        This default loops over ``revert`` and, if an event is refused, puts the
+        events already removed back (so nothing is half-applied) before raising with
+        the event's index. Families override it with a vectorised version.
+        """
+        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+        done = 0
+        try:
+            for i in range(n):
+                self.revert(y_true[i], y_pred[i], 1.0 if w is None else w[i])
+                done = i + 1
+        except ValueError as e:
+            for j in range(done):
+                self.update(y_true[j], y_pred[j], 1.0 if w is None else w[j])
+            raise ValueError(f"event {done}: {e}") from None
+        return self
+
     def merge(self, other):
         """Fold in the state of ``other`` (same type and parameters); return ``self``."""
         if type(other) is not type(self):
