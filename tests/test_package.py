@@ -93,3 +93,15 @@ def test_default_revert_many_equals_a_revert_loop_and_is_atomic():
     assert m.to_state() == before
     m.revert_many(rels[:2], scores[:2])
     assert math.isclose(m.get(), ndcg_score(rels[2:], scores[2:]), rel_tol=0, abs_tol=1e-12)
+
+
+def test_readme_examples_run_as_written():
+    """Every ``>>>`` example in README.md is a doctest."""
+    import doctest
+
+    result = doctest.testfile(
+        str(ROOT / "README.md"), module_relative=False,
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+    )
+    assert result.attempted >= 15
+    assert result.failed == 0
