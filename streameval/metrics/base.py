@@ -395,6 +395,20 @@ def from_state(state):
 
     Refuses anything that is not such a state, an unknown ``type`` or a ``version``
     this streameval does not read, with a ``ValueError`` that says which.
+
+    Runtime complexity: `O(size of the state)`.
+
+    >>> import json, streameval
+    >>> m = streameval.ROCAUC()
+    >>> m.update_many([1, 0, 1, 0], [0.9, 0.4, 0.35, 0.1]).get()
+    0.75
+    >>> copy = from_state(json.loads(json.dumps(m.to_state())))
+    >>> copy.get(), type(copy).__name__
+    (0.75, 'ROCAUC')
+    >>> from_state({"type": "ROCAUC", "version": 99, "params": {}, "data": {}})
+    Traceback (most recent call last):
+    ...
+    ValueError: state of ROCAUC has version 99; this streameval reads version 1
     """
     if not isinstance(state, dict) or "type" not in state or "version" not in state:
         raise ValueError(f"not a streameval state (a dict with 'type' and 'version'): {state!r:.200}")
