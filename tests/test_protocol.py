@@ -205,6 +205,61 @@ def test_revert_is_the_exact_inverse(family, factory, data):
 @pytest.mark.parametrize("family, factory", METRICS, ids=IDS)
 @HYP
 @given(data=st.data())
+def test_revert_many_equals_a_loop_of_revert(family, factory, data):
+    events = events_for(data, family)
+    gone = data.draw(st.lists(st.sampled_from(range(len(events))), unique=True)
+                     if events else st.just([]))
+    batch = [events[i] for i in gone]
+    loop = feed(factory(), events)
+    for e in batch:
+        loop.revert(*e)
+    m = feed(factory(), events)
+    assert m.revert_many(*columns(batch)) is m
+    m._check()
+    kept = [e for i, e in enumerate(events) if i not in set(gone)]
+    exact = exactness(family, m)
+    assert same(value(m), value(loop), exact)
+    assert same(value(m), value(feed(factory(), kept)), exact)
+    if not kept and not isinstance(m, ConfusionMatrix):
+        assert math.isnan(m.get())
+    if family in ("binary", "regression", "positive"):  # numpy arrays too
+        yt, yp, w = columns(batch)
+        arrays = feed(factory(), events).revert_many(
+            np.array(yt, dtype=bool if family == "binary" else float),
+            np.array(yp, dtype=float), np.array(w, dtype=float))
+        arrays._check()
+        assert same(value(arrays), value(loop), exact)
+        unweighted = feed(factory(), [(y, p, 1.0) for y, p, _ in events])
+        unweighted.revert_many(yt, yp)  # w=None: every weight 1
+        assert same(value(unweighted), value(feed(factory(), [(y, p, 1.0) for y, p, _ in kept])),
+                    exactness(family, m))
+
+
+@pytest.mark.parametrize("family, factory", METRICS, ids=IDS)
+def test_revert_many_is_atomic(family, factory):
+    _, bad_events = FAMILIES[family]
+    good = GOOD[family]
+    m = feed(factory(), good)
+    before = m.to_state()
+    for bad, match in bad_events:
+        with pytest.raises(ValueError, match=r"\[3\]"):
+            m.revert_many(*columns(good + [bad] + good))
+        assert m.to_state() == before, bad
+    # an event never added (its cell, or the metric, would go below zero): refused with
+    # its index, nothing removed
+    with pytest.raises(ValueError, match=r"event 3\b.*no such|event 3\b.*only 0 such"):
+        m.revert_many(*columns(good + [good[0]]))
+    assert m.to_state() == before
+    with pytest.raises(ValueError, match="elements"):
+        m.revert_many([good[0][0]] * 2, [good[0][1]])
+    assert m.to_state() == before
+    assert m.revert_many(*columns(good))._check() is None
+    assert m.to_state() == factory().to_state()
+
+
+@pytest.mark.parametrize("family, factory", METRICS, ids=IDS)
+@HYP
+@given(data=st.data())
 def test_merge_equals_one_stream(family, factory, data):
     events = events_for(data, family)
     k = data.draw(st.integers(0, len(events)))

@@ -147,6 +147,64 @@ class _WeightedMean(Metric):
             self._skip(len(wx) - n)
         return self
 
+    def revert_many(self, y_true, y_pred, w=None):
+        """Remove a batch added earlier; same result as a loop of :meth:`revert`.
+
+        The batch's weighted losses are summed as in :meth:`update_many` (with the
+        exact error of every addition) and taken out of the compensated sum in one
+        step; emptied, the metric is reset to exact zeros. Validated before any
+        change: a bad event, or one that was never added (more events, or more
+        weight, than the metric holds), raises ``ValueError`` naming its index.
+
+        Runtime complexity: `O(n)`, vectorised.
+        """
+        a, b, weights = self._batch(y_true, y_pred, w)
+        with np.errstate(over="ignore", invalid="ignore"):
+            losses = self._losses(a, b)
+            wx = losses if weights is None else losses * weights
+        keep = self._keep(a)
+        if keep is not None:
+            wx = np.where(keep, wx, 0.0)
+        bad = ~np.isfinite(wx)
+        if bad.any():
+            i = int(np.argmax(bad))
+            _fail("y_pred", b[i].item(), "the weighted loss overflows", i)
+        m = len(wx)
+        n = m if keep is None else int(np.count_nonzero(keep))
+        if weights is None:
+            weight = float(n)
+        else:
+            weight = float(weights.sum() if keep is None else weights[keep].sum())
+        if keep is not None:
+            self._check_unskip(m - n, keep)
+        if n > self._n or (n and self._w - weight < -1e-9 * weight):
+            self._not_added(a, b, weights, keep)
+        total, error = _sum2(wx)
+        if n == self._n:  # emptied: exactly zero, no rounding residue
+            self._s = self._c = self._w = 0.0
+            self._n = 0
+        else:
+            self._fold(-n, -total, -weight, -error)
+        if keep is not None:
+            self._skip(n - m)
+        return self
+
+    def _not_added(self, a, b, weights, keep):
+        """Raise for the first event of a batch that a loop of ``revert`` would refuse."""
+        idx = np.arange(len(a)) if keep is None else np.flatnonzero(keep)
+        ws = np.ones(len(idx)) if weights is None else weights[idx]
+        left = self._w - np.cumsum(ws)
+        bad = (np.arange(1, len(idx) + 1) > self._n) | (left < -1e-9 * ws)
+        i = int(idx[int(np.argmax(bad))])
+        raise ValueError(
+            f"event {i}: revert of (y_true={_item(a[i])!r}, y_pred={_item(b[i])!r}, "
+            f"w={1.0 if weights is None else float(weights[i])!r}): no such event was added "
+            f"({self._n} events of total weight {self._w!r})"
+        )
+
+    def _check_unskip(self, k, keep):
+        """Hook of metrics that skip events (MAPE): refuse uncounting more than counted."""
+
     @staticmethod
     def _keep(a):
         """Mask of the batch's events to count (None: all)."""
@@ -242,6 +300,10 @@ def _pairwise2(x):
         e += (s - t) + v if abs(s) >= abs(v) else (v - t) + s
         s = t
     return s, e
+
+
+def _item(v):
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _reals(y_true, y_pred):
@@ -478,6 +540,14 @@ class MAPE(_RegressionMean):
 
     def _skip(self, k):
         self.skipped += k
+
+    def _check_unskip(self, k, keep):
+        if k > self.skipped:
+            i = int(np.flatnonzero(~keep)[self.skipped])
+            raise ValueError(
+                f"event {i}: revert of an event with y_true == 0: only {self.skipped} "
+                "such events were added"
+            )
 
     def update(self, y_true, y_pred, w=1.0):
         """Add one event with weight ``w``; one with ``y_true == 0`` is only counted
