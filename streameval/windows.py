@@ -28,13 +28,20 @@ from __future__ import annotations
 
 import collections
 import datetime as _dt
+import itertools
 import math
 import numbers
 from operator import itemgetter
 
 import numpy as np
 
-from streameval.metrics.base import Metric, check_same_length, from_state
+from streameval.metrics.base import (
+    BinaryMetric,
+    Metric,
+    RegressionMetric,
+    check_same_length,
+    from_state,
+)
 
 __all__ = ["Sliding", "Tumbling", "as_seconds", "as_seconds_array"]
 
@@ -48,6 +55,11 @@ _Real = numbers.Real
 #: one by one. Measured with exact ROCAUC (``python benchmarks/bench_windows.py
 #: --batches``): reverting wins below about 5% of the window, rebuilding above 10%.
 REBUILD_FRACTION = 0.1
+
+#: Count windows store each batch's columns as one chunk; events added one at a time
+#: go to a chunk of Python lists that grows up to this many events (then a new one
+#: starts), so that expiring a slice of them is one ``revert_many`` over a few chunks.
+LIST_CHUNK = 4096
 
 
 # ------------------------------------------------------------------------ event time
@@ -207,6 +219,50 @@ def _columns(items, offset):
     if w.count(1.0) == len(w):
         cols[2] = None
     return cols
+
+
+def _vectorised_revert(metric):
+    """Whether ``metric`` has its own ``revert_many`` (not the protocol's loop)."""
+    method = getattr(type(metric), "revert_many", None)
+    return method is not None and method is not Metric.revert_many
+
+
+def _scalar_args(metric):
+    """Whether the metric's event arguments are scalars (a label, a score or target, a
+    weight), which count windows keep as numpy columns."""
+    return isinstance(metric, (BinaryMetric, RegressionMetric))
+
+
+def _column(values, scalar):
+    """A copy of a batch column for a count window's store: numpy arrays stay arrays
+    (scalar-argument metrics), anything else becomes a list of Python values."""
+    if scalar and isinstance(values, np.ndarray) and values.ndim == 1:
+        return values.copy()
+    return _as_items(values)
+
+
+def _concat(parts):
+    """One column from pieces (arrays or lists): an array if every piece is one."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts) if parts else np.empty(0)
+    out = []
+    for p in parts:
+        out.extend(p.tolist() if isinstance(p, np.ndarray) else p)
+    return out
+
+
+def _weights_or_none(w):
+    """``None`` for all-ones weights (the wrapped metric's unweighted path)."""
+    if w is None:
+        return None
+    if isinstance(w, np.ndarray):
+        return None if (w == 1.0).all() else w
+    return None if w.count(1.0) == len(w) else w
+
+
+def _py(v):
+    """A numpy scalar as the Python value (the event path's fast types)."""
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _values_equal(a, b, tol=1e-9):
@@ -394,7 +450,13 @@ class Sliding(Metric):
         #: number of refused (late) events
         self.late = 0
         self._newest = -math.inf
-        self._events = collections.deque(maxlen=size)
+        # time windows: (t, y_true, y_pred, w) tuples ordered by time
+        self._events = collections.deque()
+        # count windows: chunks [y_true, y_pred, w (None: all 1), start, appendable] of
+        # columns (numpy arrays as given for scalar-argument metrics, else lists); the
+        # live events of a chunk are those from `start` on
+        self._chunks = collections.deque()
+        self._n = 0
         self._bind()
 
     def _bind(self):
@@ -402,6 +464,8 @@ class Sliding(Metric):
         self._update = m.update
         self._revert = m.revert
         self._get = m.get
+        self._scalar = _scalar_args(m)
+        self._vectorised = _vectorised_revert(m)
 
     # -- per event ---------------------------------------------------------------
     def update(self, y_true, y_pred, w=1.0, t=None):
@@ -412,11 +476,31 @@ class Sliding(Metric):
         """
         if self.size is not None:
             self._update(y_true, y_pred, w=w)
-            events = self._events
-            if len(events) == self.size:
-                old = events[0]
-                self._revert(old[0], old[1], w=old[2])
-            events.append((y_true, y_pred, w))
+            chunks = self._chunks
+            if self._n == self.size:
+                first = chunks[0]
+                i = first[3]
+                col = first[0]
+                a, b = col[i], first[1][i]
+                c = 1.0 if first[2] is None else first[2][i]
+                if not first[4]:
+                    a, b, c = _py(a), _py(b), _py(c)
+                self._revert(a, b, w=c)
+                i += 1
+                if i == len(col):
+                    chunks.popleft()
+                else:
+                    first[3] = i
+            else:
+                self._n += 1
+            if chunks:
+                last = chunks[-1]
+                if last[4] and len(last[0]) < LIST_CHUNK:
+                    last[0].append(y_true)
+                    last[1].append(y_pred)
+                    last[2].append(w)
+                    return
+            chunks.append([[y_true], [y_pred], [w], 0, True])
             return
         if t is None:
             raise ValueError("t = None: a period window needs the event time t=")
@@ -463,7 +547,7 @@ class Sliding(Metric):
         return self._get()
 
     def __len__(self):
-        return len(self._events)
+        return self._n if self.size is not None else len(self._events)
 
     @property
     def newest(self):
@@ -476,7 +560,73 @@ class Sliding(Metric):
 
         Runtime complexity: `O(n)`.
         """
-        return list(self._events)
+        if self.size is None:
+            return list(self._events)
+        out = []
+        for yt, yp, w, lo, _ in self._chunks:
+            ys = _as_items(yt[lo:])
+            out.extend(zip(ys, _as_items(yp[lo:]),
+                           [1.0] * len(ys) if w is None else _as_items(w[lo:])))
+        return out
+
+    def _stored_columns(self, skip=0):
+        """``(y_true, y_pred, w)`` of the count window's events after the first
+        ``skip``; ``w`` is None when every weight is 1."""
+        ys, ps, ws = [], [], []
+        weighted = False
+        for yt, yp, w, lo, _ in self._chunks:
+            k = len(yt) - lo
+            if skip >= k:
+                skip -= k
+                continue
+            lo += skip
+            skip = 0
+            ys.append(yt[lo:])
+            ps.append(yp[lo:])
+            if w is None:
+                ws.append(np.ones(len(yt) - lo))
+            else:
+                ws.append(w[lo:])
+                weighted = True
+        w = _weights_or_none(_concat(ws)) if weighted else None
+        return _concat(ys), _concat(ps), w
+
+    def _expire(self, k):
+        """Revert the ``k`` oldest events of a count window, a chunk slice at a time."""
+        chunks = self._chunks
+        self._n -= k
+        while k:
+            ch = chunks[0]
+            yt, yp, w, lo = ch[0], ch[1], ch[2], ch[3]
+            hi = min(len(yt), lo + k)
+            self._revert_slice(yt[lo:hi], yp[lo:hi], None if w is None else w[lo:hi])
+            k -= hi - lo
+            if hi == len(yt):
+                chunks.popleft()
+            else:
+                ch[3] = hi
+
+    def _revert_slice(self, yt, yp, w):
+        if self._vectorised:
+            self.metric.revert_many(yt, yp, _weights_or_none(w))
+            return
+        revert = self._revert
+        ys, ps = _as_items(yt), _as_items(yp)
+        ws = [1.0] * len(ys) if w is None else _as_items(w)
+        for a, b, c in zip(ys, ps, ws):
+            revert(a, b, w=c)
+
+    def _store(self, y_true, y_pred, w):
+        scalar = self._scalar
+        yt, yp = _column(y_true, scalar), _column(y_pred, scalar)
+        if w is None:
+            wc = None if isinstance(yt, np.ndarray) else [1.0] * len(yt)
+        else:
+            wc = _column(w, scalar)
+            if not isinstance(yt, np.ndarray):
+                wc = _as_items(wc)
+        self._chunks.append([yt, yp, wc, 0, False])
+        self._n += len(yt)
 
     # -- batches -----------------------------------------------------------------
     def update_many(self, y_true, y_pred, w=None, t=None):
@@ -506,37 +656,49 @@ class Sliding(Metric):
 
     def _update_many_count(self, y_true, y_pred, w, n):
         size = self.size
-        events = self._events
-        w_items = [1.0] * n if w is None else _as_items(w)
         if n >= size:
             # only the last `size` events stay: validate all, then build from the tail
             _fresh(self.metric).update_many(y_true, y_pred, w)
             tail = slice(n - size, n)
+            yt, yp, wt = y_true[tail], y_pred[tail], None if w is None else w[tail]
             fresh = _fresh(self.metric)
-            fresh.update_many(y_true[tail], y_pred[tail], None if w is None else w[tail])
-            events.clear()
-            events.extend(zip(_as_items(y_true[tail]), _as_items(y_pred[tail]), w_items[n - size:]))
+            fresh.update_many(yt, yp, wt)
+            self._chunks.clear()
+            self._n = 0
             self.metric = fresh
             self._bind()
+            self._store(yt, yp, wt)
             return
-        expired = len(events) + n - size
-        if expired > REBUILD_FRACTION * size:
+        expired = self._n + n - size
+        if expired > REBUILD_FRACTION * size and not self._vectorised:
             # rebuild from the surviving events, then the batch (validated by update_many)
-            keep = list(events)[expired:] if expired > 0 else list(events)
             fresh = _fresh(self.metric)
-            fresh.update_many(*_columns(keep, 0))
+            fresh.update_many(*self._stored_columns(max(expired, 0)))
             fresh.update_many(y_true, y_pred, w)
+            self._drop(expired)
             self.metric = fresh
             self._bind()
-            events.extend(zip(_as_items(y_true), _as_items(y_pred), w_items))
+            self._store(y_true, y_pred, w)
             return
         self.metric.update_many(y_true, y_pred, w)  # validates, atomic
         if expired > 0:
-            revert = self._revert
-            for i in range(expired):
-                old = events[i]
-                revert(old[0], old[1], w=old[2])
-        events.extend(zip(_as_items(y_true), _as_items(y_pred), w_items))
+            self._expire(expired)
+        self._store(y_true, y_pred, w)
+
+    def _drop(self, k):
+        """Forget the ``k`` oldest events of a count window (no revert)."""
+        chunks = self._chunks
+        k = max(k, 0)
+        self._n -= k
+        while k:
+            ch = chunks[0]
+            left = len(ch[0]) - ch[3]
+            if k >= left:
+                chunks.popleft()
+                k -= left
+            else:
+                ch[3] += k
+                k = 0
 
     def _update_many_time(self, y_true, y_pred, w, ts, n):
         period, lateness = self.period, self.lateness
@@ -560,7 +722,7 @@ class Sliding(Metric):
         kept = list(events)[expired:]
         # stable sort by time: old events first among equal times, then arrival order
         contents = sorted(kept + new_items, key=itemgetter(0))
-        if expired > REBUILD_FRACTION * max(len(contents), 1):
+        if expired > REBUILD_FRACTION * max(len(contents), 1) and not self._vectorised:
             fresh = _fresh(self.metric)
             fresh.update_many(*_columns(contents, 1))
             self.metric = fresh
@@ -568,10 +730,13 @@ class Sliding(Metric):
         else:
             if len(accepted):
                 self.metric.update_many(yt_acc, yp_acc, None if w is None else _take(w, accepted))
-            revert = self._revert
-            for i in range(expired):
-                old = events[i]
-                revert(old[1], old[2], w=old[3])
+            if expired and self._vectorised:
+                self.metric.revert_many(*_columns(list(itertools.islice(events, expired)), 1))
+            else:
+                revert = self._revert
+                for i in range(expired):
+                    old = events[i]
+                    revert(old[1], old[2], w=old[3])
         self._events = collections.deque(contents)
         self._newest = newest
         late_idx = np.flatnonzero(late)
@@ -617,9 +782,8 @@ class Sliding(Metric):
                 f"cannot merge windows over different metrics: {other.metric!r} into {self.metric!r}"
             )
         if self.size is not None:
-            theirs = list(other._events)
-            if theirs:
-                self.update_many(*_columns(theirs, 0))
+            if other._n:
+                self.update_many(*other._stored_columns())
             return self
         newest = max(self._newest, other._newest)
         cutoff = newest - self.period
@@ -647,9 +811,14 @@ class Sliding(Metric):
             "params": self._params(),
             "data": {
                 "metric": _state_of(self.metric),
-                "events": [[_encode(x) for x in e] for e in self._events],
+                "events": [[_encode(x) for x in e] for e in self.events()],
                 "newest": self.newest,
                 "late": self.late,
+                # count windows: the live length of each chunk (and whether events are
+                # appended to it), so that a restored window expires its events in the
+                # same slices, hence to the same bits, as the original
+                "chunks": None if self.size is None else [
+                    [len(c[0]) - c[3], c[4]] for c in self._chunks],
             },
         }
 
@@ -660,7 +829,22 @@ class Sliding(Metric):
         obj = cls(inner, **state["params"])
         obj.metric = inner
         obj._bind()
-        obj._events.extend(tuple(_decode(x) for x in e) for e in data["events"])
+        events = [tuple(_decode(x) for x in e) for e in data["events"]]
+        if obj.size is not None:
+            layout = data.get("chunks") or ([[len(events), True]] if events else [])
+            if sum(k for k, _ in layout) != len(events):
+                raise ValueError(f"state of a Sliding window: chunks {layout!r:.100} do not "
+                                 f"hold its {len(events)} events")
+            i = 0
+            for k, appendable in layout:
+                if k < 1:
+                    raise ValueError(f"state of a Sliding window: a chunk of {k!r} events")
+                cols = [list(c) for c in zip(*events[i:i + k])]
+                obj._chunks.append([cols[0], cols[1], cols[2], 0, bool(appendable)])
+                i += k
+            obj._n = len(events)
+        else:
+            obj._events.extend(events)
         obj._newest = -math.inf if data["newest"] is None else float(data["newest"])
         obj.late = int(data["late"])
         return obj
@@ -668,9 +852,14 @@ class Sliding(Metric):
     def _check(self):
         """Assert the invariants: the events fit the window, and the wrapped metric
         equals a fresh one fed with exactly the window's events."""
-        events = list(self._events)
+        events = self.events()
         if self.size is not None:
             assert len(events) <= self.size, (len(events), self.size)
+            assert len(events) == self._n, (len(events), self._n)
+            for yt, yp, w, lo, appendable in self._chunks:
+                assert 0 <= lo < len(yt) == len(yp), (lo, len(yt), len(yp))
+                assert w is None or len(w) == len(yt)
+                assert not appendable or type(yt) is list
             args = [(e[0], e[1], e[2]) for e in events]
         else:
             times = [e[0] for e in events]

@@ -497,3 +497,33 @@ def test_clone_is_fresh_with_the_same_parameters():
     cpd.update_many(y, s)
     fresh = cpd.clone()
     assert fresh.n == 0 and fresh.changes == [] and fresh.river_detector.threshold == 30.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_drift_counts_revert_many_equals_a_loop_of_revert(data):
+    from streameval.drift import DriftCounts
+
+    events = data.draw(st.lists(st.tuples(st.booleans(), st.sampled_from([0.1, 0.5, 0.9]),
+                                          st.sampled_from([0.5, 1.0, 2.0, 3.0])), max_size=40))
+    k = data.draw(st.integers(0, len(events)))
+    gone = events[:k]
+    loop, batch = DriftCounts(), DriftCounts()
+    for e in events:
+        loop.update(*e)
+        batch.update(*e)
+    for e in gone:
+        loop.revert(*e)
+    batch.revert_many(np.array([e[0] for e in gone], dtype=bool),
+                      np.array([e[1] for e in gone]), np.array([e[2] for e in gone]))
+    # dyadic weights: every sum exact; the oracle is a direct count of the rest
+    kept = events[k:]
+    for metric in ("recall", "precision"):
+        assert batch.proportion(metric) == loop.proportion(metric)
+    tp = sum(w for y, s, w in kept if y and s >= 0.5)
+    fn = sum(w for y, s, w in kept if y and s < 0.5)
+    assert batch._w[3] == tp and batch._w[2] == fn
+    before = batch.to_state()
+    with pytest.raises(ValueError, match=r"y_pred\[1\]"):
+        batch.revert_many([True, True], [0.5, float("nan")])
+    assert batch.to_state() == before

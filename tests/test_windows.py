@@ -801,3 +801,113 @@ def test_sliding_over_retrieval_and_text_metrics_equals_recomputation():
             seen.append((a, b, 1.0))
         assert same(back.get(), _fresh_value(make, seen[-7:]), tol=1e-9)
         back._check()
+
+
+# ========================================== count windows: column chunks, revert_many
+
+
+def sk_log_loss(y, s, w):
+    if not len(y) or sum(w) == 0:
+        return math.nan
+    return skm.log_loss(np.asarray(y, dtype=int), np.asarray(s, dtype=float),
+                        sample_weight=w, labels=[0, 1])
+
+
+def sk_mae(y, s, w):
+    if not len(y) or sum(w) == 0:
+        return math.nan
+    return skm.mean_absolute_error(np.asarray(y, dtype=float), s, sample_weight=w)
+
+
+def sk_f1(y, s, w):
+    pred = [int(si >= 0.5) for si in s]
+    tp = sum(wi for yi, pi, wi in zip(y, pred, w) if yi and pi)
+    if 2 * tp + sum(wi for yi, pi, wi in zip(y, pred, w) if yi != pi) == 0:
+        return math.nan
+    return skm.f1_score(y, pred, sample_weight=w, zero_division=np.nan)
+
+
+VECTORISED = {
+    "Precision": (lambda: streameval.Precision(), sk_precision),
+    "F1": (lambda: streameval.F1(), sk_f1),
+    "LogLoss": (lambda: streameval.LogLoss(), sk_log_loss),
+    "MAE": (lambda: streameval.MAE(), sk_mae),
+    "ROCAUC": (lambda: streameval.ROCAUC(), sk_auc),
+}
+
+
+@pytest.mark.parametrize("name", list(VECTORISED))
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), size=st.integers(1, 60),
+       steps=st.lists(st.tuples(st.sampled_from(["event", "array", "list", "unweighted"]),
+                                st.integers(0, 90)), min_size=1, max_size=8))
+def test_sliding_count_mixes_events_and_batches_exactly(name, seed, size, steps):
+    """Events one at a time (list chunks) and batches (numpy or list chunks), expired a
+    slice at a time with revert_many: sklearn on the last ``size`` events after every
+    step, the same events as a window fed one event at a time."""
+    make, oracle = VECTORISED[name]
+    y, s, w = stream(seed, sum(n for _, n in steps))
+    win, loop = Sliding(make(), size=size), Sliding(make(), size=size)
+    i = 0
+    for how, n in steps:
+        part = slice(i, i + n)
+        if how == "unweighted":
+            w[part] = [1.0] * n
+        if how == "event":
+            for j in range(i, i + n):
+                win.update(y[j], s[j], w=w[j])
+        elif how == "array":
+            win.update_many(np.array(y[part]), np.array(s[part]), np.array(w[part]))
+        elif how == "list":
+            win.update_many(y[part], s[part], w[part])
+        else:
+            win.update_many(np.array(y[part], dtype=bool), np.array(s[part]))
+        for j in range(i, i + n):
+            loop.update(y[j], s[j], w=w[j])
+        i += n
+        lo = max(0, i - size)
+        assert len(win) == i - lo
+        assert [tuple(e) for e in win.events()] == [tuple(e) for e in loop.events()]
+        assert same(win.get(), oracle(y[lo:i], s[lo:i], w[lo:i]), tol=1e-9), (how, n)
+        win._check()
+
+
+def test_sliding_count_keeps_batches_as_numpy_columns_and_lists_for_other_metrics():
+    y, s, w = stream(21, 300)
+    win = Sliding(streameval.Recall(), size=100)
+    win.update_many(np.array(y), np.array(s), np.array(w))
+    (chunk,) = win._chunks
+    assert isinstance(chunk[0], np.ndarray) and chunk[1].dtype == np.float64
+    assert same(win.get(), sk_recall(y[-100:], s[-100:], w[-100:]))
+    # not scalar arguments (retrieval): Python lists, as given
+    ndcg = Sliding(streameval.NDCG(k=3), size=2)
+    ndcg.update_many(np.array([[3, 2, 0], [0, 1, 2], [1, 1, 0]]),
+                     np.array([[0.9, 0.5, 0.1], [0.8, 0.3, 0.2], [0.1, 0.2, 0.3]]))
+    (chunk,) = ndcg._chunks
+    assert chunk[0] == [[0, 1, 2], [1, 1, 0]]
+    expected = np.mean([skm.ndcg_score([r], [p], k=3) for r, p in
+                        [([0, 1, 2], [0.8, 0.3, 0.2]), ([1, 1, 0], [0.1, 0.2, 0.3])]])
+    assert same(ndcg.get(), expected)
+
+
+def test_sliding_count_state_and_merge_with_chunks():
+    y, s, w = stream(22, 900)
+    ya, sa, wa = np.array(y), np.array(s), np.array(w)
+    a = Sliding(streameval.Precision(), size=250)
+    a.update_many(ya[:300], sa[:300], wa[:300])
+    for j in range(300, 340):
+        a.update(y[j], s[j], w=w[j])
+    a.update_many(y[340:400], s[340:400], w[340:400])
+    b = from_state(json.loads(json.dumps(a.to_state())))
+    assert b.events() == a.events() and len(b) == 250
+    b._check()
+    for j in range(400, 600):
+        a.update(y[j], s[j], w=w[j])
+    b.update_many(ya[400:600], sa[400:600], wa[400:600])
+    assert same(a.get(), b.get()) and same(b.get(), sk_precision(y[350:600], s[350:600], w[350:600]))
+    # merge: the other window's events after this one's, the last 250 of both
+    c = Sliding(streameval.Precision(), size=250)
+    c.update_many(ya[600:700], sa[600:700], wa[600:700])
+    a.merge(c)
+    a._check()
+    assert same(a.get(), sk_precision(y[450:700], s[450:700], w[450:700]))
