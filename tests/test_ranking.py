@@ -10,6 +10,7 @@ import json
 import math
 import random
 import warnings
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -33,7 +34,8 @@ from streameval import (
     ROCCurve,
     from_state,
 )
-from streameval.metrics import ranking as ranking_module
+from streameval.metrics import _scoreorder, ranking as ranking_module
+from streameval.metrics.base import Metric
 
 TOL = 1e-12
 
@@ -996,3 +998,218 @@ def test_small_batches_are_deferred_and_exact():
     assert abs(loop.merge(m).get() - roc_auc_score(np.r_[y, y], np.r_[s, s],
                                                      sample_weight=np.r_[w, w])) <= TOL
     loop._check()
+
+
+# ------------------------------------------------------------ revert_many
+#
+# Oracles: a loop of ``revert`` on a twin metric (the protocol's definition of
+# ``revert_many``; exact equality of U with unit weights), scikit-learn on the events
+# left, and the protocol's default ``Metric.revert_many`` (a revert loop) for which event
+# is refused.
+
+
+def both_paths(monkeypatch, bulk):
+    """Force ScoreOrder.remove_entries (and stored_counts) onto one path."""
+    monkeypatch.setattr(_scoreorder, "REBUILD_RATIO", 0 if bulk else 10**9)
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("decimals", [2, 6])
+def test_revert_many_equals_loop_and_sklearn(monkeypatch, bulk, weighted, decimals):
+    both_paths(monkeypatch, bulk)
+    y, s, w = stream(70 + decimals + weighted, 1200, decimals, weighted)
+    if weighted:
+        # quarters: every sum exact, so the batch equals the loop exactly even after
+        # nearly all weight is gone (with weights such as 0.01 both carry the rounding
+        # of a running sum: removing 1190 of 1200 events leaves ~1e-12 in either)
+        w = np.round(w * 4) / 4
+    wl = np.ones(len(y)) if w is None else w
+    makers = SCALARS + [ROCCurve, PRCurve, lambda: ROCAUC(bins=9)]
+    batch, looped = [m() for m in makers], [m() for m in makers]
+    for a, b in zip(batch, looped):
+        a.update_many(y, s, w)
+        b.update_many(y, s, w)
+    # remove slices in a shuffled order (not the order of addition), down to empty
+    rng = np.random.default_rng(decimals)
+    perm = rng.permutation(len(y))
+    cuts = [0, 1, 40, 41, 300, 700, 1190, 1200]
+    for lo, hi in zip(cuts, cuts[1:]):
+        idx = perm[lo:hi]
+        left = np.sort(perm[hi:])
+        for a, b in zip(batch, looped):
+            a.revert_many(y[idx], s[idx], None if w is None else w[idx])
+            for i in idx:
+                b.revert(y[i], s[i], wl[i])
+            a._check()
+            if isinstance(a, ROCAUC):
+                assert a._so.u == b._so.u  # exact sums: equal, not merely close
+            assert same(value_of(a), value_of(b)), (type(a).__name__, lo)
+            assert len(a) == len(b)
+            if isinstance(a, (ROCCurve, PRCurve)):
+                continue
+            if getattr(a, "bins", None):
+                ys, ss = y[left], np.minimum(np.floor(s[left] * 9), 8)
+                assert_value(ROCAUC().update_many(ys, ss, None if w is None else w[left]),
+                             ys, ss, None if w is None else w[left])
+                assert abs(a.get() - ROCAUC().update_many(
+                    ys, ss, None if w is None else w[left]).get()) <= TOL or len(left) == 0
+            else:
+                assert_value(a, y[left], s[left], None if w is None else w[left])
+    for a in batch:
+        assert len(a) == 0 and a._so.u == 0.0 and a._so.pos_weight == 0.0
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_revert_many_refuses_atomically_naming_the_event(monkeypatch, bulk):
+    both_paths(monkeypatch, bulk)
+    y, s, w = stream(81, 400, 1, True)
+    w[:50] = 0.0
+    m = ROCAUC().update_many(y, s, w)
+    before = (m.get(), m.to_state())
+
+    def refused_by_loop(yb, sb, wb):
+        twin = ROCAUC().update_many(y, s, w)
+        with pytest.raises(ValueError) as e:
+            Metric.revert_many(twin, yb, sb, wb)  # the protocol's default: a revert loop
+        return str(e.value).split(":")[0]  # "event <i>"
+
+    cases = [
+        # a score never added, after valid events
+        (np.r_[y[:5], True], np.r_[s[:5], 0.123], np.r_[w[:5], 1.0]),
+        # every event, then one of them again
+        (np.r_[y, y[7]], np.r_[s, s[7]], np.r_[w, w[7]]),
+        # one event reverted more times than it was added (tied scores: 0.1 decimals)
+        (np.repeat(y[200:201], 400), np.repeat(s[200:201], 400), np.repeat(w[200:201], 400)),
+    ]
+    for yb, sb, wb in cases:
+        with pytest.raises(ValueError, match="no such event was added") as e:
+            m.revert_many(yb, sb, wb)
+        assert str(e.value).split(":")[0] == refused_by_loop(yb, sb, wb)
+        assert (m.get(), m.to_state()) == before
+        m._check()
+    # more zero-weight events of a class than were added
+    zeros = np.flatnonzero((w == 0.0) & y)
+    yb = np.r_[y[zeros], True]
+    sb = np.r_[s[zeros], s[zeros[0]]]
+    with pytest.raises(ValueError, match=f"event {len(zeros)}: "):
+        m.revert_many(yb, sb, np.zeros(len(yb)))
+    assert (m.get(), m.to_state()) == before
+    # bad values: the usual validation, index named, nothing changed
+    with pytest.raises(ValueError, match=r"y_pred\[2\] = nan"):
+        m.revert_many(y[:3], [s[0], s[1], math.nan])
+    with pytest.raises(ValueError, match=r"w\[1\] = -1"):
+        m.revert_many(y[:2], s[:2], [1.0, -1.0])
+    assert (m.get(), m.to_state()) == before
+    assert ROCAUC().revert_many([], []).get() != ROCAUC().get()  # NaN, empty no-op
+
+
+def test_revert_many_after_deferred_updates(defer_at_once):
+    y, s, _ = stream(83, 300, 3)
+    m, ap = ROCAUC(), AveragePrecision()
+    for yi, si in zip(y, s):
+        m.update(yi, si)
+        ap.update(yi, si)
+    m.revert_many(y[:120], s[:120])  # some of them still deferred
+    ap.revert_many(y[:120], s[:120])
+    assert_value(m, y[120:], s[120:])
+    assert_value(ap, y[120:], s[120:])
+    m._check()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(label_score_weight, min_size=1, max_size=40), st.data(),
+       st.sampled_from(range(len(ALL))), st.booleans())
+def test_hypothesis_revert_many(base, data, which, bulk):
+    """revert_many of any sub-multiset, in any order, equals a loop of revert; a batch
+    with one event too many is refused at the index a revert loop refuses, unchanged."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_scoreorder, "REBUILD_RATIO", 0 if bulk else 10**9)
+        a, b = ALL[which](), ALL[which]()
+        for e in base:
+            a.update(*e)
+            b.update(*e)
+        picks = data.draw(st.lists(st.sampled_from(range(len(base))), unique=True))
+        # extra events: copies of stored ones (perhaps once too often) or new scores
+        extra = data.draw(st.lists(st.one_of(st.sampled_from(base), st.tuples(
+            st.booleans(), st.sampled_from([0.33, 0.77]), st.sampled_from([0.0, 1.0]))),
+            max_size=3))
+        batch = [base[i] for i in picks]
+        if extra:  # possibly never added: refused exactly when a revert loop refuses
+            batch = batch + extra
+            yb, sb, wb = map(list, zip(*batch))
+            twin = ALL[which]()
+            for e in base:
+                twin.update(*e)
+            try:
+                Metric.revert_many(twin, yb, sb, wb)
+                expected = None
+            except ValueError as e:
+                expected = str(e).split(":")[0]
+            before = value_of(a)
+            try:
+                a.revert_many(yb, sb, wb)
+                got = None
+            except ValueError as e:
+                got = str(e).split(":")[0]
+            assert got == expected
+            if got is None:
+                # accepted: compare values unless the batch reverted a stored (score,
+                # label) with another weight (undetectable misuse: both are garbage)
+                if not Counter(batch) <= Counter(base):
+                    return
+                assert same(value_of(a), value_of(twin))
+                a._check()
+                return
+            assert same(value_of(a), before)
+            batch = batch[: len(batch) - len(extra)]
+        if batch:
+            yb, sb, wb = map(list, zip(*batch))
+            a.revert_many(yb, sb, wb)
+            for e in batch:
+                b.revert(*e)
+        a._check()
+        assert same(value_of(a), value_of(b))
+        if isinstance(a, ROCAUC) and all(e[2] in (0.0, 1.0, 2.0) for e in base):
+            assert a._order.u == b._order.u
+
+
+@pytest.mark.parametrize("average", ["macro", "weighted", "micro"])
+@pytest.mark.parametrize("bulk", [False, True])
+def test_multiclass_revert_many(monkeypatch, average, bulk):
+    both_paths(monkeypatch, bulk)
+    y, rows, w = mc_stream(90 + bulk, 400, weighted=True)
+    d = dicts(rows)
+    auc, ap = ROCAUC(average=average), AveragePrecision(average=average)
+    twin = ROCAUC(average=average)
+    for m in (auc, ap, twin):
+        m.update_many(list(y), d, w)
+    for lo, hi in [(0, 30), (30, 31), (31, 250)]:
+        for m in (auc, ap):
+            m.revert_many(list(y[lo:hi]), d[lo:hi], w[lo:hi])
+            m._check()
+        for i in range(lo, hi):
+            twin.revert(y[i], d[i], w[i])
+        assert same(auc.get(), twin.get())
+        for kind, m in (("auc", auc), ("ap", ap)):
+            expected = mc_oracle(kind, average, y[hi:], rows[hi:], w[hi:])
+            assert expected is not None and abs(m.get() - expected) <= TOL
+    before = (auc.get(), auc.to_state())
+    bad = [
+        # a class never seen
+        (list(y[300:303]) + ["eel"], d[300:303] + [{"eel": 0.2}], list(w[300:303]) + [1.0]),
+        # a score never added
+        (list(y[300:303]), d[300:302] + [{"cat": 0.123}], list(w[300:303])),
+        # every event left, then one of them again
+        (list(y[250:]) + [y[260]], d[250:] + [d[260]], list(w[250:]) + [w[260]]),
+    ]
+    for yb, db, wb in bad:
+        loop = ROCAUC(average=average).update_many(list(y[250:]), d[250:], w[250:])
+        with pytest.raises(ValueError) as e:
+            Metric.revert_many(loop, yb, db, wb)
+        with pytest.raises(ValueError, match="no such event was added") as got:
+            auc.revert_many(yb, db, wb)
+        assert str(got.value).split(":")[0] == str(e.value).split(":")[0]
+        assert (auc.get(), auc.to_state()) == before
+    auc.revert_many(list(y[250:]), d[250:], w[250:])
+    assert math.isnan(auc.get()) and auc._n == 0 and auc._w == 0.0

@@ -269,3 +269,89 @@ def test_hypothesis_merge_and_entries(a, b):
 
 def test_rebuild_ratio_constant_is_documented():
     assert _scoreorder.REBUILD_RATIO > 1 and _scoreorder.DEFAULT_LOAD >= 4
+
+
+def table_of(events):
+    """The aggregated (keys, wp, wn, cp, cn, z_pos, z_neg) of events, by brute force."""
+    zp = sum(1 for _, p, w in events if p and w == 0.0)
+    zn = sum(1 for _, p, w in events if not p and w == 0.0)
+    return (*brute_table(events), zp, zn)
+
+
+@pytest.mark.parametrize("load", [4, 8])
+@pytest.mark.parametrize("ratio", [0, 10**9])  # bulk rebuild / entry by entry
+def test_remove_entries_equals_brute_force_and_one_by_one(load, ratio, monkeypatch):
+    monkeypatch.setattr(_scoreorder, "REBUILD_RATIO", ratio)
+    rng = random.Random(load + ratio)
+    events = [(rng.choice([round(rng.random(), 2), rng.random()]), rng.random() < 0.4,
+               float(rng.choice([0, 1, 2, 3]))) for _ in range(1500)]
+    o, loop = ScoreOrder(load=load), ScoreOrder(load=load)
+    for e in events:
+        o.add(*e)
+        loop.add(*e)
+    rng.shuffle(events)
+    while events:
+        cut = rng.choice([1, 7, 100, 400])
+        gone, events = events[:cut], events[cut:]
+        o.remove_entries(*(np.asarray(x) for x in table_of(gone)[:5]), *table_of(gone)[5:])
+        for e in gone:
+            loop.remove(*e)
+        assert_matches(o, events)
+        assert o.u == loop.u  # integer weights: exact
+        assert (o.n_pos, o.n_neg, o.z_pos, o.z_neg) == (loop.n_pos, loop.n_neg,
+                                                        loop.z_pos, loop.z_neg)
+    assert len(o) == 0 and o.u == 0.0 and o.pos_weight == 0.0 and o.neg_weight == 0.0
+
+
+@pytest.mark.parametrize("ratio", [0, 10**9])
+def test_remove_entries_refuses_and_changes_nothing(ratio, monkeypatch):
+    monkeypatch.setattr(_scoreorder, "REBUILD_RATIO", ratio)
+    o = ScoreOrder(load=4)
+    events = [(float(i % 50), i % 3 == 0, 1.0) for i in range(200)] + [(7.0, True, 0.0)]
+    for e in events:
+        o.add(*e)
+    state = json.dumps(o.to_data())
+    for gone, bad in [
+        ([(1.5, True, 1.0)], [True]),  # a score never stored
+        ([(0.0, True, 1.0)] * 2 + [(3.0, False, 1.0)] * 5, [False, True]),  # 5 > 2 stored
+        ([(7.0, True, 0.0)] * 2, [False]),  # more zero-weight positives than stored
+    ]:
+        with pytest.raises(KeyError) as e:
+            o.remove_entries(*table_of(gone))
+        assert e.value.args[0].tolist() == bad
+        assert json.dumps(o.to_data()) == state
+        assert not o.can_remove(*table_of(gone))
+    assert o.can_remove(*table_of(events))
+    o.remove_entries(*table_of(events))
+    assert len(o) == 0 and o.n_pos == o.z_pos == 0
+
+
+def test_remove_refuses_a_weight_class_never_stored():
+    o = ScoreOrder()
+    o.add(0.5, True, 0.0)
+    with pytest.raises(KeyError):
+        o.remove(0.5, True, 1.0)  # only a zero-weight positive is stored
+    o.add(0.5, False, 2.0)
+    with pytest.raises(KeyError):
+        o.remove(0.5, False, 0.0)  # only a weighted negative is stored
+    o._check()
+    assert (o.n_pos, o.z_pos, o.n_neg, o.z_neg) == (1, 1, 1, 0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]), st.booleans(),
+                          st.sampled_from([0.0, 0.5, 1.0, 3.0])), max_size=40),
+       st.data(), st.booleans())
+def test_hypothesis_remove_entries_inverse(events, data, bulk):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_scoreorder, "REBUILD_RATIO", 0 if bulk else 10**9)
+        o = ScoreOrder(load=4)
+        for e in events:
+            o.add(*e)
+        keep = data.draw(st.lists(st.booleans(), min_size=len(events), max_size=len(events)))
+        gone = [e for e, k in zip(events, keep) if not k]
+        left = [e for e, k in zip(events, keep) if k]
+        if gone:
+            o.remove_entries(*table_of(gone))
+        assert_matches(o, left)
+        assert o.u == brute_u(left)  # dyadic weights: exact

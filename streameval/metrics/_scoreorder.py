@@ -267,6 +267,12 @@ class ScoreOrder:
         i = bisect_left(keys, s)
         if keys[i] != s or not (self._cp if positive else self._cn)[k][i]:
             raise KeyError(s)
+        # a zero-weight event where none is stored, or a weighted one where all weigh 0
+        if positive:
+            if (self.z_pos == 0 if not w else self.n_pos == self.z_pos):
+                raise KeyError(s)
+        elif (self.z_neg == 0 if not w else self.n_neg == self.z_neg):
+            raise KeyError(s)
         g = k >> 6
         if positive:
             other = self._wn[k]
@@ -559,6 +565,146 @@ class ScoreOrder:
         self.n_neg += nn
         if len(keys) > self._twice:
             self._split(k)
+
+    def stored_counts(self, keys):
+        """``(cp, cn)``: the positive and negative event counts stored at each of the
+        ascending ``keys`` (numpy), 0 where a key is not stored.
+
+        Runtime complexity: `O(m log(n))` for few keys, else `O(n + m)` (numpy).
+        """
+        m = len(keys)
+        sp = np.zeros(m, dtype=_I8)
+        sn = np.zeros(m, dtype=_I8)
+        n = len(self)
+        if not (m and n):
+            return sp, sn
+        if m * REBUILD_RATIO < n:
+            find, cps, cns = self._find, self._cp, self._cn
+            for j, s in enumerate(keys.tolist()):
+                k, i = find(s)
+                if k >= 0:
+                    sp[j] = cps[k][i]
+                    sn[j] = cns[k][i]
+            return sp, sn
+        k0 = _flat(self._keys, _F8)
+        pos = np.minimum(np.searchsorted(k0, keys), n - 1)
+        hit = k0[pos] == keys
+        sp[hit] = _flat(self._cp, _I8)[pos[hit]]
+        sn[hit] = _flat(self._cn, _I8)[pos[hit]]
+        return sp, sn
+
+    def _zeros_fit(self, cp, cn, z_pos, z_neg):
+        """Whether the stored events include ``z_*`` of weight 0 and the rest of
+        weight > 0, per class (as :meth:`remove` checks one event)."""
+        return (z_pos <= self.z_pos and z_neg <= self.z_neg
+                and int(cp.sum()) - z_pos <= self.n_pos - self.z_pos
+                and int(cn.sum()) - z_neg <= self.n_neg - self.z_neg)
+
+    def can_remove(self, keys, wp, wn, cp, cn, z_pos=0, z_neg=0):
+        """Whether :meth:`remove_entries` with these arguments would succeed."""
+        if not self._zeros_fit(cp, cn, z_pos, z_neg):
+            return False
+        sp, sn = self.stored_counts(keys)
+        return not ((cp > sp) | (cn > sn)).any()
+
+    def remove_entries(self, keys, wp, wn, cp, cn, z_pos=0, z_neg=0):
+        """Remove aggregated events added earlier (the inverse of :meth:`add_entries`,
+        same arguments): ascending distinct ``keys``, summed weights and counts.
+
+        Atomic: raises ``KeyError(bad)`` with ``bad`` a boolean mask over the entries
+        that have more events than stored (``bad`` all False when only the zero-weight
+        counts ``z_*``, or the others, exceed the stored ones), state unchanged. As :meth:`remove`, a
+        class's weight at a score whose last event goes is set to exactly 0.
+
+        ``U`` after removing a batch ``B`` from the store ``S``: few entries relative to
+        the stored scores are removed one by one, each subtracting its pairs with the
+        rest (`O(m log(n))`); otherwise the stored arrays are extracted, the counts and
+        weights subtracted with numpy, the blocks rebuilt and ``U`` recomputed from the
+        remaining weights (`O(n + m)`). With integer weights both are exact, equal to a
+        loop of :meth:`remove`.
+        """
+        m = len(keys)
+        if not m:
+            return
+        n = len(self)
+        if not self._zeros_fit(cp, cn, z_pos, z_neg):
+            raise KeyError(np.zeros(m, dtype=bool))
+        if m * REBUILD_RATIO < n:
+            sp, sn = self.stored_counts(keys)
+            bad = (cp > sp) | (cn > sn)
+            if bad.any():
+                raise KeyError(bad)
+            remove = self._remove_entry
+            for e in zip(keys.tolist(), wp.tolist(), wn.tolist(), cp.tolist(), cn.tolist()):
+                remove(*e)
+        else:
+            k0, p0, n0, c0, d0 = self.arrays()  # fresh, writable
+            if not n:
+                raise KeyError(np.ones(m, dtype=bool))
+            pos = np.minimum(np.searchsorted(k0, keys), n - 1)
+            hit = k0[pos] == keys
+            bad = ~hit | (cp > np.where(hit, c0[pos], 0)) | (cn > np.where(hit, d0[pos], 0))
+            if bad.any():
+                raise KeyError(bad)
+            c0[pos] -= cp
+            d0[pos] -= cn
+            p0[pos] -= wp
+            n0[pos] -= wn
+            p0[c0 == 0] = 0.0  # last event of a class at a score: no rounding left
+            n0[d0 == 0] = 0.0
+            keep = (c0 + d0) > 0
+            if not keep.all():
+                k0, p0, n0, c0, d0 = k0[keep], p0[keep], n0[keep], c0[keep], d0[keep]
+            self._rebuild(k0, p0, n0, c0, d0)
+            self.u = mann_whitney_u(p0, n0)
+            self.pos_weight = float(p0.sum())
+            self.neg_weight = float(n0.sum())
+            self.n_pos = int(c0.sum())
+            self.n_neg = int(d0.sum())
+        self.z_pos -= z_pos
+        self.z_neg -= z_neg
+        self.stamp += 1
+        if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
+            self._settle()
+
+    def _remove_entry(self, s, bp, bn, np_, nn):
+        """Remove ``np_`` positives of total weight ``bp`` and ``nn`` negatives of weight
+        ``bn``, all with score ``s`` and stored (checked by the caller).
+        Runtime complexity: `O(log(n))`."""
+        k, i = self._find(s)
+        keys, wp_b, wn_b, cp_b, cn_b = self._keys[k], self._wp[k], self._wn[k], self._cp[k], self._cn[k]
+        g = k >> _SHIFT
+        below_p = sum(self._gp[:g]) + sum(self._tp[g << _SHIFT : k])
+        below_n = sum(self._gn[:g]) + sum(self._tn[g << _SHIFT : k])
+        if i + i <= len(keys):
+            below_p += sum(wp_b[:i])
+            below_n += sum(wn_b[:i])
+        else:
+            below_p += self._tp[k] - sum(wp_b[i:])
+            below_n += self._tn[k] - sum(wn_b[i:])
+        at_p, at_n = wp_b[i], wn_b[i]
+        above_p = self.pos_weight - below_p - at_p
+        # pairs of the removed events with everything stored, less those counted twice
+        # (removed positive with removed negative, a tie: 1/2 each)
+        self.u -= bp * (below_n + 0.5 * at_n) + bn * (above_p + 0.5 * at_p) - 0.5 * bp * bn
+        c_p = cp_b[i] - np_
+        c_n = cn_b[i] - nn
+        cp_b[i] = c_p
+        cn_b[i] = c_n
+        dp = bp if c_p else at_p  # last event of a class here: drop its rounding too
+        dn = bn if c_n else at_n
+        wp_b[i] = at_p - dp
+        wn_b[i] = at_n - dn
+        self._tp[k] -= dp
+        self._tn[k] -= dn
+        self._gp[g] -= dp
+        self._gn[g] -= dn
+        self.pos_weight -= bp
+        self.neg_weight -= bn
+        self.n_pos -= np_
+        self.n_neg -= nn
+        if not (c_p or c_n):
+            self._delete(k, i)
 
     def merge(self, other):
         """Add every event stored in ``other`` (another :class:`ScoreOrder`)."""

@@ -149,6 +149,51 @@ def _aggregate(positive, scores, weights):
     return keys, wp, wn, cp, cn, zp, zn
 
 
+def _first_refused(order, positive, scores, events, zero=None):
+    """Index of the first event a loop of ``revert`` would refuse (``None`` if none).
+
+    ``positive``, ``scores`` and ``events`` (each entry's event index, ascending in
+    its own order of removal) describe the entries removed from ``order``; ``zero``
+    marks the zero-weight ones. An entry is refused when the entries before it with the
+    same score and class (earlier events first) already use up the stored count, or when
+    it is a zero-weight entry beyond the stored zero-weight events of its class (or a
+    weighted one beyond the weighted ones), as :meth:`ScoreOrder.remove` refuses. Only run
+    on the error path: `O(m log(m) + n)`.
+    """
+    m = len(scores)
+    if not m:
+        return None
+    idx = np.lexsort((events, positive, scores))  # by score, class, then removal order
+    s, p = scores[idx], positive[idx]
+    start = np.ones(m, dtype=bool)
+    start[1:] = (s[1:] != s[:-1]) | (p[1:] != p[:-1])
+    starts = np.flatnonzero(start)
+    group = np.cumsum(start) - 1
+    rank = np.arange(m) - starts[group]  # earlier entries in the same (score, class)
+    sp, sn = order.stored_counts(s[starts])  # keys ascending (a score may repeat)
+    avail = np.where(p[starts], sp, sn)
+    over = events[idx[rank >= avail[group]]]
+    refused = [over.min()] if len(over) else []
+    if zero is None:
+        zero = np.zeros(m, dtype=bool)
+    for cls, zeros, others in ((True, order.z_pos, order.n_pos - order.z_pos),
+                               (False, order.z_neg, order.n_neg - order.z_neg)):
+        for mask, stored in ((zero, zeros), (~zero, others)):
+            z = np.flatnonzero(mask & (positive == cls))
+            if len(z) > stored:
+                refused.append(np.sort(events[z])[stored])
+    return int(min(refused)) if refused else None
+
+
+def _item(seq, i, fallback):
+    """``seq[i]`` for the error message, or ``fallback`` if ``seq`` is not indexable."""
+    try:
+        v = seq[i]
+    except Exception:  # noqa: BLE001 - only for a message
+        return fallback
+    return v.item() if isinstance(v, np.generic) else v
+
+
 _TINY = np.finfo(np.float64).tiny
 
 
@@ -365,6 +410,48 @@ class _BinaryRanking(BinaryMetric):
             self._nchunked += m
             if self._nchunked + len(self._ps) >= self._limit:
                 self._flush()
+        return self
+
+    def revert_many(self, y_true, y_pred, w=None):
+        """Remove a batch added earlier: same result as a loop of ``revert``, atomic.
+
+        The batch is validated, aggregated per distinct score with numpy and checked
+        against the stored counts before anything changes; an event that was never
+        added raises ``ValueError`` naming its index (the first one a loop of ``revert``
+        would refuse).
+        Then ``U`` loses the pairs with at least one member in the batch (see
+        :meth:`ScoreOrder.remove_entries`): exact, equal to the loop with integer
+        weights.
+
+        Runtime complexity: `O(m log(m))` to sort the batch, then `O(m log(n))` if it is
+        small relative to the ``n`` stored scores, else `O(n + m)` (numpy).
+
+        >>> from streameval import ROCAUC
+        >>> auc = ROCAUC().update_many([1, 0, 1, 0], [.9, .8, .3, .1])
+        >>> auc.revert_many([1, 0], [.3, .8]).get()
+        1.0
+        >>> auc.revert_many([1, 1], [.9, .9])
+        Traceback (most recent call last):
+        ...
+        ValueError: event 1: revert(y_true=1, y_pred=0.9): no such event was added
+        """
+        labels, scores, weights = self._batch(y_true, y_pred, w)
+        m = len(scores)
+        if not m:
+            return self
+        if self._bins:
+            scores = _bin_array(scores, self._bins)
+        order = self._order  # merges deferred events: they may be among those reverted
+        try:
+            order.remove_entries(*_aggregate(labels, scores, weights))
+        except KeyError:
+            i = _first_refused(order, labels, scores, np.arange(m),
+                               None if weights is None else weights == 0.0)
+            i = 0 if i is None else i
+            raise ValueError(
+                f"event {i}: revert(y_true={_item(y_true, i, bool(labels[i]))!r}, "
+                f"y_pred={_item(y_pred, i, float(scores[i]))!r}): no such event was added"
+            ) from None
         return self
 
     def _merge(self, other):
@@ -909,6 +996,71 @@ class _OVRRanking(MultiClassMetric):
         self._n += n
         self._w += float(n if weights is None else weights.sum())
         self._z += 0 if weights is None else int(np.count_nonzero(weights == 0.0))
+        return self
+
+    def revert_many(self, y_true, y_pred, w=None):
+        """Remove a batch added earlier: same result as a loop of ``revert``, atomic.
+
+        Validated, then aggregated per class (and for the micro order) with numpy and
+        checked against the stored counts before anything changes; an event that was
+        never added (a class never seen, or more events than stored) raises
+        ``ValueError`` naming its index. Runtime complexity: one Python pass to read the
+        dicts, then per class a numpy sort and a removal (see
+        :meth:`ScoreOrder.remove_entries`).
+        """
+        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+        if not n:
+            return self
+        weights = as_weight_array(w, n)
+        labels = list(y_true)
+        preds = list(y_pred)
+        index = {c: j for j, c in enumerate(self._classes)}
+        refused = n  # first event naming a class never seen
+        y_idx = np.empty(n, dtype=np.int64)
+        for i, y in enumerate(labels):
+            self._class(y, f"y_true[{i}]")
+            j = index.get(y)
+            if j is None:
+                refused = min(refused, i)
+                j = -1
+            y_idx[i] = j
+        for i, d in enumerate(preds):
+            for c in self._probas(d, f"y_pred[{i}]"):
+                if c not in index:
+                    refused = min(refused, i)
+        orders = list(self._classes.values())
+        k = len(orders)
+        scores = np.zeros((k, n))
+        for j, c in enumerate(index):
+            scores[j] = as_float_array([d.get(c, 0.0) for d in preds], what="probability")
+        if self.bins:
+            scores = _bin_array(scores, self.bins)
+        zero = None if weights is None else weights == 0.0
+        events = np.arange(n)
+        parts = [(o, y_idx == j, scores[j], events, zero) for j, o in enumerate(orders)]
+        if self._micro is not None and k:
+            parts.append((self._micro, (y_idx[None, :] == np.arange(k)[:, None]).ravel(),
+                          scores.ravel(), np.tile(events, k),
+                          None if zero is None else np.tile(zero, k)))
+        aggs = [_aggregate(pos, s, None if weights is None else np.tile(weights, len(s) // n))
+                for _, pos, s, _, _ in parts]
+        if refused < n or n > self._n or not all(
+                o.can_remove(*a) for (o, *_), a in zip(parts, aggs)):
+            first = [refused]
+            for part in parts:
+                i = _first_refused(*part)
+                if i is not None:
+                    first.append(i)
+            i = min(first) if min(first) < n else 0
+            raise ValueError(
+                f"event {i}: revert(y_true={labels[i]!r}, y_pred={preds[i]!r}): "
+                "no such event was added")
+        # validated: now change state
+        for (o, *_), a in zip(parts, aggs):
+            o.remove_entries(*a)
+        self._n -= n
+        self._w = self._w - float(n if weights is None else weights.sum()) if self._n else 0.0
+        self._z -= 0 if zero is None else int(np.count_nonzero(zero))
         return self
 
     def _merge(self, other):
