@@ -317,6 +317,30 @@ def _decode(v):
     return v
 
 
+def _encode_column(col):
+    """A stored column as JSON values: finite numeric numpy arrays in one call."""
+    if isinstance(col, np.ndarray):
+        kind = col.dtype.kind
+        if kind in "biu" or (kind == "f" and np.isfinite(col).all()):
+            return col.tolist()
+        col = col.tolist()
+    return [_encode(v) for v in col]
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _decoded_events(rows):
+    """Stored events from their JSON rows, as tuples; only tagged values are decoded."""
+    if not rows:
+        return []
+    cols = list(zip(*rows))
+    for j, col in enumerate(cols):
+        if not all(type(v) in _PLAIN for v in col):
+            cols[j] = [_decode(v) for v in col]
+    return list(zip(*cols))
+
+
 def _hashable(k):
     return tuple(k) if isinstance(k, list) else k
 
@@ -811,7 +835,7 @@ class Sliding(Metric):
             "params": self._params(),
             "data": {
                 "metric": _state_of(self.metric),
-                "events": [[_encode(x) for x in e] for e in self.events()],
+                "events": self._encoded_events(),
                 "newest": self.newest,
                 "late": self.late,
                 # count windows: the live length of each chunk (and whether events are
@@ -822,6 +846,19 @@ class Sliding(Metric):
             },
         }
 
+    def _encoded_events(self):
+        """The events as JSON rows ``[y_true, y_pred, w]`` (``[t, ...]`` for time
+        windows); numeric numpy columns convert in one call."""
+        if self.size is None:
+            return [[_encode(x) for x in e] for e in self._events]
+        rows = []
+        for yt, yp, w, lo, _ in self._chunks:
+            k = len(yt) - lo
+            cols = [_encode_column(yt[lo:]), _encode_column(yp[lo:]),
+                    [1.0] * k if w is None else _encode_column(w[lo:])]
+            rows.extend(map(list, zip(*cols)))
+        return rows
+
     @classmethod
     def _from_state(cls, state):
         data = state["data"]
@@ -829,7 +866,7 @@ class Sliding(Metric):
         obj = cls(inner, **state["params"])
         obj.metric = inner
         obj._bind()
-        events = [tuple(_decode(x) for x in e) for e in data["events"]]
+        events = _decoded_events(data["events"])
         if obj.size is not None:
             layout = data.get("chunks") or ([[len(events), True]] if events else [])
             if sum(k for k, _ in layout) != len(events):
