@@ -56,10 +56,6 @@ _Real = numbers.Real
 #: --batches``): reverting wins below about 5% of the window, rebuilding above 10%.
 REBUILD_FRACTION = 0.1
 
-#: Count windows store each batch's columns as one chunk; events added one at a time
-#: go to a chunk of Python lists that grows up to this many events (then a new one
-#: starts), so that expiring a slice of them is one ``revert_many`` over a few chunks.
-LIST_CHUNK = 4096
 
 
 # ------------------------------------------------------------------------ event time
@@ -219,6 +215,26 @@ def _columns(items, offset):
     if w.count(1.0) == len(w):
         cols[2] = None
     return cols
+
+
+_Deque = collections.deque
+
+
+def _chunk_len(ch):
+    """Live events in a count window's chunk."""
+    if type(ch) is _Deque:
+        return len(ch)
+    return len(ch[0]) - ch[3]
+
+
+def _chunk_front(ch, m, skip=0):
+    """``(y_true, y_pred, w)`` columns of a chunk's live events ``skip .. skip + m``."""
+    if type(ch) is _Deque:
+        items = list(itertools.islice(ch, skip, skip + m))
+        return [list(map(itemgetter(j), items)) for j in range(3)]
+    yt, yp, w, lo = ch
+    lo += skip
+    return yt[lo:lo + m], yp[lo:lo + m], None if w is None else w[lo:lo + m]
 
 
 def _vectorised_revert(metric):
@@ -476,10 +492,13 @@ class Sliding(Metric):
         self._newest = -math.inf
         # time windows: (t, y_true, y_pred, w) tuples ordered by time
         self._events = collections.deque()
-        # count windows: chunks [y_true, y_pred, w (None: all 1), start, appendable] of
-        # columns (numpy arrays as given for scalar-argument metrics, else lists); the
-        # live events of a chunk are those from `start` on
+        # count windows: a deque of chunks, oldest first. A batch is one column chunk
+        # [y_true, y_pred, w (None: all 1), start] (numpy arrays as given for
+        # scalar-argument metrics, else lists; its live events are those from `start`
+        # on); events added one at a time go to a deque of (y_true, y_pred, w) tuples,
+        # `_tail` while it is the newest chunk
         self._chunks = collections.deque()
+        self._tail = None
         self._n = 0
         self._bind()
 
@@ -500,31 +519,24 @@ class Sliding(Metric):
         """
         if self.size is not None:
             self._update(y_true, y_pred, w=w)
-            chunks = self._chunks
             if self._n == self.size:
-                first = chunks[0]
-                i = first[3]
-                col = first[0]
-                a, b = col[i], first[1][i]
-                c = 1.0 if first[2] is None else first[2][i]
-                if not first[4]:
-                    a, b, c = _py(a), _py(b), _py(c)
-                self._revert(a, b, w=c)
-                i += 1
-                if i == len(col):
-                    chunks.popleft()
+                first = self._chunks[0]
+                if type(first) is _Deque:
+                    old = first.popleft()
+                    self._revert(old[0], old[1], w=old[2])
+                    if not first:
+                        self._chunks.popleft()
+                        if first is self._tail:
+                            self._tail = None
                 else:
-                    first[3] = i
+                    self._revert_oldest_of(first)
             else:
                 self._n += 1
-            if chunks:
-                last = chunks[-1]
-                if last[4] and len(last[0]) < LIST_CHUNK:
-                    last[0].append(y_true)
-                    last[1].append(y_pred)
-                    last[2].append(w)
-                    return
-            chunks.append([[y_true], [y_pred], [w], 0, True])
+            tail = self._tail
+            if tail is None:
+                tail = self._tail = _Deque()
+                self._chunks.append(tail)
+            tail.append((y_true, y_pred, w))
             return
         if t is None:
             raise ValueError("t = None: a period window needs the event time t=")
@@ -587,48 +599,72 @@ class Sliding(Metric):
         if self.size is None:
             return list(self._events)
         out = []
-        for yt, yp, w, lo, _ in self._chunks:
+        for ch in self._chunks:
+            if type(ch) is _Deque:
+                out.extend(ch)
+                continue
+            yt, yp, w, lo = ch
             ys = _as_items(yt[lo:])
             out.extend(zip(ys, _as_items(yp[lo:]),
                            [1.0] * len(ys) if w is None else _as_items(w[lo:])))
         return out
+
+    def _revert_oldest_of(self, first):
+        """Revert the oldest event of a column chunk (the event path)."""
+        i = first[3]
+        col = first[0]
+        w = first[2]
+        self._revert(_py(col[i]), _py(first[1][i]), w=1.0 if w is None else _py(w[i]))
+        i += 1
+        if i == len(col):
+            self._chunks.popleft()
+        else:
+            first[3] = i
 
     def _stored_columns(self, skip=0):
         """``(y_true, y_pred, w)`` of the count window's events after the first
         ``skip``; ``w`` is None when every weight is 1."""
         ys, ps, ws = [], [], []
         weighted = False
-        for yt, yp, w, lo, _ in self._chunks:
-            k = len(yt) - lo
+        for ch in self._chunks:
+            k = _chunk_len(ch)
             if skip >= k:
                 skip -= k
                 continue
-            lo += skip
+            yt, yp, w = _chunk_front(ch, k, skip)
             skip = 0
-            ys.append(yt[lo:])
-            ps.append(yp[lo:])
+            ys.append(yt)
+            ps.append(yp)
             if w is None:
-                ws.append(np.ones(len(yt) - lo))
+                ws.append(np.ones(len(yt)))
             else:
-                ws.append(w[lo:])
+                ws.append(w)
                 weighted = True
         w = _weights_or_none(_concat(ws)) if weighted else None
         return _concat(ys), _concat(ps), w
 
     def _expire(self, k):
         """Revert the ``k`` oldest events of a count window, a chunk slice at a time."""
-        chunks = self._chunks
         self._n -= k
         while k:
-            ch = chunks[0]
-            yt, yp, w, lo = ch[0], ch[1], ch[2], ch[3]
-            hi = min(len(yt), lo + k)
-            self._revert_slice(yt[lo:hi], yp[lo:hi], None if w is None else w[lo:hi])
-            k -= hi - lo
-            if hi == len(yt):
-                chunks.popleft()
-            else:
-                ch[3] = hi
+            ch = self._chunks[0]
+            m = min(k, _chunk_len(ch))
+            self._revert_slice(*_chunk_front(ch, m))
+            self._pop_front(ch, m)
+            k -= m
+
+    def _pop_front(self, ch, m):
+        """Forget the ``m`` oldest events of the oldest chunk ``ch``."""
+        if _chunk_len(ch) == m:
+            self._chunks.popleft()
+            if ch is self._tail:
+                self._tail = None
+        elif type(ch) is _Deque:
+            popleft = ch.popleft
+            for _ in range(m):
+                popleft()
+        else:
+            ch[3] += m
 
     def _revert_slice(self, yt, yp, w):
         if self._vectorised:
@@ -649,7 +685,8 @@ class Sliding(Metric):
             wc = _column(w, scalar)
             if not isinstance(yt, np.ndarray):
                 wc = _as_items(wc)
-        self._chunks.append([yt, yp, wc, 0, False])
+        self._chunks.append([yt, yp, wc, 0])
+        self._tail = None
         self._n += len(yt)
 
     # -- batches -----------------------------------------------------------------
@@ -688,6 +725,7 @@ class Sliding(Metric):
             fresh = _fresh(self.metric)
             fresh.update_many(yt, yp, wt)
             self._chunks.clear()
+            self._tail = None
             self._n = 0
             self.metric = fresh
             self._bind()
@@ -711,18 +749,13 @@ class Sliding(Metric):
 
     def _drop(self, k):
         """Forget the ``k`` oldest events of a count window (no revert)."""
-        chunks = self._chunks
         k = max(k, 0)
         self._n -= k
         while k:
-            ch = chunks[0]
-            left = len(ch[0]) - ch[3]
-            if k >= left:
-                chunks.popleft()
-                k -= left
-            else:
-                ch[3] += k
-                k = 0
+            ch = self._chunks[0]
+            m = min(k, _chunk_len(ch))
+            self._pop_front(ch, m)
+            k -= m
 
     def _update_many_time(self, y_true, y_pred, w, ts, n):
         period, lateness = self.period, self.lateness
@@ -842,7 +875,7 @@ class Sliding(Metric):
                 # appended to it), so that a restored window expires its events in the
                 # same slices, hence to the same bits, as the original
                 "chunks": None if self.size is None else [
-                    [len(c[0]) - c[3], c[4]] for c in self._chunks],
+                    [_chunk_len(c), type(c) is _Deque] for c in self._chunks],
             },
         }
 
@@ -852,7 +885,11 @@ class Sliding(Metric):
         if self.size is None:
             return [[_encode(x) for x in e] for e in self._events]
         rows = []
-        for yt, yp, w, lo, _ in self._chunks:
+        for ch in self._chunks:
+            if type(ch) is _Deque:
+                rows.extend([_encode(x) for x in e] for e in ch)
+                continue
+            yt, yp, w, lo = ch
             k = len(yt) - lo
             cols = [_encode_column(yt[lo:]), _encode_column(yp[lo:]),
                     [1.0] * k if w is None else _encode_column(w[lo:])]
@@ -876,10 +913,16 @@ class Sliding(Metric):
             for k, appendable in layout:
                 if k < 1:
                     raise ValueError(f"state of a Sliding window: a chunk of {k!r} events")
-                cols = [list(c) for c in zip(*events[i:i + k])]
-                obj._chunks.append([cols[0], cols[1], cols[2], 0, bool(appendable)])
+                part = events[i:i + k]
+                if appendable:
+                    obj._chunks.append(_Deque(part))
+                else:
+                    cols = [list(c) for c in zip(*part)]
+                    obj._chunks.append([cols[0], cols[1], cols[2], 0])
                 i += k
             obj._n = len(events)
+            last = obj._chunks[-1] if obj._chunks else None
+            obj._tail = last if type(last) is _Deque else None
         else:
             obj._events.extend(events)
         obj._newest = -math.inf if data["newest"] is None else float(data["newest"])
@@ -893,10 +936,15 @@ class Sliding(Metric):
         if self.size is not None:
             assert len(events) <= self.size, (len(events), self.size)
             assert len(events) == self._n, (len(events), self._n)
-            for yt, yp, w, lo, appendable in self._chunks:
+            chunks = list(self._chunks)
+            for ch in chunks:
+                if type(ch) is _Deque:
+                    assert ch and all(type(e) is tuple and len(e) == 3 for e in ch)
+                    continue
+                yt, yp, w, lo = ch
                 assert 0 <= lo < len(yt) == len(yp), (lo, len(yt), len(yp))
                 assert w is None or len(w) == len(yt)
-                assert not appendable or type(yt) is list
+            assert self._tail is None or (chunks and self._tail is chunks[-1])
             args = [(e[0], e[1], e[2]) for e in events]
         else:
             times = [e[0] for e in events]
