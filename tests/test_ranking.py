@@ -1213,3 +1213,42 @@ def test_multiclass_revert_many(monkeypatch, average, bulk):
         assert (auc.get(), auc.to_state()) == before
     auc.revert_many(list(y[250:]), d[250:], w[250:])
     assert math.isnan(auc.get()) and auc._n == 0 and auc._w == 0.0
+
+
+@pytest.mark.parametrize("decimals", [2, 8])
+def test_integer_weight_fast_path_equals_sklearn(decimals):
+    """AP's prefix sums run in int64 while every weight is an integer (the usual w=1):
+    equal to sklearn with zero and integer weights, before and after a fractional
+    weight (which switches the float path on), and after reverts."""
+    rng = np.random.default_rng(decimals)
+    y, s, _ = stream(95 + decimals, 800, decimals)
+    w = rng.integers(0, 4, len(y)).astype(float)
+    metrics = [AveragePrecision(), InterpolatedAP(), ElevenPointAP()]
+    pr = PRCurve()
+    for m in metrics + [pr]:
+        m.update_many(y[:400], s[:400], w[:400])
+    for i in range(400, 800):
+        for m in metrics + [pr]:
+            m.update(y[i], s[i], w[i])
+            if i % 50 == 0:
+                m.revert(y[i - 300], s[i - 300], w[i - 300])
+        if i % 50 == 0:
+            w[i - 300] = -1.0  # reverted: out of the oracle
+        live = w[: i + 1] >= 0
+        if i % 37 == 0:
+            assert metrics[0]._so.exact_ints()
+            for m in metrics:
+                assert_value(m, y[: i + 1][live], s[: i + 1][live], w[: i + 1][live])
+            assert_curves(ROCCurve().update_many(y[: i + 1][live], s[: i + 1][live],
+                                                 w[: i + 1][live]), pr,
+                          y[: i + 1][live], s[: i + 1][live], w[: i + 1][live])
+    ap = metrics[0]
+    ap.update(True, 0.5, 0.5)
+    assert not ap._so.exact_ints()
+    live = w >= 0
+    assert_value(ap, np.r_[y[live], True], np.r_[s[live], 0.5], np.r_[w[live], 0.5])
+    # a total beyond 2**53 is not exact in int64 either: the float path
+    big = AveragePrecision().update_many([1, 0, 1], [0.9, 0.5, 0.1], [2.0**53, 1.0, 1.0])
+    big.get()
+    assert not big._so.exact_ints()
+    assert_value(big, [1, 0, 1], [0.9, 0.5, 0.1], [2.0**53, 1.0, 1.0])

@@ -355,3 +355,26 @@ def test_hypothesis_remove_entries_inverse(events, data, bulk):
             o.remove_entries(*table_of(gone))
         assert_matches(o, left)
         assert o.u == brute_u(left)  # dyadic weights: exact
+
+
+def test_integral_flag_follows_every_way_weights_come_in():
+    o = ScoreOrder(load=4)
+    for i in range(20):
+        o.add(i / 20, i % 2 == 0, float(i % 3))
+    assert o.integral and o.exact_ints()
+    o.add(0.33, True, 0.5)
+    assert not o.integral and not o.exact_ints()
+    o.clear()
+    assert o.integral
+    o.add_entries(*(np.asarray(x) for x in brute_table([(0.1, True, 2.0), (0.2, False, 1.0)])))
+    assert o.integral
+    o.add_entries(*(np.asarray(x) for x in brute_table([(0.3, True, 0.25)])))
+    assert not o.integral
+    other = ScoreOrder()
+    other.set_data(json.loads(json.dumps(o.to_data())))
+    assert not other.integral
+    other.set_data(json.loads(json.dumps(ScoreOrder().to_data())))
+    assert other.integral
+    big = ScoreOrder()
+    big.add(0.5, True, 2.0**53)
+    assert big.integral and not big.exact_ints()  # sums beyond 2**53 are not exact
