@@ -16,10 +16,11 @@ with ``get`` after every event they are measured on a bounded number of events.
     python benchmarks/bench_windows.py --scores continuous
     python benchmarks/bench_windows.py --batches   # update_many: rebuild vs revert
 
-``--batches`` times ``Sliding(ROCAUC(), size=W).update_many`` for batch sizes given as
-fractions of the window, once forcing a rebuild of the wrapped metric from the window's
-contents and once forcing per-event reverts: the crossover is the reason for
-``streameval.windows.REBUILD_FRACTION``.
+``--batches`` times ``Sliding(ROCAUC() / Precision(), size=W).update_many`` for batch
+sizes given as fractions of the window, forcing a rebuild of the wrapped metric from the
+window's contents, per-event reverts, or one ``revert_many`` per expired slice: the
+rebuild/revert crossover is the reason for ``streameval.windows.REBUILD_FRACTION``
+(applied to metrics without their own ``revert_many``).
 """
 
 from __future__ import annotations
@@ -127,35 +128,44 @@ def prefill(obj, y, s, window, river_style):
 
 
 def bench_batches(window, quick):
-    """update_many events/s per batch fraction: rebuild vs revert (ROCAUC inside)."""
+    """update_many events/s per batch fraction: rebuild, per-event reverts, one
+    revert_many per expired slice, and the default choice; ROCAUC and Precision inside."""
     fractions = [0.01, 0.05, 0.1, 0.2, 0.5, 2.0]
     span = 4 * window if quick else 10 * window
     y, s = make_stream(window + span + 4 * window, seed=1, scores="rounded")
     y, s = np.array(y), np.array(s)
     se.ROCAUC().update_many(y[:10], s[:10])  # first-call imports out of the timing
     saved = windows.REBUILD_FRACTION
-    print(f"\nSliding(ROCAUC, size={window}).update_many, events/s "
-          f"(REBUILD_FRACTION = {saved}: rebuild above it)")
-    print(f"{'batch/window':>12} {'rebuild':>10} {'revert':>10} {'default':>10}")
-    try:
-        for frac in fractions:
-            b = max(1, int(frac * window))
-            row = []
-            for forced in (0.0, math.inf, saved):
-                windows.REBUILD_FRACTION = forced
-                runs = []
-                for _ in range(REPEATS):  # best of REPEATS fresh runs
-                    win = Sliding(se.ROCAUC(), size=window)
-                    win.update_many(y[:window], s[:window])
-                    i, t0 = window, time.perf_counter()
-                    while i < window + span:
-                        win.update_many(y[i:i + b], s[i:i + b])
-                        i += b
-                    runs.append((i - window) / (time.perf_counter() - t0))
-                row.append(max(runs))
-            print(f"{frac:>12g} {row[0]:>10,.0f} {row[1]:>10,.0f} {row[2]:>10,.0f}", flush=True)
-    finally:
-        windows.REBUILD_FRACTION = saved
+    # (REBUILD_FRACTION, use revert_many): forced rebuild, forced per-event reverts,
+    # forced revert_many, default (revert_many where the metric has its own)
+    modes = [(0.0, False), (math.inf, False), (math.inf, True), (saved, None)]
+    for name, make in (("ROCAUC", se.ROCAUC), ("Precision", se.Precision)):
+        print(f"\nSliding({name}, size={window}).update_many, events/s "
+              f"(REBUILD_FRACTION = {saved}: rebuild above it, for metrics without revert_many)")
+        print(f"{'batch/window':>12} {'rebuild':>10} {'revert':>10} {'revert_many':>12} {'default':>10}")
+        try:
+            for frac in fractions:
+                b = max(1, int(frac * window))
+                row = []
+                for forced, vectorised in modes:
+                    windows.REBUILD_FRACTION = forced
+                    runs = []
+                    for _ in range(REPEATS):  # best of REPEATS fresh runs
+                        win = Sliding(make(), size=window)
+                        win.update_many(y[:window], s[:window])
+                        i, t0 = window, time.perf_counter()
+                        while i < window + span:
+                            if vectorised is not None:  # forced (reset on rebuild)
+                                win._vectorised = vectorised
+                                win._rebuild_fraction = math.inf if vectorised else None
+                            win.update_many(y[i:i + b], s[i:i + b])
+                            i += b
+                        runs.append((i - window) / (time.perf_counter() - t0))
+                    row.append(max(runs))
+                print(f"{frac:>12g} {row[0]:>10,.0f} {row[1]:>10,.0f} {row[2]:>12,.0f} "
+                      f"{row[3]:>10,.0f}", flush=True)
+        finally:
+            windows.REBUILD_FRACTION = saved
 
 
 def main(argv=None):

@@ -8,7 +8,8 @@ value over the window's events.
   ``period`` seconds of event time, and removes expired events with the wrapped
   metric's ``revert``: exact for every metric that has ``revert`` (exact ``ROCAUC`` and
   ``AveragePrecision`` included), in the cost of one ``update`` and one ``revert`` per
-  event.
+  event. Batches (``update_many``) are stored as column chunks (numpy arrays for
+  metrics of scalar arguments) and expire a slice at a time with one ``revert_many``.
 * :class:`Tumbling` cuts the stream into consecutive, non-overlapping windows of
   ``size`` events or ``period`` seconds and reports each closed window once (a callback
   or the :meth:`Tumbling.closed` iterator). It never reverts, so it works with any
@@ -49,11 +50,15 @@ _UTC = _dt.timezone.utc
 _NAN = math.nan
 _Real = numbers.Real
 
-#: A batch whose expired events are more than this fraction of the window rebuilds the
-#: wrapped metric from the window's contents with one ``update_many`` (vectorised, but
-#: it converts every stored event back to numpy) instead of reverting the expired events
-#: one by one. Measured with exact ROCAUC (``python benchmarks/bench_windows.py
-#: --batches``): reverting wins below about 5% of the window, rebuilding above 10%.
+#: For a metric without its own ``revert_many``: a batch whose expired events are more
+#: than this fraction of the window rebuilds the wrapped metric from the window's
+#: contents with one ``update_many`` instead of reverting the expired events one by
+#: one. Measured with exact ROCAUC before it had ``revert_many``
+#: (``python benchmarks/bench_windows.py --batches``): reverting wins below about 5% of
+#: the window, rebuilding above 10%. A metric with its own (vectorised) ``revert_many``
+#: is reverted a slice at a time whatever the fraction (the confusion family: 3x faster
+#: than a rebuild at 10%, 2x at 50%), unless it sets ``_window_rebuild_fraction`` to the
+#: crossover it measured.
 REBUILD_FRACTION = 0.1
 
 
@@ -415,7 +420,17 @@ class Sliding(Metric):
 
     Runtime complexity of ``update``: one ``update`` and, once the window is full, one
     ``revert`` of the wrapped metric, plus `O(1)` (or `O(k)` for an event placed
-    before ``k`` newer ones); ``get``: the wrapped metric's ``get``.
+    before ``k`` newer ones); ``get``: the wrapped metric's ``get``. ``update_many`` of
+    ``m`` events on a count window: one ``update_many`` and one ``revert_many`` per
+    stored chunk the expired events span (usually one or two), plus `O(m)` to copy the
+    batch's columns.
+
+    Storage (count windows): each batch is kept as one chunk of columns, numpy arrays
+    as given (labels, scores, weights: about 17 bytes per event for bool labels and
+    float scores) when the wrapped metric takes scalar arguments (binary and
+    regression metrics), Python lists otherwise (retrieval, text); events added one
+    at a time are kept as tuples. Expired events are removed from the metric a chunk
+    slice at a time with ``revert_many`` (vectorised for every streameval family).
 
     >>> import streameval as se
     >>> win = se.Sliding(se.Recall(), size=3)
@@ -509,6 +524,8 @@ class Sliding(Metric):
         self._get = m.get
         self._scalar = _scalar_args(m)
         self._vectorised = _vectorised_revert(m)
+        self._rebuild_fraction = getattr(
+            m, "_window_rebuild_fraction", math.inf if self._vectorised else None)
 
     # -- per event ---------------------------------------------------------------
     def update(self, y_true, y_pred, w=1.0, t=None):
@@ -732,7 +749,8 @@ class Sliding(Metric):
             self._store(yt, yp, wt)
             return
         expired = self._n + n - size
-        if expired > REBUILD_FRACTION * size and not self._vectorised:
+        fraction = self._rebuild_fraction
+        if expired > (REBUILD_FRACTION if fraction is None else fraction) * size:
             # rebuild from the surviving events, then the batch (validated by update_many)
             fresh = _fresh(self.metric)
             fresh.update_many(*self._stored_columns(max(expired, 0)))
@@ -779,7 +797,8 @@ class Sliding(Metric):
         kept = list(events)[expired:]
         # stable sort by time: old events first among equal times, then arrival order
         contents = sorted(kept + new_items, key=itemgetter(0))
-        if expired > REBUILD_FRACTION * max(len(contents), 1) and not self._vectorised:
+        fraction = REBUILD_FRACTION if self._rebuild_fraction is None else self._rebuild_fraction
+        if expired > fraction * max(len(contents), 1):
             fresh = _fresh(self.metric)
             fresh.update_many(*_columns(contents, 1))
             self.metric = fresh
