@@ -647,9 +647,25 @@ class ScoreOrder:
             bad = (cp > sp) | (cn > sn)
             if bad.any():
                 raise KeyError(bad)
-            remove = self._remove_entry
-            for e in zip(keys.tolist(), wp.tolist(), wn.tolist(), cp.tolist(), cn.tolist()):
-                remove(*e)
+            # one event at a score (all-distinct scores): the single-event path (which
+            # counts its own zero weight: given back first); several: one entry. The
+            # zero-weight counts go first, so no class looks empty before it is.
+            self.z_pos -= z_pos
+            self.z_neg -= z_neg
+            remove, remove_entry = self.remove, self._remove_entry
+            for s, bp, bn, np_, nn in zip(keys.tolist(), wp.tolist(), wn.tolist(),
+                                          cp.tolist(), cn.tolist()):
+                if np_ + nn == 1:
+                    if np_:
+                        if not bp:
+                            self.z_pos += 1
+                        remove(s, True, bp)
+                    else:
+                        if not bn:
+                            self.z_neg += 1
+                        remove(s, False, bn)
+                else:
+                    remove_entry(s, bp, bn, np_, nn)
         else:
             k0, p0, n0, c0, d0 = self.arrays()  # fresh, writable
             if not n:
@@ -674,8 +690,8 @@ class ScoreOrder:
             self.neg_weight = float(n0.sum())
             self.n_pos = int(c0.sum())
             self.n_neg = int(d0.sum())
-        self.z_pos -= z_pos
-        self.z_neg -= z_neg
+            self.z_pos -= z_pos
+            self.z_neg -= z_neg
         self.stamp += 1
         if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
             self._settle()
