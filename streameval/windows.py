@@ -794,11 +794,20 @@ class Sliding(Metric):
         w_acc = [1.0] * len(accepted) if w is None else _as_items(_take(w, accepted))
         yt_acc, yp_acc = _take(y_true, accepted), _take(y_pred, accepted)
         new_items = list(zip(ts[accepted].tolist(), _as_items(yt_acc), _as_items(yp_acc), w_acc))
-        kept = list(events)[expired:]
         # stable sort by time: old events first among equal times, then arrival order
-        contents = sorted(kept + new_items, key=itemgetter(0))
+        new_items.sort(key=itemgetter(0))
+        # in order (the usual case): the batch goes after the kept events, no re-sort
+        in_order = not new_items or expired == len(events) or new_items[0][0] >= events[-1][0]
+        if in_order:
+            contents = None
+            size_after = len(events) - expired + len(new_items)
+        else:
+            contents = sorted(list(events)[expired:] + new_items, key=itemgetter(0))
+            size_after = len(contents)
         fraction = REBUILD_FRACTION if self._rebuild_fraction is None else self._rebuild_fraction
-        if expired > fraction * max(len(contents), 1):
+        if expired > fraction * max(size_after, 1):
+            if contents is None:
+                contents = list(itertools.islice(events, expired, None)) + new_items
             fresh = _fresh(self.metric)
             fresh.update_many(*_columns(contents, 1))
             self.metric = fresh
@@ -813,7 +822,13 @@ class Sliding(Metric):
                 for i in range(expired):
                     old = events[i]
                     revert(old[1], old[2], w=old[3])
-        self._events = collections.deque(contents)
+        if contents is None:
+            popleft = events.popleft
+            for _ in range(expired):
+                popleft()
+            events.extend(new_items)
+        else:
+            self._events = collections.deque(contents)
         self._newest = newest
         late_idx = np.flatnonzero(late)
         if len(late_idx):
