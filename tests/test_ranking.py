@@ -1117,14 +1117,18 @@ def test_revert_many_after_deferred_updates(defer_at_once):
     m._check()
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(label_score_weight, min_size=1, max_size=40), st.data(),
-       st.sampled_from(range(len(ALL))), st.booleans())
-def test_hypothesis_revert_many(base, data, which, bulk):
+       st.sampled_from(range(len(ALL))), st.booleans(), st.booleans())
+def test_hypothesis_revert_many(base, data, which, bulk, defer):
     """revert_many of any sub-multiset, in any order, equals a loop of revert; a batch
-    with one event too many is refused at the index a revert loop refuses, unchanged."""
+    with one event too many is refused at the index a revert loop refuses, unchanged.
+    ``defer``: every update still deferred when the batch goes (one merged rebuild)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_scoreorder, "REBUILD_RATIO", 10**9 if bulk else 0)
+        if defer:
+            mp.setattr(ranking_module, "DEFER_AFTER", 0)
+            mp.setattr(ranking_module, "DEFER_LIMIT", 10**6)
         a, b = ALL[which](), ALL[which]()
         for e in base:
             a.update(*e)
@@ -1252,3 +1256,41 @@ def test_integer_weight_fast_path_equals_sklearn(decimals):
     big.get()
     assert not big._so.exact_ints()
     assert_value(big, [1, 0, 1], [0.9, 0.5, 0.1], [2.0**53, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_revert_many_with_deferred_batch_is_one_rebuild_and_exact(weighted):
+    """A window's pattern: a batch in (deferred), then the expired slice out, which may
+    include events of the deferred batch: merged and removed in one rebuild."""
+    y, s, w = stream(97 + weighted, 3000, 3, weighted)
+    if weighted:
+        w = np.round(w * 4) / 4  # exact sums: equal to the loop to the last bit
+        w[::17] = 0.0
+    wl = np.ones(len(y)) if w is None else w
+    sub = (lambda a, b: None) if w is None else (lambda a, b: w[a:b])
+    m, ap, loop = ROCAUC(), AveragePrecision(), ROCAUC()
+    for x in (m, ap, loop):
+        x.update_many(y[:1000], s[:1000], sub(0, 1000)).get()
+    start = 0
+    for end in range(1300, 3001, 300):
+        for x in (m, ap, loop):
+            x.update_many(y[end - 300:end], s[end - 300:end], sub(end - 300, end))
+        assert m._chunks  # deferred
+        cut = start + 300 if end < 3000 else end - 10  # the last slice eats new events
+        m.revert_many(y[start:cut], s[start:cut], sub(start, cut))
+        ap.revert_many(y[start:cut], s[start:cut], sub(start, cut))
+        assert not m._chunks
+        for i in range(start, cut):
+            loop.revert(y[i], s[i], wl[i])
+        m._check()
+        assert m._so.u == loop._so.u and m.get() == loop.get()
+        assert_value(m, y[cut:end], s[cut:end], sub(cut, end))
+        assert_value(ap, y[cut:end], s[cut:end], sub(cut, end))
+        start = cut
+    # refused with events deferred: nothing changes, the event is named
+    m.update_many(y[:5], s[:5], sub(0, 5))
+    with pytest.raises(ValueError, match="event 5: "):
+        m.revert_many(np.r_[y[:5], True], np.r_[s[:5], 0.1234], None if w is None else
+                      np.r_[w[:5], 1.0])
+    assert_value(m, np.r_[y[start:end], y[:5]], np.r_[s[start:end], s[:5]],
+                 None if w is None else np.r_[w[start:end], w[:5]])

@@ -105,6 +105,54 @@ def _integers(x):
     return bool(np.all(np.floor(x) == x))
 
 
+def _merged(stored, keys, wp, wn, cp, cn):
+    """``stored`` (fresh, writable ``arrays()``) plus ascending distinct entries, by
+    numpy: scores already stored are added in place, the others inserted, `O(n + m)`."""
+    k0, p0, n0, c0, d0 = stored
+    n = len(k0)
+    if not n:
+        return keys, wp, wn, cp, cn
+    pos = np.searchsorted(k0, keys)
+    hit = pos < n
+    hit[hit] = k0[pos[hit]] == keys[hit]
+    at = pos[hit]  # scores already stored: add in place
+    p0[at] += wp[hit]
+    n0[at] += wn[hit]
+    c0[at] += cp[hit]
+    d0[at] += cn[hit]
+    new = ~hit  # the others: insert at their positions
+    where = pos[new]
+    return (np.insert(k0, where, keys[new]), np.insert(p0, where, wp[new]),
+            np.insert(n0, where, wn[new]), np.insert(c0, where, cp[new]),
+            np.insert(d0, where, cn[new]))
+
+
+def _subtracted(stored, keys, wp, wn, cp, cn):
+    """``stored`` (writable arrays) less ascending distinct entries, by numpy, or
+    ``KeyError(bad)`` (``bad``: the entries with more events than stored) before any
+    write. A class's weight at a score whose last event goes is set to exactly 0, and
+    scores left without events are dropped."""
+    k0, p0, n0, c0, d0 = stored
+    n, m = len(k0), len(keys)
+    if not n:
+        raise KeyError(np.ones(m, dtype=bool))
+    pos = np.minimum(np.searchsorted(k0, keys), n - 1)
+    hit = k0[pos] == keys
+    bad = ~hit | (cp > np.where(hit, c0[pos], 0)) | (cn > np.where(hit, d0[pos], 0))
+    if bad.any():
+        raise KeyError(bad)
+    c0[pos] -= cp
+    d0[pos] -= cn
+    p0[pos] -= wp
+    n0[pos] -= wn
+    p0[c0 == 0] = 0.0  # last event of a class at a score: no rounding left
+    n0[d0 == 0] = 0.0
+    keep = (c0 + d0) > 0
+    if not keep.all():
+        return k0[keep], p0[keep], n0[keep], c0[keep], d0[keep]
+    return k0, p0, n0, c0, d0
+
+
 def _zeros(n):
     return array("d", bytes(8 * n))
 
@@ -502,27 +550,7 @@ class ScoreOrder:
             for e in zip(keys.tolist(), wp.tolist(), wn.tolist(), cp.tolist(), cn.tolist()):
                 add(*e)
         else:
-            if n:
-                k0, p0, n0, c0, d0 = self.arrays()  # fresh, writable
-                pos = np.searchsorted(k0, keys)
-                hit = pos < n
-                hit[hit] = k0[pos[hit]] == keys[hit]
-                at = pos[hit]  # scores already stored: add in place
-                p0[at] += wp[hit]
-                n0[at] += wn[hit]
-                c0[at] += cp[hit]
-                d0[at] += cn[hit]
-                new = ~hit  # the others: insert at their positions, O(n + m)
-                where = pos[new]
-                keys = np.insert(k0, where, keys[new])
-                wp, wn = np.insert(p0, where, wp[new]), np.insert(n0, where, wn[new])
-                cp, cn = np.insert(c0, where, cp[new]), np.insert(d0, where, cn[new])
-            self._rebuild(keys, wp, wn, cp, cn)
-            self.u = mann_whitney_u(wp, wn)
-            self.pos_weight = float(wp.sum())
-            self.neg_weight = float(wn.sum())
-            self.n_pos = int(cp.sum())
-            self.n_neg = int(cn.sum())
+            self._install(_merged(self.arrays(), keys, wp, wn, cp, cn))
         self.z_pos += z_pos
         self.z_neg += z_neg
         self.stamp += 1
@@ -667,34 +695,45 @@ class ScoreOrder:
                 else:
                     remove_entry(s, bp, bn, np_, nn)
         else:
-            k0, p0, n0, c0, d0 = self.arrays()  # fresh, writable
-            if not n:
-                raise KeyError(np.ones(m, dtype=bool))
-            pos = np.minimum(np.searchsorted(k0, keys), n - 1)
-            hit = k0[pos] == keys
-            bad = ~hit | (cp > np.where(hit, c0[pos], 0)) | (cn > np.where(hit, d0[pos], 0))
-            if bad.any():
-                raise KeyError(bad)
-            c0[pos] -= cp
-            d0[pos] -= cn
-            p0[pos] -= wp
-            n0[pos] -= wn
-            p0[c0 == 0] = 0.0  # last event of a class at a score: no rounding left
-            n0[d0 == 0] = 0.0
-            keep = (c0 + d0) > 0
-            if not keep.all():
-                k0, p0, n0, c0, d0 = k0[keep], p0[keep], n0[keep], c0[keep], d0[keep]
-            self._rebuild(k0, p0, n0, c0, d0)
-            self.u = mann_whitney_u(p0, n0)
-            self.pos_weight = float(p0.sum())
-            self.neg_weight = float(n0.sum())
-            self.n_pos = int(c0.sum())
-            self.n_neg = int(d0.sum())
+            self._install(_subtracted(self.arrays(), keys, wp, wn, cp, cn))
             self.z_pos -= z_pos
             self.z_neg -= z_neg
         self.stamp += 1
         if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
             self._settle()
+
+    def replace_entries(self, added, removed):
+        """Add the aggregated events ``added`` and remove ``removed`` (each a tuple of
+        :meth:`add_entries` arguments; the removed ones may be among the added ones) in
+        one merge and one rebuild, `O(n + m)`: a sliding window's batch in and its
+        expired slice out. Atomic: ``KeyError`` (as :meth:`remove_entries`), nothing
+        changed, if an event removed is neither stored nor added."""
+        ak, ap, an, acp, acn, azp, azn = added
+        rk, rp, rn, rcp, rcn, rzp, rzn = removed
+        n_pos, n_neg = self.n_pos + int(acp.sum()), self.n_neg + int(acn.sum())
+        z_pos, z_neg = self.z_pos + azp, self.z_neg + azn
+        if not (rzp <= z_pos and rzn <= z_neg and int(rcp.sum()) - rzp <= n_pos - z_pos
+                and int(rcn.sum()) - rzn <= n_neg - z_neg):
+            raise KeyError(np.zeros(len(rk), dtype=bool))
+        arrays = _subtracted(_merged(self.arrays(), ak, ap, an, acp, acn),
+                             rk, rp, rn, rcp, rcn)
+        if self.integral and not (_integers(ap) and _integers(an)):
+            self.integral = False
+        self._install(arrays)
+        self.z_pos, self.z_neg = z_pos - rzp, z_neg - rzn
+        self.stamp += 1
+        if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
+            self._settle()
+
+    def _install(self, arrays):
+        """Rebuild from ``(keys, wp, wn, cp, cn)``; ``U`` and totals recomputed."""
+        keys, wp, wn, cp, cn = arrays
+        self._rebuild(keys, wp, wn, cp, cn)
+        self.u = mann_whitney_u(wp, wn)
+        self.pos_weight = float(wp.sum())
+        self.neg_weight = float(wn.sum())
+        self.n_pos = int(cp.sum())
+        self.n_neg = int(cn.sum())
 
     def _remove_entry(self, s, bp, bn, np_, nn):
         """Remove ``np_`` positives of total weight ``bp`` and ``nn`` negatives of weight

@@ -313,6 +313,14 @@ class _BinaryRanking(BinaryMetric):
 
     _abstract = True
 
+    #: A sliding window (``streameval.windows``) whose batch expires more than this
+    #: fraction of it rebuilds the metric from the events left instead of calling
+    #: ``revert_many``. Measured (window 20 000, read after each batch): with 3-decimal
+    #: scores ``revert_many`` is faster up to 0.2 (1.7x at 0.1), a rebuild at 0.5 (1.3x);
+    #: with all-distinct scores they tie at 0.01 and a rebuild wins above (1.3x at 0.1,
+    #: 3.5x at 0.5).
+    _window_rebuild_fraction = 0.25
+
     def __init__(self, pos_label=True, neg_label=None, bins=None):
         super().__init__(pos_label, neg_label)
         self._bins = _check_bins(bins)
@@ -348,22 +356,30 @@ class _BinaryRanking(BinaryMetric):
             for e in zip(ps, py, pw):
                 add(*e)
         else:
-            if ps:
-                w = np.array(pw)
-                chunks.append((np.array(py, dtype=bool), np.array(ps),
-                               None if (w == 1.0).all() else w))
-            labels = np.concatenate([c[0] for c in chunks])
-            scores = np.concatenate([c[1] for c in chunks])
-            weights = None
-            if any(c[2] is not None for c in chunks):
-                weights = np.concatenate([np.ones(len(c[1])) if c[2] is None else c[2]
-                                          for c in chunks])
-            self._so.add_entries(*_aggregate(labels, scores, weights))
+            self._so.add_entries(*_aggregate(*self._pending()))
             n = len(self._so)
-        ps.clear()
-        py.clear()
-        pw.clear()
-        chunks.clear()
+        self._forget_pending(n)
+
+    def _pending(self):
+        """The deferred events as one batch: (labels, scores, weights or None)."""
+        ps, py, pw, chunks = self._ps, self._py, self._pw, list(self._chunks)
+        if ps:
+            w = np.array(pw)
+            chunks.append((np.array(py, dtype=bool), np.array(ps),
+                           None if (w == 1.0).all() else w))
+        labels = np.concatenate([c[0] for c in chunks])
+        scores = np.concatenate([c[1] for c in chunks])
+        weights = None
+        if any(c[2] is not None for c in chunks):
+            weights = np.concatenate([np.ones(len(c[1])) if c[2] is None else c[2]
+                                      for c in chunks])
+        return labels, scores, weights
+
+    def _forget_pending(self, n):
+        self._ps.clear()
+        self._py.clear()
+        self._pw.clear()
+        self._chunks.clear()
         self._nchunked = 0
         self._limit = max(DEFER_LIMIT, n >> 1)
 
@@ -474,9 +490,22 @@ class _BinaryRanking(BinaryMetric):
             return self
         if self._bins:
             scores = _bin_array(scores, self._bins)
+        removed = _aggregate(labels, scores, weights)
+        so = self._so
+        pending = len(self._ps) + self._nchunked
+        if pending and (pending + m) * DEFER_REBUILD_RATIO >= len(so):
+            # deferred events (a window's new batch) and this slice out: one rebuild
+            # instead of two (merge the deferred, then remove), the same result
+            try:
+                so.replace_entries(_aggregate(*self._pending()), removed)
+                self._forget_pending(len(so))
+                self._streak = 0
+                return self
+            except KeyError:
+                pass  # refused: state unchanged; the path below names the event
         order = self._order  # merges deferred events: they may be among those reverted
         try:
-            order.remove_entries(*_aggregate(labels, scores, weights))
+            order.remove_entries(*removed)
         except KeyError:
             i = _first_refused(order, labels, scores, np.arange(m),
                                None if weights is None else weights == 0.0)
