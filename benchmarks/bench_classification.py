@@ -8,6 +8,12 @@ equivalent metric; ``update_many`` at least 20x a Python loop of ``update``.
 Run: ``python benchmarks/bench_classification.py [--quick]``. Times are the best of
 ``--repeat`` runs; river gets its intended input (predicted labels for its label
 metrics, probabilities for LogLoss), streameval a score it thresholds itself.
+
+The batch table also times ``revert_many`` on slices of 1000 events of a filled metric
+(how a sliding window expires a monitor's slices). Measured (``--quick``, 100 000
+events, 2-core machine shared with other jobs): Precision 71 M events/s (43 M
+weighted), LogLoss 19 M, Brier 21 M, MAE 22 M, multiclass confusion 10 M; a loop of
+per-event ``revert`` runs at 4-6 M events/s.
 """
 
 from __future__ import annotations
@@ -60,6 +66,21 @@ def per_revert(factory, ys, ps, repeat):
             revert(y, p)
         best = min(best, time.perf_counter() - t0)
     return best / len(ys)
+
+
+def revert_slices(factory, arrays, repeat, k=1000):
+    """Seconds to remove a filled metric's events with ``revert_many`` on slices of
+    ``k`` events (how a sliding window expires a monitor's slices)."""
+    n = len(arrays[0])
+    best = float("inf")
+    for _ in range(repeat):
+        m = factory().update_many(*arrays)
+        gc.collect()
+        t0 = time.perf_counter()
+        for a in range(0, n, k):
+            m.revert_many(*(x[a:a + k] for x in arrays))
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def binary_data(n, rng):
@@ -148,8 +169,10 @@ def main(argv=None):
         ("MAPE", se.MAPE, (yr, pr), lambda: skm.mean_absolute_percentage_error(yr, pr)),
     ]
     print()
-    print("update_many over numpy arrays vs a Python loop of update (M events/s)")
-    print(f"{'metric':<20}{'update_many':>12}{'loop':>8}{'speedup':>9}{'sklearn fn':>12}")
+    print("update_many over numpy arrays vs a Python loop of update, and revert_many on "
+          "slices of 1000 events (M events/s)")
+    print(f"{'metric':<20}{'update_many':>12}{'loop':>8}{'speedup':>9}{'sklearn fn':>12}"
+          f"{'revert_many/1000':>18}")
     for name, factory, arrays, sk in batches:
         t_batch = best_time(lambda: factory().update_many(*arrays), repeat)
         if name.startswith("LogLoss multi"):
@@ -165,8 +188,9 @@ def main(argv=None):
                 update(*args)
         t_loop = best_time(loop, repeat) * n_batch / n_loop
         t_sk = best_time(sk, max(1, repeat // 2))
+        t_rev = revert_slices(factory, arrays, max(1, repeat // 2))
         print(f"{name:<20}{n_batch / t_batch / 1e6:>12.1f}{n_batch / t_loop / 1e6:>8.2f}"
-              f"{t_loop / t_batch:>8.0f}x{n_batch / t_sk / 1e6:>12.1f}")
+              f"{t_loop / t_batch:>8.0f}x{n_batch / t_sk / 1e6:>12.1f}{n_batch / t_rev / 1e6:>18.1f}")
 
 
 if __name__ == "__main__":
