@@ -911,3 +911,22 @@ def test_sliding_count_state_and_merge_with_chunks():
     a.merge(c)
     a._check()
     assert same(a.get(), sk_precision(y[450:700], s[450:700], w[450:700]))
+
+
+def test_count_window_state_without_chunk_layout_still_loads():
+    """States written before the chunk layout was recorded hold the events only."""
+    y, s, w = stream(23, 200)
+    a = Sliding(streameval.Recall(), size=50)
+    a.update_many(np.array(y[:120]), np.array(s[:120]), np.array(w[:120]))
+    state = json.loads(json.dumps(a.to_state()))
+    del state["data"]["chunks"]
+    b = from_state(state)
+    b._check()
+    assert b.events() == a.events()
+    for j in range(120, 200):
+        b.update(y[j], s[j], w=w[j])
+    assert same(b.get(), sk_recall(y[150:200], s[150:200], w[150:200]))
+    bad = json.loads(json.dumps(a.to_state()))
+    bad["data"]["chunks"] = [[49, False]]
+    with pytest.raises(ValueError, match="chunks"):
+        from_state(bad)
