@@ -235,6 +235,47 @@ def memory(n):
         print(f"{what:<58} {stored:>10,} {size:>12,} {per} {size / events:>8.2f}", flush=True)
 
 
+# ----------------------------------------------------------------- section 4
+
+
+def revert_batches(sizes, kinds):
+    print("\n4. revert_many of m events out of n stored (ROCAUC), against a loop of revert "
+          "(ms, best of 5; 'window' = update_many of m new events, then revert_many of the "
+          "m oldest, then get: a sliding window's step)")
+    header = (f"{'scores':>10} {'n':>8} {'m':>7} {'revert loop':>12} {'revert_many':>12} "
+              f"{'speed-up':>9} {'window step':>12}")
+    print(header)
+    print("-" * len(header))
+    for kind in kinds:
+        for n, m in sizes:
+            y, s = make_stream(n + m, 7, kind)
+            yl, sl = y[:m].tolist(), s[:m].tolist()
+            times = []
+            for how in ("loop", "many", "window"):
+                best = float("inf")
+                fresh = [se.ROCAUC().update_many(y[:n], s[:n]) for _ in range(5)]
+                for metric in fresh:
+                    metric.get()
+                for metric in fresh:  # best of 5 (process_time: others' load excluded)
+                    t0 = clock()
+                    if how == "loop":
+                        revert = metric.revert
+                        for yi, si in zip(yl, sl):
+                            revert(yi, si)
+                    elif how == "many":
+                        metric.revert_many(y[:m], s[:m])
+                    else:
+                        metric.update_many(y[n:], s[n:])
+                        metric.revert_many(y[:m], s[:m])
+                    metric.get()
+                    best = min(best, clock() - t0)
+                assert abs(metric.get() - skm.roc_auc_score(
+                    *((y[m:n], s[m:n]) if how != "window" else (y[m:], s[m:])))) < 1e-12
+                times.append(best * 1e3)
+            print(f"{kind:>10} {n:>8,} {m:>7,} {times[0]:>12.2f} {times[1]:>12.2f} "
+                  f"{times[0] / times[1]:>8.1f}x {times[2]:>12.2f}", flush=True)
+
+
 # ----------------------------------------------------------------- tuning
 
 
@@ -298,6 +339,8 @@ def main(argv=None):
     cumulative(50_000 if quick else 1_000_000, kinds)
     get_every_event(10_000 if quick else 100_000, kinds)
     memory(50_000 if quick else 1_000_000)
+    sizes = [(10_000, 100), (10_000, 1_000), (100_000, 1_000), (100_000, 10_000)]
+    revert_batches(sizes[:2] if quick else sizes, kinds)
 
 
 if __name__ == "__main__":

@@ -1010,7 +1010,8 @@ def test_small_batches_are_deferred_and_exact():
 
 def both_paths(monkeypatch, bulk):
     """Force ScoreOrder.remove_entries (and stored_counts) onto one path."""
-    monkeypatch.setattr(_scoreorder, "REBUILD_RATIO", 10**9 if bulk else 0)
+    for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
+        monkeypatch.setattr(_scoreorder, name, 10**9 if bulk else 0)
 
 
 @pytest.mark.parametrize("bulk", [False, True])
@@ -1125,7 +1126,8 @@ def test_hypothesis_revert_many(base, data, which, bulk, defer):
     with one event too many is refused at the index a revert loop refuses, unchanged.
     ``defer``: every update still deferred when the batch goes (one merged rebuild)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_scoreorder, "REBUILD_RATIO", 10**9 if bulk else 0)
+        for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
+            mp.setattr(_scoreorder, name, 10**9 if bulk else 0)
         if defer:
             mp.setattr(ranking_module, "DEFER_AFTER", 0)
             mp.setattr(ranking_module, "DEFER_LIMIT", 10**6)

@@ -281,7 +281,7 @@ def table_of(events):
 @pytest.mark.parametrize("load", [4, 8])
 @pytest.mark.parametrize("ratio", [0, 10**9])  # entry by entry / bulk rebuild
 def test_remove_entries_equals_brute_force_and_one_by_one(load, ratio, monkeypatch):
-    monkeypatch.setattr(_scoreorder, "REBUILD_RATIO", ratio)
+    monkeypatch.setattr(_scoreorder, "REMOVE_REBUILD_RATIO", ratio)
     rng = random.Random(load + ratio)
     events = [(rng.choice([round(rng.random(), 2), rng.random()]), rng.random() < 0.4,
                float(rng.choice([0, 1, 2, 3]))) for _ in range(1500)]
@@ -305,7 +305,7 @@ def test_remove_entries_equals_brute_force_and_one_by_one(load, ratio, monkeypat
 
 @pytest.mark.parametrize("ratio", [0, 10**9])
 def test_remove_entries_refuses_and_changes_nothing(ratio, monkeypatch):
-    monkeypatch.setattr(_scoreorder, "REBUILD_RATIO", ratio)
+    monkeypatch.setattr(_scoreorder, "REMOVE_REBUILD_RATIO", ratio)
     o = ScoreOrder(load=4)
     events = [(float(i % 50), i % 3 == 0, 1.0) for i in range(200)] + [(7.0, True, 0.0)]
     for e in events:
@@ -344,7 +344,8 @@ def test_remove_refuses_a_weight_class_never_stored():
        st.data(), st.booleans())
 def test_hypothesis_remove_entries_inverse(events, data, bulk):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_scoreorder, "REBUILD_RATIO", 10**9 if bulk else 0)
+        for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
+            mp.setattr(_scoreorder, name, 10**9 if bulk else 0)
         o = ScoreOrder(load=4)
         for e in events:
             o.add(*e)

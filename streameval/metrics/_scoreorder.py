@@ -47,7 +47,8 @@ from bisect import bisect_left
 
 import numpy as np
 
-__all__ = ["ScoreOrder", "DEFAULT_LOAD", "GROUP", "REBUILD_RATIO", "mann_whitney_u"]
+__all__ = ["ScoreOrder", "DEFAULT_LOAD", "GROUP", "REBUILD_RATIO", "REMOVE_REBUILD_RATIO",
+           "mann_whitney_u"]
 
 #: Target block size. A block holds between ``load / 2`` and ``2 * load`` distinct
 #: scores (small blocks join a neighbour, as in ``SortedList``). Each event sums part of
@@ -68,6 +69,12 @@ _SHIFT = 6
 #: ``--tune`` at n = 200 000: an entry costs about 8 us, a rebuild about 85 ns per stored
 #: score, so the two meet near n / m = 100.
 REBUILD_RATIO = 100
+
+#: The same crossover for removing a batch (:meth:`ScoreOrder.remove_entries`): removing
+#: an entry costs about 4.8 us at n = 100 000 (fewer Python steps than adding one), a
+#: rebuild about 90 ns per stored score (``bench_ranking.py``, section 4): they meet
+#: near n / m = 50.
+REMOVE_REBUILD_RATIO = 50
 
 _F8 = np.float64
 _I8 = np.int64
@@ -619,7 +626,7 @@ class ScoreOrder:
         n = len(self)
         if not (m and n):
             return sp, sn
-        if m * REBUILD_RATIO < n:
+        if m * REMOVE_REBUILD_RATIO < n:
             find, cps, cns = self._find, self._cp, self._cn
             for j, s in enumerate(keys.tolist()):
                 k, i = find(s)
@@ -670,7 +677,7 @@ class ScoreOrder:
         n = len(self)
         if not self._zeros_fit(cp, cn, z_pos, z_neg):
             raise KeyError(np.zeros(m, dtype=bool))
-        if m * REBUILD_RATIO < n:
+        if m * REMOVE_REBUILD_RATIO < n:
             sp, sn = self.stored_counts(keys)
             bad = (cp > sp) | (cn > sn)
             if bad.any():

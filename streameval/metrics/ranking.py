@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from streameval.metrics import _scoreorder
 from streameval.metrics._scoreorder import ScoreOrder
 from streameval.metrics.base import (
     BinaryMetric,
@@ -493,9 +494,11 @@ class _BinaryRanking(BinaryMetric):
         removed = _aggregate(labels, scores, weights)
         so = self._so
         pending = len(self._ps) + self._nchunked
-        if pending and (pending + m) * DEFER_REBUILD_RATIO >= len(so):
-            # deferred events (a window's new batch) and this slice out: one rebuild
-            # instead of two (merge the deferred, then remove), the same result
+        n = len(so)
+        if pending and (m * _scoreorder.REMOVE_REBUILD_RATIO >= n or pending * (
+                _scoreorder.REBUILD_RATIO if self._chunks else DEFER_REBUILD_RATIO) >= n):
+            # deferred events (a window's new batch) and this slice out, where merging
+            # the one or removing the other would rebuild anyway: one rebuild for both
             try:
                 so.replace_entries(_aggregate(*self._pending()), removed)
                 self._forget_pending(len(so))
