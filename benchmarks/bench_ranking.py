@@ -18,6 +18,20 @@ AUC about 0.86 (as benchmarks/bench_windows.py). Times are CPU time
 (``time.process_time``), the best of a few runs where a run is short, so that other
 processes on a shared machine disturb them less.
 
+4. ``revert_many`` of ``m`` events out of ``n`` stored against a loop of ``revert``, and
+   a sliding window's step (``update_many`` of the new events, ``revert_many`` of the
+   expired ones, ``get``).
+
+Figures (python 3.11, numpy 2.4, 2 shared cores, CPU time; noisy to +-30%):
+
+- Section 2, AP ``update`` + ``get`` after each event at 100 000 all-distinct scores:
+  391 us/value (997 before the int64 prefix sums of integer weights); 3-decimal
+  scores 16 us; ROCAUC 1.8-2.7 us.
+- Section 4, ``revert_many`` against a revert loop: 3-decimal scores 1.8x at
+  (n, m) = (10 000, 100), 14x at (100 000, 1 000), 65x at (100 000, 10 000);
+  all-distinct 0.8-0.9x at m = 100 (validation and aggregation overhead), 6.5x at
+  (10 000, 1 000), 0.8-1.7x at (100 000, 1 000), 2.4-3.5x at (100 000, 10 000).
+
     python benchmarks/bench_ranking.py            # full run (about five minutes)
     python benchmarks/bench_ranking.py --quick    # smaller, for a smoke test
     python benchmarks/bench_ranking.py --tune     # block load and batch crossover

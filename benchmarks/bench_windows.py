@@ -11,6 +11,11 @@ to 3 decimals by default, as logged model scores often are: many ties).
 river's RollingROCAUC / RollingPRAUC recompute over the window on ``get``: at 100 000
 with ``get`` after every event they are measured on a bounded number of events.
 
+Measured (``--quick --windows 100000 --kinds ap,auc --scores continuous``, 2 shared
+cores): sliding AP with ``get`` after every event 2 908 events/s against river's
+RollingPRAUC 2 436 (984 before AP's int64 prefix sums); sliding AUC 54 735 against
+RollingROCAUC 2 009 (27x), both equal to scikit-learn.
+
     python benchmarks/bench_windows.py            # full run (a few minutes)
     python benchmarks/bench_windows.py --quick    # smaller, for a smoke test
     python benchmarks/bench_windows.py --scores continuous

@@ -29,6 +29,11 @@ time in cache misses), and numpy reads and writes whole blocks without per-eleme
 conversion (one ``bytearray.join`` flattens all blocks), which makes batches, state
 and AP's ``get`` fast.
 
+Batches: :meth:`ScoreOrder.add_entries` and :meth:`ScoreOrder.remove_entries` take
+events aggregated per distinct score; few entries go one by one, many are merged into
+(or subtracted from) the extracted arrays with numpy and the blocks rebuilt, ``U``
+recomputed (:data:`REBUILD_RATIO`, :data:`REMOVE_REBUILD_RATIO`).
+
 Memory grows with distinct scores, not with events: a score whose last event is
 reverted is deleted. Exactness: with integer weights (the usual ``w=1``) every sum is an
 integer and ``U`` a multiple of 1/2, exact while ``P * N < 2**52`` (about 10**8 events);

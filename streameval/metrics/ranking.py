@@ -14,7 +14,10 @@ weighted Mann–Whitney statistic ``U``. From it:
   ``precision_recall_curve`` with ``drop_intermediate=False``.
 
 ``update`` and ``revert`` cost `O(log(n))` (``n`` distinct scores); ``update_many``
-sorts the batch with numpy and merges it; ``merge`` and ``to_state`` are exact. A
+sorts the batch with numpy and merges it; ``revert_many`` (a window's expired slice)
+aggregates the batch per score, checks it against the stored counts (atomic: an event
+never added is refused by index) and removes it entry by entry or in one numpy rebuild;
+``merge`` and ``to_state`` are exact. A
 metric updated many times without being read defers the events and merges them in
 bulk at the next read (:data:`DEFER_AFTER`); one read after every event never defers.
 Memory grows with distinct scores, not with events. ``bins=N`` (``ROCAUC``, ``Gini``,
