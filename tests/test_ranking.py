@@ -1353,3 +1353,22 @@ def test_hypothesis_multiclass_revert_many(base, data, average, ap, bulk):
         a._check()
         assert same(value_of(a), value_of(b))
         assert (a._n, a._z) == (b._n, b._z) and abs(a._w - b._w) <= 1e-9
+
+
+@pytest.mark.parametrize("average", ["macro", "micro"])
+def test_multiclass_revert_refuses_a_weight_never_added(average):
+    """Only zero-weight events stored: reverting one of weight 1 is refused up front,
+    in every per-class order and the micro order, nothing changed."""
+    m = ROCAUC(average=average)
+    m.update("cat", {"cat": 0.5}, 0.0)
+    m.update("dog", {"dog": 0.5}, 0.0)
+    state = m.to_state()
+    for w in (1.0, 2.0):
+        with pytest.raises(ValueError, match="no such event was added"):
+            m.revert("dog", {"dog": 0.5}, w)
+        with pytest.raises(ValueError, match="event 0: "):
+            m.revert_many(["dog"], [{"dog": 0.5}], [w])
+    assert m.to_state() == state
+    m.revert("dog", {"dog": 0.5}, 0.0)
+    m._check()
+    assert m._n == 1 and m._z == 1

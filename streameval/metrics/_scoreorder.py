@@ -396,10 +396,17 @@ class ScoreOrder:
         if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
             self._settle()
 
-    def contains(self, s, positive, count=1):
-        """Whether ``count`` events of this class with score ``s`` are stored."""
+    def contains(self, s, positive, count=1, w=None):
+        """Whether ``count`` events of this class with score ``s`` are stored (and, given
+        a weight ``w``, as many of this class with weight 0, or > 0, as ``w`` is: what
+        :meth:`remove` checks)."""
         k, i = self._find(s)
-        return k >= 0 and (self._cp if positive else self._cn)[k][i] >= count
+        if k < 0 or (self._cp if positive else self._cn)[k][i] < count:
+            return False
+        if w is None:
+            return True
+        n, z = (self.n_pos, self.z_pos) if positive else (self.n_neg, self.z_neg)
+        return (z if not w else n - z) >= count
 
     def _find(self, s):
         maxes = self._maxes

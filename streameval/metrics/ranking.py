@@ -1006,14 +1006,20 @@ class _OVRRanking(MultiClassMetric):
         unknown = [c for c in (y_true, *probas) if c not in classes]
         entries = [(order, self._key(probas.get(c, 0.0)), c == y_true)
                    for c, order in classes.items()]
-        if unknown or not self._n or not all(o.contains(s, p) for o, s, p in entries):
+        if unknown or not self._n or not all(o.contains(s, p, 1, w) for o, s, p in entries):
             raise ValueError(
                 f"revert(y_true={y_true!r}, y_pred={y_pred!r}): no such event was added")
         if self._micro is not None:
             counts = {}
             for _, s, p in entries:
                 counts[s, p] = counts.get((s, p), 0) + 1
-            if not all(self._micro.contains(s, p, c) for (s, p), c in counts.items()):
+            micro = self._micro
+            need = {True: 0, False: 0}  # per class: events of this weight (zero or not)
+            for (_, p), c in counts.items():
+                need[p] += c
+            if not all(micro.contains(s, p, c, w) for (s, p), c in counts.items()) or any(
+                    (z if not w else n - z) < need[p] for p, n, z in (
+                        (True, micro.n_pos, micro.z_pos), (False, micro.n_neg, micro.z_neg))):
                 raise ValueError(
                     f"revert(y_true={y_true!r}, y_pred={y_pred!r}): no such event was added")
         for order, s, p in entries:
