@@ -379,3 +379,19 @@ def test_integral_flag_follows_every_way_weights_come_in():
     big = ScoreOrder()
     big.add(0.5, True, 2.0**53)
     assert big.integral and not big.exact_ints()  # sums beyond 2**53 are not exact
+    # a fractional weight removed (not the one added: misuse, but not integers either)
+    o = ScoreOrder()
+    o.add(0.5, True, 2.0)
+    o.add(0.5, True, 1.0)
+    o.remove(0.5, True, 0.5)
+    assert not o.integral
+
+
+def test_mann_whitney_u_int64_prefix_sums_equal_float():
+    rng = np.random.default_rng(3)
+    wp = rng.integers(0, 5, 300).astype(float)
+    wn = rng.integers(0, 5, 300).astype(float)
+    events = [(float(i), True, p) for i, p in enumerate(wp) if p] + \
+             [(float(i), False, n) for i, n in enumerate(wn) if n]
+    assert mann_whitney_u(wp, wn, ints=True) == mann_whitney_u(wp, wn) == brute_u(
+        [(s, p, 1.0) for s, p, w in events for _ in range(int(w))])
