@@ -228,7 +228,8 @@ def _progress(enabled, initial):
 
 def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
            checkpoint_every=DEFAULT_CHECKPOINT_EVERY, report=True, progress=True,
-           title=None, config_name=None, config_dir=None, _stop_after=None):
+           title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False,
+           _stop_after=None):
     """Replay ``log`` through a monitor into ``out``; return the summary dict.
 
     The library form of ``streameval replay`` (see the module docstring for the
@@ -259,6 +260,13 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
     config_name, config_dir : optional
         For a ``config`` dict: the name its errors are reported under (default
         ``"config"``) and the directory its relative paths start from.
+    webhooks : sequence of str
+        URLs each alert transition is POSTed to as JSON (retries with backoff; a
+        delivery that still fails is counted in the summary's ``webhook_failures``).
+        After a resume, transitions since the last checkpoint are sent again (at least
+        once).
+    print_alerts : bool
+        Also write each alert transition to stdout as a JSON line.
     """
     import numpy as np
 
@@ -323,6 +331,13 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
         sinks = outputs.sinks
         monitor.on_metrics.append(sinks["metrics"].write)
         monitor.on_alert.append(sinks["alerts"].write)
+        from streameval.io.sinks import StdoutSink, WebhookSink
+
+        hooks = [WebhookSink(url) for url in webhooks]
+        for hook in hooks:
+            monitor.on_alert.append(hook.write)
+        if print_alerts:
+            monitor.on_alert.append(StdoutSink().write)
         rejected = rejected_callback(sinks["rejected"]) if "rejected" in sinks else None
         batch_size = None
         if checkpoint is not None and checkpoint_every:
@@ -434,6 +449,7 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
         "fired": [{"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment")} for a in fired],
         "elapsed_seconds": round(elapsed, 3),
         "resumed": state is not None,
+        "webhook_failures": sum(h.failures for h in hooks),
         "final": [{"segment": seg, **v} for seg, v in finals.items()],
     }
     _write_json(out / "summary.json", summary)
@@ -583,6 +599,10 @@ def _replay_options(p, out_default):
                    help="exit with status 1 if any alert fired (for CI pipelines)")
     p.add_argument("--no-report", action="store_true",
                    help="do not write report.html and the plots")
+    p.add_argument("--webhook", action="append", default=[], metavar="URL",
+                   help="POST each alert transition as JSON to URL (retries with backoff; repeatable)")
+    p.add_argument("--print-alerts", action="store_true",
+                   help="also print each alert transition to stdout as a JSON line")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary table")
 
@@ -634,6 +654,8 @@ def _options(args):
         "checkpoint_every": args.checkpoint_every,
         "report": not args.no_report,
         "progress": not args.no_progress and not args.quiet,
+        "webhooks": args.webhook,
+        "print_alerts": args.print_alerts,
     }
 
 

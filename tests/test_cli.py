@@ -177,6 +177,51 @@ def test_fail_on_alert_exit_status(weighted_log, tmp_path):
         assert main(argv[:-1]) == 0
 
 
+def test_alerts_go_to_a_webhook_and_stdout(weighted_log, tmp_path, capsys):
+    """--webhook POSTs every transition to a real HTTP server on 127.0.0.1 (the first
+    attempt gets a 500 and is retried); --print-alerts writes them to stdout; both equal
+    alerts.jsonl."""
+    import http.server
+    import threading
+
+    received, failures_left = [], [1]
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if failures_left[0]:
+                failures_left[0] -= 1
+                self.send_response(500)
+            else:
+                received.append(json.loads(body))
+                self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        log, _ = weighted_log
+        cfg = tmp_path / "cfg.toml"
+        cfg.write_text(METRICS_CONFIG.format(extra="", threshold=0.99))
+        out = tmp_path / "out"
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        assert main(["replay", str(log), "--config", str(cfg), "--out", str(out), "--no-report",
+                     "--quiet", "--webhook", url, "--print-alerts"]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    alerts = _rows(out / "alerts.jsonl")
+    assert any(a["state"] == "firing" for a in alerts)
+    assert received == alerts
+    printed = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    assert printed == alerts
+    assert json.loads((out / "summary.json").read_text())["webhook_failures"] == 0
+
+
 # -------------------------------------------------------------------- bad input
 
 BAD = [
