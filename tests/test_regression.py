@@ -242,3 +242,26 @@ def test_batch_then_revert_one_by_one_is_exact(name):
     for i in range(500):
         m.revert(float(y[i]), float(p[i]), float(w[i]))
     assert close(m.get(), expected(name, y[500:], p[500:], w[500:]), 1e-12)
+
+
+def test_rounding_residue_of_a_long_weighted_history_is_not_a_refusal():
+    """As for the confusion matrix: counts decide whether an event is there; the
+    weight sum's rounding residue after 1M float-weighted events is not a refusal."""
+    rng = np.random.default_rng(8)
+    n = 1_000_000
+    yt = rng.random(n) * 10
+    yp = yt + rng.standard_normal(n)
+    w = rng.random(n) * 2.0
+    m = MAE()
+    m.update_many(yt, yp, w)
+    for a in range(0, n - 50, 1000):
+        b = min(a + 1000, n - 50)
+        m.revert_many(yt[a:b], yp[a:b], w[a:b])
+    assert m.get() == pytest.approx(
+        np.average(np.abs(yt[-50:] - yp[-50:]), weights=w[-50:]), rel=1e-6)
+    for i in range(n - 50, n):
+        m.revert(yt[i].item(), yp[i].item(), w[i].item())
+    m._check()
+    assert math.isnan(m.get())
+    with pytest.raises(ValueError, match="no such event"):
+        m.revert(1.0, 2.0, 1.0)

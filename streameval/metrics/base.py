@@ -142,6 +142,25 @@ def _hashable_label(label, name):
         raise ValueError(f"{name} = {label!r}: not a valid label")
 
 
+#: How far below zero, as a share of the metric's total weight, a weighted sum may go
+#: through float rounding before a ``revert`` of that weight is refused. Event counts
+#: are exact and decide whether an event is there at all; this slack only tells a
+#: wrong weight from the rounding residue that millions of float-weighted updates and
+#: reverts leave (about ``ops * 1e-16`` of the sums' size; 1e-6 covers 1e10 operations).
+REVERT_SLACK = 1e-6
+
+
+def overdrawn(left, w, scale):
+    """Whether ``left``, a weighted sum after taking out weight ``w``, is further below
+    zero than rounding explains, for a metric whose total weight is about ``scale``.
+    Works elementwise on numpy arrays.
+
+    >>> overdrawn(-1e-12, 1.0, 1e4), overdrawn(-0.5, 1.0, 1e4)
+    (False, True)
+    """
+    return left < -(1e-9 * w + REVERT_SLACK * scale)
+
+
 # ---------------------------------------------------------------------------- batches
 
 

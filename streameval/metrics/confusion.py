@@ -36,6 +36,7 @@ from .base import (
     check_same_length,
     check_weight,
     label_sets,
+    overdrawn,
 )
 
 __all__ = [
@@ -259,31 +260,34 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
             if y:
                 k = self._ntp - 1
                 v = self.tp - w
-                if k < 0 or v < -1e-9 * w:
+                if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
                     self._not_counted("tp", y_true, y_pred, w)
                 self._ntp = k
                 self.tp = v if k else 0.0
             else:
                 k = self._nfp - 1
                 v = self.fp - w
-                if k < 0 or v < -1e-9 * w:
+                if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
                     self._not_counted("fp", y_true, y_pred, w)
                 self._nfp = k
                 self.fp = v if k else 0.0
         elif y:
             k = self._nfn - 1
             v = self.fn - w
-            if k < 0 or v < -1e-9 * w:
+            if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
                 self._not_counted("fn", y_true, y_pred, w)
             self._nfn = k
             self.fn = v if k else 0.0
         else:
             k = self._ntn - 1
             v = self.tn - w
-            if k < 0 or v < -1e-9 * w:
+            if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
                 self._not_counted("tn", y_true, y_pred, w)
             self._ntn = k
             self.tn = v if k else 0.0
+
+    def _total(self):
+        return self.tp + self.fp + self.fn + self.tn
 
     def _not_counted(self, cell, y_true, y_pred, w):
         raise ValueError(
@@ -350,7 +354,7 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
             if not len(sel):
                 continue
             left = old[c] - np.cumsum(ws[sel])
-            bad = (np.arange(1, len(sel) + 1) > held[c]) | (left < -1e-9 * ws[sel])
+            bad = (np.arange(1, len(sel) + 1) > held[c]) | overdrawn(left, ws[sel], sum(old))
             if bad.any():
                 first = min(first, int(sel[int(np.argmax(bad))]))
         if first < n:
@@ -393,7 +397,7 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
             v, k = getattr(self, cell), getattr(self, "_n" + cell)
             assert type(v) is float and math.isfinite(v), (cell, v)
             assert type(k) is int and k >= 0, (cell, k)
-            assert v >= -1e-9 * max(total, 1.0), (cell, v)
+            assert not overdrawn(v, 0.0, max(total, 1.0)), (cell, v)
             assert k or v == 0.0, (cell, v, k)
 
     def __repr__(self):
@@ -520,7 +524,8 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             w = check_weight(w)
         key = (y_true, y_pred)
         cell = self._cells.get(key)
-        if cell is None or cell[0] - w < -1e-9 * w:
+        if cell is None or (cell[0] - w < -1e-9 * w
+                             and overdrawn(cell[0] - w, w, self._weight_total())):
             raise ValueError(
                 f"revert of (y_true={key[0]!r}, y_pred={key[1]!r}, w={w!r}): "
                 f"no such event was counted (cell holds {cell!r})"
@@ -619,8 +624,8 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
                 sel = np.flatnonzero(inverse == g)
                 ws = np.ones(len(sel)) if weights is None else weights[sel]
                 held = (0.0, 0) if cell is None else cell
-                bad = (np.arange(1, len(sel) + 1) > held[1]) | (
-                    held[0] - np.cumsum(ws) < -1e-9 * ws)
+                bad = (np.arange(1, len(sel) + 1) > held[1]) | overdrawn(
+                    held[0] - np.cumsum(ws), ws, self._weight_total())
                 if bad.any():
                     first = min(self._first_refused(keys, inverse, weights))
                     raise ValueError(
@@ -637,13 +642,19 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
                 cell[1] -= c
         return self
 
+    def _weight_total(self):
+        """The total weight in the matrix (the scale of its rounding residue)."""
+        return sum(cell[0] for cell in self._cells.values())
+
     def _first_refused(self, keys, inverse, weights):
         """Indices of the first refused event of every cell (a loop of ``revert``)."""
+        total = self._weight_total()
         for g, key in enumerate(keys):
             sel = np.flatnonzero(inverse == g)
             ws = np.ones(len(sel)) if weights is None else weights[sel]
             held = self._cells.get(key) or (0.0, 0)
-            bad = (np.arange(1, len(sel) + 1) > held[1]) | (held[0] - np.cumsum(ws) < -1e-9 * ws)
+            bad = (np.arange(1, len(sel) + 1) > held[1]) | overdrawn(
+                held[0] - np.cumsum(ws), ws, total)
             if bad.any():
                 yield int(sel[int(np.argmax(bad))])
 
@@ -683,7 +694,7 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             w, c = cell
             assert type(w) is float and math.isfinite(w), (key, cell)
             assert type(c) is int and c >= 1, (key, cell)
-            assert w >= -1e-9 * max(total, 1.0), (key, cell)
+            assert not overdrawn(w, 0.0, max(total, 1.0)), (key, cell)
 
     def __repr__(self):
         return f"ConfusionMatrix(multiclass=True, labels={self.labels!r}, n={self.n})"

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from .base import Metric, RegressionMetric, _fail, check_real, check_weight
+from .base import Metric, RegressionMetric, _fail, check_real, check_weight, overdrawn
 
 __all__ = ["MAE", "MSE", "RMSE", "RMSLE", "MAPE"]
 
@@ -96,7 +96,7 @@ class _WeightedMean(Metric):
         """Take out a weighted loss ``x`` of weight ``w``; False (and no change) if there
         is no such event to take out."""
         n = self._n - 1
-        if n < 0 or self._w - w < -1e-9 * w:
+        if n < 0 or overdrawn(self._w - w, w, self._w):
             return False
         self._n = n
         if not n:  # empty: exactly zero, no rounding residue
@@ -177,7 +177,7 @@ class _WeightedMean(Metric):
             weight = float(weights.sum() if keep is None else weights[keep].sum())
         if keep is not None:
             self._check_unskip(m - n, keep)
-        if n > self._n or (n and self._w - weight < -1e-9 * weight):
+        if n > self._n or (n and overdrawn(self._w - weight, weight, self._w)):
             self._not_added(a, b, weights, keep)
         total, error = _sum2(wx)
         if n == self._n:  # emptied: exactly zero, no rounding residue
@@ -194,7 +194,7 @@ class _WeightedMean(Metric):
         idx = np.arange(len(a)) if keep is None else np.flatnonzero(keep)
         ws = np.ones(len(idx)) if weights is None else weights[idx]
         left = self._w - np.cumsum(ws)
-        bad = (np.arange(1, len(idx) + 1) > self._n) | (left < -1e-9 * ws)
+        bad = (np.arange(1, len(idx) + 1) > self._n) | overdrawn(left, ws, self._w)
         i = int(idx[int(np.argmax(bad))])
         raise ValueError(
             f"event {i}: revert of (y_true={_item(a[i])!r}, y_pred={_item(b[i])!r}, "
@@ -243,7 +243,7 @@ class _WeightedMean(Metric):
             assert type(v) is float and math.isfinite(v), v
         if not self._n:
             assert self._s == self._c == self._w == 0.0, (self._s, self._c, self._w)
-        assert self._w >= -1e-9 * max(1.0, abs(self._w)), self._w
+        assert not overdrawn(self._w, 0.0, max(1.0, abs(self._w))), self._w
         total = self._s + self._c
         assert total >= -1e-9 * max(1.0, abs(self._s)), total
 
