@@ -259,6 +259,9 @@ class DriftCounts(BinaryMetric):
     ((1.0, 2.0), (1.0, 2.0))
     """
 
+    # version 2: event counts per code ("n") next to the weighted sums
+    _state_version = 2
+
     def __init__(self, threshold=0.5, pos_label=True, neg_label=None):
         super().__init__(pos_label, neg_label)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
@@ -266,6 +269,9 @@ class DriftCounts(BinaryMetric):
         self.threshold = threshold
         self._w = [0.0, 0.0, 0.0, 0.0]
         self._w2 = [0.0, 0.0, 0.0, 0.0]
+        # events per code: a code without events has sums of exactly 0, whatever float
+        # residue reverting fractional weights left behind
+        self._n = [0, 0, 0, 0]
 
     def _code(self, y_true, y_pred):
         return 2 * self._label(y_true) + (self._score(y_pred) >= self.threshold)
@@ -275,12 +281,23 @@ class DriftCounts(BinaryMetric):
         w = check_weight(w)
         self._w[code] += w
         self._w2[code] += w * w
+        self._n[code] += 1
 
     def revert(self, y_true, y_pred, w=1.0):
         code = self._code(y_true, y_pred)
         w = check_weight(w)
-        self._w[code] -= w
-        self._w2[code] -= w * w
+        left = self._n[code] - 1
+        if left < 0:
+            raise ValueError(
+                f"revert(y_true={y_true!r}, y_pred={y_pred!r}): no such event was added "
+                f"(no event of confusion code {code} left)"
+            )
+        self._n[code] = left
+        if left:
+            self._w[code] -= w
+            self._w2[code] -= w * w
+        else:
+            self._w[code] = self._w2[code] = 0.0
 
     def codes(self, y_true, y_pred, w=None):
         """Validated batch: (codes as an int array, weights as float64 or None)."""
@@ -291,9 +308,11 @@ class DriftCounts(BinaryMetric):
         codes, weights = self.codes(y_true, y_pred, w)
         ws = np.bincount(codes, weights=weights, minlength=4)
         w2 = np.bincount(codes, weights=None if weights is None else weights * weights, minlength=4)
+        ns = np.bincount(codes, minlength=4)
         for c in range(4):
             self._w[c] += float(ws[c])
             self._w2[c] += float(w2[c])
+            self._n[c] += int(ns[c])
         return self
 
     def revert_many(self, y_true, y_pred, w=None):
@@ -302,9 +321,22 @@ class DriftCounts(BinaryMetric):
         codes, weights = self.codes(y_true, y_pred, w)
         ws = np.bincount(codes, weights=weights, minlength=4)
         w2 = np.bincount(codes, weights=None if weights is None else weights * weights, minlength=4)
+        ns = np.bincount(codes, minlength=4)
         for c in range(4):
-            self._w[c] -= float(ws[c])
-            self._w2[c] -= float(w2[c])
+            if ns[c] > self._n[c]:
+                i = int(np.flatnonzero(codes == c)[self._n[c]])
+                raise ValueError(
+                    f"y_true[{i}] = {y_true[i]!r}, y_pred[{i}] = {y_pred[i]!r}: no such event "
+                    f"was added (no event of confusion code {c} left)"
+                )
+        for c in range(4):
+            left = self._n[c] - int(ns[c])
+            self._n[c] = left
+            if left:
+                self._w[c] -= float(ws[c])
+                self._w2[c] -= float(w2[c])
+            else:
+                self._w[c] = self._w2[c] = 0.0
         return self
 
     def proportion(self, metric):
@@ -320,16 +352,18 @@ class DriftCounts(BinaryMetric):
         return x / n if n > 0 else _NAN
 
     def _get_data(self):
-        return {"w": list(self._w), "w2": list(self._w2)}
+        return {"w": list(self._w), "w2": list(self._w2), "n": list(self._n)}
 
     def _set_data(self, data):
         self._w = [float(v) for v in data["w"]]
         self._w2 = [float(v) for v in data["w2"]]
+        self._n = [int(v) for v in data["n"]]
 
     def _merge(self, other):
         for c in range(4):
             self._w[c] += other._w[c]
             self._w2[c] += other._w2[c]
+            self._n[c] += other._n[c]
 
 
 def _effective(sw_num, sw, sw2):
@@ -344,8 +378,9 @@ def _effective(sw_num, sw, sw2):
 def _difference(a, b):
     """Counts of a window minus a sub-window (the previous window)."""
     d = DriftCounts.__new__(DriftCounts)
-    d._w = [max(x - y, 0.0) for x, y in zip(a._w, b._w)]
-    d._w2 = [max(x - y, 0.0) for x, y in zip(a._w2, b._w2)]
+    d._n = [max(x - y, 0) for x, y in zip(a._n, b._n)]
+    d._w = [max(x - y, 0.0) if k else 0.0 for x, y, k in zip(a._w, b._w, d._n)]
+    d._w2 = [max(x - y, 0.0) if k else 0.0 for x, y, k in zip(a._w2, b._w2, d._n)]
     return d
 
 

@@ -527,3 +527,48 @@ def test_drift_counts_revert_many_equals_a_loop_of_revert(data):
     with pytest.raises(ValueError, match=r"y_pred\[1\]"):
         batch.revert_many([True, True], [0.5, float("nan")])
     assert batch.to_state() == before
+
+
+@pytest.mark.parametrize("reference", [0.5, "previous"])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_window_without_positives_has_undefined_recall_after_fractional_weights(seed, reference):
+    # Fractional weights of ~1000 leave float residue in the window's weighted sums
+    # once every actual positive has expired; brute force over the window's events
+    # says there is no actual positive, so the current recall is undefined (nan).
+    rng = np.random.default_rng(seed)
+    N = 1000
+    y = np.r_[rng.random(2000) < 0.5, np.zeros(N, dtype=bool)]
+    s = rng.random(len(y))
+    w = rng.random(len(y)) * 1000 + 0.1
+    d = PrecisionRecallDrift("recall", reference, window=N, min_count=0)
+    d.update_many(y[:1500], s[:1500], w[:1500])
+    for i in range(1500, len(y)):
+        d.update(bool(y[i]), float(s[i]), w=float(w[i]))
+    assert not y[-N:].any()
+    r = d.report()
+    assert r.ready and math.isnan(r.current) and r.n_current == 0.0, r
+    assert math.isnan(r.p_value) and not r.drifted
+    assert math.isnan(d._cur.metric.get())
+    if reference == "previous":
+        # the previous window's recall equals brute force over its events
+        ref = props(y[-2 * N:-N], s[-2 * N:-N], w[-2 * N:-N], "recall")
+        assert r.n_reference == pytest.approx(ref[1], rel=1e-9)
+        # the restored state reports the same
+        r2 = from_state(json.loads(json.dumps(d.to_state()))).report()
+        assert math.isnan(r2.current) and r2.n_reference == r.n_reference
+
+
+def test_drift_counts_refuse_to_revert_an_event_never_added():
+    from streameval.drift import DriftCounts
+
+    c = DriftCounts()
+    c.update(1, 0.9, w=0.3)
+    c.update(0, 0.2, w=0.7)
+    before = c.to_state()
+    with pytest.raises(ValueError, match="no such event"):
+        c.revert(1, 0.1)  # a false negative: none was added
+    with pytest.raises(ValueError, match=r"y_true\[2\]"):
+        c.revert_many([1, 0, 0], [0.9, 0.2, 0.3])  # the second true negative
+    assert c.to_state() == before
+    c.revert_many([1, 0], [0.9, 0.2], [0.3, 0.7])
+    assert c._w == [0.0] * 4 and c._w2 == [0.0] * 4 and math.isnan(c.get())
