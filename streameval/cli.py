@@ -358,8 +358,10 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
             src = DelayedSource(log, fields, label_ttl=delayed["label_ttl"],
                                 labels_path=delayed["labels_path"], on_duplicate=dup,
                                 state=None if state is None else src_state, **opts)
+            # a skipped duplicate prediction is a rejected row too (in rejected.jsonl)
             src_counts = lambda: {  # noqa: E731
-                "rows": sum(s.n_rows for s in src.sources), "rejected": src.n_rejected,
+                "rows": sum(s.n_rows for s in src.sources),
+                "rejected": src.n_rejected + src.joiner.n_duplicates,
                 "expired": src.joiner.n_expired, "orphans": src.joiner.n_orphans,
                 "unlabeled": src.joiner.n_pending}
             src_state_of = src.to_state
@@ -374,6 +376,7 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
         if delayed is not None and state is not None:
             # the joiner's counters are in its own (restored) state
             base["expired"] = base["orphans"] = base["unlabeled"] = 0
+            base["rejected"] -= src.joiner.n_duplicates  # counted again by src_counts
 
         def current_counts():
             c = dict(base)

@@ -596,3 +596,39 @@ def test_replay_from_stdin(tmp_path, monkeypatch):
     assert final["n"] == 2_000
     assert final["values"]["roc_auc"] == pytest.approx(
         roc_auc_score([r["label"] for r in rows], [r["score"] for r in rows]), abs=1e-12)
+
+
+def test_skipped_duplicate_predictions_are_counted_as_rejected(tmp_path):
+    """With delayed labels and --on-error skip, a second prediction for a waiting id goes
+    to rejected.jsonl; the summary's ``rejected`` counts every row of that file, also
+    across a resume from a checkpoint."""
+    from streameval.cli import replay
+
+    rows, n_dup, n_bad = [], 0, 0
+    for i in range(3_000):
+        rows.append({"ts": float(i), "id": f"p{i}", "score": (i % 97) / 97})
+        if i % 250 == 0:  # the same id again while it waits: a duplicate (keep_first)
+            rows.append({"ts": float(i), "id": f"p{i}", "score": 0.5})
+            n_dup += 1
+        if i % 400 == 7:
+            rows.append('{"ts": %d, "id": "bad%d", "score": "x"}' % (i, i))
+            n_bad += 1
+        if i >= 20:
+            rows.append({"ts": float(i), "id": f"p{i - 20}", "label": (i - 20) % 3 == 0})
+    log = _write(tmp_path / "log.jsonl", rows)
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("[input]\nlabel_ttl = 1000\n" + METRICS_CONFIG.format(extra="", threshold=0.5))
+    opts = dict(config=cfg, on_error="skip", report=False, progress=False)
+    ref = tmp_path / "ref"
+    s = replay(log, ref, **opts)
+    rejected = _rows(ref / "rejected.jsonl")
+    assert len(rejected) == n_dup + n_bad
+    assert sum("duplicate prediction id" in r["reason"] for r in rejected) == n_dup
+    assert s["rejected"] == n_dup + n_bad
+    assert json.loads((ref / "summary.json").read_text())["rejected"] == n_dup + n_bad
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt.json"
+    with pytest.raises(KeyboardInterrupt):
+        replay(log, out, checkpoint=ckpt, checkpoint_every=500, _stop_after=1_600, **opts)
+    s2 = replay(log, out, checkpoint=ckpt, checkpoint_every=500, **opts)
+    assert s2["rejected"] == n_dup + n_bad
+    assert len(_rows(out / "rejected.jsonl")) == n_dup + n_bad
