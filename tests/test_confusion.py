@@ -672,3 +672,31 @@ def test_rounding_residue_of_a_long_weighted_history_is_not_a_refusal(multiclass
         assert np.asarray(m.get()).tolist() == [[0.0, 0.0], [0.0, 0.0]]
     with pytest.raises(ValueError, match="no such event"):
         m.revert(y[0].item(), s[0].item(), w[0].item())
+
+
+@pytest.mark.parametrize("multiclass", [False, True])
+@pytest.mark.parametrize("batch", [False, True])
+def test_reverted_weights_leave_no_negative_residue(multiclass, batch):
+    """0.1 + 0.7 - 0.7 - 0.1 is -2.8e-17 in floats: with a zero-weight event still
+    counted, the cell must read 0 (weights are >= 0), not a negative residue that made
+    MCC's square root raise and precision read 1. sklearn sees weight 0 only: every
+    value is undefined (NaN)."""
+    kw = {"multiclass": True} if multiclass else {}
+    cm = ConfusionMatrix(**kw)
+    avg = {"average": "macro"} if multiclass else {}
+    metrics = [MCC(cm=cm), Precision(cm=cm, **avg), Recall(cm=cm, **avg),
+               BalancedAccuracy(cm=cm), F1(cm=cm, **avg)]
+    yt, yp = (1, 1) if multiclass else (True, 0.9)
+    for w in (0.1, 0.7, 0.0):
+        cm.update(yt, yp, w)
+    if batch:
+        cm.revert_many([yt], [yp], [0.7])
+        cm.revert_many([yt], [yp], [0.1])
+    else:
+        cm.revert(yt, yp, 0.7)
+        cm.revert(yt, yp, 0.1)
+    cm._check()
+    assert cm.n == 1
+    assert float(np.asarray(cm.get()).min()) == 0.0  # sklearn's matrix of weight 0
+    for m in metrics:
+        assert math.isnan(m.get()), (m, m.get())

@@ -255,7 +255,8 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
             y_pred = self._score(y_pred)
         if type(w) is not float or not 0.0 <= w <= _MAXF:
             w = check_weight(w)
-        # an emptied cell is exactly 0 (no rounding residue of float weights)
+        # an emptied cell is exactly 0 (no rounding residue of float weights), and a
+        # residue below 0 (0.1 + 0.7 - 0.7 - 0.1 < 0) is 0: a cell's weight is >= 0
         if y_pred >= self.threshold:
             if y:
                 k = self._ntp - 1
@@ -263,28 +264,28 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
                 if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
                     self._not_counted("tp", y_true, y_pred, w)
                 self._ntp = k
-                self.tp = v if k else 0.0
+                self.tp = v if k and v > 0.0 else 0.0
             else:
                 k = self._nfp - 1
                 v = self.fp - w
                 if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
                     self._not_counted("fp", y_true, y_pred, w)
                 self._nfp = k
-                self.fp = v if k else 0.0
+                self.fp = v if k and v > 0.0 else 0.0
         elif y:
             k = self._nfn - 1
             v = self.fn - w
             if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
                 self._not_counted("fn", y_true, y_pred, w)
             self._nfn = k
-            self.fn = v if k else 0.0
+            self.fn = v if k and v > 0.0 else 0.0
         else:
             k = self._ntn - 1
             v = self.tn - w
             if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
                 self._not_counted("tn", y_true, y_pred, w)
             self._ntn = k
-            self.tn = v if k else 0.0
+            self.tn = v if k and v > 0.0 else 0.0
 
     def _total(self):
         return self.tp + self.fp + self.fn + self.tn
@@ -340,7 +341,9 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
         left = [k - c for k, c in zip(held, counts)]
         if min(left) < 0 or min(new) < 0.0:
             self._check_revert_batch(idx, labels, scores, weights, old, held)
-        self.tp, self.fn, self.fp, self.tn = (v if k else 0.0 for v, k in zip(new, left))
+        # emptied: exactly 0; a rounding residue below 0 is 0 (a cell's weight is >= 0)
+        self.tp, self.fn, self.fp, self.tn = (
+            v if k and v > 0.0 else 0.0 for v, k in zip(new, left))
         self._ntp, self._nfn, self._nfp, self._ntn = left
         return self
 
@@ -533,7 +536,8 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         if cell[1] == 1:
             del self._cells[key]  # an empty cell is gone, its weight exactly 0
         else:
-            cell[0] -= w
+            v = cell[0] - w
+            cell[0] = v if v > 0.0 else 0.0  # a rounding residue below 0 is 0
             cell[1] -= 1
 
     # -- batches ----------------------------------------------------------------
@@ -638,7 +642,8 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             if cell[1] == c:
                 del cells[key]  # an empty cell is gone, its weight exactly 0
             else:
-                cell[0] -= s
+                v = cell[0] - s
+                cell[0] = v if v > 0.0 else 0.0  # a rounding residue below 0 is 0
                 cell[1] -= c
         return self
 
