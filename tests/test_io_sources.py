@@ -430,3 +430,29 @@ def test_same_results_without_orjson(tmp_path, monkeypatch):
     with_orjson = run()
     monkeypatch.setattr(sources, "_loads", json.loads)
     assert run() == with_orjson
+
+
+@needs_pyarrow
+@pytest.mark.parametrize("typ, unit", [(pa and pa.date32(), 86_400), (pa and pa.date64(), 86_400),
+                                       (pa and pa.timestamp("ns"), 1)])
+def test_parquet_time_column_with_a_null_keeps_its_other_rows(tmp_path, typ, unit):
+    """A null in a date or timestamp column refuses that row only ("ts is null"); the
+    other rows keep their time (epoch seconds of the date at midnight UTC)."""
+    import datetime as dt
+
+    days = [dt.date(2024, 1, 1), None, dt.date(2024, 1, 3)]
+    if unit == 1:
+        values = [None if d is None else dt.datetime(d.year, d.month, d.day) for d in days]
+    else:
+        values = days
+    table = pa.table({"ts": pa.array(values, typ), "label": [True, False, True],
+                      "score": [0.9, 0.1, 0.3]})
+    p = tmp_path / "log.parquet"
+    pq.write_table(table, p)
+    rejected = []
+    b = EventSource(p, on_error="skip", rejected=lambda *r: rejected.append(r)).read_all()
+    day0 = (dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+            - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)).total_seconds()
+    assert b.ts.tolist() == [day0, day0 + 2 * 86_400]
+    assert b.line.tolist() == [1, 3]
+    assert [(r[0], r[1]) for r in rejected] == [(2, "ts is null")]

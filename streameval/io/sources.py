@@ -16,7 +16,8 @@ Formats, from the file extension or ``format=``:
 * ``.csv`` -- a header row naming the fields, then one event per row; an
   empty cell means "absent". Line numbers are physical lines (header = 1).
 * ``.parquet`` -- needs ``pyarrow`` (``pip install streameval[parquet]``);
-  ``line`` is the 1-based row number. Timestamp columns are event times;
+  ``line`` is the 1-based row number. Timestamp and date columns are event times
+  (naive means UTC; a date is its midnight UTC);
   string columns follow the CSV rules, typed columns the JSON rules.
 * ``-`` -- stdin, JSONL or CSV (detected from the first non-blank byte:
   ``{`` means JSONL), or a binary file object.
@@ -427,12 +428,20 @@ def _arrow_column(arr) -> tuple[Any, bool]:
         t = arr.type
     if pt.is_string(t) or pt.is_large_string(t):
         return arr.to_pylist(), True
+    # dates and timestamps -> epoch seconds (UTC), as numbers: ``to_pylist`` would give
+    # date objects (not event times) and, for nanoseconds, lose precision
+    if pt.is_timestamp(t) or pt.is_date32(t) or pt.is_date64(t):
+        if pt.is_timestamp(t):  # seconds = ticks / ticks per second (one rounding)
+            ints, mul, div = arr.cast(pa.int64()), 1, {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[t.unit]
+        elif pt.is_date32(t):  # days
+            ints, mul, div = arr.cast(pa.int32()), 86400, 1
+        else:  # date64: milliseconds
+            ints, mul, div = arr.cast(pa.int64()), 1, 1000
+        if arr.null_count == 0:
+            return ints.to_numpy().astype(np.float64) * mul / div, False
+        # nulls stay None: the row validator reports them ("ts is null")
+        return [None if v is None else v * mul / div for v in ints.to_pylist()], False
     if arr.null_count == 0:
-        if pt.is_timestamp(t):
-            per_s = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[t.unit]
-            return arr.cast(pa.int64()).to_numpy() / per_s, False
-        if pt.is_date32(t):
-            return arr.cast(pa.int32()).to_numpy().astype(np.float64) * 86400.0, False
         if pt.is_integer(t) or pt.is_floating(t) or pt.is_boolean(t):
             return arr.to_numpy(zero_copy_only=False), False
     return arr.to_pylist(), False
