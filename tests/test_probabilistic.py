@@ -219,3 +219,33 @@ def test_worked_example_sklearn_docstring():
         b.update(y, dict(zip(["eggs", "ham", "spam"], p)))
     # sklearn's docstring prints 0.146...; by hand: (0.06 + 0.14 + 0.24) / 3
     assert b.get() == pytest.approx(0.44 / 3, abs=1e-12)
+
+
+@pytest.mark.parametrize("cls", [LogLoss, Brier])
+@pytest.mark.parametrize("multiclass", [False, True])
+@pytest.mark.parametrize("batch", [False, True])
+def test_only_zero_weights_left_is_nan_not_a_residue(cls, multiclass, batch):
+    """0.1 + 0.2 - 0.2 - 0.1 is 2.8e-17 in floats: with only a zero-weight event left
+    the value is undefined (NaN, where sklearn refuses), not 0.0; the next event then
+    counts alone, as sklearn says."""
+    if multiclass:
+        y, p = ["a", "b", "c"], [{"a": 0.7, "b": 0.3}, {"b": 0.4, "c": 0.6}, {"c": 0.2, "a": 0.8}]
+        nxt, sk = ("b", {"b": 0.9, "a": 0.1}), sk_multiclass
+    else:
+        y, p = [True, False, True], [0.8, 0.4, 0.3]
+        nxt, sk = (False, 0.35), sk_binary
+    w = [0.1, 0.2, 0.0]
+    m = cls(multiclass=multiclass)
+    if batch:
+        m.update_many(y, p, w)
+        m.revert_many(y[:2], p[:2], w[:2])
+    else:
+        for e in zip(y, p, w):
+            m.update(*e)
+        m.revert(y[1], p[1], w[1])
+        m.revert(y[0], p[0], w[0])
+    m._check()
+    assert math.isnan(sk(cls.__name__, y[2:], p[2:], w[2:]))
+    assert math.isnan(m.get()), m.to_state()
+    m.update(*nxt, 0.5)
+    assert close(m.get(), sk(cls.__name__, [y[2], nxt[0]], [p[2], nxt[1]], [0.0, 0.5]))

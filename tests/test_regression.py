@@ -265,3 +265,33 @@ def test_rounding_residue_of_a_long_weighted_history_is_not_a_refusal():
     assert math.isnan(m.get())
     with pytest.raises(ValueError, match="no such event"):
         m.revert(1.0, 2.0, 1.0)
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+@pytest.mark.parametrize("how", ["loop", "batch", "merged"])
+@pytest.mark.parametrize("weights", [(0.1, 0.2), (0.3, 0.1), (0.1, 0.7)])
+def test_only_zero_weights_left_is_nan_not_a_residue(name, how, weights):
+    """0.1 + 0.2 - 0.2 - 0.1 is 2.8e-17 in floats: with only zero-weight events left,
+    the weight sum must be exactly 0 and the mean undefined (NaN, as the oracle:
+    sklearn refuses all-zero weights), not 0.0 or the residue's ratio."""
+    y, p = [2.0, 3.0, 4.0], [2.5, 1.0, 7.0]
+    w = [*weights, 0.0]
+    m = CLASSES[name]()
+    if how == "loop":
+        for e in zip(y, p, w):
+            m.update(*e)
+        m.revert(y[1], p[1], w[1])
+        m.revert(y[0], p[0], w[0])
+    elif how == "batch":
+        m.update_many(y, p, w)
+        m.revert_many(y[:2], p[:2], w[:2])
+    else:
+        m.update_many(y[:2], p[:2], w[:2])
+        m.merge(CLASSES[name]().update_many(y[2:], p[2:], w[2:]))
+        m.revert(y[1], p[1], w[1])
+        m.revert(y[0], p[0], w[0])
+    m._check()
+    assert math.isnan(expected(name, y[2:], p[2:], w[2:]))
+    assert math.isnan(m.get()), m.to_state()
+    m.update(1.0, 2.0, 0.5)  # and the next event counts alone
+    assert close(m.get(), expected(name, [y[2], 1.0], [p[2], 2.0], [0.0, 0.5]))

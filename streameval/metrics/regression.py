@@ -45,6 +45,8 @@ class _WeightedMean(Metric):
         self._s = 0.0  # sum of w * loss ...
         self._c = 0.0  # ... and its Neumaier compensation
         self._w = 0.0  # sum of w
+        self._z = 0  # events of weight 0 among the counted: when only they are left,
+        # the sums are exactly 0 (not the rounding residue of the weights taken out)
 
     def get(self):
         """The weighted mean loss; NaN before any weight.
@@ -74,6 +76,8 @@ class _WeightedMean(Metric):
         self._s = t
         self._w += w
         self._n += 1
+        if not w:
+            self._z += 1
 
     def revert(self, y_true, y_pred, w=1.0):
         """Remove one event added earlier (exact inverse of :meth:`update`).
@@ -99,8 +103,12 @@ class _WeightedMean(Metric):
         if n < 0 or overdrawn(self._w - w, w, self._w):
             return False
         self._n = n
-        if not n:  # empty: exactly zero, no rounding residue
+        z = self._z
+        if not w and z:
+            self._z = z = z - 1
+        if n <= z:  # empty, or only weight 0 left: exactly zero, no rounding residue
             self._s = self._c = self._w = 0.0
+            self._z = n
             return True
         s = self._s
         t = s - x
@@ -143,6 +151,7 @@ class _WeightedMean(Metric):
         else:
             weight = float(weights.sum() if keep is None else weights[keep].sum())
         self._fold(n, total, weight, error)
+        self._z += _zeros(weights, keep)
         if keep is not None:
             self._skip(len(wx) - n)
         return self
@@ -182,9 +191,13 @@ class _WeightedMean(Metric):
         total, error = _sum2(wx)
         if n == self._n:  # emptied: exactly zero, no rounding residue
             self._s = self._c = self._w = 0.0
-            self._n = 0
+            self._n = self._z = 0
         else:
             self._fold(-n, -total, -weight, -error)
+            self._z = max(self._z - _zeros(weights, keep), 0)
+            if self._n <= self._z:  # only weight 0 left: exactly zero
+                self._s = self._c = self._w = 0.0
+                self._z = self._n
         if keep is not None:
             self._skip(n - m)
         return self
@@ -222,26 +235,32 @@ class _WeightedMean(Metric):
     # -- state ------------------------------------------------------------------
     def _merge(self, other):
         self._fold(other._n, other._s, other._w, other._c)
+        self._z += other._z
 
     def _get_data(self):
-        return {"n": self._n, "sum": [self._s, self._c], "weight": self._w}
+        data = {"n": self._n, "sum": [self._s, self._c], "weight": self._w}
+        if self._z:  # only where events of weight 0 are held (older states lack it)
+            data["zero"] = self._z
+        return data
 
     def _set_data(self, data):
         try:
             n = int(data["n"])
             s, c = (float(v) for v in data["sum"])
             w = float(data["weight"])
+            z = int(data.get("zero", 0))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a {self._public_name} state: {data!r:.200} ({e})") from None
-        if n < 0 or not all(math.isfinite(v) for v in (s, c, w)) or w < 0:
+        if n < 0 or not all(math.isfinite(v) for v in (s, c, w)) or w < 0 or not 0 <= z <= n:
             raise ValueError(f"not a {self._public_name} state: {data!r:.200}")
-        self._n, self._s, self._c, self._w = n, s, c, w
+        self._n, self._s, self._c, self._w, self._z = n, s, c, w, z
 
     def _check(self):
         assert type(self._n) is int and self._n >= 0, self._n
         for v in (self._s, self._c, self._w):
             assert type(v) is float and math.isfinite(v), v
-        if not self._n:
+        assert type(self._z) is int and 0 <= self._z <= self._n, (self._z, self._n)
+        if self._n == self._z:
             assert self._s == self._c == self._w == 0.0, (self._s, self._c, self._w)
         assert not overdrawn(self._w, 0.0, max(1.0, abs(self._w))), self._w
         total = self._s + self._c
@@ -302,6 +321,16 @@ def _pairwise2(x):
     return s, e
 
 
+def _zeros(weights, keep):
+    """How many of a batch's counted events have weight 0."""
+    if weights is None:
+        return 0
+    zero = weights == 0.0
+    if keep is not None:
+        zero &= keep
+    return int(np.count_nonzero(zero))
+
+
 def _item(v):
     return v.item() if isinstance(v, np.generic) else v
 
@@ -353,6 +382,8 @@ class MAE(_RegressionMean):
             self._s = t
             self._w += w
             self._n += 1
+            if not w:
+                self._z += 1
         else:
             _WeightedMean.update(self, y_true, y_pred, w)
 
@@ -416,6 +447,8 @@ class MSE(_RegressionMean):
             self._s = t
             self._w += w
             self._n += 1
+            if not w:
+                self._z += 1
         else:
             _WeightedMean.update(self, y_true, y_pred, w)
 
