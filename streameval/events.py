@@ -20,8 +20,8 @@ the same bad row gets the same reason wherever it comes from:
   Missing is an error unless ``FieldMap(require_ts=False)`` (then NaN).
 * **weight** -- optional, default 1.0; finite and ``>= 0``.
 * **id** -- optional; a string or an integer.
-* **segment** -- optional; a scalar (string, number, bool) or missing (None).
-  Several segment fields give a tuple of values.
+* **segment** -- optional; a scalar (string, finite number, bool) or missing
+  (None). Several segment fields give a tuple of values.
 
 JSON ``null`` and an empty CSV cell both mean "absent".
 """
@@ -408,10 +408,15 @@ def _segval(v: Any, name: str, text: bool) -> Any:
         return v if (v or not text) else None
     if v is MISSING or v is None:
         return None
-    if t is int or t is float or t is bool:
-        return v
     if isinstance(v, np.generic):
-        return v.item()
+        v = v.item()
+        t = type(v)
+    if t is float:
+        if not math.isfinite(v):  # NaN != NaN: it could not name a segment
+            raise _Bad(f"{name} is {'NaN' if v != v else 'infinite'}")
+        return v
+    if t is int or t is bool or t is str:
+        return v
     raise _Bad(f"{name} must be a string, number or bool, got {_show(v)}")
 
 
@@ -747,7 +752,8 @@ def _col_objects(col, name: str, text: bool, fn, ok_types):
     types = set(map(type, col))
     if types <= {_Missing, type(None)} or (text and types <= {str} and not any(col)):
         return None, None
-    if types <= ok_types and not (text and "" in col and str in types) and _Missing not in types:
+    if (types <= ok_types and not (text and "" in col and str in types) and _Missing not in types
+            and (float not in types or _all_finite(col))):
         return col, None
     out = [None] * len(col)
     bad = np.zeros(len(col), bool)
@@ -757,6 +763,12 @@ def _col_objects(col, name: str, text: bool, fn, ok_types):
         except _Bad:
             bad[i] = True
     return out, bad
+
+
+def _all_finite(col) -> bool:
+    """True when no float of ``col`` is NaN or infinite."""
+    isfinite = math.isfinite
+    return all(isfinite(v) for v in col if type(v) is float)
 
 
 _ID_TYPES = {str, int, type(None)}

@@ -632,3 +632,27 @@ def test_skipped_duplicate_predictions_are_counted_as_rejected(tmp_path):
     s2 = replay(log, out, checkpoint=ckpt, checkpoint_every=500, **opts)
     assert s2["rejected"] == n_dup + n_bad
     assert len(_rows(out / "rejected.jsonl")) == n_dup + n_bad
+
+
+def test_non_finite_segment_row_is_rejected_with_its_line(tmp_path):
+    """A NaN segment (Python's json writes NaN) is a bad row: exit 2 naming the line, or
+    with --on-error skip a rejected row; the other rows give sklearn's AUC per segment."""
+    rows = _events(600, seed=13, segments=["eu", "us"])
+    lines = [json.dumps(r) for r in rows]
+    lines.insert(250, '{"ts": 1700000125.2, "label": 1, "score": 0.3, "segment": NaN}')
+    log = _write(tmp_path / "log.jsonl", lines)
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(METRICS_CONFIG.format(extra='group_by = "segment"', threshold=0.5))
+    out = tmp_path / "out"
+    assert main(["replay", str(log), "--config", str(cfg), "--out", str(out),
+                 "--no-report", "-q"]) == 2
+    assert main(["replay", str(log), "--config", str(cfg), "--out", str(out), "--no-report",
+                 "-q", "--on-error", "skip"]) == 0
+    assert [(r["line"], r["reason"]) for r in _rows(out / "rejected.jsonl")] == [
+        (251, "segment is NaN")]
+    metric_rows = _rows(out / "metrics.jsonl")
+    for seg in ("eu", "us"):
+        y = [r["label"] for r in rows if r["segment"] == seg]
+        s = [r["score"] for r in rows if r["segment"] == seg]
+        assert _last(metric_rows, seg)["values"]["roc_auc"] == pytest.approx(
+            roc_auc_score(y, s), abs=1e-12)

@@ -179,6 +179,29 @@ def test_ids_and_segments():
         parse_event(ev(country=["x"]), fm)
 
 
+@pytest.mark.parametrize("bad, reason", [(math.nan, "country is NaN"),
+                                         (math.inf, "country is infinite"),
+                                         (np.float64(-math.inf), "country is infinite")])
+def test_non_finite_segment_is_a_bad_row(bad, reason):
+    """The Monitor refuses a NaN segment (NaN != NaN: a new segment per event), so the
+    event layer must refuse the row, naming it, instead of passing it on."""
+    fm = FieldMap(segment="country")
+    with pytest.raises(EventError, match=f"^event: {reason}$"):
+        parse_event(ev(country=bad), fm)
+    rows = [ev(country="fr"), ev(country=bad), ev(country=1.5)]
+    with pytest.raises(EventError, match=f"^event 1: {reason}$"):
+        events_to_batch(rows, fm)
+    # the columnar path (a typed float column, as Parquet gives) reports the same row
+    col = np.array([1.0, float(bad), 2.5])
+    n = len(col)
+    batch, errors = build_batch({"ts": [0] * n, "label": [1] * n, "score": [0.5] * n,
+                                 "country": col}, np.arange(1, n + 1), fm)
+    assert errors == [(1, reason)] and batch.segment == [1.0, 2.5]
+    fm2 = FieldMap(segment=["country", "device"])
+    with pytest.raises(EventError, match=f"^event 0: {reason}$"):
+        events_to_batch([ev(country=bad, device="ios")], fm2)
+
+
 # ------------------------------------------------------------------ time
 
 
