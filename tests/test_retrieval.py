@@ -355,6 +355,21 @@ def test_exact_sum(xs):
     assert s.value() == 0.0
 
 
+def test_exact_sum_partials_stay_non_overlapping_when_a_term_cancels():
+    # 1 + 1e-20 - 1: the cancelled top partial must go, not stay as a trailing 0.0
+    s = _ExactSum()
+    for x in (1.0, 1e-20, -1.0):
+        s.add(x)
+    assert s.value() == 1e-20
+    assert all(abs(a) < abs(b) for a, b in zip(s.p, s.p[1:])), s.p
+    m = PrecisionAtK(k=3)
+    m.update([1, 0, 0], [3, 2, 1], w=1.0)
+    m.update([1, 0, 0], [3, 2, 1], w=1e-20)
+    m.revert([1, 0, 0], [3, 2, 1], w=1.0)
+    m._check()
+    assert m.get() == 1 / 3
+
+
 def test_sliding_window_by_revert_equals_recomputation():
     rng = np.random.default_rng(3)
     qs = [(rng.integers(0, 3, 20), rng.random(20).round(1)) for _ in range(200)]

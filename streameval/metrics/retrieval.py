@@ -90,7 +90,9 @@ class _ExactSum:
                 p[i] = lo
                 i += 1
             x = hi
-        p[i:] = [x]
+        # a top partial cancelled to 0 is dropped (a trailing 0.0 would break the
+        # partials' increasing magnitudes, which ``_check`` asserts)
+        p[i:] = [x] if x or not i else []
 
     def add_array(self, arr):
         """Add every element of a float array exactly, without a Python loop over it.
