@@ -325,9 +325,9 @@ BAD = [
     (b'[{"label": 1, "score": 0.5, "ts": "yesterday"}]', None, 0, "unparseable time"),
     (b"42", None, None, "expected a JSON object"),
     (b"   ", None, None, "empty body"),
-    # valid for the event rules, refused by the Monitor: the logged batch is removed
+    # a non-finite segment value (the Monitor could not key a segment by it)
     (b'[{"label": 1, "score": 0.5, "ts": 1, "country": "fr"}, '
-     b'{"label": 1, "score": 0.5, "ts": 2, "country": Infinity}]', None, 1, "must be finite"),
+     b'{"label": 1, "score": 0.5, "ts": 2, "country": Infinity}]', None, 1, "country is infinite"),
 ]
 
 
