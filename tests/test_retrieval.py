@@ -433,6 +433,13 @@ def test_bad_input_raises_and_changes_nothing(cls):
         metric.update_many([[1], [1, 0]], [[0.1], [0.2]])
     with pytest.raises(ValueError, match=r"w\[1\] = -1.0"):
         metric.update_many([[1], [1, 0]], None, [1.0, -1.0])
+    # a scalar where one weight per query is expected: a ValueError, not a TypeError
+    with pytest.raises(ValueError, match="w = True"):
+        metric.update([1, 0], [0.1, 0.2], w=True)
+    with pytest.raises(ValueError, match=r"w\[1\] = None"):
+        metric.update_many([[1], [1, 0]], None, [1.0, None])
+    with pytest.raises(ValueError, match="w = 2.0"):
+        metric.update_many([[1], [1, 0]], None, 2.0)
     assert json.dumps(metric.to_state()) == before
 
 

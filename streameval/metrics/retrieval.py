@@ -38,7 +38,7 @@ import numbers
 
 import numpy as np
 
-from streameval.metrics.base import Metric, check_weight
+from streameval.metrics.base import Metric, as_weight_array, check_weight
 
 __all__ = [
     "PrecisionAtK",
@@ -474,12 +474,11 @@ class _QueryMetric(Metric):
         if w is None:
             wa = np.ones(nq)
         else:
+            if isinstance(w, (str, bytes, dict)) or not hasattr(w, "__len__"):
+                raise ValueError(f"w = {w!r:.80}: must be a sequence with one weight per query")
             if len(w) != nq:
                 raise ValueError(f"relevances has {nq} queries but w has {len(w)}")
-            wa = _as_vector(w, "w", "weight")
-            if wa.size and wa.min() < 0.0:
-                i = int(np.argmax(wa < 0.0))
-                raise ValueError(f"w[{i}] = {wa[i].item()!r}: weight must be a finite number >= 0")
+            wa = as_weight_array(w, nq)  # the rules of ``check_weight`` (no bools)
         if nq == 0:
             return self
         values, defined = self._compute(rel, sc, lengths)
