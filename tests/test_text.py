@@ -388,6 +388,8 @@ def test_bad_input_raises_and_changes_nothing(make):
         metric.update_many(["a", "b", "c"], [["a"], ["b"], []])
     with pytest.raises(ValueError, match="hypotheses has 2 elements but references has 1"):
         metric.update_many(["a", "b"], [["a"]])
+    with pytest.raises(ValueError, match="w = 2.0"):  # not a TypeError from len()
+        metric.update_many(["a"], [["a"]], 2.0)
     assert json.dumps(metric.to_state()) == before
 
 

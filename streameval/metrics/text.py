@@ -101,6 +101,8 @@ def _check_batch(hypotheses, references, w):
     n = len(hypotheses)
     if len(references) != n:
         raise ValueError(f"hypotheses has {n} elements but references has {len(references)}")
+    if w is not None and (isinstance(w, (str, bytes, dict)) or not hasattr(w, "__len__")):
+        raise ValueError(f"w = {w!r:.80}: must be a sequence with one weight per event")
     if w is not None and len(w) != n:
         raise ValueError(f"hypotheses has {n} elements but w has {len(w)}")
     return n
