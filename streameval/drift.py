@@ -467,6 +467,8 @@ class PrecisionRecallDrift:
             raise ValueError(f"warmup = {warmup!r}: must be a number >= 0")
         if window is not None and (isinstance(warmup, float) and not warmup.is_integer()):
             raise ValueError(f"warmup = {warmup!r}: with window= it counts events (an integer)")
+        if window is not None:
+            warmup = int(warmup)  # an event count: it slices batches
         if ci not in ("newcombe", "wald"):
             raise ValueError(f'ci = {ci!r}: must be "newcombe" or "wald"')
         if isinstance(min_count, bool) or not isinstance(min_count, (int, float)) or min_count < 0:

@@ -572,3 +572,17 @@ def test_drift_counts_refuse_to_revert_an_event_never_added():
     assert c.to_state() == before
     c.revert_many([1, 0], [0.9, 0.2], [0.3, 0.7])
     assert c._w == [0.0] * 4 and c._w2 == [0.0] * 4 and math.isnan(c.get())
+
+
+def test_an_integral_float_warmup_counts_events_in_batches_too():
+    # warmup = 150.0 is accepted for a count window (an integral number of events);
+    # update_many sliced the batch with it and crashed half-applied
+    y, s, w = make_stream(3, 1200, weights=True)
+    N, warm = 400, 150
+    d = PrecisionRecallDrift("recall", "baseline", window=N, warmup=float(warm), alpha=0.05)
+    d.update_many(y[:700], s[:700], w[:700])
+    d.update_many(y[700:], s[700:], w[700:])
+    ref = props(y[warm:warm + N], s[warm:warm + N], w[warm:warm + N], "recall")
+    cur = props(y[-N:], s[-N:], w[-N:], "recall")
+    assert_report(d.report(), ref, cur, 0.05)
+    assert d.n == len(y)
