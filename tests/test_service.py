@@ -782,3 +782,20 @@ def test_engine_state_equals_a_direct_monitor_of_the_accepted_batches(sizes, bad
         assert_same_state(json.loads(json.dumps(snapshot_json(eng.snapshot()))), mon)
     finally:
         eng.close()
+
+
+def test_a_server_that_cannot_bind_releases_its_engine(tmp_path):
+    """BackgroundServer on a port already taken raises, and leaves no engine threads and
+    no open write-ahead log behind (its engine, built here, is closed)."""
+    def engine_threads():
+        return [t for t in threading.enumerate() if t.name.startswith("streameval-")
+                and t.name != "streameval-serve" and t.is_alive()]
+
+    with BackgroundServer(port=0) as srv:
+        before = len(engine_threads())
+        with pytest.raises(OSError):
+            BackgroundServer(port=srv.port, state_dir=tmp_path / "state")
+        deadline = time.monotonic() + 5
+        while len(engine_threads()) > before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(engine_threads()) == before

@@ -267,12 +267,17 @@ class BackgroundServer:
 
         self.engine = engine if engine is not None else build_engine(
             config, state_dir=state_dir, **engine_kwargs)
-        opts = getattr(self.engine, "serve_options", {})
-        self.app = create_app(
-            self.engine, token=token,
-            protect_reads=bool(_pick(protect_reads, opts.get("protect_reads"), False)),
-            max_body=_pick(max_body, opts.get("max_body"), DEFAULT_MAX_BODY))
-        self._sock = _bind(host, port)
+        try:
+            opts = getattr(self.engine, "serve_options", {})
+            self.app = create_app(
+                self.engine, token=token,
+                protect_reads=bool(_pick(protect_reads, opts.get("protect_reads"), False)),
+                max_body=_pick(max_body, opts.get("max_body"), DEFAULT_MAX_BODY))
+            self._sock = _bind(host, port)
+        except BaseException:
+            if engine is None:  # built here: stop its threads and close its log
+                self.engine.close()
+            raise
         self.url = _url(self._sock)
         self.port = self._sock.getsockname()[1]
         self._server = _server(self.app, log_level)
@@ -286,6 +291,7 @@ class BackgroundServer:
         deadline = time.monotonic() + 10
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()  # ``with`` does not call __exit__ when __enter__ raises
                 raise RuntimeError("the streameval server did not start")
             time.sleep(0.005)
         return self
