@@ -468,3 +468,15 @@ def test_empty_and_nan():
     assert PrecisionAtK(k=None).update([]).get() == 0.0
     # weight zero everywhere: undefined, not 0
     assert math.isnan(MRR().update([1], w=0.0).get())
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_bad_state_is_refused_with_a_value_error(cls):
+    good = cls().update([1, 0, 2], [0.3, 0.2, 0.1]).to_state()
+    bad_datas = [{}, {**good["data"], "n": "x"}, {**good["data"], "n": -1},
+                 {**good["data"], "vsum": None}, {**good["data"], "wsum": [float("nan")]}]
+    for data in bad_datas:
+        with pytest.raises(ValueError, match=f"bad {cls.__name__} state"):
+            streameval.from_state({**good, "data": data})
+    assert streameval.from_state(json.loads(json.dumps(good))).get() == cls().update(
+        [1, 0, 2], [0.3, 0.2, 0.1]).get()

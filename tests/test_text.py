@@ -419,3 +419,20 @@ def test_missing_stemmer_says_what_to_install(monkeypatch):
     with pytest.raises(ImportError, match="stem=False"):
         ROUGE(stem=True)
     assert METEOR(stem=False).update("a b", ["a b"]).get() > 0.9  # no stemmer needed
+
+
+@pytest.mark.parametrize("make", [BLEU, ROUGE, METEOR])
+def test_bad_state_is_refused_with_a_value_error(make):
+    good = make().update("the cat sat", ["the cat sat down"]).to_state()
+    key = "stats" if make is BLEU else "sums"
+    bad_datas = [{}, {**good["data"], "n": "x"}, {**good["data"], "n": -1},
+                 {**good["data"], key: None}]
+    if make is BLEU:
+        bad_datas.append({**good["data"], "stats": [-1] * len(good["data"]["stats"])})
+    else:
+        bad_datas.append({**good["data"], "wsum": [float("inf")]})
+    for data in bad_datas:
+        with pytest.raises(ValueError, match=f"bad {make.__name__} state"):
+            streameval.from_state({**good, "data": data})
+    again = streameval.from_state(json.loads(json.dumps(good)))
+    assert again.get() == make().update("the cat sat", ["the cat sat down"]).get()

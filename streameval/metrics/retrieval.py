@@ -508,10 +508,15 @@ class _QueryMetric(Metric):
                 "wsum": list(self._wsum.p), "vsum": list(self._vsum.p)}
 
     def _set_data(self, data):
-        self._n = int(data["n"])
-        self.skipped = int(data["skipped"])
-        self._wsum = _ExactSum(data["wsum"])
-        self._vsum = _ExactSum(data["vsum"])
+        try:
+            n, skipped = int(data["n"]), int(data["skipped"])
+            wsum, vsum = _ExactSum(data["wsum"]), _ExactSum(data["vsum"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"bad {type(self).__name__} state: {e!r}") from None
+        if n < 0 or skipped < 0 or not all(map(math.isfinite, wsum.p + vsum.p)):
+            raise ValueError(f"bad {type(self).__name__} state: negative counts or "
+                             "non-finite sums")
+        self._n, self.skipped, self._wsum, self._vsum = n, skipped, wsum, vsum
 
     def _merge(self, other):
         self._n += other._n

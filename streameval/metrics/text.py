@@ -351,12 +351,18 @@ class BLEU(_TextMetric):
         return {"n": self._n, "stats": list(self._stats)}
 
     def _set_data(self, data):
-        stats = [int(v) for v in data["stats"]]
+        try:
+            stats = [int(v) for v in data["stats"]]
+            n = int(data["n"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"bad BLEU state: {e!r}") from None
         if len(stats) != 2 + 2 * self.max_ngram_order:
-            raise ValueError(f"BLEU state has {len(stats)} statistics; "
+            raise ValueError(f"bad BLEU state: {len(stats)} statistics; "
                              f"max_ngram_order={self.max_ngram_order} needs "
                              f"{2 + 2 * self.max_ngram_order}")
-        self._n = int(data["n"])
+        if n < 0 or min(stats) < 0:
+            raise ValueError("bad BLEU state: negative counts")
+        self._n = n
         self._stats = stats
 
     def _merge(self, other):
@@ -443,12 +449,18 @@ class _MeanScore(_TextMetric):
                 "sums": [list(s.p) for s in self._sums]}
 
     def _set_data(self, data):
-        self._n = int(data["n"])
-        self._wsum = _ExactSum(data["wsum"])
-        self._sums = [_ExactSum(p) for p in data["sums"]]
-        if len(self._sums) != len(self._fields):
-            raise ValueError(f"{type(self).__name__} state has {len(self._sums)} sums, "
-                             f"expected {len(self._fields)}")
+        name = type(self).__name__
+        try:
+            n = int(data["n"])
+            wsum = _ExactSum(data["wsum"])
+            sums = [_ExactSum(p) for p in data["sums"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"bad {name} state: {e!r}") from None
+        if len(sums) != len(self._fields):
+            raise ValueError(f"bad {name} state: {len(sums)} sums, expected {len(self._fields)}")
+        if n < 0 or not all(math.isfinite(x) for s in (wsum, *sums) for x in s.p):
+            raise ValueError(f"bad {name} state: negative count or non-finite sums")
+        self._n, self._wsum, self._sums = n, wsum, sums
 
     def _merge(self, other):
         self._n += other._n
