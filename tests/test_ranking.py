@@ -474,6 +474,14 @@ def test_bad_state_is_refused():
     state["data"] = {"scores": [1.0]}
     with pytest.raises(ValueError, match="bad score-order state"):
         from_state(state)
+    # multiclass: a micro state without its micro order, or not a dict at all
+    state = ROCAUC(average="micro").update_many(["a", "b"], [{"a": .9}, {"b": .8}]).to_state()
+    del state["data"]["micro"]
+    with pytest.raises(ValueError, match="bad multiclass state"):
+        from_state(state)
+    state["data"] = None
+    with pytest.raises(ValueError, match="bad multiclass state"):
+        from_state(state)
 
 
 # ------------------------------------------------------------------- binned

@@ -1174,6 +1174,7 @@ class _OVRRanking(MultiClassMetric):
         try:
             classes, orders = list(data["classes"]), list(data["orders"])
             n, w, z = int(data["n"]), float(data["w"]), int(data["zero"])
+            micro = data["micro"]
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"bad multiclass state: {e!r}") from None
         if len(classes) != len(orders):
@@ -1184,7 +1185,7 @@ class _OVRRanking(MultiClassMetric):
             o.set_data(d)
             built[self._class(c, "class")] = o
         if self._micro is not None:
-            self._micro.set_data(data["micro"])
+            self._micro.set_data(micro)
         self._classes, self._n, self._w, self._z = built, n, w, z
         self._cached_stamp = None
 
