@@ -936,16 +936,19 @@ def events_to_batch(
     """
     fm = fields if fields is not None else _DEFAULT_FIELDS
     events = list(events)
-    for i, o in enumerate(events):
-        if not isinstance(o, dict):
-            raise EventError(
-                f"not a JSON object: {_show(o)}", index=i, line=i + 1, raw=o, where=f"event {i}"
-            )
-    columns = {name: [o.get(name, MISSING) for o in events] for name in fm.columns()}
+    # the first non-object ends the events validated: a bad event before it is named first
+    k = next((i for i, o in enumerate(events) if not isinstance(o, dict)), len(events))
+    head = events[:k] if k < len(events) else events
+    columns = {name: [o.get(name, MISSING) for o in head] for name in fm.columns()}
     batch, errors = build_batch(
-        columns, np.arange(1, len(events) + 1, dtype=np.int64), fm, partial=partial
+        columns, np.arange(1, len(head) + 1, dtype=np.int64), fm, partial=partial
     )
     if errors:
         i, reason = errors[0]
         raise EventError(reason, index=i, line=i + 1, raw=events[i], where=f"event {i}")
+    if k < len(events):
+        o = events[k]
+        raise EventError(
+            f"not a JSON object: {_show(o)}", index=k, line=k + 1, raw=o, where=f"event {k}"
+        )
     return batch

@@ -273,6 +273,11 @@ def test_events_to_batch_is_all_or_nothing():
     with pytest.raises(EventError, match=r"^event 1: not a JSON object: 3$"):
         events_to_batch([ev(), 3])
     assert len(events_to_batch([])) == 0
+    # the first bad event is named, whether it is a bad dict or not a dict at all
+    with pytest.raises(EventError, match=r"^event 1: score is NaN$"):
+        events_to_batch([ev(), ev(score=math.nan), "x", ev(label="x")])
+    with pytest.raises(EventError, match=r"^event 1: not a JSON object: 'x'$"):
+        events_to_batch([ev(), "x", ev(score=math.nan)])
 
 
 def test_first_bad_field_is_reported_in_field_order():
