@@ -198,6 +198,18 @@ def test_webhook_background_queue():
     assert s.count == 5 and s.failures == 0 and s.attempts == 6
 
 
+def test_webhook_background_write_after_close_is_delivered():
+    """After close() the worker is gone: a write is delivered in the caller's thread
+    (and its result returned), never queued where nothing will send it."""
+    with Recorder() as srv:
+        s = WebhookSink(srv.url, retries=0, background=True)
+        assert s.write({"i": 0}) is True
+        s.close()
+        assert s.write({"i": 1}) is True
+        assert s.flush(timeout=1)
+    assert [b["i"] for b in srv.bodies] == [0, 1] and s.count == 2
+
+
 def test_webhook_bad_arguments():
     with pytest.raises(ValueError, match="http"):
         WebhookSink("ftp://x")

@@ -265,6 +265,7 @@ class WebhookSink(Sink):
         self.last_error: str | None = None
         self._queue: queue.Queue | None = None
         self._worker: threading.Thread | None = None
+        self._stopping = False  # close() called: writes are delivered by the caller
         if background:
             self._queue = queue.Queue()
             self._worker = threading.Thread(target=self._run, name="streameval-webhook",
@@ -278,8 +279,10 @@ class WebhookSink(Sink):
         """Deliver ``obj`` (or queue it, in background mode). False if delivery failed."""
         body = dumps(obj).encode("utf-8")
         if self._queue is not None:
-            self._queue.put(body)
-            return True
+            with self._lock:  # not after close()'s stop marker, where no worker reads
+                if not self._stopping:
+                    self._queue.put(body)
+                    return True
         return self._deliver(body)
 
     def _deliver(self, body: bytes) -> bool:
@@ -334,7 +337,14 @@ class WebhookSink(Sink):
         return True
 
     def close(self, timeout: float | None = None) -> None:
-        """Deliver what is queued, then stop the worker (background mode)."""
-        if self._worker is not None and self._worker.is_alive():
-            self._queue.put(None)
-            self._worker.join(timeout)
+        """Deliver what is queued, then stop the worker (background mode).
+
+        Later writes are delivered in the caller's thread.
+        """
+        if self._worker is None:
+            return
+        with self._lock:
+            if not self._stopping:
+                self._stopping = True
+                self._queue.put(None)
+        self._worker.join(timeout)
