@@ -700,3 +700,52 @@ def test_reverted_weights_leave_no_negative_residue(multiclass, batch):
     assert float(np.asarray(cm.get()).min()) == 0.0  # sklearn's matrix of weight 0
     for m in metrics:
         assert math.isnan(m.get()), (m, m.get())
+
+
+@pytest.mark.parametrize("multiclass", [False, True])
+@pytest.mark.parametrize("how", ["loop", "batch", "merged", "state"])
+@pytest.mark.parametrize("weights", [(0.1, 0.2), (0.3, 0.1), (0.1, 0.7)])
+def test_only_zero_weights_left_in_a_cell_read_zero(multiclass, how, weights):
+    """0.1 + 0.2 - 0.2 - 0.1 is +2.8e-17 in floats: a cell left holding only
+    zero-weight events must weigh exactly 0, so that precision and friends are
+    undefined (sklearn's matrix of weight 0), not 1. The next events count as sklearn
+    says."""
+    kw = {"multiclass": True} if multiclass else {}
+    avg = {"average": "macro"} if multiclass else {}
+    yt, yp = (1, 1) if multiclass else (True, 0.9)
+    w = [*weights, 0.0]
+    cm = ConfusionMatrix(**kw)
+    if how == "batch":
+        cm.update_many([yt] * 3, [yp] * 3, w)
+        cm.revert_many([yt] * 2, [yp] * 2, w[:2])
+    else:
+        for v in w[:2]:
+            cm.update(yt, yp, v)
+        if how == "merged":
+            other = ConfusionMatrix(**kw)
+            other.update(yt, yp, 0.0)
+            cm.merge(other)
+        else:
+            cm.update(yt, yp, 0.0)
+        if how == "state":
+            cm = streameval.from_state(json.loads(json.dumps(cm.to_state())))
+        cm.revert(yt, yp, w[1])
+        cm.revert(yt, yp, w[0])
+    cm._check()
+    assert cm.n == 1
+    assert np.asarray(cm.get()).tolist() == ([[0.0]] if multiclass else [[0.0, 0.0], [0.0, 0.0]])
+    for cls in (Precision, Recall, F1):
+        assert math.isnan(cls(cm=cm, **avg).get())
+    for cls in (MCC, BalancedAccuracy, Accuracy):
+        assert math.isnan(cls(cm=cm).get())
+    # the next events: sklearn on the whole history (the zero-weight event included)
+    ny, npred, nw = ([1, 2], [1, 1], [0.5, 1.5]) if multiclass else ([True, False], [0.9, 0.8], [0.5, 1.5])
+    cm.update_many(ny, npred, nw)
+    cm._check()
+    if multiclass:
+        want = skm.precision_score([yt, *ny], [yp, *npred], sample_weight=[0.0, *nw],
+                                   average="macro", zero_division=np.nan)
+    else:
+        want = skm.precision_score([yt, *ny], [True, True, True], sample_weight=[0.0, *nw],
+                                   zero_division=np.nan)
+    assert close(Precision(cm=cm, **avg).get(), want)

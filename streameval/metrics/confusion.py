@@ -184,6 +184,10 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
         self._labels = {pos: True, neg: False}
         self.tp = self.fp = self.fn = self.tn = 0.0
         self._ntp = self._nfp = self._nfn = self._ntn = 0
+        # events of weight 0 per cell (tp, fp, fn, tn) and in all: a cell left with
+        # only those weighs exactly 0, not the rounding residue of what was reverted
+        self._z = [0, 0, 0, 0]
+        self._zn = 0
 
     @property
     def n(self):
@@ -241,6 +245,10 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
         else:
             self.tn += w
             self._ntn += 1
+        if not w:
+            c = _cell(y, y_pred >= self.threshold)
+            self._z[c] += 1
+            self._zn += 1
 
     def revert(self, y_true, y_pred, w=1.0):
         """Remove one event counted earlier (exact inverse of :meth:`update`).
@@ -286,6 +294,20 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
                 self._not_counted("tn", y_true, y_pred, w)
             self._ntn = k
             self.tn = v if k and v > 0.0 else 0.0
+        if self._zn:
+            self._settle(_cell(y, y_pred >= self.threshold), 0 if w else 1)
+
+    def _settle(self, c, gone):
+        """Take ``gone`` zero-weight events out of cell ``c``'s count of them; a cell
+        left with only such events weighs exactly 0."""
+        name = _CELLS[c]
+        k = getattr(self, "_n" + name)
+        z = self._z[c]
+        left = min(max(z - gone, 0), k)
+        self._z[c] = left
+        self._zn += left - z
+        if left and left == k:
+            setattr(self, name, 0.0)
 
     def _total(self):
         return self.tp + self.fp + self.fn + self.tn
@@ -318,6 +340,11 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
         self._nfn += int(counts[1])
         self._nfp += int(counts[2])
         self._ntn += int(counts[3])
+        zc = _zero_counts(idx, weights)
+        if zc is not None:
+            for c, z in enumerate(zc):
+                self._z[c] += z
+                self._zn += z
         return self
 
     def revert_many(self, y_true, y_pred, w=None):
@@ -345,6 +372,10 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
         self.tp, self.fn, self.fp, self.tn = (
             v if k and v > 0.0 else 0.0 for v, k in zip(new, left))
         self._ntp, self._nfn, self._nfp, self._ntn = left
+        if self._zn:
+            zc = _zero_counts(idx, weights) or (0, 0, 0, 0)
+            for c in range(4):
+                self._settle(c, zc[c])
         return self
 
     def _check_revert_batch(self, idx, labels, scores, weights, old, held):
@@ -376,23 +407,31 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
         for cell in ("tp", "fp", "fn", "tn"):
             setattr(self, cell, getattr(self, cell) + getattr(other, cell))
             setattr(self, "_n" + cell, getattr(self, "_n" + cell) + getattr(other, "_n" + cell))
+        self._z = [a + b for a, b in zip(self._z, other._z)]
+        self._zn += other._zn
 
     def _get_data(self):
-        return {
+        data = {
             "tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn,
             "counts": [self._ntp, self._nfp, self._nfn, self._ntn],
         }
+        if self._zn:  # only where events of weight 0 are held (older states lack it)
+            data["zeros"] = list(self._z)
+        return data
 
     def _set_data(self, data):
         try:
             values = [float(data[c]) for c in ("tp", "fp", "fn", "tn")]
             counts = [int(k) for k in data["counts"]]
+            zeros = [int(z) for z in data.get("zeros", (0, 0, 0, 0))]
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a binary ConfusionMatrix state: {data!r:.200} ({e})") from None
-        if len(counts) != 4 or min(counts) < 0 or not all(math.isfinite(v) for v in values):
+        if (len(counts) != 4 or min(counts) < 0 or not all(math.isfinite(v) for v in values)
+                or len(zeros) != 4 or not all(0 <= z <= k for z, k in zip(zeros, counts))):
             raise ValueError(f"not a binary ConfusionMatrix state: {data!r:.200}")
         self.tp, self.fp, self.fn, self.tn = values
         self._ntp, self._nfp, self._nfn, self._ntn = counts
+        self._z, self._zn = zeros, sum(zeros)
 
     def _check(self):
         total = abs(self.tp) + abs(self.fp) + abs(self.fn) + abs(self.tn)
@@ -402,6 +441,9 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
             assert type(k) is int and k >= 0, (cell, k)
             assert not overdrawn(v, 0.0, max(total, 1.0)), (cell, v)
             assert k or v == 0.0, (cell, v, k)
+            z = self._z[_CELLS.index(cell)]
+            assert 0 <= z <= k and (z < k or v == 0.0), (cell, v, k, z)
+        assert self._zn == sum(self._z), (self._zn, self._z)
 
     def __repr__(self):
         return (f"ConfusionMatrix(tp={self.tp!r}, fp={self.fp!r}, "
@@ -418,6 +460,9 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         _no_binary_params("ConfusionMatrix", threshold, pos_label, neg_label)
         # (true class, predicted class) -> [weight, event count]; no empty cells
         self._cells = {}
+        # cell -> its events of weight 0, where any: a cell left with only those
+        # weighs exactly 0, not the rounding residue of what was reverted
+        self._zeros = {}
 
     @property
     def n(self):
@@ -509,6 +554,9 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         else:
             cell[0] += w
             cell[1] += 1
+        if not w:
+            zeros = self._zeros
+            zeros[key] = zeros.get(key, 0) + 1
 
     def revert(self, y_true, y_pred, w=1.0):
         """Remove one event counted earlier (exact inverse of :meth:`update`).
@@ -535,10 +583,26 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             )
         if cell[1] == 1:
             del self._cells[key]  # an empty cell is gone, its weight exactly 0
+            if self._zeros:
+                self._zeros.pop(key, None)
         else:
             v = cell[0] - w
             cell[0] = v if v > 0.0 else 0.0  # a rounding residue below 0 is 0
             cell[1] -= 1
+            if self._zeros:
+                self._settle(key, cell, 0 if w else 1)
+
+    def _settle(self, key, cell, gone):
+        """Take ``gone`` zero-weight events out of ``cell``'s count of them; a cell
+        left with only such events weighs exactly 0."""
+        zeros = self._zeros
+        z = min(max(zeros.get(key, 0) - gone, 0), cell[1])
+        if z:
+            zeros[key] = z
+            if z == cell[1]:
+                cell[0] = 0.0
+        else:
+            zeros.pop(key, None)
 
     # -- batches ----------------------------------------------------------------
     def update_many(self, y_true, y_pred, w=None):
@@ -565,11 +629,16 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         k = len(up)
         codes = ct * np.int64(k) + cp
         cells_max = len(ut) * k
+        zero = None if weights is None else weights == 0.0
+        if zero is not None and not zero.any():
+            zero = None
         if cells_max <= max(DENSE_LABEL_RANGE, n):  # few classes: count every cell
             counts = np.bincount(codes, minlength=cells_max)
             pairs = np.flatnonzero(counts)
             sums = counts if weights is None else np.bincount(
                 codes, weights=weights, minlength=cells_max)
+            if zero is not None:
+                zc = np.bincount(codes[zero], minlength=cells_max)[pairs]
             counts = counts[pairs]
             sums = sums[pairs].astype(np.float64)
         else:
@@ -578,15 +647,24 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             sums = counts.astype(np.float64) if weights is None else np.bincount(
                 inverse, weights=weights
             )
+            if zero is not None:
+                zc = np.bincount(inverse[zero], minlength=len(pairs))
         cells = self._cells
+        keys = []
         for code, s, c in zip(pairs.tolist(), sums.tolist(), counts.tolist()):
             key = (ut[code // k], up[code % k])
+            keys.append(key)
             cell = cells.get(key)
             if cell is None:
                 cells[key] = [s, c]
             else:
                 cell[0] += s
                 cell[1] += c
+        if zero is not None:
+            zeros = self._zeros
+            for key, z in zip(keys, zc.tolist()):
+                if z:
+                    zeros[key] = zeros.get(key, 0) + z
         return self
 
     def _grouped(self, y_true, y_pred, w):
@@ -637,14 +715,23 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
                         f"y_pred={keys[inverse[first]][1]!r}): no such event was counted "
                         f"(cell holds {cells.get(keys[inverse[first]])!r})"
                     )
-        for key, s, c in zip(keys, sums, counts):
+        zeros = self._zeros
+        zc = None
+        if zeros and weights is not None:
+            zero = weights == 0.0
+            zc = np.bincount(inverse[zero], minlength=len(keys)).tolist()
+        for g, (key, s, c) in enumerate(zip(keys, sums, counts)):
             cell = cells[key]
             if cell[1] == c:
                 del cells[key]  # an empty cell is gone, its weight exactly 0
+                if zeros:
+                    zeros.pop(key, None)
             else:
                 v = cell[0] - s
                 cell[0] = v if v > 0.0 else 0.0  # a rounding residue below 0 is 0
                 cell[1] -= c
+                if zeros:
+                    self._settle(key, cell, 0 if zc is None else zc[g])
         return self
 
     def _weight_total(self):
@@ -673,9 +760,15 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             else:
                 cell[0] += w
                 cell[1] += c
+        zeros = self._zeros
+        for key, z in other._zeros.items():
+            zeros[key] = zeros.get(key, 0) + z
 
     def _get_data(self):
-        return {"cells": [[t, p, w, c] for (t, p), (w, c) in self._cells.items()]}
+        data = {"cells": [[t, p, w, c] for (t, p), (w, c) in self._cells.items()]}
+        if self._zeros:  # only where events of weight 0 are held (older states lack it)
+            data["zeros"] = [[t, p, z] for (t, p), z in self._zeros.items()]
+        return data
 
     def _set_data(self, data):
         cells = {}
@@ -687,11 +780,18 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
                 if not math.isfinite(w) or int(c) < 1:
                     raise ValueError(f"bad cell {[t, p, w, c]!r}")
                 cells[(t, p)] = [w, int(c)]
+            zeros = {}
+            for t, p, z in data.get("zeros", ()):
+                z = int(z)
+                if not 0 < z <= cells[(t, p)][1]:
+                    raise ValueError(f"bad zero-weight count {[t, p, z]!r}")
+                zeros[(t, p)] = z
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(
                 f"not a multiclass ConfusionMatrix state: {data!r:.200} ({e})"
             ) from None
         self._cells = cells
+        self._zeros = zeros
 
     def _check(self):
         total = sum(abs(c[0]) for c in self._cells.values())
@@ -700,11 +800,37 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             assert type(w) is float and math.isfinite(w), (key, cell)
             assert type(c) is int and c >= 1, (key, cell)
             assert not overdrawn(w, 0.0, max(total, 1.0)), (key, cell)
+            z = self._zeros.get(key, 0)
+            assert 0 <= z <= c and (z < c or w == 0.0), (key, cell, z)
+        assert all(z > 0 and key in self._cells for key, z in self._zeros.items()), self._zeros
 
     def __repr__(self):
         return f"ConfusionMatrix(multiclass=True, labels={self.labels!r}, n={self.n})"
 
     __str__ = __repr__
+
+
+#: the binary cells in the order of the state's ``counts``
+_CELLS = ("tp", "fp", "fn", "tn")
+
+
+def _cell(y, predicted_positive):
+    """Index in :data:`_CELLS` of an event's cell."""
+    if predicted_positive:
+        return 0 if y else 1
+    return 2 if y else 3
+
+
+def _zero_counts(idx, weights):
+    """Zero-weight events of a batch per cell, in :data:`_CELLS` order (None: none);
+    ``idx`` is the batch's cell index 0 tp, 1 fn, 2 fp, 3 tn."""
+    if weights is None:
+        return None
+    zero = weights == 0.0
+    if not zero.any():
+        return None
+    zc = np.bincount(idx[zero], minlength=4).tolist()
+    return [zc[0], zc[2], zc[1], zc[3]]
 
 
 ConfusionMatrix._binary_impl = _BinaryConfusionMatrix
