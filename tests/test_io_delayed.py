@@ -111,6 +111,76 @@ def test_join_expiry_orphans_by_hand():
             j.n_pending) == (3, 4, 2, 1, 1, 2, 0)
 
 
+def test_a_prediction_arriving_overdue_is_expired_not_joined():
+    """Out of order: a prediction older than the event time reached minus label_ttl is
+    overdue when it arrives; its label (at any later row) is an orphan, as the module
+    docs say (event time = the largest ts seen)."""
+    expired, orphans = [], []
+    j = LabelJoiner(10, on_expired=lambda *a: expired.append(a),
+                    on_orphan=lambda *a: orphans.append(a))
+    rows = [{"id": "a", "ts": 100, "score": 0.9},   # 1: event time 100
+            {"id": "late", "ts": 80, "score": 0.2},  # 2: 100 - 80 = 20 > 10: overdue
+            {"id": "ok", "ts": 95, "score": 0.7},    # 3: 100 - 95 = 5: waits
+            {"id": "late", "ts": 100, "label": 1},   # 4: orphan (its prediction expired)
+            {"id": "ok", "ts": 100, "label": 0}]     # 5: joined
+    out = j.process(events_to_batch(rows, partial=True))
+    assert out.id == ["ok"] and out.pred_ts.tolist() == [95.0]
+    assert expired == [("late", 80.0, 2)] and orphans == [("late", 100.0, 4)]
+    assert (j.n_expired, j.n_orphans, j.n_joined, j.n_pending) == (1, 1, 1, 1)
+
+
+def _join_with_late_rows(rows, ttl, mode):
+    """Brute force: before each row, expire what is overdue at the largest ts seen; a
+    prediction stored already overdue is expired at once."""
+    waiting, wm, joined = {}, -math.inf, []
+    expired = orphans = dups = 0
+    for r in rows:
+        wm = max(wm, r["ts"])
+        for k in [k for k, v in waiting.items() if wm - v[0] > ttl]:
+            del waiting[k]
+            expired += 1
+        if "score" not in r:
+            if r["id"] in waiting:
+                pts, score = waiting.pop(r["id"])
+                joined.append((r["id"], r["label"], score, r["ts"], pts))
+            else:
+                orphans += 1
+            continue
+        if r["id"] in waiting:
+            dups += 1
+            if mode == "keep_first":
+                continue
+        waiting[r["id"]] = (r["ts"], r["score"])
+        if wm - r["ts"] > ttl:
+            del waiting[r["id"]]
+            expired += 1
+    return joined, expired, orphans, dups, len(waiting)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_out_of_order_times_match_brute_force(seed):
+    rng = random.Random(seed)
+    rows, t = [], 0.0
+    for _ in range(rng.randint(1, 80)):
+        t += rng.choice([0, 0, 1, 2, 5]) - 3 * (rng.random() < 0.15)  # some go back
+        k = rng.randint(0, 8)
+        if rng.random() < 0.5:
+            rows.append({"id": k, "ts": t, "score": round(rng.random(), 3)})
+        else:
+            rows.append({"id": k, "ts": t, "label": rng.random() < 0.5})
+    ttl, mode = rng.choice([1, 3, 10]), rng.choice(["keep_first", "keep_last"])
+    j = LabelJoiner(ttl, on_duplicate=mode)
+    got, pos = [], 0
+    while pos < len(rows):  # in batches of random sizes: the same result
+        k = rng.randint(1, 10)
+        b = j.process(events_to_batch(rows[pos:pos + k], partial=True))
+        pos += k
+        got += list(zip(b.id or [], b.label.tolist(), b.score.tolist(), b.ts.tolist(),
+                        b.pred_ts.tolist()))
+    assert (got, j.n_expired, j.n_orphans, j.n_duplicates, j.n_pending) == \
+        _join_with_late_rows(rows, ttl, mode)
+
+
 def test_advance_expires_by_clock():
     expired = []
     j = LabelJoiner(60, on_expired=lambda *a: expired.append(a))

@@ -263,6 +263,13 @@ class LabelJoiner:
                                     f"duplicate prediction id {key!r} (replaced by line {line_l[i]})", key))
                 seq = self._seq
                 self._seq = seq + 1
+                if self.watermark - t > ttl:
+                    # out of order, already overdue at the event time reached: expired
+                    # now (it would otherwise wait for a later ts, and could still join)
+                    pending.pop(key, None)
+                    self.n_expired += 1
+                    reports.append(("expired", key, t, line_l[i]))
+                    continue
                 pending[key] = (t, score_l[i], weight_l[i],
                                 segs[i] if segs is not None else None, line_l[i], seq)
                 push(heap, (t, seq, key))
