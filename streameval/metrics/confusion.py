@@ -613,17 +613,7 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
 
         Runtime complexity: `O(n log(n))`.
         """
-        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        weights = as_weight_array(w, n)
-        if not isinstance(y_pred, np.ndarray) or y_pred.dtype.kind == "O":
-            if any(type(v) is dict for v in y_pred):
-                argmax = self._argmax
-                y_pred = [
-                    argmax(v, f"y_pred[{i}]") if type(v) is dict else v
-                    for i, v in enumerate(y_pred)
-                ]
-        ut, ct = _factorize(y_true, "y_true")
-        up, cp = _factorize(y_pred, "y_pred")
+        n, weights, ut, ct, up, cp = self._classes(y_true, y_pred, w)
         if n == 0:
             return self
         k = len(up)
@@ -667,9 +657,9 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
                     zeros[key] = zeros.get(key, 0) + z
         return self
 
-    def _grouped(self, y_true, y_pred, w):
-        """A validated batch grouped by cell: ``(keys, weight sums, counts, codes,
-        weights, classes)``."""
+    def _classes(self, y_true, y_pred, w):
+        """A validated batch: ``(n, weights, true classes, their codes, predicted
+        classes, their codes)``; probability dicts give their argmax."""
         n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
         weights = as_weight_array(w, n)
         if not isinstance(y_pred, np.ndarray) or y_pred.dtype.kind == "O":
@@ -681,6 +671,12 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
                 ]
         ut, ct = _factorize(y_true, "y_true")
         up, cp = _factorize(y_pred, "y_pred")
+        return n, weights, ut, ct, up, cp
+
+    def _grouped(self, y_true, y_pred, w):
+        """A validated batch grouped by cell: ``(keys, weight sums, counts, each
+        event's group in keys, weights)``."""
+        _, weights, ut, ct, up, cp = self._classes(y_true, y_pred, w)
         k = max(len(up), 1)
         codes = ct * np.int64(k) + cp
         pairs, inverse = np.unique(codes, return_inverse=True)
