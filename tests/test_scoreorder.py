@@ -212,6 +212,11 @@ def test_state_round_trip_is_exact():
     ({"npos": [0, 0], "nneg": [0, 1]}, "inconsistent"),
     ({"u": "x"}, "bad score-order state"),
     ({"scores": [0.1, float("nan")]}, "finite"),
+    # totals and U that do not follow from the per-score weights (AUC would be 1, or 1/5)
+    ({"u": 1.0}, "U or totals"),
+    ({"pos_weight": 5.0}, "U or totals"),
+    # the only positive counted as zero-weight while it weighs 1
+    ({"zero_pos": 1}, "U or totals"),
 ])
 def test_set_data_refuses_bad_states(patch, msg):
     good = {"scores": [0.1, 0.2], "wpos": [1.0, 0.0], "wneg": [0.0, 1.0], "npos": [1, 0],

@@ -52,6 +52,8 @@ from bisect import bisect_left
 
 import numpy as np
 
+from streameval.metrics.base import REVERT_SLACK as _SLACK
+
 __all__ = ["ScoreOrder", "DEFAULT_LOAD", "GROUP", "REBUILD_RATIO", "REMOVE_REBUILD_RATIO",
            "mann_whitney_u"]
 
@@ -863,6 +865,17 @@ class ScoreOrder:
                 ((cn == 0) & (wn != 0)).any() or not (0 <= zp <= cp.sum()) or \
                 not (0 <= zn <= cn.sum()):
             raise ValueError("bad score-order state: negative or inconsistent weights or counts")
+        # the stored totals and U must follow from the per-score weights (up to the
+        # rounding a long float stream leaves: REVERT_SLACK of the totals, as reverts
+        # allow); a class whose events all weigh 0 has exactly zero weight
+        sp, sn = float(wp.sum()), float(wn.sum())
+        tol_p, tol_n = _SLACK * max(1.0, sp), _SLACK * max(1.0, sn)
+        if (abs(pw - sp) > tol_p or abs(nw - sn) > tol_n
+                or abs(u - mann_whitney_u(wp, wn)) > tol_p * max(1.0, sn) + tol_n * max(1.0, sp)
+                or (zp == cp.sum() and (pw or wp.any()))
+                or (zn == cn.sum() and (nw or wn.any()))):
+            raise ValueError("bad score-order state: U or totals inconsistent with the "
+                             "per-score weights")
         self._rebuild(keys, wp, wn, cp, cn)
         self.integral = _integers(wp) and _integers(wn)
         self.u, self.pos_weight, self.neg_weight = u, pw, nw
