@@ -749,3 +749,25 @@ def test_only_zero_weights_left_in_a_cell_read_zero(multiclass, how, weights):
         want = skm.precision_score([yt, *ny], [True, True, True], sample_weight=[0.0, *nw],
                                    zero_division=np.nan)
     assert close(Precision(cm=cm, **avg).get(), want)
+
+
+def test_state_with_a_negative_cell_is_refused_and_a_residue_reads_zero():
+    """A cell's weight is >= 0: a state saying otherwise is refused (it made MCC's
+    square root raise), and the -2.8e-17 residue that older versions could save loads
+    as 0 (with one zero-weight event, as sklearn: every value undefined)."""
+    state = MCC().to_state()
+    state["data"].update(tp=-1.0, counts=[1, 0, 0, 0])
+    with pytest.raises(ValueError, match="not a binary ConfusionMatrix state"):
+        streameval.from_state(state)
+    state["data"].update(tp=-2.7755575615628914e-17)
+    m = streameval.from_state(state)
+    m._check()
+    assert m.cm.tp == 0.0 and math.isnan(m.get())
+    mc = MCC(multiclass=True).to_state()
+    mc["data"]["cells"] = [[1, 1, -1.0, 1]]
+    with pytest.raises(ValueError, match="not a multiclass ConfusionMatrix state"):
+        streameval.from_state(mc)
+    mc["data"]["cells"] = [[1, 1, -2.7755575615628914e-17, 1], [2, 1, 3.0, 2]]
+    m = streameval.from_state(mc)
+    m._check()
+    assert m.cm.get().tolist() == [[0.0, 0.0], [3.0, 0.0]]

@@ -427,9 +427,11 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a binary ConfusionMatrix state: {data!r:.200} ({e})") from None
         if (len(counts) != 4 or min(counts) < 0 or not all(math.isfinite(v) for v in values)
-                or len(zeros) != 4 or not all(0 <= z <= k for z, k in zip(zeros, counts))):
+                or len(zeros) != 4 or not all(0 <= z <= k for z, k in zip(zeros, counts))
+                or _negative(values)):
             raise ValueError(f"not a binary ConfusionMatrix state: {data!r:.200}")
-        self.tp, self.fp, self.fn, self.tn = values
+        # a rounding residue below 0 (older versions kept it) is 0: a weight is >= 0
+        self.tp, self.fp, self.fn, self.tn = (v if v > 0.0 else 0.0 for v in values)
         self._ntp, self._nfp, self._nfn, self._ntn = counts
         self._z, self._zn = zeros, sum(zeros)
 
@@ -786,6 +788,12 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             raise ValueError(
                 f"not a multiclass ConfusionMatrix state: {data!r:.200} ({e})"
             ) from None
+        if _negative([cell[0] for cell in cells.values()]):
+            raise ValueError(f"not a multiclass ConfusionMatrix state: {data!r:.200} "
+                             "(a cell's weight is below 0)")
+        for cell in cells.values():  # a rounding residue below 0 (older versions) is 0
+            if cell[0] < 0.0:
+                cell[0] = 0.0
         self._cells = cells
         self._zeros = zeros
 
@@ -815,6 +823,12 @@ def _cell(y, predicted_positive):
     if predicted_positive:
         return 0 if y else 1
     return 2 if y else 3
+
+
+def _negative(weights):
+    """Whether any of a matrix's cell weights is further below 0 than rounding explains."""
+    total = max(sum(abs(v) for v in weights), 1.0)
+    return any(overdrawn(v, 0.0, total) for v in weights)
 
 
 def _zero_counts(idx, weights):
