@@ -377,3 +377,18 @@ def test_join_of_a_large_log(tmp_path):
     src = DelayedSource(p, label_ttl=50)
     n = sum(len(b) for b in src)
     assert n == src.joiner.n_joined + src.joiner.n_complete > 70_000
+
+
+def test_two_files_skip_logs_each_bad_row_under_its_own_file(tmp_path, caplog):
+    """Without a rejected callback, a skipped row is logged with the path of the file it
+    is in (a line number alone is ambiguous between the two files)."""
+    pp, lp = tmp_path / "pred.jsonl", tmp_path / "labels.jsonl"
+    write_jsonl(pp, [{"id": "a", "ts": 1, "score": 0.9}, {"id": "b", "ts": 2, "score": "x"}])
+    write_jsonl(lp, [{"id": "a", "ts": 3, "label": 1}, {"id": "b", "ts": 4, "label": "maybe"}])
+    with caplog.at_level("WARNING", logger="streameval.io"):
+        src = read_delayed(pp, label_ttl=50, labels_path=lp, on_error="skip")
+        run_source(src)
+    msgs = sorted(r.getMessage() for r in caplog.records)
+    assert msgs == sorted([f"{lp}: rejected line 2: unknown label 'maybe' (expected one of True/False)",
+                           f"{pp}: rejected line 2: score is not a number: 'x'"])
+    assert src.n_rejected == 2 and src.joiner.n_joined == 1

@@ -509,7 +509,9 @@ class DelayedSource:
 
     def _merged(self) -> Iterator[EventBatch]:
         a, b = _Stream(self.sources[0]), _Stream(self.sources[1])
-        report = self.rejected if self.rejected is not None else self.sources[0]._log_rejected
+        # by default each source logs its own rows (its path: a line alone is ambiguous)
+        report_a = self.rejected if self.rejected is not None else a.src._log_rejected
+        report_b = self.rejected if self.rejected is not None else b.src._log_rejected
         joiner = self.joiner
         pending_out: list[EventBatch] = []
         n_out = 0
@@ -539,8 +541,8 @@ class DelayedSource:
                     order = np.lexsort((np.arange(len(merged)), stream, merged.ts))
                     chunk = _take(merged, order)
             out = joiner.process(chunk)
-            a.settle(report)
-            b.settle(report)
+            a.settle(report_a)
+            b.settle(report_b)
             self._positions = [a.consumed, b.consumed]
             if len(out):
                 pending_out.append(out)
@@ -548,8 +550,8 @@ class DelayedSource:
             if n_out >= self.batch_size:
                 yield EventBatch.concat(pending_out)
                 pending_out, n_out = [], 0
-        a.settle(report)
-        b.settle(report)
+        a.settle(report_a)
+        b.settle(report_b)
         self._positions = [a.consumed, b.consumed]
         if pending_out:
             yield EventBatch.concat(pending_out)
