@@ -499,3 +499,18 @@ def test_river_multiclass_progressive_val_score():
                 proba = np.array([[d.get(c, 0.0) for c in labels] for _, d in kept])
                 expected = skm.log_loss(yk, proba, labels=labels)
         assert metric.get() == pytest.approx(expected, rel=1e-12), metric
+
+
+@pytest.mark.parametrize("family, factory", METRICS, ids=IDS)
+def test_batch_of_a_scalar_is_a_value_error(family, factory):
+    """A scalar where a batch belongs is bad input of the wrong type: a ValueError
+    naming the argument (it was a TypeError from len()), and nothing changes."""
+    good = GOOD[family]
+    m = feed(factory(), good)
+    before = m.to_state()
+    y, p, _ = columns(good)
+    with pytest.raises(ValueError, match=r"y_true = 1\.5: a batch must be a sequence"):
+        m.update_many(1.5, p)
+    with pytest.raises(ValueError, match=r"w = 2\.0: a batch must be a sequence"):
+        m.update_many(y, p, 2.0)
+    assert m.to_state() == before

@@ -165,13 +165,25 @@ def overdrawn(left, w, scale):
 
 
 def check_same_length(**arrays):
-    """Raise ``ValueError`` unless every given sequence (None skipped) has one length."""
+    """Return the common length of the given sequences (None skipped); raise
+    ``ValueError`` naming one that is not a sequence, or two of different lengths.
+
+    >>> check_same_length(y_true=[1, 0], y_pred=[0.3, 0.2], w=None)
+    2
+    >>> check_same_length(y_true=1, y_pred=[0.3])
+    Traceback (most recent call last):
+    ...
+    ValueError: y_true = 1: a batch must be a sequence or a 1-D array
+    """
     n = None
     first = None
     for name, a in arrays.items():
         if a is None:
             continue
-        m = len(a)
+        try:
+            m = len(a)
+        except TypeError:
+            raise ValueError(f"{name} = {a!r:.80}: a batch must be a sequence or a 1-D array") from None
         if n is None:
             n, first = m, name
         elif m != n:
@@ -220,7 +232,8 @@ def _elementwise(values, name, what, scalar):
 
 
 def as_weight_array(w, n, name="w"):
-    """Return the batch weights as float64 (``None`` means all ones), or raise."""
+    """Return the batch weights as float64, or None for ``w=None`` (all ones); raise
+    ``ValueError`` naming the first bad weight."""
     if w is None:
         return None
     arr = w if isinstance(w, np.ndarray) else np.asarray(w)
