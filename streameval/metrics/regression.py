@@ -7,7 +7,7 @@ heavy-tailed errors would otherwise keep their rounding residue); ``update_many`
 sums a batch with the exact error of every addition, for the same reason. The weight
 sum is plain (exact for integer weights; after reverts its relative error is about
 machine epsilon times the largest total weight seen over the current one), and an
-emptied metric is reset to exact zeros. With weight 0 in total the mean is undefined:
+emptied metric, or one left holding only events of weight 0, is reset to exact zeros. With weight 0 in total the mean is undefined:
 ``get()`` returns NaN. With ``sample_weight`` the values
 are scikit-learn's (``mean_absolute_error``, ``mean_squared_error``, ...).
 
