@@ -1380,3 +1380,41 @@ def test_multiclass_revert_refuses_a_weight_never_added(average):
     m.revert("dog", {"dog": 0.5}, 0.0)
     m._check()
     assert m._n == 1 and m._z == 1
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+@pytest.mark.parametrize("cls", [ROCAUC, AveragePrecision])
+def test_revert_of_more_weight_than_stored_at_a_score_is_refused(monkeypatch, cls, bulk):
+    """The event (1, 0.5, w=5) was never added (only w=1 at 0.5): refused, by revert and
+    by revert_many (index named as a loop of revert names it), nothing changed; before,
+    the count matched, the score's weight was zeroed and the class total went to -3."""
+    both_paths(monkeypatch, bulk)
+    y, s, w = [1, 1, 0, 0], [0.5, 0.7, 0.1, 0.6], [1.0, 1.0, 1.0, 2.0]
+    m = cls().update_many(y, s, w)
+    state = m.to_state()
+    with pytest.raises(ValueError, match="no such event was added"):
+        m.revert(1, 0.5, 5.0)
+    with pytest.raises(ValueError, match="event 1: "):
+        m.revert_many([0, 1], [0.1, 0.5], [1.0, 5.0])
+    with pytest.raises(ValueError, match="event 1: "):  # 2 + 2 taken from the 2 at 0.6
+        m.revert_many([0, 0], [0.6, 0.6], [2.0, 2.0])
+    assert m.to_state() == state
+    m._check()
+    oracle = roc_auc_score if cls is ROCAUC else average_precision_score
+    m.revert(1, 0.5, 1.0)  # the event that was added goes
+    assert m.get() == pytest.approx(oracle([1, 0, 0], [0.7, 0.1, 0.6], sample_weight=[1, 1, 2]),
+                                    abs=1e-12)
+
+
+def test_multiclass_revert_of_more_weight_than_stored_is_refused():
+    for average in ("macro", "weighted", "micro"):
+        m = ROCAUC(average=average)
+        m.update("cat", {"cat": 0.7, "dog": 0.3}, 1.0)
+        m.update("dog", {"cat": 0.4, "dog": 0.6}, 1.0)
+        state = m.to_state()
+        with pytest.raises(ValueError, match="no such event was added"):
+            m.revert("cat", {"cat": 0.7, "dog": 0.3}, 3.0)
+        with pytest.raises(ValueError, match="event 0: "):
+            m.revert_many(["cat"], [{"cat": 0.7, "dog": 0.3}], [3.0])
+        assert m.to_state() == state
+        m._check()

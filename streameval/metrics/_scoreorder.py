@@ -160,6 +160,8 @@ def _subtracted(stored, keys, wp, wn, cp, cn):
     pos = np.minimum(np.searchsorted(k0, keys), n - 1)
     hit = k0[pos] == keys
     bad = ~hit | (cp > np.where(hit, c0[pos], 0)) | (cn > np.where(hit, d0[pos], 0))
+    bad |= _overdrawn(np.where(hit, p0[pos], 0.0), wp, float(p0.sum()))
+    bad |= _overdrawn(np.where(hit, n0[pos], 0.0), wn, float(n0.sum()))
     if bad.any():
         raise KeyError(bad)
     c0[pos] -= cp
@@ -176,6 +178,14 @@ def _subtracted(stored, keys, wp, wn, cp, cn):
 
 def _zeros(n):
     return array("d", bytes(8 * n))
+
+
+def _overdrawn(at, w, scale):
+    """Whether taking weight ``w`` from a class's stored weight ``at`` at one score goes
+    further below zero than rounding explains (base ``overdrawn``'s rule, ``scale`` the
+    class's total weight): the events removed were never added with that weight.
+    Elementwise on numpy arrays."""
+    return at - w < -(1e-9 * w + _SLACK * scale)
 
 
 class ScoreOrder:
@@ -333,10 +343,12 @@ class ScoreOrder:
         if not found and len(keys) > self._twice:
             self._split(k)
 
-    def remove(self, s, positive, w):
+    def remove(self, s, positive, w, _checked=False):
         """Remove one event added earlier (same score, label and weight).
 
-        Raises ``KeyError`` (state unchanged) if no such event is stored.
+        Raises ``KeyError`` (state unchanged) if no such event is stored: no event of
+        this class at ``s``, or less weight there than ``w`` (beyond rounding).
+        ``_checked``: the weight was checked already (a batch, before any change).
         Runtime complexity: `O(log(n))`.
         """
         maxes = self._maxes
@@ -352,6 +364,10 @@ class ScoreOrder:
             if (self.z_pos == 0 if not w else self.n_pos == self.z_pos):
                 raise KeyError(s)
         elif (self.z_neg == 0 if not w else self.n_neg == self.z_neg):
+            raise KeyError(s)
+        # more weight than this class holds at s: not an event that was added
+        if not _checked and _overdrawn((self._wp if positive else self._wn)[k][i], w,
+                                       self.pos_weight if positive else self.neg_weight):
             raise KeyError(s)
         if w != 1.0 and w != int(w):  # (a weight other than the one added would do it)
             self.integral = False
@@ -416,6 +432,9 @@ class ScoreOrder:
             return False
         if w is None:
             return True
+        if _overdrawn((self._wp if positive else self._wn)[k][i], count * w,
+                      self.pos_weight if positive else self.neg_weight):
+            return False
         n, z = (self.n_pos, self.z_pos) if positive else (self.n_neg, self.z_neg)
         return (z if not w else n - z) >= count
 
@@ -637,32 +656,48 @@ class ScoreOrder:
         if len(keys) > self._twice:
             self._split(k)
 
-    def stored_counts(self, keys):
+    def stored_counts(self, keys, weights=False):
         """``(cp, cn)``: the positive and negative event counts stored at each of the
-        ascending ``keys`` (numpy), 0 where a key is not stored.
+        ascending ``keys`` (numpy), 0 where a key is not stored; with ``weights``,
+        ``(cp, cn, wp, wn)``, the stored weights too.
 
         Runtime complexity: `O(m log(n))` for few keys, else `O(n + m)` (numpy).
         """
         m = len(keys)
         sp = np.zeros(m, dtype=_I8)
         sn = np.zeros(m, dtype=_I8)
+        wsp = np.zeros(m)
+        wsn = np.zeros(m)
+        out = (sp, sn, wsp, wsn) if weights else (sp, sn)
         n = len(self)
         if not (m and n):
-            return sp, sn
+            return out
         if m * REMOVE_REBUILD_RATIO < n:
-            find, cps, cns = self._find, self._cp, self._cn
+            find, cps, cns, wps, wns = self._find, self._cp, self._cn, self._wp, self._wn
             for j, s in enumerate(keys.tolist()):
                 k, i = find(s)
                 if k >= 0:
                     sp[j] = cps[k][i]
                     sn[j] = cns[k][i]
-            return sp, sn
+                    wsp[j] = wps[k][i]
+                    wsn[j] = wns[k][i]
+            return out
         k0 = _flat(self._keys, _F8)
         pos = np.minimum(np.searchsorted(k0, keys), n - 1)
         hit = k0[pos] == keys
         sp[hit] = _flat(self._cp, _I8)[pos[hit]]
         sn[hit] = _flat(self._cn, _I8)[pos[hit]]
-        return sp, sn
+        if weights:
+            wsp[hit] = _flat(self._wp, _F8)[pos[hit]]
+            wsn[hit] = _flat(self._wn, _F8)[pos[hit]]
+        return out
+
+    def _refused(self, keys, wp, wn, cp, cn):
+        """Mask of the entries that hold more events, or more weight (beyond rounding),
+        than stored at their score."""
+        sp, sn, wsp, wsn = self.stored_counts(keys, weights=True)
+        return ((cp > sp) | (cn > sn) | _overdrawn(wsp, wp, self.pos_weight)
+                | _overdrawn(wsn, wn, self.neg_weight))
 
     def _zeros_fit(self, cp, cn, z_pos, z_neg):
         """Whether the stored events include ``z_*`` of weight 0 and the rest of
@@ -675,15 +710,14 @@ class ScoreOrder:
         """Whether :meth:`remove_entries` with these arguments would succeed."""
         if not self._zeros_fit(cp, cn, z_pos, z_neg):
             return False
-        sp, sn = self.stored_counts(keys)
-        return not ((cp > sp) | (cn > sn)).any()
+        return not self._refused(keys, wp, wn, cp, cn).any()
 
     def remove_entries(self, keys, wp, wn, cp, cn, z_pos=0, z_neg=0):
         """Remove aggregated events added earlier (the inverse of :meth:`add_entries`,
         same arguments): ascending distinct ``keys``, summed weights and counts.
 
         Atomic: raises ``KeyError(bad)`` with ``bad`` a boolean mask over the entries
-        that have more events than stored (``bad`` all False when only the zero-weight
+        that have more events (or more weight, beyond rounding) than stored (``bad`` all False when only the zero-weight
         counts ``z_*``, or the others, exceed the stored ones), state unchanged. As :meth:`remove`, a
         class's weight at a score whose last event goes is set to exactly 0.
 
@@ -701,8 +735,7 @@ class ScoreOrder:
         if not self._zeros_fit(cp, cn, z_pos, z_neg):
             raise KeyError(np.zeros(m, dtype=bool))
         if m * REMOVE_REBUILD_RATIO < n:
-            sp, sn = self.stored_counts(keys)
-            bad = (cp > sp) | (cn > sn)
+            bad = self._refused(keys, wp, wn, cp, cn)
             if bad.any():
                 raise KeyError(bad)
             if self.integral and not (_integers(wp) and _integers(wn)):
@@ -719,11 +752,11 @@ class ScoreOrder:
                     if np_:
                         if not bp:
                             self.z_pos += 1
-                        remove(s, True, bp)
+                        remove(s, True, bp, True)
                     else:
                         if not bn:
                             self.z_neg += 1
-                        remove(s, False, bn)
+                        remove(s, False, bn, True)
                 else:
                     remove_entry(s, bp, bn, np_, nn)
         else:

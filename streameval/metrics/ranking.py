@@ -37,6 +37,7 @@ import numpy as np
 
 from streameval.metrics import _scoreorder
 from streameval.metrics._scoreorder import ScoreOrder
+from streameval.metrics.base import REVERT_SLACK as _SLACK
 from streameval.metrics.base import (
     BinaryMetric,
     MultiClassMetric,
@@ -153,7 +154,7 @@ def _aggregate(positive, scores, weights):
     return keys, wp, wn, cp, cn, zp, zn
 
 
-def _first_refused(order, positive, scores, events, zero=None):
+def _first_refused(order, positive, scores, events, zero=None, weights=None):
     """Index of the first event a loop of ``revert`` would refuse (``None`` if none).
 
     ``positive``, ``scores`` and ``events`` (each entry's event index, ascending in
@@ -161,8 +162,9 @@ def _first_refused(order, positive, scores, events, zero=None):
     marks the zero-weight ones. An entry is refused when the entries before it with the
     same score and class (earlier events first) already use up the stored count, or when
     it is a zero-weight entry beyond the stored zero-weight events of its class (or a
-    weighted one beyond the weighted ones), as :meth:`ScoreOrder.remove` refuses. Only run
-    on the error path: `O(m log(m) + n)`.
+    weighted one beyond the weighted ones), or when, with the entries before it, it takes
+    more weight (``weights``) than its score and class hold, as
+    :meth:`ScoreOrder.remove` refuses. Only run on the error path: `O(m log(m) + n)`.
     """
     m = len(scores)
     if not m:
@@ -174,10 +176,28 @@ def _first_refused(order, positive, scores, events, zero=None):
     starts = np.flatnonzero(start)
     group = np.cumsum(start) - 1
     rank = np.arange(m) - starts[group]  # earlier entries in the same (score, class)
-    sp, sn = order.stored_counts(s[starts])  # keys ascending (a score may repeat)
+    sp, sn, wsp, wsn = order.stored_counts(s[starts], weights=True)  # keys ascending
     avail = np.where(p[starts], sp, sn)
     over = events[idx[rank >= avail[group]]]
     refused = [over.min()] if len(over) else []
+    if weights is not None:
+        # as a loop of ``revert``: each removal's weight against what its score and class
+        # still hold, the class total (the slack's scale) less the removals before it
+        w = weights[idx]
+        cum = np.cumsum(w)
+        taken = cum - (cum[starts] - w[starts])[group]  # within the group, inclusive
+        byev = np.argsort(events, kind="stable")
+        ew, ep = weights[byev], positive[byev]
+        before = np.empty(m)
+        for cls, total in ((True, order.pos_weight), (False, order.neg_weight)):
+            sel = ep == cls
+            c = np.cumsum(np.where(sel, ew, 0.0))
+            before[byev[sel]] = total - (c - ew)[sel]
+        scale = before[idx]
+        left = np.where(p[starts], wsp, wsn)[group] - taken
+        over_w = events[idx[left < -(1e-9 * w + _SLACK * scale)]]
+        if len(over_w):
+            refused.append(over_w.min())
     if zero is None:
         zero = np.zeros(m, dtype=bool)
     for cls, zeros, others in ((True, order.z_pos, order.n_pos - order.z_pos),
@@ -514,7 +534,8 @@ class _BinaryRanking(BinaryMetric):
             order.remove_entries(*removed)
         except KeyError:
             i = _first_refused(order, labels, scores, np.arange(m),
-                               None if weights is None else weights == 0.0)
+                               None if weights is None else weights == 0.0,
+                               np.ones(m) if weights is None else weights)
             i = 0 if i is None else i
             raise ValueError(
                 f"event {i}: revert(y_true={_item(y_true, i, bool(labels[i]))!r}, "
@@ -1113,13 +1134,14 @@ class _OVRRanking(MultiClassMetric):
             scores = _bin_array(scores, self.bins)
         zero = None if weights is None else weights == 0.0
         events = np.arange(n)
-        parts = [(o, y_idx == j, scores[j], events, zero) for j, o in enumerate(orders)]
+        wts = np.ones(n) if weights is None else weights
+        parts = [(o, y_idx == j, scores[j], events, zero, wts) for j, o in enumerate(orders)]
         if self._micro is not None and k:
             parts.append((self._micro, (y_idx[None, :] == np.arange(k)[:, None]).ravel(),
                           scores.ravel(), np.tile(events, k),
-                          None if zero is None else np.tile(zero, k)))
+                          None if zero is None else np.tile(zero, k), np.tile(wts, k)))
         aggs = [_aggregate(pos, s, None if weights is None else np.tile(weights, len(s) // n))
-                for _, pos, s, _, _ in parts]
+                for _, pos, s, _, _, _ in parts]
         if refused < n or n > self._n or not all(
                 o.can_remove(*a) for (o, *_), a in zip(parts, aggs)):
             first = [refused]
