@@ -366,9 +366,9 @@ class ScoreOrder:
         elif (self.z_neg == 0 if not w else self.n_neg == self.z_neg):
             raise KeyError(s)
         # more weight than this class holds at s: not an event that was added
-        if not _checked and _overdrawn((self._wp if positive else self._wn)[k][i], w,
-                                       self.pos_weight if positive else self.neg_weight):
-            raise KeyError(s)
+        if not _checked and ((self._wp if positive else self._wn)[k][i] - w < -(
+                1e-9 * w + _SLACK * (self.pos_weight if positive else self.neg_weight))):
+            raise KeyError(s)  # (``_overdrawn`` inlined: this runs per event)
         if w != 1.0 and w != int(w):  # (a weight other than the one added would do it)
             self.integral = False
         g = k >> 6
