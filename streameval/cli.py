@@ -86,7 +86,6 @@ DEFAULT_CHECKPOINT_EVERY = 100_000
 _LOG_HEAD_BYTES = 1 << 20
 _INPUT_KEYS = {"ts", "label", "score", "id", "weight", "require_ts", "format",
                "label_ttl", "labels", "on_duplicate"}
-_CONFIG_TABLES = {"monitor", "input", "serve"}  # [serve] is read by `streameval serve`
 
 EXIT_OK, EXIT_ALERT, EXIT_INPUT = 0, 1, 2
 
@@ -111,17 +110,9 @@ def _load_doc(config, config_dir=None):
 
 def _split_config(doc):
     """``(monitor table or None, input table)`` from a config document."""
-    if "monitor" in doc or "input" in doc:
-        unknown = sorted(set(doc) - _CONFIG_TABLES)
-        if unknown:
-            raise ValueError(f"config: unknown table(s) {', '.join(unknown)}; "
-                             f"expected [monitor] and [input]")
-        table = doc.get("monitor")
-    else:  # a bare [monitor] table, as streameval.config allows
-        table = doc or None
-    inp = doc.get("input", {})
-    if not isinstance(inp, dict):
-        raise ValueError(f"input = {inp!r:.80}: must be a table ([input])")
+    from streameval.config import config_tables
+
+    table, inp = config_tables(doc)
     extra = sorted(set(inp) - _INPUT_KEYS)
     if extra:
         raise ValueError(f"input: unknown key(s) {', '.join(extra)}; expected one of {sorted(_INPUT_KEYS)}")
@@ -130,26 +121,12 @@ def _split_config(doc):
 
 def _build(doc, base_dir):
     """Monitor, FieldMap and delayed-label options from a config document."""
-    from streameval.events import FieldMap
+    from streameval.config import field_map
     from streameval.monitor import Monitor
 
     table, inp = _split_config(doc)
     monitor = Monitor.default() if table is None else Monitor.from_config(table)
-    names = {k: inp[k] for k in ("ts", "label", "score", "id", "weight") if k in inp}
-    for k, v in names.items():
-        if not isinstance(v, str) or not v:
-            raise ValueError(f"input.{k} = {v!r}: must be a field name")
-    require_ts = inp.get("require_ts", True)
-    if not isinstance(require_ts, bool):
-        raise ValueError(f"input.require_ts = {require_ts!r}: must be true or false")
-    group_by = monitor.group_by
-    fields = FieldMap(
-        **names,
-        segment=tuple(group_by) if isinstance(group_by, list) else group_by,
-        pos_label=monitor.pos_label,
-        neg_label=monitor.neg_label,
-        require_ts=require_ts,
-    )
+    fields = field_map(inp, monitor, require_ts=True)
     fmt = inp.get("format")
     delayed = None
     if "label_ttl" in inp:

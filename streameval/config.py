@@ -214,6 +214,54 @@ def monitor_table(doc):
     return doc
 
 
+#: The tables a config file may hold: ``[monitor]`` and ``[input]`` (read by ``replay``,
+#: ``run`` and ``serve``) and ``[serve]`` (read by ``serve`` alone).
+CONFIG_TABLES = ("monitor", "input", "serve")
+#: The ``[input]`` keys that name event fields.
+FIELD_KEYS = ("ts", "label", "score", "id", "weight")
+
+
+def config_tables(doc):
+    """``(monitor table or None, input table)`` of a parsed config file.
+
+    A document with any of :data:`CONFIG_TABLES` may hold no other table; a document
+    with none of them is a bare ``[monitor]`` table (None when empty: the default
+    monitor). The caller checks the keys of ``[input]`` (and of ``[serve]``).
+    """
+    if any(k in doc for k in CONFIG_TABLES):
+        unknown = sorted(set(doc) - set(CONFIG_TABLES))
+        if unknown:
+            raise ValueError(f"config: unknown table(s) {', '.join(unknown)}; "
+                             f"expected {', '.join(f'[{t}]' for t in CONFIG_TABLES)}")
+        table = doc.get("monitor")
+    else:
+        table = doc or None
+    inp = doc.get("input", {})
+    if not isinstance(inp, dict):
+        raise ValueError(f"input = {inp!r:.80}: must be a table ([input])")
+    return table, inp
+
+
+def field_map(inp, monitor, *, require_ts=True):
+    """The :class:`~streameval.events.FieldMap` of an ``[input]`` table for ``monitor``.
+
+    Field names come from ``inp`` (:data:`FIELD_KEYS`), the segment field is the
+    monitor's ``group_by`` and the labels its ``pos_label``/``neg_label``;
+    ``require_ts`` is the default when ``inp`` does not set it.
+    """
+    from streameval.events import FieldMap
+
+    names = {k: inp[k] for k in FIELD_KEYS if k in inp}
+    for k, v in names.items():
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"input.{k} = {v!r}: must be a field name")
+    require_ts = inp.get("require_ts", require_ts)
+    if not isinstance(require_ts, bool):
+        raise ValueError(f"input.require_ts = {require_ts!r}: must be true or false")
+    return FieldMap(**names, segment=monitor.group_by, pos_label=monitor.pos_label,
+                    neg_label=monitor.neg_label, require_ts=require_ts)
+
+
 # ------------------------------------------------------------------------ metrics
 
 

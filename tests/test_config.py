@@ -203,3 +203,28 @@ def test_default_monitor_matches_design():
     assert mon.metrics["f1@50"].metric.threshold == 0.2 and mon.every == 10
     with pytest.raises(TypeError, match="evrey"):
         Monitor.default(evrey=3)
+
+
+def test_config_tables_and_field_map_shared_by_replay_and_serve():
+    """One reading of [monitor]/[input] for replay and serve; only require_ts's default differs."""
+    from streameval.config import config_tables, field_map
+    from streameval.monitor import Monitor
+
+    doc = {"monitor": {"group_by": ["model", "country"]}, "input": {"ts": "time", "label": "y"}}
+    table, inp = config_tables(doc)
+    assert table == doc["monitor"] and inp == doc["input"]
+    assert config_tables({"every": 10}) == ({"every": 10}, {})   # a bare [monitor] table
+    assert config_tables({}) == (None, {})                        # the default monitor
+    with pytest.raises(ValueError, match=r"unknown table\(s\) output; expected \[monitor\], \[input\], \[serve\]"):
+        config_tables({"monitor": {}, "output": {}})
+    with pytest.raises(ValueError, match=r"^input = 3: must be a table"):
+        config_tables({"input": 3})
+    mon = Monitor.from_config(table)
+    f = field_map(inp, mon)
+    assert (f.ts, f.label, f.score, f.segment, f.require_ts) == ("time", "y", "score", ("model", "country"), True)
+    assert field_map(inp, mon, require_ts=False).require_ts is False
+    assert field_map({"require_ts": True}, mon, require_ts=False).require_ts is True
+    with pytest.raises(ValueError, match=r"^input.score = '': must be a field name"):
+        field_map({"score": ""}, mon)
+    with pytest.raises(ValueError, match=r"^input.require_ts = 'yes': must be true or false"):
+        field_map({"require_ts": "yes"}, mon)

@@ -68,7 +68,6 @@ def _need_extra():
 SERVE_KEYS = ("webhooks", "checkpoint_events", "checkpoint_seconds", "max_body", "protect_reads")
 #: Keys of the ``[input]`` table (shared with ``streameval replay``) that the service reads.
 INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts")
-_TABLES = ("monitor", "input", "serve")
 
 
 def load_config(config):
@@ -85,7 +84,6 @@ def load_config(config):
     ``pos_label``/``neg_label``.
     """
     from streameval import config as _config
-    from streameval.events import FieldMap
     from streameval.monitor import Monitor
 
     if config is None:
@@ -93,15 +91,8 @@ def load_config(config):
     doc = _config.load_toml(config) if isinstance(config, (str, os.PathLike)) else config
     if not isinstance(doc, dict):
         raise ValueError(f"config must be a TOML path, a dict or None, got {type(doc).__name__}")
-    if any(k in doc for k in _TABLES):
-        unknown = sorted(set(doc) - set(_TABLES))
-        if unknown:
-            raise ValueError(f"config: unknown table(s) {', '.join(unknown)}; "
-                             f"expected {', '.join(f'[{t}]' for t in _TABLES)}")
-        table = doc.get("monitor")
-    else:  # a bare [monitor] table
-        table = doc or None
-    inp, serve_table = doc.get("input", {}), doc.get("serve", {})
+    table, inp = _config.config_tables(doc)
+    serve_table = doc.get("serve", {})
     for name, t, keys in (("input", inp, INPUT_KEYS), ("serve", serve_table, SERVE_KEYS)):
         if not isinstance(t, dict):
             raise ValueError(f"{name} = {t!r:.80}: must be a table ([{name}])")
@@ -114,13 +105,8 @@ def load_config(config):
     webhooks = serve_table.get("webhooks", [])
     if not isinstance(webhooks, list) or not all(isinstance(u, str) for u in webhooks):
         raise ValueError(f"serve.webhooks = {webhooks!r:.80}: must be a list of URLs")
-    require_ts = inp.get("require_ts", False)
-    if not isinstance(require_ts, bool):
-        raise ValueError(f"input.require_ts = {require_ts!r}: must be true or false")
     monitor = Monitor.default() if table is None else Monitor.from_config(table)
-    names = {k: inp[k] for k in ("ts", "label", "score", "id", "weight") if k in inp}
-    fields = FieldMap(**names, segment=monitor.group_by, pos_label=monitor.pos_label,
-                      neg_label=monitor.neg_label, require_ts=require_ts)
+    fields = _config.field_map(inp, monitor, require_ts=False)
     return monitor, fields, serve_table, table
 
 
