@@ -215,3 +215,11 @@ def test_webhook_bad_arguments():
         WebhookSink("ftp://x")
     with pytest.raises(ValueError, match="retries"):
         WebhookSink("http://x", retries=-1)
+
+
+def test_dumps_writes_every_dict_key_as_json_does_and_tuples_joined():
+    """Scalar keys as json.dumps writes them; a several-field segment key joined by '|'
+    (the service's snapshot and the sinks share this)."""
+    obj = {None: 1, True: 2, 3: 3, 1.5: 4, np.int64(7): 5, ("fr", "ios"): float("nan")}
+    expected = json.dumps({None: 1, True: 2, 3: 3, 1.5: 4, 7: 5})[:-1] + ', "fr|ios": null}'
+    assert json.loads(dumps(obj)) == json.loads(expected)

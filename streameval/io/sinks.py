@@ -33,20 +33,40 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-__all__ = ["dumps", "Sink", "JsonlSink", "StdoutSink", "WebhookSink", "rejected_callback"]
+__all__ = ["dumps", "json_key", "Sink", "JsonlSink", "StdoutSink", "WebhookSink", "rejected_callback"]
 
 logger = logging.getLogger("streameval.io")
 
 
+def json_key(k: Any) -> str:
+    """A dict key as JSON writes it: scalars as ``json.dumps`` does (``None`` ->
+    ``"null"``, ``True`` -> ``"true"``, ``3`` -> ``"3"``), a tuple (a segment of several
+    fields) joined with ``|``.
+
+    >>> json_key(None), json_key(True), json_key(np.int64(3)), json_key(("fr", None, 2))
+    ('null', 'true', '3', 'fr||2')
+    """
+    if isinstance(k, str):
+        return k
+    if isinstance(k, np.generic):
+        k = k.item()
+    if k is None or isinstance(k, (bool, int, float)):
+        return json.dumps(k)
+    if isinstance(k, tuple):
+        return "|".join("" if v is None else str(v) for v in k)
+    return str(k)
+
+
 def _clean(o: Any) -> Any:
-    """A JSON-safe copy of ``o``: NaN/inf -> None, numpy -> Python, tuples -> lists."""
+    """A JSON-safe copy of ``o``: NaN/inf -> None, numpy -> Python, tuples -> lists,
+    dict keys as :func:`json_key` writes them."""
     t = type(o)
     if t is str or t is int or t is bool or o is None:
         return o
     if t is float:
         return o if math.isfinite(o) else None
     if t is dict:
-        return {(k.item() if isinstance(k, np.generic) else k): _clean(v) for k, v in o.items()}
+        return {json_key(k): _clean(v) for k, v in o.items()}
     if t is list or t is tuple:
         return [_clean(v) for v in o]
     if isinstance(o, np.ndarray):
@@ -60,7 +80,7 @@ def _clean(o: Any) -> Any:
     if isinstance(o, (_dt.datetime, _dt.date)):
         return o.isoformat()
     if isinstance(o, Mapping):
-        return {k: _clean(v) for k, v in o.items()}
+        return {json_key(k): _clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple, set, frozenset)):
         return [_clean(v) for v in o]
     raise TypeError(f"cannot write a {type(o).__name__} as JSON: {o!r}")

@@ -20,8 +20,6 @@ Unknown paths get 404, wrong methods 405 (with ``Allow``), always with a JSON bo
 from __future__ import annotations
 
 import hmac
-import json
-import math
 import time
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -33,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from streameval.io.sinks import dumps
 from streameval.service.body import BadRequest
 from streameval.service.engine import Unavailable
 from streameval.service.exposition import MonitorCollector
@@ -42,29 +41,6 @@ __all__ = ["create_app", "snapshot_json", "DEFAULT_MAX_BODY"]
 #: Largest accepted request body: 16 MiB holds about 200 000 JSON events, far above
 #: a sensible batch, and bounds the memory one request can take.
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-
-
-def _json_safe(o):
-    """Replace NaN/inf by None and non-string dict keys by strings (JSON has neither)."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {_key(k): _json_safe(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_json_safe(v) for v in o]
-    if hasattr(o, "item") and callable(o.item):  # numpy scalars
-        return _json_safe(o.item())
-    return o
-
-
-def _key(k):
-    if isinstance(k, str):
-        return k
-    if k is None:
-        return "null"
-    if isinstance(k, tuple):
-        return "|".join("" if s is None else str(s) for s in k)
-    return json.dumps(k) if isinstance(k, (bool, int, float)) else str(k)
 
 
 def snapshot_json(snap: dict) -> dict:
@@ -85,7 +61,7 @@ def _label(key):
 
 class _JSON(JSONResponse):
     def render(self, content) -> bytes:
-        return json.dumps(_json_safe(content), separators=(",", ":"), allow_nan=False).encode()
+        return dumps(content).encode()
 
 
 def create_app(engine, *, token: str | None = None, protect_reads: bool = False,
