@@ -10,31 +10,12 @@ from __future__ import annotations
 
 import importlib
 
+from streameval import _registry
+
 __version__ = "0.1.0"
 
-#: public name -> module that defines it
-_LAZY = {
-    **dict.fromkeys(
-        ["ConfusionMatrix", "Accuracy", "ErrorRate", "Precision", "Recall", "FPR",
-         "Specificity", "FBeta", "F1", "FAlpha", "BalancedAccuracy", "MCC"],
-        "streameval.metrics.confusion",
-    ),
-    **dict.fromkeys(["LogLoss", "Brier"], "streameval.metrics.probabilistic"),
-    **dict.fromkeys(["MAE", "MSE", "RMSE", "RMSLE", "MAPE"], "streameval.metrics.regression"),
-    **dict.fromkeys(
-        ["ROCAUC", "Gini", "AveragePrecision", "InterpolatedAP", "ElevenPointAP",
-         "ROCCurve", "PRCurve"],
-        "streameval.metrics.ranking",
-    ),
-    **dict.fromkeys(
-        ["PrecisionAtK", "RecallAtK", "HitAtK", "APAtK", "MAPAtK", "MRR", "DCG", "NDCG"],
-        "streameval.metrics.retrieval",
-    ),
-    **dict.fromkeys(["BLEU", "ROUGE", "METEOR"], "streameval.metrics.text"),
-    **dict.fromkeys(["Sliding", "Tumbling"], "streameval.windows"),
-    "Monitor": "streameval.monitor",
-    "from_state": "streameval.metrics.base",
-}
+#: public name -> module that defines it (from the one registry of names)
+_LAZY = _registry.public_modules()
 
 __all__ = list(_LAZY)
 

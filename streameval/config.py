@@ -90,6 +90,7 @@ import numbers
 import os
 import sys
 
+from streameval import _registry
 from streameval.alerts import rule_from_config
 
 if sys.version_info >= (3, 11):
@@ -121,26 +122,7 @@ DEFAULT_THRESHOLD = 0.5
 DEFAULT_P_BELOW = 0.01
 
 #: metric kind (config name) -> public class name in ``streameval``
-KINDS = {
-    "roc_auc": "ROCAUC",
-    "gini": "Gini",
-    "average_precision": "AveragePrecision",
-    "interpolated_ap": "InterpolatedAP",
-    "eleven_point_ap": "ElevenPointAP",
-    "precision": "Precision",
-    "recall": "Recall",
-    "f1": "F1",
-    "fbeta": "FBeta",
-    "falpha": "FAlpha",
-    "accuracy": "Accuracy",
-    "error_rate": "ErrorRate",
-    "fpr": "FPR",
-    "specificity": "Specificity",
-    "balanced_accuracy": "BalancedAccuracy",
-    "mcc": "MCC",
-    "log_loss": "LogLoss",
-    "brier": "Brier",
-}
+KINDS = _registry.config_kinds()
 _CLASS_TO_KIND = {v: k for k, v in KINDS.items()}
 
 #: the keys of the ``[monitor]`` table

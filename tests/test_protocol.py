@@ -45,7 +45,7 @@ from streameval import (
     Recall,
     Specificity,
 )
-from streameval.metrics.base import _REGISTRY
+from streameval import _registry
 
 HYP = settings(max_examples=30, deadline=None)
 NAN = float("nan")
@@ -355,7 +355,7 @@ MINE = ["ConfusionMatrix", "Accuracy", "ErrorRate", "Precision", "Recall", "FPR"
 @pytest.mark.parametrize("name", MINE)
 def test_public_names_are_registered_under_their_name(name):
     cls = getattr(streameval, name)
-    assert _REGISTRY[name] is cls
+    assert _registry.state_class(name) is cls
     assert name in streameval.__all__
 
 

@@ -19,6 +19,21 @@ import numbers
 import numpy as np
 from river.metrics import base as river_base
 
+from streameval import _registry
+from streameval.validation import (
+    REVERT_SLACK,
+    ValidationError,
+    as_binary_labels,
+    as_float_array,
+    as_weight_array,
+    check_real,
+    check_same_length,
+    check_weight,
+    fail,
+    label_sets,
+    overdrawn,
+)
+
 __all__ = [
     "Metric",
     "BinaryMetric",
@@ -33,270 +48,34 @@ __all__ = [
     "as_binary_labels",
     "check_same_length",
     "label_sets",
+    "check_bounds",
+    "Cases",
+    "ValidationError",
+    "fail",
+    "overdrawn",
+    "REVERT_SLACK",
 ]
-
-#: Every class whose state :func:`from_state` can rebuild, by public type name.
-_REGISTRY: dict[str, type] = {}
-
-#: Modules defining state types that are not public names of ``streameval``; imported
-#: on demand by :func:`from_state` so a checkpoint loads in a fresh process.
-_STATE_MODULES = {
-    "PrecisionRecallDrift": "streameval.drift",
-    "ChangePointDetector": "streameval.drift",
-    "DriftCounts": "streameval.drift",
-    "Monitor": "streameval.monitor",
-}
 
 _Real = numbers.Real
 
 
-# --------------------------------------------------------------------------- errors
-
-
-def _fail(name, value, reason, index=None):
-    where = name if index is None else f"{name}[{index}]"
-    raise ValueError(f"{where} = {value!r}: {reason}")
-
-
-# --------------------------------------------------------------------- single values
-
-
-def check_real(value, name="y_pred", what="score"):
-    """Return ``value`` as a finite float, or raise ``ValueError`` naming it.
-
-    Booleans count as 0 and 1 (a river classifier's predicted label).
-
-    >>> check_real(0.25)
-    0.25
-    >>> check_real(float("nan"))
-    Traceback (most recent call last):
-    ...
-    ValueError: y_pred = nan: score must be a finite number
-    """
-    if type(value) is float:
-        v = value
-    elif isinstance(value, _Real):
-        v = float(value)
-    else:
-        _fail(name, value, f"{what} must be a finite number")
-    if v - v:  # NaN or +-inf
-        _fail(name, value, f"{what} must be a finite number")
-    return v
-
-
-def check_weight(w, name="w"):
-    """Return the weight ``w`` as a float; it must be finite and >= 0.
-
-    >>> check_weight(2)
-    2.0
-    >>> check_weight(-1.0)
-    Traceback (most recent call last):
-    ...
-    ValueError: w = -1.0: weight must be a finite number >= 0
-    """
-    if type(w) is float:
-        v = w
-    elif isinstance(w, _Real) and not isinstance(w, bool):
-        v = float(w)
-    else:
-        _fail(name, w, "weight must be a finite number >= 0")
-    if v - v or v < 0.0:
-        _fail(name, w, "weight must be a finite number >= 0")
-    return v
-
-
-def label_sets(pos_label, neg_label):
-    """The sets of accepted positive and negative labels.
-
-    With the default ``pos_label=True`` (or 1, False, 0) the negative label is the other
-    boolean, and ints and bools are interchangeable (``1 == True``). Any other
-    ``pos_label`` needs ``neg_label`` too, so that a mistyped label raises instead of
-    silently counting as a negative.
-
-    >>> label_sets(True, None)
-    (frozenset({True}), frozenset({False}))
-    >>> label_sets("spam", "ham")
-    (frozenset({'spam'}), frozenset({'ham'}))
-    """
-    _hashable_label(pos_label, "pos_label")
-    if neg_label is None:
-        if isinstance(pos_label, (bool, int, np.bool_, np.integer)) and pos_label in (0, 1):
-            neg_label = not bool(pos_label)
-        else:
-            raise ValueError(
-                f"pos_label = {pos_label!r} needs neg_label= as well "
-                "(labels other than the configured two raise an error)"
-            )
-    _hashable_label(neg_label, "neg_label")
-    if pos_label == neg_label:
-        raise ValueError(f"pos_label and neg_label are both {pos_label!r}")
-    return frozenset([pos_label]), frozenset([neg_label])
-
-
-def _hashable_label(label, name):
-    try:
-        hash(label)
-    except TypeError:
-        raise ValueError(f"{name} = {label!r}: a label must be hashable") from None
-    if label is None or (isinstance(label, float) and label != label):
-        raise ValueError(f"{name} = {label!r}: not a valid label")
-
-
-#: How far below zero, as a share of the metric's total weight, a weighted sum may go
-#: through float rounding before a ``revert`` of that weight is refused. Event counts
-#: are exact and decide whether an event is there at all; this slack only tells a
-#: wrong weight from the rounding residue that millions of float-weighted updates and
-#: reverts leave (about ``ops * 1e-16`` of the sums' size; 1e-6 covers 1e10 operations).
-REVERT_SLACK = 1e-6
-
-
-def overdrawn(left, w, scale):
-    """Whether ``left``, a weighted sum after taking out weight ``w``, is further below
-    zero than rounding explains, for a metric whose total weight is about ``scale``.
-    Works elementwise on numpy arrays.
-
-    >>> overdrawn(-1e-12, 1.0, 1e4), overdrawn(-0.5, 1.0, 1e4)
-    (False, True)
-    """
-    return left < -(1e-9 * w + REVERT_SLACK * scale)
-
-
-# ---------------------------------------------------------------------------- batches
-
-
-def check_same_length(**arrays):
-    """Return the common length of the given sequences (None skipped); raise
-    ``ValueError`` naming one that is not a sequence, or two of different lengths.
-
-    >>> check_same_length(y_true=[1, 0], y_pred=[0.3, 0.2], w=None)
-    2
-    >>> check_same_length(y_true=1, y_pred=[0.3])
-    Traceback (most recent call last):
-    ...
-    ValueError: y_true = 1: a batch must be a sequence or a 1-D array
-    """
-    n = None
-    first = None
-    for name, a in arrays.items():
-        if a is None:
-            continue
-        try:
-            m = len(a)
-        except TypeError:
-            raise ValueError(f"{name} = {a!r:.80}: a batch must be a sequence or a 1-D array") from None
-        if n is None:
-            n, first = m, name
-        elif m != n:
-            raise ValueError(f"{first} has {n} elements but {name} has {m}")
-    return n or 0
-
-
-def _first_bad(mask):
-    return int(np.argmax(mask))
-
-
-def as_float_array(values, name="y_pred", what="score", scalar=None):
-    """Return ``values`` as a 1-D float64 array of finite numbers.
-
-    Lists and numpy arrays of numbers are converted in one numpy call; anything else
-    (dicts, strings, None) goes element by element through ``scalar`` (a function of
-    ``(value, index)`` returning a float, which raises naming the index) so that the
-    message names the first bad element.
-    """
-    arr = values if isinstance(values, np.ndarray) else np.asarray(values)
-    if arr.ndim != 1:
-        if arr.dtype.kind == "O" or arr.ndim == 0:
-            arr = _elementwise(values, name, what, scalar)
-        else:
-            raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    elif arr.dtype.kind in "fiub":
-        arr = arr.astype(np.float64, copy=False)
-    else:
-        arr = _elementwise(values, name, what, scalar)
-    if arr.size and not np.isfinite(arr).all():
-        i = _first_bad(~np.isfinite(arr))
-        _fail(name, float(arr[i]), f"{what} must be a finite number", i)
-    return arr
-
-
-def _elementwise(values, name, what, scalar):
-    out = np.empty(len(values), dtype=np.float64)
-    for i, v in enumerate(values):
-        if scalar is not None:
-            out[i] = scalar(v, i)
-        elif isinstance(v, _Real):
-            out[i] = float(v)
-        else:
-            _fail(name, v, f"{what} must be a finite number", i)
-    return out
-
-
-def as_weight_array(w, n, name="w"):
-    """Return the batch weights as float64, or None for ``w=None`` (all ones); raise
-    ``ValueError`` naming the first bad weight."""
-    if w is None:
-        return None
-    arr = w if isinstance(w, np.ndarray) else np.asarray(w)
-    if arr.ndim != 1 or arr.dtype.kind not in "fiu":
-        for i, v in enumerate(w):
-            check_weight(v, f"{name}[{i}]")
-        arr = np.asarray(w, dtype=np.float64)
-    arr = arr.astype(np.float64, copy=False)
-    if len(arr) != n:
-        raise ValueError(f"y_true has {n} elements but {name} has {len(arr)}")
-    bad = ~np.isfinite(arr) | (arr < 0)
+def check_bounds(scores, bounds, name="y_pred"):
+    """Raise naming the first score outside the closed range ``bounds``."""
+    lo, hi = bounds
+    bad = ~((scores >= lo) & (scores <= hi))
     if bad.any():
-        i = _first_bad(bad)
-        _fail(name, float(arr[i]), "weight must be a finite number >= 0", i)
-    return arr
-
-
-def as_binary_labels(y_true, pos_set, neg_set, name="y_true"):
-    """Return a bool array (True where positive) or raise naming the first bad label."""
-    arr = y_true if isinstance(y_true, np.ndarray) else None
-    if arr is None:
-        try:
-            arr = np.asarray(y_true)
-        except ValueError:  # ragged: a sequence among the labels
-            arr = None
-        # numpy turns [True, "x"] into the strings ["True", "x"]: keep the objects
-        if arr is not None and arr.dtype.kind in "US" and len({type(v) for v in y_true}) > 1:
-            arr = None
-    if arr is None or arr.ndim != 1:
-        arr = np.fromiter(y_true, dtype=object, count=len(y_true))
-    (pos,) = pos_set
-    (neg,) = neg_set
-    if arr.dtype.kind == "b" and pos is True and neg is False:
-        return arr
-    if arr.dtype.kind in "biuf" and isinstance(pos, (bool, int)) and isinstance(neg, (bool, int)):
-        is_pos = arr == pos
-        is_neg = arr == neg
-    else:
-        # object/str arrays: compare in Python so that types are respected
-        items = arr.tolist()
-        is_pos = np.fromiter((_in(v, pos_set) for v in items), dtype=bool, count=len(items))
-        is_neg = np.fromiter((_in(v, neg_set) for v in items), dtype=bool, count=len(items))
-    bad = ~(is_pos | is_neg)
-    if bad.any():
-        i = _first_bad(bad)
-        _fail(name, arr[i].item() if hasattr(arr[i], "item") else arr[i],
-              f"label must be {pos!r} (positive) or {neg!r} (negative)", i)
-    return is_pos
-
-
-def _in(v, s):
-    try:
-        return v in s
-    except TypeError:
-        return False
+        i = int(np.argmax(bad))
+        what = "probability" if (lo, hi) == (0.0, 1.0) else "score"
+        fail(name, float(scores[i]), f"{what} must be in [{lo:g}, {hi:g}]", i)
 
 
 # --------------------------------------------------------------------------- protocol
 
 
 def register(cls):
-    """Register ``cls`` under its public name so :func:`from_state` can rebuild it."""
-    _REGISTRY[cls._public_name] = cls
+    """Register ``cls`` under its public name so :func:`from_state` can rebuild it
+    (the name must be an entry of :mod:`streameval._registry`)."""
+    _registry.add_class(cls, cls._public_name)
     return cls
 
 
@@ -321,36 +100,80 @@ class Metric:
         if not cls.__name__.startswith("_") and not cls.__dict__.get("_abstract", False):
             register(cls)
 
-    # -- protocol ---------------------------------------------------------------
-    def update_many(self, y_true, y_pred, w=None):
-        """Add a batch; same result as a loop of ``update``. Validated before any change."""
+    # -- the trusted path ---------------------------------------------------------
+    #: The form of the validated columns that :meth:`update_trusted` takes:
+    #: ``"binary"`` (``y``: bool "is positive" array, ``s``: float64 finite scores,
+    #: ``w``: float64 weights >= 0 or None), ``"regression"`` (float64 targets,
+    #: float64 predictions, weights) or None (the metric's own form, whatever its
+    #: :meth:`validate` returns). A Monitor validates a batch once into the binary form
+    #: and hands it to every metric whose ``columns == "binary"``.
+    columns = None
+    #: For ``columns == "binary"``: the closed range scores must lie in, or None
+    #: (log loss and Brier take probabilities: ``(0.0, 1.0)``). :meth:`validate`
+    #: checks it; a Monitor checks the narrowest range of its metrics once.
+    score_bounds = None
+
+    def validate(self, y_true, y_pred, w=None):
+        """Check a batch without changing anything; return its validated columns.
+
+        A bad element raises :class:`~streameval.validation.ValidationError` naming it
+        and its ``index``. The columns go to :meth:`update_trusted` or
+        :meth:`revert_trusted` (of this metric or any with the same ``columns``).
+        This default runs the batch through a fresh copy (for metrics without a
+        vectorised check) and returns the batch as lists.
+
+        Runtime complexity: `O(m)` for a batch of `m`.
+        """
         n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
         probe = self.clone()
         for i in range(n):
             try:
                 probe.update(y_true[i], y_pred[i], 1.0 if w is None else w[i])
             except ValueError as e:
-                raise ValueError(f"event {i}: {e}") from None
-        self.merge(probe)
+                raise ValidationError.at(i, str(e)) from None
+        return (list(y_true), list(y_pred), None if w is None else list(w))
+
+    def update_trusted(self, y, s, w=None):
+        """Add a batch of columns from :meth:`validate`, unchecked: the fast path for
+        callers that validated once for many metrics (Monitor, windows, drift tests).
+        Same result as :meth:`update_many`. Returns ``self``."""
+        for i in range(len(y)):
+            self.update(y[i], s[i], 1.0 if w is None else w[i])
+        return self
+
+    def revert_trusted(self, y, s, w=None):
+        """Remove a batch of validated columns added earlier; same result as
+        :meth:`revert_many`. An event that was never added is still refused (a
+        ``ValidationError`` with its ``index``), and nothing is removed then.
+
+        This default loops over ``revert`` and, if an event is refused, puts the
+        events already removed back before raising. Families override it with a
+        vectorised version."""
+        done = 0
+        try:
+            for i in range(len(y)):
+                self.revert(y[i], s[i], 1.0 if w is None else w[i])
+                done = i + 1
+        except ValueError as e:
+            for j in range(done):
+                self.update(y[j], s[j], 1.0 if w is None else w[j])
+            raise ValidationError.at(done, str(e)) from None
+        return self
+
+    # -- protocol ---------------------------------------------------------------
+    def update_many(self, y_true, y_pred, w=None):
+        """Add a batch; same result as a loop of ``update``. Validated before any
+        change (:meth:`validate`), then added by :meth:`update_trusted`."""
+        self.update_trusted(*self.validate(y_true, y_pred, w))
         return self
 
     def revert_many(self, y_true, y_pred, w=None):
         """Remove a batch added earlier; same result as a loop of ``revert``.
 
-        This default loops over ``revert`` and, if an event is refused, puts the
-        events already removed back (so nothing is half-applied) before raising with
-        the event's index. Families override it with a vectorised version.
+        Validated first (:meth:`validate`), then removed by :meth:`revert_trusted`,
+        which refuses (atomically, naming the index) an event never added.
         """
-        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        done = 0
-        try:
-            for i in range(n):
-                self.revert(y_true[i], y_pred[i], 1.0 if w is None else w[i])
-                done = i + 1
-        except ValueError as e:
-            for j in range(done):
-                self.update(y_true[j], y_pred[j], 1.0 if w is None else w[j])
-            raise ValueError(f"event {done}: {e}") from None
+        self.revert_trusted(*self.validate(y_true, y_pred, w))
         return self
 
     def merge(self, other):
@@ -422,6 +245,63 @@ class Metric:
     __str__ = __repr__
 
 
+class Cases(Metric):
+    """A public metric class with one implementation class per case (binary,
+    multiclass, ...): the single dispatch helper of every metric family.
+
+    ``Front(**params)`` returns an instance of the case class that
+    :meth:`_case` picks from the arguments, so ``isinstance(ROCAUC(average="macro"),
+    ROCAUC)`` holds for every case. A case class names its case in its class
+    statement and is wired to the front by that alone::
+
+        class Precision(Cases):                    # the public front
+            @classmethod
+            def _case(cls, args, kwargs):
+                return "multiclass" if kwargs.get("average") else "binary"
+
+        class _BinaryPrecision(Precision, BinaryView, case="binary"): ...
+        class _MultiClassPrecision(Precision, MultiView, case="multiclass"): ...
+
+    Case classes carry the front's ``__name__`` and ``_public_name`` (river reports
+    metrics by class name; states record the public name, and ``from_state`` rebuilds
+    through the front, which picks the case again from the parameters).
+    """
+
+    _abstract = True
+    #: case name -> implementation class (on each front class)
+    _cases: dict | None = None
+
+    def __init_subclass__(cls, case=None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if case is not None:
+            front = next(b for b in cls.__mro__[1:] if b.__dict__.get("_cases") is not None)
+            front._cases[case] = cls
+            cls._public_name = front._public_name
+            cls.__name__ = front.__name__
+            cls.__qualname__ = front.__qualname__
+        elif not cls.__name__.startswith("_"):
+            cls._cases = {}
+
+    @classmethod
+    def _case(cls, args, kwargs):
+        """The case for constructor arguments ``args``, ``kwargs`` (default: binary)."""
+        return "binary"
+
+    def __new__(cls, *args, **kwargs):
+        cases = cls.__dict__.get("_cases")
+        if cases:
+            cls = cases[cls._case(args, kwargs)]
+        return object.__new__(cls)
+
+    def __repr__(self):
+        value = self.get()
+        if isinstance(value, float):
+            return f"{self._public_name}: {value:.6f}"
+        return f"{self._public_name}: {value!r}"
+
+    __str__ = __repr__
+
+
 def from_state(state):
     """Rebuild a metric or window from :meth:`Metric.to_state`.
 
@@ -445,16 +325,7 @@ def from_state(state):
     if not isinstance(state, dict) or "type" not in state or "version" not in state:
         raise ValueError(f"not a streameval state (a dict with 'type' and 'version'): {state!r:.200}")
     name = state["type"]
-    cls = _REGISTRY.get(name)
-    if cls is None and isinstance(name, str):
-        import importlib
-
-        import streameval  # the lazy public names import the module that defines it
-
-        module = streameval._LAZY.get(name) or _STATE_MODULES.get(name)
-        if module is not None:
-            importlib.import_module(module)
-        cls = _REGISTRY.get(name)
+    cls = _registry.state_class(name)
     if cls is None:
         raise ValueError(f"unknown state type {name!r}")
     if state["version"] != cls._state_version:
@@ -506,7 +377,7 @@ class BinaryMetric(Metric, river_base.BinaryMetric):
             pass
         (pos,) = self._pos_set
         (neg,) = self._neg_set
-        _fail(name, y_true, f"label must be {pos!r} (positive) or {neg!r} (negative)")
+        fail(name, y_true, f"label must be {pos!r} (positive) or {neg!r} (negative)")
 
     def _score(self, y_pred, name="y_pred"):
         """The positive-class score of ``y_pred`` as a finite float; else ValueError."""
@@ -516,25 +387,55 @@ class BinaryMetric(Metric, river_base.BinaryMetric):
             (pos,) = self._pos_set
             s = y_pred.get(pos, 0.0)
             if not isinstance(s, _Real):
-                _fail(name, y_pred, "probability must be a finite number")
+                fail(name, y_pred, "probability must be a finite number")
             s = float(s)
         elif isinstance(y_pred, _Real):
             s = float(y_pred)
         else:
-            _fail(name, y_pred, "score must be a finite number or a probability dict")
+            fail(name, y_pred, "score must be a finite number or a probability dict")
         if s - s:
-            _fail(name, y_pred, "score must be a finite number")
+            fail(name, y_pred, "score must be a finite number")
         return s
 
-    def _batch(self, y_true, y_pred, w):
-        """Validate a batch: (bool labels, float64 scores, float64 weights or None)."""
+    columns = "binary"
+
+    def validate(self, y_true, y_pred, w=None):
+        """Validate a batch: (bool "is positive" labels, float64 scores, float64
+        weights or None), checked against :attr:`score_bounds` too.
+
+        Runtime complexity: `O(m)`, numpy (labels other than bools and ints, and
+        probability dicts, are read element by element)."""
         n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
         labels = as_binary_labels(y_true, self._pos_set, self._neg_set)
         scores = as_float_array(
             y_pred, scalar=lambda v, i: self._score(v, name=f"y_pred[{i}]")
         )
         weights = as_weight_array(w, n)
+        if self.score_bounds is not None and n:
+            check_bounds(scores, self.score_bounds)
         return labels, scores, weights
+
+    _batch = validate
+
+    def label_of(self, is_positive):
+        """The configured label for a bool "is positive" (for messages and for the
+        per-event fallback of :meth:`update_trusted`)."""
+        (label,) = self._pos_set if is_positive else self._neg_set
+        return label
+
+    def update_trusted(self, y, s, w=None):
+        """Add validated binary columns (see :meth:`Metric.update_trusted`); this
+        default decodes the labels and loops over ``update``."""
+        pos, neg = self.label_of(True), self.label_of(False)
+        update = self.update
+        for i, (yy, ss) in enumerate(zip(y.tolist(), s.tolist())):
+            update(pos if yy else neg, ss, 1.0 if w is None else float(w[i]))
+        return self
+
+    def revert_trusted(self, y, s, w=None):
+        pos, neg = self.label_of(True), self.label_of(False)
+        labels = [pos if yy else neg for yy in y.tolist()]
+        return Metric.revert_trusted(self, labels, s.tolist(), None if w is None else w.tolist())
 
 
 class MultiClassMetric(Metric, river_base.MultiClassMetric):
@@ -555,9 +456,9 @@ class MultiClassMetric(Metric, river_base.MultiClassMetric):
         try:
             hash(y)
         except TypeError:
-            _fail(name, y, "a class label must be hashable")
+            fail(name, y, "a class label must be hashable")
         if y is None or (isinstance(y, float) and y != y):
-            _fail(name, y, "not a valid class label")
+            fail(name, y, "not a valid class label")
         return y
 
 
@@ -570,8 +471,23 @@ class RegressionMetric(Metric, river_base.RegressionMetric):
     def bigger_is_better(self):
         return False
 
-    def _batch(self, y_true, y_pred, w):
+    columns = "regression"
+
+    def validate(self, y_true, y_pred, w=None):
+        """Validate a batch: (float64 targets, float64 predictions, float64 weights or
+        None). Runtime complexity: `O(m)`, numpy."""
         n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
         yt = as_float_array(y_true, name="y_true", what="target")
         yp = as_float_array(y_pred, name="y_pred", what="prediction")
         return yt, yp, as_weight_array(w, n)
+
+    _batch = validate
+
+    def update_trusted(self, y, s, w=None):
+        update = self.update
+        for i, (a, b) in enumerate(zip(y.tolist(), s.tolist())):
+            update(a, b, 1.0 if w is None else float(w[i]))
+        return self
+
+    def revert_trusted(self, y, s, w=None):
+        return Metric.revert_trusted(self, y.tolist(), s.tolist(), None if w is None else w.tolist())

@@ -31,7 +31,7 @@ from .base import (
     BinaryMetric,
     Metric,
     MultiClassMetric,
-    _fail,
+    fail,
     as_weight_array,
     check_same_length,
     check_weight,
@@ -526,12 +526,12 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
     @staticmethod
     def _argmax(proba, name="y_pred"):
         if not proba:
-            _fail(name, proba, "an empty probability dict has no predicted class")
+            fail(name, proba, "an empty probability dict has no predicted class")
         for v in proba.values():
             if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not (
                 -_MAXF <= v <= _MAXF
             ):
-                _fail(name, proba, "probabilities must be finite numbers")
+                fail(name, proba, "probabilities must be finite numbers")
         return _as_class(max(proba, key=proba.get), name)
 
     def update(self, y_true, y_pred, w=1.0):
@@ -883,7 +883,7 @@ def _factorize(values, name):
             bad = np.isnan(arr)
             if bad.any():
                 i = int(np.argmax(bad))
-                _fail(name, float(arr[i]), "not a valid class label", i)
+                fail(name, float(arr[i]), "not a valid class label", i)
         if kind in "biu":
             lo, hi = int(arr.min()), int(arr.max())
             if hi - lo <= max(DENSE_LABEL_RANGE, len(arr)) and -2**62 < lo and hi < 2**62:

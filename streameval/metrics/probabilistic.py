@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from .base import BinaryMetric, MultiClassMetric, _fail, as_weight_array, check_same_length
+from .base import BinaryMetric, MultiClassMetric, fail, as_weight_array, check_same_length
 from .confusion import _factorize, _Family, _no_binary_params
 from .regression import _WeightedMean
 
@@ -73,14 +73,14 @@ class _BinaryProbabilistic(_Probabilistic, BinaryMetric):
     def _proba(self, y_pred, name="y_pred"):
         s = self._score(y_pred, name)
         if not 0.0 <= s <= 1.0:
-            _fail(name, y_pred, "probability must be in [0, 1]")
+            fail(name, y_pred, "probability must be in [0, 1]")
         return s
 
     def _losses(self, labels, scores):
         bad = ~((scores >= 0.0) & (scores <= 1.0))
         if bad.any():
             i = int(np.argmax(bad))
-            _fail("y_pred", float(scores[i]), "probability must be in [0, 1]", i)
+            fail("y_pred", float(scores[i]), "probability must be in [0, 1]", i)
         return self._batch_loss(labels, scores)
 
     def _explain(self, y_true, y_pred, w):  # pragma: no cover - losses are bounded
@@ -107,9 +107,9 @@ class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
         if t is not str and t is not int:
             MultiClassMetric._class(y_true, "y_true" + name)
         if self.labels is not None and y_true not in self._columns:
-            _fail("y_true" + name, y_true, f"not one of labels {self.labels!r}")
+            fail("y_true" + name, y_true, f"not one of labels {self.labels!r}")
         if type(y_pred) is not dict:
-            _fail("y_pred" + name, y_pred,
+            fail("y_pred" + name, y_pred,
                   f"a multiclass {self._public_name} needs a dict {{class: probability}}")
         columns = self.labels is not None and self._columns
         for c, v in y_pred.items():
@@ -117,9 +117,9 @@ class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
                 if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not (
                     0.0 <= v <= 1.0
                 ):
-                    _fail("y_pred" + name, y_pred, "probabilities must be numbers in [0, 1]")
+                    fail("y_pred" + name, y_pred, "probabilities must be numbers in [0, 1]")
             if columns and c not in columns:
-                _fail("y_pred" + name, y_pred, f"class {c!r} is not one of labels {self.labels!r}")
+                fail("y_pred" + name, y_pred, f"class {c!r} is not one of labels {self.labels!r}")
 
     def _batch(self, y_true, y_pred, w):
         """``(true classes, probabilities, weights)``: a 2-D array needs ``labels``."""
@@ -147,7 +147,7 @@ class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
         bad = ~((proba >= 0.0) & (proba <= 1.0)).all(axis=1)
         if bad.any():
             i = int(np.argmax(bad))
-            _fail("y_pred", proba[i].tolist(), "probabilities must be numbers in [0, 1]", i)
+            fail("y_pred", proba[i].tolist(), "probabilities must be numbers in [0, 1]", i)
         classes, codes = _factorize(y_true, "y_true")
         columns = self._columns
         lookup = np.empty(len(classes), dtype=np.int64)
@@ -155,7 +155,7 @@ class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
             col = columns.get(c)
             if col is None:
                 i = int(np.argmax(codes == j))
-                _fail("y_true", c, f"not one of labels {self.labels!r}", i)
+                fail("y_true", c, f"not one of labels {self.labels!r}", i)
             lookup[j] = col
         return proba, lookup[codes]
 

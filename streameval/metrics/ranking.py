@@ -41,7 +41,7 @@ from streameval.metrics.base import REVERT_SLACK as _SLACK
 from streameval.metrics.base import (
     BinaryMetric,
     MultiClassMetric,
-    _fail,
+    fail,
     as_float_array,
     as_weight_array,
     check_same_length,
@@ -965,16 +965,16 @@ class _OVRRanking(MultiClassMetric):
 
     def _probas(self, y_pred, name="y_pred"):
         if not isinstance(y_pred, dict):
-            _fail(name, y_pred, "a multiclass ranking metric needs a dict of class probabilities")
+            fail(name, y_pred, "a multiclass ranking metric needs a dict of class probabilities")
         out = {}
         for c, p in y_pred.items():
             self._class(c, f"{name} key")
             if type(p) is not float:
                 if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
-                    _fail(f"{name}[{c!r}]", p, "probability must be a finite number")
+                    fail(f"{name}[{c!r}]", p, "probability must be a finite number")
                 p = float(p)
             if p - p:
-                _fail(f"{name}[{c!r}]", p, "probability must be a finite number")
+                fail(f"{name}[{c!r}]", p, "probability must be a finite number")
             out[c] = p
         return out
 

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from .base import Metric, RegressionMetric, _fail, check_real, check_weight, overdrawn
+from .base import Metric, RegressionMetric, fail, check_real, check_weight, overdrawn
 
 __all__ = ["MAE", "MSE", "RMSE", "RMSLE", "MAPE"]
 
@@ -141,7 +141,7 @@ class _WeightedMean(Metric):
         bad = ~np.isfinite(wx)
         if bad.any():
             i = int(np.argmax(bad))
-            _fail("y_pred", b[i].item(), "the weighted loss overflows", i)
+            fail("y_pred", b[i].item(), "the weighted loss overflows", i)
         total, error = _sum2(wx)
         if not math.isfinite(total):
             raise ValueError("the sum of the batch's weighted losses overflows")
@@ -177,7 +177,7 @@ class _WeightedMean(Metric):
         bad = ~np.isfinite(wx)
         if bad.any():
             i = int(np.argmax(bad))
-            _fail("y_pred", b[i].item(), "the weighted loss overflows", i)
+            fail("y_pred", b[i].item(), "the weighted loss overflows", i)
         m = len(wx)
         n = m if keep is None else int(np.count_nonzero(keep))
         if weights is None:
@@ -510,9 +510,9 @@ class RMSLE(_RegressionMean):
         if type(y_true) is not float or type(y_pred) is not float:
             y_true, y_pred = _reals(y_true, y_pred)
         if not y_true > -1.0:
-            _fail("y_true", y_true, "RMSLE needs values greater than -1")
+            fail("y_true", y_true, "RMSLE needs values greater than -1")
         if not y_pred > -1.0:
-            _fail("y_pred", y_pred, "RMSLE needs values greater than -1")
+            fail("y_pred", y_pred, "RMSLE needs values greater than -1")
         d = _log1p(y_pred) - _log1p(y_true)
         return d * d
 
@@ -522,7 +522,7 @@ class RMSLE(_RegressionMean):
             bad = ~(a > -1.0)
             if bad.any():
                 i = int(np.argmax(bad))
-                _fail(name, float(a[i]), "RMSLE needs values greater than -1", i)
+                fail(name, float(a[i]), "RMSLE needs values greater than -1", i)
         d = np.log1p(yp) - np.log1p(yt)
         return d * d
 
