@@ -75,9 +75,19 @@ import numbers
 import numpy as np
 
 from streameval.alerts import Rule, rule_from_config
-from streameval.metrics import base as _base
-from streameval.windows import as_seconds as _as_seconds
-from streameval.windows import as_seconds_array as _as_seconds_array
+from streameval.metrics.base import from_state, register
+from streameval.validation import (
+    ValidationError,
+    as_binary_labels,
+    as_float_array,
+    as_weight_array,
+    check_real,
+    check_same_length,
+    check_weight,
+    fail,
+    label_sets,
+)
+from streameval.windows import as_seconds, as_seconds_array
 
 __all__ = ["Monitor"]
 
@@ -92,6 +102,12 @@ def _takes_t(method):
         return False
 
 
+def _trusted(obj):
+    """Whether ``obj`` takes a Monitor's validated binary columns on its trusted path."""
+    return getattr(obj, "columns", None) == "binary" and callable(
+        getattr(obj, "update_trusted", None))
+
+
 def _value(v):
     """A metric value as a JSON number, or None where it is undefined (NaN)."""
     v = float(v)
@@ -102,7 +118,7 @@ class _Segment:
     """One segment's metrics, drift tests and rule instances."""
 
     __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
-                 "_plain_many", "_timed_many", "_queues")
+                 "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues")
 
     def __init__(self, key, label, metrics, drift, rules):
         self.key = key          # hashable (None: the whole stream)
@@ -117,8 +133,15 @@ class _Segment:
         objs = list(self.metrics.values()) + list(self.drift.values())
         self._plain = [o.update for o in objs if not _takes_t(o.update)]
         self._timed = [o.update for o in objs if _takes_t(o.update)]
-        self._plain_many = [o.update_many for o in objs if not _takes_t(o.update)]
-        self._timed_many = [o.update_many for o in objs if _takes_t(o.update)]
+        # batches: objects that take the monitor's validated binary columns get them on
+        # their trusted path (no second validation); others (a user's own metric) get
+        # update_many with the labels as given
+        trusted = [o for o in objs if _trusted(o)]
+        self._trusted = [o.update_trusted for o in trusted if not _takes_t(o.update_trusted)]
+        self._trusted_timed = [o.update_trusted for o in trusted if _takes_t(o.update_trusted)]
+        other = [o for o in objs if not _trusted(o)]
+        self._plain_many = [o.update_many for o in other if not _takes_t(o.update)]
+        self._timed_many = [o.update_many for o in other if _takes_t(o.update)]
         # tumbling windows queue their closed windows' records until drained: the rows
         # carry get() (the last closed window), so the records are dropped at evaluation
         self._queues = [o.closed for o in objs if callable(getattr(o, "closed", None))]
@@ -130,11 +153,20 @@ class _Segment:
             u(y, s, w, t=t)
         self.n += 1
 
-    def update_many(self, y, s, w, t):
-        for u in self._plain_many:
+    def update_many(self, y, s, w, t, labels):
+        """Validated columns: ``y`` bool "is positive", ``s`` float64, ``w`` float64 or
+        None, ``t`` float64 or None; ``labels()`` gives the labels as the user's values
+        (only for objects without the trusted path)."""
+        for u in self._trusted:
             u(y, s, w)
-        for u in self._timed_many:
+        for u in self._trusted_timed:
             u(y, s, w, t=t)
+        if self._plain_many or self._timed_many:
+            yl = labels(y)
+            for u in self._plain_many:
+                u(yl, s, w)
+            for u in self._timed_many:
+                u(yl, s, w, t=t)
         self.n += len(s)
 
     def values(self, reports):
@@ -256,7 +288,7 @@ class Monitor:
             raise ValueError("drift must be a dict of name -> drift test")
         self.pos_label = pos_label
         self.neg_label = neg_label
-        self._pos_set, self._neg_set = _base.label_sets(pos_label, neg_label)
+        self._pos_set, self._neg_set = label_sets(pos_label, neg_label)
         seen = set()
         for kind, objs in (("metric", metrics), ("drift", drift)):
             for name, obj in objs.items():
@@ -338,7 +370,16 @@ class Monitor:
                 self._time_needed.append(f"rule {rule.name!r}")
         # metrics of probabilities (log loss, Brier) refuse scores outside [0, 1]: the
         # monitor checks that up front, so that no metric is left half-updated
-        self._proba = [name for name, obj in self.metrics.items() if _needs_probability(obj)]
+        self._proba = []
+        self._bounds = None
+        for name, obj in list(self.metrics.items()) + list(self.drift.items()):
+            bounds = getattr(obj, "score_bounds", None)
+            if bounds is None and _needs_probability(obj):
+                bounds = (0.0, 1.0)
+            if bounds is not None:
+                self._proba.append(name)
+                lo, hi = bounds if self._bounds is None else self._bounds
+                self._bounds = (max(lo, bounds[0]), min(hi, bounds[1]))
         # bool labels can be passed to the metrics as is when they use the default ones
         self._bool_labels = (True in self._pos_set and False in self._neg_set
                              and all(isinstance(p, bool) or p in (0, 1) for p in self._pos_set))
@@ -362,7 +403,7 @@ class Monitor:
                 return
         if not hasattr(inner, "pos_label"):
             return
-        pos, neg = _base.label_sets(inner.pos_label, getattr(inner, "neg_label", None))
+        pos, neg = label_sets(inner.pos_label, getattr(inner, "neg_label", None))
         if (pos, neg) != (self._pos_set, self._neg_set):
             raise ValueError(
                 f"{name!r} uses labels pos_label={inner.pos_label!r}, "
@@ -469,7 +510,7 @@ class Monitor:
                     f"({', '.join(self._time_needed)})"
                 )
             return None
-        return _as_seconds(t, where)
+        return as_seconds(t, where)
 
     # ---------------------------------------------------------------------- updates
     def update(self, y_true, y_pred, w=1.0, t=None, segment=None):
@@ -513,14 +554,13 @@ class Monitor:
                 raise ValueError(f"y_pred = {y_pred!r}: probability must be a finite number")
             s = float(s)
         else:
-            s = _base.check_real(y_pred, "y_pred", "score")
-        if self._proba and not 0.0 <= s <= 1.0:
-            raise ValueError(
-                f"y_pred = {y_pred!r}: probability must be in [0, 1] "
-                f"(metric {self._proba[0]!r} needs probabilities)"
-            )
+            s = check_real(y_pred, "y_pred", "score")
+        if self._bounds is not None and not self._bounds[0] <= s <= self._bounds[1]:
+            lo, hi = self._bounds
+            fail("y_pred", y_pred, f"probability must be in [{lo:g}, {hi:g}] "
+                 f"(metric {self._proba[0]!r} needs probabilities)")
         if w != 1.0 or type(w) is not float:
-            w = _base.check_weight(w)
+            w = check_weight(w)
         t = self._time(t)
         key = self._segment_key(segment)
 
@@ -561,37 +601,12 @@ class Monitor:
         segment : sequence, optional
             One segment value per event (None entries: whole stream only).
         """
-        m = _base.check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        (pos,) = self._pos_set
-        (neg,) = self._neg_set
-        decoded = (not self._bool_labels and isinstance(y_true, np.ndarray)
-                   and y_true.dtype.kind == "b")
-        if decoded:
-            # labels already read as "is positive" (streameval.events batches): the
-            # configured labels can never be booleans here, so there is no ambiguity
-            labels = y_true
-        else:
-            labels = _base.as_binary_labels(y_true, self._pos_set, self._neg_set)
-        scores = _base.as_float_array(y_pred, scalar=lambda v, i: _dict_score(v, i, pos))
-        if self._proba and m:
-            bad = ~((scores >= 0.0) & (scores <= 1.0))
-            if bad.any():
-                i = int(np.argmax(bad))
-                raise ValueError(
-                    f"y_pred[{i}] = {float(scores[i])!r}: probability must be in [0, 1] "
-                    f"(metric {self._proba[0]!r} needs probabilities)"
-                )
-        weights = _base.as_weight_array(w, m)
+        y, scores, weights = self.validate(y_true, y_pred, w)
+        m = len(scores)
         times = self._times(t, m)
         codes, keys = self._segment_codes(segment, m)
         if m == 0:
             return
-        if self._bool_labels:
-            y = labels
-        elif decoded:
-            y = np.where(labels, np.array(pos, dtype=object), np.array(neg, dtype=object))
-        else:
-            y = _as_array(y_true)
 
         # evaluation points: after the first p events of the batch
         points = []
@@ -623,12 +638,55 @@ class Monitor:
         if a < m:
             self._feed(y, scores, weights, times, groups, a, m)
 
+    def validate(self, y_true, y_pred, w=None):
+        """Check a batch once for every metric, window and drift test of the monitor.
+
+        Returns the validated columns ``(is_positive bool array, float64 scores,
+        float64 weights or None)`` that the metrics' trusted path takes. A bad element
+        raises :class:`~streameval.validation.ValidationError` naming it, with its
+        ``index``; scores must also lie in the narrowest ``score_bounds`` of the
+        metrics (log loss: probabilities). With labels other than booleans
+        (``pos_label="spam"``), a numpy bool array is read as "is positive" (the labels
+        of :class:`streameval.events.EventBatch`).
+
+        Runtime complexity: `O(m)`, numpy.
+        """
+        m = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+        if (not self._bool_labels and isinstance(y_true, np.ndarray)
+                and y_true.dtype.kind == "b"):
+            # labels already read as "is positive" (streameval.events batches): the
+            # configured labels can never be booleans here, so there is no ambiguity
+            labels = y_true
+        else:
+            labels = as_binary_labels(y_true, self._pos_set, self._neg_set)
+        (pos,) = self._pos_set
+        scores = as_float_array(y_pred, scalar=lambda v, i: _dict_score(v, i, pos))
+        if self._bounds is not None and m:
+            lo, hi = self._bounds
+            bad = ~((scores >= lo) & (scores <= hi))
+            if bad.any():
+                i = int(np.argmax(bad))
+                fail("y_pred", float(scores[i]),
+                     f"probability must be in [{lo:g}, {hi:g}] "
+                     f"(metric {self._proba[0]!r} needs probabilities)", i)
+        return labels, scores, as_weight_array(w, m)
+
+    def _labels(self, y):
+        """The user's labels for a bool "is positive" array (for objects without the
+        trusted path): the array itself with the default labels."""
+        if self._bool_labels:
+            return y
+        (pos,) = self._pos_set
+        (neg,) = self._neg_set
+        return np.where(y, np.array(pos, dtype=object), np.array(neg, dtype=object))
+
     def _feed(self, y, s, w, t, groups, a, b):
         sl = slice(a, b)
         tt = None if t is None else t[sl]
         ws = None if w is None else w[sl]
+        labels = self._labels
         if self._overall is not None:
-            self._overall.update_many(y[sl], s[sl], ws, tt)
+            self._overall.update_many(y[sl], s[sl], ws, tt, labels)
         if groups is not None:
             for key, idx in groups:
                 lo, hi = np.searchsorted(idx, (a, b))
@@ -636,8 +694,8 @@ class Monitor:
                     continue
                 ix = idx[lo:hi]
                 self._segment_of(key).update_many(
-                    y[ix], s[ix], None if w is None else w[ix], None if t is None else t[ix]
-                )
+                    y[ix], s[ix], None if w is None else w[ix], None if t is None else t[ix],
+                    labels)
         self.n += b - a
         if tt is not None:
             top = np.nanmax(tt) if not np.isnan(tt).all() else None
@@ -659,26 +717,28 @@ class Monitor:
         if isinstance(t, np.ndarray) and t.ndim == 1 and t.dtype.kind in "fiu":
             arr = t.astype(np.float64, copy=False)
         elif isinstance(t, np.ndarray) and t.ndim == 1 and t.dtype.kind == "M":
-            arr = _as_seconds_array(t, m)
+            arr = as_seconds_array(t, m)
         else:
             arr = np.empty(m, dtype=np.float64)
             for i, v in enumerate(t.tolist() if isinstance(t, np.ndarray) else t):
                 if v is None or (isinstance(v, float) and v != v):
                     arr[i] = np.nan
                 else:
-                    arr[i] = _as_seconds(v, f"t[{i}]")
+                    try:
+                        arr[i] = as_seconds(v, f"t[{i}]")
+                    except ValidationError:
+                        raise
+                    except ValueError as e:
+                        raise ValidationError("t", v, str(e), i, message=str(e)) from None
         inf = np.isinf(arr)
         if inf.any():
             i = int(np.argmax(inf))
-            raise ValueError(f"t[{i}] = {float(arr[i])!r}: event time must be a finite number")
+            fail("t", float(arr[i]), "event time must be a finite number", i)
         nan = np.isnan(arr)
         if nan.any():
             if self._time_needed:
                 i = int(np.argmax(nan))
-                raise ValueError(
-                    f"t[{i}] = {t[i]!r}: this monitor needs event times "
-                    f"({', '.join(self._time_needed)})"
-                )
+                fail("t", t[i], f"this monitor needs event times ({', '.join(self._time_needed)})", i)
             if nan.all():
                 return None
         return arr
@@ -708,7 +768,10 @@ class Monitor:
                 hashable = True
             except TypeError:
                 hashable = False
-            key = self._segment_key(v, f"segment[{i}]")
+            try:
+                key = self._segment_key(v, f"segment[{i}]")
+            except ValueError as e:
+                raise ValidationError("segment", v, str(e), i, message=str(e)) from None
             if key is None:
                 c = -1
             else:
@@ -849,15 +912,15 @@ class Monitor:
         """Rebuild a monitor from :meth:`to_state` (callbacks are to be attached again)."""
         if not isinstance(state, dict) or state.get("type") != cls._public_name:
             raise ValueError(f"not a Monitor state: {state!r:.200}")
-        return _base.from_state(state)
+        return from_state(state)
 
     @classmethod
     def _from_state(cls, state):
         p, d = state["params"], state["data"]
         group_by = p["group_by"]
         mon = cls(
-            {name: _base.from_state(s) for name, s in p["metrics"].items()},
-            drift={name: _base.from_state(s) for name, s in p["drift"].items()},
+            {name: from_state(s) for name, s in p["metrics"].items()},
+            drift={name: from_state(s) for name, s in p["drift"].items()},
             rules=[rule_from_config(r) for r in p["rules"]],
             group_by=group_by, every=p["every"], every_seconds=p["every_seconds"],
             pos_label=p["pos_label"], neg_label=p["neg_label"], overall=p["overall"],
@@ -874,8 +937,8 @@ class Monitor:
                 key = mon._segment_key(s["segment"])
             seg = _Segment(
                 key, None if key is None else (list(key) if isinstance(key, tuple) else key),
-                {name: _base.from_state(ms) for name, ms in s["metrics"].items()},
-                {name: _base.from_state(ds) for name, ds in s["drift"].items()},
+                {name: from_state(ms) for name, ms in s["metrics"].items()},
+                {name: from_state(ds) for name, ds in s["drift"].items()},
                 [Rule.from_state(rs) for rs in s["rules"]],
             )
             seg.n = s["n"]
@@ -886,7 +949,7 @@ class Monitor:
         return mon
 
 
-_base.register(Monitor)
+register(Monitor)
 
 
 def _scalar(v, where, field):
@@ -905,16 +968,8 @@ def _dict_score(v, i, pos):
     if isinstance(v, dict):
         s = v.get(pos, 0.0)
         if isinstance(s, bool) or not isinstance(s, _Real) or not math.isfinite(s):
-            raise ValueError(f"y_pred[{i}] = {v!r}: probability must be a finite number")
+            fail("y_pred", v, "probability must be a finite number", i)
         return float(s)
     if not isinstance(v, _Real):
-        raise ValueError(f"y_pred[{i}] = {v!r}: score must be a finite number or a probability dict")
+        fail("y_pred", v, "score must be a finite number or a probability dict", i)
     return float(v)
-
-
-def _as_array(values):
-    if isinstance(values, np.ndarray):
-        return values
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = list(values)
-    return arr
