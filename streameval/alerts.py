@@ -86,6 +86,7 @@ __all__ = [
     "PENDING",
     "FIRING",
     "RESOLVED",
+    "NAME_PATTERN",
 ]
 
 INACTIVE = "inactive"
@@ -95,11 +96,12 @@ RESOLVED = "resolved"
 
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_.@:\-]*"
+#: what a metric, drift test or rule name may be (the Monitor checks its names with it)
+NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.@:\-]*"
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_RE_THRESHOLD = re.compile(rf"^\s*({_NAME})\s*(<=|>=|<|>)\s*({_NUM})\s*$")
-_RE_CHANGE = re.compile(rf"^\s*({_NAME})\s+(drops|rises)\s+by\s+({_NUM})\s*(%?)\s*$")
-_RE_DRIFT = re.compile(rf"^\s*({_NAME})\s+drift\s+p\s*<\s*({_NUM})\s*$")
+_RE_THRESHOLD = re.compile(rf"^\s*({NAME_PATTERN})\s*(<=|>=|<|>)\s*({_NUM})\s*$")
+_RE_CHANGE = re.compile(rf"^\s*({NAME_PATTERN})\s+(drops|rises)\s+by\s+({_NUM})\s*(%?)\s*$")
+_RE_DRIFT = re.compile(rf"^\s*({NAME_PATTERN})\s+drift\s+p\s*<\s*({_NUM})\s*$")
 
 
 # ----------------------------------------------------------------------- validation
@@ -134,7 +136,7 @@ def _number(value, key, rule_name, *, low=None, low_open=False, high=None, integ
 
 
 def _metric_name(metric, key="metric", rule_name=None):
-    if not isinstance(metric, str) or not re.fullmatch(_NAME, metric):
+    if not isinstance(metric, str) or not re.fullmatch(NAME_PATTERN, metric):
         raise ValueError(
             f"{_where(rule_name)}: {key} = {metric!r}: must be a metric name "
             "(letters, digits, _ . @ : -, starting with a letter or _)"

@@ -74,7 +74,7 @@ import numbers
 
 import numpy as np
 
-from streameval.alerts import Rule, rule_from_config
+from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
 from streameval.metrics.base import from_state, register
 from streameval.validation import (
     ValidationError,
@@ -277,8 +277,6 @@ class Monitor:
 
     def __init__(self, metrics, *, rules=(), drift=None, group_by=None, every=1000,
                  every_seconds=None, pos_label=True, neg_label=None, overall=True):
-        from streameval.alerts import _NAME
-
         import re
 
         if not isinstance(metrics, dict) or not metrics:
@@ -292,7 +290,7 @@ class Monitor:
         seen = set()
         for kind, objs in (("metric", metrics), ("drift", drift)):
             for name, obj in objs.items():
-                if not isinstance(name, str) or not re.fullmatch(_NAME, name):
+                if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
                     raise ValueError(
                         f"{kind} name {name!r}: must be letters, digits, _ . @ : - "
                         "(starting with a letter or _)"
