@@ -16,7 +16,8 @@ Schema
     group_by = "country"          # or ["model_version", "country"]: per-segment metrics/alerts
     overall = true                # with group_by, also the whole stream (segment null)
     threshold = 0.5               # default threshold of the threshold metrics below
-    window = 10000                # size of the default sliding windows (no [monitor.metrics])
+    size = 10000                  # size of the default sliding windows (no [monitor.metrics]);
+                                  # window = 10000 is the same (its older name)
     pos_label = true              # the positive label (with neg_label for other labels)
 
     [monitor.metrics]             # name = kind, or name = { metric = kind, ...params }
@@ -91,6 +92,7 @@ import os
 import sys
 
 from streameval import _registry
+from streameval.validation import check_period, check_size, check_threshold
 from streameval.alerts import rule_from_config
 
 if sys.version_info >= (3, 11):
@@ -126,7 +128,7 @@ KINDS = _registry.config_kinds()
 _CLASS_TO_KIND = {v: k for k, v in KINDS.items()}
 
 #: the keys of the ``[monitor]`` table
-MONITOR_KEYS = ("every", "every_seconds", "group_by", "overall", "threshold", "window",
+MONITOR_KEYS = ("every", "every_seconds", "group_by", "overall", "threshold", "size", "window",
                 "pos_label", "neg_label", "metrics", "drift", "rules")
 
 _WINDOW_KEYS = ("window", "size", "period", "lateness")
@@ -322,9 +324,9 @@ def _make_window(metric, window, where):
     if "size" in window and "lateness" in window:
         raise ValueError(f"{where}.lateness: only a window by period (seconds) has lateness")
     if "size" in window:
-        window["size"] = _int(window["size"], f"{where}.size", low=1)
+        window["size"] = check_size(window["size"], f"{where}.size")
     else:
-        window["period"] = _pos_float(window["period"], f"{where}.period")
+        window["period"] = check_period(window["period"], f"{where}.period")
     cls = streameval.Sliding if kind == "sliding" else streameval.Tumbling
     try:
         return cls(metric, **window)
@@ -345,7 +347,7 @@ def default_metrics(threshold=DEFAULT_THRESHOLD, window=DEFAULT_WINDOW, pos_labe
     labels = {"pos_label": pos_label, "neg_label": neg_label}
     metrics = {k: make_metric(k, name=k, threshold=threshold, **labels) for k in kinds}
     if window:
-        window = _int(window, "monitor.window", low=1)
+        window = check_size(window, "monitor.window")
         for k in kinds:
             name = f"{k}@{window}"
             metrics[name] = make_metric({"metric": k, "size": window}, name=name,
@@ -434,12 +436,12 @@ def build(table, where="monitor"):
         if not isinstance(table["overall"], bool):
             raise ValueError(f"{where}.overall = {table['overall']!r}: must be true or false")
         kw["overall"] = table["overall"]
-    threshold = table.get("threshold", DEFAULT_THRESHOLD)
-    if (isinstance(threshold, bool) or not isinstance(threshold, numbers.Real)
-            or not math.isfinite(threshold)):
-        raise ValueError(f"{where}.threshold = {threshold!r}: must be a finite number")
-    threshold = float(threshold)
-    window = _int(table.get("window", DEFAULT_WINDOW), f"{where}.window", low=1)
+    threshold = check_threshold(table.get("threshold", DEFAULT_THRESHOLD), name=f"{where}.threshold")
+    if "size" in table and "window" in table:
+        raise ValueError(f"{where}: give size (the default windows' size) or its alias window, "
+                         "not both")
+    key = "size" if "size" in table else "window"
+    window = check_size(table.get(key, DEFAULT_WINDOW), f"{where}.{key}")
     pos_label = table.get("pos_label", True)
     neg_label = table.get("neg_label")
     kw["pos_label"], kw["neg_label"] = pos_label, neg_label

@@ -455,12 +455,12 @@ def check_param(name, value, *constraints):
     raise ValidationError(name, value, f"must be {what}")
 
 
-def check_threshold(threshold, default=0.5):
+def check_threshold(threshold, default=0.5, name="threshold"):
     """The decision threshold of threshold metrics (``score >= threshold`` is
     positive): a finite number; None gives ``default``."""
     if threshold is None:
         return default
-    return check_param("threshold", threshold, Real())
+    return check_param(name, threshold, Real())
 
 
 def check_size(size, name="size"):

@@ -228,3 +228,15 @@ def test_config_tables_and_field_map_shared_by_replay_and_serve():
         field_map({"score": ""}, mon)
     with pytest.raises(ValueError, match=r"^input.require_ts = 'yes': must be true or false"):
         field_map({"require_ts": "yes"}, mon)
+
+
+def test_monitor_size_is_the_default_windows_size_and_window_its_alias():
+    by_size = build({"size": 50})
+    by_window = build({"window": 50})
+    assert sorted(by_size["metrics"]) == sorted(by_window["metrics"])
+    assert "recall@50" in by_size["metrics"]
+    assert by_size["metrics"]["recall@50"].size == 50
+    with pytest.raises(ValueError, match="give size .* or its alias window, not both"):
+        build({"size": 50, "window": 50})
+    with pytest.raises(ValueError, match=r"^monitor.size = 0: must be an integer >= 1"):
+        build({"size": 0})

@@ -1,0 +1,98 @@
+"""Per-event ``update`` of every binary and regression metric, against an older checkout.
+
+Issue 10 moved validation to one boundary and gave every family a trusted batch path;
+its promise for the per-event path is "no slower than before". This script times a
+Python loop of ``update(y, s, w)`` for each metric on the same seeded stream, in two
+fresh subprocesses per metric: this checkout, and ``--baseline-src DIR`` (a checkout of
+the code before the change, put first on ``PYTHONPATH``), and prints the ratio. Each
+metric is timed on continuous float scores (nearly all distinct, what models emit)
+and on scores rounded to 3 decimals; with ``get()`` only at the end. CPU seconds, best
+of ``--repeat`` runs (the machine is shared).
+
+    git worktree add /tmp/baseline <commit>
+    python benchmarks/bench_update.py --baseline-src /tmp/baseline
+    python benchmarks/bench_update.py --events 50000          # this checkout only
+
+Results: see README.md, "Performance".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+
+METRICS = [
+    "Precision()", "Recall()", "F1()", "Accuracy()", "MCC()", "ConfusionMatrix()",
+    "ROCAUC()", "AveragePrecision()", "ROCAUC(bins=1000)", "LogLoss()", "Brier()",
+    "MAE()", "MSE()",
+]
+
+CHILD = r"""
+import json, sys, time
+import numpy as np
+import streameval as se
+spec, n, decimals, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = np.random.default_rng(7)
+y = (rng.random(n) < 0.3).tolist()
+s = rng.random(n)
+if decimals >= 0:
+    s = np.round(s, decimals)
+s = s.tolist()
+if spec.startswith(("MAE", "MSE")):
+    y = [float(v) for v in y]
+best = float("inf")
+for _ in range(repeat):
+    m = eval("se." + spec)
+    upd = m.update
+    t0 = time.process_time()
+    for a, b in zip(y, s):
+        upd(a, b, 1.0)
+    m.get()
+    best = min(best, time.process_time() - t0)
+print(json.dumps({"cpu": best}))
+"""
+
+
+def time_one(src, spec, n, decimals, repeat):
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run([sys.executable, "-c", CHILD, spec, str(n), str(decimals), str(repeat)],
+                         env=env, capture_output=True, text=True, check=True, cwd=src)
+    return json.loads(out.stdout)["cpu"]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="a checkout of the older code to compare with")
+    args = ap.parse_args(argv)
+    cols = ["metric", "scores", "events/CPU s (this)"]
+    if args.baseline_src:
+        cols += ["events/CPU s (baseline)", "this / baseline"]
+    rows = []
+    for spec in METRICS:
+        for decimals, label in ((-1, "continuous"), (3, "3 decimals")):
+            cur = time_one(HERE, spec, args.events, decimals, args.repeat)
+            row = [spec, label, f"{args.events / cur:,.0f}"]
+            if args.baseline_src:
+                base = time_one(args.baseline_src, spec, args.events, decimals, args.repeat)
+                row += [f"{args.events / base:,.0f}", f"{base / cur:.2f}x"]
+            rows.append(row)
+            print(" | ".join(row), flush=True)
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    print()
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+
+
+if __name__ == "__main__":
+    main()
