@@ -231,6 +231,8 @@ def test_config_tables_and_field_map_shared_by_replay_and_serve():
 
 
 def test_monitor_size_is_the_default_windows_size_and_window_its_alias():
+    from streameval.config import build
+
     by_size = build({"size": 50})
     by_window = build({"window": 50})
     assert sorted(by_size["metrics"]) == sorted(by_window["metrics"])
