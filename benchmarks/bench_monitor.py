@@ -20,6 +20,7 @@ one run, not runs.
 
     python benchmarks/bench_monitor.py                      # 1 000 000 events
     python benchmarks/bench_monitor.py --events 200000 --decimals -1
+    python benchmarks/bench_monitor.py --compare --batch 1000 --baseline-src /tmp/old
 
 Results (2-core machine shared with other jobs, Python 3.11, numpy 2.4, river 0.26;
 scores rounded to 4 decimals; CPU seconds, as the machine is shared):
@@ -48,8 +49,13 @@ counts, windows included, take under 0.5 s together.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
@@ -114,6 +120,56 @@ def run_river(y, s, every, window=10_000):
     return values
 
 
+COMPARE_CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from bench_monitor import make_stream
+from streameval.monitor import Monitor
+n, decimals, labels, batch, every = (int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
+                                     int(sys.argv[5]), int(sys.argv[6]))
+y, s, t = make_stream(n, decimals)
+kw = {}
+if labels == "spam":
+    import numpy as np
+    y = np.where(y, "spam", "ham").astype(object)
+    kw = {"pos_label": "spam", "neg_label": "ham"}
+mon = Monitor.default(every=every, **kw)
+c0 = time.process_time()
+for a in range(0, n, batch):
+    mon.update_many(y[a:a + batch], s[a:a + batch], t=t[a:a + batch])
+mon.flush()
+print(json.dumps({"cpu": time.process_time() - c0}))
+"""
+
+
+def compare(args):
+    """This checkout against ``--baseline-src`` (each case in a fresh subprocess):
+    bool and string labels, rounded and continuous scores."""
+    here = Path(__file__).resolve().parent
+    srcs = [("this", here.parent)] + ([("baseline", args.baseline_src)] if args.baseline_src else [])
+    print(f"Monitor.default().update_many, {args.events:,} events, batches of {args.batch}, "
+          f"every={args.every}; CPU s (best of {args.repeat})")
+    head = f"{'labels':<8} {'scores':<12}" + "".join(f" {name:>10}" for name, _ in srcs)
+    print(head + ("   this/baseline" if len(srcs) > 1 else ""))
+    for decimals, sname in ((4, "4 decimals"), (-1, "continuous")):
+        for labels in ("bool", "spam"):
+            cpu = []
+            for _, src in srcs:
+                best = float("inf")
+                for _ in range(args.repeat):
+                    out = subprocess.run(
+                        [sys.executable, "-c", COMPARE_CHILD, str(here), str(args.events),
+                         str(decimals), labels, str(args.batch), str(args.every)],
+                        env=dict(os.environ, PYTHONPATH=str(src)), capture_output=True,
+                        text=True, check=True)
+                    best = min(best, json.loads(out.stdout)["cpu"])
+                cpu.append(best)
+            line = f"{labels:<8} {sname:<12}" + "".join(f" {c:>10.2f}" for c in cpu)
+            if len(cpu) > 1:
+                line += f"   {cpu[0] / cpu[1]:.2f}"
+            print(line, flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)
@@ -123,7 +179,16 @@ def main(argv=None):
     ap.add_argument("--per-event", type=int, default=50_000, help="events for Monitor.update")
     ap.add_argument("--river-events", type=int, default=20_000, help="events for river")
     ap.add_argument("--memory-events", type=int, default=200_000, help="events traced for memory")
+    ap.add_argument("--compare", action="store_true",
+                    help="only the update_many path: bool and string labels, rounded and "
+                         "continuous scores, in subprocesses (with --baseline-src: beside it)")
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="a checkout of older code for --compare")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per --compare case (best)")
     args = ap.parse_args(argv)
+    if args.compare:
+        compare(args)
+        return
 
     n = args.events
     y, s, t = make_stream(n, args.decimals)
