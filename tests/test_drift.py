@@ -276,7 +276,7 @@ def test_bad_events_raise_and_change_nothing():
     td = PrecisionRecallDrift("recall", "previous", period=10)
     with pytest.raises(ValueError, match="needs the event time"):
         td.update(1, 0.5)
-    with pytest.raises(ValueError, match="exactly one of window"):
+    with pytest.raises(ValueError, match=r"exactly one of size= \(events; alias window=\) and period="):
         PrecisionRecallDrift("recall")
     with pytest.raises(ValueError, match="metric = 'f1'"):
         PrecisionRecallDrift("f1", window=10)
