@@ -136,8 +136,9 @@ _WINDOW_KEYS = ("window", "size", "period", "lateness")
 # (multiclass averaging, shared confusion matrices)
 _NOT_CONFIGURABLE = ("self", "pos_label", "neg_label", "cm", "average", "multiclass")
 #: the keys of a drift table: the parameters of streameval.drift.PrecisionRecallDrift
-_DRIFT_KEYS = ("metric", "reference", "window", "period", "warmup", "alpha", "threshold",
-               "lateness", "ci", "min_count")
+#: (``window`` is the table's name of its ``size``; ``size`` is accepted too)
+_DRIFT_KEYS = ("metric", "reference", "window", "size", "period", "warmup", "alpha",
+               "threshold", "lateness", "ci", "min_count")
 
 
 def _q(name):
@@ -362,13 +363,19 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
                where=None):
     """Build one :class:`~streameval.drift.PrecisionRecallDrift` from a drift table.
 
-    ``metric`` defaults to the table's name; ``threshold`` to the monitor's.
+    ``metric`` defaults to the table's name; ``threshold`` to the monitor's. The window
+    length is ``window`` (or its synonym ``size``, the parameter's name).
 
     >>> d = make_drift({"window": 500, "reference": "previous"}, name="recall")
-    >>> d.metric, d.window, d.reference, d.threshold
+    >>> d.metric, d.size, d.reference, d.threshold
     ('recall', 500, 'previous', 0.5)
+    >>> make_drift({"window": 500, "size": 500}, name="recall")
+    Traceback (most recent call last):
+    ...
+    ValueError: monitor.drift.recall: give window or its synonym size, not both
     """
     from streameval.drift import PrecisionRecallDrift
+    from streameval.validation import check_period, check_size
 
     where = where or f"monitor.drift.{_q(name)}"
     if not isinstance(spec, dict):
@@ -377,10 +384,13 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
     kwargs = dict(spec)
     kwargs.setdefault("metric", name)
     kwargs.setdefault("threshold", threshold)
-    if "window" in kwargs:
-        kwargs["window"] = _int(kwargs["window"], f"{where}.window", low=1)
+    if "window" in kwargs and "size" in kwargs:
+        raise ValueError(f"{where}: give window or its synonym size, not both")
+    for key in ("window", "size"):
+        if key in kwargs:
+            kwargs["size"] = check_size(kwargs.pop(key), f"{where}.{key}")
     if "period" in kwargs:
-        kwargs["period"] = _pos_float(kwargs["period"], f"{where}.period")
+        kwargs["period"] = check_period(kwargs["period"], f"{where}.period")
     try:
         return PrecisionRecallDrift(**kwargs, pos_label=pos_label, neg_label=neg_label)
     except (TypeError, ValueError) as e:
@@ -393,7 +403,7 @@ def default_drift(threshold=DEFAULT_THRESHOLD, window=DEFAULT_WINDOW, pos_label=
     against the first ``window`` events (the baseline), two-proportion z-tests at
     ``alpha = 0.01``; ready once ``2 * window`` events have been seen."""
     return {
-        k: make_drift({"window": window, "reference": "baseline", "alpha": DEFAULT_P_BELOW},
+        k: make_drift({"size": window, "reference": "baseline", "alpha": DEFAULT_P_BELOW},
                       name=k, threshold=threshold, pos_label=pos_label, neg_label=neg_label)
         for k in ("recall", "precision")
     }

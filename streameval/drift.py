@@ -46,8 +46,17 @@ import statistics
 
 import numpy as np
 
-from streameval.metrics.base import BinaryMetric, check_weight, from_state, register
-from streameval.windows import Sliding, _as_seq, _take, as_seconds, as_seconds_array
+from streameval.metrics.base import BinaryMetric, Metric, check_weight, from_state
+from streameval.validation import (
+    Options,
+    Real,
+    check_lateness,
+    check_param,
+    check_period,
+    check_size,
+    take_columns,
+)
+from streameval.windows import Sliding, as_seconds, as_seconds_array
 
 __all__ = [
     "DriftReport",
@@ -122,9 +131,7 @@ def _wilson(x, n, z):
 
 
 def _check_alpha(alpha):
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha = {alpha!r}: must be a number in (0, 1)")
-    return float(alpha)
+    return check_param("alpha", alpha, _OpenUnit())
 
 
 def _check_count(x, n, name):
@@ -172,8 +179,7 @@ def two_proportion_test(x_ref, n_ref, x_cur, n_cur, alpha=0.05, ci="newcombe", m
         Name carried into the report.
     """
     alpha = _check_alpha(alpha)
-    if ci not in ("newcombe", "wald"):
-        raise ValueError(f'ci = {ci!r}: must be "newcombe" or "wald"')
+    check_param("ci", ci, Options("newcombe", "wald"))
     x1, n1 = _check_count(x_ref, n_ref, "ref")
     x2, n2 = _check_count(x_cur, n_cur, "cur")
     p1 = x1 / n1 if n1 > 0 else _NAN
@@ -387,40 +393,82 @@ def _difference(a, b):
 # ------------------------------------------------------------ PrecisionRecallDrift
 
 
-class PrecisionRecallDrift:
+def _window_add(win, y, s, w, t=None):
+    """Add validated binary columns to an internal window (over default-label
+    :class:`DriftCounts`): through the window's own trusted path where it has one, else
+    its ``update_many``, whose checks of bool labels and float scores are cheap (the
+    stopgap until windows have their trusted path; same result)."""
+    if type(win).update_trusted is not Metric.update_trusted:
+        if t is None:
+            win.update_trusted(y, s, w)
+        else:
+            win.update_trusted(y, s, w, t=t)
+    elif t is None:
+        win.update_many(y, s, w)
+    else:
+        win.update_many(y, s, w, t=t)
+
+
+class _OpenUnit(Real):
+    """A number in the open interval (0, 1) (a significance level)."""
+
+    def __init__(self):
+        super().__init__(0, 1, open_low=True)
+
+    def __call__(self, value):
+        v = super().__call__(value)
+        if v == 1.0:
+            raise TypeError
+        return v
+
+    def describe(self):
+        return "a number in (0, 1)"
+
+
+class PrecisionRecallDrift(BinaryMetric):
     """Compare recall (or precision) over a current window with a reference.
 
-    The current window is the last ``window`` events (or the events of the last
+    The current window is the last ``size`` events (or the events of the last
     ``period`` seconds, ``(newest - period, newest]``, with out-of-order events
     within ``lateness`` placed by time, as :class:`~streameval.Sliding`). The reference
     is
 
-    * ``"baseline"``: the ``window`` events after the first ``warmup`` events (time
+    * ``"baseline"``: the ``size`` events after the first ``warmup`` events (time
       windows: the events with ``t`` in ``[t0 + warmup, t0 + warmup + period)``, ``t0``
       the first event's time), frozen;
     * ``"previous"``: the window just before the current one (events
-      ``[n - 2 window, n - window)``, or ``t`` in ``(newest - 2 period, newest - period]``);
+      ``[n - 2 size, n - size)``, or ``t`` in ``(newest - 2 period, newest - period]``);
     * a number in [0, 1]: a fixed value (e.g. the recall measured at validation).
 
     :meth:`report` returns a :class:`DriftReport`. It is ``ready`` once the windows do
-    not overlap each other nor the warm-up (baseline: ``warmup + 2 window`` events or
+    not overlap each other nor the warm-up (baseline: ``warmup + 2 size`` events or
     ``newest >= t0 + warmup + 2 period``; previous: the same; fixed value:
-    ``warmup + window`` events or ``newest >= t0 + warmup + period``); before that its
+    ``warmup + size`` events or ``newest >= t0 + warmup + period``); before that its
     values are ``nan`` and ``drifted`` is False. ``drifted`` also needs both effective
     sample sizes (actual positives for recall, predicted positives for precision) to
-    reach ``min_count``.
+    reach ``min_count``. :meth:`get` is the proportion over the current window's
+    events (``nan`` without actual, resp. predicted, positives), ready or not.
+
+    It follows the metric protocol on the binary columns (``columns = "binary"``):
+    :meth:`validate` reads a batch once (labels decoded to bool "is positive"),
+    :meth:`update_trusted` adds validated columns unchecked, and ``update_many`` is
+    the two. The internal windows and counts always use the default labels
+    (``pos_label=True``): labels are decoded once, here, never re-encoded. Events
+    cannot be reverted (the windows expire them).
 
     Runtime complexity of ``update``: `O(1)` (two or three window updates); of
-    ``report``: `O(1)`.
+    ``report`` and ``get``: `O(1)`.
 
     Recall 360/400 = 0.9 in the previous window, 280/400 = 0.7 in the current one:
 
-    >>> d = PrecisionRecallDrift("recall", reference="previous", window=400, alpha=0.01)
+    >>> d = PrecisionRecallDrift("recall", reference="previous", size=400, alpha=0.01)
     >>> hits = [True] * 360 + [False] * 40 + [True] * 280 + [False] * 120
     >>> _ = d.update_many([1] * 800, [0.9 if h else 0.1 for h in hits])
     >>> r = d.report()
     >>> r.reference, round(r.current, 6), r.n_current, r.p_value < 1e-11, r.drifted
     (0.9, 0.7, 400.0, True, True)
+    >>> round(d.get(), 6)
+    0.7
 
     Parameters
     ----------
@@ -428,14 +476,15 @@ class PrecisionRecallDrift:
         ``"recall"`` or ``"precision"``.
     reference : str or float
         ``"baseline"``, ``"previous"`` or a fixed proportion.
-    window : int
-        Window length in events. Give ``window`` or ``period``.
-    period : float
+    size : int
+        Window length in events (alias ``window``, the drift table's key). Give
+        ``size`` or ``period``.
+    period : float or datetime.timedelta
         Window length in seconds of event time (``update`` then needs ``t=``).
     warmup : int or float
         Events (or seconds, with ``period``) ignored at the start of the stream.
     alpha : float
-        Significance level.
+        Significance level, in (0, 1).
     threshold : float
         Scores ``>= threshold`` are predicted positive.
     lateness : float
@@ -446,142 +495,229 @@ class PrecisionRecallDrift:
         ``"newcombe"`` (default) or ``"wald"``: the interval of the difference.
     min_count : float
         Smallest effective sample size for which ``drifted`` may be True.
+    window : int
+        Alias of ``size`` (give one of them).
     """
 
     _public_name = "PrecisionRecallDrift"
     _state_version = 1
 
-    def __init__(self, metric="recall", reference="baseline", window=None, period=None,
+    def __init__(self, metric="recall", reference="baseline", size=None, period=None,
                  warmup=0, alpha=0.01, threshold=0.5, lateness=0.0, pos_label=True,
-                 neg_label=None, ci="newcombe", min_count=30):
-        if metric not in ("recall", "precision"):
-            raise ValueError(f'metric = {metric!r}: must be "recall" or "precision"')
-        if isinstance(reference, str):
-            if reference not in ("baseline", "previous"):
-                raise ValueError(f'reference = {reference!r}: must be "baseline", "previous" or a number in [0, 1]')
-        elif isinstance(reference, bool) or not isinstance(reference, (int, float)) or not 0 <= reference <= 1:
-            raise ValueError(f'reference = {reference!r}: must be "baseline", "previous" or a number in [0, 1]')
-        if (window is None) == (period is None):
-            raise ValueError(f"give exactly one of window= (events) and period= (seconds); got window={window!r}, period={period!r}")
-        if isinstance(warmup, bool) or not isinstance(warmup, (int, float)) or not math.isfinite(warmup) or warmup < 0:
-            raise ValueError(f"warmup = {warmup!r}: must be a number >= 0")
-        if window is not None and (isinstance(warmup, float) and not warmup.is_integer()):
-            raise ValueError(f"warmup = {warmup!r}: with window= it counts events (an integer)")
+                 neg_label=None, ci="newcombe", min_count=30, window=None):
+        size_name = "size"
         if window is not None:
+            if size is not None:
+                raise ValueError(
+                    f"size = {size!r}, window = {window!r}: window is an alias of size; give one of them"
+                )
+            size, size_name = window, "window"
+        super().__init__(pos_label, neg_label)
+        metric = check_param("metric", metric, Options("recall", "precision"))
+        reference = check_param("reference", reference, Options("baseline", "previous"),
+                                Real(0, 1))
+        if (size is None) == (period is None):
+            raise ValueError(
+                "give exactly one of size= (events; alias window=) and period= (seconds); "
+                f"got size={size!r}, period={period!r}"
+            )
+        if size is not None:
+            size = check_size(size, size_name)
+        else:
+            period = check_period(period)
+        lateness = check_lateness(lateness)
+        warmup = check_param("warmup", warmup, Real(0))
+        if size is not None:
+            if not float(warmup).is_integer():
+                raise ValueError(f"warmup = {warmup!r}: with size= it counts events (an integer)")
             warmup = int(warmup)  # an event count: it slices batches
-        if ci not in ("newcombe", "wald"):
-            raise ValueError(f'ci = {ci!r}: must be "newcombe" or "wald"')
-        if isinstance(min_count, bool) or not isinstance(min_count, (int, float)) or min_count < 0:
-            raise ValueError(f"min_count = {min_count!r}: must be a number >= 0")
         self.metric = metric
         self.reference = reference
-        self.window = window
+        self.size = size
         self.period = period
         self.warmup = warmup
         self.alpha = _check_alpha(alpha)
-        self.threshold = threshold
+        self.threshold = check_param("threshold", threshold, Real())
         self.lateness = lateness
-        self.pos_label = pos_label
-        self.neg_label = neg_label
-        self.ci = ci
-        self.min_count = min_count
-        counts = DriftCounts(threshold, pos_label, neg_label)
-        if window is not None:
-            self._cur = Sliding(counts, size=window)
-            self._both = Sliding(counts, size=2 * window) if reference == "previous" else None
+        self.ci = check_param("ci", ci, Options("newcombe", "wald"))
+        self.min_count = check_param("min_count", min_count, Real(0))
+        # default labels inside: the drift test decodes labels once (see the docstring)
+        counts = DriftCounts(self.threshold)
+        if size is not None:
+            self._cur = Sliding(counts, size=size)
+            self._both = Sliding(counts, size=2 * size) if reference == "previous" else None
         else:
             self._cur = Sliding(counts, period=period, lateness=lateness)
-            self._both = (Sliding(counts, period=2 * self._cur.period, lateness=lateness)
+            self._both = (Sliding(counts, period=2 * period, lateness=lateness)
                           if reference == "previous" else None)
-        self._baseline = DriftCounts(threshold, pos_label, neg_label) if reference == "baseline" else None
+        self._baseline = DriftCounts(self.threshold) if reference == "baseline" else None
         #: events accepted, and events refused as late (time windows)
         self.n = 0
         self.late = 0
         self._t0 = None
         self._newest = -math.inf
 
+    @property
+    def window(self):
+        """Alias of :attr:`size` (the drift table's key)."""
+        return self.size
+
     # -- updates -----------------------------------------------------------------
     def update(self, y_true, y_pred, w=1.0, t=None):
         """Add one event (validated first: a bad event raises and changes nothing)."""
-        if self.period is not None:
-            if t is None:
-                raise ValueError("t = None: a period drift test needs the event time t=")
-            tt = as_seconds(t)
-            if tt < self._newest - self.lateness:
-                self._cur.metric.clone().update(y_true, y_pred, w=w)  # validate
-                self.late += 1
-                return
-            self._cur.update(y_true, y_pred, w=w, t=tt)  # validates
+        y = self._label(y_true)
+        s = self._score(y_pred)
+        w = check_weight(w)
+        if self.period is None:
+            self._cur.update(y, s, w)
             if self._both is not None:
-                self._both.update(y_true, y_pred, w=w, t=tt)
-            if self._t0 is None:
-                self._t0 = tt
-            if tt > self._newest:
-                self._newest = tt
-            if self._baseline is not None:
-                b0 = self._t0 + self.warmup
-                if b0 <= tt < b0 + self._cur.period:
-                    self._baseline.update(y_true, y_pred, w=w)
+                self._both.update(y, s, w)
+            if self._baseline is not None and self.warmup <= self.n < self.warmup + self.size:
+                self._baseline.update(y, s, w)
             self.n += 1
             return
-        self._cur.update(y_true, y_pred, w=w)  # validates
+        if t is None:
+            raise ValueError("t = None: a period drift test needs the event time t=")
+        tt = as_seconds(t)
+        if tt < self._newest - self.lateness:
+            self.late += 1
+            return
+        self._cur.update(y, s, w, t=tt)
         if self._both is not None:
-            self._both.update(y_true, y_pred, w=w)
-        if self._baseline is not None and self.warmup <= self.n < self.warmup + self.window:
-            self._baseline.update(y_true, y_pred, w=w)
+            self._both.update(y, s, w, t=tt)
+        if self._t0 is None:
+            self._t0 = tt
+        if tt > self._newest:
+            self._newest = tt
+        if self._baseline is not None:
+            b0 = self._t0 + self.warmup
+            if b0 <= tt < b0 + self.period:
+                self._baseline.update(y, s, w)
         self.n += 1
 
     def update_many(self, y_true, y_pred, w=None, t=None):
-        """Add a batch; same result as a loop of :meth:`update`, validated first.
+        """Add a batch; same result as a loop of :meth:`update`: validated once
+        (:meth:`validate`, and the times), then added by :meth:`update_trusted`.
 
         Runtime complexity: `O(n)`, vectorised.
         """
-        y_true, y_pred = _as_seq(y_true), _as_seq(y_pred)
-        w = None if w is None else _as_seq(w)
-        n = len(y_true)
+        y, s, ww = self.validate(y_true, y_pred, w)
+        ts = None
+        if self.period is not None:
+            if t is None:
+                raise ValueError("t = None: a period drift test needs the event times t=")
+            ts = as_seconds_array(t, len(y))
+        return self.update_trusted(y, s, ww, ts)
+
+    def update_trusted(self, y, s, w=None, t=None):
+        """Add validated binary columns (bool labels, float64 scores, float64 weights
+        or None) and, for a period test, ``t``: float64 epoch seconds. Nothing is
+        checked again. Returns ``self``.
+
+        Runtime complexity: `O(n)`, vectorised.
+        """
+        n = len(y)
         if self.period is None:
-            # the window's update_many validates the whole batch before any change
-            self._cur.update_many(y_true, y_pred, w)
+            _window_add(self._cur, y, s, w)
             if self._both is not None:
-                self._both.update_many(y_true, y_pred, w)
+                _window_add(self._both, y, s, w)
             if self._baseline is not None:
                 lo = max(self.warmup - self.n, 0)
-                hi = min(self.warmup + self.window - self.n, n)
+                hi = min(self.warmup + self.size - self.n, n)
                 if hi > lo:
-                    self._baseline.update_many(y_true[lo:hi], y_pred[lo:hi], None if w is None else w[lo:hi])
+                    self._baseline.update_trusted(y[lo:hi], s[lo:hi], None if w is None else w[lo:hi])
             self.n += n
             return self
         if t is None:
             raise ValueError("t = None: a period drift test needs the event times t=")
-        ts = as_seconds_array(t, n)
         if not n:
             return self
-        before = np.maximum.accumulate(np.concatenate(([self._newest], ts)))[:-1]
-        idx = np.flatnonzero(~(ts < before - self.lateness))
-        self._cur.metric.codes(y_true, y_pred, w)  # validate everything before any change
-        yt, yp = _take(_as_seq(y_true), idx), _take(_as_seq(y_pred), idx)
-        ww = None if w is None else _take(_as_seq(w), idx)
-        tacc = ts[idx]
+        before = np.maximum.accumulate(np.concatenate(([self._newest], t)))[:-1]
+        idx = np.flatnonzero(~(t < before - self.lateness))
+        if len(idx) < n:
+            y, s, w, t = take_columns((y, s, w, t), idx)
         if len(idx):
-            self._cur.update_many(yt, yp, ww, t=tacc)
+            _window_add(self._cur, y, s, w, t)
             if self._both is not None:
-                self._both.update_many(yt, yp, ww, t=tacc)
+                _window_add(self._both, y, s, w, t)
             if self._t0 is None:
-                self._t0 = float(tacc[0])
-            self._newest = max(self._newest, float(tacc.max()))
+                self._t0 = float(t[0])
+            self._newest = max(self._newest, float(t.max()))
             if self._baseline is not None:
                 b0 = self._t0 + self.warmup
-                inb = np.flatnonzero((tacc >= b0) & (tacc < b0 + self._cur.period))
+                inb = np.flatnonzero((t >= b0) & (t < b0 + self.period))
                 if len(inb):
-                    self._baseline.update_many(_take(yt, inb), _take(yp, inb),
-                                               None if ww is None else _take(ww, inb))
+                    self._baseline.update_trusted(*take_columns((y, s, w), inb))
         self.n += len(idx)
         self.late += n - len(idx)
         return self
 
-    def clone(self):
+    def revert(self, y_true, y_pred, w=1.0, t=None):
+        """Not supported: the drift test's windows expire their events on their own."""
+        raise NotImplementedError("a drift test cannot revert an event; its windows expire events on their own")
+
+    def get(self):
+        """The proportion (recall or precision) over the current window's events;
+        ``nan`` when the window has no actual (resp. predicted) positives.
+
+        Runtime complexity: `O(1)`.
+        """
+        x, n = self._cur.metric.proportion(self.metric)
+        return x / n if n > 0 else _NAN
+
+    def clone(self, new_params=None, include_attributes=False):
         """A fresh drift test with the same parameters and no data."""
-        return type(self)(**self._params())
+        params = self._params()
+        if new_params:
+            params.update(new_params)
+        return type(self)(**params)
+
+    def merge(self, other):
+        """Fold in another drift test with the same parameters; returns ``self``.
+
+        Count windows: as if ``other``'s events had been sent here after this test's
+        events. Time windows: the union of both tests' events, placed by time (as
+        :meth:`Sliding.merge <streameval.Sliding.merge>`). A ``"baseline"`` reference is
+        kept only where the merged stream's baseline is known: either test is empty,
+        or this test's baseline is complete and ``other``'s events all come after it
+        (count windows: always; time windows: ``other``'s first time is past the
+        baseline's end). Otherwise ``ValueError``: the baseline events of the merged
+        stream were not kept by either test.
+
+        Runtime complexity: `O(size)` (the windows' merge).
+        """
+        if type(other) is not type(self):
+            raise ValueError(f"cannot merge a {type(other).__name__} into a {type(self).__name__}")
+        mine, theirs = self._params(), other._params()
+        if mine != theirs:
+            raise ValueError(f"cannot merge drift tests with different parameters: {theirs} into {mine}")
+        if other.n == 0 and other.late == 0:
+            return self
+        if self._baseline is not None and self.n:
+            if self.period is None:
+                complete = self.n >= self.warmup + self.size
+                after = True
+            else:
+                end = self._t0 + self.warmup + self.period
+                complete = self._newest >= end
+                after = other._t0 is None or other._t0 >= end
+            if not (complete and after):
+                raise ValueError(
+                    "cannot merge these drift tests: the baseline of the merged stream is "
+                    "made of events neither test kept (merge once this test's baseline is "
+                    "complete and the other's events come after it)"
+                )
+        self._cur.merge(other._cur)
+        if self._both is not None:
+            self._both.merge(other._both)
+        if self._baseline is not None and not self.n:
+            self._baseline = from_state(other._baseline.to_state())
+        if self.period is not None and other._t0 is not None:
+            self._t0 = other._t0 if self._t0 is None else min(self._t0, other._t0)
+        self._newest = max(self._newest, other._newest)
+        self.n += other.n
+        self.late += other.late
+        return self
 
     # -- the report ----------------------------------------------------------------
     @property
@@ -589,11 +725,11 @@ class PrecisionRecallDrift:
         """Whether the windows are complete and disjoint (see the class docstring)."""
         fixed = not isinstance(self.reference, str)
         if self.period is None:
-            need = self.warmup + (1 if fixed else 2) * self.window
+            need = self.warmup + (1 if fixed else 2) * self.size
             return self.n >= need
         if self._t0 is None:
             return False
-        span = (1 if fixed else 2) * self._cur.period
+        span = (1 if fixed else 2) * self.period
         return self._newest >= self._t0 + self.warmup + span
 
     def counts(self):
@@ -631,7 +767,7 @@ class PrecisionRecallDrift:
 
     # -- state -----------------------------------------------------------------------
     def _params(self):
-        return {"metric": self.metric, "reference": self.reference, "window": self.window,
+        return {"metric": self.metric, "reference": self.reference, "size": self.size,
                 "period": self.period, "warmup": self.warmup, "alpha": self.alpha,
                 "threshold": self.threshold, "lateness": self.lateness,
                 "pos_label": self.pos_label, "neg_label": self.neg_label, "ci": self.ci,
@@ -656,27 +792,60 @@ class PrecisionRecallDrift:
 
     @classmethod
     def _from_state(cls, state):
+        """Rebuild from :meth:`to_state`; states with ``"window"`` in their params, and
+        states whose windows and counts carry custom labels (written before the labels
+        were decoded once), load too."""
         obj = cls(**state["params"])
         d = state["data"]
-        obj._cur = from_state(d["cur"])
-        obj._both = None if d["both"] is None else from_state(d["both"])
-        obj._baseline = None if d["baseline"] is None else from_state(d["baseline"])
+        obj._cur = obj._adopt(from_state(d["cur"]), obj._cur)
+        if d["both"] is not None:
+            obj._both = obj._adopt(from_state(d["both"]), obj._both)
+        if d["baseline"] is not None:
+            base = d["baseline"]
+            if not _default_labels(base["params"]):
+                # counts do not depend on the labels: the same data under default labels
+                base = dict(base, params=dict(base["params"], pos_label=True, neg_label=None))
+            obj._baseline = from_state(base)
         obj.n, obj.late, obj._t0 = int(d["n"]), int(d["late"]), d["t0"]
         obj._newest = -math.inf if d["newest"] is None else float(d["newest"])
         return obj
+
+    def _adopt(self, win, empty):
+        """A loaded internal window; one over custom-label counts (an old state) is
+        rebuilt over default-label counts from its events."""
+        inner = win.metric
+        if _default_labels({"pos_label": getattr(inner, "pos_label", True),
+                            "neg_label": getattr(inner, "neg_label", None)}):
+            return win
+        events = win.events()
+        if events:
+            cols = list(zip(*events))
+            if win.period is not None:
+                ts, cols = np.array(cols[0], dtype=np.float64), cols[1:]
+                _window_add(empty, *self.validate(*cols), ts)
+            else:
+                _window_add(empty, *self.validate(*cols))
+        empty.late = win.late
+        return empty
 
     def _check(self):
         self._cur._check()
         if self._both is not None:
             self._both._check()
+        if self._baseline is not None:
+            self._baseline._check()
+        assert self.n >= 0 and self.late >= 0, (self.n, self.late)
 
     def __repr__(self):
         r = self.report()
         return (f"PrecisionRecallDrift({self.metric}, reference={self.reference!r}): "
                 f"current={r.current:.6f} reference={r.reference:.6f} p={r.p_value:.3g}")
 
+    __str__ = __repr__
 
-register(PrecisionRecallDrift)
+
+def _default_labels(params):
+    return params.get("pos_label", True) is True and params.get("neg_label") is None
 
 
 # ------------------------------------------------------------- ChangePointDetector
@@ -717,7 +886,7 @@ def _make_detector(detector, params):
     return detector.clone()
 
 
-class ChangePointDetector:
+class ChangePointDetector(BinaryMetric):
     """River's drift detectors on the per-event indicator stream of a metric.
 
     Indicators: ``"recall"`` feeds 1 for each actual positive predicted positive and
@@ -730,6 +899,12 @@ class ChangePointDetector:
     River's detectors are unweighted: each event counts once whatever its weight
     (weights are validated; events of weight 0 are skipped).
 
+    It follows the metric protocol on the binary columns (``columns = "binary"``):
+    :meth:`validate` reads a batch once, :meth:`update_trusted` adds validated columns
+    unchecked, ``update_many`` is the two; :meth:`get` is the number of changes
+    detected. Events cannot be reverted, nor detectors merged (river's detectors have
+    neither).
+
     Runtime complexity of ``update``: `O(1)` plus one river ``detector.update``
     (ADWIN: amortised `O(log W)`).
 
@@ -740,6 +915,8 @@ class ChangePointDetector:
     >>> _ = cpd.update_many(np.ones(2000, dtype=bool), np.where(hit, 0.9, 0.1))
     >>> [(c.index > 1000, c.index < 1200) for c in cpd.changes][:1]
     [(True, True)]
+    >>> cpd.get() == len(cpd.changes) >= 1
+    True
 
     Parameters
     ----------
@@ -771,35 +948,42 @@ class ChangePointDetector:
 
     def __init__(self, detector="adwin", indicator="recall", threshold=0.5,
                  detector_params=None, pos_label=True, neg_label=None, on_change=None):
-        if indicator not in ("recall", "precision", "error"):
-            raise ValueError(f'indicator = {indicator!r}: must be "recall", "precision" or "error"')
+        super().__init__(pos_label, neg_label)
+        indicator = check_param("indicator", indicator, Options("recall", "precision", "error"))
         if on_change is not None and not callable(on_change):
             raise ValueError(f"on_change = {on_change!r}: must be a callable or None")
         self.detector = detector
         self.indicator = indicator
-        self.threshold = threshold
+        self.threshold = check_param("threshold", threshold, Real())
         self.detector_params = dict(detector_params) if detector_params else None
-        self.pos_label = pos_label
-        self.neg_label = neg_label
         self.on_change = on_change
-        self._counts = DriftCounts(threshold, pos_label, neg_label)  # validation only
         self._det = _make_detector(detector, self.detector_params)
         #: detected changes, oldest first
         self.changes = []
         #: events seen, indicator values fed
         self.n = 0
         self.n_indicator = 0
-        # code -> indicator value, or None when the event is not in the indicator stream
+        # code (2 * actual positive + predicted positive) -> indicator value, or None
+        # when the event is not in the indicator stream
         self._map = {
             "recall": (None, None, 0, 1),
             "precision": (None, 0, None, 1),
             "error": (0, 1, 1, 0),
         }[indicator]
+        self._table = np.array([-1 if v is None else v for v in self._map])
 
-    def clone(self):
+    def clone(self, new_params=None, include_attributes=False):
         """A fresh detector with the same parameters, no data and the same callback."""
-        return type(self)(self.detector, self.indicator, self.threshold, self.detector_params,
-                          self.pos_label, self.neg_label, self.on_change)
+        if new_params:
+            params = dict(self._init_args(), **new_params)
+            return type(self)(**params)
+        return type(self)(**self._init_args())
+
+    def _init_args(self):
+        return {"detector": self.detector, "indicator": self.indicator,
+                "threshold": self.threshold, "detector_params": self.detector_params,
+                "pos_label": self.pos_label, "neg_label": self.neg_label,
+                "on_change": self.on_change}
 
     @property
     def river_detector(self):
@@ -808,8 +992,7 @@ class ChangePointDetector:
 
     def update(self, y_true, y_pred, w=1.0, t=None):
         """Add one event; return True if a change was detected on it."""
-        c = self._counts
-        code = c._code(y_true, y_pred)
+        code = 2 * self._label(y_true) + (self._score(y_pred) >= self.threshold)
         w = check_weight(w)
         tt = None if t is None else as_seconds(t)
         index = self.n
@@ -818,6 +1001,21 @@ class ChangePointDetector:
         if x is None or w == 0.0:
             return False
         return self._feed(x, index, tt)
+
+    def revert(self, y_true, y_pred, w=1.0, t=None):
+        """Not supported: river's detectors cannot forget an event."""
+        raise NotImplementedError("a change-point detector cannot revert an event")
+
+    def get(self):
+        """The number of changes detected so far (``len(self.changes)``).
+
+        Runtime complexity: `O(1)`.
+        """
+        return len(self.changes)
+
+    def merge(self, other):
+        """Not supported: river's detectors cannot be merged (``ValueError``)."""
+        raise ValueError("cannot merge change-point detectors: river's detectors have no merge")
 
     def _feed(self, x, index, tt):
         det = self._det
@@ -832,24 +1030,33 @@ class ChangePointDetector:
         return False
 
     def update_many(self, y_true, y_pred, w=None, t=None):
-        """Add a batch (validated first); the detector sees the relevant events in order.
+        """Add a batch: validated once (:meth:`validate`, and the times if given), then
+        added by :meth:`update_trusted`; the detector sees the relevant events in order.
 
         Runtime complexity: `O(n)`; the indicator stream is computed with numpy, river's
         detector is then called once per indicator value.
         """
-        codes, weights = self._counts.codes(y_true, y_pred, w)
-        n = len(codes)
-        ts = None if t is None else as_seconds_array(t, n)
-        table = np.array([-1 if v is None else v for v in self._map])
-        xs = table[codes]
+        y, s, ww = self.validate(y_true, y_pred, w)
+        ts = None if t is None else as_seconds_array(t, len(y))
+        return self.update_trusted(y, s, ww, ts)
+
+    def update_trusted(self, y, s, w=None, t=None):
+        """Add validated binary columns (and ``t``: float64 epoch seconds, or None),
+        unchecked. Returns ``self``.
+
+        Runtime complexity: `O(n)` plus one river ``update`` per indicator value.
+        """
+        n = len(y)
+        codes = 2 * y.astype(np.int64) + (s >= self.threshold)
+        xs = self._table[codes]
         keep = xs >= 0
-        if weights is not None:
-            keep &= weights > 0
+        if w is not None:
+            keep &= w > 0
         base = self.n
         self.n += n
         feed = self._feed
         for i, x in zip(np.flatnonzero(keep).tolist(), xs[keep].tolist()):
-            feed(x, base + i, None if ts is None else float(ts[i]))
+            feed(x, base + i, None if t is None else float(t[i]))
         return self
 
     # -- state -----------------------------------------------------------------------
@@ -928,6 +1135,8 @@ class ChangePointDetector:
         return (f"ChangePointDetector({type(self._det).__name__}, {self.indicator}): "
                 f"{len(self.changes)} change(s) in {self.n} events")
 
+    __str__ = __repr__
+
 
 def _enc_float(v):
     return v if math.isfinite(v) else repr(float(v))
@@ -936,5 +1145,3 @@ def _enc_float(v):
 def _dec_float(v):
     return float(v)
 
-
-register(ChangePointDetector)

@@ -276,7 +276,7 @@ def test_bad_events_raise_and_change_nothing():
     td = PrecisionRecallDrift("recall", "previous", period=10)
     with pytest.raises(ValueError, match="needs the event time"):
         td.update(1, 0.5)
-    with pytest.raises(ValueError, match="exactly one of window"):
+    with pytest.raises(ValueError, match=r"exactly one of size= \(events; alias window=\) and period="):
         PrecisionRecallDrift("recall")
     with pytest.raises(ValueError, match="metric = 'f1'"):
         PrecisionRecallDrift("f1", window=10)
@@ -586,3 +586,300 @@ def test_an_integral_float_warmup_counts_events_in_batches_too():
     cur = props(y[-N:], s[-N:], w[-N:], "recall")
     assert_report(d.report(), ref, cur, 0.05)
     assert d.n == len(y)
+
+
+# ------------------------------------------- the metric protocol (issue 10): one boundary
+
+from streameval.config import make_drift  # noqa: E402
+from streameval.validation import ValidationError  # noqa: E402
+
+
+def brute_drift(y, s, w, t, metric, reference, size=None, period=None, warmup=0, lateness=0.0):
+    """Brute force over the raw stream: (ready, ref counts or None, cur counts, n, late)."""
+    n_all = len(y)
+    if period is None:
+        idx = np.arange(n_all)
+        n, late = n_all, 0
+        cur = idx[max(n - size, 0):]
+        if reference == "baseline":
+            ref = idx[warmup:warmup + size]
+        elif reference == "previous":
+            ref = idx[max(n - 2 * size, 0):max(n - size, 0)]
+        else:
+            ref = None
+        ready = n >= warmup + (1 if ref is None else 2) * size
+    else:
+        newest, acc = -math.inf, []
+        for i in range(n_all):
+            if t[i] >= newest - lateness:
+                acc.append(i)
+                newest = max(newest, t[i])
+        acc = np.array(acc, dtype=int)
+        n, late = len(acc), n_all - len(acc)
+        ta = t[acc]
+        cur = acc[ta > newest - period]
+        t0 = t[acc[0]] if n else math.nan
+        if reference == "baseline":
+            ref = acc[(ta >= t0 + warmup) & (ta < t0 + warmup + period)]
+        elif reference == "previous":
+            ref = acc[(ta > newest - 2 * period) & (ta <= newest - period)]
+        else:
+            ref = None
+        ready = bool(n) and newest >= t0 + warmup + (1 if ref is None else 2) * period
+    W = (lambda ix: None if w is None else w[ix])
+    cur_c = props(y[cur], s[cur], W(cur), metric)
+    ref_c = None if ref is None else props(y[ref], s[ref], W(ref), metric)
+    return ready, ref_c, cur_c, n, late
+
+
+def assert_matches_brute_force(d, y, s, w, t, metric, reference, **kw):
+    ready, ref, cur, n, late = brute_drift(y, s, w, t, metric, reference, **kw)
+    r = d.report()
+    assert (r.ready, d.n, d.late) == (ready, n, late)
+    x2, n2 = cur
+    got = d.get()
+    assert (math.isnan(got) and n2 == 0) or got == pytest.approx(x2 / n2, abs=1e-9)
+    if not ready or n2 == 0:
+        return
+    if ref is None:
+        p0 = reference
+        if 0 < p0 < 1:
+            _, p = proportions_ztest(x2, n2, value=p0, prop_var=p0)
+            assert r.p_value == pytest.approx(p, rel=1e-6, abs=1e-300)
+        return
+    x1, n1 = ref
+    pooled = (x1 + x2) / (n1 + n2) if n1 > 0 else 0.0
+    if n1 > 0 and 1e-9 < pooled < 1 - 1e-9:
+        assert_report(r, ref, cur, d.alpha)
+
+
+def assert_same_drift(a, b):
+    ra, rb = a.report(), b.report()
+    assert (ra.ready, ra.n, a.late) == (rb.ready, rb.n, b.late)
+    for f in ("reference", "current", "p_value", "ci_low", "ci_high", "n_current"):
+        va, vb = getattr(ra, f), getattr(rb, f)
+        assert (math.isnan(va) and math.isnan(vb)) or va == pytest.approx(vb, rel=1e-9, abs=1e-12), f
+    ga, gb = a.get(), b.get()
+    assert (math.isnan(ga) and math.isnan(gb)) or ga == pytest.approx(gb, rel=1e-9, abs=1e-12)
+
+
+@HYP
+@given(seed=st.integers(0, 10**6), sizes=st.lists(st.integers(0, 120), min_size=1, max_size=4),
+       reference=st.sampled_from(["baseline", "previous", 0.6]),
+       metric=st.sampled_from(["recall", "precision"]), timed=st.booleans(),
+       custom=st.booleans(), weighted=st.booleans())
+def test_update_many_loop_and_trusted_path_agree_with_brute_force(
+        seed, sizes, reference, metric, timed, custom, weighted):
+    total = sum(sizes)
+    y, s, w = make_stream(seed, total, weights=weighted)
+    rng = np.random.default_rng(seed + 1)
+    t = np.round(np.cumsum(rng.exponential(1.0, total))
+                 - np.where(rng.random(total) < 0.2, rng.exponential(4.0, total), 0.0), 1)
+    labels = np.where(y, "spam", "ham").astype(object) if custom else y.astype(int)
+    lab = {"pos_label": "spam", "neg_label": "ham"} if custom else {}
+    kw = {"period": 30.0, "lateness": 3.0, "warmup": 5.0} if timed else {"size": 40, "warmup": 10}
+    loop, many, trusted = (PrecisionRecallDrift(metric, reference, **kw, **lab) for _ in range(3))
+    i = 0
+    for n in sizes:
+        sl = slice(i, i + n)
+        for j in range(i, i + n):
+            loop.update(labels[j], s[j], w=1.0 if w is None else w[j], t=t[j] if timed else None)
+        tt = t[sl] if timed else None
+        many.update_many(labels[sl], s[sl], None if w is None else w[sl], t=tt)
+        trusted.update_trusted(*trusted.validate(labels[sl], s[sl], None if w is None else w[sl]), tt)
+        i += n
+        for d in (loop, many, trusted):
+            assert_matches_brute_force(d, y[:i], s[:i], None if w is None else w[:i], t[:i],
+                                       metric, reference, **kw)
+        assert_same_drift(loop, many)
+        assert_same_drift(loop, trusted)
+    for d in (loop, many, trusted):
+        d._check()
+
+
+def test_validate_returns_binary_columns_with_decoded_labels():
+    d = PrecisionRecallDrift("recall", size=5, pos_label="spam", neg_label="ham")
+    assert d.columns == "binary"
+    y, s, w = d.validate(["spam", "ham"], [0.25, {"spam": 0.75}], [1, 2])
+    assert y.dtype == np.bool_ and y.tolist() == [True, False]
+    assert s.dtype == np.float64 and s.tolist() == [0.25, 0.75]
+    assert w.dtype == np.float64 and w.tolist() == [1.0, 2.0]
+    assert d.validate(["ham"], [0.5])[2] is None and d.n == 0
+
+
+@pytest.mark.parametrize("kw", [{"size": 4}, {"period": 10.0}])
+@pytest.mark.parametrize("bad, index, what", [
+    (("y_true", 2, "pos"), 2, r"y_true\[2\] = 'pos'"),
+    (("y_pred", 3, math.nan), 3, r"y_pred\[3\] = nan"),
+    (("w", 1, -1.0), 1, r"w\[1\] = -1.0"),
+])
+def test_a_bad_element_raises_with_its_index_and_changes_nothing(kw, bad, index, what):
+    d = PrecisionRecallDrift("recall", "previous", **kw, pos_label="spam", neg_label="ham")
+    d.update_many(["spam", "ham", "spam"], [0.9, 0.1, 0.2], t=[0.0, 1.0, 2.0])
+    before = json.dumps(d.to_state())
+    cols = {"y_true": ["spam", "ham", "spam", "ham", "spam"], "y_pred": [0.9, 0.4, 0.6, 0.3, 0.7],
+            "w": [1.0] * 5}
+    name, i, value = bad
+    cols[name][i] = value
+    with pytest.raises(ValidationError, match=what) as e:
+        d.update_many(cols["y_true"], cols["y_pred"], cols["w"], t=[3.0, 4.0, 5.0, 6.0, 7.0])
+    assert e.value.index == index
+    assert json.dumps(d.to_state()) == before
+    cpd = ChangePointDetector("page_hinkley", pos_label="spam", neg_label="ham")
+    with pytest.raises(ValidationError) as e:
+        cpd.update_many(cols["y_true"], cols["y_pred"], cols["w"])
+    assert e.value.index == index and cpd.n == 0
+
+
+def test_size_and_its_alias_window():
+    a = PrecisionRecallDrift("recall", "previous", size=10)
+    b = PrecisionRecallDrift("recall", "previous", window=10)
+    c = PrecisionRecallDrift("recall", "previous", 10)
+    assert a._params() == b._params() == c._params() and a._params()["size"] == 10
+    assert a.size == a.window == 10
+    with pytest.raises(ValueError, match="window is an alias of size; give one of them"):
+        PrecisionRecallDrift("recall", size=10, window=10)
+    with pytest.raises(ValueError, match="^window = 0: must be an integer >= 1"):
+        PrecisionRecallDrift("recall", window=0)
+    with pytest.raises(ValueError, match="^size = 2.5: must be an integer >= 1"):
+        PrecisionRecallDrift("recall", size=2.5)
+    with pytest.raises(ValueError, match=r"^alpha = 1: must be a number in \(0, 1\)"):
+        PrecisionRecallDrift("recall", size=5, alpha=1)
+    with pytest.raises(ValueError, match="^period = -1: must be a number > 0"):
+        PrecisionRecallDrift("recall", period=-1)
+    with pytest.raises(ValueError, match="^lateness = -1: must be a number >= 0"):
+        PrecisionRecallDrift("recall", period=10, lateness=-1)
+    # drift tables: window stays the public key, size is accepted too
+    assert make_drift({"window": 7}, name="recall").size == 7
+    assert make_drift({"size": 7}, name="precision")._params() == \
+        PrecisionRecallDrift("precision", size=7)._params()
+    with pytest.raises(ValueError, match="^monitor.drift.recall: give window or its synonym size, not both"):
+        make_drift({"window": 7, "size": 7}, name="recall")
+    with pytest.raises(ValueError, match="^monitor.drift.recall.size = 0: must be an integer >= 1"):
+        make_drift({"size": 0}, name="recall")
+    with pytest.raises(ValueError, match="^monitor.drift.recall.period = 0: must be a number > 0"):
+        make_drift({"period": 0}, name="recall")
+
+
+def test_get_is_the_current_windows_proportion_and_changes_are_counted():
+    d = PrecisionRecallDrift("precision", 0.5, size=4)
+    assert math.isnan(d.get())  # no predicted positives: undefined
+    d.update_many([1, 0, 1, 0, 1], [0.9, 0.8, 0.2, 0.1, 0.7])
+    # last 4 events: predicted positives (0.8, neg), (0.7, pos): precision 1/2
+    assert d.get() == 0.5 and isinstance(d.get(), float)
+    cpd = ChangePointDetector("page_hinkley", detector_params={"threshold": 5, "min_instances": 10})
+    assert cpd.get() == 0
+    cpd.update_many([1] * 400, [0.9] * 200 + [0.1] * 200)
+    assert cpd.get() == len(cpd.changes) >= 1
+
+
+# old states as the code before issue 10 wrote them (params with "window", windows and
+# counts carrying the custom labels, probability dicts as scores)
+OLD_COUNT_STATE = '{"type": "PrecisionRecallDrift", "version": 1, "params": {"metric": "recall", "reference": "previous", "window": 3, "period": null, "warmup": 0, "alpha": 0.01, "threshold": 0.5, "lateness": 0.0, "pos_label": "spam", "neg_label": "ham", "ci": "newcombe", "min_count": 30}, "data": {"cur": {"type": "Sliding", "version": 1, "params": {"size": 3, "period": null, "lateness": 0.0}, "data": {"metric": {"type": "DriftCounts", "version": 2, "params": {"threshold": 0.5, "pos_label": "spam", "neg_label": "ham"}, "data": {"w": [1.0, 0.0, 1.0, 3.0], "w2": [1.0, 0.0, 1.0, 9.0], "n": [1, 0, 1, 1]}}, "events": [["spam", {"$d": [["spam", 0.8], ["ham", 0.19999999999999996]]}, 3.0], ["ham", {"$d": [["spam", 0.4], ["ham", 0.6]]}, 1.0], ["spam", {"$d": [["spam", 0.3], ["ham", 0.7]]}, 1.0]], "newest": null, "late": 0, "chunks": [[3, true]]}}, "both": {"type": "Sliding", "version": 1, "params": {"size": 6, "period": null, "lateness": 0.0}, "data": {"metric": {"type": "DriftCounts", "version": 2, "params": {"threshold": 0.5, "pos_label": "spam", "neg_label": "ham"}, "data": {"w": [2.0, 0.0, 1.5, 4.0], "w2": [2.0, 0.0, 1.25, 10.0], "n": [2, 0, 2, 2]}}, "events": [["spam", 0.2, 0.5], ["spam", 0.6, 1.0], ["ham", 0.1, 1.0], ["spam", {"$d": [["spam", 0.8], ["ham", 0.19999999999999996]]}, 3.0], ["ham", {"$d": [["spam", 0.4], ["ham", 0.6]]}, 1.0], ["spam", {"$d": [["spam", 0.3], ["ham", 0.7]]}, 1.0]], "newest": null, "late": 0, "chunks": [[3, false], [3, true]]}}, "baseline": null, "n": 8, "late": 0, "t0": null, "newest": null}}'
+OLD_TIME_STATE = '{"type": "PrecisionRecallDrift", "version": 1, "params": {"metric": "precision", "reference": "baseline", "window": null, "period": 4.0, "warmup": 1.0, "alpha": 0.01, "threshold": 0.5, "lateness": 1.0, "pos_label": "spam", "neg_label": "ham", "ci": "newcombe", "min_count": 30}, "data": {"cur": {"type": "Sliding", "version": 1, "params": {"size": null, "period": 4.0, "lateness": 1.0}, "data": {"metric": {"type": "DriftCounts", "version": 2, "params": {"threshold": 0.5, "pos_label": "spam", "neg_label": "ham"}, "data": {"w": [1.0, 0.0, 1.0, 3.0], "w2": [1.0, 0.0, 1.0, 9.0], "n": [1, 0, 1, 1]}}, "events": [[5.5, "ham", 0.4, 1.0], [6.0, "spam", 0.8, 3.0], [9.0, "spam", 0.3, 1.0]], "newest": 9.0, "late": 0, "chunks": null}}, "both": null, "baseline": {"type": "DriftCounts", "version": 2, "params": {"threshold": 0.5, "pos_label": "spam", "neg_label": "ham"}, "data": {"w": [1.0, 2.0, 0.5, 1.0], "w2": [1.0, 4.0, 0.25, 1.0], "n": [1, 1, 1, 1]}}, "n": 8, "late": 0, "t0": 0.0, "newest": 9.0}}'
+OLD_DEFAULT_STATE = '{"type": "PrecisionRecallDrift", "version": 1, "params": {"metric": "recall", "reference": "baseline", "window": 3, "period": null, "warmup": 0, "alpha": 0.01, "threshold": 0.5, "lateness": 0.0, "pos_label": true, "neg_label": null, "ci": "newcombe", "min_count": 30}, "data": {"cur": {"type": "Sliding", "version": 1, "params": {"size": 3, "period": null, "lateness": 0.0}, "data": {"metric": {"type": "DriftCounts", "version": 2, "params": {"threshold": 0.5, "pos_label": true, "neg_label": null}, "data": {"w": [2.0, 0.0, 0.0, 3.0], "w2": [2.0, 0.0, 0.0, 9.0], "n": [2, 0, 0, 1]}}, "events": [[0, 0.1, 1.0], [1, 0.8, 3.0], [0, 0.4, 1.0]], "newest": null, "late": 0, "chunks": [[3, false]]}}, "both": null, "baseline": {"type": "DriftCounts", "version": 2, "params": {"threshold": 0.5, "pos_label": true, "neg_label": null}, "data": {"w": [0.0, 2.0, 0.5, 1.0], "w2": [0.0, 4.0, 0.25, 1.0], "n": [0, 1, 1, 1]}}, "n": 7, "late": 0, "t0": null, "newest": null}}'
+OLD_EVENTS = (["spam", "ham", "spam", "spam", "ham", "spam", "ham", "spam"],
+              [0.9, 0.7, 0.2, 0.6, 0.1, 0.8, 0.4, 0.3],
+              [1.0, 2.0, 0.5, 1.0, 1.0, 3.0, 1.0, 1.0],
+              [0.0, 1.0, 2.5, 2.0, 4.0, 6.0, 5.5, 9.0])
+
+
+@pytest.mark.parametrize("text, kw", [
+    (OLD_COUNT_STATE, {"metric": "recall", "reference": "previous", "size": 3,
+                       "pos_label": "spam", "neg_label": "ham"}),
+    (OLD_TIME_STATE, {"metric": "precision", "reference": "baseline", "period": 4.0,
+                      "lateness": 1.0, "warmup": 1.0, "pos_label": "spam", "neg_label": "ham"}),
+    (OLD_DEFAULT_STATE, {"metric": "recall", "reference": "baseline", "size": 3}),
+])
+def test_old_states_load_and_continue_like_a_fresh_replay(text, kw):
+    state = json.loads(text)
+    assert state["version"] == 1 and "window" in state["params"]
+    old = from_state(state)
+    ys, ss, ws, ts = OLD_EVENTS
+    custom = "pos_label" in kw
+    labels = ys if custom else [int(v == "spam") for v in ys]
+    n = state["data"]["n"]
+    fresh = PrecisionRecallDrift(**kw)
+    timed = "period" in kw
+    fresh.update_many(labels[:n], ss[:n], ws[:n], t=ts[:n] if timed else None)
+    old._check()
+    assert_same_drift(old, fresh)
+    assert old._params() == fresh._params()
+    more = [(labels[i % 8], ss[i % 8], ws[i % 8], 10.0 + i) for i in range(12)]
+    for y, s, w, t in more:
+        old.update(y, s, w=w, t=t)
+        fresh.update(y, s, w=w, t=t)
+        assert_same_drift(old, fresh)
+    again = from_state(json.loads(json.dumps(old.to_state())))
+    assert again.to_state()["params"]["size"] == kw.get("size")
+    assert_same_drift(again, fresh)
+
+
+# ---------------------------------------------------------------------------- merge
+
+
+@pytest.mark.parametrize("reference", ["baseline", "previous", 0.7])
+def test_merge_of_count_tests_is_as_if_the_events_had_been_sent_here(reference):
+    y, s, w = make_stream(11, 900, weights=True)
+    a = PrecisionRecallDrift("recall", reference, size=100, warmup=20)
+    b = a.clone()
+    whole = a.clone()
+    a.update_many(y[:600], s[:600], w[:600])
+    b.update_many(y[600:], s[600:], w[600:])
+    whole.update_many(y, s, w)
+    a.merge(b)
+    a._check()
+    assert_same_drift(a, whole)
+    assert_matches_brute_force(a, y, s, w, None, "recall", reference, size=100, warmup=20)
+
+
+def test_merge_refuses_what_it_cannot_do():
+    a = PrecisionRecallDrift("recall", "baseline", size=100)
+    b = PrecisionRecallDrift("recall", "baseline", size=100)
+    a.update_many([1] * 50, [0.9] * 50)
+    b.update_many([1] * 50, [0.9] * 50)
+    before = a.to_state()
+    with pytest.raises(ValueError, match="baseline of the merged stream"):
+        a.merge(b)
+    assert a.to_state() == before
+    with pytest.raises(ValueError, match="different parameters"):
+        a.merge(PrecisionRecallDrift("recall", "baseline", size=50))
+    with pytest.raises(ValueError, match="cannot merge change-point detectors"):
+        ChangePointDetector().merge(ChangePointDetector())
+    empty = PrecisionRecallDrift("recall", "baseline", size=100)
+    empty.merge(a)  # an empty test takes the other's baseline
+    assert empty.to_state() == before
+
+
+def test_change_point_detector_update_many_equals_loop_and_trusted_path():
+    rng = np.random.default_rng(5)
+    n = 1500
+    y = rng.random(n) < 0.5
+    hit = rng.random(n) < np.r_[np.full(700, 0.9), np.full(800, 0.4)]
+    s = np.where(y == hit, 0.8, 0.2)
+    w = rng.choice([0.0, 1.0, 2.0], size=n)
+    t = np.arange(n) * 2.0
+    made = [ChangePointDetector("page_hinkley", "error", pos_label="a", neg_label="b",
+                                detector_params={"threshold": 10, "min_instances": 50})
+            for _ in range(3)]
+    labels = np.where(y, "a", "b").astype(object)
+    loop, many, trusted = made
+    for i in range(n):
+        loop.update(labels[i], s[i], w=w[i], t=t[i])
+    for lo in range(0, n, 400):
+        sl = slice(lo, lo + 400)
+        many.update_many(labels[sl], s[sl], w[sl], t=t[sl])
+        trusted.update_trusted(*trusted.validate(labels[sl], s[sl], w[sl]), t[sl])
+    # oracle: river's detector fed by hand with the error indicator of weighted events
+    det = river_drift.PageHinkley(threshold=10, min_instances=50)
+    expected = []
+    for i in range(n):
+        if w[i] == 0:
+            continue
+        det.update(int(y[i] != (s[i] >= 0.5)))
+        if det.drift_detected:
+            expected.append((i, t[i]))
+    assert expected
+    for d in made:
+        assert [(c.index, c.t) for c in d.changes] == expected
+        assert d.n == n and d.get() == len(expected)
