@@ -24,17 +24,27 @@ the same bad row gets the same reason wherever it comes from:
   (None). Several segment fields give a tuple of values.
 
 JSON ``null`` and an empty CSV cell both mean "absent".
+
+This module also holds the one event-time parser (:func:`as_seconds`,
+:func:`as_seconds_array`, :func:`time_column`, :func:`parse_time`), which
+windows, drift tests and the Monitor import from here.
+
+It may import numpy, the standard library and :mod:`streameval.validation`
+(the ground floor) only.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import math
+import numbers
 from dataclasses import dataclass, field as _field
 from itertools import compress
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
+
+from streameval.validation import ValidationError
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -49,6 +59,9 @@ __all__ = [
     "events_to_batch",
     "build_batch",
     "parse_time",
+    "as_seconds",
+    "as_seconds_array",
+    "time_column",
 ]
 
 #: Rows per batch read from a log. 65 536 rows of five fields take a few MB
@@ -62,6 +75,7 @@ KIND_PREDICTION = 1  #: a prediction waiting for its label: score, no label.
 KIND_LABEL = 2  #: a label for an earlier prediction: label, no score.
 
 _UTC = _dt.timezone.utc
+_Real = numbers.Real
 
 
 class _Missing:
@@ -280,7 +294,8 @@ def parse_time(v: Any, name: str = "ts") -> float:
     """Event time -> float epoch seconds; raises ``ValueError`` naming the value.
 
     Numbers (and numeric strings) are epoch seconds; other strings are
-    ISO-8601, with ``Z`` or an offset, naive meaning UTC. Cost: `O(1)`.
+    ISO-8601, with ``Z`` or an offset, naive meaning UTC; datetimes (naive
+    meaning UTC) and numpy datetime64 as in :func:`as_seconds`. Cost: `O(1)`.
 
     >>> parse_time("2024-01-01T00:00:00Z"), parse_time("1704067200.5")
     (1704067200.0, 1704067200.5)
@@ -293,11 +308,149 @@ def parse_time(v: Any, name: str = "ts") -> float:
         raise ValueError(e.args[0]) from None
 
 
+#: What :func:`as_seconds` accepts, for its error message.
+TIME_REASON = ("event time must be finite epoch seconds (int or float), "
+               "a datetime (naive means UTC) or a numpy datetime64")
+
+
+def as_seconds(t: Any, name: str = "t") -> float:
+    """Return the event time ``t`` as float epoch seconds, or raise ``ValueError``.
+
+    The parser of event times given to metrics, windows, drift tests and the
+    Monitor (the one behind :func:`parse_time` too, which also reads strings):
+    finite numbers are epoch seconds, a :class:`datetime.datetime` is converted
+    (naive means UTC), a :class:`numpy.datetime64` too; booleans, strings, None,
+    NaN and infinities are refused with a
+    :class:`~streameval.validation.ValidationError` naming ``name``.
+
+    Runtime complexity: `O(1)`.
+
+    >>> as_seconds(1700000000)
+    1700000000.0
+    >>> as_seconds(_dt.datetime(2024, 1, 1))       # naive datetimes are UTC
+    1704067200.0
+    >>> as_seconds(float("inf"))
+    Traceback (most recent call last):
+    ...
+    streameval.validation.ValidationError: t = inf: event time must be finite epoch seconds ...
+
+    Parameters
+    ----------
+    t : int, float, datetime.datetime or numpy.datetime64
+        The event time.
+    name : str
+        How the error message names the value.
+    """
+    if type(t) is float and t - t == 0.0:  # the common case, finite float
+        return t
+    try:
+        return _seconds(t, name, False)
+    except _Bad:
+        raise ValidationError(name, t, TIME_REASON) from None
+
+
+def as_seconds_array(t: Any, n: int | None = None, name: str = "t") -> np.ndarray:
+    """Return a batch of event times as a float64 array of epoch seconds, or raise.
+
+    Same values as :func:`as_seconds` element by element. Numbers and
+    ``datetime64`` arrays convert in one numpy call; anything else (datetimes,
+    mixed lists) goes element by element; the error (a
+    :class:`~streameval.validation.ValidationError`) names the first bad time
+    and has its ``index``.
+
+    Runtime complexity: `O(n)`.
+
+    >>> as_seconds_array([0, 1.5, _dt.datetime(1970, 1, 1, 0, 1)])
+    array([ 0. ,  1.5, 60. ])
+    >>> as_seconds_array([0, None])
+    Traceback (most recent call last):
+    ...
+    streameval.validation.ValidationError: t[1] = None: event time must be finite epoch seconds ...
+    """
+    if isinstance(t, (str, bytes)) or not hasattr(t, "__len__"):
+        raise ValidationError(name, t, "a batch of event times must be a sequence or a 1-D array",
+                              message=f"{name} = {_show(t, 80)}: a batch of event times must be "
+                              "a sequence or a 1-D array")
+    arr = t if isinstance(t, np.ndarray) else None
+    if arr is not None and arr.ndim != 1:
+        raise ValidationError(name, arr.shape, "must be one-dimensional",
+                              message=f"{name} must be one-dimensional, got shape {arr.shape}")
+    if n is not None and len(t) != n:
+        raise ValidationError(name, len(t), "lengths differ",
+                              message=f"y_true has {n} elements but {name} has {len(t)}")
+    out, bad = time_column(t, name, strings=False)
+    if bad is not None and bad.any():
+        i = int(np.argmax(bad))
+        v = t[i]
+        if isinstance(v, np.generic) and not isinstance(v, np.datetime64):
+            v = v.item()
+        raise ValidationError(name, v, TIME_REASON, i)
+    return out
+
+
+def time_column(col: Any, name: str = "ts", *, text: bool = False, strings: bool = True,
+                required: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """A column of event times -> ``(float64 epoch seconds, bad mask or None)``.
+
+    The array form of the one parser (:func:`as_seconds`, :func:`parse_time`):
+    numeric and ``datetime64`` columns convert in one numpy call; only a column
+    that fails that is walked element by element. ``strings``: ISO-8601 and
+    numeric strings are read (log rows); ``text``: the values are CSV cells;
+    ``required=False``: absent values (None, missing, empty cells) give NaN and
+    are not bad. Bad elements are NaN in the values and True in the mask.
+    Cost: `O(n)`.
+    """
+    n = len(col)
+    if isinstance(col, np.ndarray):
+        kind = col.dtype.kind
+        if kind in "fiu":
+            arr = col.astype(np.float64, copy=False)
+            if np.isfinite(arr).all():
+                return arr, None
+        elif kind == "M":
+            nat = np.isnat(col)
+            arr = col.astype("datetime64[ns]").astype(np.int64) / 1e9
+            if nat.any():
+                arr[nat] = math.nan
+                return arr, nat
+            return arr, None
+        col = col.tolist()
+    else:
+        try:
+            arr = None
+            if text:
+                arr = np.fromiter(map(float, col), np.float64, n)
+            elif set(map(type, col)) <= _NUM_TYPES:
+                arr = np.array(col, dtype=np.float64) if n else np.empty(0)
+            if arr is not None and np.isfinite(arr).all():
+                return arr, None
+        except (ValueError, TypeError, OverflowError):
+            pass
+    out = np.empty(n, np.float64)
+    bad = np.zeros(n, bool)
+    for i, v in enumerate(col):
+        if not required and _absent(v, text):
+            out[i] = math.nan
+            continue
+        try:
+            out[i] = _seconds(v, name, strings)
+        except _Bad:
+            out[i] = math.nan
+            bad[i] = True
+    return out, bad
+
+
 def _time(v: Any, name: str, text: bool) -> float:
+    """An event time of a log row or posted event (strings read); raises _Bad."""
+    return _seconds(v, name, True)
+
+
+def _seconds(v: Any, name: str, strings: bool) -> float:
+    """The one event-time parser: float epoch seconds, or _Bad with the reason."""
     t = type(v)
     if t is float or t is int:
         x = _float(v, name)
-    elif t is str:
+    elif t is str and strings:
         s = v.strip()
         if not s:
             raise _Bad(f"missing field '{name}'")
@@ -314,12 +467,16 @@ def _time(v: Any, name: str, text: bool) -> float:
     elif isinstance(v, _dt.datetime):
         d = v if v.tzinfo is not None else v.replace(tzinfo=_UTC)
         return d.timestamp()
+    elif isinstance(v, np.datetime64):
+        if np.isnat(v):
+            raise _Bad(f"{name} is NaT")
+        return float(v.astype("datetime64[ns]").astype(np.int64)) / 1e9
     elif v is MISSING:
         raise _Bad(f"missing field '{name}'")
     elif v is None:
         raise _Bad(f"{name} is null")
-    elif isinstance(v, (int, float)) and not isinstance(v, bool):  # numpy scalars
-        x = float(v)
+    elif isinstance(v, _Real) and not isinstance(v, (bool, np.bool_)):  # numpy scalars
+        x = _float(v, name)
     else:
         raise _Bad(f"{name} is not a time: {_show(v)}")
     if not math.isfinite(x):
@@ -684,37 +841,7 @@ def _col_weight(col, name: str, text: bool):
 
 
 def _col_time(col, name: str, text: bool, required: bool):
-    n = len(col)
-    if isinstance(col, np.ndarray) and col.dtype.kind in "fiu":
-        arr = col.astype(np.float64, copy=False)
-        if np.isfinite(arr).all():
-            return arr, None
-        col = col.tolist()
-    elif isinstance(col, np.ndarray):
-        col = col.tolist()
-    else:
-        try:
-            arr = None
-            if text:
-                arr = np.fromiter(map(float, col), np.float64, n)
-            elif set(map(type, col)) <= _NUM_TYPES:
-                arr = np.array(col, dtype=np.float64) if n else np.empty(0)
-            if arr is not None and np.isfinite(arr).all():
-                return arr, None
-        except (ValueError, TypeError, OverflowError):
-            pass
-    out = np.empty(n, np.float64)
-    bad = np.zeros(n, bool)
-    for i, v in enumerate(col):
-        if not required and _absent(v, text):
-            out[i] = math.nan
-            continue
-        try:
-            out[i] = _time(v, name, text)
-        except _Bad:
-            out[i] = math.nan
-            bad[i] = True
-    return out, bad
+    return time_column(col, name, text=text, strings=True, required=required)
 
 
 def _col_label(col, fm: FieldMap, text: bool, partial: bool):

@@ -35,7 +35,7 @@ def test_build_defaults():
     assert [r.name for r in kw["rules"]] == ["recall drift p < 0.01", "precision drift p < 0.01"]
     assert all(type(r) is Drift for r in kw["rules"])
     win = kw["metrics"]["recall@10000"]
-    assert type(win) is se.Sliding and win.size == 10_000 and win.metric.threshold == 0.5
+    assert isinstance(win, se.Sliding) and win.size == 10_000 and win.metric.threshold == 0.5
     kw = config.build({"threshold": 0.3, "window": 500})
     assert "roc_auc@500" in kw["metrics"] and kw["metrics"]["precision"].threshold == 0.3
 
@@ -60,7 +60,7 @@ def test_metric_tables_and_windows():
     }})
     m = kw["metrics"]
     assert type(m["auc"]).__name__ == "ROCAUC"
-    assert type(m["recall@100"]) is se.Sliding and m["recall@100"].size == 100
+    assert isinstance(m["recall@100"], se.Sliding) and m["recall@100"].size == 100
     assert m["recall@100"].metric.threshold == 0.4               # the monitor's default
     assert m["f2"].beta == 2 and m["f2"].threshold == 0.3       # its own
     assert (m["p@1h"].period, m["p@1h"].lateness) == (3600.0, 60.0)

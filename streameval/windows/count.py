@@ -1,0 +1,286 @@
+"""Count sliding windows: the last ``size`` events (``Sliding(metric, size=N)``).
+
+The window keeps a deque of :class:`~streameval.windows.chunks.Chunk` (batches, as
+validated columns) and :class:`~streameval.windows.chunks.EventRun` (events added
+one at a time), oldest first, and reverts expired events a chunk slice at a time.
+
+It may import numpy, the standard library, :mod:`streameval.windows.sliding` (the
+front it implements), :mod:`streameval.windows.chunks` and
+:mod:`streameval.windows.common`.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from streameval.windows.chunks import Chunk, EventRun
+from streameval.windows.common import (
+    MetricOps,
+    as_items,
+    decoded_columns,
+    decoded_events,
+    encode,
+    encode_column,
+    fresh,
+    py,
+    slice_columns,
+    weights_or_none,
+)
+from streameval.windows.sliding import Sliding
+
+__all__ = []
+
+
+def _copy(col):
+    return col.copy() if isinstance(col, np.ndarray) else list(col)
+
+
+class _CountSliding(Sliding, case="count"):
+    """``Sliding(metric, size=N)``: see :class:`~streameval.windows.sliding.Sliding`."""
+
+    def _init_store(self):
+        # a deque of Chunk / EventRun, oldest first; `_tail` is the newest chunk while
+        # it is an EventRun (single events are appended to it)
+        self._chunks = collections.deque()
+        self._tail = None
+        self._n = 0
+
+    # -- per event ---------------------------------------------------------------
+    def update(self, y_true, y_pred, w=1.0, t=None):
+        """Add one event; the oldest one expires once the window is full.
+
+        The wrapped metric validates the event before the window stores it: a bad
+        event raises ``ValueError`` and changes nothing.
+        """
+        self._update(y_true, y_pred, w=w)
+        if self._n == self.size:
+            first = self._chunks[0]
+            if type(first) is EventRun:
+                old = first.popleft()
+                self._revert(old[0], old[1], w=old[2])
+                if not first:
+                    self._chunks.popleft()
+                    if first is self._tail:
+                        self._tail = None
+            else:
+                self._revert_oldest_of(first)
+        else:
+            self._n += 1
+        tail = self._tail
+        if tail is None:
+            tail = self._tail = EventRun()
+            self._chunks.append(tail)
+        tail.append((y_true, y_pred, w))
+
+    def _revert_oldest_of(self, first):
+        """Revert the oldest event of a Chunk (the event path)."""
+        i = first.lo
+        y = first.y[i]
+        labels = self._labels
+        y = (labels[1] if y else labels[0]) if labels is not None and self._typed else py(y)
+        w = first.w
+        self._revert(y, py(first.s[i]), w=1.0 if w is None else py(w[i]))
+        i += 1
+        if i == len(first.y):
+            self._chunks.popleft()
+        else:
+            first.lo = i
+
+    def __len__(self):
+        return self._n
+
+    def events(self):
+        """The events in the window, oldest first: ``(y_true, y_pred, w)`` tuples
+        (batch events as validated: labels as configured, scores and weights as
+        floats, for binary and regression metrics).
+
+        Runtime complexity: `O(n)`.
+        """
+        out = []
+        for ch in self._chunks:
+            if type(ch) is EventRun:
+                out.extend(ch)
+            else:
+                out.extend(zip(*self._values(ch)))
+        return out
+
+    def _values(self, ch):
+        """Python ``(y_true, y_pred, w)`` lists of a Chunk's live events."""
+        y, s, w = ch.front(len(ch))
+        if self._typed:
+            y, s, w = decoded_columns(self.metric, (y, s, w))
+        ys = as_items(y)
+        return ys, as_items(s), [1.0] * len(ys) if w is None else as_items(w)
+
+    # -- batches -----------------------------------------------------------------
+    def _add(self, cols, ts, raw):
+        n = len(cols[0])
+        if not n:
+            return
+        size = self.size
+        if n >= size:
+            # only the last `size` events stay: build a fresh metric from them
+            tail = slice(n - size, n)
+            cols = slice_columns(cols, tail)
+            raw = None if raw is None else slice_columns(raw, tail)
+            other = fresh(self.metric)
+            MetricOps(other).update_trusted(*cols)
+            self._chunks.clear()
+            self._tail = None
+            self._n = 0
+            self.metric = other
+            self._bind()
+            self._store(cols, raw)
+            return
+        expired = self._n + n - size
+        if expired > self._rebuild_fraction * size:
+            # rebuild from the surviving events, then the batch
+            other = fresh(self.metric)
+            self._feed(MetricOps(other), max(expired, 0))
+            MetricOps(other).update_trusted(*cols)
+            self._drop(expired)
+            self.metric = other
+            self._bind()
+            self._store(cols, raw)
+            return
+        self._ops.update_trusted(*cols)
+        if expired > 0:
+            self._expire(expired)
+        self._store(cols, raw)
+
+    def _store(self, cols, raw):
+        """Keep a batch as a Chunk: validated numpy columns (copied) for binary and
+        regression metrics, else Python values as given."""
+        if self._typed:
+            y, s, w = cols
+            chunk = Chunk(_copy(y), _copy(s), None if w is None else _copy(w))
+        else:
+            y, s, w = cols if raw is None else raw
+            ys = as_items(y)
+            chunk = Chunk(ys, as_items(s), [1.0] * len(ys) if w is None else as_items(w))
+        self._chunks.append(chunk)
+        self._tail = None
+        self._n += len(chunk)
+
+    def _pieces(self, skip=0):
+        """``(chunk, m, skip)`` for the live events after the first ``skip``."""
+        for ch in self._chunks:
+            k = len(ch)
+            if skip >= k:
+                skip -= k
+                continue
+            yield ch, k - skip, skip
+            skip = 0
+
+    def _feed(self, ops, skip=0):
+        """Add the window's events after the first ``skip`` to a metric (its ops)."""
+        for ch, m, lo in self._pieces(skip):
+            y, s, w = ch.front(m, lo)
+            if self._typed and type(ch) is Chunk:
+                ops.update_trusted(y, s, w)
+            else:
+                ops.add_raw(y, s, weights_or_none(w))
+
+    def _expire(self, k):
+        """Revert the ``k`` oldest events, a chunk slice at a time."""
+        self._n -= k
+        while k:
+            ch = self._chunks[0]
+            m = min(k, len(ch))
+            y, s, w = ch.front(m)
+            if self._typed and type(ch) is Chunk:
+                self._ops.revert_trusted(y, s, w)
+            else:
+                self._ops.remove_raw(y, s, weights_or_none(w))
+            self._pop_front(ch, m)
+            k -= m
+
+    def _pop_front(self, ch, m):
+        """Forget the ``m`` oldest events of the oldest chunk ``ch``."""
+        if len(ch) == m:
+            self._chunks.popleft()
+            if ch is self._tail:
+                self._tail = None
+        else:
+            ch.pop_front(m)
+
+    def _drop(self, k):
+        """Forget the ``k`` oldest events (no revert)."""
+        k = max(k, 0)
+        self._n -= k
+        while k:
+            ch = self._chunks[0]
+            m = min(k, len(ch))
+            self._pop_front(ch, m)
+            k -= m
+
+    def _merge_window(self, other):
+        for ch, m, lo in other._pieces():
+            y, s, w = ch.front(m, lo)
+            if self._typed and type(ch) is Chunk:
+                self.update_trusted(y, s, w)
+            else:
+                self.update_many(y, s, weights_or_none(w))
+
+    # -- state -------------------------------------------------------------------
+    def _stored_state(self):
+        rows = []
+        for ch in self._chunks:
+            if type(ch) is EventRun:
+                rows.extend([encode(x) for x in e] for e in ch)
+                continue
+            y, s, w = ch.front(len(ch))
+            if self._typed:
+                y, s, w = decoded_columns(self.metric, (y, s, w))
+            cols = [encode_column(y), encode_column(s),
+                    [1.0] * len(ch) if w is None else encode_column(w)]
+            rows.extend(map(list, zip(*cols)))
+        # the live length of each chunk (and whether events are appended to it), so
+        # that a restored window expires its events in the same slices, hence to the
+        # same bits, as the original
+        return {"events": rows,
+                "chunks": [[len(c), type(c) is EventRun] for c in self._chunks]}
+
+    def _restore(self, data):
+        events = decoded_events(data["events"])
+        # states written before the chunk layout was recorded hold the events only
+        layout = data.get("chunks") or ([[len(events), True]] if events else [])
+        if sum(k for k, _ in layout) != len(events):
+            raise ValueError(f"state of a Sliding window: chunks {layout!r:.100} do not "
+                             f"hold its {len(events)} events")
+        i = 0
+        for k, appendable in layout:
+            if k < 1:
+                raise ValueError(f"state of a Sliding window: a chunk of {k!r} events")
+            part = events[i:i + k]
+            if appendable:
+                self._chunks.append(EventRun(part))
+            else:
+                y, s, w = ([e[j] for e in part] for j in range(3))
+                w = weights_or_none(w)
+                if self._typed:
+                    self._store(self._ops.validate(y, s, w), None)
+                else:
+                    self._store((y, s, w), None)
+            i += k
+        self._n = len(events)
+        last = self._chunks[-1] if self._chunks else None
+        self._tail = last if type(last) is EventRun else None
+
+    def _check(self):
+        """Assert the invariants: the chunks hold at most ``size`` live events, and the
+        wrapped metric equals a fresh one fed with exactly the window's events."""
+        events = self.events()
+        assert len(events) <= self.size, (len(events), self.size)
+        assert len(events) == self._n, (len(events), self._n)
+        chunks = list(self._chunks)
+        for ch in chunks:
+            assert type(ch) in (Chunk, EventRun), type(ch)
+            assert len(ch) >= 1
+            ch.check()
+            if type(ch) is Chunk and self._typed:
+                assert all(isinstance(c, np.ndarray) for c in (ch.y, ch.s))
+        assert self._tail is None or (chunks and self._tail is chunks[-1])
+        self._check_metric([(e[0], e[1], e[2]) for e in events])

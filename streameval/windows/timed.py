@@ -1,0 +1,220 @@
+"""Time sliding windows: the events of the last ``period`` seconds of event time
+(``Sliding(metric, period=P)``), with late events placed by time or refused.
+
+The window keeps a deque of ``(t, y_true, y_pred, w)`` tuples ordered by time (ties
+in arrival order), in the form the wrapped metric's ``update`` accepts: events added
+one at a time as given, batch events as validated (labels decoded to the configured
+labels, scores and weights as floats). New events reach the metric through
+``update_trusted``; expired ones leave through ``revert_many`` (vectorised) or a loop
+of ``revert``.
+
+It may import numpy, the standard library, :mod:`streameval.events` (the event-time
+parser), :mod:`streameval.validation`, :mod:`streameval.windows.sliding` (the front
+it implements) and :mod:`streameval.windows.common`.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import math
+from operator import itemgetter
+
+import numpy as np
+
+from streameval.events import as_seconds
+from streameval.validation import ValidationError, take_columns
+from streameval.windows.common import (
+    MetricOps,
+    as_items,
+    decoded_columns,
+    decoded_events,
+    encode,
+    fresh,
+    item_columns,
+    take,
+    validate_one,
+)
+from streameval.windows.sliding import Sliding
+
+__all__ = []
+
+
+class _TimeSliding(Sliding, case="time"):
+    """``Sliding(metric, period=P)``: see :class:`~streameval.windows.sliding.Sliding`."""
+
+    def _init_store(self):
+        # (t, y_true, y_pred, w) tuples ordered by time
+        self._events = collections.deque()
+
+    # -- per event ---------------------------------------------------------------
+    def update(self, y_true, y_pred, w=1.0, t=None):
+        """Add one event at time ``t``; events older than ``newest - period`` expire.
+
+        The wrapped metric validates the event before the window stores it: a bad
+        event raises ``ValueError`` and changes nothing, whether it is late or not.
+        """
+        if t is None:
+            raise ValidationError("t", None, "a period window needs the event time t=",
+                                  message="t = None: a period window needs the event time t=")
+        tt = t if type(t) is float and t - t == 0.0 else as_seconds(t)
+        newest = self._newest
+        if tt < newest and (tt < newest - self.lateness or tt <= newest - self.period):
+            # a refused event must still be valid
+            validate_one(self._ops.validate, y_true, y_pred, w)
+            self._refused(tt, newest, y_true, y_pred, w)
+            return
+        self._update(y_true, y_pred, w=w)
+        events = self._events
+        if tt >= newest:
+            events.append((tt, y_true, y_pred, w))
+            if tt > newest:
+                self._newest = tt
+                cutoff = tt - self.period
+                if events[0][0] <= cutoff:
+                    revert = self._revert
+                    popleft = events.popleft
+                    while events[0][0] <= cutoff:
+                        old = popleft()
+                        revert(old[1], old[2], w=old[3])
+        else:
+            i = len(events)
+            while i and events[i - 1][0] > tt:
+                i -= 1
+            events.insert(i, (tt, y_true, y_pred, w))
+
+    def _refused(self, tt, newest, y_true, y_pred, w):
+        self.late += 1
+        if self.on_late is not None:
+            self.on_late({"t": tt, "newest": newest, "y_true": y_true, "y_pred": y_pred, "w": w})
+
+    def __len__(self):
+        return len(self._events)
+
+    def events(self):
+        """The events in the window ordered by time: ``(t, y_true, y_pred, w)`` tuples.
+
+        Runtime complexity: `O(n)`.
+        """
+        return list(self._events)
+
+    # -- batches -----------------------------------------------------------------
+    def _items(self, cols, raw, idx):
+        """``(y_true, y_pred, w)`` lists of events ``idx`` to store: validated and
+        decoded for binary and regression metrics, else as given."""
+        if self._typed:
+            y, s, w = decoded_columns(self.metric, take_columns(cols, idx))
+        elif raw is not None:
+            y, s, w = (None if c is None else take(c, idx) for c in raw)
+        else:
+            y, s, w = take_columns(cols, idx)
+        ys = as_items(y)
+        return ys, as_items(s), [1.0] * len(ys) if w is None else as_items(w)
+
+    def _add(self, cols, ts, raw):
+        n = len(ts)
+        if not n:
+            return
+        period, lateness = self.period, self.lateness
+        newest0 = self._newest
+        before = np.maximum.accumulate(np.concatenate(([newest0], ts)))[:-1]
+        late = (ts < before - lateness) | (ts <= before - period)
+        newest = max(newest0, float(ts.max()))
+        cutoff = newest - period
+        accepted = np.flatnonzero(~late & (ts > cutoff))
+        events = self._events
+        expired = 0
+        for item in events:
+            if item[0] > cutoff:
+                break
+            expired += 1
+        ys, ps, ws = self._items(cols, raw, accepted)
+        new_items = list(zip(ts[accepted].tolist(), ys, ps, ws))
+        # stable sort by time: old events first among equal times, then arrival order
+        new_items.sort(key=itemgetter(0))
+        # in order (the usual case): the batch goes after the kept events, no re-sort
+        in_order = not new_items or expired == len(events) or new_items[0][0] >= events[-1][0]
+        if in_order:
+            contents = None
+            size_after = len(events) - expired + len(new_items)
+        else:
+            contents = sorted(list(events)[expired:] + new_items, key=itemgetter(0))
+            size_after = len(contents)
+        acc = take_columns(cols, accepted) if len(accepted) else None
+        if expired > self._rebuild_fraction * max(size_after, 1):
+            # rebuild from the kept events and the accepted batch events
+            other = fresh(self.metric)
+            ops = MetricOps(other)
+            kept = list(itertools.islice(events, expired, None))
+            if kept:
+                ops.add_raw(*item_columns(kept, 1))
+            if acc is not None:
+                ops.update_trusted(*acc)
+            self.metric = other
+            self._bind()
+        else:
+            if acc is not None:
+                self._ops.update_trusted(*acc)
+            if expired:
+                if self._vectorised:
+                    self._ops.remove_raw(*item_columns(list(itertools.islice(events, expired)), 1))
+                else:
+                    revert = self._revert
+                    for i in range(expired):
+                        old = events[i]
+                        revert(old[1], old[2], w=old[3])
+        if contents is None:
+            popleft = events.popleft
+            for _ in range(expired):
+                popleft()
+            events.extend(new_items)
+        else:
+            self._events = collections.deque(contents)
+        self._newest = newest
+        late_idx = np.flatnonzero(late)
+        if len(late_idx):
+            self.late += len(late_idx)
+            if self.on_late is not None:
+                if raw is not None:  # the values as given
+                    ry, rp, rw = raw
+                    ly, lp = take(ry, late_idx), take(rp, late_idx)
+                    lw = [1.0] * len(late_idx) if rw is None else take(rw, late_idx)
+                else:  # update_trusted: the validated values
+                    ly, lp, lw = self._items(cols, None, late_idx)
+                for j, i in enumerate(late_idx.tolist()):
+                    self.on_late({"t": float(ts[i]), "newest": float(before[i]),
+                                  "y_true": ly[j], "y_pred": lp[j], "w": lw[j]})
+
+    def _merge_window(self, other):
+        newest = max(self._newest, other._newest)
+        cutoff = newest - self.period
+        contents = sorted(list(self._events) + list(other._events), key=itemgetter(0))
+        contents = [e for e in contents if e[0] > cutoff]
+        rebuilt = fresh(self.metric)
+        if contents:
+            MetricOps(rebuilt).add_raw(*item_columns(contents, 1))
+        self.metric = rebuilt
+        self._bind()
+        self._events = collections.deque(contents)
+        self._newest = newest
+        self.late += other.late
+
+    # -- state -------------------------------------------------------------------
+    def _stored_state(self):
+        return {"events": [[encode(x) for x in e] for e in self._events], "chunks": None}
+
+    def _restore(self, data):
+        self._events.extend(decoded_events(data["events"]))
+
+    def _check(self):
+        """Assert the invariants: events ordered by time within
+        ``(newest - period, newest]``, and the wrapped metric equals a fresh one fed
+        with exactly the window's events."""
+        events = self.events()
+        times = [e[0] for e in events]
+        assert times == sorted(times), "events are not ordered by time"
+        if events:
+            assert times[-1] <= self._newest
+            assert times[0] > self._newest - self.period, (times[0], self._newest)
+        assert math.isfinite(self._newest) or not events
+        self._check_metric([(e[1], e[2], e[3]) for e in events])

@@ -1,0 +1,440 @@
+"""Tumbling windows: consecutive, non-overlapping windows of ``size`` events or
+``period`` seconds, each reported once (:class:`Tumbling`).
+
+It may import numpy, the standard library, :mod:`streameval.events` (the event-time
+parser), :mod:`streameval.metrics.base`, :mod:`streameval.validation` and
+:mod:`streameval.windows.common`.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+
+from streameval.events import as_seconds, as_seconds_array
+from streameval.metrics.base import Metric, from_state
+from streameval.validation import ValidationError, check_same_length, take_columns
+from streameval.windows.common import (
+    MetricOps,
+    as_items,
+    as_seq,
+    check_window_params,
+    decode_record,
+    decoded_columns,
+    encode_record,
+    fresh,
+    slice_columns,
+    state_of,
+    take,
+    validate_one,
+)
+
+__all__ = ["Tumbling"]
+
+_NAN = math.nan
+
+
+class Tumbling(Metric):
+    """The wrapped metric over consecutive, non-overlapping windows, each reported once.
+
+    Count windows (``size=N``): events ``[kN, (k+1)N)`` in arrival order; window ``k``
+    closes on its ``N``-th event. Time windows (``period=P``): events with ``t`` in
+    ``[origin + kP, origin + (k+1)P)``, with ``k = floor((t - origin) / P)`` (aligned
+    to multiples of ``P`` from ``origin``, by default the Unix epoch, so that
+    ``period=3600`` gives clock hours in UTC). Window ``k`` closes once the newest
+    event time minus ``lateness`` reaches its end: no accepted event could fall in it
+    any more. An event with ``t < newest - lateness``, or for a window already closed
+    (by time or by :meth:`flush`), is refused: counted in :attr:`late`, passed to
+    ``on_late``.
+
+    Each closed window is reported exactly once, as a record ``{"index": k, "start",
+    "end", "n", "value"}`` (``start``/``end``: event ordinals ``[start, end)`` for count
+    windows, epoch seconds ``[start, end)`` for time windows; ``n``: events in the
+    window; ``value``: the metric's ``get()``, ``nan`` when undefined, e.g. a recall
+    without positives). Records go to ``on_close`` if given, else they wait in a queue
+    that :meth:`closed` drains. Windows without events produce no record.
+    :meth:`flush` closes the open (partial) windows.
+
+    ``get()`` is the value of the last closed window (``nan`` before the first);
+    :meth:`partial` is the value of the newest open window so far.
+
+    Runtime complexity of ``update``: one ``update`` of the wrapped metric, `O(1)`;
+    closing a window costs one ``get``. ``get``: `O(1)`.
+
+    >>> import streameval as se
+    >>> tum = se.Tumbling(se.Recall(), size=2)
+    >>> for y, p in [(1, 0.9), (1, 0.2), (1, 0.8), (1, 0.7), (1, 0.1)]:
+    ...     tum.update(y, p)
+    >>> [(r["start"], r["end"], r["value"]) for r in tum.closed()]
+    [(0, 2, 0.5), (2, 4, 1.0)]
+    >>> tum.flush()
+    >>> [(r["start"], r["end"], r["n"], r["value"]) for r in tum.closed()]
+    [(4, 5, 1, 0.0)]
+
+    Parameters
+    ----------
+    metric
+        The metric computed in each window: a template, cloned for each window.
+    size : int
+        Window length in events. Give ``size`` or ``period``, not both.
+    period : float or datetime.timedelta
+        Window length in seconds of event time.
+    lateness : float or datetime.timedelta
+        How long after a window's end its events are still accepted (``period``
+        windows; a window closes ``lateness`` seconds of event time after its end).
+    origin : float or datetime.datetime
+        Where window 0 starts (``period`` windows); default the Unix epoch.
+    on_close : callable
+        Called with each closed window's record. Not part of the saved state.
+    on_late : callable
+        Called with ``{"t", "newest", "y_true", "y_pred", "w"}`` for each refused
+        event: the values as given to ``update``/``update_many``; from
+        ``update_trusted``, the validated values (labels decoded to the configured
+        labels, scores and weights as floats). Not part of the saved state.
+
+    Notes
+    -----
+    ``merge`` is not supported: closed windows have already been reported and cannot
+    be combined afterwards; to combine shards, merge the wrapped metrics of
+    corresponding windows (records with the same ``index``) yourself.
+    """
+
+    _state_version = 1
+
+    def __init__(self, metric, size=None, period=None, lateness=0.0, origin=0.0,
+                 on_close=None, on_late=None):
+        for name in ("update", "get"):
+            if not callable(getattr(metric, name, None)):
+                raise ValueError(f"metric = {metric!r}: a tumbling window needs a metric with {name}()")
+        size, period, lateness = check_window_params(size, period, lateness)
+        origin = as_seconds(origin, "origin")
+        for name, f in (("on_close", on_close), ("on_late", on_late)):
+            if f is not None and not callable(f):
+                raise ValidationError(name, f, "must be a callable or None")
+        self.size = size
+        self.period = period
+        self.lateness = lateness
+        self.origin = origin
+        self.on_close = on_close
+        self.on_late = on_late
+        self._template = fresh(metric)
+        self._ops = MetricOps(self._template)
+        #: number of refused (late) events
+        self.late = 0
+        self._pending = collections.deque()
+        self._last = None
+        # count windows: the open window, its index and the events seen
+        self.metric = fresh(metric)
+        self._count = 0
+        self._index = 0
+        self._seen = 0
+        # time windows: open windows {k: [metric, n]}, newest time, last closed index
+        self._open = {}
+        self._newest = -math.inf
+        self._closed_upto = -math.inf
+
+    # -- per event ---------------------------------------------------------------
+    def update(self, y_true, y_pred, w=1.0, t=None):
+        """Add one event to its window; close the windows that are complete.
+
+        The wrapped metric validates the event first: a bad event raises
+        ``ValueError`` and changes nothing.
+        """
+        if self.size is not None:
+            self.metric.update(y_true, y_pred, w=w)
+            self._seen += 1
+            self._count += 1
+            if self._count == self.size:
+                self._close_count()
+            return
+        if t is None:
+            raise ValidationError("t", None, "a period window needs the event time t=",
+                                  message="t = None: a period window needs the event time t=")
+        tt = as_seconds(t)
+        k = math.floor((tt - self.origin) / self.period)
+        newest = self._newest
+        if tt < newest - self.lateness or k <= self._closed_upto:
+            validate_one(self._ops.validate, y_true, y_pred, w)  # a refused event must be valid
+            self._refuse(y_true, y_pred, w, tt)
+            return
+        entry = self._open.get(k)
+        if entry is None:
+            m = fresh(self._template)
+            m.update(y_true, y_pred, w=w)
+            self._open[k] = [m, 1]
+        else:
+            entry[0].update(y_true, y_pred, w=w)
+            entry[1] += 1
+        if tt > newest:
+            self._newest = tt
+            self._close_time(math.floor((tt - self.lateness - self.origin) / self.period) - 1)
+
+    def _refuse(self, y_true, y_pred, w, tt):
+        self.late += 1
+        if self.on_late is not None:
+            self.on_late({"t": tt, "newest": self.newest, "y_true": y_true, "y_pred": y_pred, "w": w})
+
+    def _emit(self, record):
+        self._last = record
+        if self.on_close is not None:
+            self.on_close(record)
+        else:
+            self._pending.append(record)
+
+    def _close_count(self):
+        n = self._count
+        self._emit({"index": self._index, "start": self._seen - n, "end": self._seen,
+                    "n": n, "value": self.metric.get()})
+        self.metric = fresh(self._template)
+        self._count = 0
+        self._index += 1
+
+    def _close_time(self, upto):
+        """Close the open windows with index <= upto, oldest first."""
+        if upto <= self._closed_upto:
+            return
+        self._closed_upto = upto
+        open_ = self._open
+        for k in sorted(k for k in open_ if k <= upto):
+            m, n = open_.pop(k)
+            start = self.origin + k * self.period
+            self._emit({"index": k, "start": start, "end": start + self.period,
+                        "n": n, "value": m.get()})
+
+    def flush(self):
+        """Close the open windows now (the partial last window included) and report them.
+
+        Later events for a flushed time window are refused as late. Runtime
+        complexity: one ``get`` per open window.
+        """
+        if self.size is not None:
+            if self._count:
+                self._close_count()
+            return
+        if self._open:
+            self._close_time(max(self._open))
+
+    def closed(self):
+        """Iterate over the closed windows' records not yet taken, oldest first.
+
+        Each record is yielded once (the queue is drained as it is iterated); with an
+        ``on_close`` callback the queue stays empty.
+        """
+        pending = self._pending
+        while pending:
+            yield pending.popleft()
+
+    def revert(self, y_true, y_pred, w=1.0, t=None):
+        """Not supported by tumbling windows."""
+        raise NotImplementedError("a tumbling window cannot revert an event")
+
+    def get(self):
+        """The value of the last closed window (``nan`` before the first closes).
+
+        Runtime complexity: `O(1)`.
+        """
+        return _NAN if self._last is None else self._last["value"]
+
+    @property
+    def last(self):
+        """The record of the last closed window, or ``None``."""
+        return self._last
+
+    def partial(self):
+        """The value so far of the newest open window (``nan`` if none is open)."""
+        if self.size is not None:
+            return self.metric.get() if self._count else _NAN
+        if not self._open:
+            return _NAN
+        return self._open[max(self._open)][0].get()
+
+    @property
+    def newest(self):
+        """The newest event time accepted (``period`` windows); ``None`` before any."""
+        return None if self._newest == -math.inf else self._newest
+
+    # -- batches -----------------------------------------------------------------
+    @property
+    def columns(self):
+        """The wrapped metric's form of validated columns (see ``Metric.columns``)."""
+        return getattr(self._template, "columns", None)
+
+    @property
+    def score_bounds(self):
+        """The wrapped metric's score range, or None."""
+        return getattr(self._template, "score_bounds", None)
+
+    def validate(self, y_true, y_pred, w=None):
+        """The wrapped metric's ``validate``: the batch's validated columns, nothing
+        changed; a bad element raises ``ValidationError`` with its ``index``."""
+        return self._ops.validate(y_true, y_pred, w)
+
+    def update_trusted(self, y, s, w=None, t=None):
+        """Add a batch of columns from :meth:`validate`, unchecked; ``t``: a float64
+        array of parsed event times (epoch seconds) for time windows, None for count
+        windows. Same records as :meth:`update_many`. Returns ``self``."""
+        self._add((y, s, w), t, None)
+        return self
+
+    def update_many(self, y_true, y_pred, w=None, t=None):
+        """Add a batch; same records, in the same order, as a loop of :meth:`update`.
+
+        The whole batch is validated once, first (a ``ValidationError`` names the
+        first bad element and has its ``index``); each window's events reach its
+        metric through one ``update_trusted``.
+
+        Runtime complexity: `O(n)` plus `O(n log n)` for time windows (grouping by
+        window).
+        """
+        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+        y_true, y_pred = as_seq(y_true), as_seq(y_pred)
+        w = None if w is None else as_seq(w)
+        ts = None
+        if self.size is None:
+            if t is None:
+                raise ValidationError("t", None, "a period window needs the event times t=",
+                                      message="t = None: a period window needs the event times t=")
+            ts = as_seconds_array(t, n)
+        if n:
+            self._add(self._ops.validate(y_true, y_pred, w), ts, (y_true, y_pred, w))
+        return self
+
+    def _add(self, cols, ts, raw):
+        """Add validated columns (``raw``: the values as given, or None)."""
+        n = len(cols[0])
+        if not n:
+            return
+        if self.size is not None:
+            i = 0
+            while i < n:
+                j = min(n, i + self.size - self._count)
+                MetricOps(self.metric).update_trusted(*slice_columns(cols, slice(i, j)))
+                self._count += j - i
+                self._seen += j - i
+                if self._count == self.size:
+                    self._close_count()
+                i = j
+            return
+        period, lateness, origin = self.period, self.lateness, self.origin
+        before = np.maximum.accumulate(np.concatenate(([self._newest], ts)))[:-1]
+        ks = np.floor((ts - origin) / period)
+        late = (ts < before - lateness) | (ks <= self._closed_upto)
+        accepted = np.flatnonzero(~late)
+        if len(accepted):
+            ka = ks[accepted]
+            order = np.argsort(ka, kind="stable")
+            idx = accepted[order]
+            ka = ka[order]
+            bounds = np.flatnonzero(np.diff(ka)) + 1
+            for part in np.split(np.arange(len(idx)), bounds):
+                sel = idx[part]
+                k = int(ka[part[0]])
+                entry = self._open.get(k)
+                if entry is None:
+                    entry = self._open[k] = [fresh(self._template), 0]
+                MetricOps(entry[0]).update_trusted(*take_columns(cols, sel))
+                entry[1] += len(sel)
+        late_idx = np.flatnonzero(late)
+        if len(late_idx):
+            self.late += len(late_idx)
+            if self.on_late is not None:
+                if raw is not None:  # the values as given
+                    ly, lp, lw = raw
+                else:  # update_trusted: the validated values
+                    ly, lp, lw = decoded_columns(self._template, take_columns(cols, late_idx))
+                    ly, lp = as_items(ly), as_items(lp)
+                    lw = None if lw is None else as_items(lw)
+                    late_pos = {i: j for j, i in enumerate(late_idx.tolist())}
+                for i in late_idx.tolist():
+                    j = i if raw is not None else late_pos[i]
+                    self.on_late({"t": float(ts[i]),
+                                  "newest": float(before[i]) if before[i] > -math.inf else None,
+                                  "y_true": ly[j], "y_pred": lp[j],
+                                  "w": 1.0 if lw is None else lw[j]})
+        newest = float(ts.max())
+        if newest > self._newest:
+            self._newest = newest
+            self._close_time(math.floor((newest - lateness - origin) / period) - 1)
+
+    # -- protocol ----------------------------------------------------------------
+    def clone(self, new_params=None, include_attributes=False):
+        """A fresh tumbling window with the same metric and parameters."""
+        params = {"size": self.size, "period": self.period, "lateness": self.lateness,
+                  "origin": self.origin, "on_close": self.on_close, "on_late": self.on_late}
+        if new_params:
+            params.update(new_params)
+        return type(self)(self._template, **params)
+
+    def _params(self):
+        return {"size": self.size, "period": self.period, "lateness": self.lateness,
+                "origin": self.origin}
+
+    def merge(self, other):
+        """Not supported: closed windows were already reported (see the class notes)."""
+        raise ValueError(
+            "tumbling windows cannot be merged: their closed windows were already reported; "
+            "merge the wrapped metrics of windows with the same index instead"
+        )
+
+    def to_state(self):
+        """JSON-serialisable state: open windows' metric states, counters, and the
+        records not yet taken from :meth:`closed`. Callbacks are not saved."""
+        return {
+            "type": self._public_name,
+            "version": self._state_version,
+            "params": self._params(),
+            "data": {
+                "template": state_of(self._template),
+                "metric": state_of(self.metric),
+                "count": self._count,
+                "index": self._index,
+                "seen": self._seen,
+                "open": [[k, n, state_of(m)] for k, (m, n) in sorted(self._open.items())],
+                "newest": self.newest,
+                "closed_upto": None if self._closed_upto == -math.inf else self._closed_upto,
+                "late": self.late,
+                "pending": [encode_record(r) for r in self._pending],
+                "last": None if self._last is None else encode_record(self._last),
+            },
+        }
+
+    @classmethod
+    def _from_state(cls, state):
+        d = state["data"]
+        obj = cls(from_state(d["template"]), **state["params"])
+        obj.metric = from_state(d["metric"])
+        obj._count, obj._index, obj._seen = int(d["count"]), int(d["index"]), int(d["seen"])
+        obj._open = {int(k): [from_state(s), int(n)] for k, n, s in d["open"]}
+        obj._newest = -math.inf if d["newest"] is None else float(d["newest"])
+        obj._closed_upto = -math.inf if d["closed_upto"] is None else int(d["closed_upto"])
+        obj.late = int(d["late"])
+        obj._pending.extend(decode_record(r) for r in d["pending"])
+        obj._last = None if d["last"] is None else decode_record(d["last"])
+        return obj
+
+    def _check(self):
+        """Assert the invariants of the open windows and counters."""
+        if self.size is not None:
+            assert 0 <= self._count < self.size, (self._count, self.size)
+            assert self._seen >= self._count
+            assert not self._open
+        else:
+            for k, (m, n) in self._open.items():
+                assert k > self._closed_upto, (k, self._closed_upto)
+                assert n >= 1
+                start = self.origin + k * self.period
+                assert start - self.period < self._newest, (k, self._newest)
+        for m in [self.metric] + [e[0] for e in self._open.values()]:
+            check = getattr(m, "_check", None)
+            if check is not None:
+                check()
+
+    def __repr__(self):
+        what = f"size={self.size}" if self.size is not None else f"period={self.period:g}"
+        value = self.get()
+        shown = f"{value:.6f}" if isinstance(value, float) else repr(value)
+        return f"Tumbling({type(self._template).__name__}, {what}): {shown}"
+
+    __str__ = __repr__
