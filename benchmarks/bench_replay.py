@@ -5,6 +5,9 @@ Generates a seeded log of ``--events`` rows (default 1 000 000: ``ts``, ``id``,
 each in a fresh subprocess (so peak RSS is that stage's alone):
 
 * ``streameval replay`` (default monitor, report off; ``--with-report`` adds it),
+* the same replay with custom labels: a log whose labels are ``"spam"``/``"ham"`` and a
+  config ``[monitor] pos_label = "spam"``, ``neg_label = "ham"`` (issue 10: at most 1.2x
+  the bool-label replay),
 * the same replay with a checkpoint every 100 000 events,
 * reading and validating the log only (``streameval.io.EventSource``: the floor),
 * peers on the same data: scikit-learn's ``roc_auc_score`` + ``average_precision_score``
@@ -14,8 +17,16 @@ each in a fresh subprocess (so peak RSS is that stage's alone):
 
 Prints a table; ``--keep DIR`` keeps the log and outputs there.
 
+``--baseline-src DIR`` times every streameval stage a second time with ``DIR`` (an
+older checkout, e.g. ``git worktree add /tmp/base <commit>``) first on ``PYTHONPATH``,
+in the same run, and adds the baseline's seconds and the ratio (this code / baseline)
+to the table: a ratio measured under the same load, which absolute times on a shared
+machine are not. The code measured is the checkout holding this script (or
+``--src DIR``).
+
     python benchmarks/bench_replay.py               # 1 000 000 events
     python benchmarks/bench_replay.py --events 200000
+    python benchmarks/bench_replay.py --skip-peers --baseline-src /work/wt/baseline
 
 Results (1 000 000 events, 56 MB, 9 679 distinct scores; 2-core machine shared with
 other jobs, Python 3.11; CPU seconds of each stage's process, imports included):
@@ -73,14 +84,28 @@ def make_log(path, n, seed=SEED):
     return labels, scores
 
 
+def spam_log(src, dst):
+    """The same log with labels ``"spam"``/``"ham"`` (and its config file)."""
+    with open(src, "rb") as f, open(dst, "wb") as g:
+        for line in f:
+            g.write(line.replace(b'"label":1', b'"label":"spam"').replace(b'"label":0', b'"label":"ham"'))
+    cfg = Path(dst).with_suffix(".toml")
+    cfg.write_text('[monitor]\npos_label = "spam"\nneg_label = "ham"\n')
+    return cfg
+
+
 _STAGE = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 stage, log, out = sys.argv[1], sys.argv[2], sys.argv[3]
 n = None
-if stage in ("replay", "replay+checkpoint", "replay+report"):
+if stage in ("replay", "replay+checkpoint", "replay+report", "replay+labels"):
     from streameval.cli import main
+    if stage == "replay+labels":
+        log = log.replace("events.jsonl", "spam.jsonl")
     argv = ["replay", log, "--out", out, "--quiet"]
+    if stage == "replay+labels":
+        argv += ["--config", log.replace(".jsonl", ".toml")]
     if stage != "replay+report":
         argv.append("--no-report")
     if stage == "replay+checkpoint":
@@ -117,8 +142,11 @@ print(json.dumps({"seconds": dt, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": rss
 """
 
 
-def run_stage(stage, log, out):
+def run_stage(stage, log, out, src=None):
     env = dict(os.environ, PYTHONHASHSEED="0")
+    if src is not None:  # this checkout (or the baseline's) first on the path
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(src)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     p = subprocess.run([sys.executable, "-c", _STAGE, stage, str(log), str(out)],
                        capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -139,6 +167,11 @@ def main(argv=None):
     ap.add_argument("--keep", type=Path, default=None, help="keep the log and outputs in DIR")
     ap.add_argument("--with-report", action="store_true", help="also time replay with the report")
     ap.add_argument("--skip-peers", action="store_true")
+    ap.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1],
+                    help="checkout whose streameval is timed (default: this script's)")
+    ap.add_argument("--baseline-src", type=Path, default=None, metavar="DIR",
+                    help="also time the streameval stages with DIR first on PYTHONPATH "
+                         "(an older checkout) and print the ratio")
     args = ap.parse_args(argv)
 
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="bench_replay_"))
@@ -151,22 +184,31 @@ def main(argv=None):
     print(f"log: {args.events:,} events, {size_mb:.0f} MB, "
           f"{len(np.unique(scores)):,} distinct scores, generated in {gen:.1f} s\n")
 
-    stages = ["read", "replay", "replay+checkpoint"]
+    spam_log(log, tmp / "spam.jsonl")
+    stages = ["read", "replay", "replay+labels", "replay+checkpoint"]
     if args.with_report:
         stages.append("replay+report")
     if not args.skip_peers:
         stages += ["sklearn", "river"]
-    results = {}
-    for stage in stages:
+    ours = {"read", "replay", "replay+labels", "replay+checkpoint", "replay+report"}
+    results, base = {}, {}
+    for stage in stages:  # baseline and this code alternate, stage by stage
         out = tmp / f"out_{stage.replace('+', '_')}"
-        results[stage] = run_stage(stage, log, out)
+        if args.baseline_src is not None and stage in ours:
+            base[stage] = run_stage(stage, log, tmp / f"base_{stage.replace('+', '_')}",
+                                    args.baseline_src)
+        results[stage] = run_stage(stage, log, out, args.src)
 
     n = args.events
-    print(f"{'stage':<34}{'wall s':>8}{'CPU s':>8}{'events/CPU s':>14}{'peak RSS MB':>13}")
-    print("-" * 77)
+    head = f"{'stage':<34}{'wall s':>8}{'CPU s':>8}{'events/CPU s':>14}{'peak RSS MB':>13}"
+    if base:
+        head += f"{'base wall s':>13}{'ratio':>7}"
+    print(head)
+    print("-" * len(head))
     labels_of = {
         "read": "read + validate log (floor)",
         "replay": "streameval replay (default monitor)",
+        "replay+labels": "  labels \"spam\"/\"ham\"",
         "replay+checkpoint": "  + checkpoint every 100k",
         "replay+report": "  + report (matplotlib)",
         "sklearn": "sklearn AUC+AP once, arrays in RAM",
@@ -181,7 +223,14 @@ def main(argv=None):
             # the two function calls alone, not the JSON parsing (CPU: the whole stage)
             secs = secs - r["parse"]
             cpu = secs
-        print(f"{labels_of[stage]:<34}{secs:>8.2f}{cpu:>8.2f}{n / cpu:>14,.0f}{r['rss_mb']:>13.0f}")
+        line = f"{labels_of[stage]:<34}{secs:>8.2f}{cpu:>8.2f}{n / cpu:>14,.0f}{r['rss_mb']:>13.0f}"
+        if stage in base:
+            b = base[stage]["seconds"]
+            line += f"{b:>13.2f}{secs / b:>7.2f}"
+        print(line)
+    if "replay+labels" in results:
+        ratio = results["replay+labels"]["seconds"] / results["replay"]["seconds"]
+        print(f"\ncustom labels / bool labels: {ratio:.2f}x (wall)")
     if "replay" in results:
         out = tmp / "out_replay"
         rows = [json.loads(x) for x in open(out / "metrics.jsonl")]

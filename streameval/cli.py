@@ -76,12 +76,10 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["main", "build_parser", "replay", "run_scenario", "ReplayError", "DEFAULT_CHECKPOINT_EVERY"]
+from streameval.pipeline import DEFAULT_CHECKPOINT_EVERY
 
-#: checkpoint every 100 000 events: a checkpoint of the default monitor costs a few
-#: tens of ms (its sorted score stores), so this keeps the overhead near 1% while a
-#: resume redoes at most a fraction of a second of work
-DEFAULT_CHECKPOINT_EVERY = 100_000
+__all__ = ["main", "build_parser", "replay", "Replay", "run_scenario", "ReplayError",
+           "DEFAULT_CHECKPOINT_EVERY"]
 #: bytes of the log hashed to recognise it when resuming from a checkpoint
 _LOG_HEAD_BYTES = 1 << 20
 _INPUT_KEYS = {"ts", "label", "score", "id", "weight", "require_ts", "format",
@@ -160,32 +158,6 @@ def _log_identity(log):
 # ------------------------------------------------------------------------- replay
 
 
-class _Outputs:
-    """The JSONL sinks of a replay, opened fresh or cut back to a checkpoint."""
-
-    NAMES = ("metrics", "alerts", "rejected")
-
-    def __init__(self, out, offsets, skip):
-        from streameval.io.sinks import JsonlSink
-
-        self.sinks = {}
-        for name in self.NAMES:
-            if name == "rejected" and not skip:
-                continue
-            path = out / f"{name}.jsonl"
-            if offsets is None:
-                self.sinks[name] = JsonlSink(path, mode="w")
-            else:
-                self.sinks[name] = JsonlSink(path, truncate_at=int(offsets.get(name, 0)))
-
-    def offsets(self):
-        return {name: s.offset for name, s in self.sinks.items()}
-
-    def close(self):
-        for s in self.sinks.values():
-            s.close()
-
-
 def _progress(enabled, initial):
     if not enabled:
         return None
@@ -203,14 +175,179 @@ def _progress(enabled, initial):
                 desc="replay", leave=False, dynamic_ncols=True)
 
 
+class Replay:
+    """A replay set up and ready to run: config read, source, outputs and checkpoint
+    wired into a :class:`~streameval.pipeline.Pipeline` (``self.pipeline``).
+
+    ``Replay(log, out, **options).run()`` is :func:`replay` (same parameters, same
+    summary, same errors: :class:`ReplayError` from the constructor for a bad config,
+    from :meth:`run` for bad input or a checkpoint that cannot be used). Between the
+    two, ``pipeline.on_batch`` may be set, e.g. to stop the run after some batch.
+    """
+
+    def __init__(self, log, out, *, config=None, on_error="fail", checkpoint=None,
+                 checkpoint_every=DEFAULT_CHECKPOINT_EVERY, report=True, progress=True,
+                 title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False):
+        from streameval.io.checkpoint import fingerprint
+        from streameval.io.sinks import StdoutSink, WebhookSink
+        from streameval.pipeline import Pipeline
+
+        self.t_start = time.perf_counter()
+        self.log, self.out = log, Path(out)
+        self.report, self.progress, self.title = report, progress, title
+        self.checkpoint = checkpoint
+        if on_error not in ("fail", "skip"):
+            raise ReplayError(f"--on-error {on_error!r}: expected fail or skip")
+        if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
+            raise ReplayError(f"--checkpoint-every {checkpoint_every!r}: must be an integer >= 1")
+        self.on_error = on_error
+        try:
+            doc, base_dir = _load_doc(config, config_dir)
+            monitor, fields, fmt, delayed = _build(doc, base_dir)
+        except ValueError as e:
+            where = config_name or ("config" if isinstance(config, dict) else str(config))
+            msg = str(e)
+            raise ReplayError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+        self.delayed = delayed
+        if str(log) != "-" and not Path(log).exists():
+            raise ReplayError(f"{log}: no such file")
+        fp = None
+        if checkpoint is not None:
+            try:
+                ident = {"log": _log_identity(log), "on_error": on_error, "config": doc,
+                         "delayed": None if delayed is None else {
+                             "label_ttl": delayed["label_ttl"], "on_duplicate": delayed["on_duplicate"],
+                             "labels": None if delayed["labels_path"] is None
+                             else _log_identity(delayed["labels_path"])}}
+            except (OSError, ValueError) as e:
+                raise ReplayError(f"--checkpoint: {e}") from None
+            fp = fingerprint(ident)
+        self.hooks = [WebhookSink(url) for url in webhooks]
+        sinks = list(self.hooks)
+        if print_alerts:
+            sinks.append(StdoutSink())
+        outputs = {"metrics": self.out / "metrics.jsonl", "alerts": self.out / "alerts.jsonl"}
+        if on_error == "skip":
+            outputs["rejected"] = self.out / "rejected.jsonl"
+        try:
+            source = self._source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every)
+        except ValueError as e:
+            raise ReplayError(f"{'-' if str(log) == '-' else log}: {e}") from None
+        self.pipeline = Pipeline(monitor, source, outputs=outputs, sinks=sinks,
+                                 checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                                 kind="replay", fingerprint=fp)
+
+    @staticmethod
+    def _source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every):
+        opts = {"format": fmt, "on_error": on_error}
+        if checkpoint is not None and checkpoint_every:
+            from streameval.events import DEFAULT_BATCH_SIZE
+
+            opts["batch_size"] = min(DEFAULT_BATCH_SIZE, checkpoint_every)
+        if delayed is None:
+            from streameval.io.sources import EventSource
+
+            return EventSource(log, fields, **opts)
+        from streameval.io.delayed import DelayedSource
+
+        dup = delayed["on_duplicate"]
+        if on_error == "skip" and dup == "error":
+            dup = "keep_first"  # the second prediction goes to rejected.jsonl
+        return DelayedSource(log, fields, label_ttl=delayed["label_ttl"],
+                             labels_path=delayed["labels_path"], on_duplicate=dup, **opts)
+
+    def run(self):
+        """Run (or resume) the replay; write summary.json and the report; return the summary."""
+        from streameval.io.checkpoint import CheckpointError
+
+        pipe, out, log = self.pipeline, self.out, self.log
+        try:
+            state = pipe.resume()
+        except CheckpointError as e:
+            raise ReplayError(str(e)) from None
+        except (KeyError, TypeError, ValueError) as e:
+            raise ReplayError(f"checkpoint {self.checkpoint}: unusable state ({e})") from None
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            pipe.open()
+        except ValueError as e:
+            raise ReplayError(f"checkpoint {self.checkpoint}: {e}") from None
+        bar = None if pipe.done else _progress(self.progress, pipe.monitor.n)
+        if bar is not None:
+            user = pipe.on_batch
+
+            def on_batch(p, batch):
+                bar.update(len(batch))
+                return None if user is None else user(p, batch)
+
+            pipe.on_batch = on_batch
+        try:
+            counts = pipe.run()
+        except ValueError as e:  # EventError (a bad row), or a value the monitor refuses
+            from streameval.events import EventError
+
+            name = "-" if str(log) == "-" else str(log)
+            if isinstance(e, EventError):
+                hint = " (use --on-error skip to set bad rows aside)" if self.on_error == "fail" else ""
+                raise ReplayError(f"{name}: {e}{hint}") from None
+            raise ReplayError(f"{name}: {e}") from None
+        finally:
+            if bar is not None:
+                bar.close()
+                pipe.on_batch = user
+        return self._summary(counts, resumed=state is not None)
+
+    def _summary(self, counts, resumed):
+        from streameval.report import final_values, read_jsonl
+
+        out, log = self.out, self.log
+        metric_rows = read_jsonl(out / "metrics.jsonl")
+        alert_rows = read_jsonl(out / "alerts.jsonl")
+        fired = [a for a in alert_rows if a.get("state") == "firing"]
+        elapsed = time.perf_counter() - self.t_start
+        finals = final_values(metric_rows)
+        summary = {
+            "log": str(log),
+            "out": str(out),
+            **counts,
+            "evaluations": len({r.get("n") for r in metric_rows}),
+            "alert_transitions": len(alert_rows),
+            "alerts_fired": len(fired),
+            "fired": [{"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment")} for a in fired],
+            "elapsed_seconds": round(elapsed, 3),
+            "resumed": resumed,
+            "webhook_failures": sum(h.failures for h in self.hooks),
+            "final": [{"segment": seg, **v} for seg, v in finals.items()],
+        }
+        _write_json(out / "summary.json", summary)
+        summary["report"] = None
+        if self.report:
+            try:
+                from streameval.report import write_report
+
+                facts = {"log": summary["log"], "events": counts["events"], "rows read": counts["rows"],
+                         "rejected rows": counts["rejected"], "alerts fired": len(fired)}
+                if self.delayed is not None:
+                    facts["expired predictions"] = counts["expired"]
+                    facts["orphan labels"] = counts["orphans"]
+                    facts["unlabeled at the end"] = counts["unlabeled"]
+                summary["report"] = str(write_report(
+                    metric_rows, alert_rows, out,
+                    title=self.title or f"streameval replay of {Path(str(log)).name}", summary=facts))
+            except ImportError as e:
+                print(f"streameval: warning: no report: {e}", file=sys.stderr)
+        return summary
+
+
 def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
            checkpoint_every=DEFAULT_CHECKPOINT_EVERY, report=True, progress=True,
-           title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False,
-           _stop_after=None):
+           title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False):
     """Replay ``log`` through a monitor into ``out``; return the summary dict.
 
     The library form of ``streameval replay`` (see the module docstring for the
-    outputs). Raises :class:`ReplayError` for bad input, config or checkpoint.
+    outputs): :class:`Replay` set up and run, which configures a
+    :class:`~streameval.pipeline.Pipeline`. Raises :class:`ReplayError` for bad input,
+    config or checkpoint.
 
     Runtime complexity: `O(rows)` reading plus the monitor's cost per event; memory
     `O(batch)` plus the monitor's state.
@@ -245,211 +382,10 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
     print_alerts : bool
         Also write each alert transition to stdout as a JSON line.
     """
-    import numpy as np
-
-    from streameval.io.checkpoint import CheckpointError, fingerprint, load_checkpoint, save_checkpoint
-    from streameval.io.sinks import rejected_callback
-
-    t_start = time.perf_counter()
-    out = Path(out)
-    if on_error not in ("fail", "skip"):
-        raise ReplayError(f"--on-error {on_error!r}: expected fail or skip")
-    if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
-        raise ReplayError(f"--checkpoint-every {checkpoint_every!r}: must be an integer >= 1")
-    try:
-        doc, base_dir = _load_doc(config, config_dir)
-        monitor, fields, fmt, delayed = _build(doc, base_dir)
-    except ValueError as e:
-        where = config_name or ("config" if isinstance(config, dict) else str(config))
-        msg = str(e)
-        raise ReplayError(msg if msg.startswith(where) else f"{where}: {msg}") from None
-    if str(log) != "-" and not Path(log).exists():
-        raise ReplayError(f"{log}: no such file")
-
-    state = None
-    fp = None
-    if checkpoint is not None:
-        try:
-            ident = {"log": _log_identity(log), "on_error": on_error, "config": doc,
-                     "delayed": None if delayed is None else {
-                         "label_ttl": delayed["label_ttl"], "on_duplicate": delayed["on_duplicate"],
-                         "labels": None if delayed["labels_path"] is None
-                         else _log_identity(delayed["labels_path"])}}
-        except (OSError, ValueError) as e:
-            raise ReplayError(f"--checkpoint: {e}") from None
-        fp = fingerprint(ident)
-        try:
-            state = load_checkpoint(checkpoint, expected_kind="replay", expected_fingerprint=fp)
-        except FileNotFoundError:
-            state = None
-        except CheckpointError as e:
-            raise ReplayError(str(e)) from None
-        if state is not None:
-            try:
-                from streameval.monitor import Monitor
-
-                monitor = Monitor.from_state(state["monitor"])
-                counts0 = dict(state["counts"])
-                offsets = dict(state["outputs"])
-                src_state = state["source"]
-            except (KeyError, TypeError, ValueError) as e:
-                raise ReplayError(f"checkpoint {checkpoint}: unusable state ({e})") from None
-
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        outputs = _Outputs(out, None if state is None else offsets, on_error == "skip")
-    except ValueError as e:
-        raise ReplayError(f"checkpoint {checkpoint}: {e}") from None
-    counts = {"rows": 0, "events": 0, "rejected": 0, "expired": 0, "orphans": 0, "unlabeled": 0}
-    if state is not None:
-        counts.update(counts0)
-    done = bool(state and state.get("done"))
-    try:
-        sinks = outputs.sinks
-        monitor.on_metrics.append(sinks["metrics"].write)
-        monitor.on_alert.append(sinks["alerts"].write)
-        from streameval.io.sinks import StdoutSink, WebhookSink
-
-        hooks = [WebhookSink(url) for url in webhooks]
-        for hook in hooks:
-            monitor.on_alert.append(hook.write)
-        if print_alerts:
-            monitor.on_alert.append(StdoutSink().write)
-        rejected = rejected_callback(sinks["rejected"]) if "rejected" in sinks else None
-        batch_size = None
-        if checkpoint is not None and checkpoint_every:
-            from streameval.events import DEFAULT_BATCH_SIZE
-
-            batch_size = min(DEFAULT_BATCH_SIZE, checkpoint_every)
-        opts = {"format": fmt, "on_error": on_error}
-        if batch_size:
-            opts["batch_size"] = batch_size
-        if rejected is not None:
-            opts["rejected"] = rejected
-        if delayed is not None:
-            from streameval.io.delayed import DelayedSource
-
-            dup = delayed["on_duplicate"]
-            if on_error == "skip" and dup == "error":
-                dup = "keep_first"  # the second prediction goes to rejected.jsonl
-            src = DelayedSource(log, fields, label_ttl=delayed["label_ttl"],
-                                labels_path=delayed["labels_path"], on_duplicate=dup,
-                                state=None if state is None else src_state, **opts)
-            # a skipped duplicate prediction is a rejected row too (in rejected.jsonl)
-            src_counts = lambda: {  # noqa: E731
-                "rows": sum(s.n_rows for s in src.sources),
-                "rejected": src.n_rejected + src.joiner.n_duplicates,
-                "expired": src.joiner.n_expired, "orphans": src.joiner.n_orphans,
-                "unlabeled": src.joiner.n_pending}
-            src_state_of = src.to_state
-        else:
-            from streameval.io.sources import EventSource
-
-            src = EventSource(log, fields, resume_after=0 if state is None else int(src_state["position"]),
-                              **opts)
-            src_counts = lambda: {"rows": src.n_rows, "rejected": src.n_rejected}  # noqa: E731
-            src_state_of = lambda: {"position": src.position}  # noqa: E731
-        base = dict(counts)
-        if delayed is not None and state is not None:
-            # the joiner's counters are in its own (restored) state
-            base["expired"] = base["orphans"] = base["unlabeled"] = 0
-            base["rejected"] -= src.joiner.n_duplicates  # counted again by src_counts
-
-        def current_counts():
-            c = dict(base)
-            for k, v in src_counts().items():
-                c[k] = base[k] + v
-            c["events"] = monitor.n
-            return c
-
-        def save(is_done):
-            save_checkpoint(checkpoint, {
-                "monitor": monitor.to_state(), "source": src_state_of(),
-                "outputs": outputs.offsets(), "counts": current_counts(), "done": is_done,
-            }, kind="replay", fingerprint=fp)
-
-        if not done:
-            bar = _progress(progress, monitor.n)
-            next_ckpt = None
-            if checkpoint is not None:
-                every = checkpoint_every or DEFAULT_CHECKPOINT_EVERY
-                next_ckpt = (monitor.n // every + 1) * every
-            update_many = monitor.update_many
-            try:
-                for batch in src:
-                    w = batch.weight
-                    if w is not None and not (w != 1.0).any():
-                        w = None
-                    ts = batch.ts
-                    if ts is not None and ts.dtype.kind == "f" and np.isnan(ts).all():
-                        ts = None  # a log without event times
-                    update_many(batch.label, batch.score, w, ts, batch.segment)
-                    if bar is not None:
-                        bar.update(len(batch))
-                    if _stop_after is not None and monitor.n >= _stop_after:
-                        # tests: stop as a kill would, after the outputs of this batch
-                        # were written and before its checkpoint
-                        raise KeyboardInterrupt
-                    if next_ckpt is not None and monitor.n >= next_ckpt:
-                        save(False)
-                        next_ckpt = (monitor.n // every + 1) * every
-            finally:
-                if bar is not None:
-                    bar.close()
-            monitor.flush()
-            if checkpoint is not None:
-                save(True)
-        counts = current_counts() if not done else counts
-    except ValueError as e:  # EventError (a bad row), or a value the monitor refuses
-        from streameval.events import EventError
-
-        outputs.close()
-        name = "-" if str(log) == "-" else str(log)
-        if isinstance(e, EventError):
-            hint = " (use --on-error skip to set bad rows aside)" if on_error == "fail" else ""
-            raise ReplayError(f"{name}: {e}{hint}") from None
-        raise ReplayError(f"{name}: {e}") from None
-    finally:
-        outputs.close()
-
-    from streameval.report import final_values, read_jsonl
-
-    metric_rows = read_jsonl(out / "metrics.jsonl")
-    alert_rows = read_jsonl(out / "alerts.jsonl")
-    fired = [a for a in alert_rows if a.get("state") == "firing"]
-    elapsed = time.perf_counter() - t_start
-    finals = final_values(metric_rows)
-    summary = {
-        "log": str(log),
-        "out": str(out),
-        **counts,
-        "evaluations": len({r.get("n") for r in metric_rows}),
-        "alert_transitions": len(alert_rows),
-        "alerts_fired": len(fired),
-        "fired": [{"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment")} for a in fired],
-        "elapsed_seconds": round(elapsed, 3),
-        "resumed": state is not None,
-        "webhook_failures": sum(h.failures for h in hooks),
-        "final": [{"segment": seg, **v} for seg, v in finals.items()],
-    }
-    _write_json(out / "summary.json", summary)
-    summary["report"] = None
-    if report:
-        try:
-            from streameval.report import write_report
-
-            facts = {"log": summary["log"], "events": counts["events"], "rows read": counts["rows"],
-                     "rejected rows": counts["rejected"], "alerts fired": len(fired)}
-            if delayed is not None:
-                facts["expired predictions"] = counts["expired"]
-                facts["orphan labels"] = counts["orphans"]
-                facts["unlabeled at the end"] = counts["unlabeled"]
-            summary["report"] = str(write_report(metric_rows, alert_rows, out,
-                                                 title=title or f"streameval replay of {Path(str(log)).name}",
-                                                 summary=facts))
-        except ImportError as e:
-            print(f"streameval: warning: no report: {e}", file=sys.stderr)
-    return summary
+    return Replay(log, out, config=config, on_error=on_error, checkpoint=checkpoint,
+                  checkpoint_every=checkpoint_every, report=report, progress=progress,
+                  title=title, config_name=config_name, config_dir=config_dir,
+                  webhooks=webhooks, print_alerts=print_alerts).run()
 
 
 def _write_json(path, obj):

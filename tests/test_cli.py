@@ -329,6 +329,21 @@ def resume_setup(tmp_path_factory):
     return log, cfg, ref
 
 
+def _stopped_replay(log, out, stop_after, **opts):
+    """A replay killed once ``stop_after`` events were fed: the injected callback raises
+    as a kill would, after the outputs of that batch were written and before its
+    checkpoint."""
+    from streameval.cli import Replay
+
+    def kill(pipeline, batch):
+        if pipeline.monitor.n >= stop_after:
+            raise KeyboardInterrupt
+
+    job = Replay(log, out, **opts)
+    job.pipeline.on_batch = kill
+    return job.run()
+
+
 def _same_outputs(out, ref):
     for name in ("metrics.jsonl", "alerts.jsonl"):
         assert (out / name).read_bytes() == (ref / name).read_bytes(), name
@@ -346,7 +361,7 @@ def test_interrupted_replay_resumes_to_identical_outputs(resume_setup, tmp_path,
     out, ckpt = tmp_path / "out", tmp_path / "ckpt.json"
     opts = dict(config=cfg, checkpoint=ckpt, checkpoint_every=5_000, report=False, progress=False)
     with pytest.raises(KeyboardInterrupt):
-        replay(log, out, _stop_after=stop_after, **opts)
+        _stopped_replay(log, out, stop_after, **opts)
     # batches of 5 000 events; the stop comes after a batch's rows were written and
     # before its checkpoint: those rows are in the files, and the resume must cut them
     if stop_after > 5_000:
@@ -570,7 +585,7 @@ def test_resume_with_rejected_rows_and_delayed_labels(tmp_path, kind):
     stops = (3_500, 7_000) if kind == "skip" else (1_500, 3_200)  # delayed: ~4 500 joined
     for stop in stops:  # killed twice, resumed twice
         with pytest.raises(KeyboardInterrupt):
-            replay(log, out, checkpoint=ckpt, checkpoint_every=1_000, _stop_after=stop, **opts)
+            _stopped_replay(log, out, stop, checkpoint=ckpt, checkpoint_every=1_000, **opts)
     replay(log, out, checkpoint=ckpt, checkpoint_every=1_000, **opts)
     _same_outputs(out, ref)
     a = json.loads((out / "summary.json").read_text())
@@ -628,7 +643,7 @@ def test_skipped_duplicate_predictions_are_counted_as_rejected(tmp_path):
     assert json.loads((ref / "summary.json").read_text())["rejected"] == n_dup + n_bad
     out, ckpt = tmp_path / "out", tmp_path / "ckpt.json"
     with pytest.raises(KeyboardInterrupt):
-        replay(log, out, checkpoint=ckpt, checkpoint_every=500, _stop_after=1_600, **opts)
+        _stopped_replay(log, out, 1_600, checkpoint=ckpt, checkpoint_every=500, **opts)
     s2 = replay(log, out, checkpoint=ckpt, checkpoint_every=500, **opts)
     assert s2["rejected"] == n_dup + n_bad
     assert len(_rows(out / "rejected.jsonl")) == n_dup + n_bad

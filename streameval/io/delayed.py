@@ -454,28 +454,58 @@ class DelayedSource:
         self.fields = fm = fields if fields is not None else FieldMap()
         if fm.id is None or fm.ts is None:
             raise ValueError("delayed labels need an id field and a ts field in the FieldMap")
-        callbacks = dict(on_expired=on_expired, on_orphan=on_orphan, rejected=rejected)
-        positions = [0, 0]
-        if state is not None:
-            try:
-                self.joiner = LabelJoiner.from_state(state["joiner"], **callbacks)
-                positions = [int(p) for p in state["positions"]]
-                if state.get("type") != "DelayedSource" or len(positions) != 2:
-                    raise ValueError("not a DelayedSource state")
-            except (KeyError, TypeError, ValueError) as e:
-                raise ValueError(f"corrupt DelayedSource state: {e}") from None
-            if self.joiner.label_ttl != _check_ttl(label_ttl) or self.joiner.on_duplicate != on_duplicate:
-                raise ValueError("DelayedSource state was saved with another label_ttl or on_duplicate")
-        else:
-            self.joiner = LabelJoiner(label_ttl, on_duplicate=on_duplicate, **callbacks)
+        self.label_ttl = _check_ttl(label_ttl)
+        self.on_duplicate = on_duplicate
+        self._callbacks = dict(on_expired=on_expired, on_orphan=on_orphan, rejected=rejected)
+        self.joiner = LabelJoiner(label_ttl, on_duplicate=on_duplicate, **self._callbacks)
         self.batch_size = batch_size
-        self.rejected = rejected
+        self._rejected = rejected
         opts = dict(batch_size=batch_size, on_error=on_error, rejected=rejected, partial=True)
-        self.sources = [EventSource(path, fm, format=format, resume_after=positions[0], **opts)]
+        self.sources = [EventSource(path, fm, format=format, **opts)]
         if labels_path is not None:
-            self.sources.append(EventSource(labels_path, fm, format=labels_format,
-                                            resume_after=positions[1], **opts))
+            self.sources.append(EventSource(labels_path, fm, format=labels_format, **opts))
+        self._positions = [0, 0][: len(self.sources)]
+        if state is not None:
+            self.restore(state)
+
+    def restore(self, state: dict) -> None:
+        """Go on from a state saved by :meth:`to_state` (before iterating): the joiner's
+        waiting predictions and counters, and the position in each input."""
+        try:
+            joiner = LabelJoiner.from_state(state["joiner"], **self._callbacks)
+            positions = [int(p) for p in state["positions"]]
+            if state.get("type") != "DelayedSource" or len(positions) != 2:
+                raise ValueError("not a DelayedSource state")
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"corrupt DelayedSource state: {e}") from None
+        if joiner.label_ttl != self.label_ttl or joiner.on_duplicate != self.on_duplicate:
+            raise ValueError("DelayedSource state was saved with another label_ttl or on_duplicate")
+        self.joiner = joiner
+        for src, p in zip(self.sources, positions):
+            src.restore({"position": p})
         self._positions = positions[: len(self.sources)]
+
+    @property
+    def rejected(self) -> Callable[[int, str, Any], None] | None:
+        """The callback of rejected rows (bad rows of either input, skipped duplicates)."""
+        return self._rejected
+
+    @rejected.setter
+    def rejected(self, callback: Callable[[int, str, Any], None] | None) -> None:
+        self._rejected = callback
+        self._callbacks["rejected"] = callback
+        self.joiner.rejected = callback
+        for src in self.sources:
+            src.rejected = callback if callback is not None else src.log_rejected
+
+    def counts(self) -> dict:
+        """Counters of this reading: rows read, rows rejected (skipped duplicate
+        predictions included), expired predictions, orphan labels, predictions still
+        waiting (``unlabeled``)."""
+        j = self.joiner
+        return {"rows": sum(s.n_rows for s in self.sources),
+                "rejected": self.n_rejected + j.n_duplicates,
+                "expired": j.n_expired, "orphans": j.n_orphans, "unlabeled": j.n_pending}
 
     @property
     def positions(self) -> list[int]:
@@ -510,8 +540,8 @@ class DelayedSource:
     def _merged(self) -> Iterator[EventBatch]:
         a, b = _Stream(self.sources[0]), _Stream(self.sources[1])
         # by default each source logs its own rows (its path: a line alone is ambiguous)
-        report_a = self.rejected if self.rejected is not None else a.src._log_rejected
-        report_b = self.rejected if self.rejected is not None else b.src._log_rejected
+        report_a = self.rejected if self.rejected is not None else a.src.log_rejected
+        report_b = self.rejected if self.rejected is not None else b.src.log_rejected
         joiner = self.joiner
         pending_out: list[EventBatch] = []
         n_out = 0

@@ -15,6 +15,16 @@ Ingestion of a batch, in order:
    batch while the disk syncs;
 4. acknowledge (the HTTP 200) only then.
 
+The Monitor, its alert sinks and its checkpoint file are a
+:class:`streameval.pipeline.Pipeline` without a source: batches are given to
+:meth:`Pipeline.feed`, checkpoints written with :meth:`Pipeline.save`, and the start
+resumes with :meth:`Pipeline.resume`. A refused batch's error names its event by the
+``index`` attribute of the error (validation errors carry it); an error without one
+is still a 400, naming no event.
+
+This module may import :mod:`streameval.pipeline`, :mod:`streameval.events`,
+:mod:`streameval.io` and the service's own modules (``body``, ``wal``).
+
 The log is therefore always a prefix of the applied batches, in order. If the log
 cannot be written or synced, the engine stops accepting events (503) and writes no
 more checkpoints: a restart recovers exactly the acknowledged batches.
@@ -42,7 +52,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import threading
 import time
 from pathlib import Path
@@ -50,7 +59,8 @@ from pathlib import Path
 import numpy as np
 
 from streameval.events import EventError, FieldMap, events_to_batch
-from streameval.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
+from streameval.io.checkpoint import fingerprint
+from streameval.pipeline import Pipeline
 from streameval.service.body import BadRequest, decode_events
 from streameval.service.wal import Batch, StateMismatch, WriteAheadLog
 
@@ -96,9 +106,7 @@ class Engine:
             isinstance(checkpoint_seconds, (int, float)) and checkpoint_seconds > 0
         ):
             raise ValueError(f"checkpoint_seconds = {checkpoint_seconds!r}: must be > 0 or None")
-        self.monitor = monitor
         self.fields = fields if fields is not None else _fields_for(monitor)
-        self._labels = _label_values(monitor)
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.checkpoint_every = checkpoint_every
         self.checkpoint_seconds = checkpoint_seconds
@@ -106,6 +114,11 @@ class Engine:
         self._writers = [_as_writer(s) for s in self.sinks]
         self.serve_options: dict = {}
         self.config_id = fingerprint(config_id)
+        # the Monitor and its checkpoint file; alert transitions go to the delivery queue
+        self.pipeline = Pipeline(
+            monitor, sinks=[self._on_alert], checkpoint_every=None, kind=CHECKPOINT_KIND,
+            fingerprint=self.config_id,
+            checkpoint=None if self.state_dir is None else self.state_dir / CHECKPOINT_FILE)
         self._clock = clock
         self._synchronous = synchronous
         self._lock = threading.Lock()  # the Monitor, the sequence and the counters
@@ -133,6 +146,11 @@ class Engine:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
+    @property
+    def monitor(self):
+        """The Monitor (the checkpoint's after a restart)."""
+        return self.pipeline.monitor
+
     # ------------------------------------------------------------------ life cycle
     @classmethod
     def open(cls, monitor, *, state_dir=None, **kwargs) -> "Engine":
@@ -144,21 +162,20 @@ class Engine:
 
     def _recover(self) -> None:
         if self.state_dir is None:
-            self._hook(self.monitor)
+            self.pipeline.open()
             return
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # the log first: it refuses another configuration with StateMismatch
         self._wal = WriteAheadLog(self.state_dir / WAL_FILE, self.config_id, self._synchronous)
         try:
-            ckpt = self._load_checkpoint()
+            ckpt = self.pipeline.resume()
         except BaseException:
             self._wal.close()
             raise
         if ckpt is not None:
-            self.monitor = type(self.monitor).from_state(ckpt["monitor"])
             self._seq = self._ckpt_seq = int(ckpt["seq"])
             self.stats.update(ckpt.get("stats", {}))
-        self._hook(self.monitor)
+        self.pipeline.open()
         batches = events = 0
         for seq, batch in self._wal.after(self._seq):
             try:
@@ -179,16 +196,6 @@ class Engine:
         self._durable = self._appended = self._seq
         self._acked = events
         self._ckpt_acked = 0
-
-    def _load_checkpoint(self):
-        try:
-            return load_checkpoint(self.state_dir / CHECKPOINT_FILE, expected_kind=CHECKPOINT_KIND,
-                                   expected_fingerprint=self.config_id)
-        except FileNotFoundError:
-            return None
-
-    def _hook(self, monitor) -> None:
-        monitor.on_alert.append(self._on_alert)
 
     def _start_threads(self) -> None:
         t = threading.Thread(target=self._deliver_loop, name="streameval-alerts", daemon=True)
@@ -254,7 +261,8 @@ class Engine:
                 self._apply(batch)  # validates the whole batch before changing anything
             except ValueError as e:
                 self.stats["rejected_requests"] += 1  # under the lock already
-                raise BadRequest(str(e), index=_index_of(e)) from None
+                # validation errors carry the event's index; one without it names none
+                raise BadRequest(str(e), index=getattr(e, "index", None)) from None
             except BaseException as e:  # a bug half-way: the memory state is suspect
                 self._fail(f"the Monitor failed on a batch: {e!r}")
                 raise
@@ -335,11 +343,8 @@ class Engine:
         return Batch(eb.label, eb.score, w, ts, eb.segment)
 
     def _apply(self, batch: Batch) -> None:
-        y = batch.label
-        if self._labels is not None:  # the Monitor's own label values ("spam"/"ham")
-            y = np.where(y, *self._labels).astype(object) if len(y) else y
-        self.monitor.update_many(y, batch.score, w=batch.weight, t=batch.ts,
-                                 segment=batch.segment)
+        # "is positive" bools: the Monitor reads them as its own labels ("spam"/"ham")
+        self.pipeline.feed(batch)
 
     # ------------------------------------------------------------------ reading
     def snapshot(self) -> dict:
@@ -399,10 +404,9 @@ class Engine:
                 stats = dict(self.stats)
                 # serialised under the lock: the live Monitor cannot change the copy that
                 # is written outside it
-                text = json.dumps(self.monitor.to_state(), separators=(",", ":"))
-            state = {"seq": seq, "stats": stats, "monitor": json.loads(text)}
-            save_checkpoint(self.state_dir / CHECKPOINT_FILE, state, kind=CHECKPOINT_KIND,
-                            fingerprint=self.config_id)
+                text = json.dumps(self.pipeline.state(), separators=(",", ":"))
+            state = {"seq": seq, "stats": stats, **json.loads(text)}
+            self.pipeline.save(state)
             with self._lock:
                 if self._wal is not None:
                     with self._db_lock:
@@ -455,27 +459,6 @@ def _fields_for(monitor) -> FieldMap:
     segment field; events without an event time get the time of arrival."""
     return FieldMap(segment=monitor.group_by, pos_label=monitor.pos_label,
                     neg_label=monitor.neg_label, require_ts=False)
-
-
-def _index_of(error):
-    """The batch index named by a Monitor error (``segment[3] = ...``), if any."""
-    index = getattr(error, "index", None)
-    if index is None:
-        m = _INDEX.match(str(error))
-        index = int(m.group(1)) if m else None
-    return index
-
-
-_INDEX = re.compile(r"^\w+\[(\d+)\]")
-
-
-def _label_values(monitor):
-    """None when the Monitor takes bool labels, else its ``(pos_label, neg_label)``."""
-    pos, neg = monitor.pos_label, monitor.neg_label
-    if not isinstance(pos, str) and pos == True and (neg is None or (  # noqa: E712
-            not isinstance(neg, str) and neg == False)):  # noqa: E712
-        return None
-    return (pos, neg)
 
 
 def _as_writer(sink):
