@@ -148,6 +148,9 @@ class BinaryCounts(BinaryMetric):
     """
 
     _abstract = True
+    #: whether a revert is refused for more weight than its cell holds too (not only
+    #: for an event never counted); a refused cell's weight never goes below 0
+    _by_weight = True
 
     def _setup(self, threshold, pos_label, neg_label):
         self.threshold = check_threshold(threshold)
@@ -218,28 +221,28 @@ class BinaryCounts(BinaryMetric):
             if y:
                 k = self._ntp - 1
                 v = self.tp - w
-                if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
+                if k < 0 or (v < -1e-9 * w and self._by_weight and overdrawn(v, w, self._total())):
                     self._not_counted("tp", y_true, y_pred, w)
                 self._ntp = k
                 self.tp = v if k and v > 0.0 else 0.0
             else:
                 k = self._nfp - 1
                 v = self.fp - w
-                if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
+                if k < 0 or (v < -1e-9 * w and self._by_weight and overdrawn(v, w, self._total())):
                     self._not_counted("fp", y_true, y_pred, w)
                 self._nfp = k
                 self.fp = v if k and v > 0.0 else 0.0
         elif y:
             k = self._nfn - 1
             v = self.fn - w
-            if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
+            if k < 0 or (v < -1e-9 * w and self._by_weight and overdrawn(v, w, self._total())):
                 self._not_counted("fn", y_true, y_pred, w)
             self._nfn = k
             self.fn = v if k and v > 0.0 else 0.0
         else:
             k = self._ntn - 1
             v = self.tn - w
-            if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
+            if k < 0 or (v < -1e-9 * w and self._by_weight and overdrawn(v, w, self._total())):
                 self._not_counted("tn", y_true, y_pred, w)
             self._ntn = k
             self.tn = v if k and v > 0.0 else 0.0
@@ -335,7 +338,9 @@ class BinaryCounts(BinaryMetric):
             if not len(sel):
                 continue
             left = old[c] - np.cumsum(ws[sel])
-            bad = (np.arange(1, len(sel) + 1) > held[c]) | overdrawn(left, ws[sel], sum(old))
+            bad = np.arange(1, len(sel) + 1) > held[c]
+            if self._by_weight:
+                bad |= overdrawn(left, ws[sel], sum(old))
             if bad.any():
                 first = min(first, int(sel[int(np.argmax(bad))]))
         if first < n:
