@@ -46,7 +46,9 @@ import statistics
 
 import numpy as np
 
-from streameval.metrics.base import BinaryMetric, Metric, check_weight, from_state
+from streameval.events import as_seconds, as_seconds_array
+from streameval.metrics.base import BinaryMetric, Metric, check_weight, from_state, register
+from streameval.metrics.confusion import CELLS, BinaryCounts
 from streameval.validation import (
     Options,
     Real,
@@ -56,7 +58,7 @@ from streameval.validation import (
     check_size,
     take_columns,
 )
-from streameval.windows import Sliding, as_seconds, as_seconds_array
+from streameval.windows import Sliding
 
 __all__ = [
     "DriftReport",
@@ -250,13 +252,18 @@ def one_proportion_test(x_cur, n_cur, p0, alpha=0.05, metric=None):
 # -------------------------------------------------------- counts for the drift test
 
 
-class DriftCounts(BinaryMetric):
+class DriftCounts(BinaryCounts):
     """Weighted confusion counts with the sums of squared weights (for Kish's
-    effective sample size), by event code TN, FP, FN, TP. ``get()`` is the recall.
+    effective sample size). ``get()`` is the recall.
+
+    The counts are the binary confusion matrix's
+    (:class:`streameval.metrics.confusion.BinaryCounts`: weighted cells, event
+    counts, exact zeros when a cell empties); this adds per cell the sum of squared
+    weights. Event codes (:meth:`codes`, the state's order): TN=0, FP=1, FN=2, TP=3.
 
     An internal building block of :class:`PrecisionRecallDrift` (windows of it), kept
     public so that its state can be saved. Runtime complexity of ``update``/``revert``:
-    `O(1)`.
+    `O(1)`; of ``update_trusted``/``revert_trusted``: `O(m)`, vectorised.
 
     >>> c = DriftCounts()
     >>> for y, p in [(1, 0.9), (1, 0.2), (0, 0.7)]:
@@ -265,111 +272,158 @@ class DriftCounts(BinaryMetric):
     ((1.0, 2.0), (1.0, 2.0))
     """
 
-    # version 2: event counts per code ("n") next to the weighted sums
+    # version 2: {"w", "w2", "n"} by event code (TN, FP, FN, TP), optional "zeros"
     _state_version = 2
+    #: a revert is refused only for an event never added (by count), as before
+    #: DriftCounts reused the confusion counts; a cell's weight still stays >= 0
+    _by_weight = False
 
     def __init__(self, threshold=0.5, pos_label=True, neg_label=None):
-        super().__init__(pos_label, neg_label)
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
-            raise ValueError(f"threshold = {threshold!r}: must be a finite number")
-        self.threshold = threshold
-        self._w = [0.0, 0.0, 0.0, 0.0]
-        self._w2 = [0.0, 0.0, 0.0, 0.0]
-        # events per code: a code without events has sums of exactly 0, whatever float
-        # residue reverting fractional weights left behind
-        self._n = [0, 0, 0, 0]
+        self._setup(threshold, True if pos_label is None else pos_label, neg_label)
+        # sum of squared weights per cell, in the cells' order (tp, fp, fn, tn)
+        self._sq = [0.0, 0.0, 0.0, 0.0]
 
     def _code(self, y_true, y_pred):
+        """The event code (validated): 2 * actual positive + predicted positive."""
         return 2 * self._label(y_true) + (self._score(y_pred) >= self.threshold)
-
-    def update(self, y_true, y_pred, w=1.0):
-        code = self._code(y_true, y_pred)
-        w = check_weight(w)
-        self._w[code] += w
-        self._w2[code] += w * w
-        self._n[code] += 1
-
-    def revert(self, y_true, y_pred, w=1.0):
-        code = self._code(y_true, y_pred)
-        w = check_weight(w)
-        left = self._n[code] - 1
-        if left < 0:
-            raise ValueError(
-                f"revert(y_true={y_true!r}, y_pred={y_pred!r}): no such event was added "
-                f"(no event of confusion code {code} left)"
-            )
-        self._n[code] = left
-        if left:
-            self._w[code] -= w
-            self._w2[code] -= w * w
-        else:
-            self._w[code] = self._w2[code] = 0.0
 
     def codes(self, y_true, y_pred, w=None):
         """Validated batch: (codes as an int array, weights as float64 or None)."""
-        labels, scores, weights = self._batch(y_true, y_pred, w)
+        labels, scores, weights = self.validate(y_true, y_pred, w)
         return 2 * labels.astype(np.int64) + (scores >= self.threshold), weights
 
-    def update_many(self, y_true, y_pred, w=None):
-        codes, weights = self.codes(y_true, y_pred, w)
-        ws = np.bincount(codes, weights=weights, minlength=4)
-        w2 = np.bincount(codes, weights=None if weights is None else weights * weights, minlength=4)
-        ns = np.bincount(codes, minlength=4)
+    # -- per event: the confusion counts, then the squared weight ------------------
+    def update(self, y_true, y_pred, w=1.0):
+        cell = _BY_CODE[self._code(y_true, y_pred)]  # the code's cell (validated)
+        w = check_weight(w)
+        BinaryCounts.update(self, y_true, y_pred, w)
+        self._sq[cell] += w * w
+
+    def revert(self, y_true, y_pred, w=1.0):
+        cell = _BY_CODE[self._code(y_true, y_pred)]
+        w = check_weight(w)
+        BinaryCounts.revert(self, y_true, y_pred, w)  # refuses an event never added
+        self._settle_sq(cell, w * w)
+
+    def _settle_sq(self, cell, sq):
+        name = _CELL_NAMES[cell]
+        if getattr(self, "_n" + name) and getattr(self, name) > 0.0:
+            v = self._sq[cell] - sq
+            self._sq[cell] = v if v > 0.0 else 0.0
+        else:  # emptied, or only weight 0 left: exactly 0
+            self._sq[cell] = 0.0
+
+    def _refusal(self, cell, y_true, y_pred, w, index=None):
+        code = _BY_CODE[_CELL_NAMES.index(cell)]
+        if index is None:
+            return (f"revert(y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): no such event "
+                    f"was added (no event of confusion code {code} left)")
+        return (f"y_true[{index}] = {y_true!r}, y_pred[{index}] = {y_pred!r}: no such event "
+                f"was added (no event of confusion code {code} left)")
+
+    # -- validated batches ---------------------------------------------------------
+    def update_trusted(self, y, s, w=None):
+        BinaryCounts.update_trusted(self, y, s, w)
+        sq = self._squares(y, s, w)
         for c in range(4):
-            self._w[c] += float(ws[c])
-            self._w2[c] += float(w2[c])
-            self._n[c] += int(ns[c])
+            self._sq[c] += sq[c]
         return self
 
-    def revert_many(self, y_true, y_pred, w=None):
-        """Remove a batch added earlier; same result as a loop of :meth:`revert`
-        (validated before any change). Runtime complexity: `O(n)`, vectorised."""
-        codes, weights = self.codes(y_true, y_pred, w)
-        ws = np.bincount(codes, weights=weights, minlength=4)
-        w2 = np.bincount(codes, weights=None if weights is None else weights * weights, minlength=4)
-        ns = np.bincount(codes, minlength=4)
+    def revert_trusted(self, y, s, w=None):
+        BinaryCounts.revert_trusted(self, y, s, w)  # atomic: refuses before any change
+        sq = self._squares(y, s, w)
         for c in range(4):
-            if ns[c] > self._n[c]:
-                i = int(np.flatnonzero(codes == c)[self._n[c]])
-                raise ValueError(
-                    f"y_true[{i}] = {y_true[i]!r}, y_pred[{i}] = {y_pred[i]!r}: no such event "
-                    f"was added (no event of confusion code {c} left)"
-                )
-        for c in range(4):
-            left = self._n[c] - int(ns[c])
-            self._n[c] = left
-            if left:
-                self._w[c] -= float(ws[c])
-                self._w2[c] -= float(w2[c])
-            else:
-                self._w[c] = self._w2[c] = 0.0
+            self._settle_sq(c, sq[c])
         return self
+
+    def _squares(self, y, s, w):
+        idx = self._cells_of(y, s)
+        return np.bincount(idx, weights=None if w is None else w * w, minlength=4).tolist()
+
+    # -- the drift test's view -----------------------------------------------------
+    # by event code (TN, FP, FN, TP), as the state; settable, for a difference of counts
+    @property
+    def _w(self):
+        return [self.tn, self.fp, self.fn, self.tp]
+
+    @_w.setter
+    def _w(self, values):
+        self.tn, self.fp, self.fn, self.tp = values
+
+    @property
+    def _w2(self):
+        return _by_code(self._sq)
+
+    @_w2.setter
+    def _w2(self, values):
+        self._sq = _by_code(values)
+
+    @property
+    def _n(self):
+        return [self._ntn, self._nfp, self._nfn, self._ntp]
+
+    @_n.setter
+    def _n(self, values):
+        self._ntn, self._nfp, self._nfn, self._ntp = values
 
     def proportion(self, metric):
         """``(x_eff, n_eff)`` of recall or precision (Kish effective sizes)."""
-        num = _TP
-        other = _FN if metric == "recall" else _FP
-        sw = self._w[num] + self._w[other]
-        sw2 = self._w2[num] + self._w2[other]
-        return _effective(self._w[num], sw, sw2)
+        other = self.fn if metric == "recall" else self.fp
+        other2 = self._sq[2] if metric == "recall" else self._sq[1]
+        return _effective(self.tp, self.tp + other, self._sq[0] + other2)
 
     def get(self):
         x, n = self.proportion("recall")
         return x / n if n > 0 else _NAN
 
+    # -- state ---------------------------------------------------------------------
     def _get_data(self):
-        return {"w": list(self._w), "w2": list(self._w2), "n": list(self._n)}
+        data = {"w": self._w, "w2": self._w2, "n": self._n}
+        if self._zn:  # only where events of weight 0 are held (older states lack it)
+            data["zeros"] = _by_code(self._z)
+        return data
 
     def _set_data(self, data):
-        self._w = [float(v) for v in data["w"]]
-        self._w2 = [float(v) for v in data["w2"]]
-        self._n = [int(v) for v in data["n"]]
+        self._load(data, lambda: (_by_code(data["w"]), _by_code(data["n"]),
+                                  _by_code(data.get("zeros", (0, 0, 0, 0)))))
+        try:
+            sq = _by_code([float(v) for v in data["w2"]])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a DriftCounts state: {data!r:.200} ({e})") from None
+        if len(sq) != 4 or not all(math.isfinite(v) for v in sq):
+            raise ValueError(f"not a DriftCounts state: {data!r:.200}")
+        for c in range(4):  # the residue of sliding sums is 0, an empty cell exactly 0
+            name = _CELL_NAMES[c]
+            if not (getattr(self, "_n" + name) and sq[c] > 0.0 and getattr(self, name) > 0.0):
+                sq[c] = 0.0
+        self._sq = sq
 
     def _merge(self, other):
-        for c in range(4):
-            self._w[c] += other._w[c]
-            self._w2[c] += other._w2[c]
-            self._n[c] += other._n[c]
+        BinaryCounts._merge(self, other)
+        self._sq = [a + b for a, b in zip(self._sq, other._sq)]
+
+    def _check(self):
+        BinaryCounts._check(self)
+        assert len(self._sq) == 4 and all(v >= 0.0 for v in self._sq), self._sq
+
+    def __repr__(self):
+        return f"DriftCounts(w={self._w!r}, w2={self._w2!r}, n={self._n!r})"
+
+    __str__ = __repr__
+
+
+#: the binary cells in the order of ``DriftCounts._sq`` (tp, fp, fn, tn)
+_CELL_NAMES = CELLS
+#: the cell of each event code (TN, FP, FN, TP), and the code of each cell
+_BY_CODE = (3, 1, 2, 0)
+
+
+def _by_code(values):
+    """Four values by cell as four by code, or back (the permutation is its own
+    inverse)."""
+    if len(values) != 4:
+        raise ValueError(f"expected four values, got {values!r:.80}")
+    return [values[i] for i in _BY_CODE]
 
 
 def _effective(sw_num, sw, sw2):

@@ -771,3 +771,200 @@ def test_state_with_a_negative_cell_is_refused_and_a_residue_reads_zero():
     m = streameval.from_state(mc)
     m._check()
     assert m.cm.get().tolist() == [[0.0, 0.0], [3.0, 0.0]]
+
+
+# ------------------------------------------------------------- the trusted path
+
+
+CONFUSION_FRONTS = [ConfusionMatrix, Accuracy, ErrorRate, Precision, Recall, FPR, Specificity,
+                    F1, BalancedAccuracy, MCC]
+
+
+def _make(cls, multiclass=False, **kw):
+    if cls is FBeta:
+        kw["beta"] = 2.0
+    if cls is FAlpha:
+        kw["alpha"] = 0.3
+    if multiclass:
+        if cls in (ConfusionMatrix, Accuracy, ErrorRate, BalancedAccuracy, MCC):
+            kw["multiclass"] = True
+        else:
+            kw["average"] = "macro"
+    return cls(**kw)
+
+
+def _value(m):
+    v = m.get()
+    return v.tolist() if isinstance(v, np.ndarray) else v
+
+
+@pytest.mark.parametrize("cls", CONFUSION_FRONTS + [FBeta, FAlpha])
+@HYP
+@given(events=BINARY_EVENTS, threshold=st.sampled_from([0.3, 0.5]))
+def test_binary_update_trusted_equals_update_many_loop_and_sklearn(cls, events, threshold):
+    y = [e[0] for e in events]
+    s = [e[1] for e in events]
+    w = [e[2] for e in events]
+    trusted = _make(cls, threshold=threshold)
+    trusted.update_trusted(*trusted.validate(y, s, w))
+    many = _make(cls, threshold=threshold).update_many(y, s, w)
+    loop = _make(cls, threshold=threshold)
+    for a, b, c in zip(y, s, w):
+        loop.update(a, b, c)
+    assert trusted.to_state() == many.to_state()
+    assert close_all(_value(trusted), _value(loop))
+    if cls is ConfusionMatrix:
+        expected = binary_cm(np.array(y, dtype=bool), np.array(s) >= threshold, np.array(w))
+        assert np.allclose(trusted.get(), expected, rtol=1e-12, atol=1e-12)
+    else:
+        kw = {"beta": 2.0} if cls is FBeta else {"alpha": 0.3} if cls is FAlpha else {}
+        assert close(trusted.get(), sk_binary(cls.__name__, y, s, w, threshold, **kw))
+    trusted._check()
+
+
+def close_all(a, b):
+    if isinstance(a, list):
+        return np.allclose(a, b, rtol=1e-12, atol=1e-12)
+    return close(a, b)
+
+
+@pytest.mark.parametrize("cls", CONFUSION_FRONTS + [FBeta, FAlpha])
+@HYP
+@given(events=st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from("abc"), WEIGHTS),
+                       max_size=30))
+def test_multiclass_update_trusted_equals_update_many_and_loop(cls, events):
+    y = [e[0] for e in events]
+    p = [e[1] for e in events]
+    w = [e[2] for e in events]
+    trusted = _make(cls, multiclass=True)
+    trusted.update_trusted(*trusted.validate(y, p, w))
+    many = _make(cls, multiclass=True).update_many(y, p, w)
+    loop = _make(cls, multiclass=True)
+    for a, b, c in zip(y, p, w):
+        loop.update(a, b, c)
+    assert close_all(_value(trusted), _value(many)) and close_all(_value(trusted), _value(loop))
+    # the oracle: sklearn's confusion matrix over the classes seen
+    cm = trusted.cm if hasattr(trusted, "cm") else trusted
+    labels = cm.labels
+    if labels and sum(w) > 0:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # one class only: we pass labels
+            expected = skm.confusion_matrix(y, p, labels=labels, sample_weight=w)
+        assert np.allclose(cm.matrix(labels), expected, rtol=1e-12, atol=1e-12)
+    trusted._check()
+
+
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_revert_trusted_refuses_atomically_naming_the_event(multiclass):
+    rng = np.random.default_rng(5)
+    if multiclass:
+        y = rng.choice(["a", "b", "c"], 50).tolist()
+        s = rng.choice(["a", "b", "c"], 50).tolist()
+    else:
+        y = (rng.random(50) < 0.5).tolist()
+        s = rng.random(50).tolist()
+    w = rng.choice([0.5, 1.0, 2.0], 50).tolist()
+    for cls in CONFUSION_FRONTS:
+        m = _make(cls, multiclass=multiclass)
+        m.update_many(y, s, w)
+        before = m.to_state()
+        # events 0..9 were added, event 10 never was (a fresh pair of a cell reverted twice)
+        gone_y, gone_s, gone_w = y[:10] + [y[0]] * 60, s[:10] + [s[0]] * 60, w[:10] + [w[0]] * 60
+        cols = m.validate(gone_y, gone_s, gone_w)
+        with pytest.raises(ValueError) as info:
+            m.revert_trusted(*cols)
+        # the oracle: a loop of revert on a copy refuses the same event first
+        probe = streameval.from_state(before)
+        first = None
+        for i, (a, b, c) in enumerate(zip(gone_y, gone_s, gone_w)):
+            try:
+                probe.revert(a, b, c)
+            except ValueError:
+                first = i
+                break
+        assert info.value.index == first and first is not None
+        assert str(info.value).startswith(f"event {first}: revert of")
+        assert m.to_state() == before
+
+
+@pytest.mark.parametrize("cls", CONFUSION_FRONTS + [FBeta, FAlpha])
+def test_every_confusion_metric_dispatches_to_a_subclass_of_its_front(cls):
+    b, m = _make(cls), _make(cls, multiclass=True)
+    for metric, base in ((b, streameval.metrics.base.BinaryMetric),
+                         (m, streameval.metrics.base.MultiClassMetric)):
+        assert isinstance(metric, cls) and isinstance(metric, base)
+        assert type(metric) is not cls and type(metric).__name__ == cls.__name__
+        assert metric.to_state()["type"] == cls.__name__
+        again = streameval.from_state(json.loads(json.dumps(metric.to_state())))
+        assert type(again) is type(metric)
+    assert type(b) is not type(m)
+    assert b.columns == "binary" and m.columns is None
+
+
+@pytest.mark.parametrize("op", ["update_trusted", "revert_trusted"])
+def test_views_refuse_the_trusted_path_and_owned_ones_delegate(op):
+    cm = ConfusionMatrix()
+    cm.update_many([True, False], [0.9, 0.8])
+    before = cm.to_state()
+    view = Precision(cm=cm)
+    cols = view.validate([True], [0.9])
+    with pytest.raises(TypeError, match="shared ConfusionMatrix"):
+        getattr(view, op)(*cols)
+    assert cm.to_state() == before
+    own = Precision().update_many([True, False], [0.9, 0.8])
+    assert getattr(own, op)(*cols) is own
+    assert own.cm.tp == (2.0 if op == "update_trusted" else 0.0)
+
+
+def test_declared_parameter_checks_name_what_is_accepted():
+    with pytest.raises(ValueError, match=r"average = 'samples': must be one of None, 'macro'"):
+        F1(average="samples")
+    with pytest.raises(ValueError, match=r"beta = -1: must be a number >= 0"):
+        FBeta(beta=-1)
+    with pytest.raises(ValueError, match=r"beta = True"):
+        FBeta(beta=True)
+    with pytest.raises(ValueError, match=r"alpha = 0: must be a number in \(0, 1\]"):
+        FAlpha(alpha=0)
+    with pytest.raises(ValueError, match="threshold = inf: must be a finite number"):
+        ConfusionMatrix(threshold=float("inf"))
+
+
+# ------------------------------------------------------ DriftCounts reuses the matrix
+
+
+def test_drift_counts_are_the_binary_matrix_with_squared_weights():
+    from streameval.drift import DriftCounts
+
+    rng = np.random.default_rng(3)
+    y = rng.random(200) < 0.4
+    s = rng.random(200)
+    w = rng.choice([0.5, 1.0, 3.0], 200)
+    c = DriftCounts(threshold=0.4)
+    c.update_trusted(*c.validate(y, s, w))
+    cm = ConfusionMatrix(threshold=0.4).update_many(y, s, w)
+    assert (c.tp, c.fp, c.fn, c.tn) == (cm.tp, cm.fp, cm.fn, cm.tn)
+    # brute force: recall's Kish counts
+    pos = y
+    sw, sw2 = w[pos].sum(), (w[pos] ** 2).sum()
+    x = w[pos & (s >= 0.4)].sum()
+    assert c.proportion("recall") == pytest.approx((x / sw * sw * sw / sw2, sw * sw / sw2))
+    c.revert_trusted(*c.validate(y[:50], s[:50], w[:50]))
+    rest = DriftCounts(threshold=0.4).update_many(y[50:], s[50:], w[50:])
+    for metric in ("recall", "precision"):
+        assert c.proportion(metric) == pytest.approx(rest.proportion(metric), rel=1e-12)
+
+
+def test_a_version_2_drift_counts_state_loads_and_gives_the_same_results():
+    # written by the DriftCounts before it reused the confusion matrix: by code TN, FP, FN, TP
+    state = {"type": "DriftCounts", "version": 2,
+             "params": {"threshold": 0.5, "pos_label": True, "neg_label": None},
+             "data": {"w": [4.0, 1.0, 2.0, 3.0], "w2": [6.0, 1.0, 4.0, 5.0], "n": [3, 1, 1, 2]}}
+    c = streameval.from_state(json.loads(json.dumps(state)))
+    # recall: x = 3 of sw = 5 (TP + FN), sw2 = 9; precision: 3 of 4 (TP + FP), sw2 = 6
+    assert c.proportion("recall") == pytest.approx((3 / 5 * 25 / 9, 25 / 9))
+    assert c.proportion("precision") == pytest.approx((3 / 4 * 16 / 6, 16 / 6))
+    assert c.get() == pytest.approx(3 / 5)
+    assert (c.tn, c.fp, c.fn, c.tp) == (4.0, 1.0, 2.0, 3.0)
+    assert c.to_state() == state
+    c.revert(True, 0.9, 1.0)
+    assert c._n == [3, 1, 1, 1] and c._w2 == [6.0, 1.0, 4.0, 4.0]

@@ -249,3 +249,79 @@ def test_only_zero_weights_left_is_nan_not_a_residue(cls, multiclass, batch):
     assert math.isnan(m.get()), m.to_state()
     m.update(*nxt, 0.5)
     assert close(m.get(), sk(cls.__name__, [y[2], nxt[0]], [p[2], nxt[1]], [0.0, 0.5]))
+
+
+# ------------------------------------------------------------- the trusted path
+
+PROBS = st.sampled_from([0.0, 0.05, 0.3, 0.5, 0.9, 1.0])
+TRUSTED_EVENTS = st.lists(st.tuples(st.booleans(), PROBS, st.sampled_from([0.0, 0.5, 1.0, 3.0])),
+                          min_size=1, max_size=30)
+
+
+@pytest.mark.parametrize("cls", [LogLoss, Brier])
+@settings(max_examples=40, deadline=None)
+@given(events=TRUSTED_EVENTS)
+def test_binary_update_trusted_equals_update_many_loop_and_sklearn(cls, events):
+    y = [e[0] for e in events]
+    p = [e[1] for e in events]
+    w = [e[2] for e in events]
+    m = cls()
+    assert m.score_bounds == (0.0, 1.0) and m.columns == "binary"
+    m.update_trusted(*m.validate(y, p, w))
+    many = cls().update_many(y, p, w)
+    loop = cls()
+    for a, b, c in zip(y, p, w):
+        loop.update(a, b, c)
+    assert m.to_state() == many.to_state()
+    if sum(w) == 0:
+        assert math.isnan(m.get()) and math.isnan(loop.get())
+        return
+    assert m.get() == pytest.approx(loop.get(), rel=1e-12, abs=1e-15)
+    if cls is LogLoss:
+        expected = skm.log_loss(y, p, sample_weight=w, labels=[False, True])
+    else:
+        expected = skm.brier_score_loss(y, p, sample_weight=w, pos_label=True)
+    assert m.get() == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("cls", [LogLoss, Brier])
+def test_multiclass_update_trusted_takes_its_own_columns(cls):
+    y = ["a", "b", "a", "c"]
+    p = [{"a": 0.7, "b": 0.3}, {"b": 0.5, "c": 0.5}, {"a": 0.2, "c": 0.8}, {"c": 1.0}]
+    w = [1.0, 2.0, 0.5, 1.0]
+    m = cls(multiclass=True)
+    assert m.columns is None
+    m.update_trusted(*m.validate(y, p, w))
+    loop = cls(multiclass=True)
+    for a, b, c in zip(y, p, w):
+        loop.update(a, b, c)
+    proba = np.array([[d.get(k, 0.0) for k in "abc"] for d in p])
+    if cls is LogLoss:
+        expected = skm.log_loss(y, proba, sample_weight=w, labels=list("abc"))
+    else:  # Brier's original score over all classes: sum_c (p_c - [y = c])^2
+        onehot = np.array([[k == t for k in "abc"] for t in y], dtype=float)
+        expected = np.average(((proba - onehot) ** 2).sum(axis=1), weights=w)
+    assert m.get() == pytest.approx(loop.get(), rel=1e-12)
+    assert m.get() == pytest.approx(expected, rel=1e-9)
+    matrix = cls(multiclass=True, labels=list("abc"))
+    matrix.update_trusted(*matrix.validate(y, proba, w))
+    assert matrix.get() == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("cls", [LogLoss, Brier])
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_revert_trusted_refuses_atomically_naming_the_event(cls, multiclass):
+    if multiclass:
+        m = cls(multiclass=True)
+        y, p = ["a", "b", "a"], [{"a": 0.6}, {"b": 0.9}, {"a": 0.1}]
+    else:
+        m = cls()
+        y, p = [True, False, True], [0.6, 0.2, 0.9]
+    m.update_many(y, p, [1.0, 1.0, 1.0])
+    before = m.to_state()
+    # a loop of revert would take out events 0 and 1, then find no weight for event 2
+    cols = m.validate(y, p, [1.0, 1.0, 1.5])
+    with pytest.raises(ValueError) as info:
+        m.revert_trusted(*cols)
+    assert info.value.index == 2 and str(info.value).startswith("event 2: revert of")
+    assert m.to_state() == before

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sklearn import metrics as skm
 
 from streameval import MAE, MAPE, MSE, RMSE, RMSLE
+from streameval.validation import ValidationError
 
 HYP = settings(max_examples=50, deadline=None)
 TOL = 1e-12
@@ -295,3 +296,62 @@ def test_only_zero_weights_left_is_nan_not_a_residue(name, how, weights):
     assert math.isnan(m.get()), m.to_state()
     m.update(1.0, 2.0, 0.5)  # and the next event counts alone
     assert close(m.get(), expected(name, [y[2], 1.0], [p[2], 2.0], [0.0, 0.5]))
+
+
+# ------------------------------------------------------------- the trusted path
+
+
+TRUSTED = st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5, 10.0]),
+                             st.sampled_from([0.0, 0.25, 1.0, 3.0, 9.5]),
+                             st.sampled_from([0.0, 0.5, 1.0, 4.0])), min_size=1, max_size=30)
+SK_TRUSTED = {"MAE": skm.mean_absolute_error, "MSE": skm.mean_squared_error,
+      "RMSE": lambda a, b, sample_weight: math.sqrt(skm.mean_squared_error(a, b, sample_weight=sample_weight)),
+      "RMSLE": lambda a, b, sample_weight: math.sqrt(skm.mean_squared_log_error(a, b, sample_weight=sample_weight))}
+
+
+@pytest.mark.parametrize("cls", [MAE, MSE, RMSE, RMSLE, MAPE])
+@settings(max_examples=40, deadline=None)
+@given(events=TRUSTED)
+def test_update_trusted_equals_update_many_loop_and_sklearn(cls, events):
+    y = [e[0] for e in events]
+    p = [e[1] for e in events]
+    w = [e[2] for e in events]
+    m = cls()
+    assert m.columns == "regression"
+    m.update_trusted(*m.validate(y, p, w))
+    many = cls().update_many(y, p, w)
+    loop = cls()
+    for a, b, c in zip(y, p, w):
+        loop.update(a, b, c)
+    assert m.to_state() == many.to_state()
+    kept = [(a, b, c) for a, b, c in events if not (cls is MAPE and a == 0.0)]
+    if sum(c for _, _, c in kept) == 0:
+        assert math.isnan(m.get()) and math.isnan(loop.get())
+        return
+    assert m.get() == pytest.approx(loop.get(), rel=1e-12, abs=1e-15)
+    ya, pa, wa = (np.array(col) for col in zip(*kept))
+    if cls is MAPE:
+        expected = float(np.average(np.abs(pa - ya) / np.abs(ya), weights=wa))
+    else:
+        expected = SK_TRUSTED[cls.__name__](ya, pa, sample_weight=wa)
+    assert m.get() == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("cls", [MAE, MSE, RMSLE, MAPE])
+def test_revert_trusted_refuses_atomically_naming_the_event(cls):
+    m = cls().update_many([1.0, 2.0, 3.0], [1.5, 2.0, 2.0])
+    before = m.to_state()
+    cols = m.validate([1.0, 2.0, 3.0, 4.0], [1.5, 2.0, 2.0, 1.0])  # event 3 never added
+    with pytest.raises(ValidationError) as info:
+        m.revert_trusted(*cols)
+    assert info.value.index == 3 and str(info.value).startswith("event 3: revert of")
+    assert m.to_state() == before
+
+
+def test_validate_holds_the_domain_and_overflow_checks():
+    with pytest.raises(ValidationError, match=r"y_pred\[1\] = -2.0: RMSLE needs") as info:
+        RMSLE().validate([1.0, 2.0], [1.0, -2.0])
+    assert info.value.index == 1
+    with pytest.raises(ValidationError, match=r"y_pred\[1\].*overflows") as info:
+        MSE().validate([0.0, 0.0], [1.0, 1e200])
+    assert info.value.index == 1

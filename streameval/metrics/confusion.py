@@ -15,9 +15,18 @@ Undefined values (a division by zero: precision with no predicted positive, any
 metric before the first event, ...) are ``math.nan``, never 0. Values are equal to
 scikit-learn's wherever scikit-learn's are defined.
 
-``Precision(...)`` returns an instance of a binary or a multiclass implementation
-class, both subclasses of ``Precision``; their state records the public name, so
-``streameval.from_state`` rebuilds the right one.
+``Precision(...)`` returns an instance of a binary or a multiclass case class, both
+subclasses of ``Precision`` (:class:`streameval.metrics.base.Cases`); their state
+records the public name, so ``streameval.from_state`` rebuilds the right one.
+
+Batches: binary metrics take the binary columns of the trusted path (``validate``
+once, then ``update_trusted`` / ``revert_trusted``, vectorised); multiclass ones
+validate into their own columns, the factorized classes. :class:`BinaryCounts` is the
+binary matrix's counting, public so that the drift tests' counts
+(:class:`streameval.drift.DriftCounts`) reuse it.
+
+It may import numpy, :mod:`streameval.validation` and the metrics' ``base`` and
+``common`` modules.
 """
 
 from __future__ import annotations
@@ -27,20 +36,26 @@ import sys
 
 import numpy as np
 
-from .base import (
-    BinaryMetric,
-    Metric,
-    MultiClassMetric,
-    fail,
+from streameval.validation import (
+    Options,
+    Real,
+    ValidationError,
     as_weight_array,
+    check_param,
     check_same_length,
+    check_threshold,
     check_weight,
+    fail,
     label_sets,
     overdrawn,
 )
 
+from .base import BinaryMetric, Cases, Metric, MultiClassMetric
+from .common import DENSE_LABEL_RANGE, as_class, factorize, no_binary_params
+
 __all__ = [
     "ConfusionMatrix",
+    "BinaryCounts",
     "Accuracy",
     "ErrorRate",
     "Precision",
@@ -60,69 +75,12 @@ AVERAGES = ("macro", "micro", "weighted")
 
 _NAN = math.nan
 _MAXF = sys.float_info.max
-_BINARY_ONLY = ("threshold", "pos_label", "neg_label")
-
-
-# ----------------------------------------------------------------- public front classes
-
-
-class _Family(Metric):
-    """A public metric with a binary and a multiclass implementation.
-
-    Calling the public class returns an instance of ``_binary_impl`` or
-    ``_multiclass_impl`` (both its subclasses), chosen by ``_wants_multiclass`` from
-    the keyword arguments. The implementations carry the public ``_public_name`` and
-    ``__name__`` (river reports metrics by class name).
-    """
-
-    _binary_impl: type | None = None
-    _multiclass_impl: type | None = None
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if cls.__name__.startswith("_") and "_public_name" in cls.__dict__:
-            cls.__name__ = cls._public_name
-
-    def __new__(cls, *args, **kwargs):
-        if "_binary_impl" in cls.__dict__:  # the public class itself: pick the case
-            cls = cls._multiclass_impl if cls._wants_multiclass(kwargs) else cls._binary_impl
-        return object.__new__(cls)
-
-    @classmethod
-    def _wants_multiclass(cls, kwargs):
-        return bool(kwargs.get("multiclass", False))
-
-    def __repr__(self):
-        value = self.get()
-        if isinstance(value, float):
-            return f"{self._public_name}: {value:.6f}"
-        return f"{self._public_name}: {value!r}"
-
-    __str__ = __repr__
-
-
-def _check_threshold(threshold):
-    if threshold is None:
-        return 0.5
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)):
-        raise ValueError(f"threshold = {threshold!r}: must be a finite number")
-    t = float(threshold)
-    if not -_MAXF <= t <= _MAXF:
-        raise ValueError(f"threshold = {threshold!r}: must be a finite number")
-    return t
-
-
-def _no_binary_params(name, threshold, pos_label, neg_label):
-    for pname, value in zip(_BINARY_ONLY, (threshold, pos_label, neg_label)):
-        if value is not None:
-            raise ValueError(f"{pname} = {value!r}: applies to a binary {name} only "
-                             "(this one is multiclass)")
 
 
 # --------------------------------------------------------------------- ConfusionMatrix
 
 
-class ConfusionMatrix(_Family):
+class ConfusionMatrix(Cases):
     """Weighted confusion matrix, binary (by a score threshold) or multiclass.
 
     Binary: an event is predicted positive when ``score >= threshold``; the matrix is
@@ -167,17 +125,35 @@ class ConfusionMatrix(_Family):
         True for a multiclass matrix.
     """
 
+    @classmethod
+    def _case(cls, args, kwargs):
+        return "multiclass" if kwargs.get("multiclass") else "binary"
+
     def __init__(self, *, threshold=None, pos_label=None, neg_label=None, multiclass=False):
         self.multiclass = bool(multiclass)
         self._setup(threshold, pos_label, neg_label)
 
 
-class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
-    _public_name = "ConfusionMatrix"
-    _state_exclude = ("cm", "multiclass")
+class BinaryCounts(BinaryMetric):
+    """The counting of a binary confusion matrix, by a score threshold: four weighted
+    sums ``tp, fp, fn, tn``, their event counts, and the events of weight 0 per cell
+    (a cell left with only those weighs exactly 0, not a rounding residue).
+
+    The binary :class:`ConfusionMatrix` is this with its matrix views (``get``,
+    ``matrix``, ``labels``); :class:`streameval.drift.DriftCounts` adds the sums of
+    squared weights. Not a metric by itself (``get`` is the subclass's).
+
+    Runtime complexity: `update` and `revert` `O(1)`; `update_trusted` and
+    `revert_trusted` `O(m)`, vectorised.
+    """
+
+    _abstract = True
+    #: whether a revert is refused for more weight than its cell holds too (not only
+    #: for an event never counted); a refused cell's weight never goes below 0
+    _by_weight = True
 
     def _setup(self, threshold, pos_label, neg_label):
-        self.threshold = _check_threshold(threshold)
+        self.threshold = check_threshold(threshold)
         BinaryMetric.__init__(self, True if pos_label is None else pos_label, neg_label)
         (pos,) = self._pos_set
         (neg,) = self._neg_set
@@ -193,30 +169,6 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
     def n(self):
         """Number of events counted."""
         return self._ntp + self._nfp + self._nfn + self._ntn
-
-    @property
-    def labels(self):
-        """``[neg_label, pos_label]``: the row and column order of :meth:`get`."""
-        (pos,) = self._pos_set
-        (neg,) = self._neg_set
-        return [neg, pos]
-
-    def get(self):
-        """``[[tn, fp], [fn, tp]]`` as a float array (sklearn's layout)."""
-        return np.array([[self.tn, self.fp], [self.fn, self.tp]])
-
-    def matrix(self, labels=None):
-        """The matrix with rows and columns in ``labels`` order (default ``[neg, pos]``)."""
-        m = self.get()
-        if labels is None:
-            return m
-        order = [self.labels.index(v) if v in self.labels else -1 for v in labels]
-        out = np.zeros((len(order), len(order)))
-        for a, i in enumerate(order):
-            for b, j in enumerate(order):
-                if i >= 0 and j >= 0:
-                    out[a, b] = m[i, j]
-        return out
 
     # -- per event --------------------------------------------------------------
     def update(self, y_true, y_pred, w=1.0):
@@ -269,28 +221,28 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
             if y:
                 k = self._ntp - 1
                 v = self.tp - w
-                if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
+                if k < 0 or (v < -1e-9 * w and self._by_weight and overdrawn(v, w, self._total())):
                     self._not_counted("tp", y_true, y_pred, w)
                 self._ntp = k
                 self.tp = v if k and v > 0.0 else 0.0
             else:
                 k = self._nfp - 1
                 v = self.fp - w
-                if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
+                if k < 0 or (v < -1e-9 * w and self._by_weight and overdrawn(v, w, self._total())):
                     self._not_counted("fp", y_true, y_pred, w)
                 self._nfp = k
                 self.fp = v if k and v > 0.0 else 0.0
         elif y:
             k = self._nfn - 1
             v = self.fn - w
-            if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
+            if k < 0 or (v < -1e-9 * w and self._by_weight and overdrawn(v, w, self._total())):
                 self._not_counted("fn", y_true, y_pred, w)
             self._nfn = k
             self.fn = v if k and v > 0.0 else 0.0
         else:
             k = self._ntn - 1
             v = self.tn - w
-            if k < 0 or (v < -1e-9 * w and overdrawn(v, w, self._total())):
+            if k < 0 or (v < -1e-9 * w and self._by_weight and overdrawn(v, w, self._total())):
                 self._not_counted("tn", y_true, y_pred, w)
             self._ntn = k
             self.tn = v if k and v > 0.0 else 0.0
@@ -300,7 +252,7 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
     def _settle(self, c, gone):
         """Take ``gone`` zero-weight events out of cell ``c``'s count of them; a cell
         left with only such events weighs exactly 0."""
-        name = _CELLS[c]
+        name = CELLS[c]
         k = getattr(self, "_n" + name)
         z = self._z[c]
         left = min(max(z - gone, 0), k)
@@ -313,94 +265,94 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
         return self.tp + self.fp + self.fn + self.tn
 
     def _not_counted(self, cell, y_true, y_pred, w):
-        raise ValueError(
-            f"revert of (y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): no such event "
-            f"was counted (the {cell} cell holds {getattr(self, cell)!r} from "
-            f"{getattr(self, '_n' + cell)} events)"
-        )
+        raise ValueError(self._refusal(cell, y_true, y_pred, w))
 
     # -- batches ----------------------------------------------------------------
-    def update_many(self, y_true, y_pred, w=None):
-        """Count a batch; same result as a loop of :meth:`update` (validated first).
+    def _cells_of(self, y, s):
+        """Each event's cell, an index into :data:`CELLS` (0 tp, 1 fp, 2 fn, 3 tn)."""
+        return (~y).view(np.uint8) + np.uint8(2) * (s < self.threshold).view(np.uint8)
 
-        Runtime complexity: `O(n)`, vectorised.
+    def update_trusted(self, y, s, w=None):
+        """Count validated binary columns (from :meth:`validate`), unchecked; same
+        result as a loop of :meth:`update`.
+
+        Runtime complexity: `O(m)`, vectorised.
         """
-        labels, scores, weights = self._batch(y_true, y_pred, w)
-        # cell index: 0 tp, 1 fn, 2 fp, 3 tn
-        idx = (~labels).view(np.uint8) * np.uint8(2) + (scores < self.threshold).view(np.uint8)
+        idx = self._cells_of(y, s)
         counts = np.bincount(idx, minlength=4)
-        sums = counts.astype(np.float64) if weights is None else np.bincount(
-            idx, weights=weights, minlength=4
-        )
+        sums = counts.astype(np.float64) if w is None else np.bincount(
+            idx, weights=w, minlength=4)
         self.tp += float(sums[0])
-        self.fn += float(sums[1])
-        self.fp += float(sums[2])
+        self.fp += float(sums[1])
+        self.fn += float(sums[2])
         self.tn += float(sums[3])
         self._ntp += int(counts[0])
-        self._nfn += int(counts[1])
-        self._nfp += int(counts[2])
+        self._nfp += int(counts[1])
+        self._nfn += int(counts[2])
         self._ntn += int(counts[3])
-        zc = _zero_counts(idx, weights)
+        zc = _zero_counts(idx, w)
         if zc is not None:
             for c, z in enumerate(zc):
                 self._z[c] += z
                 self._zn += z
         return self
 
-    def revert_many(self, y_true, y_pred, w=None):
-        """Remove a batch counted earlier; same result as a loop of :meth:`revert`.
+    def revert_trusted(self, y, s, w=None):
+        """Remove validated binary columns counted earlier; same result as a loop of
+        :meth:`revert`.
 
         Each cell loses the batch's weight in it in one subtraction (as
-        :meth:`update_many` adds it); an emptied cell is exactly 0. Validated before
-        any change: a bad event, or one that was never counted, raises ``ValueError``
-        naming its index.
+        :meth:`update_trusted` adds it); an emptied cell is exactly 0. An event that
+        was never counted raises a ``ValidationError`` with its ``index`` (the first
+        that a loop of ``revert`` would refuse), and nothing changes.
 
-        Runtime complexity: `O(n)`, vectorised.
+        Runtime complexity: `O(m)`, vectorised.
         """
-        labels, scores, weights = self._batch(y_true, y_pred, w)
-        idx = (~labels).view(np.uint8) * np.uint8(2) + (scores < self.threshold).view(np.uint8)
+        idx = self._cells_of(y, s)
         counts = np.bincount(idx, minlength=4).tolist()
-        sums = [float(c) for c in counts] if weights is None else np.bincount(
-            idx, weights=weights, minlength=4).tolist()
-        old = [self.tp, self.fn, self.fp, self.tn]
-        held = [self._ntp, self._nfn, self._nfp, self._ntn]
-        new = [v - s for v, s in zip(old, sums)]
+        sums = [float(c) for c in counts] if w is None else np.bincount(
+            idx, weights=w, minlength=4).tolist()
+        old = [self.tp, self.fp, self.fn, self.tn]
+        held = [self._ntp, self._nfp, self._nfn, self._ntn]
+        new = [v - x for v, x in zip(old, sums)]
         left = [k - c for k, c in zip(held, counts)]
         if min(left) < 0 or min(new) < 0.0:
-            self._check_revert_batch(idx, labels, scores, weights, old, held)
+            self._check_revert_batch(idx, y, s, w, old, held)
         # emptied: exactly 0; a rounding residue below 0 is 0 (a cell's weight is >= 0)
-        self.tp, self.fn, self.fp, self.tn = (
+        self.tp, self.fp, self.fn, self.tn = (
             v if k and v > 0.0 else 0.0 for v, k in zip(new, left))
-        self._ntp, self._nfn, self._nfp, self._ntn = left
+        self._ntp, self._nfp, self._nfn, self._ntn = left
         if self._zn:
-            zc = _zero_counts(idx, weights) or (0, 0, 0, 0)
+            zc = _zero_counts(idx, w) or (0, 0, 0, 0)
             for c in range(4):
                 self._settle(c, zc[c])
         return self
 
-    def _check_revert_batch(self, idx, labels, scores, weights, old, held):
+    def _check_revert_batch(self, idx, y, s, w, old, held):
         """Raise for the first event that a loop of ``revert`` would refuse, if any."""
         n = len(idx)
-        ws = np.ones(n) if weights is None else weights
+        ws = np.ones(n) if w is None else w
         first = n
         for c in range(4):
             sel = np.flatnonzero(idx == c)
             if not len(sel):
                 continue
             left = old[c] - np.cumsum(ws[sel])
-            bad = (np.arange(1, len(sel) + 1) > held[c]) | overdrawn(left, ws[sel], sum(old))
+            bad = np.arange(1, len(sel) + 1) > held[c]
+            if self._by_weight:
+                bad |= overdrawn(left, ws[sel], sum(old))
             if bad.any():
                 first = min(first, int(sel[int(np.argmax(bad))]))
         if first < n:
-            (pos,) = self._pos_set
-            (neg,) = self._neg_set
-            cell = ("tp", "fn", "fp", "tn")[int(idx[first])]
-            raise ValueError(
-                f"event {first}: revert of (y_true={pos if labels[first] else neg!r}, "
-                f"y_pred={float(scores[first])!r}, w={float(ws[first])!r}): no such event was "
-                f"counted (the {cell} cell holds {getattr(self, cell)!r} from "
-                f"{getattr(self, '_n' + cell)} events)"
-            )
+            raise ValidationError.at(first, self._refusal(
+                CELLS[int(idx[first])], self.label_of(bool(y[first])), float(s[first]),
+                float(ws[first]), first))
+
+    def _refusal(self, cell, y_true, y_pred, w, index=None):
+        """The reason a revert of this event is refused (``cell`` holds no such event)."""
+        return (f"revert of (y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): no such event "
+                f"was counted (the {cell} cell holds {getattr(self, cell)!r} from "
+                f"{getattr(self, '_n' + cell)} events)")
 
     # -- state ------------------------------------------------------------------
     def _merge(self, other):
@@ -420,18 +372,29 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
         return data
 
     def _set_data(self, data):
+        self._load(data, lambda: (
+            [data[c] for c in CELLS], data["counts"], data.get("zeros", (0, 0, 0, 0))))
+
+    def _load(self, data, read):
+        """Set the cells from ``read()``: ``(weights, counts, zero-weight counts)`` in
+        :data:`CELLS` order; refuse (naming ``data``) anything that is not such."""
+        what = f"not a binary {self._public_name} state: {data!r:.200}"
         try:
-            values = [float(data[c]) for c in ("tp", "fp", "fn", "tn")]
-            counts = [int(k) for k in data["counts"]]
-            zeros = [int(z) for z in data.get("zeros", (0, 0, 0, 0))]
+            values, counts, zeros = read()
+            values = [float(v) for v in values]
+            counts = [int(k) for k in counts]
+            zeros = [int(z) for z in zeros]
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"not a binary ConfusionMatrix state: {data!r:.200} ({e})") from None
-        if (len(counts) != 4 or min(counts) < 0 or not all(math.isfinite(v) for v in values)
+            raise ValueError(f"{what} ({e})") from None
+        if (len(values) != 4 or len(counts) != 4 or min(counts) < 0
+                or not all(math.isfinite(v) for v in values)
                 or len(zeros) != 4 or not all(0 <= z <= k for z, k in zip(zeros, counts))
                 or _negative(values)):
-            raise ValueError(f"not a binary ConfusionMatrix state: {data!r:.200}")
-        # a rounding residue below 0 (older versions kept it) is 0: a weight is >= 0
-        self.tp, self.fp, self.fn, self.tn = (v if v > 0.0 else 0.0 for v in values)
+            raise ValueError(what)
+        # a rounding residue below 0 (older versions kept it) is 0: a weight is >= 0;
+        # a cell without events weighs exactly 0
+        self.tp, self.fp, self.fn, self.tn = (
+            v if v > 0.0 and k else 0.0 for v, k in zip(values, counts))
         self._ntp, self._nfp, self._nfn, self._ntn = counts
         self._z, self._zn = zeros, sum(zeros)
 
@@ -443,9 +406,36 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
             assert type(k) is int and k >= 0, (cell, k)
             assert not overdrawn(v, 0.0, max(total, 1.0)), (cell, v)
             assert k or v == 0.0, (cell, v, k)
-            z = self._z[_CELLS.index(cell)]
+            z = self._z[CELLS.index(cell)]
             assert 0 <= z <= k and (z < k or v == 0.0), (cell, v, k, z)
         assert self._zn == sum(self._z), (self._zn, self._z)
+
+class _BinaryConfusionMatrix(ConfusionMatrix, BinaryCounts, case="binary"):
+    _state_exclude = ("cm", "multiclass")
+
+    @property
+    def labels(self):
+        """``[neg_label, pos_label]``: the row and column order of :meth:`get`."""
+        (pos,) = self._pos_set
+        (neg,) = self._neg_set
+        return [neg, pos]
+
+    def get(self):
+        """``[[tn, fp], [fn, tp]]`` as a float array (sklearn's layout)."""
+        return np.array([[self.tn, self.fp], [self.fn, self.tp]])
+
+    def matrix(self, labels=None):
+        """The matrix with rows and columns in ``labels`` order (default ``[neg, pos]``)."""
+        m = self.get()
+        if labels is None:
+            return m
+        order = [self.labels.index(v) if v in self.labels else -1 for v in labels]
+        out = np.zeros((len(order), len(order)))
+        for a, i in enumerate(order):
+            for b, j in enumerate(order):
+                if i >= 0 and j >= 0:
+                    out[a, b] = m[i, j]
+        return out
 
     def __repr__(self):
         return (f"ConfusionMatrix(tp={self.tp!r}, fp={self.fp!r}, "
@@ -454,12 +444,11 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryMetric):
     __str__ = __repr__
 
 
-class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
-    _public_name = "ConfusionMatrix"
+class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric, case="multiclass"):
     _state_exclude = ("cm", "threshold", "pos_label", "neg_label")
 
     def _setup(self, threshold, pos_label, neg_label):
-        _no_binary_params("ConfusionMatrix", threshold, pos_label, neg_label)
+        no_binary_params("ConfusionMatrix", threshold, pos_label, neg_label)
         # (true class, predicted class) -> [weight, event count]; no empty cells
         self._cells = {}
         # cell -> its events of weight 0, where any: a cell left with only those
@@ -532,7 +521,7 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
                 -_MAXF <= v <= _MAXF
             ):
                 fail(name, proba, "probabilities must be finite numbers")
-        return _as_class(max(proba, key=proba.get), name)
+        return as_class(max(proba, key=proba.get), name)
 
     def update(self, y_true, y_pred, w=1.0):
         """Count one event; ``y_pred`` is a class or a probability dict (argmax).
@@ -541,12 +530,12 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         """
         t = type(y_true)
         if t is not str and t is not int:
-            y_true = _as_class(y_true, "y_true")
+            y_true = as_class(y_true, "y_true")
         t = type(y_pred)
         if t is dict:
             y_pred = self._argmax(y_pred)
         elif t is not str and t is not int:
-            y_pred = _as_class(y_pred, "y_pred")
+            y_pred = as_class(y_pred, "y_pred")
         if type(w) is not float or not 0.0 <= w <= _MAXF:
             w = check_weight(w)
         key = (y_true, y_pred)
@@ -567,12 +556,12 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         """
         t = type(y_true)
         if t is not str and t is not int:
-            y_true = _as_class(y_true, "y_true")
+            y_true = as_class(y_true, "y_true")
         t = type(y_pred)
         if t is dict:
             y_pred = self._argmax(y_pred)
         elif t is not str and t is not int:
-            y_pred = _as_class(y_pred, "y_pred")
+            y_pred = as_class(y_pred, "y_pred")
         if type(w) is not float or not 0.0 <= w <= _MAXF:
             w = check_weight(w)
         key = (y_true, y_pred)
@@ -607,23 +596,38 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             zeros.pop(key, None)
 
     # -- batches ----------------------------------------------------------------
-    def update_many(self, y_true, y_pred, w=None):
-        """Count a batch; same result as a loop of :meth:`update` (validated first).
+    def validate(self, y_true, y_pred, w=None):
+        """Check a batch without changing anything; return its columns, the factorized
+        classes: ``((true classes, their codes), (predicted classes, their codes),
+        weights)``. Probability dicts give their argmax. Numpy arrays (or lists) of
+        ints, strings or floats are factorized in numpy; dicts go through a Python loop.
 
-        Numpy arrays (or lists) of ints, strings or floats are grouped in numpy;
-        probability dicts go through a Python loop for their argmax.
-
-        Runtime complexity: `O(n log(n))`.
+        Runtime complexity: `O(m log(k))` for `k` classes.
         """
-        n, weights, ut, ct, up, cp = self._classes(y_true, y_pred, w)
-        if n == 0:
-            return self
-        k = len(up)
+        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+        weights = as_weight_array(w, n)
+        if not isinstance(y_pred, np.ndarray) or y_pred.dtype.kind == "O":
+            if any(type(v) is dict for v in y_pred):
+                argmax = self._argmax
+                y_pred = [
+                    argmax(v, f"y_pred[{i}]") if type(v) is dict else v
+                    for i, v in enumerate(y_pred)
+                ]
+        return factorize(y_true, "y_true"), factorize(y_pred, "y_pred"), weights
+
+    @staticmethod
+    def _grouped(true, pred, weights):
+        """Validated columns grouped by cell: ``(keys, weight sums, event counts,
+        zero-weight counts or None, each event's cell code, the codes of keys)``."""
+        (ut, ct), (up, cp) = true, pred
+        k = max(len(up), 1)
         codes = ct * np.int64(k) + cp
+        n = len(codes)
         cells_max = len(ut) * k
         zero = None if weights is None else weights == 0.0
         if zero is not None and not zero.any():
             zero = None
+        zc = None
         if cells_max <= max(DENSE_LABEL_RANGE, n):  # few classes: count every cell
             counts = np.bincount(codes, minlength=cells_max)
             pairs = np.flatnonzero(counts)
@@ -637,95 +641,59 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             pairs, inverse = np.unique(codes, return_inverse=True)
             counts = np.bincount(inverse)
             sums = counts.astype(np.float64) if weights is None else np.bincount(
-                inverse, weights=weights
-            )
+                inverse, weights=weights)
             if zero is not None:
                 zc = np.bincount(inverse[zero], minlength=len(pairs))
+        keys = [(ut[c // k], up[c % k]) for c in pairs.tolist()]
+        return (keys, sums.tolist(), counts.tolist(), None if zc is None else zc.tolist(),
+                codes, pairs)
+
+    def update_trusted(self, y, s, w=None):
+        """Count validated columns (from :meth:`validate`), unchecked; same result as
+        a loop of :meth:`update`.
+
+        Runtime complexity: `O(m)` (`O(m log(m))` with many classes).
+        """
+        keys, sums, counts, zc, _, _ = self._grouped(y, s, w)
         cells = self._cells
-        keys = []
-        for code, s, c in zip(pairs.tolist(), sums.tolist(), counts.tolist()):
-            key = (ut[code // k], up[code % k])
-            keys.append(key)
+        for key, x, c in zip(keys, sums, counts):
             cell = cells.get(key)
             if cell is None:
-                cells[key] = [s, c]
+                cells[key] = [x, c]
             else:
-                cell[0] += s
+                cell[0] += x
                 cell[1] += c
-        if zero is not None:
+        if zc is not None:
             zeros = self._zeros
-            for key, z in zip(keys, zc.tolist()):
+            for key, z in zip(keys, zc):
                 if z:
                     zeros[key] = zeros.get(key, 0) + z
         return self
 
-    def _classes(self, y_true, y_pred, w):
-        """A validated batch: ``(n, weights, true classes, their codes, predicted
-        classes, their codes)``; probability dicts give their argmax."""
-        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        weights = as_weight_array(w, n)
-        if not isinstance(y_pred, np.ndarray) or y_pred.dtype.kind == "O":
-            if any(type(v) is dict for v in y_pred):
-                argmax = self._argmax
-                y_pred = [
-                    argmax(v, f"y_pred[{i}]") if type(v) is dict else v
-                    for i, v in enumerate(y_pred)
-                ]
-        ut, ct = _factorize(y_true, "y_true")
-        up, cp = _factorize(y_pred, "y_pred")
-        return n, weights, ut, ct, up, cp
+    def revert_trusted(self, y, s, w=None):
+        """Remove validated columns counted earlier; same result as a loop of
+        :meth:`revert`. An event that was never counted raises a ``ValidationError``
+        with its ``index`` (the first that a loop of ``revert`` would refuse), and
+        nothing changes.
 
-    def _grouped(self, y_true, y_pred, w):
-        """A validated batch grouped by cell: ``(keys, weight sums, counts, each
-        event's group in keys, weights)``."""
-        _, weights, ut, ct, up, cp = self._classes(y_true, y_pred, w)
-        k = max(len(up), 1)
-        codes = ct * np.int64(k) + cp
-        pairs, inverse = np.unique(codes, return_inverse=True)
-        counts = np.bincount(inverse, minlength=len(pairs))
-        sums = counts.astype(np.float64) if weights is None else np.bincount(
-            inverse, weights=weights, minlength=len(pairs))
-        keys = [(ut[c // k], up[c % k]) for c in pairs.tolist()]
-        return keys, sums.tolist(), counts.tolist(), inverse, weights
-
-    def revert_many(self, y_true, y_pred, w=None):
-        """Remove a batch counted earlier; same result as a loop of :meth:`revert`.
-
-        Validated before any change: a bad event, or one that was never counted,
-        raises ``ValueError`` naming its index.
-
-        Runtime complexity: `O(n log(n))`.
+        Runtime complexity: `O(m)` (`O(m log(m))` with many classes).
         """
-        keys, sums, counts, inverse, weights = self._grouped(y_true, y_pred, w)
+        keys, sums, counts, zc, codes, pairs = self._grouped(y, s, w)
         cells = self._cells
-        for g, (key, s, c) in enumerate(zip(keys, sums, counts)):
+        for key, x, c in zip(keys, sums, counts):
             cell = cells.get(key)
-            if cell is None or cell[1] < c or cell[0] - s < 0.0:
-                sel = np.flatnonzero(inverse == g)
-                ws = np.ones(len(sel)) if weights is None else weights[sel]
-                held = (0.0, 0) if cell is None else cell
-                bad = (np.arange(1, len(sel) + 1) > held[1]) | overdrawn(
-                    held[0] - np.cumsum(ws), ws, self._weight_total())
-                if bad.any():
-                    first = min(self._first_refused(keys, inverse, weights))
-                    raise ValueError(
-                        f"event {first}: revert of (y_true={keys[inverse[first]][0]!r}, "
-                        f"y_pred={keys[inverse[first]][1]!r}): no such event was counted "
-                        f"(cell holds {cells.get(keys[inverse[first]])!r})"
-                    )
+            if cell is None or cell[1] < c or cell[0] - x < 0.0:
+                self._check_revert_batch(keys, np.searchsorted(pairs, codes), w)
+                break
         zeros = self._zeros
-        zc = None
-        if zeros and weights is not None:
-            zero = weights == 0.0
-            zc = np.bincount(inverse[zero], minlength=len(keys)).tolist()
-        for g, (key, s, c) in enumerate(zip(keys, sums, counts)):
+        for g, (key, x, c) in enumerate(zip(keys, sums, counts)):
             cell = cells[key]
             if cell[1] == c:
                 del cells[key]  # an empty cell is gone, its weight exactly 0
                 if zeros:
                     zeros.pop(key, None)
             else:
-                v = cell[0] - s
+                v = cell[0] - x
                 cell[0] = v if v > 0.0 else 0.0  # a rounding residue below 0 is 0
                 cell[1] -= c
                 if zeros:
@@ -736,9 +704,11 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
         """The total weight in the matrix (the scale of its rounding residue)."""
         return sum(cell[0] for cell in self._cells.values())
 
-    def _first_refused(self, keys, inverse, weights):
-        """Indices of the first refused event of every cell (a loop of ``revert``)."""
+    def _check_revert_batch(self, keys, inverse, weights):
+        """Raise for the first event that a loop of ``revert`` would refuse, if any
+        (``inverse``: each event's index in ``keys``)."""
         total = self._weight_total()
+        first = None
         for g, key in enumerate(keys):
             sel = np.flatnonzero(inverse == g)
             ws = np.ones(len(sel)) if weights is None else weights[sel]
@@ -746,7 +716,13 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
             bad = (np.arange(1, len(sel) + 1) > held[1]) | overdrawn(
                 held[0] - np.cumsum(ws), ws, total)
             if bad.any():
-                yield int(sel[int(np.argmax(bad))])
+                i = int(sel[int(np.argmax(bad))])
+                first = i if first is None else min(first, i)
+        if first is not None:
+            key = keys[inverse[first]]
+            raise ValidationError.at(
+                first, f"revert of (y_true={key[0]!r}, y_pred={key[1]!r}): no such event "
+                f"was counted (cell holds {self._cells.get(key)!r})")
 
     # -- state ------------------------------------------------------------------
     def _merge(self, other):
@@ -814,12 +790,13 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric):
     __str__ = __repr__
 
 
-#: the binary cells in the order of the state's ``counts``
-_CELLS = ("tp", "fp", "fn", "tn")
+#: the binary cells in the order of the state's ``counts`` (and of
+#: :meth:`BinaryCounts._cells_of`)
+CELLS = ("tp", "fp", "fn", "tn")
 
 
 def _cell(y, predicted_positive):
-    """Index in :data:`_CELLS` of an event's cell."""
+    """Index in :data:`CELLS` of an event's cell."""
     if predicted_positive:
         return 0 if y else 1
     return 2 if y else 3
@@ -832,98 +809,15 @@ def _negative(weights):
 
 
 def _zero_counts(idx, weights):
-    """Zero-weight events of a batch per cell, in :data:`_CELLS` order (None: none);
-    ``idx`` is the batch's cell index 0 tp, 1 fn, 2 fp, 3 tn."""
+    """Zero-weight events of a batch per cell, in :data:`CELLS` order (None: none);
+    ``idx`` is the batch's cell index in :data:`CELLS`."""
     if weights is None:
         return None
     zero = weights == 0.0
     if not zero.any():
         return None
-    zc = np.bincount(idx[zero], minlength=4).tolist()
-    return [zc[0], zc[2], zc[1], zc[3]]
+    return np.bincount(idx[zero], minlength=4).tolist()
 
-
-ConfusionMatrix._binary_impl = _BinaryConfusionMatrix
-ConfusionMatrix._multiclass_impl = _MultiClassConfusionMatrix
-
-
-#: a batch of integer labels spanning at most this many values (or the batch's length,
-#: if larger) is grouped with ``np.bincount`` (linear time) rather than by sorting
-DENSE_LABEL_RANGE = 4096
-
-
-def _as_class(y, name):
-    """A valid class label, numpy scalars as Python ones (as a batch's, and for JSON)."""
-    MultiClassMetric._class(y, name)
-    return y.item() if isinstance(y, np.generic) else y
-
-
-def _factorize(values, name):
-    """``(classes, codes)`` of a batch of class labels; ValueError naming a bad one.
-
-    ``classes[codes[i]] == values[i]``. Integer and boolean arrays over a dense range
-    are grouped by ``np.bincount``; other numeric and string arrays by binary search
-    among the classes of a sample (no full sort); anything else (mixed types, objects)
-    element by element.
-    """
-    arr = values if isinstance(values, np.ndarray) else None
-    if arr is None:
-        try:
-            arr = np.asarray(values)
-        except (ValueError, TypeError):
-            arr = None
-        # numpy turns [1, "a"] into strings: only trust it for one Python type
-        if arr is not None and arr.dtype.kind in "US" and len({type(v) for v in values}) != 1:
-            arr = None
-    if arr is not None and arr.ndim == 1 and arr.dtype.kind in "biufUS":
-        kind = arr.dtype.kind
-        if not len(arr):
-            return [], np.zeros(0, dtype=np.int64)
-        if kind == "f":
-            bad = np.isnan(arr)
-            if bad.any():
-                i = int(np.argmax(bad))
-                fail(name, float(arr[i]), "not a valid class label", i)
-        if kind in "biu":
-            lo, hi = int(arr.min()), int(arr.max())
-            if hi - lo <= max(DENSE_LABEL_RANGE, len(arr)) and -2**62 < lo and hi < 2**62:
-                shifted = arr.astype(np.int64) - lo
-                present = np.bincount(shifted, minlength=hi - lo + 1) > 0
-                classes = np.flatnonzero(present) + lo
-                codes = (np.cumsum(present) - 1)[shifted]
-                return (classes.astype(bool) if kind == "b" else classes).tolist(), codes
-        return _searched(arr)
-    items = list(values)
-    table = {}
-    codes = np.empty(len(items), dtype=np.int64)
-    for i, v in enumerate(items):
-        code = table.get(v) if _hashable(v) else None
-        if code is None:
-            MultiClassMetric._class(v, f"{name}[{i}]")  # raises for a bad label
-            code = table[v] = len(table)
-        codes[i] = code
-    return list(table), codes
-
-
-def _searched(arr, sample=1024):
-    """Codes by binary search among the sorted classes of a sample, grown until every
-    element is found: ``O(n log(k))`` with no sort of the whole batch."""
-    classes = np.unique(arr[:sample])
-    while True:
-        codes = np.searchsorted(classes, arr)
-        np.minimum(codes, len(classes) - 1, out=codes)
-        missing = classes[codes] != arr
-        if not missing.any():
-            return classes.tolist(), codes.astype(np.int64, copy=False)
-        classes = np.union1d(classes, arr[missing])
-
-
-def _hashable(v):
-    try:
-        hash(v)
-    except TypeError:
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------- views
@@ -961,15 +855,29 @@ class _View(Metric):
         """
         self._writable("revert").revert(y_true, y_pred, w)
 
+    def validate(self, y_true, y_pred, w=None):
+        """Check a batch (as the confusion matrix does); return its columns."""
+        return self.cm.validate(y_true, y_pred, w)
+
+    def update_trusted(self, y, s, w=None):
+        """Count validated columns in this metric's confusion matrix."""
+        self._writable("update").update_trusted(y, s, w)
+        return self
+
+    def revert_trusted(self, y, s, w=None):
+        """Remove validated columns counted earlier from this metric's matrix."""
+        self._writable("revert").revert_trusted(y, s, w)
+        return self
+
     def update_many(self, y_true, y_pred, w=None):
         """Count a batch; same result as a loop of :meth:`update` (validated first)."""
-        self._writable("update_many on").update_many(y_true, y_pred, w)
-        return self
+        self._writable("update_many on")
+        return super().update_many(y_true, y_pred, w)
 
     def revert_many(self, y_true, y_pred, w=None):
         """Remove a batch counted earlier; same result as a loop of :meth:`revert`."""
-        self._writable("revert_many on").revert_many(y_true, y_pred, w)
-        return self
+        self._writable("revert_many on")
+        return super().revert_many(y_true, y_pred, w)
 
     def merge(self, other):
         """Fold in ``other``'s events (same type and parameters); return ``self``."""
@@ -1003,7 +911,7 @@ class _BinaryView(_View, BinaryMetric):
                     f"cm = {cm!r}: a binary {self._public_name} needs a binary "
                     f"ConfusionMatrix{self._multiclass_hint}"
                 )
-            if threshold is not None and _check_threshold(threshold) != cm.threshold:
+            if threshold is not None and check_threshold(threshold) != cm.threshold:
                 raise ValueError(
                     f"threshold = {threshold!r} differs from the shared cm's {cm.threshold!r}"
                 )
@@ -1027,7 +935,7 @@ class _MultiView(_View, MultiClassMetric):
     _state_exclude = ("cm", "threshold", "pos_label", "neg_label")
 
     def _attach(self, cm, threshold, pos_label, neg_label):
-        _no_binary_params(self._public_name, threshold, pos_label, neg_label)
+        no_binary_params(self._public_name, threshold, pos_label, neg_label)
         if cm is None:
             self._own(_MultiClassConfusionMatrix(multiclass=True))
         else:
@@ -1040,36 +948,36 @@ class _MultiView(_View, MultiClassMetric):
             self._shared = True
 
 
-class _Averaged(_View, _Family):
+#: ``average=``: None (binary) or one of :data:`AVERAGES` (multiclass)
+_AVERAGE = Options(None, *AVERAGES)
+
+
+class _Averaged(_View, Cases):
     """Front of the metrics that average per-class values: ``average=None`` is binary."""
 
     _multiclass_hint = " (pass average='macro', 'micro' or 'weighted' to read a multiclass one)"
 
     @classmethod
-    def _wants_multiclass(cls, kwargs):
-        return kwargs.get("average") is not None
+    def _case(cls, args, kwargs):
+        return "binary" if kwargs.get("average") is None else "multiclass"
 
     def __init__(self, *, threshold=None, pos_label=None, neg_label=None, average=None,
                  cm=None):
-        if average is not None and average not in AVERAGES:
-            raise ValueError(
-                f"average = {average!r}: must be None (binary), 'macro', 'micro' or 'weighted'"
-            )
-        self.average = average
+        self.average = check_param("average", average, _AVERAGE)
         self._attach(cm, threshold, pos_label, neg_label)
 
 
-class _Whole(_View, _Family):
+class _Whole(_View, Cases):
     """Front of the metrics of the whole matrix: ``multiclass=None`` follows ``cm``."""
 
     _multiclass_hint = " (pass multiclass=True to read a multiclass one)"
 
     @classmethod
-    def _wants_multiclass(cls, kwargs):
+    def _case(cls, args, kwargs):
         multiclass = kwargs.get("multiclass")
         if multiclass is None:
-            return bool(getattr(kwargs.get("cm"), "multiclass", False))
-        return bool(multiclass)
+            multiclass = getattr(kwargs.get("cm"), "multiclass", False)
+        return "multiclass" if multiclass else "binary"
 
     def __init__(self, *, threshold=None, pos_label=None, neg_label=None, multiclass=None,
                  cm=None):
@@ -1098,15 +1006,6 @@ def _per_class(num, den):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
 
-
-
-def _check_beta(beta, name="beta"):
-    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.number)):
-        raise ValueError(f"{name} = {beta!r}: must be a finite number >= 0")
-    b = float(beta)
-    if not 0.0 <= b <= _MAXF:
-        raise ValueError(f"{name} = {beta!r}: must be a finite number >= 0")
-    return b
 
 
 def _f_binary(cm, b2):
@@ -1185,8 +1084,7 @@ class Accuracy(_Whole):
     """
 
 
-class _BinaryAccuracy(Accuracy, _BinaryView):
-    _public_name = "Accuracy"
+class _BinaryAccuracy(Accuracy, _BinaryView, case="binary"):
 
     def get(self):
         cm = self.cm
@@ -1194,15 +1092,12 @@ class _BinaryAccuracy(Accuracy, _BinaryView):
         return _div(right, right + cm.fp + cm.fn)
 
 
-class _MultiClassAccuracy(Accuracy, _MultiView):
-    _public_name = "Accuracy"
+class _MultiClassAccuracy(Accuracy, _MultiView, case="multiclass"):
 
     def get(self):
         _, tp, _, true = self.cm._sums()
         return _div(tp.sum(), true.sum())
 
-
-Accuracy._binary_impl, Accuracy._multiclass_impl = _BinaryAccuracy, _MultiClassAccuracy
 
 
 @_with_params(_PARAMS_WHOLE)
@@ -1227,8 +1122,7 @@ class ErrorRate(_Whole):
         return False
 
 
-class _BinaryErrorRate(ErrorRate, _BinaryView):
-    _public_name = "ErrorRate"
+class _BinaryErrorRate(ErrorRate, _BinaryView, case="binary"):
 
     def get(self):
         cm = self.cm
@@ -1236,16 +1130,13 @@ class _BinaryErrorRate(ErrorRate, _BinaryView):
         return _div(wrong, wrong + cm.tp + cm.tn)
 
 
-class _MultiClassErrorRate(ErrorRate, _MultiView):
-    _public_name = "ErrorRate"
+class _MultiClassErrorRate(ErrorRate, _MultiView, case="multiclass"):
 
     def get(self):
         _, tp, _, true = self.cm._sums()
         total = true.sum()
         return _div(total - tp.sum(), total)
 
-
-ErrorRate._binary_impl, ErrorRate._multiclass_impl = _BinaryErrorRate, _MultiClassErrorRate
 
 
 # --------------------------------------------------------------- precision and recall
@@ -1275,8 +1166,7 @@ class Precision(_Averaged):
     """
 
 
-class _BinaryPrecision(Precision, _BinaryView):
-    _public_name = "Precision"
+class _BinaryPrecision(Precision, _BinaryView, case="binary"):
 
     def get(self):
         cm = self.cm
@@ -1284,8 +1174,7 @@ class _BinaryPrecision(Precision, _BinaryView):
         return _div(tp, tp + cm.fp)
 
 
-class _MultiClassPrecision(Precision, _MultiView):
-    _public_name = "Precision"
+class _MultiClassPrecision(Precision, _MultiView, case="multiclass"):
 
     def get(self):
         _, tp, pred, true = self.cm._sums()
@@ -1293,8 +1182,6 @@ class _MultiClassPrecision(Precision, _MultiView):
             return _div(tp.sum(), pred.sum())
         return _average(_per_class(tp, pred), true, self.average)
 
-
-Precision._binary_impl, Precision._multiclass_impl = _BinaryPrecision, _MultiClassPrecision
 
 
 @_with_params(_PARAMS_AVERAGED)
@@ -1316,8 +1203,7 @@ class Recall(_Averaged):
     """
 
 
-class _BinaryRecall(Recall, _BinaryView):
-    _public_name = "Recall"
+class _BinaryRecall(Recall, _BinaryView, case="binary"):
 
     def get(self):
         cm = self.cm
@@ -1325,8 +1211,7 @@ class _BinaryRecall(Recall, _BinaryView):
         return _div(tp, tp + cm.fn)
 
 
-class _MultiClassRecall(Recall, _MultiView):
-    _public_name = "Recall"
+class _MultiClassRecall(Recall, _MultiView, case="multiclass"):
 
     def get(self):
         _, tp, _, true = self.cm._sums()
@@ -1334,8 +1219,6 @@ class _MultiClassRecall(Recall, _MultiView):
             return _div(tp.sum(), true.sum())
         return _average(_per_class(tp, true), true, self.average)
 
-
-Recall._binary_impl, Recall._multiclass_impl = _BinaryRecall, _MultiClassRecall
 
 
 def _negatives(cm):
@@ -1371,8 +1254,7 @@ class FPR(_Averaged):
         return False
 
 
-class _BinaryFPR(FPR, _BinaryView):
-    _public_name = "FPR"
+class _BinaryFPR(FPR, _BinaryView, case="binary"):
 
     def get(self):
         cm = self.cm
@@ -1380,8 +1262,7 @@ class _BinaryFPR(FPR, _BinaryView):
         return _div(fp, fp + cm.tn)
 
 
-class _MultiClassFPR(FPR, _MultiView):
-    _public_name = "FPR"
+class _MultiClassFPR(FPR, _MultiView, case="multiclass"):
 
     def get(self):
         fp, tn, true = _negatives(self.cm)
@@ -1389,8 +1270,6 @@ class _MultiClassFPR(FPR, _MultiView):
             return _div(fp.sum(), fp.sum() + tn.sum())
         return _average(_per_class(fp, fp + tn), true, self.average)
 
-
-FPR._binary_impl, FPR._multiclass_impl = _BinaryFPR, _MultiClassFPR
 
 
 @_with_params(_PARAMS_AVERAGED)
@@ -1412,8 +1291,7 @@ class Specificity(_Averaged):
     """
 
 
-class _BinarySpecificity(Specificity, _BinaryView):
-    _public_name = "Specificity"
+class _BinarySpecificity(Specificity, _BinaryView, case="binary"):
 
     def get(self):
         cm = self.cm
@@ -1421,8 +1299,7 @@ class _BinarySpecificity(Specificity, _BinaryView):
         return _div(tn, tn + cm.fp)
 
 
-class _MultiClassSpecificity(Specificity, _MultiView):
-    _public_name = "Specificity"
+class _MultiClassSpecificity(Specificity, _MultiView, case="multiclass"):
 
     def get(self):
         fp, tn, true = _negatives(self.cm)
@@ -1430,9 +1307,6 @@ class _MultiClassSpecificity(Specificity, _MultiView):
             return _div(tn.sum(), fp.sum() + tn.sum())
         return _average(_per_class(tn, fp + tn), true, self.average)
 
-
-Specificity._binary_impl = _BinarySpecificity
-Specificity._multiclass_impl = _MultiClassSpecificity
 
 
 # -------------------------------------------------------------------------- F-scores
@@ -1459,27 +1333,23 @@ class FBeta(_Averaged):
 
     def __init__(self, beta, *, threshold=None, pos_label=None, neg_label=None,
                  average=None, cm=None):
-        self.beta = _check_beta(beta)
+        self.beta = check_param("beta", beta, Real(0))
         self._b2 = self.beta * self.beta
         super().__init__(threshold=threshold, pos_label=pos_label, neg_label=neg_label,
                          average=average, cm=cm)
 
 
-class _BinaryFBeta(FBeta, _BinaryView):
-    _public_name = "FBeta"
+class _BinaryFBeta(FBeta, _BinaryView, case="binary"):
 
     def get(self):
         return _f_binary(self.cm, self._b2)
 
 
-class _MultiClassFBeta(FBeta, _MultiView):
-    _public_name = "FBeta"
+class _MultiClassFBeta(FBeta, _MultiView, case="multiclass"):
 
     def get(self):
         return _f_multiclass(self.cm, self._b2, self.average)
 
-
-FBeta._binary_impl, FBeta._multiclass_impl = _BinaryFBeta, _MultiClassFBeta
 
 
 @_with_params(_PARAMS_AVERAGED)
@@ -1502,21 +1372,17 @@ class F1(_Averaged):
     _b2 = 1.0
 
 
-class _BinaryF1(F1, _BinaryView):
-    _public_name = "F1"
+class _BinaryF1(F1, _BinaryView, case="binary"):
 
     def get(self):
         return _f_binary(self.cm, 1.0)
 
 
-class _MultiClassF1(F1, _MultiView):
-    _public_name = "F1"
+class _MultiClassF1(F1, _MultiView, case="multiclass"):
 
     def get(self):
         return _f_multiclass(self.cm, 1.0, self.average)
 
-
-F1._binary_impl, F1._multiclass_impl = _BinaryF1, _MultiClassF1
 
 
 @_with_params(_PARAMS_AVERAGED, alpha="Weight of precision, in ``(0, 1]`` (1 gives precision, 1/2 F1).")
@@ -1539,11 +1405,7 @@ class FAlpha(_Averaged):
 
     def __init__(self, alpha, *, threshold=None, pos_label=None, neg_label=None,
                  average=None, cm=None):
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) or not (
-            0.0 < float(alpha) <= 1.0
-        ):
-            raise ValueError(f"alpha = {alpha!r}: must be a number in (0, 1]")
-        self.alpha = float(alpha)
+        self.alpha = check_param("alpha", alpha, Real(0, 1, open_low=True))
         self._b2 = 1.0 / self.alpha - 1.0
         super().__init__(threshold=threshold, pos_label=pos_label, neg_label=neg_label,
                          average=average, cm=cm)
@@ -1553,16 +1415,14 @@ def _f_alpha(tp, fp, fn, a):
     return _div(tp, tp + a * fp + (1.0 - a) * fn)
 
 
-class _BinaryFAlpha(FAlpha, _BinaryView):
-    _public_name = "FAlpha"
+class _BinaryFAlpha(FAlpha, _BinaryView, case="binary"):
 
     def get(self):
         cm = self.cm
         return _f_alpha(cm.tp, cm.fp, cm.fn, self.alpha)
 
 
-class _MultiClassFAlpha(FAlpha, _MultiView):
-    _public_name = "FAlpha"
+class _MultiClassFAlpha(FAlpha, _MultiView, case="multiclass"):
 
     def get(self):
         _, tp, pred, true = self.cm._sums()
@@ -1573,8 +1433,6 @@ class _MultiClassFAlpha(FAlpha, _MultiView):
         fp, fn = pred - tp, true - tp
         return _average(_per_class(tp, tp + a * fp + (1.0 - a) * fn), true, self.average)
 
-
-FAlpha._binary_impl, FAlpha._multiclass_impl = _BinaryFAlpha, _MultiClassFAlpha
 
 
 # ----------------------------------------------------------- balanced accuracy and MCC
@@ -1601,8 +1459,7 @@ class BalancedAccuracy(_Whole):
     """
 
 
-class _BinaryBalancedAccuracy(BalancedAccuracy, _BinaryView):
-    _public_name = "BalancedAccuracy"
+class _BinaryBalancedAccuracy(BalancedAccuracy, _BinaryView, case="binary"):
 
     def get(self):
         cm = self.cm
@@ -1613,8 +1470,7 @@ class _BinaryBalancedAccuracy(BalancedAccuracy, _BinaryView):
         return (tp / pos + tn / neg) / 2.0
 
 
-class _MultiClassBalancedAccuracy(BalancedAccuracy, _MultiView):
-    _public_name = "BalancedAccuracy"
+class _MultiClassBalancedAccuracy(BalancedAccuracy, _MultiView, case="multiclass"):
 
     def get(self):
         _, tp, _, true = self.cm._sums()
@@ -1623,9 +1479,6 @@ class _MultiClassBalancedAccuracy(BalancedAccuracy, _MultiView):
             return _NAN
         return float(np.mean(tp[present] / true[present]))
 
-
-BalancedAccuracy._binary_impl = _BinaryBalancedAccuracy
-BalancedAccuracy._multiclass_impl = _MultiClassBalancedAccuracy
 
 
 @_with_params(_PARAMS_WHOLE)
@@ -1650,8 +1503,7 @@ class MCC(_Whole):
     """
 
 
-class _BinaryMCC(MCC, _BinaryView):
-    _public_name = "MCC"
+class _BinaryMCC(MCC, _BinaryView, case="binary"):
 
     def get(self):
         cm = self.cm
@@ -1661,8 +1513,7 @@ class _BinaryMCC(MCC, _BinaryView):
         return _div(tp * tn - fp * fn, den)
 
 
-class _MultiClassMCC(MCC, _MultiView):
-    _public_name = "MCC"
+class _MultiClassMCC(MCC, _MultiView, case="multiclass"):
 
     def get(self):
         _, tp, pred, true = self.cm._sums()
@@ -1673,5 +1524,3 @@ class _MultiClassMCC(MCC, _MultiView):
         den = cov_pp * cov_tt
         return float(cov_tp / math.sqrt(den)) if den > 0 else _NAN
 
-
-MCC._binary_impl, MCC._multiclass_impl = _BinaryMCC, _MultiClassMCC

@@ -1,14 +1,24 @@
 """Probabilistic metrics: log loss and Brier score, binary and multiclass.
 
 Both are weighted means of a per-event loss (see
-:class:`streameval.metrics.regression._WeightedMean`: compensated sums, exact
-``revert``, NaN before any weight). Scores must be probabilities in ``[0, 1]``.
+:class:`streameval.metrics.common.WeightedMean`: compensated sums, exact ``revert``,
+NaN before any weight). Scores must be probabilities in ``[0, 1]``.
 
 Binary (default): ``y_pred`` is the positive class's probability, or a river
 probability dict ``{True: p, False: 1 - p}``. Multiclass (``multiclass=True``):
 ``y_pred`` is a dict ``{class: probability}`` (an absent class has probability 0);
 with ``labels=[...]`` (the column order), ``update_many`` also takes a 2-D array of
 probabilities, vectorised.
+
+Binary metrics take the binary columns of the trusted path (``score_bounds = (0.0,
+1.0)``: a Monitor checks probabilities once); multiclass ones validate into their own
+columns (the events, or 2-D probabilities with their true columns).
+``LogLoss(...)`` and ``Brier(...)`` return an instance of a binary or a multiclass
+case class, both subclasses of the public class
+(:class:`streameval.metrics.base.Cases`).
+
+It may import numpy, :mod:`streameval.validation` and the metrics' ``base`` and
+``common`` modules.
 """
 
 from __future__ import annotations
@@ -18,9 +28,10 @@ import sys
 
 import numpy as np
 
-from .base import BinaryMetric, MultiClassMetric, fail, as_weight_array, check_same_length
-from .confusion import _factorize, _Family, _no_binary_params
-from .regression import _WeightedMean
+from streameval.validation import as_weight_array, check_same_length, fail
+
+from .base import BinaryMetric, Cases, MultiClassMetric
+from .common import WeightedMean, factorize, no_binary_params
 
 __all__ = ["LogLoss", "Brier"]
 
@@ -33,8 +44,16 @@ _ONE = 1.0 - EPS
 _log = math.log
 
 
-class _Probabilistic(_WeightedMean, _Family):
+class _Probabilistic(WeightedMean, Cases):
     """Front of LogLoss and Brier: ``multiclass=False`` (binary) or True."""
+
+    #: losses of probabilities are bounded (log loss by ``-ln(eps)``, Brier by 2 or
+    #: the number of classes): only huge weights can overflow
+    _bounded_loss = True
+
+    @classmethod
+    def _case(cls, args, kwargs):
+        return "multiclass" if kwargs.get("multiclass") else "binary"
 
     def __init__(self, *, pos_label=None, neg_label=None, multiclass=False, labels=None):
         self.multiclass = isinstance(self, MultiClassMetric)
@@ -58,6 +77,7 @@ class _Probabilistic(_WeightedMean, _Family):
 
 class _BinaryProbabilistic(_Probabilistic, BinaryMetric):
     _state_exclude = ("cm", "multiclass", "labels")
+    score_bounds = (0.0, 1.0)
 
     def _setup(self, pos_label, neg_label, labels):
         if labels is not None:
@@ -76,12 +96,8 @@ class _BinaryProbabilistic(_Probabilistic, BinaryMetric):
             fail(name, y_pred, "probability must be in [0, 1]")
         return s
 
-    def _losses(self, labels, scores):
-        bad = ~((scores >= 0.0) & (scores <= 1.0))
-        if bad.any():
-            i = int(np.argmax(bad))
-            fail("y_pred", float(scores[i]), "probability must be in [0, 1]", i)
-        return self._batch_loss(labels, scores)
+    def _event(self, a, b, i):
+        return self.label_of(bool(a[i])), b[i]
 
     def _explain(self, y_true, y_pred, w):  # pragma: no cover - losses are bounded
         raise ValueError(f"(y_true={y_true!r}, y_pred={y_pred!r}, w={w!r}): loss overflows")
@@ -91,7 +107,7 @@ class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
     _state_exclude = ("cm", "pos_label", "neg_label")
 
     def _setup(self, pos_label, neg_label, labels):
-        _no_binary_params(self._public_name, None, pos_label, neg_label)
+        no_binary_params(self._public_name, None, pos_label, neg_label)
         if labels is not None:
             labels = list(labels)
             for i, v in enumerate(labels):
@@ -101,7 +117,7 @@ class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
             self._columns = {v: i for i, v in enumerate(labels)}
         self.labels = labels
 
-    def _event(self, y_true, y_pred, name="", index=None):
+    def _check_event(self, y_true, y_pred, name=""):
         """Validate one event: ``(y_true, probability dict)``."""
         t = type(y_true)
         if t is not str and t is not int:
@@ -121,16 +137,36 @@ class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
             if columns and c not in columns:
                 fail("y_pred" + name, y_pred, f"class {c!r} is not one of labels {self.labels!r}")
 
-    def _batch(self, y_true, y_pred, w):
-        """``(true classes, probabilities, weights)``: a 2-D array needs ``labels``."""
+    def validate(self, y_true, y_pred, w=None):
+        """Check a batch without changing anything; return its columns: ``(true
+        classes, probability dicts, weights)``, or for a 2-D array of probabilities
+        (which needs ``labels``) ``((probabilities, true columns), None, weights)``.
+
+        Runtime complexity: `O(m k)` for `k` classes per event.
+        """
         n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
         weights = as_weight_array(w, n)
         if isinstance(y_pred, np.ndarray) and y_pred.ndim == 2:
-            return self._matrix_batch(y_true, y_pred, n), None, weights
-        event = self._event
-        for i in range(n):
-            event(y_true[i], y_pred[i], f"[{i}]")
-        return list(y_true), list(y_pred), weights
+            columns = self._matrix_batch(y_true, y_pred, n), None, weights
+        else:
+            check = self._check_event
+            for i in range(n):
+                check(y_true[i], y_pred[i], f"[{i}]")
+            columns = list(y_true), list(y_pred), weights
+        self._check_columns(*columns)
+        return columns
+
+    _batch = validate
+
+    def _event(self, a, b, i):
+        if b is None:  # 2-D probabilities and their true columns
+            proba, cols = a
+            return self.labels[int(cols[i])], proba[i].tolist()
+        return a[i], b[i]
+
+    @staticmethod
+    def _length(a, b):
+        return len(a[0]) if b is None else len(a)
 
     def _matrix_batch(self, y_true, proba, n):
         if self.labels is None:
@@ -148,7 +184,7 @@ class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
         if bad.any():
             i = int(np.argmax(bad))
             fail("y_pred", proba[i].tolist(), "probabilities must be numbers in [0, 1]", i)
-        classes, codes = _factorize(y_true, "y_true")
+        classes, codes = factorize(y_true, "y_true")
         columns = self._columns
         lookup = np.empty(len(classes), dtype=np.int64)
         for j, c in enumerate(classes):
@@ -163,12 +199,12 @@ class _MultiClassProbabilistic(_Probabilistic, MultiClassMetric):
         if y_pred is None:  # 2-D probabilities and their true columns
             proba, cols = y_true
             return self._matrix_loss(proba, cols)
-        loss = self._dict_loss  # events validated by _batch
+        loss = self._dict_loss  # events validated by validate
         return np.fromiter((loss(t, p) for t, p in zip(y_true, y_pred)), dtype=np.float64,
                            count=len(y_true))
 
     def _loss(self, y_true, y_pred):
-        self._event(y_true, y_pred)
+        self._check_event(y_true, y_pred)
         return self._dict_loss(y_true, y_pred)
 
     def _explain(self, y_true, y_pred, w):  # pragma: no cover - losses are bounded
@@ -213,8 +249,7 @@ class LogLoss(_Probabilistic):
     """
 
 
-class _BinaryLogLoss(LogLoss, _BinaryProbabilistic):
-    _public_name = "LogLoss"
+class _BinaryLogLoss(LogLoss, _BinaryProbabilistic, case="binary"):
 
     def _loss(self, y_true, y_pred):
         try:
@@ -231,7 +266,7 @@ class _BinaryLogLoss(LogLoss, _BinaryProbabilistic):
         return -_log(p)
 
     @staticmethod
-    def _batch_loss(labels, scores):
+    def _losses(labels, scores):
         p = scores - ~labels  # s for a positive, s - 1 = -(1 - s) exactly for a negative
         np.abs(p, out=p)  # in place: a new 8 MB array per step costs more than the step
         np.clip(p, EPS, _ONE, out=p)
@@ -239,8 +274,7 @@ class _BinaryLogLoss(LogLoss, _BinaryProbabilistic):
         return np.negative(p, out=p)
 
 
-class _MultiClassLogLoss(LogLoss, _MultiClassProbabilistic):
-    _public_name = "LogLoss"
+class _MultiClassLogLoss(LogLoss, _MultiClassProbabilistic, case="multiclass"):
 
     @staticmethod
     def _dict_loss(y_true, y_pred):
@@ -256,8 +290,6 @@ class _MultiClassLogLoss(LogLoss, _MultiClassProbabilistic):
         p = np.clip(proba[np.arange(len(cols)), cols], EPS, _ONE)
         return -np.log(p)
 
-
-LogLoss._binary_impl, LogLoss._multiclass_impl = _BinaryLogLoss, _MultiClassLogLoss
 
 
 # ----------------------------------------------------------------------------- Brier
@@ -298,8 +330,7 @@ class Brier(_Probabilistic):
     """
 
 
-class _BinaryBrier(Brier, _BinaryProbabilistic):
-    _public_name = "Brier"
+class _BinaryBrier(Brier, _BinaryProbabilistic, case="binary"):
 
     def _loss(self, y_true, y_pred):
         try:
@@ -312,13 +343,12 @@ class _BinaryBrier(Brier, _BinaryProbabilistic):
         return d * d
 
     @staticmethod
-    def _batch_loss(labels, scores):
+    def _losses(labels, scores):
         d = scores - labels
         return d * d
 
 
-class _MultiClassBrier(Brier, _MultiClassProbabilistic):
-    _public_name = "Brier"
+class _MultiClassBrier(Brier, _MultiClassProbabilistic, case="multiclass"):
 
     @staticmethod
     def _dict_loss(y_true, y_pred):
@@ -334,5 +364,3 @@ class _MultiClassBrier(Brier, _MultiClassProbabilistic):
         d[np.arange(len(cols)), cols] -= 1.0
         return np.einsum("ij,ij->i", d, d)
 
-
-Brier._binary_impl, Brier._multiclass_impl = _BinaryBrier, _MultiClassBrier
