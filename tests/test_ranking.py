@@ -34,7 +34,7 @@ from streameval import (
     ROCCurve,
     from_state,
 )
-from streameval.metrics import _scoreorder, ranking as ranking_module
+from streameval.metrics import scoreorder, ranking as ranking_module
 from streameval.metrics.base import Metric
 
 TOL = 1e-12
@@ -1019,7 +1019,7 @@ def test_small_batches_are_deferred_and_exact():
 def both_paths(monkeypatch, bulk):
     """Force ScoreOrder.remove_entries (and stored_counts) onto one path."""
     for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
-        monkeypatch.setattr(_scoreorder, name, 10**9 if bulk else 0)
+        monkeypatch.setattr(scoreorder, name, 10**9 if bulk else 0)
 
 
 @pytest.mark.parametrize("bulk", [False, True])
@@ -1135,7 +1135,7 @@ def test_hypothesis_revert_many(base, data, which, bulk, defer):
     ``defer``: every update still deferred when the batch goes (one merged rebuild)."""
     with pytest.MonkeyPatch.context() as mp:
         for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
-            mp.setattr(_scoreorder, name, 10**9 if bulk else 0)
+            mp.setattr(scoreorder, name, 10**9 if bulk else 0)
         if defer:
             mp.setattr(ranking_module, "DEFER_AFTER", 0)
             mp.setattr(ranking_module, "DEFER_LIMIT", 10**6)
@@ -1324,7 +1324,7 @@ def test_hypothesis_multiclass_revert_many(base, data, average, ap, bulk):
         lambda: ROCAUC(average=average))
     with pytest.MonkeyPatch.context() as mp:
         for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
-            mp.setattr(_scoreorder, name, 10**9 if bulk else 0)
+            mp.setattr(scoreorder, name, 10**9 if bulk else 0)
         a, b = make(), make()
         for e in base:
             a.update(*e)

@@ -1,6 +1,6 @@
 """Exact online ROC AUC, average precision and their curves; binary and one-vs-rest.
 
-Every metric here keeps a :class:`~streameval.metrics._scoreorder.ScoreOrder`: the
+Every metric here keeps a :class:`~streameval.metrics.scoreorder.ScoreOrder`: the
 weighted positive and negative totals per distinct score, in score order, and the
 weighted Mann–Whitney statistic ``U``. From it:
 
@@ -35,8 +35,8 @@ import math
 
 import numpy as np
 
-from streameval.metrics import _scoreorder
-from streameval.metrics._scoreorder import ScoreOrder
+from streameval.metrics import scoreorder
+from streameval.metrics.scoreorder import ScoreOrder
 from streameval.metrics.base import REVERT_SLACK as _SLACK
 from streameval.metrics.base import (
     BinaryMetric,
@@ -518,8 +518,8 @@ class _BinaryRanking(BinaryMetric):
         so = self._so
         pending = len(self._ps) + self._nchunked
         n = len(so)
-        if pending and (m * _scoreorder.REMOVE_REBUILD_RATIO >= n or pending * (
-                _scoreorder.REBUILD_RATIO if self._chunks else DEFER_REBUILD_RATIO) >= n):
+        if pending and (m * scoreorder.REMOVE_REBUILD_RATIO >= n or pending * (
+                scoreorder.REBUILD_RATIO if self._chunks else DEFER_REBUILD_RATIO) >= n):
             # deferred events (a window's new batch) and this slice out, where merging
             # the one or removing the other would rebuild anyway: one rebuild for both
             try:
