@@ -50,7 +50,6 @@ from streameval.validation import (
     Integer,
     Options,
     ValidationError,
-    as_float_array,
     as_weight_array,
     check_param,
     check_same_length,
