@@ -655,6 +655,10 @@ class ROCAUC(Cases):
         The positive and negative labels (binary).
     """
 
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
+        """The public signature (configs and ``help`` read it); ``__new__`` returns a
+        case class's object, whose own ``__init__`` (same parameters) runs instead."""
+
     @classmethod
     def _case(cls, args, kwargs):
         return "binary" if _average_of(args, kwargs) is None else "multiclass"
@@ -762,6 +766,10 @@ class AveragePrecision(Cases):
     pos_label, neg_label
         The positive and negative labels (binary).
     """
+
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
+        """The public signature (configs and ``help`` read it); ``__new__`` returns a
+        case class's object, whose own ``__init__`` (same parameters) runs instead."""
 
     @classmethod
     def _case(cls, args, kwargs):
