@@ -52,8 +52,8 @@ from river import metrics as rm
 from sklearn import metrics as skm
 
 import streameval as se
-from streameval.metrics import _scoreorder
-from streameval.metrics._scoreorder import ScoreOrder
+from streameval.metrics import scoreorder
+from streameval.metrics.scoreorder import ScoreOrder
 
 clock = time.process_time
 
@@ -313,7 +313,7 @@ def tune(n):
     rng = np.random.default_rng(5)
     stored = n
     base_y, base_s = make_stream(stored, 6, "continuous")
-    keep = _scoreorder.REBUILD_RATIO
+    keep = scoreorder.REBUILD_RATIO
     try:
         for m in (stored // 200, stored // 100, stored // 50, stored // 25, stored // 10):
             keys = np.sort(rng.random(m))
@@ -321,7 +321,7 @@ def tune(n):
             entries = (keys, ones, ones, np.ones(m, dtype=np.int64), np.ones(m, dtype=np.int64))
             times = []
             for ratio in (0, 10**9):  # force one by one, then force the rebuild
-                _scoreorder.REBUILD_RATIO = ratio
+                scoreorder.REBUILD_RATIO = ratio
                 o = se.ROCAUC().update_many(base_y, base_s)._order
 
                 def go(o=o):
@@ -333,7 +333,7 @@ def tune(n):
             print(f"  n={stored:,} m={m:,} (n/m={stored // m}): one by one {times[0]:.1f}, "
                   f"rebuild {times[1]:.1f}", flush=True)
     finally:
-        _scoreorder.REBUILD_RATIO = keep
+        scoreorder.REBUILD_RATIO = keep
 
 
 def main(argv=None):

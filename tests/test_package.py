@@ -75,7 +75,8 @@ def test_from_state_loads_non_public_types_in_a_fresh_process():
 
 
 def test_default_revert_many_equals_a_revert_loop_and_is_atomic():
-    """The protocol's fallback revert_many, on a metric that does not override it."""
+    """The protocol's fallback (``Metric.revert_trusted``: a loop of revert, undone on
+    refusal), and NDCG's own vectorised revert_many, which names the query."""
     import math
 
     from streameval.metrics.retrieval import NDCG
@@ -88,9 +89,17 @@ def test_default_revert_many_equals_a_revert_loop_and_is_atomic():
     before = m.to_state()
     import pytest
 
+    from streameval.metrics.base import Metric
+
     with pytest.raises(ValueError, match="event 1"):
+        Metric.revert_trusted(m, [rels[0], [1, -1, 0, 0]], [scores[0], scores[1]])
+    assert m.to_state() == before
+    with pytest.raises(ValueError, match="query 1"):
         m.revert_many([rels[0], [1, -1, 0, 0]], [scores[0], scores[1]])
     assert m.to_state() == before
+    loop = NDCG().update_many(rels, scores)
+    Metric.revert_trusted(loop, rels[:2], scores[:2])
+    assert math.isclose(loop.get(), ndcg_score(rels[2:], scores[2:]), rel_tol=0, abs_tol=1e-12)
     m.revert_many(rels[:2], scores[:2])
     assert math.isclose(m.get(), ndcg_score(rels[2:], scores[2:]), rel_tol=0, abs_tol=1e-12)
 

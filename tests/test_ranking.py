@@ -34,8 +34,9 @@ from streameval import (
     ROCCurve,
     from_state,
 )
-from streameval.metrics import _scoreorder, ranking as ranking_module
+from streameval.metrics import scoreorder, ranking as ranking_module
 from streameval.metrics.base import Metric
+from streameval.validation import ValidationError
 
 TOL = 1e-12
 
@@ -1012,14 +1013,21 @@ def test_small_batches_are_deferred_and_exact():
 #
 # Oracles: a loop of ``revert`` on a twin metric (the protocol's definition of
 # ``revert_many``; exact equality of U with unit weights), scikit-learn on the events
-# left, and the protocol's default ``Metric.revert_many`` (a revert loop) for which event
-# is refused.
+# left, and a loop of ``revert`` undone on refusal (``loop_revert_many``, the protocol's
+# per-event definition) for which event is refused.
+
+
+def loop_revert_many(metric, y, s, w=None):
+    """A loop of ``metric.revert`` over the batch; if an event is refused, the events
+    already removed are put back and ``ValueError("event <i>: ...")`` names it (the
+    base protocol's per-event ``Metric.revert_trusted``, not the metric's own)."""
+    Metric.revert_trusted(metric, list(y), list(s), None if w is None else list(w))
 
 
 def both_paths(monkeypatch, bulk):
     """Force ScoreOrder.remove_entries (and stored_counts) onto one path."""
     for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
-        monkeypatch.setattr(_scoreorder, name, 10**9 if bulk else 0)
+        monkeypatch.setattr(scoreorder, name, 10**9 if bulk else 0)
 
 
 @pytest.mark.parametrize("bulk", [False, True])
@@ -1080,7 +1088,7 @@ def test_revert_many_refuses_atomically_naming_the_event(monkeypatch, bulk):
     def refused_by_loop(yb, sb, wb):
         twin = ROCAUC().update_many(y, s, w)
         with pytest.raises(ValueError) as e:
-            Metric.revert_many(twin, yb, sb, wb)  # the protocol's default: a revert loop
+            loop_revert_many(twin, yb, sb, wb)
         return str(e.value).split(":")[0]  # "event <i>"
 
     cases = [
@@ -1135,7 +1143,7 @@ def test_hypothesis_revert_many(base, data, which, bulk, defer):
     ``defer``: every update still deferred when the batch goes (one merged rebuild)."""
     with pytest.MonkeyPatch.context() as mp:
         for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
-            mp.setattr(_scoreorder, name, 10**9 if bulk else 0)
+            mp.setattr(scoreorder, name, 10**9 if bulk else 0)
         if defer:
             mp.setattr(ranking_module, "DEFER_AFTER", 0)
             mp.setattr(ranking_module, "DEFER_LIMIT", 10**6)
@@ -1156,7 +1164,7 @@ def test_hypothesis_revert_many(base, data, which, bulk, defer):
             for e in base:
                 twin.update(*e)
             try:
-                Metric.revert_many(twin, yb, sb, wb)
+                loop_revert_many(twin, yb, sb, wb)
                 expected = None
             except ValueError as e:
                 expected = str(e).split(":")[0]
@@ -1220,7 +1228,7 @@ def test_multiclass_revert_many(monkeypatch, average, bulk):
     for yb, db, wb in bad:
         loop = ROCAUC(average=average).update_many(list(y[250:]), d[250:], w[250:])
         with pytest.raises(ValueError) as e:
-            Metric.revert_many(loop, yb, db, wb)
+            loop_revert_many(loop, yb, db, wb)
         with pytest.raises(ValueError, match="no such event was added") as got:
             auc.revert_many(yb, db, wb)
         assert str(got.value).split(":")[0] == str(e.value).split(":")[0]
@@ -1324,7 +1332,7 @@ def test_hypothesis_multiclass_revert_many(base, data, average, ap, bulk):
         lambda: ROCAUC(average=average))
     with pytest.MonkeyPatch.context() as mp:
         for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
-            mp.setattr(_scoreorder, name, 10**9 if bulk else 0)
+            mp.setattr(scoreorder, name, 10**9 if bulk else 0)
         a, b = make(), make()
         for e in base:
             a.update(*e)
@@ -1338,7 +1346,7 @@ def test_hypothesis_multiclass_revert_many(base, data, average, ap, bulk):
             for e in base:
                 twin.update(*e)
             try:
-                Metric.revert_many(twin, yb, db, wb)
+                loop_revert_many(twin, yb, db, wb)
                 expected = None
             except ValueError as e:
                 expected = str(e).split(":")[0]
@@ -1418,3 +1426,165 @@ def test_multiclass_revert_of_more_weight_than_stored_is_refused():
             m.revert_many(["cat"], [{"cat": 0.7, "dog": 0.3}], [3.0])
         assert m.to_state() == state
         m._check()
+
+
+# ------------------------------------------------------------ the trusted path
+#
+# ``update_trusted(*validate(...))`` (what a Monitor or a window does after validating
+# once) against ``update_many``, a loop of ``update`` and scikit-learn; ``revert_trusted``
+# against a loop of ``revert`` (``loop_revert_many``) for the refused event's index.
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(label_score_weight, min_size=1, max_size=60),
+       st.sampled_from(range(len(ALL))), st.booleans(), st.booleans())
+def test_hypothesis_update_trusted_equals_update_many_loop_and_sklearn(
+        events, which, weighted, defer):
+    with pytest.MonkeyPatch.context() as mp:
+        if defer:
+            mp.setattr(ranking_module, "DEFER_AFTER", 0)
+            mp.setattr(ranking_module, "DEFER_LIMIT", 7)
+        y, s, w = (list(c) for c in zip(*events))
+        w = w if weighted else None
+        trusted, many, loop = ALL[which](), ALL[which](), ALL[which]()
+        cols = trusted.validate(y, s, w)
+        assert cols[0].dtype == np.bool_ and cols[1].dtype == np.float64
+        assert trusted.update_trusted(*cols) is trusted
+        many.update_many(y, s, w)
+        for i in range(len(y)):
+            loop.update(y[i], s[i], 1.0 if w is None else w[i])
+        for m in (trusted, many, loop):
+            m._check()
+        assert same(value_of(trusted), value_of(many))
+        assert same(value_of(trusted), value_of(loop))
+        assert trusted.to_state() == loop.to_state()
+        ww = None if w is None else np.array(w)
+        yy = np.array(y)
+        if type(trusted) is ROCAUC and not trusted.bins:
+            pw = yy.astype(float) if ww is None else np.where(yy, ww, 0.0)
+            nw = (~yy).astype(float) if ww is None else np.where(yy, 0.0, ww)
+            if pw.sum() > 0 and nw.sum() > 0:
+                assert abs(trusted.get() - roc_auc_score(yy, s, sample_weight=ww)) <= TOL
+            else:
+                assert math.isnan(trusted.get())
+        if type(trusted) is AveragePrecision and not trusted.bins:
+            pw = yy.astype(float) if ww is None else np.where(yy, ww, 0.0)
+            if pw.sum() > 0:
+                expected = average_precision_score(yy, s, sample_weight=ww)
+                assert abs(trusted.get() - expected) <= TOL
+            else:
+                assert math.isnan(trusted.get())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(label_score_weight, min_size=1, max_size=30), st.data(),
+       st.sampled_from(range(len(ALL))), st.booleans())
+def test_hypothesis_revert_trusted_refuses_atomically_at_the_loops_index(
+        base, data, which, bulk):
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
+            mp.setattr(scoreorder, name, 10**9 if bulk else 0)
+        a, twin = ALL[which](), ALL[which]()
+        for e in base:
+            a.update(*e)
+            twin.update(*e)
+        picks = data.draw(st.lists(st.sampled_from(range(len(base))), unique=True))
+        extra = data.draw(st.lists(st.one_of(st.sampled_from(base), st.tuples(
+            st.booleans(), st.sampled_from([0.33, 0.77]), st.sampled_from([0.0, 1.0]))),
+            min_size=1, max_size=3))
+        batch = [base[i] for i in picks] + extra
+        yb, sb, wb = (list(c) for c in zip(*batch))
+        try:
+            loop_revert_many(twin, yb, sb, wb)
+            expected = None
+        except ValueError as e:
+            expected = int(str(e).split(":")[0].split()[1])
+        before = (value_of(a), a.to_state())
+        cols = a.validate(yb, sb, wb)
+        try:
+            a.revert_trusted(*cols)
+        except ValidationError as e:
+            assert e.index == expected
+            assert str(e).startswith(f"event {expected}: revert(y_true=")
+            assert "no such event was added" in str(e)
+            assert same(value_of(a), before[0]) and a.to_state() == before[1]
+        else:
+            assert expected is None
+            if not Counter(batch) <= Counter(base):
+                return  # a stored (score, label) reverted with another weight: garbage
+        a._check()
+
+
+def test_revert_trusted_names_the_configured_labels():
+    m = ROCAUC(pos_label="spam", neg_label="ham")
+    m.update_many(["spam", "ham"], [0.9, 0.2])
+    cols = m.validate(["ham", "spam"], [0.2, 0.5])
+    state = m.to_state()
+    with pytest.raises(ValidationError) as e:
+        m.revert_trusted(*cols)
+    assert e.value.index == 1
+    assert str(e.value) == "event 1: revert(y_true='spam', y_pred=0.5): no such event was added"
+    assert m.to_state() == state
+    with pytest.raises(ValidationError, match="event 0: revert.y_true='ham', y_pred=0.7.") as e:
+        ROCAUC(bins=4, pos_label="spam", neg_label="ham").revert_many(["ham"], [0.7])
+    assert e.value.index == 0
+
+
+def test_multiclass_cases_are_instances_of_their_front():
+    for front in (ROCAUC, AveragePrecision):
+        binary = front()
+        for average in ("macro", "weighted", "micro"):
+            for m in (front(average=average), front(None, average), front(bins=4, average=average)):
+                assert isinstance(m, front) and type(m) is not type(binary)
+                assert type(m).__name__ == front.__name__ and repr(m).startswith(front.__name__)
+                assert m.columns is None and m.average == average
+                again = from_state(json.loads(json.dumps(m.to_state())))
+                assert type(again) is type(m) and again._params() == m._params()
+        assert isinstance(binary, front) and binary.columns == "binary"
+        assert not isinstance(binary, type(front(average="macro")))
+    assert isinstance(Gini(), ROCAUC) and not isinstance(Gini(), AveragePrecision)
+    assert type(Gini()).__name__ == "Gini" and Gini().to_state()["type"] == "Gini"
+    # the state layout of the one-vs-rest classes is unchanged: {average, bins}
+    old = {"type": "ROCAUC", "version": 1, "params": {"average": "micro", "bins": None},
+           "data": {"classes": ["a", "b"], "orders": [
+               {"scores": [0.2, 0.8], "wpos": [0.0, 1.0], "wneg": [1.0, 0.0],
+                "npos": [0, 1], "nneg": [1, 0], "u": 1.0, "pos_weight": 1.0,
+                "neg_weight": 1.0, "zero_pos": 0, "zero_neg": 0},
+               {"scores": [0.2, 0.8], "wpos": [0.0, 1.0], "wneg": [1.0, 0.0],
+                "npos": [0, 1], "nneg": [1, 0], "u": 1.0, "pos_weight": 1.0,
+                "neg_weight": 1.0, "zero_pos": 0, "zero_neg": 0}],
+               "micro": None, "n": 2, "w": 2.0, "zero": 0}}
+    old["params"]["average"] = "macro"
+    m = from_state(old)
+    assert isinstance(m, ROCAUC) and m.to_state() == old
+    fresh = ROCAUC(average="macro")
+    fresh.update("a", {"a": 0.8, "b": 0.2})
+    fresh.update("b", {"a": 0.2, "b": 0.8})
+    assert m.get() == fresh.get() == 1.0  # each class's one positive above its negative
+
+
+def test_multiclass_validate_then_trusted_equals_update_many_and_sklearn():
+    y, rows, w = mc_stream(123, 300, weighted=True)
+    d = dicts(rows)
+    for average in ("macro", "weighted", "micro"):
+        for front, kind in ((ROCAUC, "auc"), (AveragePrecision, "ap")):
+            a, b = front(average=average), front(average=average)
+            a.update_trusted(*a.validate(list(y), d, w))
+            b.update_many(list(y), d, w)
+            assert a.to_state() == b.to_state()
+            assert abs(a.get() - mc_oracle(kind, average, y, rows, w)) <= TOL
+            with pytest.raises(ValidationError) as e:
+                a.validate(list(y[:3]), d[:2] + [{"a": math.nan}], w[:3])
+            assert e.value.index is None and "y_pred[2]" in str(e.value)
+
+
+def test_declared_parameter_checks():
+    for bad in (0, -1, 2.5, True, "4"):
+        with pytest.raises(ValidationError, match=r"bins = .*: must be an integer >= 1 or None"):
+            ROCAUC(bins=bad)
+        with pytest.raises(ValidationError, match="bins"):
+            AveragePrecision(average="macro", bins=bad)
+    with pytest.raises(ValidationError, match="average = 'mean': must be one of 'macro', "
+                                              "'weighted', 'micro'"):
+        AveragePrecision(average="mean")
+    assert ROCAUC(bins=np.int64(4)).bins == 4 and type(ROCAUC(bins=np.int64(4)).bins) is int

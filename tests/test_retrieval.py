@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from sklearn.metrics import dcg_score, ndcg_score
 
 import streameval
+from streameval.metrics.base import Metric
+from streameval.validation import ValidationError, take_columns
 from streameval.metrics.retrieval import (
     APAtK,
     DCG,
@@ -29,7 +31,7 @@ from streameval.metrics.retrieval import (
     HitAtK,
     PrecisionAtK,
     RecallAtK,
-    _ExactSum,
+    ExactSum,
 )
 
 ALL = [PrecisionAtK, RecallAtK, HitAtK, APAtK, MAPAtK, MRR, DCG, NDCG]
@@ -343,11 +345,11 @@ def test_merge_and_update_many_equal_the_loop(p, queries, cut):
 @settings(max_examples=60, deadline=None)
 @given(xs=st.lists(st.floats(-1e300, 1e300) | st.floats(-1, 1), max_size=30))
 def test_exact_sum(xs):
-    s = _ExactSum()
+    s = ExactSum()
     for x in xs:
         s.add(x)
     assert s.value() == math.fsum(xs)
-    t = _ExactSum()
+    t = ExactSum()
     t.add_array(np.array(xs, dtype=float))
     assert t.value() == math.fsum(xs)
     for x in xs:
@@ -357,7 +359,7 @@ def test_exact_sum(xs):
 
 def test_exact_sum_partials_stay_non_overlapping_when_a_term_cancels():
     # 1 + 1e-20 - 1: the cancelled top partial must go, not stay as a trailing 0.0
-    s = _ExactSum()
+    s = ExactSum()
     for x in (1.0, 1e-20, -1.0):
         s.add(x)
     assert s.value() == 1e-20
@@ -480,3 +482,91 @@ def test_bad_state_is_refused_with_a_value_error(cls):
             streameval.from_state({**good, "data": data})
     assert streameval.from_state(json.loads(json.dumps(good))).get() == cls().update(
         [1, 0, 2], [0.3, 0.2, 0.1]).get()
+
+
+# ------------------------------------------------------------ the trusted path
+
+
+def _batch_args(queries):
+    rels = [q[0] for q in queries]
+    scores = None if any(q[1] is None for q in queries) else [q[1] for q in queries]
+    if scores is None:  # relevances in ranked order (the scores' order otherwise)
+        rels = [q[0] if q[1] is None else [r for _, r in sorted(
+            zip(q[1], q[0]), key=lambda t: -t[0])] for q in queries]
+    return rels, scores, [q[2] for q in queries]
+
+
+@settings(max_examples=100, deadline=None)
+@given(p=params, queries=st.lists(query, max_size=10), data=st.data())
+def test_validate_then_trusted_equals_update_many_the_loop_and_brute_force(p, queries, data):
+    """update_trusted(*validate(...)) == update_many == a loop of update; a subset taken
+    from the validated columns (as a window takes its expired events) reverts exactly,
+    and one query too many is refused at the index a loop of revert refuses."""
+    p = {**p, "ignore_ties": True}  # the ranked-order rewrite below fixes tied orders
+    rels, scores, w = _batch_args(queries)
+    trusted, many, loop = build(p), build(p), build(p)
+    cols = trusted.validate(rels, scores, w)
+    assert trusted.update_trusted(*cols) is trusted
+    many.update_many(rels, scores, w)
+    for i in range(len(rels)):
+        loop.update(rels[i], None if scores is None else scores[i], w=w[i])
+    ranked = [(r, None, wi) for r, wi in zip(rels, w)] if scores is None else queries
+    expect = oracle_mean(p["cls"], ranked, p["k"], p["no_relevant"], True, **oracle_kw(p))
+    for m in (trusted, many):
+        a, b = m.get(), loop.get()
+        assert (math.isnan(a) and math.isnan(b)) or a == b  # bit for bit
+        assert (m.n, m.skipped) == (loop.n, loop.skipped)
+        assert close(a, expect), (a, expect)
+    # revert a subset through the validated columns: equal to building the rest
+    drop = sorted(data.draw(st.sets(st.integers(0, max(len(rels) - 1, 0)))) if rels else [])
+    trusted.revert_trusted(*take_columns(cols, np.array(drop, dtype=np.int64)))
+    trusted._check()
+    rest = build(p)
+    for i in range(len(rels)):
+        if i not in drop:
+            rest.update(rels[i], None if scores is None else scores[i], w=w[i])
+    a, b = trusted.get(), rest.get()
+    assert (math.isnan(a) and math.isnan(b)) or a == b
+    assert (trusted.n, trusted.skipped) == (rest.n, rest.skipped)
+    # everything again: the loop refuses at some query; revert_trusted names the same one
+    state = trusted.to_state()
+    try:
+        Metric.revert_trusted(rest, rels, [None] * len(rels) if scores is None else scores, w)
+        expected = None
+    except ValueError as e:
+        expected = e.index
+    try:
+        trusted.revert_trusted(*cols)
+        got = None
+    except ValidationError as e:
+        got = e.index
+        assert "more reverts than updates" in str(e)
+        assert trusted.to_state() == state
+    assert got == expected
+
+
+def test_validation_errors_carry_the_query_index():
+    m = NDCG()
+    with pytest.raises(ValidationError) as e:
+        m.update_many([[1, 0], [0, 2, 1], [1, -2.0]])
+    assert e.value.index == 2 and str(e.value).startswith("query 2: relevances[1] = -2.0")
+    with pytest.raises(ValidationError) as e:
+        m.validate([[1, 0], [0, 1]], [[0.5, 0.1], [0.2]])
+    assert e.value.index == 1
+    assert np.isnan(m.get()) and m.n == 0
+    cols = m.validate(np.array([[1, 0, 2], [0, 0, 1]]), None, [1.0, 2.0])
+    assert isinstance(cols[0], np.ndarray) and cols[0].shape == (2, 3) and cols[1] is None
+    expected = np.average([ndcg_score([[1, 0, 2]], [[3, 2, 1]]),
+                           ndcg_score([[0, 0, 1]], [[3, 2, 1]])], weights=[1.0, 2.0])
+    assert close(m.update_trusted(*cols).get(), expected)
+
+
+def test_declared_parameter_checks():
+    for bad in (0, 1.5, True, "3"):
+        with pytest.raises(ValidationError, match=r"k = .*: must be an integer >= 1 or None"):
+            PrecisionAtK(k=bad)
+    with pytest.raises(ValidationError, match="ignore_ties = 1: must be one of True, False"):
+        MRR(ignore_ties=1)
+    with pytest.raises(ValidationError, match="discount = 'exp'"):
+        DCG(discount="exp")
+    assert PrecisionAtK(k=np.int64(3)).k == 3

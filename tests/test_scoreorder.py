@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streameval.metrics import _scoreorder
-from streameval.metrics._scoreorder import ScoreOrder, mann_whitney_u
+from streameval.metrics import scoreorder
+from streameval.metrics.scoreorder import ScoreOrder, mann_whitney_u
 
 
 def brute_u(events):
@@ -155,7 +155,7 @@ def test_remove_unknown_event_leaves_state_unchanged():
 def test_add_entries_both_paths_match_one_by_one(stored, batch, ratio, monkeypatch):
     """Few entries go one by one, many trigger the numpy merge: same state."""
     if ratio is not None:
-        monkeypatch.setattr(_scoreorder, "REBUILD_RATIO", ratio)
+        monkeypatch.setattr(scoreorder, "REBUILD_RATIO", ratio)
     rng = np.random.default_rng(stored + batch)
     base = [(float(s), bool(p), float(w)) for s, p, w in zip(
         rng.random(stored).round(3), rng.random(stored) < 0.3, rng.integers(1, 4, stored))]
@@ -273,7 +273,7 @@ def test_hypothesis_merge_and_entries(a, b):
 
 
 def test_rebuild_ratio_constant_is_documented():
-    assert _scoreorder.REBUILD_RATIO > 1 and _scoreorder.DEFAULT_LOAD >= 4
+    assert scoreorder.REBUILD_RATIO > 1 and scoreorder.DEFAULT_LOAD >= 4
 
 
 def table_of(events):
@@ -286,7 +286,7 @@ def table_of(events):
 @pytest.mark.parametrize("load", [4, 8])
 @pytest.mark.parametrize("ratio", [0, 10**9])  # entry by entry / bulk rebuild
 def test_remove_entries_equals_brute_force_and_one_by_one(load, ratio, monkeypatch):
-    monkeypatch.setattr(_scoreorder, "REMOVE_REBUILD_RATIO", ratio)
+    monkeypatch.setattr(scoreorder, "REMOVE_REBUILD_RATIO", ratio)
     rng = random.Random(load + ratio)
     events = [(rng.choice([round(rng.random(), 2), rng.random()]), rng.random() < 0.4,
                float(rng.choice([0, 1, 2, 3]))) for _ in range(1500)]
@@ -310,7 +310,7 @@ def test_remove_entries_equals_brute_force_and_one_by_one(load, ratio, monkeypat
 
 @pytest.mark.parametrize("ratio", [0, 10**9])
 def test_remove_entries_refuses_and_changes_nothing(ratio, monkeypatch):
-    monkeypatch.setattr(_scoreorder, "REMOVE_REBUILD_RATIO", ratio)
+    monkeypatch.setattr(scoreorder, "REMOVE_REBUILD_RATIO", ratio)
     o = ScoreOrder(load=4)
     events = [(float(i % 50), i % 3 == 0, 1.0) for i in range(200)] + [(7.0, True, 0.0)]
     for e in events:
@@ -350,7 +350,7 @@ def test_remove_refuses_a_weight_class_never_stored():
 def test_hypothesis_remove_entries_inverse(events, data, bulk):
     with pytest.MonkeyPatch.context() as mp:
         for name in ("REBUILD_RATIO", "REMOVE_REBUILD_RATIO"):
-            mp.setattr(_scoreorder, name, 10**9 if bulk else 0)
+            mp.setattr(scoreorder, name, 10**9 if bulk else 0)
         o = ScoreOrder(load=4)
         for e in events:
             o.add(*e)

@@ -23,6 +23,8 @@ from rouge_score import rouge_scorer, tokenizers
 from sacrebleu.metrics import BLEU as SacreBLEU
 
 import streameval
+from streameval.metrics.base import Metric
+from streameval.validation import ValidationError, take_columns
 from streameval.metrics.text import BLEU, METEOR, ROUGE, _lcs_length
 
 
@@ -436,3 +438,61 @@ def test_bad_state_is_refused_with_a_value_error(make):
             streameval.from_state({**good, "data": data})
     again = streameval.from_state(json.loads(json.dumps(good)))
     assert again.get() == make().update("the cat sat", ["the cat sat down"]).get()
+
+
+# ------------------------------------------------------------ the trusted path
+
+
+@settings(max_examples=40, deadline=None)
+@given(events=st.lists(event, max_size=8), make=st.sampled_from([BLEU, ROUGE, METEOR]),
+       data=st.data())
+def test_validate_then_trusted_equals_update_many_and_the_loop(events, make, data):
+    """update_trusted(*validate(...)) == update_many == a loop of update (and the
+    oracles); a subset taken from the validated columns reverts exactly; one event too
+    many is refused at the index a loop of revert refuses, nothing changed."""
+    hyps, refs, ws = ([e[i] for e in events] for i in range(3))
+    trusted, many, loop = make(), make(), make()
+    cols = trusted.validate(hyps, refs, ws)
+    assert trusted.update_trusted(*cols) is trusted
+    many.update_many(hyps, refs, ws)
+    for h, r, w in events:
+        loop.update(h, r, w)
+    for m in (trusted, many):
+        assert close(m.get(), loop.get()) or (math.isnan(m.get()) and math.isnan(loop.get()))
+    if make is BLEU and events:
+        assert close(trusted.get(), sacre([h for h, _, w in events for _ in range(w)],
+                                          [r for _, r, w in events for _ in range(w)]))
+    drop = sorted(data.draw(st.sets(st.integers(0, max(len(events) - 1, 0)))) if events else [])
+    trusted.revert_trusted(*take_columns(cols, np.array(drop, dtype=np.int64)))
+    trusted._check()
+    rest = make()
+    for i, (h, r, w) in enumerate(events):
+        if i not in drop:
+            rest.update(h, r, w)
+    assert close(trusted.get(), rest.get()) or (math.isnan(trusted.get()) and math.isnan(rest.get()))
+    state = trusted.to_state()
+    try:
+        Metric.revert_trusted(rest, hyps, refs, ws)
+        expected = None
+    except ValueError as e:
+        expected = e.index
+    try:
+        trusted.revert_trusted(*cols)
+        got = None
+    except ValidationError as e:
+        got = e.index
+        assert "more reverts than updates" in str(e) and trusted.to_state() == state
+    assert got == expected
+
+
+def test_validation_errors_carry_the_event_index():
+    m = ROUGE()
+    with pytest.raises(ValidationError) as e:
+        m.update_many(["a", "b", "c"], [["a"], ["b"], []])
+    assert e.value.index == 2 and str(e.value).startswith("event 2: references = []")
+    with pytest.raises(ValidationError, match="max_ngram_order = 0: must be an integer >= 1"):
+        BLEU(max_ngram_order=0)
+    with pytest.raises(ValidationError, match="lowercase = 1: must be one of True, False"):
+        ROUGE(lowercase=1)
+    with pytest.raises(ValidationError, match="gamma = -0.5: must be a number in"):
+        METEOR(gamma=-0.5)

@@ -1,6 +1,6 @@
 """Exact online ROC AUC, average precision and their curves; binary and one-vs-rest.
 
-Every metric here keeps a :class:`~streameval.metrics._scoreorder.ScoreOrder`: the
+Every metric here keeps a :class:`~streameval.metrics.scoreorder.ScoreOrder`: the
 weighted positive and negative totals per distinct score, in score order, and the
 weighted Mann–Whitney statistic ``U``. From it:
 
@@ -13,8 +13,10 @@ weighted Mann–Whitney statistic ``U``. From it:
 - :class:`ROCCurve` and :class:`PRCurve`, as scikit-learn's ``roc_curve`` and
   ``precision_recall_curve`` with ``drop_intermediate=False``.
 
-``update`` and ``revert`` cost `O(log(n))` (``n`` distinct scores); ``update_many``
-sorts the batch with numpy and merges it; ``revert_many`` (a window's expired slice)
+``update`` and ``revert`` cost `O(log(n))` (``n`` distinct scores). Batches take the
+trusted path of :mod:`streameval.metrics.base`: ``update_many`` is ``validate`` then
+``update_trusted``, which sorts the batch with numpy and merges it; ``revert_many``
+(``revert_trusted``: a window's expired slice)
 aggregates the batch per score, checks it against the stored counts (atomic: an event
 never added is refused by index) and removes it entry by entry or in one numpy rebuild;
 ``merge`` and ``to_state`` are exact. A
@@ -27,6 +29,11 @@ Memory grows with distinct scores, not with events. ``bins=N`` (``ROCAUC``, ``Gi
 Multiclass: ``ROCAUC(average=...)`` and ``AveragePrecision(average=...)`` with
 ``average="macro" | "weighted" | "micro"`` are one-vs-rest over the classes seen; each
 event's ``y_pred`` is a dict of class probabilities (a missing class scores 0).
+``ROCAUC`` and ``AveragePrecision`` are :class:`~streameval.metrics.base.Cases` fronts:
+``ROCAUC(average="macro")`` is an instance of ``ROCAUC`` (of its multiclass case).
+
+Imports: numpy, :mod:`streameval.validation`, :mod:`streameval.metrics.base` and
+:mod:`streameval.metrics.scoreorder`.
 """
 
 from __future__ import annotations
@@ -35,17 +42,19 @@ import math
 
 import numpy as np
 
-from streameval.metrics import _scoreorder
-from streameval.metrics._scoreorder import ScoreOrder
-from streameval.metrics.base import REVERT_SLACK as _SLACK
-from streameval.metrics.base import (
-    BinaryMetric,
-    MultiClassMetric,
-    fail,
-    as_float_array,
+from streameval.metrics import scoreorder
+from streameval.metrics.base import BinaryMetric, Cases, MultiClassMetric
+from streameval.metrics.scoreorder import ScoreOrder
+from streameval.validation import REVERT_SLACK as _SLACK
+from streameval.validation import (
+    Integer,
+    Options,
+    ValidationError,
     as_weight_array,
+    check_param,
     check_same_length,
     check_weight,
+    fail,
 )
 
 __all__ = [
@@ -84,11 +93,8 @@ DEFER_REBUILD_RATIO = 30
 
 
 def _check_bins(bins):
-    if bins is None:
-        return None
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise ValueError(f"bins = {bins!r}: must be None (exact) or an int >= 1")
-    return int(bins)
+    """``bins``: None (exact) or the number of bins, an integer >= 1."""
+    return check_param("bins", bins, Integer(1, allow_none=True))
 
 
 def _binary_labels_only(pos_label, neg_label):
@@ -209,16 +215,25 @@ def _first_refused(order, positive, scores, events, zero=None, weights=None):
     return int(min(refused)) if refused else None
 
 
-def _item(seq, i, fallback):
-    """``seq[i]`` for the error message, or ``fallback`` if ``seq`` is not indexable."""
-    try:
-        v = seq[i]
-    except Exception:  # noqa: BLE001 - only for a message
-        return fallback
-    return v.item() if isinstance(v, np.generic) else v
-
-
 _TINY = np.finfo(np.float64).tiny
+
+
+def _case_object(front, case):
+    """An empty instance of ``front``'s case class ``case``: pickle rebuilds the case
+    classes' objects through it, since they carry the front's name."""
+    return object.__new__(front._cases[case])
+
+
+def _reduce_case(self, protocol):
+    """``__reduce_ex__`` of the ranking metrics: a case class of a front (binary
+    ``ROCAUC``...) pickles by its front and case name; any other class as usual."""
+    cls = type(self)
+    front = next((b for b in cls.__mro__[1:] if b.__dict__.get("_cases")), None)
+    if front is not None:
+        for case, c in front._cases.items():
+            if c is cls:
+                return _case_object, (front, case), self.__dict__
+    return object.__reduce_ex__(self, protocol)
 
 
 def _precision(tps, fps):
@@ -345,6 +360,8 @@ class _BinaryRanking(BinaryMetric):
     #: 3.5x at 0.5).
     _window_rebuild_fraction = 0.25
 
+    __reduce_ex__ = _reduce_case
+
     def __init__(self, pos_label=True, neg_label=None, bins=None):
         super().__init__(pos_label, neg_label)
         self._bins = _check_bins(bins)
@@ -466,32 +483,34 @@ class _BinaryRanking(BinaryMetric):
                 f"revert(y_true={y_true!r}, y_pred={y_pred!r}): no such event was added"
             ) from None
 
-    def update_many(self, y_true, y_pred, w=None):
-        """Add a batch: same result as a loop of ``update``; validated first.
+    def update_trusted(self, y, s, w=None):
+        """Add validated columns (bool "is positive" labels, float64 scores, float64
+        weights or None; see :meth:`validate`), unchecked: same result as a loop of
+        ``update``. ``update_many`` is ``validate`` then this.
 
         Runtime complexity: `O(m log(m))` to sort the batch (numpy), then a merge with
         the stored scores: `O(m log(n))` one by one if the batch is small, else
         `O(n + m)`. Batches are deferred until the next read (or until the deferred
         events reach half the stored scores), so that many small batches cost one merge.
         """
-        labels, scores, weights = self._batch(y_true, y_pred, w)
-        m = len(scores)
+        m = len(s)
         if m:
             if self._bins:
-                scores = _bin_array(scores, self._bins)
-            self._chunks.append((labels, scores, weights))
+                s = _bin_array(s, self._bins)
+            self._chunks.append((y, s, w))
             self._nchunked += m
             if self._nchunked + len(self._ps) >= self._limit:
                 self._flush()
         return self
 
-    def revert_many(self, y_true, y_pred, w=None):
-        """Remove a batch added earlier: same result as a loop of ``revert``, atomic.
+    def revert_trusted(self, y, s, w=None):
+        """Remove validated columns added earlier: same result as a loop of ``revert``,
+        atomic. ``revert_many`` is ``validate`` then this.
 
-        The batch is validated, aggregated per distinct score with numpy and checked
-        against the stored counts before anything changes; an event that was never
-        added raises ``ValueError`` naming its index (the first one a loop of ``revert``
-        would refuse).
+        The batch is aggregated per distinct score with numpy and checked against the
+        stored counts before anything changes; an event that was never added raises
+        :class:`~streameval.validation.ValidationError` with the ``index`` of the first
+        event a loop of ``revert`` would refuse, nothing changed.
         Then ``U`` loses the pairs with at least one member in the batch (see
         :meth:`ScoreOrder.remove_entries`): exact, equal to the loop with integer
         weights.
@@ -506,20 +525,18 @@ class _BinaryRanking(BinaryMetric):
         >>> auc.revert_many([1, 1], [.9, .9])
         Traceback (most recent call last):
         ...
-        ValueError: event 1: revert(y_true=1, y_pred=0.9): no such event was added
+        streameval.validation.ValidationError: event 1: revert(y_true=True, y_pred=0.9): no such event was added
         """
-        labels, scores, weights = self._batch(y_true, y_pred, w)
-        m = len(scores)
+        m = len(s)
         if not m:
             return self
-        if self._bins:
-            scores = _bin_array(scores, self._bins)
-        removed = _aggregate(labels, scores, weights)
+        keys = _bin_array(s, self._bins) if self._bins else s
+        removed = _aggregate(y, keys, w)
         so = self._so
         pending = len(self._ps) + self._nchunked
         n = len(so)
-        if pending and (m * _scoreorder.REMOVE_REBUILD_RATIO >= n or pending * (
-                _scoreorder.REBUILD_RATIO if self._chunks else DEFER_REBUILD_RATIO) >= n):
+        if pending and (m * scoreorder.REMOVE_REBUILD_RATIO >= n or pending * (
+                scoreorder.REBUILD_RATIO if self._chunks else DEFER_REBUILD_RATIO) >= n):
             # deferred events (a window's new batch) and this slice out, where merging
             # the one or removing the other would rebuild anyway: one rebuild for both
             try:
@@ -533,14 +550,13 @@ class _BinaryRanking(BinaryMetric):
         try:
             order.remove_entries(*removed)
         except KeyError:
-            i = _first_refused(order, labels, scores, np.arange(m),
-                               None if weights is None else weights == 0.0,
-                               np.ones(m) if weights is None else weights)
+            i = _first_refused(order, y, keys, np.arange(m),
+                               None if w is None else w == 0.0,
+                               np.ones(m) if w is None else w)
             i = 0 if i is None else i
-            raise ValueError(
-                f"event {i}: revert(y_true={_item(y_true, i, bool(labels[i]))!r}, "
-                f"y_pred={_item(y_pred, i, float(scores[i]))!r}): no such event was added"
-            ) from None
+            raise ValidationError.at(
+                i, f"revert(y_true={self.label_of(bool(y[i]))!r}, y_pred={float(s[i])!r}): "
+                "no such event was added") from None
         return self
 
     def _merge(self, other):
@@ -578,7 +594,16 @@ class _BinaryRanking(BinaryMetric):
         return self._cached
 
 
-class ROCAUC(_BinaryRanking):
+def _average_of(args, kwargs):
+    """The ``average`` argument of ``ROCAUC(bins, average, ...)`` and
+    ``AveragePrecision(bins, average, ...)``, given by name or position."""
+    if "average" in kwargs:
+        return kwargs["average"]
+    return args[1] if len(args) > 1 else None
+
+
+
+class ROCAUC(Cases):
     """Exact area under the ROC curve, updated online (Mann–Whitney).
 
     ``AUC = U / (P * N)`` with ``U = sum over (positive i, negative j) of
@@ -630,14 +655,20 @@ class ROCAUC(_BinaryRanking):
         The positive and negative labels (binary).
     """
 
-    def __new__(cls, bins=None, average=None, pos_label=True, neg_label=None):
-        if average is not None:
-            _binary_labels_only(pos_label, neg_label)
-            return _OVRROCAUC(average=average, bins=bins)
-        return super().__new__(cls)
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
+        """The public signature (configs and ``help`` read it); ``__new__`` returns a
+        case class's object, whose own ``__init__`` (same parameters) runs instead."""
+
+    @classmethod
+    def _case(cls, args, kwargs):
+        return "binary" if _average_of(args, kwargs) is None else "multiclass"
+
+
+class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
+    """Binary :class:`ROCAUC` (``average=None``): ``U / (P * N)`` from the score order."""
 
     def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
-        super().__init__(pos_label, neg_label, bins)
+        _BinaryRanking.__init__(self, pos_label, neg_label, bins)
         self.bins = self._bins
         self.average = None
 
@@ -664,7 +695,7 @@ class ROCAUC(_BinaryRanking):
         return _auc_bound(self._order)
 
 
-class Gini(ROCAUC):
+class Gini(_BinaryROCAUC):
     """Gini coefficient of a scorer: ``2 * AUC - 1``, AUC exact as in :class:`ROCAUC`.
 
     Runtime complexity: `O(log(n))` for ``update`` and ``revert``, `O(1)` for ``get``.
@@ -681,9 +712,6 @@ class Gini(ROCAUC):
     pos_label, neg_label
         The positive and negative labels.
     """
-
-    def __new__(cls, *args, **kwargs):
-        return object.__new__(cls)
 
     def __init__(self, bins=None, pos_label=True, neg_label=None):
         _BinaryRanking.__init__(self, pos_label, neg_label, bins)
@@ -704,7 +732,7 @@ class Gini(ROCAUC):
         return 2.0 * super().error_bound()
 
 
-class AveragePrecision(_BinaryRanking):
+class AveragePrecision(Cases):
     """Exact average precision, updated online: ``AP = sum_n (R_n - R_{n-1}) P_n``.
 
     Over the distinct scores from high to low, ``P_n`` and ``R_n`` the precision and
@@ -739,14 +767,20 @@ class AveragePrecision(_BinaryRanking):
         The positive and negative labels (binary).
     """
 
-    def __new__(cls, bins=None, average=None, pos_label=True, neg_label=None):
-        if average is not None:
-            _binary_labels_only(pos_label, neg_label)
-            return _OVRAveragePrecision(average=average, bins=bins)
-        return super().__new__(cls)
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
+        """The public signature (configs and ``help`` read it); ``__new__`` returns a
+        case class's object, whose own ``__init__`` (same parameters) runs instead."""
+
+    @classmethod
+    def _case(cls, args, kwargs):
+        return "binary" if _average_of(args, kwargs) is None else "multiclass"
+
+
+class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
+    """Binary :class:`AveragePrecision` (``average=None``), from the score order."""
 
     def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
-        super().__init__(pos_label, neg_label, bins)
+        _BinaryRanking.__init__(self, pos_label, neg_label, bins)
         self.bins = self._bins
         self.average = None
 
@@ -934,12 +968,10 @@ class _OVRRanking(MultiClassMetric):
     labels must be JSON scalars (str, int, float, bool)."""
 
     _abstract = True
+    __reduce_ex__ = _reduce_case
 
     def __init__(self, average="macro", bins=None):
-        if average not in _AVERAGES:
-            raise ValueError(
-                f"average = {average!r}: must be one of {_AVERAGES} (or None for binary)")
-        self.average = average
+        self.average = check_param("average", average, Options(*_AVERAGES))
         self.bins = _check_bins(bins)
         self._classes = {}  # class -> ScoreOrder, in order of first appearance
         self._micro = ScoreOrder() if average == "micro" else None
@@ -1051,97 +1083,103 @@ class _OVRRanking(MultiClassMetric):
         self._w = self._w - w if self._n else 0.0
         self._z -= not w
 
-    def update_many(self, y_true, y_pred, w=None):
-        """Add a batch of labels and probability dicts; same result as a loop of
-        ``update``; validated first. Runtime complexity: one Python pass to read the
-        dicts, then per class a numpy sort and merge."""
+    def validate(self, y_true, y_pred, w=None):
+        """Check a batch of labels and probability dicts without changing anything;
+        return its columns: (class labels, probability dicts with float values, float64
+        weights or None), for :meth:`update_trusted` and :meth:`revert_trusted`.
+        A bad element raises :class:`~streameval.validation.ValidationError` naming it
+        and its index. Runtime complexity: `O(m k)`, one Python pass over the dicts."""
         n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        if not n:
-            return self
         weights = as_weight_array(w, n)
         labels = list(y_true)
-        preds = list(y_pred)
+        cls = self._class
+        for i, y in enumerate(labels):
+            cls(y, f"y_true[{i}]")
+        probas = self._probas
+        preds = [probas(d, f"y_pred[{i}]") for i, d in enumerate(y_pred)]
+        return labels, preds, weights
+
+    def update_trusted(self, y, s, w=None):
+        """Add validated columns (see :meth:`validate`), unchecked: same result as a
+        loop of ``update``. Runtime complexity: per class, a numpy sort and merge."""
+        n = len(y)
+        if not n:
+            return self
         index = {c: j for j, c in enumerate(self._classes)}
         y_idx = np.empty(n, dtype=np.int64)
-        for i, y in enumerate(labels):
-            self._class(y, f"y_true[{i}]")
-            j = index.get(y)
+        for i, c in enumerate(y):
+            j = index.get(c)
             if j is None:
-                j = index[y] = len(index)
+                j = index[c] = len(index)
             y_idx[i] = j
-        for i, d in enumerate(preds):
-            for c in self._probas(d, f"y_pred[{i}]"):
+        for d in s:
+            for c in d:
                 if c not in index:
                     index[c] = len(index)
         classes = list(index)
         scores = np.zeros((len(classes), n))
         for j, c in enumerate(classes):
-            scores[j] = as_float_array([d.get(c, 0.0) for d in preds], what="probability")
-        # validated: now change state
+            scores[j] = [d.get(c, 0.0) for d in s]
         for c in classes:
             if c not in self._classes:
                 self._add_class(c)
         if self.bins:
             scores = _bin_array(scores, self.bins)
         for j, c in enumerate(classes):
-            self._classes[c].add_entries(*_aggregate(y_idx == j, scores[j], weights))
+            self._classes[c].add_entries(*_aggregate(y_idx == j, scores[j], w))
         if self._micro is not None:
             k = len(classes)
             flat_pos = (y_idx[None, :] == np.arange(k)[:, None]).ravel()
-            flat_w = None if weights is None else np.tile(weights, k)
+            flat_w = None if w is None else np.tile(w, k)
             self._micro.add_entries(*_aggregate(flat_pos, scores.ravel(), flat_w))
         self._n += n
-        self._w += float(n if weights is None else weights.sum())
-        self._z += 0 if weights is None else int(np.count_nonzero(weights == 0.0))
+        self._w += float(n if w is None else w.sum())
+        self._z += 0 if w is None else int(np.count_nonzero(w == 0.0))
         return self
 
-    def revert_many(self, y_true, y_pred, w=None):
-        """Remove a batch added earlier: same result as a loop of ``revert``, atomic.
+    def revert_trusted(self, y, s, w=None):
+        """Remove validated columns added earlier: same result as a loop of ``revert``,
+        atomic.
 
-        Validated, then aggregated per class (and for the micro order) with numpy and
-        checked against the stored counts before anything changes; an event that was
-        never added (a class never seen, or more events than stored) raises
-        ``ValueError`` naming its index. Runtime complexity: one Python pass to read the
-        dicts, then per class a numpy sort and a removal (see
-        :meth:`ScoreOrder.remove_entries`).
+        Aggregated per class (and for the micro order) with numpy and checked against
+        the stored counts before anything changes; an event that was never added (a
+        class never seen, or more events than stored) raises
+        :class:`~streameval.validation.ValidationError` with the ``index`` of the first
+        event a loop of ``revert`` would refuse. Runtime complexity: per class a numpy
+        sort and a removal (see :meth:`ScoreOrder.remove_entries`).
         """
-        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+        n = len(y)
         if not n:
             return self
-        weights = as_weight_array(w, n)
-        labels = list(y_true)
-        preds = list(y_pred)
         index = {c: j for j, c in enumerate(self._classes)}
         refused = n  # first event naming a class never seen
         y_idx = np.empty(n, dtype=np.int64)
-        for i, y in enumerate(labels):
-            self._class(y, f"y_true[{i}]")
-            j = index.get(y)
+        for i, c in enumerate(y):
+            j = index.get(c)
             if j is None:
                 refused = min(refused, i)
                 j = -1
             y_idx[i] = j
-        for i, d in enumerate(preds):
-            for c in self._probas(d, f"y_pred[{i}]"):
-                if c not in index:
-                    refused = min(refused, i)
+        for i, d in enumerate(s):
+            if i < refused and any(c not in index for c in d):
+                refused = i
         orders = list(self._classes.values())
         k = len(orders)
         scores = np.zeros((k, n))
         for j, c in enumerate(index):
-            scores[j] = as_float_array([d.get(c, 0.0) for d in preds], what="probability")
+            scores[j] = [d.get(c, 0.0) for d in s]
         if self.bins:
             scores = _bin_array(scores, self.bins)
-        zero = None if weights is None else weights == 0.0
+        zero = None if w is None else w == 0.0
         events = np.arange(n)
-        wts = np.ones(n) if weights is None else weights
+        wts = np.ones(n) if w is None else w
         parts = [(o, y_idx == j, scores[j], events, zero, wts) for j, o in enumerate(orders)]
         if self._micro is not None and k:
             parts.append((self._micro, (y_idx[None, :] == np.arange(k)[:, None]).ravel(),
                           scores.ravel(), np.tile(events, k),
                           None if zero is None else np.tile(zero, k), np.tile(wts, k)))
-        aggs = [_aggregate(pos, s, None if weights is None else np.tile(weights, len(s) // n))
-                for _, pos, s, _, _, _ in parts]
+        aggs = [_aggregate(pos, sc, None if w is None else np.tile(w, len(sc) // n))
+                for _, pos, sc, _, _, _ in parts]
         if refused < n or n > self._n or not all(
                 o.can_remove(*a) for (o, *_), a in zip(parts, aggs)):
             first = [refused]
@@ -1150,14 +1188,13 @@ class _OVRRanking(MultiClassMetric):
                 if i is not None:
                     first.append(i)
             i = min(first) if min(first) < n else 0
-            raise ValueError(
-                f"event {i}: revert(y_true={labels[i]!r}, y_pred={preds[i]!r}): "
-                "no such event was added")
+            raise ValidationError.at(
+                i, f"revert(y_true={y[i]!r}, y_pred={s[i]!r}): no such event was added")
         # validated: now change state
         for (o, *_), a in zip(parts, aggs):
             o.remove_entries(*a)
         self._n -= n
-        self._w = self._w - float(n if weights is None else weights.sum()) if self._n else 0.0
+        self._w = self._w - float(n if w is None else w.sum()) if self._n else 0.0
         self._z -= 0 if zero is None else int(np.count_nonzero(zero))
         return self
 
@@ -1252,7 +1289,7 @@ class _OVRRanking(MultiClassMetric):
         return self._average(self._bound)
 
 
-class _OVRROCAUC(_OVRRanking):
+class _MultiClassROCAUC(ROCAUC, _OVRRanking, case="multiclass"):
     """One-vs-rest ROC AUC (see :class:`ROCAUC`): per class, AUC of that class against
     the rest; averaged over the classes present (macro), weighted by their positive
     weight (weighted), or over all (event, class) pairs at once (micro). Equal to
@@ -1270,12 +1307,16 @@ class _OVRROCAUC(_OVRRanking):
     1.0
     """
 
-    _public_name = "ROCAUC"
+    _state_exclude = ("cm", "pos_label", "neg_label")  # as the states of earlier versions
     _value = staticmethod(ScoreOrder.auc)
     _bound = staticmethod(_auc_bound)
 
+    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None):
+        _binary_labels_only(pos_label, neg_label)
+        _OVRRanking.__init__(self, average, bins)
 
-class _OVRAveragePrecision(_OVRRanking):
+
+class _MultiClassAveragePrecision(AveragePrecision, _OVRRanking, case="multiclass"):
     """One-vs-rest average precision (see :class:`AveragePrecision`); ``"macro"`` is
     the mean AP over the classes present (mAP). Equal to
     ``sklearn.metrics.average_precision_score`` on one-hot labels.
@@ -1292,6 +1333,10 @@ class _OVRAveragePrecision(_OVRRanking):
     0.666667
     """
 
-    _public_name = "AveragePrecision"
+    _state_exclude = ("cm", "pos_label", "neg_label")
     _value = staticmethod(_average_precision)
     _bound = staticmethod(_ap_bound)
+
+    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None):
+        _binary_labels_only(pos_label, neg_label)
+        _OVRRanking.__init__(self, average, bins)

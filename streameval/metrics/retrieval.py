@@ -28,7 +28,15 @@ Hit@K, reciprocal rank and DCG are naturally 0 there).
 
 Batches (``update_many``) rank every query at once with numpy (one ``lexsort``
 over the concatenated candidates, per-query sums with ``bincount``), with the same
-per-query values, bit for bit, as a loop of ``update``.
+per-query values, bit for bit, as a loop of ``update``. ``update_many`` is
+``validate`` (which returns the batch's columns: per-query float64 relevances, scores
+or None, float64 weights or None) then ``update_trusted``; ``revert_many`` is
+``validate`` then ``revert_trusted``, so a window validates a batch once.
+
+:class:`ExactSum` (the exact running sum) is public for the text metrics, which keep
+their sums the same way; it is not a name of ``streameval``.
+
+Imports: numpy, :mod:`streameval.validation` and :mod:`streameval.metrics.base`.
 """
 
 from __future__ import annotations
@@ -38,7 +46,16 @@ import numbers
 
 import numpy as np
 
-from streameval.metrics.base import Metric, as_weight_array, check_weight
+from streameval.metrics.base import Metric
+from streameval.validation import (
+    Integer,
+    Options,
+    Real,
+    ValidationError,
+    as_weight_array,
+    check_param,
+    check_weight,
+)
 
 __all__ = [
     "PrecisionAtK",
@@ -51,14 +68,13 @@ __all__ = [
     "NDCG",
 ]
 
-_Real = numbers.Real
 _Number = (numbers.Real, np.bool_)
 
 
 # ------------------------------------------------------------------- exact sums
 
 
-class _ExactSum:
+class ExactSum:
     """An exact running sum of floats: non-overlapping partials (Shewchuk's msum).
 
     ``add(x)`` then ``add(-x)`` leaves the partials summing to exactly what they did
@@ -66,7 +82,7 @@ class _ExactSum:
     correctly rounded total (:func:`math.fsum`). Runtime complexity of ``add``:
     `O(p)` with ``p`` the number of partials (a handful in practice).
 
-    >>> s = _ExactSum()
+    >>> s = ExactSum()
     >>> for x in (1e16, 1.0, -1e16):
     ...     s.add(x)
     >>> s.value()
@@ -154,6 +170,11 @@ def _as_vector(values, name, what):
 
 
 
+def _refuse(q, message):
+    """The error for query ``q`` of a batch: ``"query <q>: <message>"``, ``index=q``."""
+    return ValidationError(None, None, message, q, message=f"query {q}: {message}")
+
+
 def _where(i, offsets):
     """(query, position) of flat index ``i`` in a concatenation with ``offsets``."""
     q = int(np.searchsorted(offsets, i, side="right")) - 1
@@ -177,7 +198,7 @@ def _concat(lists, name, what):
             if isinstance(r, np.ndarray):
                 a = r
             elif isinstance(r, (str, bytes, dict, set)) or not hasattr(r, "__len__"):
-                raise ValueError(f"query {q}: {name} = {r!r:.80}: must be a sequence of numbers")
+                raise _refuse(q, f"{name} = {r!r:.80}: must be a sequence of numbers")
             else:
                 try:
                     a = np.asarray(r)
@@ -185,7 +206,7 @@ def _concat(lists, name, what):
                     a = np.empty(len(r), dtype=object)
                     a[:] = list(r)
             if a.ndim != 1:
-                raise ValueError(f"query {q}: {name} must be one-dimensional, got shape {a.shape}")
+                raise _refuse(q, f"{name} must be one-dimensional, got shape {a.shape}")
             arrs.append(a)
         lengths = np.fromiter((a.size for a in arrs), dtype=np.int64, count=len(arrs))
         if not arrs:
@@ -206,13 +227,37 @@ def _concat(lists, name, what):
                 out[i] = float(v)
             else:
                 q, j = _where(i, offsets)
-                raise ValueError(f"query {q}: {name}[{j}] = {v!r}: {what} must be a finite number")
+                raise _refuse(q, f"{name}[{j}] = {v!r}: {what} must be a finite number")
         flat = out
     if flat.size and not np.isfinite(flat).all():
         i = int(np.argmax(~np.isfinite(flat)))
         q, j = _where(i, offsets)
-        raise ValueError(f"query {q}: {name}[{j}] = {flat[i].item()!r}: {what} must be a finite number")
+        raise _refuse(q, f"{name}[{j}] = {flat[i].item()!r}: {what} must be a finite number")
     return flat, lengths
+
+
+def _split(flat, lengths, offsets):
+    """Per-query columns of a validated batch: a 2-D array if every query has the same
+    number of candidates, else a list of 1-D views of ``flat``; None stays None."""
+    if flat is None:
+        return None
+    nq = len(lengths)
+    if nq and (lengths == lengths[0]).all():
+        return flat.reshape(nq, int(lengths[0]))
+    return [flat[offsets[q]:offsets[q + 1]] for q in range(nq)]
+
+
+def _join(column):
+    """(flat float64 array, int64 lengths) of a per-query column from :func:`_split`
+    (or :func:`~streameval.validation.take_columns` of one)."""
+    if isinstance(column, np.ndarray):
+        nq = column.shape[0]
+        return column.reshape(-1), np.full(nq, column.shape[1] if column.ndim == 2 else 0,
+                                           dtype=np.int64)
+    lengths = np.fromiter((a.size for a in column), dtype=np.int64, count=len(column))
+    if not column:
+        return np.empty(0), lengths
+    return np.concatenate(column), lengths
 
 
 # ---------------------------------------------------------------- the ranking
@@ -361,21 +406,18 @@ class _QueryMetric(Metric):
     _default_no_relevant = "zero"
 
     def __init__(self, k=None, ignore_ties=False, no_relevant=None):
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise ValueError(f"k = {k!r}: must be an int >= 1 or None (all candidates)")
-        if not isinstance(ignore_ties, bool):
-            raise ValueError(f"ignore_ties = {ignore_ties!r}: must be True or False")
+        k = check_param("k", k, Integer(1, allow_none=True))  # None: all candidates
+        check_param("ignore_ties", ignore_ties, Options(True, False))
         if no_relevant is None:
             no_relevant = self._default_no_relevant
-        if no_relevant not in _NO_RELEVANT:
-            raise ValueError(f"no_relevant = {no_relevant!r}: must be 'zero' or 'skip'")
+        check_param("no_relevant", no_relevant, Options(*_NO_RELEVANT))
         self.k = k
         self.ignore_ties = ignore_ties
         self.no_relevant = no_relevant
         self._n = 0
         self.skipped = 0
-        self._wsum = _ExactSum()
-        self._vsum = _ExactSum()
+        self._wsum = ExactSum()
+        self._vsum = ExactSum()
 
     @property
     def bigger_is_better(self):
@@ -447,48 +489,115 @@ class _QueryMetric(Metric):
             self.skipped -= 1
         return self
 
-    def update_many(self, relevances, scores=None, w=None):
-        """Add a batch of queries: a list of per-query relevances (and of scores).
+    columns = None  # validate returns (per-query relevances, scores or None, weights)
+
+    def validate(self, relevances, scores=None, w=None):
+        """Check a batch of queries without changing anything; return its columns.
 
         ``relevances`` is a sequence of per-query sequences (lengths may differ) or a
-        2-D array (one row per query, no per-query conversion). Same result as a loop
-        of ``update``; validated before any change (errors name the query and
-        position). Runtime complexity: `O(m log m)` for ``m`` candidates in all.
+        2-D array (one row per query, no per-query conversion); ``scores`` the same or
+        None (relevances in ranked order). Returns ``(relevances, scores, weights)``:
+        a 2-D float64 array or a list of 1-D float64 arrays for each of the first two
+        (None for no scores), float64 weights or None; one entry per query, so a window
+        can take any of them (:func:`streameval.validation.take_columns`). A bad query
+        raises :class:`~streameval.validation.ValidationError` with its ``index``
+        (``"query <q>: ..."``, naming the position within it).
+
+        Runtime complexity: `O(m)` for ``m`` candidates in all (numpy), plus `O(q)`
+        Python steps for ``q`` queries given as lists.
         """
         rel, lengths = _concat(relevances, "relevances", "relevance")
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
         bad = self._bad_relevance(rel)
         if bad is not None:
             i, reason = bad
-            q, j = _where(i, np.concatenate([[0], np.cumsum(lengths)]))
-            raise ValueError(f"query {q}: relevances[{j}] = {rel[i].item()!r}: {reason}")
+            q, j = _where(i, offsets)
+            raise _refuse(q, f"relevances[{j}] = {rel[i].item()!r}: {reason}")
         nq = len(lengths)
         sc = None
         if scores is not None:
             if len(scores) != nq:
-                raise ValueError(f"relevances has {nq} queries but scores has {len(scores)}")
+                raise ValidationError(
+                    "scores", len(scores), "lengths differ",
+                    message=f"relevances has {nq} queries but scores has {len(scores)}")
             sc, slen = _concat(scores, "scores", "score")
             if not np.array_equal(slen, lengths):
                 q = int(np.argmax(slen != lengths))
-                raise ValueError(f"query {q}: relevances has {lengths[q]} elements "
+                raise _refuse(q, f"relevances has {lengths[q]} elements "
                                  f"but scores has {slen[q]}")
-        if w is None:
-            wa = np.ones(nq)
-        else:
+        wa = None
+        if w is not None:
             if isinstance(w, (str, bytes, dict)) or not hasattr(w, "__len__"):
-                raise ValueError(f"w = {w!r:.80}: must be a sequence with one weight per query")
+                raise ValidationError(
+                    "w", w, "must be a sequence with one weight per query",
+                    message=f"w = {w!r:.80}: must be a sequence with one weight per query")
             if len(w) != nq:
-                raise ValueError(f"relevances has {nq} queries but w has {len(w)}")
+                raise ValidationError("w", len(w), "lengths differ",
+                                      message=f"relevances has {nq} queries but w has {len(w)}")
             wa = as_weight_array(w, nq)  # the rules of ``check_weight`` (no bools)
-        if nq == 0:
+        return _split(rel, lengths, offsets), _split(sc, lengths, offsets), wa
+
+    def update_trusted(self, relevances, scores=None, w=None):
+        """Add the columns of :meth:`validate`, unchecked: same result as a loop of
+        ``update``. Runtime complexity: `O(m log m)` for ``m`` candidates in all."""
+        values, counted, wa = self._batch_values(relevances, scores, w)
+        if values is None:
             return self
-        values, defined = self._compute(rel, sc, lengths)
-        counted = defined if self.no_relevant == "skip" else np.ones(nq, dtype=bool)
         nc = int(counted.sum())
-        self.skipped += nq - nc
+        self.skipped += len(counted) - nc
         self._n += nc
         self._wsum.add_array(wa[counted])
         self._vsum.add_array((wa * values)[counted])
         return self
+
+    def revert_trusted(self, relevances, scores=None, w=None):
+        """Remove the columns of :meth:`validate`, added earlier: same result as a loop
+        of ``revert``. More queries than stored raise
+        :class:`~streameval.validation.ValidationError` with the ``index`` of the
+        query a loop of ``revert`` would refuse, nothing changed."""
+        values, counted, wa = self._batch_values(relevances, scores, w)
+        if values is None:
+            return self
+        nc = int(counted.sum())
+        if nc > self._n or len(counted) - nc > self.skipped:
+            refused = []
+            for mask, stored, what in ((counted, self._n, "query"),
+                                       (~counted, self.skipped, "skipped query")):
+                over = np.flatnonzero(np.cumsum(mask) > stored)
+                if over.size:
+                    refused.append((int(over[0]), what))
+            i, what = min(refused)
+            raise ValidationError.at(
+                i, f"revert: no {what} to remove (more reverts than updates)")
+        self.skipped -= len(counted) - nc
+        self._n -= nc
+        self._wsum.add_array(-wa[counted])
+        self._vsum.add_array(-(wa * values)[counted])
+        return self
+
+    def update_many(self, relevances, scores=None, w=None):
+        """Add a batch of queries (``scores`` may be left out: relevances in ranked
+        order); same result as a loop of ``update``: :meth:`validate` (errors name the
+        query and position, nothing changed) then :meth:`update_trusted`."""
+        return self.update_trusted(*self.validate(relevances, scores, w))
+
+    def revert_many(self, relevances, scores=None, w=None):
+        """Remove a batch of queries added earlier: :meth:`validate` then
+        :meth:`revert_trusted` (atomic)."""
+        return self.revert_trusted(*self.validate(relevances, scores, w))
+
+    def _batch_values(self, relevances, scores, w):
+        """(values, counted, weights) per query of validated columns; (None, ...) for
+        an empty batch."""
+        rel, lengths = _join(relevances)
+        nq = len(lengths)
+        if not nq:
+            return None, None, None
+        sc = None if scores is None else _join(scores)[0]
+        values, defined = self._compute(rel, sc, lengths)
+        counted = defined if self.no_relevant == "skip" else np.ones(nq, dtype=bool)
+        return values, counted, np.ones(nq) if w is None else w
 
     def get(self):
         """Weighted mean of the per-query values; ``nan`` with no query counted.
@@ -510,7 +619,7 @@ class _QueryMetric(Metric):
     def _set_data(self, data):
         try:
             n, skipped = int(data["n"]), int(data["skipped"])
-            wsum, vsum = _ExactSum(data["wsum"]), _ExactSum(data["vsum"])
+            wsum, vsum = ExactSum(data["wsum"]), ExactSum(data["vsum"])
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"bad {type(self).__name__} state: {e!r}") from None
         if n < 0 or skipped < 0 or not all(map(math.isfinite, wsum.p + vsum.p)):
@@ -807,13 +916,9 @@ class DCG(_QueryMetric):
     def __init__(self, k=None, gain="linear", discount="log", log_base=2,
                  ignore_ties=False, no_relevant="zero"):
         super().__init__(k, ignore_ties, no_relevant)
-        if gain not in _GAINS:
-            raise ValueError(f"gain = {gain!r}: must be 'linear' or 'exponential'")
-        if discount not in _DISCOUNTS:
-            raise ValueError(f"discount = {discount!r}: must be 'log' or 'jk' (Järvelin–Kekäläinen)")
-        if (isinstance(log_base, bool) or not isinstance(log_base, _Real)
-                or not math.isfinite(log_base) or log_base <= 1):
-            raise ValueError(f"log_base = {log_base!r}: must be a number > 1")
+        check_param("gain", gain, Options(*_GAINS))
+        check_param("discount", discount, Options(*_DISCOUNTS))  # jk: Järvelin–Kekäläinen
+        check_param("log_base", log_base, Real(1, open_low=True))
         self.gain = gain
         self.discount = discount
         self.log_base = log_base

@@ -42,6 +42,9 @@ operation: 50 000 events with reverts stay within 1e-12 of scikit-learn, tested)
 class's totals and ``U`` are reset to exactly zero when its last event of non-zero
 weight goes. Like any running float sum, weights spanning many orders of magnitude
 (1e12 added, then reverted, next to weights of 1) lose the small ones' precision.
+
+Imports: numpy and :mod:`streameval.validation` only; :mod:`streameval.metrics.ranking`
+builds its metrics on it.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from streameval.metrics.base import REVERT_SLACK as _SLACK
+from streameval.validation import REVERT_SLACK as _SLACK
 
 __all__ = ["ScoreOrder", "DEFAULT_LOAD", "GROUP", "REBUILD_RATIO", "REMOVE_REBUILD_RATIO",
            "mann_whitney_u"]
