@@ -75,6 +75,7 @@ import numbers
 import numpy as np
 
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
+from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import from_state, register
 from streameval.validation import (
     ValidationError,
@@ -87,7 +88,6 @@ from streameval.validation import (
     fail,
     label_sets,
 )
-from streameval.windows import as_seconds, as_seconds_array
 
 __all__ = ["Monitor"]
 

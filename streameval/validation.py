@@ -41,6 +41,7 @@ __all__ = [
     "as_weight_array",
     "as_binary_labels",
     "take_columns",
+    "each",
     "Real",
     "Integer",
     "Options",
@@ -83,6 +84,31 @@ class ValidationError(ValueError):
 
     def __reduce__(self):  # picklable across processes (Spark workers)
         return (_rebuild, (self.name, self.value, self.reason, self.index, str(self)))
+
+
+def each(fn, values, name):
+    """``[fn(v, f"{name}[{i}]") for i, v in enumerate(values)]``, where a
+    :class:`ValidationError` raised by ``fn`` for element ``i`` carries ``index=i`` (and
+    ``name``): the element-by-element path of the batch checks (dicts, objects).
+
+    >>> each(lambda v, where: check_real(v, where), [1, 2], "y_pred")
+    [1.0, 2.0]
+    >>> try:
+    ...     each(lambda v, where: check_real(v, where), [1, "x"], "y_pred")
+    ... except ValidationError as e:
+    ...     print(e, "| index", e.index)
+    y_pred[1] = 'x': score must be a finite number | index 1
+    """
+    out = []
+    i = 0
+    try:
+        for i, v in enumerate(values):
+            out.append(fn(v, f"{name}[{i}]"))
+    except ValidationError as e:
+        if e.index is None:
+            e.index, e.name = i, name
+        raise
+    return out
 
 
 def _rebuild(name, value, reason, index, message):
@@ -269,13 +295,19 @@ def as_float_array(values, name="y_pred", what="score", scalar=None):
 
 def _elementwise(values, name, what, scalar):
     out = np.empty(len(values), dtype=np.float64)
-    for i, v in enumerate(values):
-        if scalar is not None:
-            out[i] = scalar(v, i)
-        elif isinstance(v, _Real):
-            out[i] = float(v)
-        else:
-            fail(name, v, f"{what} must be a finite number", i)
+    i = 0
+    try:
+        for i, v in enumerate(values):
+            if scalar is not None:
+                out[i] = scalar(v, i)
+            elif isinstance(v, _Real):
+                out[i] = float(v)
+            else:
+                fail(name, v, f"{what} must be a finite number", i)
+    except ValidationError as e:
+        if e.index is None:
+            e.index, e.name = i, name
+        raise
     return out
 
 

@@ -334,3 +334,15 @@ def test_the_dispatching_front_is_the_type(name, factory, kind):
     assert isinstance(m, front)
     assert type(m).__name__ == front.__name__
     assert m.to_state()["type"] == front.__name__
+
+
+@pytest.mark.parametrize("name,factory,kind", CASES, ids=IDS)
+def test_pickle_and_deepcopy_keep_the_case(name, factory, kind):
+    import copy
+    import pickle
+
+    yt, yp, w = _stream(kind, 3, 12)
+    m = factory().update_many(yt, yp, w)
+    for twin in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
+        assert type(twin) is type(m)
+        assert_same(twin, m, tol=0)

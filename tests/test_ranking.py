@@ -1575,7 +1575,7 @@ def test_multiclass_validate_then_trusted_equals_update_many_and_sklearn():
             assert abs(a.get() - mc_oracle(kind, average, y, rows, w)) <= TOL
             with pytest.raises(ValidationError) as e:
                 a.validate(list(y[:3]), d[:2] + [{"a": math.nan}], w[:3])
-            assert e.value.index is None and "y_pred[2]" in str(e.value)
+            assert e.value.index == 2 and "y_pred[2]" in str(e.value)
 
 
 def test_declared_parameter_checks():

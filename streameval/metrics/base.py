@@ -293,6 +293,17 @@ class Cases(Metric):
             cls = cases[cls._case(args, kwargs)]
         return object.__new__(cls)
 
+    def __reduce_ex__(self, protocol):
+        # a case class carries its front's name, so pickle (and deepcopy) cannot find
+        # it by name: rebuild through the front and the case
+        cls = type(self)
+        front = next((b for b in cls.__mro__[1:] if b.__dict__.get("_cases")), None)
+        if front is not None:
+            for case, c in front._cases.items():
+                if c is cls:
+                    return _case_object, (front, case), self.__dict__
+        return object.__reduce_ex__(self, protocol)
+
     def __repr__(self):
         value = self.get()
         if isinstance(value, float):
@@ -300,6 +311,11 @@ class Cases(Metric):
         return f"{self._public_name}: {value!r}"
 
     __str__ = __repr__
+
+
+def _case_object(front, case):
+    """An empty instance of ``front``'s case class ``case`` (for pickle)."""
+    return object.__new__(front._cases[case])
 
 
 def from_state(state):

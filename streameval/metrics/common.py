@@ -105,7 +105,11 @@ def factorize(values, name):
     for i, v in enumerate(items):
         code = table.get(v) if _hashable(v) else None
         if code is None:
-            MultiClassMetric._class(v, f"{name}[{i}]")  # raises for a bad label
+            try:
+                MultiClassMetric._class(v, f"{name}[{i}]")  # raises for a bad label
+            except ValidationError as e:
+                e.index, e.name = i, name
+                raise
             code = table[v] = len(table)
         codes[i] = code
     return list(table), codes
@@ -145,6 +149,8 @@ class WeightedMean(Metric):
     must not overflow) and :meth:`update_trusted` / :meth:`revert_trusted` add and
     remove its columns, vectorised.
     """
+
+    _abstract = True
 
     def _reset(self):
         self._n = 0  # events counted

@@ -40,6 +40,7 @@ from streameval.validation import (
     Options,
     Real,
     ValidationError,
+    each,
     as_weight_array,
     check_param,
     check_same_length,
@@ -609,10 +610,8 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric, case="multic
         if not isinstance(y_pred, np.ndarray) or y_pred.dtype.kind == "O":
             if any(type(v) is dict for v in y_pred):
                 argmax = self._argmax
-                y_pred = [
-                    argmax(v, f"y_pred[{i}]") if type(v) is dict else v
-                    for i, v in enumerate(y_pred)
-                ]
+                y_pred = each(lambda v, where: argmax(v, where) if type(v) is dict else v,
+                              y_pred, "y_pred")
         return factorize(y_true, "y_true"), factorize(y_pred, "y_pred"), weights
 
     @staticmethod

@@ -50,6 +50,7 @@ from streameval.validation import (
     Integer,
     Options,
     ValidationError,
+    each,
     as_weight_array,
     check_param,
     check_same_length,
@@ -218,24 +219,6 @@ def _first_refused(order, positive, scores, events, zero=None, weights=None):
 _TINY = np.finfo(np.float64).tiny
 
 
-def _case_object(front, case):
-    """An empty instance of ``front``'s case class ``case``: pickle rebuilds the case
-    classes' objects through it, since they carry the front's name."""
-    return object.__new__(front._cases[case])
-
-
-def _reduce_case(self, protocol):
-    """``__reduce_ex__`` of the ranking metrics: a case class of a front (binary
-    ``ROCAUC``...) pickles by its front and case name; any other class as usual."""
-    cls = type(self)
-    front = next((b for b in cls.__mro__[1:] if b.__dict__.get("_cases")), None)
-    if front is not None:
-        for case, c in front._cases.items():
-            if c is cls:
-                return _case_object, (front, case), self.__dict__
-    return object.__reduce_ex__(self, protocol)
-
-
 def _precision(tps, fps):
     ps = tps + fps
     return np.divide(tps, ps, out=np.zeros_like(tps), where=ps > 0.0)
@@ -360,7 +343,6 @@ class _BinaryRanking(BinaryMetric):
     #: 3.5x at 0.5).
     _window_rebuild_fraction = 0.25
 
-    __reduce_ex__ = _reduce_case
 
     def __init__(self, pos_label=True, neg_label=None, bins=None):
         super().__init__(pos_label, neg_label)
@@ -968,7 +950,6 @@ class _OVRRanking(MultiClassMetric):
     labels must be JSON scalars (str, int, float, bool)."""
 
     _abstract = True
-    __reduce_ex__ = _reduce_case
 
     def __init__(self, average="macro", bins=None):
         self.average = check_param("average", average, Options(*_AVERAGES))
@@ -1092,11 +1073,8 @@ class _OVRRanking(MultiClassMetric):
         n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
         weights = as_weight_array(w, n)
         labels = list(y_true)
-        cls = self._class
-        for i, y in enumerate(labels):
-            cls(y, f"y_true[{i}]")
-        probas = self._probas
-        preds = [probas(d, f"y_pred[{i}]") for i, d in enumerate(y_pred)]
+        each(self._class, labels, "y_true")
+        preds = each(self._probas, y_pred, "y_pred")
         return labels, preds, weights
 
     def update_trusted(self, y, s, w=None):

@@ -36,13 +36,8 @@ from __future__ import annotations
 
 from streameval.events import as_seconds, as_seconds_array
 from streameval.windows import count, timed  # noqa: F401  (wire Sliding's cases)
-from streameval.windows.common import REBUILD_FRACTION, as_seq, take
+from streameval.windows.common import REBUILD_FRACTION
 from streameval.windows.sliding import Sliding
 from streameval.windows.tumbling import Tumbling
 
 __all__ = ["Sliding", "Tumbling", "as_seconds", "as_seconds_array", "REBUILD_FRACTION"]
-
-# Older names, kept until streameval.drift stops importing them (use
-# streameval.windows.common.as_seq and take).
-_as_seq = as_seq
-_take = take
