@@ -123,6 +123,9 @@ def _flat(blocks, dtype):
 
 _EXACT = float(2**53)
 
+#: the attributes of the block layout (built lazily after a bulk rebuild)
+_BLOCKS = ("_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp", "_tn", "_gp", "_gn")
+
 
 def _integers(x):
     """Whether every value of the float array ``x`` is an integer."""
@@ -145,10 +148,20 @@ def _merged(stored, keys, wp, wn, cp, cn):
     c0[at] += cp[hit]
     d0[at] += cn[hit]
     new = ~hit  # the others: insert at their positions
-    where = pos[new]
-    return (np.insert(k0, where, keys[new]), np.insert(p0, where, wp[new]),
-            np.insert(n0, where, wn[new]), np.insert(c0, where, cp[new]),
-            np.insert(d0, where, cn[new]))
+    k = int(new.sum())
+    if not k:
+        return k0, p0, n0, c0, d0
+    # one placement for the five arrays (np.insert would recompute it for each)
+    slots = pos[new] + np.arange(k)  # where the inserted entries land
+    old = np.ones(n + k, dtype=bool)
+    old[slots] = False
+    out = []
+    for stored_col, col in ((k0, keys), (p0, wp), (n0, wn), (c0, cp), (d0, cn)):
+        merged = np.empty(n + k, dtype=stored_col.dtype)
+        merged[old] = stored_col
+        merged[slots] = col[new]
+        out.append(merged)
+    return tuple(out)
 
 
 def _subtracted(stored, keys, wp, wn, cp, cn):
@@ -215,7 +228,7 @@ class ScoreOrder:
 
     __slots__ = ("_load", "_twice", "_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp",
                  "_tn", "_gp", "_gn", "u", "pos_weight", "neg_weight", "n_pos", "n_neg",
-                 "z_pos", "z_neg", "stamp", "integral")
+                 "z_pos", "z_neg", "stamp", "integral", "_arrays")
 
     def __init__(self, load=DEFAULT_LOAD):
         if not isinstance(load, int) or load < 4:
@@ -227,6 +240,7 @@ class ScoreOrder:
 
     def clear(self):
         """Forget every event."""
+        self._arrays = None
         self._keys = []  # blocks (array "d") of distinct scores, ascending
         self._wp = []  # blocks (array "d") of summed positive weights per score
         self._wn = []  # blocks (array "d") of summed negative weights per score
@@ -249,7 +263,16 @@ class ScoreOrder:
 
     def __len__(self):
         """Number of distinct scores stored."""
+        if self._arrays is not None:
+            return len(self._arrays[0])
         return sum(map(len, self._keys))
+
+    def __getattr__(self, name):
+        # the blocks after a bulk rebuild are built on first use (see _rebuild)
+        if name in _BLOCKS and self._arrays is not None:
+            self._materialize()
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def nz_pos(self):
@@ -541,46 +564,77 @@ class ScoreOrder:
             self.neg_weight = 0.0
 
     def _rebuild(self, keys, wp, wn, cp, cn):
-        """Replace the blocks by these ascending, distinct-score numpy arrays."""
+        """Replace the contents by these ascending, distinct-score numpy arrays (which
+        the order keeps: the caller hands over fresh ones).
+
+        The blocks are built lazily, on the first operation that needs them (a
+        per-event ``add``/``remove``, few entries added one by one): between bulk
+        operations (a window's batch in and slice out, a merge, AP's ``get``) the
+        order stays in these flat arrays and no block is built. Cost: `O(1)`; building
+        the blocks later is `O(n)` (about 20 us per 10 000 scores)."""
+        self._arrays = (np.ascontiguousarray(keys, dtype=_F8), np.ascontiguousarray(wp, dtype=_F8),
+                        np.ascontiguousarray(wn, dtype=_F8), np.ascontiguousarray(cp, dtype=_I8),
+                        np.ascontiguousarray(cn, dtype=_I8))
+        for name in _BLOCKS:
+            try:
+                object.__delattr__(self, name)
+            except AttributeError:
+                pass
+        self.stamp += 1
+
+    def _materialize(self):
+        """Build the blocks from the flat arrays kept by :meth:`_rebuild`."""
+        keys, wp, wn, cp, cn = self._arrays
+        self._arrays = None
         load = self._load
         n = len(keys)
 
-        def blocks(x, dtype, code):
-            mv = memoryview(np.ascontiguousarray(x, dtype=dtype)).cast("B")
+        def blocks(x, code):
+            mv = memoryview(x).cast("B")
             step = 8 * load
-            return [array(code, bytes(mv[a : a + step])) for a in range(0, 8 * n, step)]
+            out = []
+            for a in range(0, 8 * n, step):
+                b = array(code)
+                b.frombytes(mv[a : a + step])
+                out.append(b)
+            return out
 
-        self._keys = blocks(keys, _F8, "d")
-        self._wp = blocks(wp, _F8, "d")
-        self._wn = blocks(wn, _F8, "d")
-        self._cp = blocks(cp, _I8, "q")
-        self._cn = blocks(cn, _I8, "q")
+        self._keys = blocks(keys, "d")
+        self._wp = blocks(wp, "d")
+        self._wn = blocks(wn, "d")
+        self._cp = blocks(cp, "q")
+        self._cn = blocks(cn, "q")
         maxes = array("d")
         tp, tn = array("d"), array("d")
         if n:
             idx = np.arange(0, n, load)
-            maxes.frombytes(np.asarray(keys[np.minimum(idx + load, n) - 1], _F8).tobytes())
-            tp.frombytes(np.add.reduceat(np.asarray(wp, _F8), idx).tobytes())
-            tn.frombytes(np.add.reduceat(np.asarray(wn, _F8), idx).tobytes())
+            maxes.frombytes(keys[np.minimum(idx + load, n) - 1].tobytes())
+            tp.frombytes(np.add.reduceat(wp, idx).tobytes())
+            tn.frombytes(np.add.reduceat(wn, idx).tobytes())
         self._maxes, self._tp, self._tn = maxes, tp, tn
         self._gp = _groups(tp)
         self._gn = _groups(tn)
-        self.stamp += 1
 
     # ------------------------------------------------------------------ bulk
     def arrays(self):
-        """``(scores, wp, wn, cp, cn)``: numpy arrays in ascending score order.
+        """``(scores, wp, wn, cp, cn)``: numpy arrays in ascending score order (fresh
+        copies: the caller may write to them).
 
         Runtime complexity: `O(n)` (memory copies).
         """
+        if self._arrays is not None:
+            return tuple(a.copy() for a in self._arrays)
         return (_flat(self._keys, _F8), _flat(self._wp, _F8), _flat(self._wn, _F8),
                 _flat(self._cp, _I8), _flat(self._cn, _I8))
 
     def weights(self):
-        """``(wp, wn)``: positive and negative weight per distinct score, ascending.
+        """``(wp, wn)``: positive and negative weight per distinct score, ascending
+        (fresh copies).
 
         Runtime complexity: `O(n)` (memory copies).
         """
+        if self._arrays is not None:
+            return self._arrays[1].copy(), self._arrays[2].copy()
         return _flat(self._wp, _F8), _flat(self._wn, _F8)
 
     def add_entries(self, keys, wp, wn, cp, cn, z_pos=0, z_neg=0):
@@ -685,14 +739,14 @@ class ScoreOrder:
                     wsp[j] = wps[k][i]
                     wsn[j] = wns[k][i]
             return out
-        k0 = _flat(self._keys, _F8)
+        k0, wp0, wn0, cp0, cn0 = self._arrays if self._arrays is not None else self.arrays()
         pos = np.minimum(np.searchsorted(k0, keys), n - 1)
         hit = k0[pos] == keys
-        sp[hit] = _flat(self._cp, _I8)[pos[hit]]
-        sn[hit] = _flat(self._cn, _I8)[pos[hit]]
+        sp[hit] = cp0[pos[hit]]
+        sn[hit] = cn0[pos[hit]]
         if weights:
-            wsp[hit] = _flat(self._wp, _F8)[pos[hit]]
-            wsn[hit] = _flat(self._wn, _F8)[pos[hit]]
+            wsp[hit] = wp0[pos[hit]]
+            wsn[hit] = wn0[pos[hit]]
         return out
 
     def _refused(self, keys, wp, wn, cp, cn):
