@@ -161,7 +161,7 @@ def compare(args):
                         [sys.executable, "-c", COMPARE_CHILD, str(here), str(args.events),
                          str(decimals), labels, str(args.batch), str(args.every)],
                         env=dict(os.environ, PYTHONPATH=str(src)), capture_output=True,
-                        text=True, check=True)
+                        text=True, check=True, cwd=str(src))  # cwd: not another checkout
                     best = min(best, json.loads(out.stdout)["cpu"])
                 cpu.append(best)
             line = f"{labels:<8} {sname:<12}" + "".join(f" {c:>10.2f}" for c in cpu)

@@ -147,8 +147,10 @@ def run_stage(stage, log, out, src=None):
     if src is not None:  # this checkout (or the baseline's) first on the path
         env["PYTHONPATH"] = os.pathsep.join(
             [str(src)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    # run from the log's directory: `python -c` puts the working directory first on
+    # sys.path, which would shadow PYTHONPATH with a checkout's own streameval
     p = subprocess.run([sys.executable, "-c", _STAGE, stage, str(log), str(out)],
-                       capture_output=True, text=True, env=env)
+                       capture_output=True, text=True, env=env, cwd=os.path.dirname(str(log)))
     if p.returncode != 0:
         raise SystemExit(f"stage {stage} failed:\n{p.stderr}")
     res = json.loads(p.stdout.strip().splitlines()[-1])

@@ -76,7 +76,9 @@ import numpy as np
 
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
 from streameval.events import as_seconds, as_seconds_array
+from streameval.windows import Sliding
 from streameval.metrics.base import from_state, register
+from streameval.metrics.ranking import OrderView, order_key
 from streameval.validation import (
     ValidationError,
     as_binary_labels,
@@ -102,6 +104,42 @@ def _takes_t(method):
         return False
 
 
+def _order_key(obj):
+    """The key of the score order ``obj`` holds: a binary score-order metric, or a
+    sliding window over one (with its size or period); None for anything else."""
+    if isinstance(obj, Sliding):
+        if obj.on_late is not None:
+            return None
+        key = order_key(obj.metric)
+        return None if key is None else ("sliding", obj.size, obj.period, obj.lateness, key)
+    key = order_key(obj)
+    return None if key is None else ("cumulative", key)
+
+
+def _inner(obj):
+    return obj.metric if isinstance(obj, Sliding) else obj
+
+
+def share_orders(metrics):
+    """One score order per stream, window and labels: every binary score-order metric
+    (cumulative AUC, AP, curves...; or a sliding window over one) whose order another
+    one before it already holds becomes an :class:`~streameval.metrics.ranking.OrderView`
+    of that one. Values, rows and states are those of unshared metrics; the order is
+    updated once instead of once per metric (the default monitor: 2 orders, not 4)."""
+    owners = {}
+    out = {}
+    for name, obj in metrics.items():
+        key = _order_key(obj)
+        owner = owners.get(key) if key is not None else None
+        if owner is None:
+            if key is not None:
+                owners[key] = obj
+            out[name] = obj
+        else:
+            out[name] = OrderView(obj, owner, _inner)
+    return out
+
+
 def _trusted(obj):
     """Whether ``obj`` takes a Monitor's validated binary columns on its trusted path."""
     return getattr(obj, "columns", None) == "binary" and callable(
@@ -120,17 +158,19 @@ class _Segment:
     __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
                  "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues")
 
-    def __init__(self, key, label, metrics, drift, rules):
+    def __init__(self, key, label, metrics, drift, rules, share=True):
         self.key = key          # hashable (None: the whole stream)
         self.label = label      # JSON form, written in rows
         self.n = 0
-        self.metrics = metrics
+        self.metrics = share_orders(metrics) if share else metrics
         self.drift = drift
         self.rules = rules
         self._bind()
 
     def _bind(self):
-        objs = list(self.metrics.values()) + list(self.drift.values())
+        # shared views are read, never updated: their owner is
+        objs = [o for o in list(self.metrics.values()) + list(self.drift.values())
+                if not isinstance(o, OrderView)]
         self._plain = [o.update for o in objs if not _takes_t(o.update)]
         self._timed = [o.update for o in objs if _takes_t(o.update)]
         # batches: objects that take the monitor's validated binary columns get them on

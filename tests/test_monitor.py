@@ -532,3 +532,80 @@ def test_tumbling_windows_and_datetime64_times():
         else:
             exp = math.nan
         _assert_close(r["values"], {"auc:10m": exp}, n)
+
+
+# ------------------------------------------------------------ one score order per stream
+
+
+def _feed_batches(mon, y, s, w, t, step):
+    for a in range(0, len(y), step):
+        mon.update_many(y[a:a + step], s[a:a + step], w[a:a + step], t=t[a:a + step])
+
+
+@pytest.mark.parametrize("labels", ["bool", "spam"])
+def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels):
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    from streameval.metrics.ranking import OrderView
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    y = rng.random(n) < 0.3
+    s = np.round(rng.random(n) * 0.6 + 0.4 * y, 3)
+    w = rng.integers(0, 3, n).astype(float)
+    t = np.arange(n, dtype=float)
+    kw = {}
+    yy = y
+    if labels == "spam":
+        kw = {"pos_label": "spam", "neg_label": "ham"}
+        yy = np.where(y, "spam", "ham").astype(object)
+    metrics = {
+        "auc": se.ROCAUC(**kw), "ap": se.AveragePrecision(**kw), "iap": se.InterpolatedAP(**kw),
+        "auc@500": se.Sliding(se.ROCAUC(**kw), size=500),
+        "ap@500": se.Sliding(se.AveragePrecision(**kw), size=500),
+        "ap@60s": se.Sliding(se.AveragePrecision(**kw), period=60.0),
+        "auc@60s": se.Sliding(se.ROCAUC(**kw), period=60.0),
+        "auc_bins": se.ROCAUC(bins=10, **kw), "ap_bins": se.AveragePrecision(bins=10, **kw),
+    }
+    mon = Monitor(metrics, every=250, **kw)
+    seg = mon._overall
+    views = {k for k, v in seg.metrics.items() if isinstance(v, OrderView)}
+    # one owner per (window, labels, bins): the first of each group
+    assert views == {"ap", "iap", "ap@500", "auc@60s", "ap_bins"}
+    unshared = {k: se.from_state(m.to_state()) for k, m in metrics.items()}  # empty copies
+    rows = []
+    mon.on_metrics.append(rows.append)
+    _feed_batches(mon, yy, s, w, t, 137)
+    mon.flush()
+    # the monitor's slices: its batches cut at the evaluation points
+    cuts = sorted(set(range(0, n, 137)) | set(range(0, n, 250)) | {n})
+    for k, m in unshared.items():
+        for a, b in zip(cuts, cuts[1:]):
+            if isinstance(m, se.Sliding) and m.period is not None:
+                m.update_many(yy[a:b], s[a:b], w[a:b], t=t[a:b])
+            else:
+                m.update_many(yy[a:b], s[a:b], w[a:b])
+    for k, m in seg.metrics.items():
+        assert m.get() == pytest.approx(unshared[k].get(), abs=1e-12), k
+        # the state is the one an unshared metric writes (checkpoints do not change)
+        assert m.to_state() == unshared[k].to_state(), k
+    # and the oracle: sklearn on the events
+    assert seg.metrics["auc"].get() == pytest.approx(roc_auc_score(y, s, sample_weight=w), abs=1e-12)
+    assert seg.metrics["ap"].get() == pytest.approx(
+        average_precision_score(y, s, sample_weight=w), abs=1e-12)
+    tail = slice(n - 500, n)
+    assert seg.metrics["ap@500"].get() == pytest.approx(
+        average_precision_score(y[tail], s[tail], sample_weight=w[tail]), abs=1e-12)
+    last = t > t[-1] - 60.0
+    assert seg.metrics["auc@60s"].get() == pytest.approx(
+        roc_auc_score(y[last], s[last], sample_weight=w[last]), abs=1e-12)
+    # a view is read-only: it never double counts
+    with pytest.raises(TypeError, match="read-only"):
+        seg.metrics["ap"].update(True, 0.5)
+    with pytest.raises(TypeError, match="read-only"):
+        seg.metrics["ap@500"].update_many([True], [0.5])
+    # a checkpoint resumes with the same sharing and the same values
+    back = Monitor.from_state(json.loads(json.dumps(mon.to_state())))
+    assert {k for k, v in back._overall.metrics.items() if isinstance(v, OrderView)} == views
+    for k, m in back._overall.metrics.items():
+        assert m.to_state() == seg.metrics[k].to_state(), k

@@ -66,6 +66,8 @@ __all__ = [
     "ElevenPointAP",
     "ROCCurve",
     "PRCurve",
+    "order_key",
+    "OrderView",
 ]
 
 _NAN = math.nan
@@ -574,6 +576,81 @@ class _BinaryRanking(BinaryMetric):
             self._cached = compute(self._order)
             self._cached_stamp = stamp
         return self._cached
+
+
+def order_key(metric):
+    """What decides a binary score-order metric's score order (its labels and bins),
+    as a hashable key, or None for any other metric: two metrics with the same key fed
+    the same events hold the same order (cumulative AUC and AP, ROC and PR curves...),
+    so a Monitor keeps one and reads it for both (:class:`OrderView`)."""
+    if isinstance(metric, _BinaryRanking):
+        return (metric.pos_label, metric.neg_label, metric._bins)
+    return None
+
+
+class OrderView:
+    """A read-only score-order metric that reads another one's order.
+
+    ``template`` is an empty metric (or a window over one, as the Monitor holds it)
+    of the view's kind, ``owner`` an object of the same structure whose metric has the
+    same :func:`order_key` and is fed the same events (a Monitor's ``roc_auc`` and
+    ``average_precision``; their ``@10000`` windows). ``inner`` maps such an object to
+    its score-order metric (the object itself, or a window's current ``metric``).
+
+    ``get()`` is the template kind's value on the owner's order, and ``to_state()`` is
+    exactly the state the template would have if it had been fed the owner's events
+    (so checkpoints do not change and load into unshared metrics). Nothing updates a
+    view: ``update``, ``update_many``, ``update_trusted``, ``revert`` and ``merge``
+    raise ``TypeError`` (the owner is updated instead; sharing never double counts).
+    Other attributes (``size``, ``late``, ``newest``...) are the owner's.
+
+    Runtime complexity: ``get`` is the template kind's ``get`` on the owner's order
+    (AP: one numpy pass, cached until the order changes; AUC: `O(1)`).
+    """
+
+    def __init__(self, template, owner, inner=lambda obj: obj):
+        self.template = template
+        self.owner = owner
+        self._inner = inner
+        self._metric = inner(template)
+        if order_key(self._metric) is None or order_key(self._metric) != order_key(inner(owner)):
+            raise ValueError("an OrderView reads a score-order metric of the same labels and bins")
+
+    def _linked(self):
+        """The template's metric, reading the owner's current (merged) order."""
+        so = self._inner(self.owner)._order
+        m = self._metric
+        if m._so is not so:
+            m._so = so
+            m._cached_stamp = -1
+        return m
+
+    def get(self):
+        return self._linked().get()
+
+    def to_state(self):
+        owner = self._inner(self.owner)
+        mine = self._metric.to_state()
+        mine["data"] = owner._get_data()
+        if self.owner is owner:
+            return mine
+        state = self.owner.to_state()  # a window: its events, with this kind's metric
+        state["data"] = dict(state["data"], metric=mine)
+        return state
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("a shared score-order view is read-only: its owner is updated")
+
+    update = update_many = update_trusted = revert = revert_many = revert_trusted = \
+        merge = _read_only
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.owner, name)
+
+    def __repr__(self):
+        return f"OrderView({type(self._metric).__name__} of the order of {self.owner!r})"
 
 
 def _average_of(args, kwargs):
