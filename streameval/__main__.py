@@ -1,4 +1,7 @@
-"""``python -m streameval``: the same as the ``streameval`` command."""
+"""``python -m streameval``: the same as the ``streameval`` command.
+
+It imports :mod:`streameval.cli` only.
+"""
 
 import sys
 

@@ -65,6 +65,8 @@ True
 True
 >>> r.evaluate(0.85, n=5000)
 {'rule': 'recall < 0.8', 'state': 'resolved', 'n': 5000, 't': None, 'value': 0.85}
+
+Imports: the standard library only (rules read plain values; the Monitor feeds them).
 """
 
 from __future__ import annotations

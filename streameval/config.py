@@ -81,6 +81,11 @@ A TOML file is read with :mod:`tomllib` (``tomli`` on Python 3.10); a file with 
 Traceback (most recent call last):
 ...
 ValueError: monitor: unknown key 'evrey'; expected one of [...]
+
+Imports: :mod:`streameval._registry` (the metric kinds), :mod:`streameval.validation`,
+:mod:`streameval.alerts`, and on use the metric modules, :mod:`streameval.windows`,
+:mod:`streameval.drift` and :mod:`streameval.events`; the Monitor and the pipeline
+import it.
 """
 
 from __future__ import annotations

@@ -35,6 +35,10 @@ normal approximation; hence ``min_count``). Evaluating the same drift test after
 event tests heavily overlapping windows again and again: the chance that *some*
 evaluation crosses ``alpha`` is much larger. Evaluate on window boundaries, or require
 the alarm to persist (the alert rules' ``for``), or lower ``alpha``.
+
+Imports: numpy, river (its detectors), :mod:`streameval.validation`,
+:mod:`streameval.events` (event times), :mod:`streameval.metrics` (the binary confusion
+counts) and :mod:`streameval.windows`; the Monitor and config import it.
 """
 
 from __future__ import annotations

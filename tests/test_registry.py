@@ -197,3 +197,10 @@ def test_every_module_says_what_it_holds():
     missing = [str(p.relative_to(ROOT.parent)) for _, p in _all_modules()
                if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not missing
+
+
+def test_every_module_docstring_says_what_it_may_import():
+    # issue 10: each module's opening docstring says what it holds and what it may import
+    silent = [str(p.relative_to(ROOT.parent)) for _, p in _all_modules()
+              if "import" not in (ast.get_docstring(ast.parse(p.read_text())) or "").lower()]
+    assert not silent, silent

@@ -18,6 +18,8 @@ usual "first run" signal).
 
 States are JSON: NaN and infinities are written as the ``NaN``/``Infinity``
 literals Python's json reads back, so a state round-trips exactly.
+
+Imports: the standard library only; the pipeline and the service import it.
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ keyed by id, with a heap on prediction time for expiry:
 * a complete row (label and score) passes through unchanged (``pred_ts = ts``).
 
 Ids join by value: ``"7"`` and ``7`` are different ids.
+
+Imports: numpy, :mod:`streameval.events` and :mod:`streameval.io.sources`; never the
+Monitor or metrics.
 """
 
 from __future__ import annotations

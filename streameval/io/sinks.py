@@ -13,6 +13,9 @@ context managers.
   exponential backoff on connection errors, timeouts, 429 and 5xx. A final
   failure is logged and counted (``failures``, ``last_error``), never raised:
   a dead webhook must not stop a monitor.
+
+Imports: numpy and the standard library (JSON cleaning, HTTP); sinks read plain rows,
+never metric internals.
 """
 
 from __future__ import annotations

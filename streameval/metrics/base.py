@@ -8,6 +8,10 @@ Binary, multiclass and regression metrics subclass river's metric base classes, 
 
 Validation is atomic: every check runs before any state changes, and a bad value
 raises :class:`ValueError` naming the value (and its index, for batches).
+
+Imports: numpy, river's metric base classes, :mod:`streameval.validation` and
+:mod:`streameval._registry` (the ground floor); never the package root, windows, drift
+or the Monitor.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``python -m streameval.service``: the same as ``streameval serve``."""
+"""``python -m streameval.service``: the same as ``streameval serve``.
+
+It imports :mod:`streameval.service` only.
+"""
 
 import sys
 

@@ -15,6 +15,9 @@ Routes:
 With a ``token``, ``POST`` routes need ``Authorization: Bearer <token>`` (401
 otherwise); with ``protect_reads=True`` the ``GET`` routes but ``/healthz`` do too.
 Unknown paths get 404, wrong methods 405 (with ``Allow``), always with a JSON body.
+
+Imports: starlette, prometheus-client (the ``serve`` extra), :mod:`streameval.io.sinks`
+and the service's own modules (engine, body, exposition).
 """
 
 from __future__ import annotations

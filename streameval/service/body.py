@@ -12,6 +12,9 @@ character position in a JSON document.
 Traceback (most recent call last):
 ...
 streameval.service.body.BadRequest: event 1: not a JSON object: 7
+
+Imports: the standard library and orjson when installed; no streameval module but the
+events layer it feeds.
 """
 
 from __future__ import annotations

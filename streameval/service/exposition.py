@@ -19,6 +19,9 @@ Families:
 
 The segment label is ``""`` for the whole stream (no ``group_by``) and, for a segment
 made of several fields, their values joined by ``"|"``.
+
+Imports: prometheus-client only; it reads the Monitor's plain snapshots, never metric
+internals.
 """
 
 from __future__ import annotations
