@@ -13,8 +13,7 @@ Traceback (most recent call last):
 ...
 streameval.service.body.BadRequest: event 1: not a JSON object: 7
 
-Imports: the standard library and orjson when installed; no streameval module but the
-events layer it feeds.
+Imports: the standard library and orjson when installed; no streameval module.
 """
 
 from __future__ import annotations
