@@ -80,7 +80,10 @@ from streameval.windows import Sliding
 from streameval.metrics.base import from_state, register
 from streameval.metrics.ranking import OrderView, order_key
 from streameval.validation import (
+    Integer,
+    Real,
     ValidationError,
+    check_param,
     as_binary_labels,
     as_float_array,
     as_weight_array,
@@ -280,7 +283,7 @@ class Monitor:
     segment and slice between evaluation points; an evaluation one ``get`` per
     metric and segment.
 
-    >>> m = Monitor.default(window=100)
+    >>> m = Monitor.default(size=100)
     >>> sorted(m.metrics)[:4]
     ['accuracy', 'accuracy@100', 'average_precision', 'average_precision@100']
     >>> m.update_many([1, 0, 1, 0], [0.9, 0.3, 0.6, 0.7])
@@ -380,15 +383,9 @@ class Monitor:
         else:
             self._fields = None
         self.group_by = group_by
-        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0:
-            raise ValueError(f"every = {every!r}: must be an integer >= 0")
-        self.every = int(every)
-        if every_seconds is not None:
-            if isinstance(every_seconds, bool) or not isinstance(every_seconds, _Real) \
-                    or not math.isfinite(every_seconds) or every_seconds <= 0:
-                raise ValueError(f"every_seconds = {every_seconds!r}: must be a number > 0")
-            every_seconds = float(every_seconds)
-        self.every_seconds = every_seconds
+        self.every = check_param("every", every, Integer(0))
+        self.every_seconds = check_param("every_seconds", every_seconds,
+                                         Real(0, open_low=True, allow_none=True))
         if not isinstance(overall, bool):
             raise ValueError(f"overall = {overall!r}: must be True or False")
         if not overall and group_by is None:
@@ -468,20 +465,23 @@ class Monitor:
         return cls.from_config(_config.load_toml(path))
 
     @classmethod
-    def default(cls, threshold=0.5, window=10_000, **kwargs):
+    def default(cls, threshold=0.5, size=None, *, window=None, **kwargs):
         """The default monitor (DESIGN.md section 6).
 
         Cumulative ``roc_auc``, ``average_precision``, ``precision``, ``recall``, ``f1``,
         ``accuracy``, ``log_loss`` (threshold metrics at ``threshold``), the same over
-        the last ``window`` events named ``<metric>@<window>`` (``recall@10000``), drift
-        tests ``recall`` and ``precision`` (the last ``window`` events against the first
-        ``window``) and the rules ``recall drift p < 0.01`` and
-        ``precision drift p < 0.01``. ``kwargs`` (``every``, ``group_by``, ...) go to
-        the constructor.
+        the last ``size`` events (default 10 000) named ``<metric>@<size>``
+        (``recall@10000``), drift tests ``recall`` and ``precision`` (the last ``size``
+        events against the first ``size``) and the rules ``recall drift p < 0.01`` and
+        ``precision drift p < 0.01``. ``window=`` is the older name of ``size=``.
+        ``kwargs`` (``every``, ``group_by``, ...) go to the constructor.
         """
         from streameval import config as _config
 
-        table = {"threshold": threshold, "window": window}
+        if size is not None and window is not None:
+            raise ValueError("give size= or its alias window=, not both")
+        size = size if size is not None else window if window is not None else 10_000
+        table = {"threshold": threshold, "size": size}
         for key in ("every", "every_seconds", "group_by", "overall", "pos_label", "neg_label"):
             if key in kwargs and kwargs[key] is not None:
                 table[key] = kwargs.pop(key)

@@ -609,3 +609,23 @@ def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels):
     assert {k for k, v in back._overall.metrics.items() if isinstance(v, OrderView)} == views
     for k, m in back._overall.metrics.items():
         assert m.to_state() == seg.metrics[k].to_state(), k
+
+
+def test_default_size_and_its_alias_window():
+    assert sorted(Monitor.default(size=50).metrics) == sorted(Monitor.default(window=50).metrics)
+    assert Monitor.default(size=50).metrics["recall@50"].size == 50
+    assert "recall@10000" in Monitor.default().metrics
+    with pytest.raises(ValueError, match="size= or its alias window=, not both"):
+        Monitor.default(size=50, window=50)
+    with pytest.raises(ValueError, match=r"^monitor.every = 2.5: must be an integer >= 0"):
+        Monitor.default(every=2.5)
+    with pytest.raises(ValueError, match=r"every_seconds = 0: must be a number > 0"):
+        Monitor.default(every_seconds=0)
+
+
+def test_constructor_parameters_are_checked_by_the_declared_checks():
+    with pytest.raises(ValueError, match=r"^every = -1: must be an integer >= 0"):
+        Monitor({"r": se.Recall()}, every=-1)
+    with pytest.raises(ValueError, match=r"^every_seconds = nan: must be a number > 0 or None"):
+        Monitor({"r": se.Recall()}, every_seconds=float("nan"))
+    assert Monitor({"r": se.Recall()}, every_seconds=60).every_seconds == 60.0
