@@ -143,37 +143,32 @@ def bench_batches(window, quick):
     y, s = np.array(y), np.array(s)
     se.ROCAUC().update_many(y[:10], s[:10])  # first-call imports out of the timing
     saved = windows.REBUILD_FRACTION
-    # (REBUILD_FRACTION, use revert_many): forced rebuild, forced per-event reverts,
-    # forced revert_many, default (revert_many where the metric has its own)
-    modes = [(0.0, False), (math.inf, False), (math.inf, True), (saved, None)]
+    # the window's crossover (its _rebuild_fraction, read at every batch): forced
+    # rebuild (0), forced revert of the expired slice (inf), and the default
+    modes = [0.0, math.inf, None]
     for name, make in (("ROCAUC", se.ROCAUC), ("Precision", se.Precision)):
         print(f"\nSliding({name}, size={window}).update_many, events/s "
-              f"(REBUILD_FRACTION = {saved}: rebuild above it, for metrics without revert_many)")
-        print(f"{'batch/window':>12} {'rebuild':>10} {'revert':>10} {'revert_many':>12} {'default':>10}")
-        try:
-            for frac in fractions:
-                b = max(1, int(frac * window))
-                row = []
-                for forced, vectorised in modes:
-                    windows.REBUILD_FRACTION = forced
-                    runs = []
-                    for _ in range(REPEATS):  # best of REPEATS fresh runs
-                        win = Sliding(make(), size=window)
-                        win.update_many(y[:window], s[:window])
-                        i, t0 = window, time.perf_counter()
-                        while i < window + span:
-                            if vectorised is not None:  # forced (reset on rebuild)
-                                win._vectorised = vectorised
-                                win._rebuild_fraction = math.inf if vectorised else None
-                            win.update_many(y[i:i + b], s[i:i + b])
-                            win.get()  # read per batch (a monitor's evaluation): a
-                            i += b  # deferred merge (ranking metrics) is paid, not skipped
-                        runs.append((i - window) / (time.perf_counter() - t0))
-                    row.append(max(runs))
-                print(f"{frac:>12g} {row[0]:>10,.0f} {row[1]:>10,.0f} {row[2]:>12,.0f} "
-                      f"{row[3]:>10,.0f}", flush=True)
-        finally:
-            windows.REBUILD_FRACTION = saved
+              f"(REBUILD_FRACTION = {saved}: rebuild above it, for metrics without a "
+              "vectorised revert)")
+        print(f"{'batch/window':>12} {'rebuild':>10} {'revert':>10} {'default':>10}")
+        for frac in fractions:
+            b = max(1, int(frac * window))
+            row = []
+            for forced in modes:
+                runs = []
+                for _ in range(REPEATS):  # best of REPEATS fresh runs
+                    win = Sliding(make(), size=window)
+                    win.update_many(y[:window], s[:window])
+                    if forced is not None:
+                        win._rebuild_fraction = forced
+                    i, t0 = window, time.perf_counter()
+                    while i < window + span:
+                        win.update_many(y[i:i + b], s[i:i + b])
+                        win.get()  # read per batch (a monitor's evaluation): a
+                        i += b  # deferred merge (ranking metrics) is paid, not skipped
+                    runs.append((i - window) / (time.perf_counter() - t0))
+                row.append(max(runs))
+            print(f"{frac:>12g} {row[0]:>10,.0f} {row[1]:>10,.0f} {row[2]:>10,.0f}", flush=True)
 
 
 def main(argv=None):
