@@ -188,15 +188,29 @@ class Sliding(Cases):
 
     def validate(self, y_true, y_pred, w=None):
         """The wrapped metric's ``validate``: the batch's validated columns, nothing
-        changed; a bad element raises ``ValidationError`` with its ``index``."""
-        return self._ops.validate(y_true, y_pred, w)
+        changed; a bad element raises ``ValidationError`` with its ``index``.
+
+        For a metric whose columns are its own form (``columns`` None: retrieval,
+        text), the columns are the batch as given, once checked: such a metric's
+        validated form (text statistics) need not be what its ``revert`` takes back,
+        and a count or time window must keep events it can expire."""
+        cols = self._ops.validate(y_true, y_pred, w)
+        if self._typed:
+            return cols
+        return as_seq(y_true), as_seq(y_pred), None if w is None else as_seq(w)
 
     def update_trusted(self, y, s, w=None, t=None):
         """Add a batch of columns from :meth:`validate`, unchecked; ``t``: a float64
         array of event times already parsed (epoch seconds, e.g. by
         :func:`streameval.events.as_seconds_array`), for time windows; None for count
-        windows. Same result as :meth:`update_many`. Returns ``self``."""
-        self._add((y, s, w), t, None)
+        windows. Same result as :meth:`update_many`. Returns ``self``.
+
+        Over a metric with ``columns`` None the columns are the batch as given (see
+        :meth:`validate`), which the metric turns into its own form once more."""
+        if self._typed:
+            self._add((y, s, w), t, None)
+        else:
+            self._add(self._ops.validate(y, s, w), t, (y, s, w))
         return self
 
     def update_many(self, y_true, y_pred, w=None, t=None):
