@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 
-from streameval.events import as_seconds_array
 from streameval.metrics.base import Cases, from_state
-from streameval.validation import ValidationError, check_same_length
+from streameval.validation import ValidationError
 from streameval.windows.common import (
+    batch_input,
     MetricOps,
     as_seq,
     check_window_params,
@@ -224,18 +224,9 @@ class Sliding(Cases):
         Runtime complexity: `O(n)` (vectorised by the wrapped metric), plus
         `O(n log n)` to place the events of a ``period`` window by time.
         """
-        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        y_true, y_pred = as_seq(y_true), as_seq(y_pred)
-        w = None if w is None else as_seq(w)
-        ts = None
-        if self.size is None:
-            if t is None:
-                raise ValidationError("t", None, "a period window needs the event times t=",
-                                      message="t = None: a period window needs the event times t=")
-            ts = as_seconds_array(t, n)
-        if n:
-            cols = self._ops.validate(y_true, y_pred, w)
-            self._add(cols, ts, (y_true, y_pred, w))
+        raw, ts = batch_input(self.size, y_true, y_pred, w, t)
+        if len(raw[0]):
+            self._add(self._ops.validate(*raw), ts, raw)
         return self
 
     def _add(self, cols, ts, raw):
