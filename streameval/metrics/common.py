@@ -252,8 +252,11 @@ class WeightedMean(Metric):
         self._check_columns(*columns)
         return columns
 
-    def _check_columns(self, a, b, weights):
+    def check_columns(self, a, b, weights=None):
         """Refuse a batch whose weighted losses overflow (naming the first event)."""
+        self._check_columns(a, b, weights)
+
+    def _check_columns(self, a, b, weights):
         if self._bounded_loss and (weights is None or not float(weights.sum()) > 1e300):
             return
         wx, _ = self._weighted_losses(a, b, weights)

@@ -199,6 +199,12 @@ class Sliding(Cases):
             return cols
         return as_seq(y_true), as_seq(y_pred), None if w is None else as_seq(w)
 
+    def check_columns(self, y, s, w=None):
+        """The wrapped metric's ``check_columns`` (see ``Metric.check_columns``)."""
+        check = getattr(self.metric, "check_columns", None)
+        if check is not None and self._typed:
+            check(y, s, w)
+
     def update_trusted(self, y, s, w=None, t=None):
         """Add a batch of columns from :meth:`validate`, unchecked; ``t``: a float64
         array of event times already parsed (epoch seconds, e.g. by

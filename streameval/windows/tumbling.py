@@ -269,6 +269,12 @@ class Tumbling(Metric):
         changed; a bad element raises ``ValidationError`` with its ``index``."""
         return self._ops.validate(y_true, y_pred, w)
 
+    def check_columns(self, y, s, w=None):
+        """The wrapped metric's ``check_columns`` (see ``Metric.check_columns``)."""
+        check = getattr(self._template, "check_columns", None)
+        if check is not None:
+            check(y, s, w)
+
     def update_trusted(self, y, s, w=None, t=None):
         """Add a batch of columns from :meth:`validate`, unchecked; ``t``: a float64
         array of parsed event times (epoch seconds) for time windows, None for count
