@@ -257,8 +257,10 @@ class WeightedMean(Metric):
         self._check_columns(a, b, weights)
 
     def _check_columns(self, a, b, weights):
-        if self._bounded_loss and (weights is None or not float(weights.sum()) > 1e300):
-            return
+        if self._bounded_loss:
+            with np.errstate(over="ignore"):  # a sum of weights over 1e308 is inf: checked
+                if weights is None or not float(weights.sum()) > 1e300:
+                    return
         wx, _ = self._weighted_losses(a, b, weights)
         if not np.isfinite(wx).all() or not math.isfinite(float(np.sum(wx))):
             self._refuse_overflow(a, b, wx)
