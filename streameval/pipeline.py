@@ -42,7 +42,7 @@ import numpy as np
 from streameval.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from streameval.io.sinks import JsonlSink, rejected_callback
 
-__all__ = ["Pipeline", "COUNTS", "DEFAULT_CHECKPOINT_EVERY", "CheckpointError"]
+__all__ = ["Pipeline", "COUNTS", "DEFAULT_CHECKPOINT_EVERY", "CheckpointError", "as_writer"]
 
 #: checkpoint every 100 000 events: a checkpoint of the default monitor costs a few
 #: tens of ms (its sorted score stores), so this keeps the overhead near 1% while a
@@ -168,7 +168,7 @@ class Pipeline:
         if "alerts" in self._writers:
             m.on_alert.append(self._writers["alerts"].write)
         for sink in self.sinks:
-            m.on_alert.append(_writer(sink))
+            m.on_alert.append(as_writer(sink))
         if "rejected" in self._writers and self.source is not None:
             self.source.rejected = rejected_callback(self._writers["rejected"])
 
@@ -272,8 +272,9 @@ class Pipeline:
         save_checkpoint(self.checkpoint_path, state, kind=self.kind, fingerprint=self.fingerprint)
 
 
-def _writer(sink):
-    """A callable taking one transition: ``sink.write`` for io sinks, else ``sink``."""
+def as_writer(sink):
+    """A callable taking one transition: ``sink.write`` for io sinks, else ``sink``
+    (the pipeline's alert sinks, and the service engine's)."""
     write = getattr(sink, "write", None)
     if callable(write):
         return write

@@ -346,3 +346,48 @@ def test_pickle_and_deepcopy_keep_the_case(name, factory, kind):
     for twin in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
         assert type(twin) is type(m)
         assert_same(twin, m, tol=0)
+
+
+# ----------------------------------------------- check_columns before update_trusted
+
+OVERFLOW_COLUMNS = {
+    # -log(0.1) * 1e308 and (0.9 - 1)^2 ... * 1e308 * 2: weighted losses or their sum overflow
+    "binary": (np.array([True, False, True]), np.array([0.1, 0.5, 0.9]), np.array([1e308, 1e308, 1.0])),
+    "proba": (np.array([True, False, True]), np.array([0.1, 0.5, 0.9]), np.array([1e308, 1e308, 1.0])),
+    "regression": (np.array([1.0, 2.0, 3.0]), np.array([1e200, 2.0, 3.5]), np.array([1e200, 1.0, 1.0])),
+}
+
+
+@pytest.mark.parametrize("window", [None, "sliding", "tumbling"])
+@pytest.mark.parametrize("name,factory,kind", [c for c in CASES if c[2] in OVERFLOW_COLUMNS],
+                         ids=[c[0] for c in CASES if c[2] in OVERFLOW_COLUMNS])
+def test_check_columns_refuses_what_update_trusted_refuses(name, factory, kind, window):
+    """A caller that validated a batch itself (a Monitor, once for all its metrics)
+    calls check_columns on each metric first: it refuses, with the same error and
+    changing nothing, exactly the columns that update_trusted refuses (the weighted
+    losses overflow), so that no metric is left half-applied."""
+    def make():
+        m = factory()
+        if window == "sliding":
+            return se.Sliding(m, size=5)
+        if window == "tumbling":
+            return se.Tumbling(m, size=5)
+        return m
+
+    cols = OVERFLOW_COLUMNS[kind]
+    try:
+        make().update_trusted(*cols)
+        refused = None
+    except ValidationError as e:
+        refused = e
+    m = make()
+    before = json.dumps(m.to_state(), sort_keys=True)
+    if refused is None:
+        m.check_columns(*cols)
+    else:
+        with pytest.raises(ValidationError) as info:
+            m.check_columns(*cols)
+        assert (str(info.value), info.value.index) == (str(refused), refused.index)
+    assert json.dumps(m.to_state(), sort_keys=True) == before
+    if name in ("LogLoss", "MSE", "RMSE", "MAE"):  # these do overflow
+        assert refused is not None and refused.index == 0

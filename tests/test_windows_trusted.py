@@ -286,3 +286,39 @@ def test_one_time_parser_in_events():
     assert e.value.index == 1
     with pytest.raises(ValueError, match="y_true has 3 elements but t has 2"):
         as_seconds_array([1, 2], 3)
+
+
+# ------------------------------------- metrics whose validated columns are their own
+
+
+TEXT_HYP = ["the cat sat on the mat", "a dog ran on a mat", "the cat ran", "on the mat sat a dog",
+            "a cat sat", "the dog sat on the cat", "mat on the dog", "the the cat"]
+TEXT_REF = ["the cat sat on a mat", "a dog ran", "the cat sat", "a dog sat on the mat",
+            "the cat sat on the mat", "the dog sat", "the mat", "the cat"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: Sliding(m, size=3),
+    lambda m: Sliding(m, period=2.5),
+], ids=["count", "time"])
+@pytest.mark.parametrize("metric", [streameval.BLEU, streameval.ROUGE])
+def test_window_trusted_path_over_text_metric(make, metric):
+    """Text metrics validate into per-event statistics (not their inputs): a window's
+    update_trusted keeps events it can expire, and equals update_many and a fresh
+    metric fed exactly the window's events (brute force)."""
+    a, b = make(metric()), make(metric())
+    n = len(TEXT_HYP)
+    t = np.arange(n, dtype=float)
+    timed = a.period is not None
+    for lo, hi in [(0, 2), (2, 5), (5, 6), (6, 8)]:
+        kw = {"t": t[lo:hi]} if timed else {}
+        a.update_trusted(*a.validate(TEXT_HYP[lo:hi], TEXT_REF[lo:hi]), **kw)
+        b.update_many(TEXT_HYP[lo:hi], TEXT_REF[lo:hi], **kw)
+        keep = [i for i in range(hi) if t[i] > t[hi - 1] - 2.5] if timed else \
+            list(range(max(0, hi - 3), hi))
+        oracle = metric()
+        for i in keep:
+            oracle.update(TEXT_HYP[i], TEXT_REF[i])
+        assert same(a.get(), oracle.get()) and same(b.get(), oracle.get())
+        assert a.to_state() == b.to_state()
+        assert same(from_state(a.to_state()).get(), oracle.get())

@@ -137,6 +137,16 @@ class Metric:
                 raise ValidationError.at(i, str(e)) from None
         return (list(y_true), list(y_pred), None if w is None else list(w))
 
+    def check_columns(self, y, s, w=None):
+        """Refuse, changing nothing, columns validated by another ``validate`` of the
+        same ``columns`` form (a Monitor's, once for all its metrics) that this
+        metric's :meth:`update_trusted` would still refuse: a ``ValidationError``
+        naming the first such event and its ``index``. A caller feeding one batch
+        to several metrics calls it on each first, so that none is half-applied.
+        Nothing to refuse by default (the weighted mean losses refuse an overflow).
+
+        Runtime complexity: `O(m)` at most."""
+
     def update_trusted(self, y, s, w=None):
         """Add a batch of columns from :meth:`validate`, unchecked: the fast path for
         callers that validated once for many metrics (Monitor, windows, drift tests).

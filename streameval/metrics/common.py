@@ -252,34 +252,47 @@ class WeightedMean(Metric):
         self._check_columns(*columns)
         return columns
 
-    def _check_columns(self, a, b, weights):
+    def check_columns(self, a, b, weights=None):
         """Refuse a batch whose weighted losses overflow (naming the first event)."""
-        if self._bounded_loss and (weights is None or not float(weights.sum()) > 1e300):
-            return
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked here
+        self._check_columns(a, b, weights)
+
+    def _check_columns(self, a, b, weights):
+        if self._bounded_loss:
+            with np.errstate(over="ignore"):  # a sum of weights over 1e308 is inf: checked
+                if weights is None or not float(weights.sum()) > 1e300:
+                    return
+        wx, _ = self._weighted_losses(a, b, weights)
+        if not np.isfinite(wx).all() or not math.isfinite(float(np.sum(wx))):
+            self._refuse_overflow(a, b, wx)
+
+    def _weighted_losses(self, a, b, weights):
+        """``(w * loss of each event, 0 for events not counted; the keep mask)``."""
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused after
             losses = self._losses(a, b)
             wx = losses if weights is None else losses * weights
         keep = self._keep(a)
         if keep is not None:
             wx = np.where(keep, wx, 0.0)
+        return wx, keep
+
+    def _refuse_overflow(self, a, b, wx):
+        """Raise for weighted losses ``wx`` that overflow: the first infinite one
+        (``ValidationError`` with its index), else their sum."""
         bad = ~np.isfinite(wx)
         if bad.any():
             i = int(np.argmax(bad))
             fail("y_pred", _item(self._event(a, b, i)[1]), "the weighted loss overflows", i)
-        if not math.isfinite(float(np.sum(wx))):
-            raise ValueError("the sum of the batch's weighted losses overflows")
+        raise ValueError("the sum of the batch's weighted losses overflows")
 
     def _batch_sums(self, a, b, weights):
-        """``(events counted, sum of w * loss, its rounding error, weight, keep mask)``."""
-        with np.errstate(over="ignore", invalid="ignore"):  # validate checked overflow
-            losses = self._losses(a, b)
-            wx = losses if weights is None else losses * weights
-        keep = self._keep(a)
-        if keep is not None:
-            wx = np.where(keep, wx, 0.0)
-        total, error = sum2(wx)
+        """``(events counted, sum of w * loss, its rounding error, weight, keep mask)``;
+        weighted losses that overflow are refused as by :meth:`validate` (columns
+        validated by a caller that does not know this family's losses)."""
+        wx, keep = self._weighted_losses(a, b, weights)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused next
+            total, error = sum2(wx)
         if not math.isfinite(total):
-            raise ValueError("the sum of the batch's weighted losses overflows")
+            self._refuse_overflow(a, b, wx)
         n = len(wx) if keep is None else int(np.count_nonzero(keep))
         if weights is None:
             weight = float(n)

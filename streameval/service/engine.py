@@ -60,7 +60,7 @@ import numpy as np
 
 from streameval.events import EventError, FieldMap, events_to_batch
 from streameval.io.checkpoint import fingerprint
-from streameval.pipeline import Pipeline
+from streameval.pipeline import Pipeline, as_writer
 from streameval.service.body import BadRequest, decode_events
 from streameval.service.wal import Batch, StateMismatch, WriteAheadLog
 
@@ -111,7 +111,7 @@ class Engine:
         self.checkpoint_every = checkpoint_every
         self.checkpoint_seconds = checkpoint_seconds
         self.sinks = list(sinks)
-        self._writers = [_as_writer(s) for s in self.sinks]
+        self._writers = [as_writer(s) for s in self.sinks]
         self.serve_options: dict = {}
         self.config_id = fingerprint(config_id)
         # the Monitor and its checkpoint file; alert transitions go to the delivery queue
@@ -459,13 +459,3 @@ def _fields_for(monitor) -> FieldMap:
     segment field; events without an event time get the time of arrival."""
     return FieldMap(segment=monitor.group_by, pos_label=monitor.pos_label,
                     neg_label=monitor.neg_label, require_ts=False)
-
-
-def _as_writer(sink):
-    """A callable delivering one transition: ``sink.write`` for io sinks, else ``sink``."""
-    write = getattr(sink, "write", None)
-    if callable(write):
-        return write
-    if callable(sink):
-        return sink
-    raise ValueError(f"alert sink {sink!r} is neither callable nor has write()")

@@ -1,9 +1,11 @@
 """Helpers shared by the window modules: parameter checks, the wrapped metric's
 operations (with fallbacks for metrics outside streameval, e.g. river's), the
-rebuild-vs-revert crossover, value decoding and the JSON encoding of stored events.
+rebuild-vs-revert crossover, a window's batch input and its late-event records,
+value decoding and the JSON encoding of stored events.
 
-It may import numpy, the standard library, :mod:`streameval.validation` and
-:mod:`streameval.metrics.base` only; every other module of
+It may import numpy, the standard library, :mod:`streameval.validation`,
+:mod:`streameval.events` (the event-time parser) and :mod:`streameval.metrics.base`
+only; every other module of
 :mod:`streameval.windows` imports its helpers from here (public names only).
 """
 
@@ -15,8 +17,16 @@ from operator import itemgetter
 
 import numpy as np
 
+from streameval.events import as_seconds_array
 from streameval.metrics.base import BinaryMetric, Metric, RegressionMetric
-from streameval.validation import ValidationError, check_lateness, check_period, check_size
+from streameval.validation import (
+    ValidationError,
+    check_lateness,
+    check_period,
+    check_same_length,
+    check_size,
+    take_columns,
+)
 
 __all__ = [
     "REBUILD_FRACTION", "MetricOps", "check_window_params", "fresh", "same_metric",
@@ -24,6 +34,7 @@ __all__ = [
     "py", "values_equal", "typed", "vectorised_revert", "rebuild_fraction",
     "decoded_columns", "item_columns", "validate_one", "encode", "decode",
     "encode_column", "decoded_events", "encode_record", "decode_record",
+    "batch_input", "report_late",
 ]
 
 #: For a metric without its own vectorised revert (``revert_trusted`` or
@@ -232,6 +243,37 @@ def decoded_columns(metric, columns):
         if not (pos is True and neg is False):
             y = [pos if v else neg for v in y.tolist()]
     return y, s, w
+
+
+def batch_input(size, y_true, y_pred, w, t):
+    """A batch given to a window's ``update_many``, checked for its shape: ``(raw,
+    ts)`` with ``raw`` the ``(y_true, y_pred, w)`` sequences as given and ``ts`` the
+    event times as float64 (None for a count window, ``size`` not None); a period
+    window without times, or a bad time, raises ``ValidationError`` (with its index)."""
+    n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+    raw = (as_seq(y_true), as_seq(y_pred), None if w is None else as_seq(w))
+    if size is not None:
+        return raw, None
+    if t is None:
+        raise ValidationError("t", None, "a period window needs the event times t=",
+                              message="t = None: a period window needs the event times t=")
+    return raw, as_seconds_array(t, n)
+
+
+def report_late(on_late, metric, cols, raw, ts, before, idx):
+    """Give ``on_late`` the record of each late event ``idx`` of a batch: its time
+    ``t``, the newest time before it (``newest``, None if none) and its values, as
+    given (``raw``) or, on the trusted path (``raw`` None), as validated (``cols``,
+    labels decoded to the ``metric``'s)."""
+    if raw is not None:
+        y, p, w = (None if c is None else take(c, idx) for c in raw)
+    else:
+        y, p, w = decoded_columns(metric, take_columns(cols, idx))
+        y, p, w = as_items(y), as_items(p), None if w is None else as_items(w)
+    for j, i in enumerate(idx.tolist()):
+        newest = before[i]
+        on_late({"t": float(ts[i]), "newest": float(newest) if newest > -math.inf else None,
+                 "y_true": y[j], "y_pred": p[j], "w": 1.0 if w is None else w[j]})
 
 
 def item_columns(items, offset=0):

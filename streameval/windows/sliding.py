@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 
-from streameval.events import as_seconds_array
 from streameval.metrics.base import Cases, from_state
-from streameval.validation import ValidationError, check_same_length
+from streameval.validation import ValidationError
 from streameval.windows.common import (
+    batch_input,
     MetricOps,
     as_seq,
     check_window_params,
@@ -188,15 +188,35 @@ class Sliding(Cases):
 
     def validate(self, y_true, y_pred, w=None):
         """The wrapped metric's ``validate``: the batch's validated columns, nothing
-        changed; a bad element raises ``ValidationError`` with its ``index``."""
-        return self._ops.validate(y_true, y_pred, w)
+        changed; a bad element raises ``ValidationError`` with its ``index``.
+
+        For a metric whose columns are its own form (``columns`` None: retrieval,
+        text), the columns are the batch as given, once checked: such a metric's
+        validated form (text statistics) need not be what its ``revert`` takes back,
+        and a count or time window must keep events it can expire."""
+        cols = self._ops.validate(y_true, y_pred, w)
+        if self._typed:
+            return cols
+        return as_seq(y_true), as_seq(y_pred), None if w is None else as_seq(w)
+
+    def check_columns(self, y, s, w=None):
+        """The wrapped metric's ``check_columns`` (see ``Metric.check_columns``)."""
+        check = getattr(self.metric, "check_columns", None)
+        if check is not None and self._typed:
+            check(y, s, w)
 
     def update_trusted(self, y, s, w=None, t=None):
         """Add a batch of columns from :meth:`validate`, unchecked; ``t``: a float64
         array of event times already parsed (epoch seconds, e.g. by
         :func:`streameval.events.as_seconds_array`), for time windows; None for count
-        windows. Same result as :meth:`update_many`. Returns ``self``."""
-        self._add((y, s, w), t, None)
+        windows. Same result as :meth:`update_many`. Returns ``self``.
+
+        Over a metric with ``columns`` None the columns are the batch as given (see
+        :meth:`validate`), which the metric turns into its own form once more."""
+        if self._typed:
+            self._add((y, s, w), t, None)
+        else:
+            self._add(self._ops.validate(y, s, w), t, (y, s, w))
         return self
 
     def update_many(self, y_true, y_pred, w=None, t=None):
@@ -210,18 +230,9 @@ class Sliding(Cases):
         Runtime complexity: `O(n)` (vectorised by the wrapped metric), plus
         `O(n log n)` to place the events of a ``period`` window by time.
         """
-        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        y_true, y_pred = as_seq(y_true), as_seq(y_pred)
-        w = None if w is None else as_seq(w)
-        ts = None
-        if self.size is None:
-            if t is None:
-                raise ValidationError("t", None, "a period window needs the event times t=",
-                                      message="t = None: a period window needs the event times t=")
-            ts = as_seconds_array(t, n)
-        if n:
-            cols = self._ops.validate(y_true, y_pred, w)
-            self._add(cols, ts, (y_true, y_pred, w))
+        raw, ts = batch_input(self.size, y_true, y_pred, w, t)
+        if len(raw[0]):
+            self._add(self._ops.validate(*raw), ts, raw)
         return self
 
     def _add(self, cols, ts, raw):

@@ -32,6 +32,7 @@ from streameval.windows.common import (
     encode,
     fresh,
     item_columns,
+    report_late,
     take,
     validate_one,
 )
@@ -175,15 +176,7 @@ class _TimeSliding(Sliding, case="time"):
         if len(late_idx):
             self.late += len(late_idx)
             if self.on_late is not None:
-                if raw is not None:  # the values as given
-                    ry, rp, rw = raw
-                    ly, lp = take(ry, late_idx), take(rp, late_idx)
-                    lw = [1.0] * len(late_idx) if rw is None else take(rw, late_idx)
-                else:  # update_trusted: the validated values
-                    ly, lp, lw = self._items(cols, None, late_idx)
-                for j, i in enumerate(late_idx.tolist()):
-                    self.on_late({"t": float(ts[i]), "newest": float(before[i]),
-                                  "y_true": ly[j], "y_pred": lp[j], "w": lw[j]})
+                report_late(self.on_late, self.metric, cols, raw, ts, before, late_idx)
 
     def _merge_window(self, other):
         newest = max(self._newest, other._newest)

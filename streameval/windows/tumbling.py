@@ -13,21 +13,19 @@ import math
 
 import numpy as np
 
-from streameval.events import as_seconds, as_seconds_array
+from streameval.events import as_seconds
 from streameval.metrics.base import Metric, from_state
-from streameval.validation import ValidationError, check_same_length, take_columns
+from streameval.validation import ValidationError, take_columns
 from streameval.windows.common import (
+    batch_input,
     MetricOps,
-    as_items,
-    as_seq,
     check_window_params,
     decode_record,
-    decoded_columns,
     encode_record,
     fresh,
+    report_late,
     slice_columns,
     state_of,
-    take,
     validate_one,
 )
 
@@ -271,6 +269,12 @@ class Tumbling(Metric):
         changed; a bad element raises ``ValidationError`` with its ``index``."""
         return self._ops.validate(y_true, y_pred, w)
 
+    def check_columns(self, y, s, w=None):
+        """The wrapped metric's ``check_columns`` (see ``Metric.check_columns``)."""
+        check = getattr(self._template, "check_columns", None)
+        if check is not None:
+            check(y, s, w)
+
     def update_trusted(self, y, s, w=None, t=None):
         """Add a batch of columns from :meth:`validate`, unchecked; ``t``: a float64
         array of parsed event times (epoch seconds) for time windows, None for count
@@ -288,17 +292,9 @@ class Tumbling(Metric):
         Runtime complexity: `O(n)` plus `O(n log n)` for time windows (grouping by
         window).
         """
-        n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        y_true, y_pred = as_seq(y_true), as_seq(y_pred)
-        w = None if w is None else as_seq(w)
-        ts = None
-        if self.size is None:
-            if t is None:
-                raise ValidationError("t", None, "a period window needs the event times t=",
-                                      message="t = None: a period window needs the event times t=")
-            ts = as_seconds_array(t, n)
-        if n:
-            self._add(self._ops.validate(y_true, y_pred, w), ts, (y_true, y_pred, w))
+        raw, ts = batch_input(self.size, y_true, y_pred, w, t)
+        if len(raw[0]):
+            self._add(self._ops.validate(*raw), ts, raw)
         return self
 
     def _add(self, cols, ts, raw):
@@ -340,19 +336,7 @@ class Tumbling(Metric):
         if len(late_idx):
             self.late += len(late_idx)
             if self.on_late is not None:
-                if raw is not None:  # the values as given
-                    ly, lp, lw = raw
-                else:  # update_trusted: the validated values
-                    ly, lp, lw = decoded_columns(self._template, take_columns(cols, late_idx))
-                    ly, lp = as_items(ly), as_items(lp)
-                    lw = None if lw is None else as_items(lw)
-                    late_pos = {i: j for j, i in enumerate(late_idx.tolist())}
-                for i in late_idx.tolist():
-                    j = i if raw is not None else late_pos[i]
-                    self.on_late({"t": float(ts[i]),
-                                  "newest": float(before[i]) if before[i] > -math.inf else None,
-                                  "y_true": ly[j], "y_pred": lp[j],
-                                  "w": 1.0 if lw is None else lw[j]})
+                report_late(self.on_late, self._template, cols, raw, ts, before, late_idx)
         newest = float(ts.max())
         if newest > self._newest:
             self._newest = newest
