@@ -51,9 +51,10 @@ import statistics
 import numpy as np
 
 from streameval.events import as_seconds, as_seconds_array
-from streameval.metrics.base import BinaryMetric, Metric, check_weight, from_state, register
+from streameval.metrics.base import BinaryMetric, Metric, check_weight, from_state
 from streameval.metrics.confusion import CELLS, BinaryCounts
 from streameval.validation import (
+    Integer,
     Options,
     Real,
     check_lateness,
@@ -598,7 +599,7 @@ class PrecisionRecallDrift(BinaryMetric):
         self.threshold = check_param("threshold", threshold, Real())
         self.lateness = lateness
         self.ci = check_param("ci", ci, Options("newcombe", "wald"))
-        self.min_count = check_param("min_count", min_count, Real(0))
+        self.min_count = check_param("min_count", min_count, Integer(0), Real(0))
         # default labels inside: the drift test decodes labels once (see the docstring)
         counts = DriftCounts(self.threshold)
         if size is not None:

@@ -405,6 +405,9 @@ class Monitor:
                 self._time_needed.append(f"rule {rule.name!r}")
         # metrics of probabilities (log loss, Brier) refuse scores outside [0, 1]: the
         # monitor checks that up front, so that no metric is left half-updated
+        self._column_checks = [o.check_columns for o in list(self.metrics.values())
+                               + list(self.drift.values())
+                               if _trusted(o) and callable(getattr(o, "check_columns", None))]
         self._proba = []
         self._bounds = None
         for name, obj in list(self.metrics.items()) + list(self.drift.items()):
@@ -707,7 +710,12 @@ class Monitor:
                 fail("y_pred", float(scores[i]),
                      f"probability must be in [{lo:g}, {hi:g}] "
                      f"(metric {self._proba[0]!r} needs probabilities)", i)
-        return labels, scores, as_weight_array(w, m)
+        weights = as_weight_array(w, m)
+        # what a metric's trusted path would still refuse (a weighted loss that
+        # overflows): checked on every metric before any is updated
+        for check in self._column_checks:
+            check(labels, scores, weights)
+        return labels, scores, weights
 
     def _labels(self, y):
         """The user's labels for a bool "is positive" array (for objects without the
@@ -764,7 +772,9 @@ class Monitor:
                 else:
                     try:
                         arr[i] = as_seconds(v, f"t[{i}]")
-                    except ValidationError:
+                    except ValidationError as e:
+                        if e.index is None:
+                            e.index, e.name = i, "t"
                         raise
                     except ValueError as e:
                         raise ValidationError("t", v, str(e), i, message=str(e)) from None

@@ -629,3 +629,25 @@ def test_constructor_parameters_are_checked_by_the_declared_checks():
     with pytest.raises(ValueError, match=r"^every_seconds = nan: must be a number > 0 or None"):
         Monitor({"r": se.Recall()}, every_seconds=float("nan"))
     assert Monitor({"r": se.Recall()}, every_seconds=60).every_seconds == 60.0
+
+
+def test_a_batch_one_metric_would_refuse_is_applied_to_none():
+    # log loss refuses a weighted loss that overflows; the monitor checks every metric's
+    # columns before updating any, so precision does not count the batch either
+    mon = Monitor({"p": se.Precision(), "ll": se.LogLoss(), "ll@5": se.Sliding(se.LogLoss(), size=5)},
+                  every=0)
+    mon.update_many([1, 0], [0.9, 0.2])
+    before = json.dumps(mon.to_state(), sort_keys=True)
+    with pytest.raises(ValueError) as info:
+        mon.update_many([1, 0, 1], [0.9, 0.2, 1e-300], [1.0, 1.0, 1e308])
+    assert info.value.index == 2 and "overflows" in str(info.value)
+    assert json.dumps(mon.to_state(), sort_keys=True) == before
+    assert mon.n == 2
+
+
+def test_a_bad_event_time_in_a_list_carries_its_index():
+    mon = Monitor({"p": se.Sliding(se.Precision(), period=10.0)}, every=0)
+    with pytest.raises(ValueError) as info:
+        mon.update_many([1, 0, 1], [0.9, 0.2, 0.5], t=[1.0, 2.0, "yesterday"])
+    assert info.value.index == 2
+    assert mon.n == 0

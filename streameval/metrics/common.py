@@ -262,7 +262,9 @@ class WeightedMean(Metric):
                 if weights is None or not float(weights.sum()) > 1e300:
                     return
         wx, _ = self._weighted_losses(a, b, weights)
-        if not np.isfinite(wx).all() or not math.isfinite(float(np.sum(wx))):
+        with np.errstate(over="ignore"):  # a sum past the float range is inf: refused
+            total = float(np.sum(wx))
+        if not np.isfinite(wx).all() or not math.isfinite(total):
             self._refuse_overflow(a, b, wx)
 
     def _weighted_losses(self, a, b, weights):
