@@ -299,7 +299,8 @@ class WeightedMean(Metric):
         if weights is None:
             weight = float(n)
         else:
-            weight = float(weights.sum() if keep is None else weights[keep].sum())
+            with np.errstate(over="ignore"):  # weights past the float range: refused
+                weight = float(weights.sum() if keep is None else weights[keep].sum())
         return n, total, error, weight, keep
 
     def update_trusted(self, y, s, w=None):
