@@ -91,13 +91,18 @@ import it.
 from __future__ import annotations
 
 import inspect
-import math
-import numbers
 import os
 import sys
 
 from streameval import _registry
-from streameval.validation import check_period, check_size, check_threshold
+from streameval.validation import (
+    Integer,
+    Real,
+    check_param,
+    check_period,
+    check_size,
+    check_threshold,
+)
 from streameval.alerts import rule_from_config
 
 if sys.version_info >= (3, 11):
@@ -159,16 +164,11 @@ def _unknown(where, keys, allowed):
 
 
 def _int(value, where, low=0):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{where} = {value!r}: must be an integer >= {low}")
-    return int(value)
+    return check_param(where, value, Integer(low))
 
 
 def _pos_float(value, where):
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not math.isfinite(value) or value <= 0):
-        raise ValueError(f"{where} = {value!r}: must be a number > 0")
-    return float(value)
+    return check_param(where, value, Real(0, open_low=True))
 
 
 # --------------------------------------------------------------------------- TOML

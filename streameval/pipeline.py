@@ -11,7 +11,7 @@ service's engine configure it rather than re-implement it:
 * the service: no source (HTTP batches are given to :meth:`Pipeline.feed`), its own
   write-ahead log around it, :meth:`Pipeline.save` for its checkpoints.
 
-It may import :mod:`streameval.monitor`, :mod:`streameval.io`,
+It may import :mod:`streameval.monitor`, :mod:`streameval.io`, :mod:`streameval.validation`,
 :mod:`streameval.events` and :mod:`streameval.config`; ``cli`` and ``service``
 import it, never the reverse.
 
@@ -41,6 +41,7 @@ import numpy as np
 
 from streameval.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from streameval.io.sinks import JsonlSink, rejected_callback
+from streameval.validation import Integer, check_param
 
 __all__ = ["Pipeline", "COUNTS", "DEFAULT_CHECKPOINT_EVERY", "CheckpointError", "as_writer"]
 
@@ -92,10 +93,8 @@ class Pipeline:
                  checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY, kind: str = "replay",
                  fingerprint: str | None = None,
                  on_batch: Callable[["Pipeline", Any], Any] | None = None) -> None:
-        if checkpoint_every is not None and (
-                isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
-                or checkpoint_every < 1):
-            raise ValueError(f"checkpoint_every = {checkpoint_every!r}: must be an integer >= 1")
+        checkpoint_every = check_param("checkpoint_every", checkpoint_every,
+                                       Integer(1, allow_none=True))
         outputs = dict(outputs or {})
         unknown = sorted(set(outputs) - set(OUTPUTS))
         if unknown:
