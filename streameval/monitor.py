@@ -904,7 +904,9 @@ class Monitor:
         return out
 
     def segment_metrics(self, segment=None):
-        """The live metric objects of a segment (None: the whole stream)."""
+        """The live metric objects of a segment (None: the whole stream). A metric
+        that reads another's score order is a read-only
+        :class:`~streameval.metrics.ranking.OrderView` (``get``, ``to_state``)."""
         if segment is None:
             if self._overall is None:
                 raise KeyError("this monitor has no whole-stream segment (overall=False)")

@@ -604,6 +604,9 @@ def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels):
         seg.metrics["ap"].update(True, 0.5)
     with pytest.raises(TypeError, match="read-only"):
         seg.metrics["ap@500"].update_many([True], [0.5])
+    assert type(seg.metrics["ap"].clone()) is type(se.AveragePrecision(**kw))
+    assert seg.metrics["ap@500"].clone().get() != seg.metrics["ap@500"].get()  # empty: nan
+    assert len(seg.metrics["ap@500"]) == len(seg.metrics["auc@500"]) == 500
     # a checkpoint resumes with the same sharing and the same values
     back = Monitor.from_state(json.loads(json.dumps(mon.to_state())))
     assert {k for k, v in back._overall.metrics.items() if isinstance(v, OrderView)} == views

@@ -602,7 +602,8 @@ class OrderView:
     (so checkpoints do not change and load into unshared metrics). Nothing updates a
     view: ``update``, ``update_many``, ``update_trusted``, ``revert`` and ``merge``
     raise ``TypeError`` (the owner is updated instead; sharing never double counts).
-    Other attributes (``size``, ``late``, ``newest``...) are the owner's.
+    Other attributes (``size``, ``late``, ``newest``...) are the owner's; ``clone()``
+    is a fresh, unshared copy of the template.
 
     Runtime complexity: ``get`` is the template kind's ``get`` on the owner's order
     (AP: one numpy pass, cached until the order changes; AUC: `O(1)`).
@@ -637,6 +638,13 @@ class OrderView:
         state = self.owner.to_state()  # a window: its events, with this kind's metric
         state["data"] = dict(state["data"], metric=mine)
         return state
+
+    def clone(self, *args, **kwargs):
+        """A fresh, unshared metric like the template (not a view)."""
+        return self.template.clone(*args, **kwargs)
+
+    def __len__(self):
+        return len(self.owner)
 
     def _read_only(self, *args, **kwargs):
         raise TypeError("a shared score-order view is read-only: its owner is updated")
