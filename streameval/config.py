@@ -29,7 +29,8 @@ Schema
 
     [monitor.drift.recall]        # a drift test named "recall" (PrecisionRecallDrift)
     metric = "recall"             # "recall" or "precision" (default: the table's name)
-    window = 10000                # current window: the last N events (or period = seconds)
+    size = 10000                  # current window: the last N events (or period = seconds);
+                                  # window = 10000 is the same (its older name)
     reference = "baseline"        # the first window after warmup, "previous", or a number
     alpha = 0.01                  # level of the test and of the reported interval
     # warmup, threshold, lateness, ci ("newcombe" | "wald"), min_count: as in
