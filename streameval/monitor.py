@@ -602,6 +602,13 @@ class Monitor:
                  f"(metric {self._proba[0]!r} needs probabilities)")
         if w != 1.0 or type(w) is not float:
             w = check_weight(w)
+            if w > 1e300 and self._column_checks:  # a weighted loss may overflow
+                cols = (np.array([y_true in self._pos_set]), np.array([s]), np.array([w]))
+                try:
+                    for check in self._column_checks:
+                        check(*cols)
+                except ValidationError as e:
+                    fail(e.name, e.value, e.reason)
         t = self._time(t)
         key = self._segment_key(segment)
 

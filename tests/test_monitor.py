@@ -654,3 +654,15 @@ def test_a_bad_event_time_in_a_list_carries_its_index():
         mon.update_many([1, 0, 1], [0.9, 0.2, 0.5], t=[1.0, 2.0, "yesterday"])
     assert info.value.index == 2
     assert mon.n == 0
+
+
+def test_one_event_a_metric_would_refuse_is_applied_to_none():
+    mon = Monitor({"p": se.Precision(), "ll": se.LogLoss()}, every=0)
+    mon.update(1, 0.9)
+    before = json.dumps(mon.to_state(), sort_keys=True)
+    with pytest.raises(ValueError, match="weighted loss overflows") as info:
+        mon.update(1, 0.1, w=1e308)
+    assert info.value.index is None
+    assert json.dumps(mon.to_state(), sort_keys=True) == before
+    mon.update(1, 0.1, w=1e300)  # large but finite losses are counted
+    assert mon.n == 2
