@@ -261,17 +261,6 @@ def _fresh(obj):
     return type(obj)(**obj._params())
 
 
-def _needs_probability(obj):
-    """Whether a metric (or the metric inside a window) takes probabilities only."""
-    for _ in range(4):
-        if callable(getattr(obj, "_proba", None)):
-            return True
-        obj = getattr(obj, "metric", None)
-        if obj is None or isinstance(obj, str):
-            return False
-    return False
-
-
 class Monitor:
     """Named metrics, windows, drift tests and alert rules over one stream, per segment.
 
@@ -412,8 +401,6 @@ class Monitor:
         self._bounds = None
         for name, obj in list(self.metrics.items()) + list(self.drift.items()):
             bounds = getattr(obj, "score_bounds", None)
-            if bounds is None and _needs_probability(obj):
-                bounds = (0.0, 1.0)
             if bounds is not None:
                 self._proba.append(name)
                 lo, hi = bounds if self._bounds is None else self._bounds

@@ -445,7 +445,6 @@ class BinaryMetric(Metric, river_base.BinaryMetric):
             check_bounds(scores, self.score_bounds)
         return labels, scores, weights
 
-    _batch = validate
 
     def label_of(self, is_positive):
         """The configured label for a bool "is positive" (for messages and for the
@@ -511,7 +510,6 @@ class RegressionMetric(Metric, river_base.RegressionMetric):
         yp = as_float_array(y_pred, name="y_pred", what="prediction")
         return yt, yp, as_weight_array(w, n)
 
-    _batch = validate
 
     def update_trusted(self, y, s, w=None):
         update = self.update
