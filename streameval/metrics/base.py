@@ -9,8 +9,9 @@ Binary, multiclass and regression metrics subclass river's metric base classes, 
 Validation is atomic: every check runs before any state changes, and a bad value
 raises :class:`ValueError` naming the value (and its index, for batches).
 
-Imports: numpy, river's metric base classes, :mod:`streameval.validation` and
-:mod:`streameval._registry` (the ground floor); never the package root, windows, drift
+Imports: numpy, river's metric base classes (through :mod:`streameval._river`, which
+defers the SciPy submodules river imports and streameval never uses),
+:mod:`streameval.validation` and :mod:`streameval._registry` (the ground floor); never the package root, windows, drift
 or the Monitor.
 """
 
@@ -21,9 +22,8 @@ import math
 import numbers
 
 import numpy as np
-from river.metrics import base as river_base
 
-from streameval import _registry
+from streameval import _registry, _river
 from streameval.validation import (
     REVERT_SLACK,
     ValidationError,
@@ -37,6 +37,8 @@ from streameval.validation import (
     label_sets,
     overdrawn,
 )
+
+river_base = _river.metric_bases()
 
 __all__ = [
     "Metric",
