@@ -400,3 +400,47 @@ def test_mann_whitney_u_int64_prefix_sums_equal_float():
              [(float(i), False, n) for i, n in enumerate(wn) if n]
     assert mann_whitney_u(wp, wn, ints=True) == mann_whitney_u(wp, wn) == brute_u(
         [(s, p, 1.0) for s, p, w in events for _ in range(int(w))])
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0, 2.0]), st.booleans(),
+                          st.sampled_from([0.0, 0.5, 1.0, 3.0])), max_size=40),
+       st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 1.5, 2.0, 3.0]), st.booleans(),
+                          st.sampled_from([0.0, 0.5, 1.0, 3.0])), max_size=20),
+       st.data())
+def test_hypothesis_replace_entries_equals_brute_force(stored, added, data):
+    # a window's step: a batch in, a slice out (the slice may hold events of the batch)
+    o = ScoreOrder(load=4)
+    for e in stored:
+        o.add(*e)
+    pool = stored + added
+    keep = data.draw(st.lists(st.booleans(), min_size=len(pool), max_size=len(pool)))
+    gone = [e for e, k in zip(pool, keep) if not k]
+    left = [e for e, k in zip(pool, keep) if k]
+    o.replace_entries(table_of(added), table_of(gone))
+    assert_matches(o, left)
+    assert o.u == brute_u(left)  # dyadic weights: exact
+    zp = sum(1 for _, p, w in left if p and w == 0.0)
+    zn = sum(1 for _, p, w in left if not p and w == 0.0)
+    assert (o.z_pos, o.z_neg) == (zp, zn)
+
+
+def test_replace_entries_refuses_and_changes_nothing():
+    o = ScoreOrder(load=4)
+    for e in [(float(i % 30), i % 3 == 0, 1.0) for i in range(120)]:
+        o.add(*e)
+    o.add_entries(*table_of([(0.5, False, 1.0)] * 300))  # bulk: the order is flat arrays
+    state = json.dumps(o.to_data())
+    added = [(40.0, True, 1.0), (1.0, False, 2.0)]
+    for gone, bad in [
+        ([(41.0, True, 1.0)], [True]),  # neither stored nor added
+        ([(40.0, True, 1.0)] * 2, [True]),  # one added, two removed
+        ([(1.0, False, 2.0), (3.0, True, 1.0), (3.0, False, 9.0)], [False, True]),
+        ([(0.0, True, 1.0)] * 5, [True]),  # 4 stored
+    ]:
+        with pytest.raises(KeyError) as e:
+            o.replace_entries(table_of(added), table_of(gone))
+        assert e.value.args[0].tolist() == bad
+        assert json.dumps(o.to_data()) == state
+    o.replace_entries(table_of(added), table_of([(40.0, True, 1.0), (0.5, False, 1.0)]))
+    assert o.contains(1.0, False, 1, 2.0) and not o.contains(40.0, True)

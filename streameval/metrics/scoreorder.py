@@ -627,6 +627,12 @@ class ScoreOrder:
         return (_flat(self._keys, _F8), _flat(self._wp, _F8), _flat(self._wn, _F8),
                 _flat(self._cp, _I8), _flat(self._cn, _I8))
 
+    def _owned(self):
+        """The flat arrays themselves when the order is flat (no copy: for an operation
+        that checks everything before writing and then installs its result), else
+        :meth:`arrays`."""
+        return self._arrays if self._arrays is not None else self.arrays()
+
     def weights(self):
         """``(wp, wn)``: positive and negative weight per distinct score, ascending
         (fresh copies).
@@ -656,7 +662,7 @@ class ScoreOrder:
             for e in zip(keys.tolist(), wp.tolist(), wn.tolist(), cp.tolist(), cn.tolist()):
                 add(*e)
         else:
-            self._install(_merged(self.arrays(), keys, wp, wn, cp, cn))
+            self._install(_merged(self._owned(), keys, wp, wn, cp, cn))
         self.z_pos += z_pos
         self.z_neg += z_neg
         self.stamp += 1
@@ -817,7 +823,7 @@ class ScoreOrder:
                 else:
                     remove_entry(s, bp, bn, np_, nn)
         else:
-            arrays = _subtracted(self.arrays(), keys, wp, wn, cp, cn)
+            arrays = _subtracted(self._owned(), keys, wp, wn, cp, cn)
             if self.integral and not (_integers(wp) and _integers(wn)):
                 self.integral = False
             self._install(arrays)
@@ -835,6 +841,12 @@ class ScoreOrder:
         changed, if an event removed is neither stored nor added."""
         ak, ap, an, acp, acn, azp, azn = added
         rk, rp, rn, rcp, rcn, rzp, rzn = removed
+        if not len(rk):
+            self.add_entries(*added)
+            return
+        if not len(ak):
+            self.remove_entries(*removed)
+            return
         n_pos, n_neg = self.n_pos + int(acp.sum()), self.n_neg + int(acn.sum())
         z_pos, z_neg = self.z_pos + azp, self.z_neg + azn
         if not (rzp <= z_pos and rzn <= z_neg and int(rcp.sum()) - rzp <= n_pos - z_pos
