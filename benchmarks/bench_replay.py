@@ -29,23 +29,26 @@ machine are not. The code measured is the checkout holding this script (or
     python benchmarks/bench_replay.py --skip-peers --baseline-src /work/wt/baseline
 
 Results (1 000 000 events, 56 MB, 9 679 distinct scores; 2-core machine shared with
-other jobs, Python 3.11; CPU seconds of each stage's process, imports included):
+other jobs, Python 3.11; wall seconds of each stage's process, imports included;
+``--baseline-src`` at commit 14dfd98, the code before issue 10, in the same run):
 
-====================================  ======  ================  ===========
-stage                                 CPU s   events per CPU s  peak RSS MB
-====================================  ======  ================  ===========
-read + validate log (floor)           1.07    932 000           95
-``streameval replay`` (default)       4.38    228 000           169
-  + checkpoint every 100 000          7.79    128 000           183
-sklearn AUC + AP once (calls only)    0.46    2 170 000         774
-river ``ROCAUC`` per event (x10)      12.6    79 000            101
-====================================  ======  ================  ===========
+====================================  ======  ======  ======  ================  ===========
+stage                                 wall s  before  ratio   events per CPU s  peak RSS MB
+====================================  ======  ======  ======  ================  ===========
+read + validate log (floor)           0.94    0.88    1.06    947 000           97
+``streameval replay`` (default)       1.92    3.64    0.53    491 000           118
+  labels ``"spam"``/``"ham"``         2.07    6.02    0.34    457 000           126
+  + checkpoint every 100 000          4.45    6.51    0.68    219 000           127
+sklearn AUC + AP once (calls only)    0.44                    2 262 000         774
+river ``ROCAUC`` per event (x10)      8.86                    90 000            101
+====================================  ======  ======  ======  ================  ===========
 
-Before the windows expired a slice with one ``revert_many`` (same ranking code, same
-conditions): replay 10.5 CPU s, with checkpoints 14.2 CPU s. The replay is now about
-the read floor plus the monitor alone (``bench_monitor.py``: 3.2 s). Each checkpoint
-costs about 0.34 s, most of it serialising the canonical JSON in
-``streameval.io.checkpoint`` (the monitor's ``to_state`` is about 0.06 s of it).
+Over five runs the default replay was 0.53x-0.55x of the code before (1.85-1.92 s).
+About 0.35 s of the difference is startup: ``river.metrics`` imports ``scipy.stats``
+(for ``GeometricMean``), which streameval now defers (``streameval._river``); the rest
+is the monitor validating once and sharing its score orders. Each checkpoint costs
+about 0.26 s, most of it serialising the canonical JSON in
+``streameval.io.checkpoint``.
 """
 
 from __future__ import annotations
@@ -240,7 +243,7 @@ def main(argv=None):
               + ", ".join(f"{k}={v:.4f}" for k, v in rows[-1]["values"].items()
                           if isinstance(v, float) and "@" not in k))
         extra = results["replay"]["rss_mb"] - results["read"]["rss_mb"]
-        print(f"peak RSS above the read-only stage: {extra:.0f} MB (river/scipy imports "
+        print(f"peak RSS above the read-only stage: {extra:.0f} MB (river imports "
               f"included); the state does not grow with the log: sliding windows keep "
               f"10 000 events each, cumulative AUC/AP one entry per distinct score "
               f"({len(np.unique(scores)):,})")
