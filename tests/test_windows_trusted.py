@@ -322,3 +322,63 @@ def test_window_trusted_path_over_text_metric(make, metric):
         assert same(a.get(), oracle.get()) and same(b.get(), oracle.get())
         assert a.to_state() == b.to_state()
         assert same(from_state(a.to_state()).get(), oracle.get())
+
+
+def counting(monkeypatch, cls):
+    """Count the ``validate``, ``update_many`` and ``revert_many`` calls on instances of
+    the metric class ``cls`` (wrappers around the real methods: a spy, the metric itself
+    runs)."""
+    calls = {"validate": 0, "update_many": 0, "revert_many": 0}
+    for name in calls:
+        method = getattr(cls, name)
+
+        def spy(self, *args, _name=name, _method=method, **kwargs):
+            calls[_name] += 1
+            return _method(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("labels", [None, ("spam", "ham")])
+@pytest.mark.parametrize("kind", ["count", "time"])
+def test_batches_are_validated_once_and_expire_on_the_trusted_path(kind, labels, monkeypatch):
+    y, s, w, t = stream(11, 600)
+    t = np.sort(t)
+    metric = (streameval.Recall() if labels is None
+              else streameval.Recall(pos_label=labels[0], neg_label=labels[1]))
+    calls = counting(monkeypatch, type(metric))
+    yl = y if labels is None else np.where(y, labels[0], labels[1]).tolist()
+    win = Sliding(metric, size=90) if kind == "count" else Sliding(metric, period=20.0)
+    batches = 0
+    for a in range(0, 600, 37):
+        win.update_many(yl[a:a + 37], s[a:a + 37], w[a:a + 37],
+                        t=None if kind == "count" else t[a:a + 37])
+        batches += 1
+        hi = min(600, a + 37)
+        inside = (np.arange(600)[max(0, hi - 90):hi] if kind == "count"
+                  else np.flatnonzero((t > t[min(a + 36, 599)] - 20.0)
+                                      & (np.arange(600) < a + 37)))
+        assert same(win.get(), sk_recall(y[inside], s[inside], w[inside]))
+    assert calls == {"validate": batches, "update_many": 0, "revert_many": 0}
+
+
+def test_time_window_mixing_single_events_and_batches_with_custom_labels():
+    # single events are kept as given (here int-like strings would not do: the labels
+    # are the configured ones, scores possibly numpy floats): they expire through the
+    # validating path, batch events through the trusted one; same values either way
+    y, s, w, t = stream(12, 400)
+    t = np.sort(t)
+    labels = np.where(y, "spam", "ham").tolist()
+    win = Sliding(streameval.Recall(pos_label="spam", neg_label="ham"), period=15.0)
+    i = 0
+    while i < 400:
+        if (i // 50) % 2:
+            win.update(labels[i], np.float64(s[i]), w=w[i], t=t[i])
+            i += 1
+        else:
+            win.update_many(labels[i:i + 25], s[i:i + 25], w[i:i + 25], t=t[i:i + 25])
+            i += 25
+        inside = np.flatnonzero((t > t[i - 1] - 15.0) & (np.arange(400) < i))
+        assert same(win.get(), sk_recall(y[inside], s[inside], w[inside]))
+    win._check()

@@ -12,7 +12,9 @@ only; every other module of
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 from operator import itemgetter
 
 import numpy as np
@@ -31,7 +33,7 @@ from streameval.validation import (
 __all__ = [
     "REBUILD_FRACTION", "MetricOps", "check_window_params", "fresh", "same_metric",
     "state_of", "as_seq", "as_items", "take", "slice_columns", "weights_or_none",
-    "py", "values_equal", "typed", "vectorised_revert", "rebuild_fraction",
+    "py", "trusted_columns", "values_equal", "typed", "vectorised_revert", "rebuild_fraction",
     "decoded_columns", "item_columns", "validate_one", "encode", "decode",
     "encode_column", "decoded_events", "encode_record", "decode_record",
     "batch_input", "report_late",
@@ -284,6 +286,46 @@ def item_columns(items, offset=0):
     if w.count(1.0) == len(w):
         cols[2] = None
     return cols
+
+
+def trusted_columns(metric, ys, ps, ws):
+    """Stored events (lists, as :func:`item_columns` gives them) as the validated
+    columns of the metric's trusted path, without validating them again, or None.
+
+    Every stored event was validated when it came in; what is left is its form. Batch
+    events are stored decoded (labels as configured, scores and weights as floats),
+    so for a binary or regression metric they convert to columns directly: labels
+    compared with the configured positive label, floats copied into float64 arrays.
+    Events kept as given (one ``update`` at a time: an int label, a river probability
+    dict as score) give None, and the caller takes the validating path.
+    Runtime complexity: `O(m)`, C loops.
+    """
+    kind = getattr(metric, "columns", None)
+    if kind not in ("binary", "regression"):
+        return None
+    floats = {float}
+    if not (set(map(type, ps)) <= floats and (ws is None or set(map(type, ws)) <= floats)):
+        return None
+    if kind == "binary":
+        pos, neg = metric.label_of(True), metric.label_of(False)
+        if pos is True and neg is False:
+            if not set(map(type, ys)) <= {bool}:
+                return None
+            y = np.array(ys, dtype=bool)
+        else:
+            kinds = {type(pos), type(neg)}
+            if not set(map(type, ys)) <= kinds:
+                return None
+            y = np.fromiter(map(operator.eq, ys, itertools.repeat(pos)), dtype=bool,
+                            count=len(ys))
+            if int(y.sum()) + ys.count(neg) != len(ys):
+                return None
+    else:
+        if not set(map(type, ys)) <= floats:
+            return None
+        y = np.array(ys, dtype=np.float64)
+    s = np.array(ps, dtype=np.float64)
+    return y, s, None if ws is None else np.array(ws, dtype=np.float64)
 
 
 def py(v):

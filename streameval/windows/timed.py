@@ -5,8 +5,10 @@ The window keeps a deque of ``(t, y_true, y_pred, w)`` tuples ordered by time (t
 in arrival order), in the form the wrapped metric's ``update`` accepts: events added
 one at a time as given, batch events as validated (labels decoded to the configured
 labels, scores and weights as floats). New events reach the metric through
-``update_trusted``; expired ones leave through ``revert_many`` (vectorised) or a loop
-of ``revert``.
+``update_trusted``. Expired batch events leave through ``revert_trusted`` too (they
+were validated when they came in: :func:`~streameval.windows.common.trusted_columns`
+only converts them back to columns); events added one at a time, kept as given, leave
+through ``revert_many`` (vectorised) or a loop of ``revert``.
 
 It may import numpy, the standard library, :mod:`streameval.events` (the event-time
 parser), :mod:`streameval.validation`, :mod:`streameval.windows.sliding` (the front
@@ -34,6 +36,7 @@ from streameval.windows.common import (
     item_columns,
     report_late,
     take,
+    trusted_columns,
     validate_one,
 )
 from streameval.windows.sliding import Sliding
@@ -148,7 +151,7 @@ class _TimeSliding(Sliding, case="time"):
             ops = MetricOps(other)
             kept = list(itertools.islice(events, expired, None))
             if kept:
-                ops.add_raw(*item_columns(kept, 1))
+                self._add_stored(ops, kept)
             if acc is not None:
                 ops.update_trusted(*acc)
             self.metric = other
@@ -158,7 +161,7 @@ class _TimeSliding(Sliding, case="time"):
                 self._ops.update_trusted(*acc)
             if expired:
                 if self._vectorised:
-                    self._ops.remove_raw(*item_columns(list(itertools.islice(events, expired)), 1))
+                    self._remove_stored(list(itertools.islice(events, expired)))
                 else:
                     revert = self._revert
                     for i in range(expired):
@@ -178,6 +181,26 @@ class _TimeSliding(Sliding, case="time"):
             if self.on_late is not None:
                 report_late(self.on_late, self.metric, cols, raw, ts, before, late_idx)
 
+    def _add_stored(self, ops, items):
+        """Add stored events to a metric (its ops): through the trusted path when
+        they are batch events (stored validated), else through ``update_many``."""
+        cols = item_columns(items, 1)
+        trusted = trusted_columns(self.metric, *cols)
+        if trusted is not None:
+            ops.update_trusted(*trusted)
+        else:
+            ops.add_raw(*cols)
+
+    def _remove_stored(self, items):
+        """Revert expired stored events: through the trusted path when they are batch
+        events (validated when they came in), else through ``revert_many``."""
+        cols = item_columns(items, 1)
+        trusted = trusted_columns(self.metric, *cols)
+        if trusted is not None:
+            self._ops.revert_trusted(*trusted)
+        else:
+            self._ops.remove_raw(*cols)
+
     def _merge_window(self, other):
         newest = max(self._newest, other._newest)
         cutoff = newest - self.period
@@ -185,7 +208,7 @@ class _TimeSliding(Sliding, case="time"):
         contents = [e for e in contents if e[0] > cutoff]
         rebuilt = fresh(self.metric)
         if contents:
-            MetricOps(rebuilt).add_raw(*item_columns(contents, 1))
+            self._add_stored(MetricOps(rebuilt), contents)
         self.metric = rebuilt
         self._bind()
         self._events = collections.deque(contents)
