@@ -4,6 +4,9 @@ Exact, incremental and mergeable metrics (AUC and average precision equal to
 scikit-learn's), windows over any metric, drift tests, alert rules, log replay and a
 monitoring service. Public names are imported lazily, on first use, so that
 ``import streameval`` stays cheap and each layer loads only what it needs.
+
+Imports: :mod:`streameval._registry` (the one list of names) and, on first use of a
+name, the module the registry says defines it.
 """
 
 from __future__ import annotations

@@ -54,6 +54,12 @@ killed, a replay cuts the outputs back to the checkpoint and goes on from there:
 outputs equal those of an uninterrupted run. A damaged checkpoint, or one written for
 another log or config, is refused (exit 2), never silently reset.
 
+Imports: the standard library, :mod:`streameval.pipeline` (which drives everything
+below it), :mod:`streameval.config`, :mod:`streameval.monitor`, :mod:`streameval.io`,
+:mod:`streameval.events`, :mod:`streameval.report`, :mod:`streameval.scenarios` and
+:mod:`streameval.service` (the last three and tqdm on first use); it is the top layer,
+and nothing imports it.
+
 >>> import json, os, tempfile
 >>> d = tempfile.mkdtemp(); log = os.path.join(d, "log.jsonl")
 >>> _ = open(log, "w").write('{"ts": 1, "label": 1, "score": 0.8}\\n{"ts": 2, "label": 0, "score": NaN}\\n')

@@ -47,6 +47,13 @@ the whole stream only. Rows are emitted whole stream first, then segments in ord
 first appearance. A segment's ``min_samples`` counts that segment's events; ``n`` and
 ``cooldown`` use the stream's clock.
 
+Imports: numpy, the standard library, :mod:`streameval.alerts`, :mod:`streameval.windows`,
+:mod:`streameval.metrics` (the protocol and the shared score order),
+:mod:`streameval.events` (the event-time parser) and :mod:`streameval.validation`;
+:mod:`streameval.config` only inside :meth:`Monitor.default` (config imports the
+Monitor's parts, not the Monitor). Never :mod:`streameval.io`, the pipeline, the CLI
+or the service.
+
 >>> from streameval.alerts import Threshold
 >>> import streameval as se
 >>> m = Monitor({"recall": se.Recall()}, rules=[Threshold("recall", "<", 0.6)], every=2)

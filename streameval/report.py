@@ -12,6 +12,9 @@ report is drawn, and drawn with the Agg canvas through matplotlib's object API (
 ``pyplot``, so no global backend state is touched). :func:`final_values`,
 :func:`firing_spans` and :func:`read_jsonl` need only the standard library.
 
+Imports: the standard library, and matplotlib (lazily, when a report is drawn); nothing
+from streameval, so a report can be drawn from the output files alone.
+
 >>> rows = [{"n": 10, "t": None, "segment": None, "values": {"recall": 0.5}},
 ...         {"n": 20, "t": None, "segment": None, "values": {"recall": 0.75}}]
 >>> final_values(rows)

@@ -56,6 +56,10 @@ Generated streams are written as JSONL event logs with the default field names
 (``ts``, ``id``, ``label``, ``score``, ``segment``) and replayed like any log:
 ``streameval run`` is ``replay`` of the materialised log with the scenario's config.
 
+Imports: numpy, the standard library and river (its generators and datasets, on first
+use); nothing from streameval's monitor or pipeline (the CLI's ``run`` joins a
+scenario's stream and its config).
+
 >>> import tempfile, os
 >>> d = tempfile.mkdtemp(); p = os.path.join(d, "s.toml")
 >>> _ = open(p, "w").write('''

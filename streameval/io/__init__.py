@@ -5,6 +5,10 @@ Sources (:mod:`.sources`) turn JSONL, CSV and Parquet logs into validated
 prediction rows to label rows that arrive later; :mod:`.sinks` write JSON
 lines, stdout and webhooks; :mod:`.checkpoint` saves state atomically.
 Names are imported on first use so ``import streameval.io`` stays cheap.
+
+Imports: its own submodules, on first use of a name. The submodules may import
+:mod:`streameval.events`, :mod:`streameval.validation` and the standard library (and
+optional extras: orjson, pyarrow), never the Monitor, the pipeline or the CLI.
 """
 
 from __future__ import annotations

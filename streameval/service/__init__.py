@@ -12,6 +12,10 @@ Needs the ``serve`` extra (``pip install 'streameval[serve]'``: starlette, uvico
 prometheus-client). This module imports none of them until the server is started, so
 that the CLI can declare its arguments without them.
 
+Imports: the standard library; :mod:`streameval.config`, :mod:`streameval.monitor`,
+:mod:`streameval.io` and its own :mod:`.app` and :mod:`.engine` when a server is built,
+the ``serve`` extra when it is started.
+
 Embedding (the server runs in a thread; ``port=0`` takes a free port):
 
 >>> import json, urllib.request

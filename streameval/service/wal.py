@@ -14,6 +14,9 @@ Rows hold validated columns, never code: labels as bytes, scores, weights and ev
 times as little-endian float64 bytes, segments as a JSON list. Nothing read back is
 evaluated or unpickled.
 
+Imports: numpy and the standard library (sqlite3, json) only; the engine
+(:mod:`streameval.service.engine`) uses it.
+
 >>> import tempfile, numpy as np
 >>> d = tempfile.mkdtemp()
 >>> wal = WriteAheadLog(d + "/wal.sqlite3", fingerprint="demo")
