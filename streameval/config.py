@@ -121,14 +121,17 @@ __all__ = [
     "default_drift",
     "default_rules",
     "DEFAULT_EVERY",
+    "DEFAULT_SIZE",
     "DEFAULT_WINDOW",
     "DEFAULT_THRESHOLD",
 ]
 
 #: evaluate every 1000 events: 1000 timeline rows per million events
 DEFAULT_EVERY = 1000
-#: the default sliding windows hold the last 10 000 events
-DEFAULT_WINDOW = 10_000
+#: the default sliding windows (and drift windows) hold the last 10 000 events
+DEFAULT_SIZE = 10_000
+#: the older name of :data:`DEFAULT_SIZE`
+DEFAULT_WINDOW = DEFAULT_SIZE
 #: threshold metrics predict positive when ``score >= 0.5``
 DEFAULT_THRESHOLD = 0.5
 #: significance level of the default drift rules
@@ -341,23 +344,44 @@ def _make_window(metric, window, where):
         raise ValueError(f"{where}: {e}") from None
 
 
-def default_metrics(threshold=DEFAULT_THRESHOLD, window=DEFAULT_WINDOW, pos_label=True,
-                    neg_label=None):
+_UNSET = object()
+
+
+def _size_or_window(size, window, where, default=DEFAULT_SIZE, none_ok=True):
+    """``size=`` or its older name ``window=`` (not both), checked; ``default`` if
+    neither is given; with ``none_ok``, 0 for a falsy value (``None``, 0: no window, as
+    before). ``where`` names the parameter in errors."""
+    if size is not _UNSET and window is not _UNSET:
+        raise ValueError(f"{where}: give size= or its alias window=, not both")
+    if size is _UNSET and window is _UNSET:
+        return default
+    key, value = ("size", size) if size is not _UNSET else ("window", window)
+    if none_ok and not value:
+        return 0
+    return check_size(value, f"{where}.{key}")
+
+
+def default_metrics(threshold=DEFAULT_THRESHOLD, size=_UNSET, pos_label=True, neg_label=None,
+                    *, window=_UNSET):
     """The default monitor's metrics: 7 cumulative ones and their sliding versions.
 
     Names: ``roc_auc``, ``average_precision``, ``precision``, ``recall``, ``f1``,
     ``accuracy``, ``log_loss`` (cumulative, all events so far) and
-    ``<name>@<window>`` (the last ``window`` events, e.g. ``roc_auc@10000``).
-    Threshold metrics use ``threshold``.
+    ``<name>@<size>`` (the last ``size`` events, default 10 000, e.g.
+    ``roc_auc@10000``; ``size=0`` or None: none). Threshold metrics use ``threshold``.
+    ``window=`` is the older name of ``size=``.
+
+    >>> sorted(default_metrics(size=500))[:3]
+    ['accuracy', 'accuracy@500', 'average_precision']
     """
+    size = _size_or_window(size, window, "monitor")
     kinds = ["roc_auc", "average_precision", "precision", "recall", "f1", "accuracy", "log_loss"]
     labels = {"pos_label": pos_label, "neg_label": neg_label}
     metrics = {k: make_metric(k, name=k, threshold=threshold, **labels) for k in kinds}
-    if window:
-        window = check_size(window, "monitor.window")
+    if size:
         for k in kinds:
-            name = f"{k}@{window}"
-            metrics[name] = make_metric({"metric": k, "size": window}, name=name,
+            name = f"{k}@{size}"
+            metrics[name] = make_metric({"metric": k, "size": size}, name=name,
                                         threshold=threshold, **labels)
     return metrics
 
@@ -369,16 +393,16 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
                where=None):
     """Build one :class:`~streameval.drift.PrecisionRecallDrift` from a drift table.
 
-    ``metric`` defaults to the table's name; ``threshold`` to the monitor's. The window
-    length is ``window`` (or its synonym ``size``, the parameter's name).
+    ``metric`` defaults to the table's name; ``threshold`` to the monitor's. The
+    window's length is ``size`` (``window``, its older name, is read too).
 
-    >>> d = make_drift({"window": 500, "reference": "previous"}, name="recall")
+    >>> d = make_drift({"size": 500, "reference": "previous"}, name="recall")
     >>> d.metric, d.size, d.reference, d.threshold
     ('recall', 500, 'previous', 0.5)
-    >>> make_drift({"window": 500, "size": 500}, name="recall")
+    >>> make_drift({"size": 500, "window": 500}, name="recall")
     Traceback (most recent call last):
     ...
-    ValueError: monitor.drift.recall: give window or its synonym size, not both
+    ValueError: monitor.drift.recall: give size or its alias window, not both
     """
     from streameval.drift import PrecisionRecallDrift
     from streameval.validation import check_period, check_size
@@ -391,7 +415,7 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
     kwargs.setdefault("metric", name)
     kwargs.setdefault("threshold", threshold)
     if "window" in kwargs and "size" in kwargs:
-        raise ValueError(f"{where}: give window or its synonym size, not both")
+        raise ValueError(f"{where}: give size or its alias window, not both")
     for key in ("window", "size"):
         if key in kwargs:
             kwargs["size"] = check_size(kwargs.pop(key), f"{where}.{key}")
@@ -403,13 +427,15 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
         raise ValueError(f"{where}: {e}") from None
 
 
-def default_drift(threshold=DEFAULT_THRESHOLD, window=DEFAULT_WINDOW, pos_label=True,
-                  neg_label=None):
-    """The default drift tests ``recall`` and ``precision``: the last ``window`` events
-    against the first ``window`` events (the baseline), two-proportion z-tests at
-    ``alpha = 0.01``; ready once ``2 * window`` events have been seen."""
+def default_drift(threshold=DEFAULT_THRESHOLD, size=_UNSET, pos_label=True, neg_label=None,
+                  *, window=_UNSET):
+    """The default drift tests ``recall`` and ``precision``: the last ``size`` events
+    (default 10 000) against the first ``size`` events (the baseline), two-proportion
+    z-tests at ``alpha = 0.01``; ready once ``2 * size`` events have been seen.
+    ``window=`` is the older name of ``size=``."""
+    size = _size_or_window(size, window, "monitor", none_ok=False)
     return {
-        k: make_drift({"size": window, "reference": "baseline", "alpha": DEFAULT_P_BELOW},
+        k: make_drift({"size": size, "reference": "baseline", "alpha": DEFAULT_P_BELOW},
                       name=k, threshold=threshold, pos_label=pos_label, neg_label=neg_label)
         for k in ("recall", "precision")
     }
@@ -457,7 +483,7 @@ def build(table, where="monitor"):
         raise ValueError(f"{where}: give size (the default windows' size) or its alias window, "
                          "not both")
     key = "size" if "size" in table else "window"
-    window = check_size(table.get(key, DEFAULT_WINDOW), f"{where}.{key}")
+    window = check_size(table.get(key, DEFAULT_SIZE), f"{where}.{key}")
     pos_label = table.get("pos_label", True)
     neg_label = table.get("neg_label")
     kw["pos_label"], kw["neg_label"] = pos_label, neg_label

@@ -61,6 +61,7 @@ from streameval.validation import (
     check_param,
     check_period,
     check_size,
+    check_threshold,
     take_columns,
 )
 from streameval.windows import Sliding
@@ -596,7 +597,7 @@ class PrecisionRecallDrift(BinaryMetric):
         self.period = period
         self.warmup = warmup
         self.alpha = _check_alpha(alpha)
-        self.threshold = check_param("threshold", threshold, Real())
+        self.threshold = check_threshold(threshold)
         self.lateness = lateness
         self.ci = check_param("ci", ci, Options("newcombe", "wald"))
         self.min_count = check_param("min_count", min_count, Integer(0), Real(0))
@@ -1013,7 +1014,7 @@ class ChangePointDetector(BinaryMetric):
             raise ValueError(f"on_change = {on_change!r}: must be a callable or None")
         self.detector = detector
         self.indicator = indicator
-        self.threshold = check_param("threshold", threshold, Real())
+        self.threshold = check_threshold(threshold)
         self.detector_params = dict(detector_params) if detector_params else None
         self.on_change = on_change
         self._det = _make_detector(detector, self.detector_params)

@@ -242,3 +242,26 @@ def test_monitor_size_is_the_default_windows_size_and_window_its_alias():
         build({"size": 50, "window": 50})
     with pytest.raises(ValueError, match=r"^monitor.size = 0: must be an integer >= 1"):
         build({"size": 0})
+
+
+def test_default_builders_take_size_with_window_as_its_older_name():
+    # issue 10: one name (size) everywhere, window= kept where it was public
+    from streameval import config
+
+    assert config.DEFAULT_SIZE == config.DEFAULT_WINDOW == 10_000
+    assert "recall@10000" in config.default_metrics()
+    assert "recall@300" in config.default_metrics(size=300)
+    assert "recall@300" in config.default_metrics(window=300)
+    assert "recall@300" in config.default_metrics(0.5, 300)  # positional, as before
+    assert sorted(config.default_metrics(window=None)) == sorted(
+        config.default_metrics(size=0)) == ["accuracy", "average_precision", "f1",
+                                            "log_loss", "precision", "recall", "roc_auc"]
+    assert config.default_drift()["recall"].size == 10_000
+    assert config.default_drift(size=40)["precision"].size == 40
+    assert config.default_drift(window=40)["precision"].size == 40
+    with pytest.raises(ValueError, match="give size= or its alias window=, not both"):
+        config.default_metrics(size=5, window=5)
+    with pytest.raises(ValueError, match=r"^monitor.window = None: must be an integer >= 1"):
+        config.default_drift(window=None)
+    with pytest.raises(ValueError, match=r"^monitor.size = 0: must be an integer >= 1"):
+        config.default_drift(size=0)

@@ -753,7 +753,7 @@ def test_size_and_its_alias_window():
     assert make_drift({"window": 7}, name="recall").size == 7
     assert make_drift({"size": 7}, name="precision")._params() == \
         PrecisionRecallDrift("precision", size=7)._params()
-    with pytest.raises(ValueError, match="^monitor.drift.recall: give window or its synonym size, not both"):
+    with pytest.raises(ValueError, match="^monitor.drift.recall: give size or its alias window, not both"):
         make_drift({"window": 7, "size": 7}, name="recall")
     with pytest.raises(ValueError, match="^monitor.drift.recall.size = 0: must be an integer >= 1"):
         make_drift({"size": 0}, name="recall")
