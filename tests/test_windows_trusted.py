@@ -363,22 +363,71 @@ def test_batches_are_validated_once_and_expire_on_the_trusted_path(kind, labels,
     assert calls == {"validate": batches, "update_many": 0, "revert_many": 0}
 
 
-def test_time_window_mixing_single_events_and_batches_with_custom_labels():
-    # single events are kept as given (here int-like strings would not do: the labels
-    # are the configured ones, scores possibly numpy floats): they expire through the
-    # validating path, batch events through the trusted one; same values either way
+@pytest.mark.parametrize("pos,neg,single", [
+    ("spam", "ham", None),  # flags in the store, decoded at the edge
+    (0, 1, True),  # labels equal to bools: stored decoded; a single True means 1 (neg)
+    (False, True, None),
+    (1, 0, None),
+])
+def test_time_window_mixing_single_events_and_batches_with_custom_labels(pos, neg, single,
+                                                                         monkeypatch):
+    # single events are kept as given (a numpy float score, a label that only equals
+    # the configured one): they expire through the validating path, batch events
+    # through the trusted one; same values either way, and after a state round trip
     y, s, w, t = stream(12, 400)
     t = np.sort(t)
-    labels = np.where(y, "spam", "ham").tolist()
-    win = Sliding(streameval.Recall(pos_label="spam", neg_label="ham"), period=15.0)
+    labels = [pos if v else neg for v in y.tolist()]
+    win = Sliding(streameval.Recall(pos_label=pos, neg_label=neg), period=15.0)
     i = 0
     while i < 400:
         if (i // 50) % 2:
-            win.update(labels[i], np.float64(s[i]), w=w[i], t=t[i])
+            given = labels[i]
+            if single is not None and given == single:
+                given = bool(single)  # the same label as a bool (True == 1)
+            win.update(given, np.float64(s[i]), w=w[i], t=t[i])
             i += 1
         else:
             win.update_many(labels[i:i + 25], s[i:i + 25], w[i:i + 25], t=t[i:i + 25])
             i += 25
         inside = np.flatnonzero((t > t[i - 1] - 15.0) & (np.arange(400) < i))
         assert same(win.get(), sk_recall(y[inside], s[inside], w[inside]))
+        if i == 200:
+            state = json.loads(json.dumps(win.to_state()))
+            # the state holds the configured labels (as before), never the flags
+            assert {type(e[1]) for e in state["data"]["events"]} <= {type(pos), bool}
+            assert all(e[1] in (pos, neg) for e in state["data"]["events"])
+            win = from_state(state)
+    assert {e[1] for e in win.events()} <= {pos, neg}
     win._check()
+    # restored, the store expires every event on the trusted path (the state's
+    # configured labels become flags again, its scores plain floats)
+    calls = counting(monkeypatch, type(win.metric))
+    win = from_state(json.loads(json.dumps(win.to_state())))
+    later = t[:30] + 1e6
+    win.update_many(labels[:30], s[:30], w[:30], t=later)
+    last = np.flatnonzero(later > later[29] - 15.0)
+    assert same(win.get(), sk_recall(y[last], s[last], w[last]))
+    if isinstance(pos, str):  # (bool-like labels kept as given take revert_many)
+        assert calls["validate"] == 1 and calls["revert_many"] == 0
+
+
+def test_time_window_flag_store_reads_old_states():
+    # a state written before flags were stored: configured labels in the events
+    old = {"type": "Sliding", "version": 1,
+           "params": {"size": None, "period": 10.0, "lateness": 0.0},
+           "data": {"metric": streameval.Recall(pos_label="spam", neg_label="ham")
+                    .update_many(["spam", "ham", "spam"], [0.9, 0.8, 0.1]).to_state(),
+                    "newest": 3.0, "late": 0, "chunks": None,
+                    "events": [[1.0, "spam", 0.9, 1.0], [2.0, "ham", 0.8, 1.0],
+                               [3.0, "spam", 0.1, 1.0]]}}
+    win = from_state(old)
+    assert win.events() == [(1.0, "spam", 0.9, 1.0), (2.0, "ham", 0.8, 1.0),
+                            (3.0, "spam", 0.1, 1.0)]
+    assert win.get() == 0.5
+    win.update_many(["ham"], [0.3], t=[12.5])  # expires the first two events
+    assert win.events() == [(3.0, "spam", 0.1, 1.0), (12.5, "ham", 0.3, 1.0)]
+    # stored as bool "is positive" flags: no decoding into label objects and back
+    assert [e[1] for e in win._events] == [True, False]
+    assert win.get() == 0.0
+    win._check()
+

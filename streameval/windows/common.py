@@ -288,7 +288,7 @@ def item_columns(items, offset=0):
     return cols
 
 
-def trusted_columns(metric, ys, ps, ws):
+def trusted_columns(metric, ys, ps, ws, flags=False):
     """Stored events (lists, as :func:`item_columns` gives them) as the validated
     columns of the metric's trusted path, without validating them again, or None.
 
@@ -297,7 +297,9 @@ def trusted_columns(metric, ys, ps, ws):
     so for a binary or regression metric they convert to columns directly: labels
     compared with the configured positive label, floats copied into float64 arrays.
     Events kept as given (one ``update`` at a time: an int label, a river probability
-    dict as score) give None, and the caller takes the validating path.
+    dict as score) give None, and the caller takes the validating path. ``flags``: the
+    store keeps batch events' labels as the bool "is positive" (custom labels that no
+    bool equals), so bool labels are read as such.
     Runtime complexity: `O(m)`, C loops.
     """
     kind = getattr(metric, "columns", None)
@@ -308,7 +310,7 @@ def trusted_columns(metric, ys, ps, ws):
         return None
     if kind == "binary":
         pos, neg = metric.label_of(True), metric.label_of(False)
-        if pos is True and neg is False:
+        if flags or (pos is True and neg is False):
             if not set(map(type, ys)) <= {bool}:
                 return None
             y = np.array(ys, dtype=bool)

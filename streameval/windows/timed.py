@@ -2,13 +2,15 @@
 (``Sliding(metric, period=P)``), with late events placed by time or refused.
 
 The window keeps a deque of ``(t, y_true, y_pred, w)`` tuples ordered by time (ties
-in arrival order), in the form the wrapped metric's ``update`` accepts: events added
-one at a time as given, batch events as validated (labels decoded to the configured
-labels, scores and weights as floats). New events reach the metric through
-``update_trusted``. Expired batch events leave through ``revert_trusted`` too (they
-were validated when they came in: :func:`~streameval.windows.common.trusted_columns`
-only converts them back to columns); events added one at a time, kept as given, leave
-through ``revert_many`` (vectorised) or a loop of ``revert``.
+in arrival order): events added one at a time as given, batch events as validated
+(scores and weights as floats; labels as the bool "is positive", which
+:meth:`~_TimeSliding.events` and the state turn back into the configured labels such
+as ``"spam"``/``"ham"``; labels that equal a bool, such as 1/0, are stored decoded).
+New events reach the metric through ``update_trusted``. Expired batch events leave
+through ``revert_trusted`` too (they were validated when they came in:
+:func:`~streameval.windows.common.trusted_columns` only converts them back to
+columns); events added one at a time, kept as given, leave through ``revert_many``
+(vectorised) or a loop of ``revert``.
 
 It may import numpy, the standard library, :mod:`streameval.events` (the event-time
 parser), :mod:`streameval.validation`, :mod:`streameval.windows.sliding` (the front
@@ -44,12 +46,29 @@ from streameval.windows.sliding import Sliding
 __all__ = []
 
 
+def _bool_like(label):
+    """Whether a configured label equals a bool (True, 1, 0.0, ...)."""
+    try:
+        return bool(label is True or label is False or label == 1 or label == 0)
+    except Exception:  # a label whose comparison is not a plain truth value
+        return True
+
+
 class _TimeSliding(Sliding, case="time"):
     """``Sliding(metric, period=P)``: see :class:`~streameval.windows.sliding.Sliding`."""
 
     def _init_store(self):
         # (t, y_true, y_pred, w) tuples ordered by time
         self._events = collections.deque()
+
+    def _bind(self):
+        super()._bind()
+        # custom labels ("spam"/"ham") that no bool can stand for: batch events keep
+        # their validated bool "is positive" label, decoded only where events leave
+        # (events(), the state); a bool in the store is then never a user's label
+        labels = self._labels
+        self._flags = (self._typed and labels is not None and labels != (False, True)
+                       and not any(_bool_like(v) for v in labels))
 
     # -- per event ---------------------------------------------------------------
     def update(self, y_true, y_pred, w=1.0, t=None):
@@ -80,7 +99,7 @@ class _TimeSliding(Sliding, case="time"):
                     popleft = events.popleft
                     while events[0][0] <= cutoff:
                         old = popleft()
-                        revert(old[1], old[2], w=old[3])
+                        revert(self._given(old[1]), old[2], w=old[3])
         else:
             i = len(events)
             while i and events[i - 1][0] > tt:
@@ -100,13 +119,19 @@ class _TimeSliding(Sliding, case="time"):
 
         Runtime complexity: `O(n)`.
         """
+        if self._flags:
+            neg, pos = self._labels
+            return [(t, (pos if y else neg) if type(y) is bool else y, s, w)
+                    for t, y, s, w in self._events]
         return list(self._events)
 
     # -- batches -----------------------------------------------------------------
     def _items(self, cols, raw, idx):
         """``(y_true, y_pred, w)`` lists of events ``idx`` to store: validated and
         decoded for binary and regression metrics, else as given."""
-        if self._typed:
+        if self._flags:
+            y, s, w = take_columns(cols, idx)  # bool labels: decoded when they leave
+        elif self._typed:
             y, s, w = decoded_columns(self.metric, take_columns(cols, idx))
         elif raw is not None:
             y, s, w = (None if c is None else take(c, idx) for c in raw)
@@ -166,7 +191,7 @@ class _TimeSliding(Sliding, case="time"):
                     revert = self._revert
                     for i in range(expired):
                         old = events[i]
-                        revert(old[1], old[2], w=old[3])
+                        revert(self._given(old[1]), old[2], w=old[3])
         if contents is None:
             popleft = events.popleft
             for _ in range(expired):
@@ -181,25 +206,37 @@ class _TimeSliding(Sliding, case="time"):
             if self.on_late is not None:
                 report_late(self.on_late, self.metric, cols, raw, ts, before, late_idx)
 
+    def _given(self, y):
+        """A stored label as the metric's ``update`` takes it (a bool flag decoded)."""
+        if self._flags and type(y) is bool:
+            return self._labels[y]
+        return y
+
     def _add_stored(self, ops, items):
         """Add stored events to a metric (its ops): through the trusted path when
         they are batch events (stored validated), else through ``update_many``."""
         cols = item_columns(items, 1)
-        trusted = trusted_columns(self.metric, *cols)
+        trusted = trusted_columns(self.metric, *cols, flags=self._flags)
         if trusted is not None:
             ops.update_trusted(*trusted)
         else:
-            ops.add_raw(*cols)
+            ops.add_raw(*self._given_columns(cols))
 
     def _remove_stored(self, items):
         """Revert expired stored events: through the trusted path when they are batch
         events (validated when they came in), else through ``revert_many``."""
         cols = item_columns(items, 1)
-        trusted = trusted_columns(self.metric, *cols)
+        trusted = trusted_columns(self.metric, *cols, flags=self._flags)
         if trusted is not None:
             self._ops.revert_trusted(*trusted)
         else:
-            self._ops.remove_raw(*cols)
+            self._ops.remove_raw(*self._given_columns(cols))
+
+    def _given_columns(self, cols):
+        """Stored columns as the metric's ``update_many`` takes them (flags decoded)."""
+        if self._flags:
+            cols = [list(map(self._given, cols[0])), cols[1], cols[2]]
+        return cols
 
     def _merge_window(self, other):
         newest = max(self._newest, other._newest)
@@ -217,10 +254,15 @@ class _TimeSliding(Sliding, case="time"):
 
     # -- state -------------------------------------------------------------------
     def _stored_state(self):
-        return {"events": [[encode(x) for x in e] for e in self._events], "chunks": None}
+        return {"events": [[encode(x) for x in e] for e in self.events()], "chunks": None}
 
     def _restore(self, data):
-        self._events.extend(decoded_events(data["events"]))
+        events = decoded_events(data["events"])
+        if self._flags:  # the configured labels back to bool flags
+            neg, pos = self._labels
+            events = [(t, True if y == pos else False if y == neg else y, s, w)
+                      for t, y, s, w in events]
+        self._events.extend(events)
 
     def _check(self):
         """Assert the invariants: events ordered by time within
