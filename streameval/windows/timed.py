@@ -97,9 +97,13 @@ class _TimeSliding(Sliding, case="time"):
                 if events[0][0] <= cutoff:
                     revert = self._revert
                     popleft = events.popleft
+                    flags, labels = self._flags, self._labels
                     while events[0][0] <= cutoff:
                         old = popleft()
-                        revert(self._given(old[1]), old[2], w=old[3])
+                        y = old[1]
+                        if flags and type(y) is bool:  # (_given, inlined: per event)
+                            y = labels[y]
+                        revert(y, old[2], w=old[3])
         else:
             i = len(events)
             while i and events[i - 1][0] > tt:
@@ -120,9 +124,8 @@ class _TimeSliding(Sliding, case="time"):
         Runtime complexity: `O(n)`.
         """
         if self._flags:
-            neg, pos = self._labels
-            return [(t, (pos if y else neg) if type(y) is bool else y, s, w)
-                    for t, y, s, w in self._events]
+            given = self._given
+            return [(t, given(y), s, w) for t, y, s, w in self._events]
         return list(self._events)
 
     # -- batches -----------------------------------------------------------------
