@@ -669,8 +669,21 @@ def _average_of(args, kwargs):
     return args[1] if len(args) > 1 else None
 
 
+class _RankingFront(Cases):
+    """What the :class:`ROCAUC` and :class:`AveragePrecision` fronts share: their
+    public signature and the dispatch on ``average`` (None: binary, else multiclass
+    one-vs-rest)."""
 
-class ROCAUC(Cases):
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
+        """The public signature (configs and ``help`` read it); ``__new__`` returns a
+        case class's object, whose own ``__init__`` (same parameters) runs instead."""
+
+    @classmethod
+    def _case(cls, args, kwargs):
+        return "binary" if _average_of(args, kwargs) is None else "multiclass"
+
+
+class ROCAUC(_RankingFront):
     """Exact area under the ROC curve, updated online (Mann–Whitney).
 
     ``AUC = U / (P * N)`` with ``U = sum over (positive i, negative j) of
@@ -721,14 +734,6 @@ class ROCAUC(Cases):
     pos_label, neg_label
         The positive and negative labels (binary).
     """
-
-    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
-        """The public signature (configs and ``help`` read it); ``__new__`` returns a
-        case class's object, whose own ``__init__`` (same parameters) runs instead."""
-
-    @classmethod
-    def _case(cls, args, kwargs):
-        return "binary" if _average_of(args, kwargs) is None else "multiclass"
 
 
 class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
@@ -799,7 +804,7 @@ class Gini(_BinaryROCAUC):
         return 2.0 * super().error_bound()
 
 
-class AveragePrecision(Cases):
+class AveragePrecision(_RankingFront):
     """Exact average precision, updated online: ``AP = sum_n (R_n - R_{n-1}) P_n``.
 
     Over the distinct scores from high to low, ``P_n`` and ``R_n`` the precision and
@@ -833,14 +838,6 @@ class AveragePrecision(Cases):
     pos_label, neg_label
         The positive and negative labels (binary).
     """
-
-    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
-        """The public signature (configs and ``help`` read it); ``__new__`` returns a
-        case class's object, whose own ``__init__`` (same parameters) runs instead."""
-
-    @classmethod
-    def _case(cls, args, kwargs):
-        return "binary" if _average_of(args, kwargs) is None else "multiclass"
 
 
 class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
