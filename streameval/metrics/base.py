@@ -11,8 +11,8 @@ raises :class:`ValueError` naming the value (and its index, for batches).
 
 Imports: numpy, river's metric base classes (through :mod:`streameval._river`, which
 defers the SciPy submodules river imports and streameval never uses),
-:mod:`streameval.validation` and :mod:`streameval._registry` (the ground floor); never the package root, windows, drift
-or the Monitor.
+:mod:`streameval.validation` and :mod:`streameval._registry` (the ground floor);
+never the package root, windows, drift or the Monitor.
 """
 
 from __future__ import annotations

@@ -293,13 +293,13 @@ def trusted_columns(metric, ys, ps, ws, flags=False):
     columns of the metric's trusted path, without validating them again, or None.
 
     Every stored event was validated when it came in; what is left is its form. Batch
-    events are stored decoded (labels as configured, scores and weights as floats),
-    so for a binary or regression metric they convert to columns directly: labels
-    compared with the configured positive label, floats copied into float64 arrays.
-    Events kept as given (one ``update`` at a time: an int label, a river probability
-    dict as score) give None, and the caller takes the validating path. ``flags``: the
-    store keeps batch events' labels as the bool "is positive" (custom labels that no
-    bool equals), so bool labels are read as such.
+    events are stored validated (scores and weights as floats; labels as configured,
+    or, with ``flags``, as the bool "is positive" for custom labels that no bool
+    equals), so for a binary or regression metric they convert to columns directly:
+    flags as they are, labels compared with the configured positive label, floats
+    copied into float64 arrays. Events kept as given (one ``update`` at a time: an int
+    label, a river probability dict as score) give None, and the caller takes the
+    validating path.
     Runtime complexity: `O(m)`, C loops.
     """
     kind = getattr(metric, "columns", None)
