@@ -289,26 +289,34 @@ class DriftCounts(BinaryCounts):
         # sum of squared weights per cell, in the cells' order (tp, fp, fn, tn)
         self._sq = [0.0, 0.0, 0.0, 0.0]
 
-    def _code(self, y_true, y_pred):
-        """The event code (validated): 2 * actual positive + predicted positive."""
-        return 2 * self._label(y_true) + (self._score(y_pred) >= self.threshold)
+    def _accepted(self, y_true, y_pred, w):
+        """``(cell, w)`` of an event the confusion counts just accepted: its values are
+        valid, so they are only read (label and score decoded, the weight as a float),
+        not checked a second time."""
+        try:
+            y = self._labels[y_true]
+        except (KeyError, TypeError):
+            y = self._label(y_true)
+        if type(y_pred) is not float:
+            y_pred = self._score(y_pred)
+        if type(w) is not float:
+            w = check_weight(w)
+        return _BY_CODE[2 * y + (y_pred >= self.threshold)], w
 
     def codes(self, y_true, y_pred, w=None):
         """Validated batch: (codes as an int array, weights as float64 or None)."""
         labels, scores, weights = self.validate(y_true, y_pred, w)
         return 2 * labels.astype(np.int64) + (scores >= self.threshold), weights
 
-    # -- per event: the confusion counts, then the squared weight ------------------
+    # -- per event: the confusion counts (which validate), then the squared weight ---
     def update(self, y_true, y_pred, w=1.0):
-        cell = _BY_CODE[self._code(y_true, y_pred)]  # the code's cell (validated)
-        w = check_weight(w)
-        BinaryCounts.update(self, y_true, y_pred, w)
+        BinaryCounts.update(self, y_true, y_pred, w)  # refuses a bad event, unchanged
+        cell, w = self._accepted(y_true, y_pred, w)
         self._sq[cell] += w * w
 
     def revert(self, y_true, y_pred, w=1.0):
-        cell = _BY_CODE[self._code(y_true, y_pred)]
-        w = check_weight(w)
         BinaryCounts.revert(self, y_true, y_pred, w)  # refuses an event never added
+        cell, w = self._accepted(y_true, y_pred, w)
         self._settle_sq(cell, w * w)
 
     def _settle_sq(self, cell, sq):
