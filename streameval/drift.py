@@ -51,7 +51,7 @@ import statistics
 import numpy as np
 
 from streameval.events import as_seconds, as_seconds_array
-from streameval.metrics.base import BinaryMetric, Metric, check_weight, from_state
+from streameval.metrics.base import BinaryMetric, check_weight, from_state
 from streameval.metrics.confusion import CELLS, BinaryCounts
 from streameval.validation import (
     Integer,
@@ -461,22 +461,6 @@ def _difference(a, b):
 # ------------------------------------------------------------ PrecisionRecallDrift
 
 
-def _window_add(win, y, s, w, t=None):
-    """Add validated binary columns to an internal window (over default-label
-    :class:`DriftCounts`): through the window's own trusted path where it has one, else
-    its ``update_many``, whose checks of bool labels and float scores are cheap (the
-    stopgap until windows have their trusted path; same result)."""
-    if type(win).update_trusted is not Metric.update_trusted:
-        if t is None:
-            win.update_trusted(y, s, w)
-        else:
-            win.update_trusted(y, s, w, t=t)
-    elif t is None:
-        win.update_many(y, s, w)
-    else:
-        win.update_many(y, s, w, t=t)
-
-
 class _OpenUnit(Real):
     """A number in the open interval (0, 1) (a significance level)."""
 
@@ -686,9 +670,9 @@ class PrecisionRecallDrift(BinaryMetric):
         """
         n = len(y)
         if self.period is None:
-            _window_add(self._cur, y, s, w)
+            self._cur.update_trusted(y, s, w)
             if self._both is not None:
-                _window_add(self._both, y, s, w)
+                self._both.update_trusted(y, s, w)
             if self._baseline is not None:
                 lo = max(self.warmup - self.n, 0)
                 hi = min(self.warmup + self.size - self.n, n)
@@ -705,9 +689,9 @@ class PrecisionRecallDrift(BinaryMetric):
         if len(idx) < n:
             y, s, w, t = take_columns((y, s, w, t), idx)
         if len(idx):
-            _window_add(self._cur, y, s, w, t)
+            self._cur.update_trusted(y, s, w, t=t)
             if self._both is not None:
-                _window_add(self._both, y, s, w, t)
+                self._both.update_trusted(y, s, w, t=t)
             if self._t0 is None:
                 self._t0 = float(t[0])
             self._newest = max(self._newest, float(t.max()))
@@ -890,9 +874,9 @@ class PrecisionRecallDrift(BinaryMetric):
             cols = list(zip(*events))
             if win.period is not None:
                 ts, cols = np.array(cols[0], dtype=np.float64), cols[1:]
-                _window_add(empty, *self.validate(*cols), ts)
+                empty.update_trusted(*self.validate(*cols), t=ts)
             else:
-                _window_add(empty, *self.validate(*cols))
+                empty.update_trusted(*self.validate(*cols))
         empty.late = win.late
         return empty
 

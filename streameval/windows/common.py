@@ -32,7 +32,7 @@ from streameval.validation import (
 
 __all__ = [
     "REBUILD_FRACTION", "MetricOps", "check_window_params", "fresh", "same_metric",
-    "state_of", "as_seq", "as_items", "take", "slice_columns", "weights_or_none",
+    "state_of", "as_seq", "as_items", "slice_columns", "weights_or_none",
     "py", "trusted_columns", "values_equal", "typed", "vectorised_revert", "rebuild_fraction",
     "decoded_columns", "item_columns", "validate_one", "encode", "decode",
     "encode_column", "decoded_events", "encode_record", "decode_record",
@@ -214,13 +214,6 @@ def as_items(values):
     return list(values)
 
 
-def take(values, idx):
-    """``values[idx]`` for an index array, for numpy arrays and plain sequences."""
-    if isinstance(values, np.ndarray):
-        return values[idx]
-    return [values[i] for i in idx.tolist()]
-
-
 def slice_columns(columns, part):
     """``col[part]`` of each column (None stays None)."""
     return tuple(None if c is None else c[part] for c in columns)
@@ -268,7 +261,7 @@ def report_late(on_late, metric, cols, raw, ts, before, idx):
     given (``raw``) or, on the trusted path (``raw`` None), as validated (``cols``,
     labels decoded to the ``metric``'s)."""
     if raw is not None:
-        y, p, w = (None if c is None else take(c, idx) for c in raw)
+        y, p, w = take_columns(raw, idx)
     else:
         y, p, w = decoded_columns(metric, take_columns(cols, idx))
         y, p, w = as_items(y), as_items(p), None if w is None else as_items(w)

@@ -37,7 +37,6 @@ from streameval.windows.common import (
     fresh,
     item_columns,
     report_late,
-    take,
     trusted_columns,
     validate_one,
 )
@@ -136,10 +135,8 @@ class _TimeSliding(Sliding, case="time"):
             y, s, w = take_columns(cols, idx)  # bool labels: decoded when they leave
         elif self._typed:
             y, s, w = decoded_columns(self.metric, take_columns(cols, idx))
-        elif raw is not None:
-            y, s, w = (None if c is None else take(c, idx) for c in raw)
         else:
-            y, s, w = take_columns(cols, idx)
+            y, s, w = take_columns(cols if raw is None else raw, idx)
         ys = as_items(y)
         return ys, as_items(s), [1.0] * len(ys) if w is None else as_items(w)
 
