@@ -29,7 +29,6 @@ from streameval.windows.common import (
     state_of,
     typed,
     values_equal,
-    vectorised_revert,
 )
 
 __all__ = ["Sliding"]
@@ -168,7 +167,6 @@ class Sliding(Cases):
         self._get = m.get
         self._ops = MetricOps(m)
         self._typed = typed(m)
-        self._vectorised = vectorised_revert(m)
         self._rebuild_fraction = rebuild_fraction(m)
         labels = None
         if getattr(m, "columns", None) == "binary" and callable(getattr(m, "label_of", None)):

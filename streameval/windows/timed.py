@@ -184,14 +184,8 @@ class _TimeSliding(Sliding, case="time"):
         else:
             if acc is not None:
                 self._ops.update_trusted(*acc)
-            if expired:
-                if self._vectorised:
-                    self._remove_stored(list(itertools.islice(events, expired)))
-                else:
-                    revert = self._revert
-                    for i in range(expired):
-                        old = events[i]
-                        revert(self._given(old[1]), old[2], w=old[3])
+            if expired:  # (the metric's ops pick its vectorised revert or a loop)
+                self._remove_stored(list(itertools.islice(events, expired)))
         if contents is None:
             popleft = events.popleft
             for _ in range(expired):
