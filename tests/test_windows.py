@@ -320,6 +320,22 @@ def test_sliding_wraps_river_metrics():
         assert win.get() == pytest.approx(expected, abs=1e-12)
 
 
+
+def test_time_window_over_a_river_metric_expires_batches():
+    # a metric without the trusted path: batches expire through a loop of its revert
+    y, s, _ = stream(4, 400, weights=False)
+    t = np.cumsum(np.random.default_rng(4).exponential(1.0, 400))
+    win = Sliding(river_metrics.Accuracy(), period=30.0)
+    for a in range(0, 400, 23):
+        b = min(400, a + 23)
+        win.update_many([bool(v) for v in y[a:b]], [v >= 0.5 for v in s[a:b]], t=t[a:b])
+        inside = np.flatnonzero((t > t[b - 1] - 30.0) & (np.arange(400) < b))
+        expected = skm.accuracy_score(np.asarray(y)[inside].astype(bool),
+                                      np.asarray(s)[inside] >= 0.5)
+        assert win.get() == pytest.approx(expected, abs=1e-12)
+        assert len(win) == len(inside)
+
+
 # -- update_many equals a loop of update ---------------------------------------------
 
 
