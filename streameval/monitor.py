@@ -84,7 +84,7 @@ import numpy as np
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
 from streameval.events import as_seconds, as_seconds_array
 from streameval.windows import Sliding
-from streameval.metrics.base import from_state, register
+from streameval.metrics.base import check_bounds, from_state, register
 from streameval.metrics.ranking import OrderView, order_key
 from streameval.validation import (
     Integer,
@@ -704,13 +704,8 @@ class Monitor:
         (pos,) = self._pos_set
         scores = as_float_array(y_pred, scalar=lambda v, i: _dict_score(v, i, pos))
         if self._bounds is not None and m:
-            lo, hi = self._bounds
-            bad = ~((scores >= lo) & (scores <= hi))
-            if bad.any():
-                i = int(np.argmax(bad))
-                fail("y_pred", float(scores[i]),
-                     f"probability must be in [{lo:g}, {hi:g}] "
-                     f"(metric {self._proba[0]!r} needs probabilities)", i)
+            check_bounds(scores, self._bounds,
+                         why=f" (metric {self._proba[0]!r} needs probabilities)")
         weights = as_weight_array(w, m)
         # what a metric's trusted path would still refuse (a weighted loss that
         # overflows): checked on every metric before any is updated

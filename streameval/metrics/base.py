@@ -65,14 +65,15 @@ __all__ = [
 _Real = numbers.Real
 
 
-def check_bounds(scores, bounds, name="y_pred"):
-    """Raise naming the first score outside the closed range ``bounds``."""
+def check_bounds(scores, bounds, name="y_pred", why=""):
+    """Raise naming the first score outside the closed range ``bounds`` (``why``, if
+    given, is added to the reason: which metric needs the range)."""
     lo, hi = bounds
     bad = ~((scores >= lo) & (scores <= hi))
     if bad.any():
         i = int(np.argmax(bad))
         what = "probability" if (lo, hi) == (0.0, 1.0) else "score"
-        fail(name, float(scores[i]), f"{what} must be in [{lo:g}, {hi:g}]", i)
+        fail(name, float(scores[i]), f"{what} must be in [{lo:g}, {hi:g}]{why}", i)
 
 
 # --------------------------------------------------------------------------- protocol
