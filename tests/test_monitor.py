@@ -666,3 +666,14 @@ def test_one_event_a_metric_would_refuse_is_applied_to_none():
     assert json.dumps(mon.to_state(), sort_keys=True) == before
     mon.update(1, 0.1, w=1e300)  # large but finite losses are counted
     assert mon.n == 2
+
+
+def test_a_score_outside_a_metrics_range_is_refused_naming_the_metric():
+    # the Monitor checks the narrowest score range of its metrics once (log loss:
+    # probabilities) and names the metric that needs it; nothing is counted
+    m = Monitor.default()
+    with pytest.raises(ValueError) as info:
+        m.update_many([True, False, True], [0.2, 1.5, 0.3])
+    assert str(info.value) == ("y_pred[1] = 1.5: probability must be in [0, 1] "
+                               "(metric 'log_loss' needs probabilities)")
+    assert info.value.index == 1 and m.n == 0
