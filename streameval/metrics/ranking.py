@@ -1250,9 +1250,9 @@ class _OVRRanking(MultiClassMetric):
             i = min(first) if min(first) < n else 0
             raise ValidationError.at(
                 i, f"revert(y_true={y[i]!r}, y_pred={s[i]!r}): no such event was added")
-        # validated: now change state
+        # validated (can_remove accepted every order's entries): now change state
         for (o, *_), a in zip(parts, aggs):
-            o.remove_entries(*a)
+            o.remove_entries(*a, _checked=True)
         self._n -= n
         self._w = self._w - float(n if w is None else w.sum()) if self._n else 0.0
         self._z -= 0 if zero is None else int(np.count_nonzero(zero))

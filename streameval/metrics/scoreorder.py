@@ -775,14 +775,17 @@ class ScoreOrder:
             return False
         return not self._refused(keys, wp, wn, cp, cn).any()
 
-    def remove_entries(self, keys, wp, wn, cp, cn, z_pos=0, z_neg=0):
+    def remove_entries(self, keys, wp, wn, cp, cn, z_pos=0, z_neg=0, _checked=False):
         """Remove aggregated events added earlier (the inverse of :meth:`add_entries`,
         same arguments): ascending distinct ``keys``, summed weights and counts.
 
         Atomic: raises ``KeyError(bad)`` with ``bad`` a boolean mask over the entries
-        that have more events (or more weight, beyond rounding) than stored (``bad`` all False when only the zero-weight
-        counts ``z_*``, or the others, exceed the stored ones), state unchanged. As :meth:`remove`, a
-        class's weight at a score whose last event goes is set to exactly 0.
+        that have more events (or more weight, beyond rounding) than stored (``bad``
+        all False when only the zero-weight counts ``z_*``, or the others, exceed the
+        stored ones), state unchanged. As :meth:`remove`, a class's weight at a score
+        whose last event goes is set to exactly 0. ``_checked``: :meth:`can_remove`
+        has just accepted these arguments (a caller removing from several orders
+        checks them all first), so the entry-by-entry path does not look them up twice.
 
         ``U`` after removing a batch ``B`` from the store ``S``: few entries relative to
         the stored scores are removed one by one, each subtracting its pairs with the
@@ -795,12 +798,13 @@ class ScoreOrder:
         if not m:
             return
         n = len(self)
-        if not self._zeros_fit(cp, cn, z_pos, z_neg):
+        if not (_checked or self._zeros_fit(cp, cn, z_pos, z_neg)):
             raise KeyError(np.zeros(m, dtype=bool))
         if m * REMOVE_REBUILD_RATIO < n:
-            bad = self._refused(keys, wp, wn, cp, cn)
-            if bad.any():
-                raise KeyError(bad)
+            if not _checked:
+                bad = self._refused(keys, wp, wn, cp, cn)
+                if bad.any():
+                    raise KeyError(bad)
             if self.integral and not (_integers(wp) and _integers(wn)):
                 self.integral = False
             # one event at a score (all-distinct scores): the single-event path (which
