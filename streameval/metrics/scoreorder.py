@@ -745,7 +745,7 @@ class ScoreOrder:
                     wsp[j] = wps[k][i]
                     wsn[j] = wns[k][i]
             return out
-        k0, wp0, wn0, cp0, cn0 = self._arrays if self._arrays is not None else self.arrays()
+        k0, wp0, wn0, cp0, cn0 = self._owned()
         pos = np.minimum(np.searchsorted(k0, keys), n - 1)
         hit = k0[pos] == keys
         sp[hit] = cp0[pos[hit]]
