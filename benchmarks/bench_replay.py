@@ -43,7 +43,8 @@ sklearn AUC + AP once (calls only)    0.44                    2 262 000         
 river ``ROCAUC`` per event (x10)      8.86                    90 000            101
 ====================================  ======  ======  ======  ================  ===========
 
-Over six runs the default replay was 0.53x-0.55x of the code before (1.85-1.99 s).
+Over seven runs the default replay was 0.53x-0.56x of the code before (1.85-2.17 s;
+the code before: 3.46-3.89 s in the same runs).
 About 0.35 s of the difference is startup: ``river.metrics`` imports ``scipy.stats``
 (for ``GeometricMean``), which streameval now defers (``streameval._river``); the rest
 is the monitor validating once and sharing its score orders. Each checkpoint costs
