@@ -249,6 +249,8 @@ def _desc_precision(order):
 def _average_precision(order):
     if not order.nz_pos:
         return _NAN
+    if order.levelled:
+        return max(0.0, order.ap_numerator() / order.pos_weight)
     if order.exact_ints():
         return _average_precision_ints(order)
     wp, prec = _desc_precision(order)
@@ -372,18 +374,18 @@ class _BinaryRanking(BinaryMetric):
         return self._so
 
     def _flush(self):
-        """Merge the deferred events: one by one if they are few relative to the stored
-        scores, else as one numpy batch (the cheaper of the two)."""
+        """Merge the deferred events: as one numpy batch when the order is in its bulk
+        layout or they are many relative to the stored scores, else one by one into
+        the blocks (the cheaper of the two)."""
         ps, py, pw, chunks = self._ps, self._py, self._pw, self._chunks
-        n = len(self._so)
-        if not chunks and len(ps) * DEFER_REBUILD_RATIO < n:
+        so = self._so
+        if so.bulk or chunks or len(ps) * DEFER_REBUILD_RATIO >= so.size():
+            so.add_entries(*_aggregate(*self._pending()))
+        else:
             add = self._add
             for e in zip(ps, py, pw):
                 add(*e)
-        else:
-            self._so.add_entries(*_aggregate(*self._pending()))
-            n = len(self._so)
-        self._forget_pending(n)
+        self._forget_pending(so.size())
 
     def _pending(self):
         """The deferred events as one batch: (labels, scores, weights or None)."""
@@ -425,7 +427,7 @@ class _BinaryRanking(BinaryMetric):
             positive = self._label(y_true)
         if self._bins:
             y_pred = _bin_of(y_pred, self._bins)
-        if self._streak < DEFER_AFTER:
+        if self._streak < DEFER_AFTER and not self._so.bulk:
             self._streak += 1
             self._add(y_pred, positive, w)
         else:
@@ -516,20 +518,6 @@ class _BinaryRanking(BinaryMetric):
             return self
         keys = _bin_array(s, self._bins) if self._bins else s
         removed = _aggregate(y, keys, w)
-        so = self._so
-        pending = len(self._ps) + self._nchunked
-        n = len(so)
-        if pending and (m * scoreorder.REMOVE_REBUILD_RATIO >= n or pending * (
-                scoreorder.REBUILD_RATIO if self._chunks else DEFER_REBUILD_RATIO) >= n):
-            # deferred events (a window's new batch) and this slice out, where merging
-            # the one or removing the other would rebuild anyway: one rebuild for both
-            try:
-                so.replace_entries(_aggregate(*self._pending()), removed)
-                self._forget_pending(len(so))
-                self._streak = 0
-                return self
-            except KeyError:
-                pass  # refused: state unchanged; the path below names the event
         order = self._order  # merges deferred events: they may be among those reverted
         try:
             order.remove_entries(*removed)

@@ -55,10 +55,11 @@ from bisect import bisect_left
 
 import numpy as np
 
+from streameval.metrics.levels import Level, ap_sum, compact, counts_at, cross, merge
 from streameval.validation import REVERT_SLACK as _SLACK
 
 __all__ = ["ScoreOrder", "DEFAULT_LOAD", "GROUP", "REBUILD_RATIO", "REMOVE_REBUILD_RATIO",
-           "mann_whitney_u"]
+           "FLAT_MAX", "GROWTH", "TRICKLE_ENTRIES", "TRICKLE_RATIO", "mann_whitney_u"]
 
 #: Target block size. A block holds between ``load / 2`` and ``2 * load`` distinct
 #: scores (small blocks join a neighbour, as in ``SortedList``). Each event sums part of
@@ -86,6 +87,35 @@ REBUILD_RATIO = 100
 #: near n / m = 50.
 REMOVE_REBUILD_RATIO = 50
 
+#: Bulk layouts: up to this many distinct scores the order is flat numpy arrays (one
+#: score per element, merged with a batch in one pass: few numpy calls, cheap while
+#: the order is small); beyond, numpy levels (:mod:`streameval.metrics.levels`) whose
+#: batch merges cost `O(m log(n))`, not `O(n)`, at the price of more numpy calls.
+FLAT_MAX = 16384
+
+#: The bulk layout merges its newest level into the one below when that one is at most
+#: this many times bigger: level sizes then fall by this factor from the oldest to the
+#: newest, ``log(n / m) / log(GROWTH)`` levels for batches of ``m``, and each entry is
+#: rewritten about ``GROWTH`` times per level (amortised).
+GROWTH = 4
+
+#: Average precision reads every level: the biggest in numpy passes, the others with
+#: searches into it (about 20 times dearer per entry). Once the entries outside the
+#: biggest level, summed over the reads since it was last rebuilt, times this reach
+#: its size, they are merged into it (rent or buy). Measured with
+#: ``bench_ranking.py``: ...
+AP_RENT = 16
+
+#: In the bulk layout, a batch of fewer entries than this is "tiny": a numpy call per
+#: level costs more than adding its entries one by one in blocks.
+TRICKLE_ENTRIES = 16
+
+#: After this many tiny batches per stored entry... precisely: once the number of tiny
+#: batches added in the bulk layout times this reaches the stored entries, the order
+#: moves to blocks (an `O(n)` conversion, paid for by the numpy calls it saves: the
+#: rent-or-buy rule, never more than twice the cheaper choice in hindsight).
+TRICKLE_RATIO = 2048
+
 _F8 = np.float64
 _I8 = np.int64
 
@@ -106,7 +136,9 @@ def mann_whitney_u(wp, wn, ints=False):
         below -= wn
     else:
         below = np.cumsum(wn) - wn  # negative weight strictly below each score
-    return float(np.dot(wp, below + 0.5 * wn))
+    below += 0.5 * wn
+    below *= wp  # (not np.dot: OpenBLAS threads spin, see metrics.levels)
+    return float(below.sum())
 
 
 def _groups(totals, start=0):
@@ -228,7 +260,8 @@ class ScoreOrder:
 
     __slots__ = ("_load", "_twice", "_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp",
                  "_tn", "_gp", "_gn", "u", "pos_weight", "neg_weight", "n_pos", "n_neg",
-                 "z_pos", "z_neg", "stamp", "integral", "_arrays")
+                 "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays", "_trickle",
+                 "_ap_rent")
 
     def __init__(self, load=DEFAULT_LOAD):
         if not isinstance(load, int) or load < 4:
@@ -240,7 +273,10 @@ class ScoreOrder:
 
     def clear(self):
         """Forget every event."""
-        self._arrays = None
+        self._levels = None  # the bulk layout of a big order (a list of levels), or None
+        self._arrays = None  # the bulk layout of a small one (flat arrays), or None
+        self._trickle = 0  # small bulk adds since the levels were last built
+        self._ap_rent = 0  # entries outside the biggest level, summed over AP's reads
         self._keys = []  # blocks (array "d") of distinct scores, ascending
         self._wp = []  # blocks (array "d") of summed positive weights per score
         self._wn = []  # blocks (array "d") of summed negative weights per score
@@ -259,17 +295,41 @@ class ScoreOrder:
         self.z_pos = 0  # positive events with weight 0
         self.z_neg = 0
         self.integral = True  # every weight ever added is an integer (see exact_ints)
+        self.unit = True  # every weight ever added is 1: counts equal weights
         self.stamp += 1
 
     def __len__(self):
-        """Number of distinct scores stored."""
+        """Number of distinct scores stored. `O(n)` in the bulk layout (its levels are
+        merged), `O(n / load)` in blocks."""
         if self._arrays is not None:
             return len(self._arrays[0])
+        if self._levels is not None:
+            return len(self._single().entries()[0]) if self._levels else 0
         return sum(map(len, self._keys))
 
+    def size(self):
+        """Entries stored: distinct scores in blocks; (score, class) entries of every
+        level in the bulk layout (a score may be counted more than once there).
+        `O(1)`-ish: what batch paths compare batch sizes with."""
+        if self._arrays is not None:
+            return len(self._arrays[0])
+        if self._levels is not None:
+            return sum(lv.size for lv in self._levels)
+        return sum(map(len, self._keys))
+
+    @property
+    def bulk(self):
+        """Whether the order is in a bulk layout (numpy) rather than blocks."""
+        return self._levels is not None or self._arrays is not None
+
+    @property
+    def levelled(self):
+        """Whether the order is in the bulk layout of big orders (numpy levels)."""
+        return self._levels is not None
+
     def __getattr__(self, name):
-        # the blocks after a bulk rebuild are built on first use (see _rebuild)
-        if name in _BLOCKS and self._arrays is not None:
+        # the blocks after bulk work are built on first use (see _rebuild)
+        if name in _BLOCKS and (self._levels is not None or self._arrays is not None):
             self._materialize()
             return getattr(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -290,8 +350,10 @@ class ScoreOrder:
 
         Runtime complexity: `O(log(n))`.
         """
-        if w != 1.0 and w != int(w):
-            self.integral = False
+        if w != 1.0:
+            self.unit = False
+            if w != int(w):
+                self.integral = False
         maxes = self._maxes
         if not maxes:
             self._insert_first(s, positive, w)
@@ -395,8 +457,10 @@ class ScoreOrder:
         if not _checked and ((self._wp if positive else self._wn)[k][i] - w < -(
                 1e-9 * w + _SLACK * (self.pos_weight if positive else self.neg_weight))):
             raise KeyError(s)  # (``_overdrawn`` inlined: this runs per event)
-        if w != 1.0 and w != int(w):  # (a weight other than the one added would do it)
-            self.integral = False
+        if w != 1.0:  # (a weight other than the one added would do it)
+            self.unit = False
+            if w != int(w):
+                self.integral = False
         g = k >> 6
         if positive:
             other = self._wn[k]
@@ -484,7 +548,7 @@ class ScoreOrder:
 
     # ------------------------------------------------------------------ structure
     def _insert_first(self, s, positive, w):
-        self._rebuild(
+        self._set_blocks(
             np.array([s]),
             np.array([w if positive else 0.0]),
             np.array([0.0 if positive else w]),
@@ -548,33 +612,64 @@ class ScoreOrder:
     def _settle(self):
         """Make ``U`` and an emptied class's totals exactly zero (no rounding left)."""
         self.u = 0.0
-        for empty, blocks, totals, groups in (
-            (self.n_pos == self.z_pos, self._wp, self._tp, self._gp),
-            (self.n_neg == self.z_neg, self._wn, self._tn, self._gn),
-        ):
-            if empty and (any(totals) or any(groups)):
-                for b in blocks:
-                    if any(b):
-                        b[:] = _zeros(len(b))
-                totals[:] = _zeros(len(totals))
-                groups[:] = _zeros(len(groups))
-        if self.n_pos == self.z_pos:
+        pos_empty, neg_empty = self.n_pos == self.z_pos, self.n_neg == self.z_neg
+        if self._arrays is not None:
+            if pos_empty:
+                self._arrays[1][:] = 0.0
+            if neg_empty:
+                self._arrays[2][:] = 0.0
+        elif self._levels is not None:
+            if (pos_empty and any(len(lv.pk) for lv in self._levels)) or (
+                    neg_empty and any(len(lv.nk) for lv in self._levels)):
+                keys, wp, wn, cp, cn = self.arrays()
+                if pos_empty:
+                    wp[:] = 0.0
+                if neg_empty:
+                    wn[:] = 0.0
+                self._rebuild(keys, wp, wn, cp, cn)
+        else:
+            for empty, blocks, totals, groups in (
+                (pos_empty, self._wp, self._tp, self._gp),
+                (neg_empty, self._wn, self._tn, self._gn),
+            ):
+                if empty and (any(totals) or any(groups)):
+                    for b in blocks:
+                        if any(b):
+                            b[:] = _zeros(len(b))
+                    totals[:] = _zeros(len(totals))
+                    groups[:] = _zeros(len(groups))
+        if pos_empty:
             self.pos_weight = 0.0
-        if self.n_neg == self.z_neg:
+        if neg_empty:
             self.neg_weight = 0.0
 
     def _rebuild(self, keys, wp, wn, cp, cn):
         """Replace the contents by these ascending, distinct-score numpy arrays (which
-        the order keeps: the caller hands over fresh ones).
+        the order keeps: the caller hands over fresh ones), in a bulk layout: flat
+        arrays up to :data:`FLAT_MAX` scores, else one level (``U`` and the totals are
+        the caller's; ``integral`` and ``unit`` must describe the arrays already).
 
         The blocks are built lazily, on the first operation that needs them (a
         per-event ``add``/``remove``, few entries added one by one): between bulk
-        operations (a window's batch in and slice out, a merge, AP's ``get``) the
-        order stays in these flat arrays and no block is built. Cost: `O(1)`; building
-        the blocks later is `O(n)` (about 20 us per 10 000 scores)."""
-        self._arrays = (np.ascontiguousarray(keys, dtype=_F8), np.ascontiguousarray(wp, dtype=_F8),
-                        np.ascontiguousarray(wn, dtype=_F8), np.ascontiguousarray(cp, dtype=_I8),
-                        np.ascontiguousarray(cn, dtype=_I8))
+        operations (batches in and out, merges, AP's ``get``) the order stays in its
+        bulk layout. Building the blocks later is `O(n)`."""
+        keys = np.ascontiguousarray(keys, dtype=_F8)
+        self._arrays = None
+        if len(keys) <= FLAT_MAX:
+            self._levels = None
+            self._arrays = (keys, np.ascontiguousarray(wp, dtype=_F8),
+                            np.ascontiguousarray(wn, dtype=_F8),
+                            np.ascontiguousarray(cp, dtype=_I8),
+                            np.ascontiguousarray(cn, dtype=_I8))
+        elif len(keys):
+            ints = self.integral and float(np.abs(wp).sum() + np.abs(wn).sum()) < _EXACT
+            self._levels = [Level.build(keys, np.asarray(wp, dtype=_F8),
+                                        np.asarray(wn, dtype=_F8), np.asarray(cp, dtype=_I8),
+                                        np.asarray(cn, dtype=_I8), self.unit, ints,
+                                        self.integral)]
+        else:
+            self._levels = []
+        self._trickle = 0
         for name in _BLOCKS:
             try:
                 object.__delattr__(self, name)
@@ -582,15 +677,43 @@ class ScoreOrder:
                 pass
         self.stamp += 1
 
+    def _levelize(self):
+        """Blocks -> the bulk layout (one level). `O(n)`."""
+        self._rebuild(*self.arrays())
+
+    def _not_integral(self):
+        """A weight that is not an integer came in: levels keep each score's weight."""
+        self.integral = False
+        if self._levels:
+            self._levels = [lv.with_weights() for lv in self._levels]
+
+    def _not_unit(self):
+        """A weight other than 1 came in: levels keep their counts from now on."""
+        self.unit = False
+        if self._levels:
+            self._levels = [lv.with_counts() for lv in self._levels]
+
+    def _single(self):
+        """The levels merged into one (kept so): the bulk layout's compaction."""
+        levels = self._levels
+        if len(levels) > 1:
+            self._levels = levels = [compact(levels)]
+        return levels[0] if levels else Level.empty(self.unit, self.integral)
+
     def _materialize(self):
-        """Build the blocks from the flat arrays kept by :meth:`_rebuild`."""
-        keys, wp, wn, cp, cn = self._arrays
-        self._arrays = None
+        """Build the blocks from the bulk layout."""
+        arrays = self._owned()
+        self._levels = self._arrays = None
+        self._set_blocks(*arrays)
+
+    def _set_blocks(self, keys, wp, wn, cp, cn):
+        """Blocks holding these ascending distinct-score arrays."""
+        self._levels = self._arrays = None
         load = self._load
         n = len(keys)
 
         def blocks(x, code):
-            mv = memoryview(x).cast("B")
+            mv = memoryview(np.ascontiguousarray(x)).cast("B")
             step = 8 * load
             out = []
             for a in range(0, 8 * n, step):
@@ -599,18 +722,18 @@ class ScoreOrder:
                 out.append(b)
             return out
 
-        self._keys = blocks(keys, "d")
-        self._wp = blocks(wp, "d")
-        self._wn = blocks(wn, "d")
-        self._cp = blocks(cp, "q")
-        self._cn = blocks(cn, "q")
+        self._keys = blocks(np.asarray(keys, dtype=_F8), "d")
+        self._wp = blocks(np.asarray(wp, dtype=_F8), "d")
+        self._wn = blocks(np.asarray(wn, dtype=_F8), "d")
+        self._cp = blocks(np.asarray(cp, dtype=_I8), "q")
+        self._cn = blocks(np.asarray(cn, dtype=_I8), "q")
         maxes = array("d")
         tp, tn = array("d"), array("d")
         if n:
             idx = np.arange(0, n, load)
-            maxes.frombytes(keys[np.minimum(idx + load, n) - 1].tobytes())
-            tp.frombytes(np.add.reduceat(wp, idx).tobytes())
-            tn.frombytes(np.add.reduceat(wn, idx).tobytes())
+            maxes.frombytes(np.asarray(keys, dtype=_F8)[np.minimum(idx + load, n) - 1].tobytes())
+            tp.frombytes(np.add.reduceat(np.asarray(wp, dtype=_F8), idx).tobytes())
+            tn.frombytes(np.add.reduceat(np.asarray(wn, dtype=_F8), idx).tobytes())
         self._maxes, self._tp, self._tn = maxes, tp, tn
         self._gp = _groups(tp)
         self._gn = _groups(tn)
@@ -620,10 +743,16 @@ class ScoreOrder:
         """``(scores, wp, wn, cp, cn)``: numpy arrays in ascending score order (fresh
         copies: the caller may write to them).
 
-        Runtime complexity: `O(n)` (memory copies).
+        Runtime complexity: `O(n)` (the levels of the bulk layout are merged, and kept
+        merged; blocks are copied).
         """
         if self._arrays is not None:
             return tuple(a.copy() for a in self._arrays)
+        if self._levels is not None:
+            if not self._levels:
+                return (np.empty(0), np.empty(0), np.empty(0), np.empty(0, dtype=_I8),
+                        np.empty(0, dtype=_I8))
+            return self._single().entries()
         return (_flat(self._keys, _F8), _flat(self._wp, _F8), _flat(self._wn, _F8),
                 _flat(self._cp, _I8), _flat(self._cn, _I8))
 
@@ -637,37 +766,107 @@ class ScoreOrder:
         """``(wp, wn)``: positive and negative weight per distinct score, ascending
         (fresh copies).
 
-        Runtime complexity: `O(n)` (memory copies).
+        Runtime complexity: `O(n)`.
         """
         if self._arrays is not None:
             return self._arrays[1].copy(), self._arrays[2].copy()
+        if self._levels is not None:
+            return self.arrays()[1:3]
         return _flat(self._wp, _F8), _flat(self._wn, _F8)
+
+    def ap_numerator(self):
+        """Average precision times the positive weight (the bulk layout only):
+        ``sum over scores of (positive weight there) * T / A``, ``T`` and ``A`` the
+        positive and total weight at or above. One numpy pass over the scores holding
+        positives of the biggest level, after merging the others into one level.
+        Runtime complexity: `O(n_pos)` numpy, plus `O(m log(n))` searches for the
+        ``m`` entries outside the biggest level."""
+        levels = self._levels
+        if not levels:
+            return 0.0
+        if len(levels) > 1:
+            # the entries outside the biggest level cost searches at every read; once
+            # they have cost as much as merging them into it (rent or buy), merge
+            self._ap_rent += sum(lv.size for lv in levels[1:])
+            if self._ap_rent * AP_RENT >= levels[0].size:
+                self._levels = levels = [compact(levels)]
+                self._ap_rent = 0
+            elif len(levels) > 2:
+                self._levels = levels = [levels[0], compact(levels[1:])]
+        return ap_sum(*levels)
 
     def add_entries(self, keys, wp, wn, cp, cn, z_pos=0, z_neg=0):
         """Add aggregated events: ascending distinct ``keys`` with their summed weights
         and counts per class (numpy arrays); ``z_*``: how many of them weigh 0.
 
-        Few entries (relative to the stored scores) go in one by one, `O(m log(n))`;
-        otherwise the two orders are merged with numpy, `O(n + m)`, and ``U`` recomputed
-        from the merged weights.
+        In blocks, few entries (relative to the stored scores, :data:`REBUILD_RATIO`) go
+        in one by one, `O(m log(n))`; otherwise the order moves to its bulk layout and
+        the batch becomes a new level: ``U`` gains the batch's own pairs and its pairs
+        with each level (``searchsorted`` per level), `O(m log(n))` numpy, and levels of
+        similar sizes are merged (:data:`GROWTH`), amortised `O(log(n / m))` numpy
+        passes per entry. In the bulk layout, a run of tiny batches (fewer than
+        :data:`TRICKLE_ENTRIES` entries each) moves the order back to blocks once their
+        count times :data:`TRICKLE_RATIO` reaches the stored entries (the per-event path
+        is then cheaper than a numpy call per batch).
         """
         m = len(keys)
         if not m:
             return
         if self.integral and not (_integers(wp) and _integers(wn)):
-            self.integral = False
-        n = len(self)
-        if m * REBUILD_RATIO < n:
-            add = self._add_entry
-            for e in zip(keys.tolist(), wp.tolist(), wn.tolist(), cp.tolist(), cn.tolist()):
-                add(*e)
-        else:
+            self._not_integral()
+        if self.unit and not (np.array_equal(wp, cp) and np.array_equal(wn, cn)):
+            self._not_unit()
+        if self._levels is None and self._arrays is None:
+            if m * REBUILD_RATIO < self.size():
+                self._add_one_by_one(keys, wp, wn, cp, cn)
+            else:
+                self._levelize()
+        if self._arrays is not None:  # small: one numpy merge (big: becomes a level)
             self._install(_merged(self._owned(), keys, wp, wn, cp, cn))
+        elif self._levels is not None:
+            if m < TRICKLE_ENTRIES:
+                self._trickle += 1
+                if self._trickle * TRICKLE_RATIO >= self.size():
+                    self._materialize()
+            if self._levels is not None:
+                self._add_level(keys, wp, wn, cp, cn)
+            else:
+                self._add_one_by_one(keys, wp, wn, cp, cn)
         self.z_pos += z_pos
         self.z_neg += z_neg
         self.stamp += 1
         if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
             self._settle()
+
+    def _add_one_by_one(self, keys, wp, wn, cp, cn):
+        add = self._add_entry
+        for e in zip(keys.tolist(), wp.tolist(), wn.tolist(), cp.tolist(), cn.tolist()):
+            add(*e)
+
+    def _add_level(self, keys, wp, wn, cp, cn):
+        """The bulk layout gains a level of these entries (negated ones: a removal).
+        ``U`` gains the entries' own pairs and their pairs with every level; totals
+        follow. Runtime complexity: `O(m log(n))` numpy, plus the merges."""
+        bp, bn = float(wp.sum()), float(wn.sum())
+        ints = self.integral and (abs(self.pos_weight) + abs(self.neg_weight) + abs(bp)
+                                  + abs(bn)) < _EXACT
+        s = Level.build(np.ascontiguousarray(keys, dtype=_F8), wp, wn, cp, cn, self.unit,
+                        ints, self.integral)
+        du = mann_whitney_u(wp, wn, ints)
+        for lv in self._levels:
+            du += cross(s, lv)
+        self.u += du
+        self.pos_weight += bp
+        self.neg_weight += bn
+        self.n_pos += int(cp.sum())
+        self.n_neg += int(cn.sum())
+        if not s.size:
+            return
+        levels = self._levels
+        levels.append(s)
+        while len(levels) > 1 and levels[-2].size <= GROWTH * levels[-1].size:
+            top = levels.pop()
+            levels.append(merge(levels.pop(), top))
 
     def _add_entry(self, s, bp, bn, np_, nn):
         """Add ``np_`` positives of total weight ``bp`` and ``nn`` negatives of weight
@@ -724,18 +923,23 @@ class ScoreOrder:
         ascending ``keys`` (numpy), 0 where a key is not stored; with ``weights``,
         ``(cp, cn, wp, wn)``, the stored weights too.
 
-        Runtime complexity: `O(m log(n))` for few keys, else `O(n + m)` (numpy).
+        Runtime complexity: `O(m log(n))`: in the bulk layout ``searchsorted`` per level;
+        in blocks one lookup per key for few keys, else `O(n + m)` (numpy).
         """
         m = len(keys)
+        if self._levels is not None:
+            sp, sn, wsp, wsn = counts_at(self._levels, np.asarray(keys, dtype=_F8))
+            return (sp, sn, wsp, wsn) if weights else (sp, sn)
+        flat = self._arrays is not None
         sp = np.zeros(m, dtype=_I8)
         sn = np.zeros(m, dtype=_I8)
         wsp = np.zeros(m)
         wsn = np.zeros(m)
         out = (sp, sn, wsp, wsn) if weights else (sp, sn)
-        n = len(self)
+        n = self.size()
         if not (m and n):
             return out
-        if m * REMOVE_REBUILD_RATIO < n:
+        if not flat and m * REMOVE_REBUILD_RATIO < n:
             find, cps, cns, wps, wns = self._find, self._cp, self._cn, self._wp, self._wn
             for j, s in enumerate(keys.tolist()):
                 k, i = find(s)
@@ -787,26 +991,30 @@ class ScoreOrder:
         has just accepted these arguments (a caller removing from several orders
         checks them all first), so the entry-by-entry path does not look them up twice.
 
-        ``U`` after removing a batch ``B`` from the store ``S``: few entries relative to
-        the stored scores are removed one by one, each subtracting its pairs with the
-        rest (`O(m log(n))`); otherwise the stored arrays are extracted, the counts and
-        weights subtracted with numpy, the blocks rebuilt and ``U`` recomputed from the
-        remaining weights (`O(n + m)`). With integer weights both are exact, equal to a
-        loop of :meth:`remove`.
+        ``U`` after removing a batch ``R`` from the stored events ``S``:
+        ``U(S) - pairs(R, S) + U(R)``. In blocks, few entries relative to the stored
+        scores (:data:`REMOVE_REBUILD_RATIO`) are removed one by one, `O(m log(n))`;
+        otherwise the order moves to its bulk layout and the removal is a level of
+        negated entries (a tombstone, see :mod:`streameval.metrics.levels`) whose pairs
+        with every level are counted with ``searchsorted``, `O(m log(n))` numpy; it
+        cancels the events when the levels merge. With integer weights both are exact,
+        equal to a loop of :meth:`remove`.
         """
         m = len(keys)
         if not m:
             return
-        n = len(self)
         if not (_checked or self._zeros_fit(cp, cn, z_pos, z_neg)):
             raise KeyError(np.zeros(m, dtype=bool))
-        if m * REMOVE_REBUILD_RATIO < n:
+        if self._levels is None and self._arrays is None and (
+                m * REMOVE_REBUILD_RATIO < self.size()):
             if not _checked:
                 bad = self._refused(keys, wp, wn, cp, cn)
                 if bad.any():
                     raise KeyError(bad)
             if self.integral and not (_integers(wp) and _integers(wn)):
                 self.integral = False
+            if self.unit and not (np.array_equal(wp, cp) and np.array_equal(wn, cn)):
+                self.unit = False
             # one event at a score (all-distinct scores): the single-event path (which
             # counts its own zero weight: given back first); several: one entry. The
             # zero-weight counts go first, so no class looks empty before it is.
@@ -827,10 +1035,22 @@ class ScoreOrder:
                 else:
                     remove_entry(s, bp, bn, np_, nn)
         else:
-            arrays = _subtracted(self._owned(), keys, wp, wn, cp, cn)
+            if self._levels is None and self._arrays is None:
+                self._levelize()
+            if self._arrays is not None:  # small: one numpy subtraction (checks first)
+                arrays = _subtracted(self._owned(), keys, wp, wn, cp, cn)
+            elif not _checked:
+                bad = self._refused(keys, wp, wn, cp, cn)
+                if bad.any():
+                    raise KeyError(bad)
             if self.integral and not (_integers(wp) and _integers(wn)):
-                self.integral = False
-            self._install(arrays)
+                self._not_integral()
+            if self.unit and not (np.array_equal(wp, cp) and np.array_equal(wn, cn)):
+                self._not_unit()
+            if self._arrays is not None:
+                self._install(arrays)
+            else:
+                self._add_level(keys, -wp, -wn, -cp, -cn)
             self.z_pos -= z_pos
             self.z_neg -= z_neg
         self.stamp += 1
@@ -839,10 +1059,10 @@ class ScoreOrder:
 
     def replace_entries(self, added, removed):
         """Add the aggregated events ``added`` and remove ``removed`` (each a tuple of
-        :meth:`add_entries` arguments; the removed ones may be among the added ones) in
-        one merge and one rebuild, `O(n + m)`: a sliding window's batch in and its
-        expired slice out. Atomic: ``KeyError`` (as :meth:`remove_entries`), nothing
-        changed, if an event removed is neither stored nor added."""
+        :meth:`add_entries` arguments; the removed ones may be among the added ones): a
+        sliding window's batch in and its expired slice out. Atomic: ``KeyError`` (as
+        :meth:`remove_entries`), nothing changed, if an event removed is neither
+        stored nor added."""
         ak, ap, an, acp, acn, azp, azn = added
         rk, rp, rn, rcp, rcn, rzp, rzn = removed
         if not len(rk):
@@ -856,25 +1076,30 @@ class ScoreOrder:
         if not (rzp <= z_pos and rzn <= z_neg and int(rcp.sum()) - rzp <= n_pos - z_pos
                 and int(rcn.sum()) - rzn <= n_neg - z_neg):
             raise KeyError(np.zeros(len(rk), dtype=bool))
-        arrays = _subtracted(_merged(self.arrays(), ak, ap, an, acp, acn),
-                             rk, rp, rn, rcp, rcn)
-        if self.integral and not all(map(_integers, (ap, an, rp, rn))):
-            self.integral = False
-        self._install(arrays)
-        self.z_pos, self.z_neg = z_pos - rzp, z_neg - rzn
-        self.stamp += 1
-        if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
-            self._settle()
+        sp, sn, wsp, wsn = self.stored_counts(rk, weights=True)
+        i = np.minimum(ak.searchsorted(rk), len(ak) - 1)
+        hit = ak[i] == rk
+        sp = sp + np.where(hit, acp[i], 0)
+        sn = sn + np.where(hit, acn[i], 0)
+        wsp = wsp + np.where(hit, ap[i], 0.0)
+        wsn = wsn + np.where(hit, an[i], 0.0)
+        bad = ((rcp > sp) | (rcn > sn)
+               | _overdrawn(wsp, rp, self.pos_weight + float(ap.sum()))
+               | _overdrawn(wsn, rn, self.neg_weight + float(an.sum())))
+        if bad.any():
+            raise KeyError(bad)
+        self.add_entries(*added)
+        self.remove_entries(*removed, _checked=True)
 
     def _install(self, arrays):
         """Rebuild from ``(keys, wp, wn, cp, cn)``; ``U`` and totals recomputed."""
         keys, wp, wn, cp, cn = arrays
-        self._rebuild(keys, wp, wn, cp, cn)
         self.pos_weight = float(wp.sum())
         self.neg_weight = float(wn.sum())
-        self.u = mann_whitney_u(wp, wn, self.exact_ints())
         self.n_pos = int(cp.sum())
         self.n_neg = int(cn.sum())
+        self.u = mann_whitney_u(wp, wn, self.exact_ints())
+        self._rebuild(keys, wp, wn, cp, cn)
 
     def _remove_entry(self, s, bp, bn, np_, nn):
         """Remove ``np_`` positives of total weight ``bp`` and ``nn`` negatives of weight
@@ -982,45 +1207,69 @@ class ScoreOrder:
                 or (zn == cn.sum() and (nw or wn.any()))):
             raise ValueError("bad score-order state: U or totals inconsistent with the "
                              "per-score weights")
-        self._rebuild(keys, wp, wn, cp, cn)
         self.integral = _integers(wp) and _integers(wn)
+        self.unit = bool(np.array_equal(wp, cp) and np.array_equal(wn, cn))
+        self._rebuild(keys, wp, wn, cp, cn)
         self.u, self.pos_weight, self.neg_weight = u, pw, nw
         self.n_pos, self.n_neg = int(cp.sum()), int(cn.sum())
         self.z_pos, self.z_neg = zp, zn
 
     # ------------------------------------------------------------------ checks
     def _check(self, rtol=1e-9):
-        """Assert every internal invariant (tests call this after each operation)."""
-        nb = len(self._keys)
-        for seq in (self._wp, self._wn, self._cp, self._cn, self._maxes, self._tp, self._tn):
-            assert len(seq) == nb
-        assert len(self._gp) == len(self._gn) == (nb + GROUP - 1) // GROUP
-        prev = -np.inf
-        for k in range(nb):
-            keys = self._keys[k]
-            assert 0 < len(keys) <= self._twice
-            assert all(len(x[k]) == len(keys) for x in (self._wp, self._wn, self._cp, self._cn))
-            assert keys[0] > prev and all(a < b for a, b in zip(keys, keys[1:]))
-            assert self._maxes[k] == keys[-1]
-            prev = keys[-1]
-            for cp, cn, wp, wn in zip(self._cp[k], self._cn[k], self._wp[k], self._wn[k]):
-                assert cp >= 0 and cn >= 0 and cp + cn > 0
-                assert (cp or wp == 0.0) and (cn or wn == 0.0)
-                assert wp >= -1e-9 and wn >= -1e-9
-        keys, wp, wn, cp, cn = self.arrays()
-        scale_p, scale_n = max(1.0, float(np.abs(wp).sum())), max(1.0, float(np.abs(wn).sum()))
-        for totals, blocks, groups, scale in ((self._tp, self._wp, self._gp, scale_p),
-                                              (self._tn, self._wn, self._gn, scale_n)):
+        """Assert every internal invariant (tests call this after each operation; it
+        reads the state without changing its layout)."""
+        if self._levels is not None or self._arrays is not None:
+            if self._arrays is not None:
+                keys, wp, wn, cp, cn = self._arrays
+            elif self._levels:
+                for lv in self._levels:
+                    lv.check(self.unit, self.integral)
+                keys, wp, wn, cp, cn = compact(self._levels).entries()
+            else:
+                keys, wp, wn, cp, cn = (np.empty(0),) * 3 + (np.empty(0, dtype=_I8),) * 2
+            assert (np.diff(keys) > 0).all()
+            assert (cp >= 0).all() and (cn >= 0).all() and ((cp + cn) > 0).all()
+            # a class's weight at a score without its events: none beyond rounding
+            assert (np.abs(wp[cp == 0]) <= 1e-9).all() and (np.abs(wn[cn == 0]) <= 1e-9).all()
+            assert (wp >= -1e-9).all() and (wn >= -1e-9).all()
+            scale_p = max(1.0, float(np.abs(wp).sum()))
+            scale_n = max(1.0, float(np.abs(wn).sum()))
+            empty_p = empty_n = True
+        else:
+            nb = len(self._keys)
+            for seq in (self._wp, self._wn, self._cp, self._cn, self._maxes, self._tp,
+                        self._tn):
+                assert len(seq) == nb
+            assert len(self._gp) == len(self._gn) == (nb + GROUP - 1) // GROUP
+            prev = -np.inf
             for k in range(nb):
-                assert abs(totals[k] - sum(blocks[k])) <= rtol * scale
-            for g, got in enumerate(groups):
-                assert abs(got - sum(totals[g * GROUP : (g + 1) * GROUP])) <= rtol * scale
+                keys = self._keys[k]
+                assert 0 < len(keys) <= self._twice
+                assert all(len(x[k]) == len(keys) for x in (self._wp, self._wn, self._cp,
+                                                             self._cn))
+                assert keys[0] > prev and all(a < b for a, b in zip(keys, keys[1:]))
+                assert self._maxes[k] == keys[-1]
+                prev = keys[-1]
+                for cp, cn, wp, wn in zip(self._cp[k], self._cn[k], self._wp[k], self._wn[k]):
+                    assert cp >= 0 and cn >= 0 and cp + cn > 0
+                    assert (cp or wp == 0.0) and (cn or wn == 0.0)
+                    assert wp >= -1e-9 and wn >= -1e-9
+            keys, wp, wn, cp, cn = self.arrays()
+            scale_p = max(1.0, float(np.abs(wp).sum()))
+            scale_n = max(1.0, float(np.abs(wn).sum()))
+            for totals, blocks, groups, scale in ((self._tp, self._wp, self._gp, scale_p),
+                                                  (self._tn, self._wn, self._gn, scale_n)):
+                for k in range(nb):
+                    assert abs(totals[k] - sum(blocks[k])) <= rtol * scale
+                for g, got in enumerate(groups):
+                    assert abs(got - sum(totals[g * GROUP : (g + 1) * GROUP])) <= rtol * scale
+            empty_p, empty_n = not any(self._gp), not any(self._gn)
         assert self.n_pos == int(cp.sum()) and self.n_neg == int(cn.sum())
         assert 0 <= self.z_pos <= self.n_pos and 0 <= self.z_neg <= self.n_neg
         assert abs(self.pos_weight - wp.sum()) <= rtol * scale_p
         assert abs(self.neg_weight - wn.sum()) <= rtol * scale_n
         if self.n_pos == self.z_pos:
-            assert self.pos_weight == 0.0 and not wp.any() and not any(self._gp)
+            assert self.pos_weight == 0.0 and not wp.any() and empty_p
         if self.n_neg == self.z_neg:
-            assert self.neg_weight == 0.0 and not wn.any() and not any(self._gn)
+            assert self.neg_weight == 0.0 and not wn.any() and empty_n
         assert abs(self.u - mann_whitney_u(wp, wn)) <= rtol * scale_p * scale_n
