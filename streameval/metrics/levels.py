@@ -1,60 +1,77 @@
-"""Sorted numpy runs ("levels") of a score order: the bulk layout of ``ScoreOrder``.
+"""Sorted numpy runs ("levels") of a score order: the bulk layout of big ``ScoreOrder``s.
 
-A :class:`Level` holds events aggregated per distinct score, split by class:
+The events are aggregated per distinct score and class. Each class keeps its own list
+of :class:`Side` s, sorted runs of distinct scores of different sizes (a log-structured
+merge layout): a batch becomes a new side, and a side is merged into the one below it
+when that one is at most :data:`GROWTH` times bigger. A side holds
 
-- ``pk``: the ascending scores holding positive events; ``pt``: the level's positive
-  weight at or above each of them; ``pa``: all the level's weight (positive and
-  negative) at or above each of them;
-- ``nk``: the ascending scores holding negative events; ``nn``: the level's negative
-  weight at or above each of them;
-- ``pc``, ``nc``: the event counts at or above, kept only once a weight other than 1
-  was added (with unit weights counts equal weights, and ``None`` stands for them);
-- ``pw``, ``nw``: the weight at each score itself, kept only once a weight that is
-  not an integer was added. Integer running sums are exact, and their differences
-  give each score's weight back; float ones are not, and a state must round-trip
-  exactly.
+- ``k``: its ascending distinct scores;
+- ``w``: its weight at or above each score (a running sum from the top);
+- ``c``: its event count at or above each, kept only once a weight other than 1 was
+  added (with unit weights counts equal weights, and ``None`` stands for them);
+- ``ow``: the weight at each score itself, kept only once a weight that is not an
+  integer was added (integer running sums are exact, and their differences give each
+  score's weight back; float ones are not, and a state must round-trip exactly).
 
-Every running-sum array has one element more than its keys, a trailing 0, so that
-``x[searchsorted(keys, s)]`` reads "at or above ``s``" for any ``s``. All values are
-float64; with integer weights they are exact integers (below ``2**53``).
+Every running sum has one element more than its keys, a trailing 0, so that
+``w[searchsorted(k, s)]`` reads "at or above ``s``" for any ``s``. Values are float64;
+with integer weights they are exact integers (below ``2**53``).
 
 Why this shape:
 
 - a rank count is one ``searchsorted`` and a read: the negative weight at or above
-  ``s`` is ``nn[searchsorted(nk, s)]``; `O(m log(n))` for a batch of ``m`` scores;
-- merging a small level into a big one adds a step function to the big one's running
+  ``s`` is ``w[searchsorted(k, s)]`` summed over the negative sides; `O(m log(n))` for
+  a batch of ``m`` scores, and each class's scores are searched only among the other
+  class's sides;
+- merging a small side into a big one adds a step function to the big one's running
   sums (``np.repeat``) and inserts the new scores: a few `O(n)` numpy passes, no
-  cumulative sum over the big level;
-- average precision sums over the scores with positive weight only,
-  ``sum_j (pt_j - pt_{j+1}) * pt_j / pa_j`` (other levels add step functions), so its
-  cost follows the scores that hold positives: a tenth of them at a 10% positive rate.
+  cumulative sum over the big side;
+- average precision, ``sum over positive scores of (weight there) * T / A`` (``T``,
+  ``A``: positive and total weight at or above the score), reads the positive sides
+  only: while it is read, the biggest positive side keeps ``pn``, the negative weight
+  at or above each of its scores, which every negative batch updates with one step
+  function. Its cost follows the scores that hold positives, a tenth of them at a 10%
+  positive rate, and it never merges the negative sides.
 
-Memory with unit weights: 24 bytes per stored score with positive events (``pk``,
-``pt``, ``pa``) and 16 per stored score with negative events (``nk``, ``nn``): at most
-24 bytes per distinct score when scores are distinct (what models emit), 40 for a
-score that holds both classes. Counts add 8 bytes per entry.
+Memory with unit weights: 16 bytes per stored (score, class) entry, plus 8 per score of
+the biggest positive side while average precision is read: at most 24 bytes per
+distinct score when scores are distinct (what models emit), 40 for a score that holds
+both classes. Counts add 8 bytes per entry, fractional weights 8 more.
 
-Removals are "tombstones": a level of negated entries, whose counts and weights cancel
-those of the level holding the events when the two are merged (entries whose count
-reaches zero are dropped then). A level's own counts may hence be negative; the sums
-over all levels are the order's.
+Removals are "tombstones": a side of negated entries, whose counts and weights cancel
+those of the side holding the events when the two are merged (entries whose count
+reaches zero are dropped then, their rounding residue with them). A side's own counts
+may hence be negative; the sums over all sides are the order's.
 
 No ``np.dot`` here: for long vectors OpenBLAS runs it on several threads, which then
 spin and double the CPU time of everything around (measured); products are summed by
 numpy itself (pairwise summation, also more accurate).
 
-Imports: numpy only. :mod:`streameval.metrics.scoreorder` keeps a list of levels.
+Imports: numpy only. :mod:`streameval.metrics.scoreorder` keeps a :class:`Levels`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Level", "above", "cross", "merge", "compact", "counts_at", "ap_sum"]
+__all__ = ["Side", "Levels", "above", "GROWTH", "AP_RENT"]
 
 _F8 = np.float64
 _I8 = np.int64
 _TINY = np.finfo(np.float64).tiny
+
+#: A new side is merged into the one below it while that one is at most this many
+#: times bigger: side sizes then fall by this factor from the oldest to the newest,
+#: ``log(n / m) / log(GROWTH)`` sides for batches of ``m``, and each entry is rewritten
+#: about ``GROWTH`` times per side (amortised). Measured with ``bench_ranking.py``: 2 to
+#: 16 are within 10% of each other on a million distinct scores.
+GROWTH = 4
+
+#: Average precision reads the biggest positive side in numpy passes and the other
+#: positive sides with searches (about 20 times dearer per entry). Once the entries
+#: outside the biggest side, summed over the reads since it last changed, times this
+#: reach its size, they are merged into it (rent or buy).
+AP_RENT = 4
 
 
 def above(w, ints):
@@ -82,127 +99,6 @@ def own(c):
     return c[:-1] - c[1:]
 
 
-class Level:
-    """One sorted run of aggregated events, split by class (see the module notes)."""
-
-    __slots__ = ("pk", "pt", "pa", "pc", "pw", "nk", "nn", "nc", "nw")
-
-    def __init__(self, pk, pt, pa, pc, pw, nk, nn, nc, nw):
-        self.pk, self.pt, self.pa, self.pc, self.pw = pk, pt, pa, pc, pw
-        self.nk, self.nn, self.nc, self.nw = nk, nn, nc, nw
-
-    @classmethod
-    def build(cls, keys, wp, wn, cp, cn, unit, ints, integral=True):
-        """A level of ascending distinct ``keys`` with per-key weights and counts per
-        class (counts may be negative: a tombstone). ``unit``: counts equal weights
-        (not stored); ``ints``: integer weights with sums below ``2**53`` (see
-        :func:`above`); ``integral``: integer weights (else each score's weight is
-        kept too)."""
-        ip = np.flatnonzero(cp)
-        ineg = np.flatnonzero(cn)
-        pk = keys[ip]
-        nk = keys[ineg]
-        pt = above(wp[ip], ints)
-        nn = above(wn[ineg], ints)
-        pa = np.empty(len(ip) + 1)
-        pa[-1] = 0.0
-        if len(ip) == len(keys):  # every score holds positives: no negative-only ones
-            pa[:-1] = above(wp + wn, ints)[:-1]
-        else:
-            pa[:-1] = above(wp + wn, ints)[ip]
-        pc = nc = pw = nw = None
-        if not unit:
-            pc = above(cp[ip], True)
-            nc = above(cn[ineg], True)
-        if not integral:
-            pw = wp[ip]
-            nw = wn[ineg]
-        return cls(pk, pt, pa, pc, pw, nk, nn, nc, nw)
-
-    @classmethod
-    def empty(cls, unit, integral):
-        z = np.zeros(1)
-        e = np.empty(0)
-        return cls(e, z, z, None if unit else z, None if integral else e,
-                   e, z, None if unit else z, None if integral else e)
-
-    def weights(self):
-        """Each positive and each negative score's weight."""
-        return (own(self.pt) if self.pw is None else self.pw,
-                own(self.nn) if self.nw is None else self.nw)
-
-    @property
-    def size(self):
-        """Stored entries: (score, class) pairs."""
-        return len(self.pk) + len(self.nk)
-
-    def with_counts(self):
-        """The same level with its counts stored (they equal its weights so far)."""
-        if self.pc is not None:
-            return self
-        return Level(self.pk, self.pt, self.pa, self.pt.copy(), self.pw, self.nk, self.nn,
-                     self.nn.copy(), self.nw)
-
-    def with_weights(self):
-        """The same level with each score's weight stored (integers so far: exact)."""
-        if self.pw is not None:
-            return self
-        return Level(self.pk, self.pt, self.pa, self.pc, own(self.pt), self.nk, self.nn,
-                     self.nc, own(self.nn))
-
-    def entries(self):
-        """``(keys, wp, wn, cp, cn)`` per distinct score (ascending; fresh arrays,
-        counts int64): the positive and negative sides joined."""
-        pk, nk = self.pk, self.nk
-        wp, wn = self.weights()
-        wp, wn = wp.copy(), wn.copy()
-        cp = (wp if self.pc is None else own(self.pc)).astype(_I8)
-        cn = (wn if self.nc is None else own(self.nc)).astype(_I8)
-        P, N = len(pk), len(nk)
-        if not N:
-            return pk.copy(), wp, np.zeros(P), cp, np.zeros(P, dtype=_I8)
-        if not P:
-            return nk.copy(), np.zeros(N), wn, np.zeros(N, dtype=_I8), cn
-        cat = np.concatenate((pk, nk))
-        order = np.argsort(cat, kind="stable")  # two sorted runs: a linear merge
-        s = cat[order]
-        first = np.empty(len(s), dtype=bool)
-        first[0] = True
-        np.not_equal(s[1:], s[:-1], out=first[1:])
-        keys = s[first]
-        slot = np.empty(len(s), dtype=_I8)
-        slot[order] = np.cumsum(first) - 1  # each input entry's distinct score
-        k = len(keys)
-        out_wp, out_wn = np.zeros(k), np.zeros(k)
-        out_cp, out_cn = np.zeros(k, dtype=_I8), np.zeros(k, dtype=_I8)
-        sp, sn = slot[:P], slot[P:]
-        out_wp[sp] = wp
-        out_cp[sp] = cp
-        out_wn[sn] = wn
-        out_cn[sn] = cn
-        return keys, out_wp, out_wn, out_cp, out_cn
-
-    def check(self, unit, integral):
-        """Assert the layout's invariants (tests)."""
-        for keys, sums, w in ((self.pk, (self.pt, self.pa, self.pc), self.pw),
-                              (self.nk, (self.nn, self.nc), self.nw)):
-            assert keys.dtype == _F8 and keys.ndim == 1
-            assert (np.diff(keys) > 0).all() and np.isfinite(keys).all()
-            for c in sums:
-                if c is not None:
-                    assert c.dtype == _F8 and len(c) == len(keys) + 1 and c[-1] == 0.0
-            if w is not None:
-                assert w.dtype == _F8 and len(w) == len(keys)
-                scale = max(1.0, float(np.abs(w).sum()))
-                assert np.allclose(own(sums[0]), w, rtol=0, atol=1e-9 * scale)
-        assert (self.pc is None) == (self.nc is None) == unit
-        assert (self.pw is None) == (self.nw is None) == integral
-        if integral:
-            assert all((own(c) == np.round(own(c))).all() for c in (self.pt, self.nn))
-        for counts in ((self.pc, self.nc) if not unit else (self.pt, self.nn)):
-            assert (own(counts) != 0).all()  # only scores holding events of the class
-
-
 def _bounds(K, q):
     """``searchsorted(K, q, "left")`` and ``"right"`` for distinct ascending ``K``, with
     one search (the right bound is the left one past an equal key)."""
@@ -226,64 +122,88 @@ def _runs(hi, n):
     return runs
 
 
-def cross(s, level):
-    """The Mann–Whitney pairs between the events of level ``s`` and those of
-    ``level``: each positive of ``s`` with the negatives of ``level`` below it (ties
-    one half), each negative of ``s`` with the positives above it. `O(m log(n))`."""
-    total = 0.0
-    if len(s.pk) and len(level.nk):
-        nn = level.nn
-        a, b = _bounds(level.nk, s.pk)
-        lo = nn[a]
-        lo += nn[b]
-        lo *= -0.5
-        lo += nn[0]  # negatives below + half those at: N - (at-or-above + above) / 2
-        lo *= s.weights()[0]
-        total += float(lo.sum())
-    if len(s.nk) and len(level.pk):
-        pt = level.pt
-        a, b = _bounds(level.pk, s.nk)
-        lo = pt[a]
-        lo += pt[b]
-        lo *= s.weights()[1]
-        total += 0.5 * float(lo.sum())
-    return total
+def _step(c, runs):
+    """A small side's running sum ``c`` read at each key of a big side."""
+    return np.repeat(c, runs)
+
+
+class Side:
+    """One sorted run of one class's aggregated events (see the module notes)."""
+
+    __slots__ = ("k", "w", "c", "ow")
+
+    def __init__(self, k, w, c, ow):
+        self.k, self.w, self.c, self.ow = k, w, c, ow
+
+    @classmethod
+    def build(cls, keys, w, c, unit, ints, integral):
+        """A side of ascending distinct ``keys`` with their weights ``w`` and counts
+        ``c`` (float64 and int64 numpy arrays; counts may be negative: a tombstone)."""
+        return cls(keys, above(w, ints), None if unit else above(c, True),
+                   None if integral else w)
+
+    @property
+    def size(self):
+        return len(self.k)
+
+    def weights(self):
+        """The weight at each score."""
+        return own(self.w) if self.ow is None else self.ow
+
+    def counts(self):
+        """The event count at each score (float64)."""
+        return own(self.w if self.c is None else self.c)
+
+    def with_counts(self):
+        return self if self.c is not None else Side(self.k, self.w, self.w.copy(), self.ow)
+
+    def with_weights(self):
+        return self if self.ow is not None else Side(self.k, self.w, self.c, own(self.w))
+
+    def at_or_above(self, q):
+        """This side's weight at or above each of the ascending scores ``q``."""
+        return self.w[self.k.searchsorted(q)]
+
+    def check(self, unit, integral):
+        k = self.k
+        assert k.dtype == _F8 and k.ndim == 1
+        assert (np.diff(k) > 0).all() and np.isfinite(k).all()
+        for c in (self.w, self.c):
+            if c is not None:
+                assert c.dtype == _F8 and len(c) == len(k) + 1 and c[-1] == 0.0
+        assert (self.c is None) == unit and (self.ow is None) == integral
+        if self.ow is not None:
+            scale = max(1.0, float(np.abs(self.ow).sum()))
+            assert np.allclose(own(self.w), self.ow, rtol=0, atol=1e-9 * scale)
+        else:
+            assert (own(self.w) == np.round(own(self.w))).all()
+        assert (self.counts() != 0).all()  # only scores holding events of the class
 
 
 class _Placement:
     """Where the keys ``k`` of a small side land among the keys ``K`` of a big one."""
 
-    __slots__ = ("n", "m", "pos", "hit", "runs", "at", "mask", "slots", "size")
+    __slots__ = ("pos", "hit", "runs", "at", "mask", "slots", "size")
 
     def __init__(self, K, k):
-        n, m = len(K), len(k)
+        n = len(K)
         pos, right = _bounds(K, k)
         hit = right != pos
-        self.n, self.m, self.pos, self.hit = n, m, pos, hit
-        # entries of k strictly below each K[i]: a step function over i
-        self.runs = _runs(right, n)
-        new = ~hit
-        self.at = pos[new]  # insertion points of the new keys
-        self.size = n + len(self.at)
-        self.slots = self.at + np.arange(len(self.at))
-        if len(self.at):
+        self.pos, self.hit = pos, hit
+        self.runs = _runs(right, n)  # entries of k strictly below each K[i]
+        self.at = at = pos[~hit]  # insertion points of the new keys
+        self.size = n + len(at)
+        self.slots = at + np.arange(len(at))
+        if len(at):
             mask = np.ones(self.size, dtype=bool)
             mask[self.slots] = False
             self.mask = mask
         else:
             self.mask = None
 
-    def keys(self, K, k):
-        if self.mask is None:
-            return K
-        out = np.empty(self.size)
-        out[self.mask] = K
-        out[self.slots] = k[~self.hit]
-        return out
-
     def place(self, big, new_values, tail=True):
-        """Values over the merged keys: ``big`` (the big side's values, updated) and
-        those of the new keys; a running sum gets its trailing 0 (``tail``)."""
+        """Values over the merged keys: ``big`` (the big side's, updated) and those of
+        the new keys; a running sum gets its trailing 0 (``tail``)."""
         out = np.empty(self.size + tail)
         body = out
         if tail:
@@ -296,165 +216,300 @@ class _Placement:
             body[self.slots] = new_values
         return out
 
-    def own_values(self, big, small):
-        """Per-score values (not running sums) over the merged keys: a hit adds."""
-        b = big.copy()
-        b[self.pos[self.hit]] += small[self.hit]
-        return self.place(b, small[~self.hit], tail=False)
-
-
-def _step(c, runs):
-    """A small side's running sum ``c`` read at each key of the big side."""
-    return np.repeat(c, runs)
+    def merged_index(self):
+        """Indices, among the merged keys, of the big side's entries that were hit."""
+        i = self.pos[self.hit]
+        return i + np.searchsorted(self.at, i, "right")
 
 
 def merge(x, y):
-    """One level holding the events of levels ``x`` and ``y``; entries whose counts
-    cancel (a tombstone meeting its events) are dropped. Cost: a few numpy passes over
-    the bigger level plus `O(m log(n))` searches for the smaller."""
+    """One side holding the events of sides ``x`` and ``y``: ``(side, big, new_keys,
+    placement, dropped)``, with the bigger input, the smaller's keys that were not in
+    it, where they landed, and the merged indices dropped (or None). Entries whose counts cancel (a tombstone meeting its
+    events) are dropped, with their rounding residue. Cost: a few numpy passes over
+    the bigger side plus `O(m log(n))` searches for the smaller."""
     big, small = (x, y) if x.size >= y.size else (y, x)
-    if not small.size:
-        return big
-    unit = big.pc is None
-    # positive side
-    pp = _Placement(big.pk, small.pk)
-    new = ~pp.hit
-    at = pp.pos[new]
-    pk = pp.keys(big.pk, small.pk)
-    stp = _step(small.pt, pp.runs)
-    pt = pp.place(big.pt[:-1] + stp, big.pt[at] + small.pt[:-1][new])
-    # all weight at or above: the small level's positives and negatives below each key
-    neg_runs = _runs(big.pk.searchsorted(small.nk, "right"), len(big.pk))
-    pa_big = big.pa[:-1] + stp
-    pa_big += _step(small.nn, neg_runs)
-    pa_new = small.pa[:-1][new] + big.pt[at]
-    pa_new += big.nn[big.nk.searchsorted(small.pk[new])]
-    pa = pp.place(pa_big, pa_new)
-    pc = pw = None
-    if not unit:
-        pc = pp.place(big.pc[:-1] + _step(small.pc, pp.runs),
-                      big.pc[at] + small.pc[:-1][new])
-    if big.pw is not None:
-        pw = pp.own_values(big.pw, small.pw)
-    # negative side
-    pn = _Placement(big.nk, small.nk)
-    newn = ~pn.hit
-    atn = pn.pos[newn]
-    nk = pn.keys(big.nk, small.nk)
-    nn = pn.place(big.nn[:-1] + _step(small.nn, pn.runs), big.nn[atn] + small.nn[:-1][newn])
-    nc = nw = None
-    if not unit:
-        nc = pn.place(big.nc[:-1] + _step(small.nc, pn.runs),
-                      big.nc[atn] + small.nc[:-1][newn])
-    if big.nw is not None:
-        nw = pn.own_values(big.nw, small.nw)
-    out = Level(pk, pt, pa, pc, pw, nk, nn, nc, nw)
-    if pp.hit.any() or pn.hit.any():
-        out = _drop_empty(out, pp, pn)
-    return out
-
-
-def _merged_index(pl):
-    """Indices, among the merged keys, of the big side's entries that were hit."""
-    i = pl.pos[pl.hit]
-    return i + np.searchsorted(pl.at, i, "right")
-
-
-def _drop_empty(level, pp, pn):
-    """``level`` without the entries (only hit ones can) whose count is now zero. A
-    score's weight left by rounding (fractional weights) leaves with it: the running
-    sums at and below it lose it too, so the score's weight is exactly zero."""
-    pos_idx = _merged_index(pp)
-    neg_idx = _merged_index(pn)
-    pc = level.pt if level.pc is None else level.pc
-    nc = level.nn if level.nc is None else level.nc
-    dp = pos_idx[(pc[pos_idx] - pc[pos_idx + 1]) == 0.0]
-    dn = neg_idx[(nc[neg_idx] - nc[neg_idx + 1]) == 0.0]
-    if not (len(dp) or len(dn)):
-        return level
-    pk, pt, pa, pcs, pw = level.pk, level.pt, level.pa, level.pc, level.pw
-    nk, nn, ncs, nw = level.nk, level.nn, level.nc, level.nw
-    if pw is not None:  # rounding left at the dropped scores
-        rp, rn = pw[dp], nw[dn]
-        if rp.any():
-            step = _step(above(rp, False), _runs(dp + 1, len(pt)))
-            pt = pt - step
-            pa = pa - step
-        if rn.any():
-            nn = nn - _step(above(rn, False), _runs(dn + 1, len(nn)))
-            below = pk.searchsorted(nk[dn], "right")  # positive scores at or below
-            pa = pa - _step(above(rn, False), _runs(below, len(pa)))
-    if len(dp):
-        pk = np.delete(pk, dp)
-        pt, pa = np.delete(pt, dp), np.delete(pa, dp)
-        pcs = None if pcs is None else np.delete(pcs, dp)
-        pw = None if pw is None else np.delete(pw, dp)
-    if len(dn):
-        nk = np.delete(nk, dn)
-        nn = np.delete(nn, dn)
-        ncs = None if ncs is None else np.delete(ncs, dn)
-        nw = None if nw is None else np.delete(nw, dn)
-    return Level(pk, pt, pa, pcs, pw, nk, nn, ncs, nw)
-
-
-def compact(levels):
-    """One level holding the events of all ``levels`` (merged smallest first)."""
-    levels = list(levels)
-    while len(levels) > 1:
-        a = levels.pop()
-        b = levels.pop()
-        levels.append(merge(b, a))
-    return levels[0]
-
-
-def counts_at(levels, keys):
-    """``(cp, cn, wp, wn)``: the counts and weights per class stored at each of the
-    ascending ``keys``, summed over ``levels``. `O(m log(n))` per level."""
-    m = len(keys)
-    cp, cn = np.zeros(m), np.zeros(m)
-    wp, wn = np.zeros(m), np.zeros(m)
-    for lv in levels:
-        lw = lv.weights()
-        for k, w, c, out_c, out_w in ((lv.pk, lw[0], lv.pc, cp, wp),
-                                      (lv.nk, lw[1], lv.nc, cn, wn)):
-            if not len(k):
-                continue
-            i = np.minimum(k.searchsorted(keys), len(k) - 1)
-            hit = k[i] == keys
-            j = i[hit]
-            got = w[j]
-            out_w[hit] += got
-            out_c[hit] += got if c is None else c[j] - c[j + 1]
-    return cp.astype(_I8), cn.astype(_I8), wp, wn
-
-
-def ap_sum(big, small=None):
-    """``sum over scores with positive weight of (its positive weight) * T / A``, with
-    ``T`` and ``A`` the positive and the total weight at or above the score over both
-    levels: average precision times the positive weight. Passes over the scores that
-    hold positives only; the small level's sums reach the big one's scores as step
-    functions. A score whose ``A`` is 0 (zero weights at the top) has precision 0."""
-    t = big.pt[:-1]
-    a = big.pa[:-1]
-    i = None
-    if small is not None and small.size:
-        i, right = _bounds(big.pk, small.pk)
-        runs = _runs(right, len(big.pk))
-        neg_runs = _runs(big.pk.searchsorted(small.nk, "right"), len(big.pk))
-        stp = _step(small.pt, runs)
-        t = t + stp
-        a = a + stp
-        a += _step(small.nn, neg_runs)
+    pl = _Placement(big.k, small.k)
+    new = ~pl.hit
+    at = pl.at
+    if pl.mask is None:
+        k = big.k
     else:
-        a = a.copy()
-    np.maximum(a, _TINY, out=a)
-    ratio = np.divide(t, a, out=a)
-    ratio *= big.weights()[0]
-    total = float(ratio.sum())
-    if i is not None and len(small.pk):
-        ts = small.pt[:-1] + big.pt[i]
-        as_ = small.pa[:-1] + big.pt[i]
-        as_ += big.nn[big.nk.searchsorted(small.pk)]
-        np.maximum(as_, _TINY, out=as_)
-        total += float((small.weights()[0] * (ts / as_)).sum())
+        k = np.empty(pl.size)
+        k[pl.mask] = big.k
+        k[pl.slots] = small.k[new]
+    w = pl.place(big.w[:-1] + _step(small.w, pl.runs), big.w[at] + small.w[:-1][new])
+    c = ow = None
+    if big.c is not None:
+        c = pl.place(big.c[:-1] + _step(small.c, pl.runs), big.c[at] + small.c[:-1][new])
+    if big.ow is not None:
+        b = big.ow.copy()
+        b[pl.pos[pl.hit]] += small.ow[pl.hit]
+        ow = pl.place(b, small.ow[new], tail=False)
+    out = Side(k, w, c, ow)
+    dropped = None
+    if pl.hit.any():
+        idx = pl.merged_index()
+        counts = w if c is None else c
+        dropped = idx[(counts[idx] - counts[idx + 1]) == 0.0]
+        if len(dropped):
+            out = _drop(out, dropped)
+        else:
+            dropped = None
+    return out, big, small.k[new], pl, dropped
+
+
+def _drop(side, idx):
+    """``side`` without the entries at ``idx`` (their count is zero): a weight left
+    there by rounding (fractional weights) leaves with them, so the running sums at and
+    below lose it too."""
+    w = side.w
+    if side.ow is not None:
+        r = side.ow[idx]
+        if r.any():
+            w = w - _step(above(r, False), _runs(idx + 1, len(w)))
+    return Side(np.delete(side.k, idx), np.delete(w, idx),
+                None if side.c is None else np.delete(side.c, idx),
+                None if side.ow is None else np.delete(side.ow, idx))
+
+
+def _push(sides, s):
+    """Add side ``s`` to a class's list (biggest first) and merge while the side below
+    the newest is at most :data:`GROWTH` times bigger. Returns the merge that involved
+    the biggest side, if one did (see :meth:`Levels._carry`)."""
+    sides.append(s)
+    touched = None
+    while len(sides) > 1 and sides[-2].size <= GROWTH * sides[-1].size:
+        top = sides.pop()
+        below = sides.pop()
+        merged, big, new_keys, pl, dropped = merge(below, top)
+        if not sides:  # the biggest side changed (at most once: the loop ends here)
+            touched = (below, big, new_keys, pl, dropped)
+        sides.append(merged)
+    return touched
+
+
+def _cross(q, wq, sides, sign):
+    """Pairs of events at scores ``q`` (weights ``wq``) with the other class's
+    ``sides``: for positives at ``q`` (``sign`` +1), the negatives below plus half those
+    at each score; for negatives (``sign`` -1), the positives above plus half those at."""
+    total = 0.0
+    for s in sides:
+        if not s.size:
+            continue
+        a, b = _bounds(s.k, q)
+        v = s.w[a]
+        v += s.w[b]
+        if sign > 0:  # N - (at-or-above + above) / 2
+            v *= -0.5
+            v += s.w[0]
+        else:  # (at-or-above + above) / 2
+            v *= 0.5
+        v *= wq
+        total += float(v.sum())
     return total
+
+
+class Levels:
+    """The positive and the negative sides of a big score order.
+
+    ``pos``, ``neg``: lists of :class:`Side`, biggest first. ``pn``: while average
+    precision is read, the negative weight at or above each score of ``pos[0]`` (a
+    running sum, ``None`` otherwise). ``unit``, ``integral``: the order's flags (counts
+    stored unless unit, each score's weight stored unless integral).
+    """
+
+    __slots__ = ("pos", "neg", "pn", "rent", "unit", "integral")
+
+    def __init__(self, unit, integral):
+        self.pos, self.neg = [], []
+        self.pn = None
+        self.rent = 0  # entries outside pos[0], summed over AP's reads
+        self.unit, self.integral = unit, integral
+
+    @classmethod
+    def build(cls, keys, wp, wn, cp, cn, unit, ints, integral):
+        lv = cls(unit, integral)
+        lv.add(keys, wp, wn, cp, cn, ints)
+        return lv
+
+    @property
+    def size(self):
+        """Stored (score, class) entries over all sides."""
+        return sum(s.size for s in self.pos) + sum(s.size for s in self.neg)
+
+    def add(self, keys, wp, wn, cp, cn, ints):
+        """Add aggregated entries (negated ones: a removal); returns the pairs they
+        make with the events stored before (``U``'s increment less their own pairs)."""
+        ip = np.flatnonzero(cp)
+        ineg = np.flatnonzero(cn)
+        sp = sn = None
+        du = 0.0
+        if len(ip):
+            sp = Side.build(keys[ip], wp[ip], cp[ip], self.unit, ints, self.integral)
+            du += _cross(sp.k, wp[ip], self.neg, 1)
+        if len(ineg):
+            sn = Side.build(keys[ineg], wn[ineg], cn[ineg], self.unit, ints, self.integral)
+            du += _cross(sn.k, wn[ineg], self.pos, -1)
+            if self.pn is not None and self.pos:  # new negatives above pos[0]'s scores
+                big = self.pos[0]
+                self.pn[:-1] += _step(sn.w, _runs(big.k.searchsorted(sn.k, "right"),
+                                                  big.size))
+            _push(self.neg, sn)
+        if sp is not None:
+            first = not self.pos
+            touched = _push(self.pos, sp)
+            if touched is not None:
+                self._carry(*touched)
+            if first and self.pn is not None:
+                self.pn = self._negatives_above(self.pos[0].k)
+        return du
+
+    def _negatives_above(self, q):
+        """Negative weight at or above each of the ascending scores ``q`` (a running
+        sum with its trailing 0)."""
+        out = np.zeros(len(q) + 1)
+        for s in self.neg:
+            out[:-1] += s.at_or_above(q)
+        return out
+
+    def _carry(self, below, big, new_keys, pl, dropped):
+        """``pos[0]`` was merged (``below`` was the biggest side, ``big`` the bigger of
+        the two inputs, ``new_keys`` the other's keys not in it, ``pl`` where they
+        landed): bring ``pn`` along."""
+        if self.pn is None:
+            return
+        if big is not below:  # the old biggest side was the smaller input: recompute
+            self.pn = self._negatives_above(self.pos[0].k)
+            return
+        pn = pl.place(self.pn[:-1], self._negatives_above(new_keys)[:-1])
+        if dropped is not None:
+            pn = np.delete(pn, dropped)
+        self.pn = pn
+
+    def counts_at(self, keys):
+        """``(cp, cn, wp, wn)`` stored at each of the ascending ``keys``."""
+        m = len(keys)
+        out = [np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(m)]
+        for sides, c_out, w_out in ((self.pos, out[0], out[2]), (self.neg, out[1], out[3])):
+            for s in sides:
+                if not s.size:
+                    continue
+                i = np.minimum(s.k.searchsorted(keys), s.size - 1)
+                hit = s.k[i] == keys
+                j = i[hit]
+                w_out[hit] += s.weights()[j]
+                c_out[hit] += s.counts()[j]
+        return out[0].astype(_I8), out[1].astype(_I8), out[2], out[3]
+
+    def _compacted(self, sides, keep=True):
+        """The sides merged into one (or None); with ``keep`` the list is replaced by
+        it (else the layout is left as it is)."""
+        if not keep:
+            sides = list(sides)
+        while len(sides) > 1:
+            top = sides.pop()
+            below = sides.pop()
+            merged, big, new_keys, pl, dropped = merge(below, top)
+            sides.append(merged)
+            if keep and len(sides) == 1 and sides is self.pos:
+                self._carry(below, big, new_keys, pl, dropped)
+        return sides[0] if sides else None
+
+    def entries(self, keep=True):
+        """``(keys, wp, wn, cp, cn)`` per distinct score, ascending (fresh arrays, counts
+        int64); the sides of each class are merged (and, with ``keep``, kept so)."""
+        p = self._compacted(self.pos, keep)
+        n = self._compacted(self.neg, keep)
+        e = np.empty(0)
+        pk, pw, pc = (e, e, e) if p is None else (p.k, p.weights(), p.counts())
+        nk, nw, nc = (e, e, e) if n is None else (n.k, n.weights(), n.counts())
+        P, N = len(pk), len(nk)
+        if not N:
+            return pk.copy(), pw.copy(), np.zeros(P), pc.astype(_I8), np.zeros(P, dtype=_I8)
+        if not P:
+            return nk.copy(), np.zeros(N), nw.copy(), np.zeros(N, dtype=_I8), nc.astype(_I8)
+        cat = np.concatenate((pk, nk))
+        order = np.argsort(cat, kind="stable")  # two sorted runs: a linear merge
+        s = cat[order]
+        first = np.empty(len(s), dtype=bool)
+        first[0] = True
+        np.not_equal(s[1:], s[:-1], out=first[1:])
+        keys = s[first]
+        slot = np.empty(len(s), dtype=_I8)
+        slot[order] = np.cumsum(first) - 1  # each input entry's distinct score
+        k = len(keys)
+        out_wp, out_wn = np.zeros(k), np.zeros(k)
+        out_cp, out_cn = np.zeros(k, dtype=_I8), np.zeros(k, dtype=_I8)
+        out_wp[slot[:P]] = pw
+        out_cp[slot[:P]] = pc
+        out_wn[slot[P:]] = nw
+        out_cn[slot[P:]] = nc
+        return keys, out_wp, out_wn, out_cp, out_cn
+
+    def with_counts(self):
+        self.unit = False
+        self.pos = [s.with_counts() for s in self.pos]
+        self.neg = [s.with_counts() for s in self.neg]
+
+    def with_weights(self):
+        self.integral = False
+        self.pos = [s.with_weights() for s in self.pos]
+        self.neg = [s.with_weights() for s in self.neg]
+
+    def has(self, positive):
+        """Whether any side of the class holds entries (tombstones included)."""
+        return any(s.size for s in (self.pos if positive else self.neg))
+
+    def ap_numerator(self):
+        """``sum over positive scores of (weight there) * T / A``: average precision
+        times the positive weight. One numpy pass over the biggest positive side (its
+        ``T`` from the other positive sides by step functions, its ``A`` from ``pn``),
+        searches for the scores of the other positive sides. A score whose ``A`` is 0
+        (zero weights at the top) has precision 0."""
+        pos = self.pos
+        if not pos:
+            return 0.0
+        if self.pn is None:
+            self.pn = self._negatives_above(pos[0].k)
+        if len(pos) > 1:
+            self.rent += sum(s.size for s in pos[1:])
+            if self.rent * AP_RENT >= pos[0].size:
+                self._compacted(pos)
+                self.rent = 0
+            elif len(pos) > 2:
+                rest = pos[1:]
+                del pos[1:]
+                while len(rest) > 1:
+                    top = rest.pop()
+                    rest.append(merge(rest.pop(), top)[0])
+                pos.append(rest[0])
+        big = pos[0]
+        t = big.w[:-1]
+        tail = pos[1] if len(pos) > 1 else None
+        if tail is not None:
+            lo, hi = _bounds(big.k, tail.k)
+            t = t + _step(tail.w, _runs(hi, big.size))
+        a = self.pn[:-1] + t
+        np.maximum(a, _TINY, out=a)
+        ratio = np.divide(t, a, out=a)
+        ratio *= big.weights()
+        total = float(ratio.sum())
+        if tail is not None:
+            tt = tail.w[:-1] + big.w[lo]
+            at = tt + self._negatives_above(tail.k)[:-1]
+            np.maximum(at, _TINY, out=at)
+            tt /= at
+            tt *= tail.weights()
+            total += float(tt.sum())
+        return total
+
+    def check(self):
+        """Assert the layout's invariants (tests)."""
+        for s in self.pos + self.neg:
+            s.check(self.unit, self.integral)
+        if self.pn is not None and self.pos:
+            want = self._negatives_above(self.pos[0].k)
+            scale = max(1.0, float(np.abs(want).max()))
+            assert len(self.pn) == self.pos[0].size + 1 and self.pn[-1] == 0.0
+            assert np.allclose(self.pn, want, rtol=0, atol=1e-9 * scale)

@@ -55,11 +55,11 @@ from bisect import bisect_left
 
 import numpy as np
 
-from streameval.metrics.levels import Level, ap_sum, compact, counts_at, cross, merge
+from streameval.metrics.levels import Levels
 from streameval.validation import REVERT_SLACK as _SLACK
 
 __all__ = ["ScoreOrder", "DEFAULT_LOAD", "GROUP", "REBUILD_RATIO", "REMOVE_REBUILD_RATIO",
-           "FLAT_MAX", "GROWTH", "TRICKLE_ENTRIES", "TRICKLE_RATIO", "mann_whitney_u"]
+           "FLAT_MAX", "TRICKLE_ENTRIES", "TRICKLE_RATIO", "mann_whitney_u"]
 
 #: Target block size. A block holds between ``load / 2`` and ``2 * load`` distinct
 #: scores (small blocks join a neighbour, as in ``SortedList``). Each event sums part of
@@ -92,19 +92,6 @@ REMOVE_REBUILD_RATIO = 50
 #: the order is small); beyond, numpy levels (:mod:`streameval.metrics.levels`) whose
 #: batch merges cost `O(m log(n))`, not `O(n)`, at the price of more numpy calls.
 FLAT_MAX = 16384
-
-#: The bulk layout merges its newest level into the one below when that one is at most
-#: this many times bigger: level sizes then fall by this factor from the oldest to the
-#: newest, ``log(n / m) / log(GROWTH)`` levels for batches of ``m``, and each entry is
-#: rewritten about ``GROWTH`` times per level (amortised).
-GROWTH = 4
-
-#: Average precision reads every level: the biggest in numpy passes, the others with
-#: searches into it (about 20 times dearer per entry). Once the entries outside the
-#: biggest level, summed over the reads since it was last rebuilt, times this reach
-#: its size, they are merged into it (rent or buy). Measured with
-#: ``bench_ranking.py``: ...
-AP_RENT = 16
 
 #: In the bulk layout, a batch of fewer entries than this is "tiny": a numpy call per
 #: level costs more than adding its entries one by one in blocks.
@@ -260,8 +247,7 @@ class ScoreOrder:
 
     __slots__ = ("_load", "_twice", "_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp",
                  "_tn", "_gp", "_gn", "u", "pos_weight", "neg_weight", "n_pos", "n_neg",
-                 "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays", "_trickle",
-                 "_ap_rent")
+                 "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays", "_trickle")
 
     def __init__(self, load=DEFAULT_LOAD):
         if not isinstance(load, int) or load < 4:
@@ -273,10 +259,9 @@ class ScoreOrder:
 
     def clear(self):
         """Forget every event."""
-        self._levels = None  # the bulk layout of a big order (a list of levels), or None
+        self._levels = None  # the bulk layout of a big order (Levels), or None
         self._arrays = None  # the bulk layout of a small one (flat arrays), or None
         self._trickle = 0  # small bulk adds since the levels were last built
-        self._ap_rent = 0  # entries outside the biggest level, summed over AP's reads
         self._keys = []  # blocks (array "d") of distinct scores, ascending
         self._wp = []  # blocks (array "d") of summed positive weights per score
         self._wn = []  # blocks (array "d") of summed negative weights per score
@@ -304,7 +289,7 @@ class ScoreOrder:
         if self._arrays is not None:
             return len(self._arrays[0])
         if self._levels is not None:
-            return len(self._single().entries()[0]) if self._levels else 0
+            return len(self._levels.entries()[0])
         return sum(map(len, self._keys))
 
     def size(self):
@@ -314,7 +299,7 @@ class ScoreOrder:
         if self._arrays is not None:
             return len(self._arrays[0])
         if self._levels is not None:
-            return sum(lv.size for lv in self._levels)
+            return self._levels.size
         return sum(map(len, self._keys))
 
     @property
@@ -619,8 +604,8 @@ class ScoreOrder:
             if neg_empty:
                 self._arrays[2][:] = 0.0
         elif self._levels is not None:
-            if (pos_empty and any(len(lv.pk) for lv in self._levels)) or (
-                    neg_empty and any(len(lv.nk) for lv in self._levels)):
+            if (pos_empty and self._levels.has(True)) or (
+                    neg_empty and self._levels.has(False)):
                 keys, wp, wn, cp, cn = self.arrays()
                 if pos_empty:
                     wp[:] = 0.0
@@ -663,12 +648,10 @@ class ScoreOrder:
                             np.ascontiguousarray(cn, dtype=_I8))
         elif len(keys):
             ints = self.integral and float(np.abs(wp).sum() + np.abs(wn).sum()) < _EXACT
-            self._levels = [Level.build(keys, np.asarray(wp, dtype=_F8),
+            self._levels = Levels.build(keys, np.asarray(wp, dtype=_F8),
                                         np.asarray(wn, dtype=_F8), np.asarray(cp, dtype=_I8),
                                         np.asarray(cn, dtype=_I8), self.unit, ints,
-                                        self.integral)]
-        else:
-            self._levels = []
+                                        self.integral)
         self._trickle = 0
         for name in _BLOCKS:
             try:
@@ -684,21 +667,14 @@ class ScoreOrder:
     def _not_integral(self):
         """A weight that is not an integer came in: levels keep each score's weight."""
         self.integral = False
-        if self._levels:
-            self._levels = [lv.with_weights() for lv in self._levels]
+        if self._levels is not None:
+            self._levels.with_weights()
 
     def _not_unit(self):
         """A weight other than 1 came in: levels keep their counts from now on."""
         self.unit = False
-        if self._levels:
-            self._levels = [lv.with_counts() for lv in self._levels]
-
-    def _single(self):
-        """The levels merged into one (kept so): the bulk layout's compaction."""
-        levels = self._levels
-        if len(levels) > 1:
-            self._levels = levels = [compact(levels)]
-        return levels[0] if levels else Level.empty(self.unit, self.integral)
+        if self._levels is not None:
+            self._levels.with_counts()
 
     def _materialize(self):
         """Build the blocks from the bulk layout."""
@@ -749,10 +725,7 @@ class ScoreOrder:
         if self._arrays is not None:
             return tuple(a.copy() for a in self._arrays)
         if self._levels is not None:
-            if not self._levels:
-                return (np.empty(0), np.empty(0), np.empty(0), np.empty(0, dtype=_I8),
-                        np.empty(0, dtype=_I8))
-            return self._single().entries()
+            return self._levels.entries()
         return (_flat(self._keys, _F8), _flat(self._wp, _F8), _flat(self._wn, _F8),
                 _flat(self._cp, _I8), _flat(self._cn, _I8))
 
@@ -775,25 +748,10 @@ class ScoreOrder:
         return _flat(self._wp, _F8), _flat(self._wn, _F8)
 
     def ap_numerator(self):
-        """Average precision times the positive weight (the bulk layout only):
-        ``sum over scores of (positive weight there) * T / A``, ``T`` and ``A`` the
-        positive and total weight at or above. One numpy pass over the scores holding
-        positives of the biggest level, after merging the others into one level.
-        Runtime complexity: `O(n_pos)` numpy, plus `O(m log(n))` searches for the
-        ``m`` entries outside the biggest level."""
-        levels = self._levels
-        if not levels:
-            return 0.0
-        if len(levels) > 1:
-            # the entries outside the biggest level cost searches at every read; once
-            # they have cost as much as merging them into it (rent or buy), merge
-            self._ap_rent += sum(lv.size for lv in levels[1:])
-            if self._ap_rent * AP_RENT >= levels[0].size:
-                self._levels = levels = [compact(levels)]
-                self._ap_rent = 0
-            elif len(levels) > 2:
-                self._levels = levels = [levels[0], compact(levels[1:])]
-        return ap_sum(*levels)
+        """Average precision times the positive weight, in the bulk layout of big orders
+        (see :meth:`streameval.metrics.levels.Levels.ap_numerator`): one numpy pass
+        over the scores holding positives. Runtime complexity: `O(n_pos)` numpy."""
+        return self._levels.ap_numerator()
 
     def add_entries(self, keys, wp, wn, cp, cn, z_pos=0, z_neg=0):
         """Add aggregated events: ascending distinct ``keys`` with their summed weights
@@ -850,23 +808,13 @@ class ScoreOrder:
         bp, bn = float(wp.sum()), float(wn.sum())
         ints = self.integral and (abs(self.pos_weight) + abs(self.neg_weight) + abs(bp)
                                   + abs(bn)) < _EXACT
-        s = Level.build(np.ascontiguousarray(keys, dtype=_F8), wp, wn, cp, cn, self.unit,
-                        ints, self.integral)
         du = mann_whitney_u(wp, wn, ints)
-        for lv in self._levels:
-            du += cross(s, lv)
+        du += self._levels.add(np.ascontiguousarray(keys, dtype=_F8), wp, wn, cp, cn, ints)
         self.u += du
         self.pos_weight += bp
         self.neg_weight += bn
         self.n_pos += int(cp.sum())
         self.n_neg += int(cn.sum())
-        if not s.size:
-            return
-        levels = self._levels
-        levels.append(s)
-        while len(levels) > 1 and levels[-2].size <= GROWTH * levels[-1].size:
-            top = levels.pop()
-            levels.append(merge(levels.pop(), top))
 
     def _add_entry(self, s, bp, bn, np_, nn):
         """Add ``np_`` positives of total weight ``bp`` and ``nn`` negatives of weight
@@ -928,7 +876,7 @@ class ScoreOrder:
         """
         m = len(keys)
         if self._levels is not None:
-            sp, sn, wsp, wsn = counts_at(self._levels, np.asarray(keys, dtype=_F8))
+            sp, sn, wsp, wsn = self._levels.counts_at(np.asarray(keys, dtype=_F8))
             return (sp, sn, wsp, wsn) if weights else (sp, sn)
         flat = self._arrays is not None
         sp = np.zeros(m, dtype=_I8)
@@ -1221,12 +1169,10 @@ class ScoreOrder:
         if self._levels is not None or self._arrays is not None:
             if self._arrays is not None:
                 keys, wp, wn, cp, cn = self._arrays
-            elif self._levels:
-                for lv in self._levels:
-                    lv.check(self.unit, self.integral)
-                keys, wp, wn, cp, cn = compact(self._levels).entries()
             else:
-                keys, wp, wn, cp, cn = (np.empty(0),) * 3 + (np.empty(0, dtype=_I8),) * 2
+                self._levels.check()
+                assert (self._levels.unit, self._levels.integral) == (self.unit, self.integral)
+                keys, wp, wn, cp, cn = self._levels.entries(keep=False)
             assert (np.diff(keys) > 0).all()
             assert (cp >= 0).all() and (cn >= 0).all() and ((cp + cn) > 0).all()
             # a class's weight at a score without its events: none beyond rounding
