@@ -67,6 +67,10 @@ _TINY = np.finfo(np.float64).tiny
 #: 16 are within 10% of each other on a million distinct scores.
 GROWTH = 4
 
+#: Sides smaller than this are merged whatever their sizes: merging them costs little,
+#: and every side costs a search per batch.
+MIN_SIDE = 4096
+
 #: Average precision reads the biggest positive side in numpy passes and the other
 #: positive sides with searches (about 20 times dearer per entry). Once the entries
 #: outside the biggest side, summed over the reads since it last changed, times this
@@ -279,7 +283,8 @@ def _push(sides, s):
     the biggest side, if one did (see :meth:`Levels._carry`)."""
     sides.append(s)
     touched = None
-    while len(sides) > 1 and sides[-2].size <= GROWTH * sides[-1].size:
+    while len(sides) > 1 and (sides[-2].size <= GROWTH * sides[-1].size
+                              or sides[-2].size < MIN_SIDE):
         top = sides.pop()
         below = sides.pop()
         merged, big, new_keys, pl, dropped = merge(below, top)

@@ -518,6 +518,16 @@ class _BinaryRanking(BinaryMetric):
             return self
         keys = _bin_array(s, self._bins) if self._bins else s
         removed = _aggregate(y, keys, w)
+        if self._ps or self._chunks:
+            # deferred events (a window's new batch) and this slice out in one go (a
+            # small order: one merge and one rebuild for both)
+            try:
+                self._so.replace_entries(_aggregate(*self._pending()), removed)
+                self._forget_pending(self._so.size())
+                self._streak = 0
+                return self
+            except KeyError:
+                pass  # refused: state unchanged; the path below names the event
         order = self._order  # merges deferred events: they may be among those reverted
         try:
             order.remove_entries(*removed)

@@ -151,9 +151,10 @@ def _integers(x):
     return bool(np.all(np.floor(x) == x))
 
 
-def _merged(stored, keys, wp, wn, cp, cn):
-    """``stored`` (fresh, writable ``arrays()``) plus ascending distinct entries, by
-    numpy: scores already stored are added in place, the others inserted, `O(n + m)`."""
+def _merged(stored, keys, wp, wn, cp, cn, inplace=True):
+    """``stored`` (writable arrays) plus ascending distinct entries, by numpy: scores
+    already stored are added (in place unless ``inplace`` is false: then ``stored`` is
+    left as it was), the others inserted, `O(n + m)`."""
     k0, p0, n0, c0, d0 = stored
     n = len(k0)
     if not n:
@@ -161,7 +162,9 @@ def _merged(stored, keys, wp, wn, cp, cn):
     pos = np.searchsorted(k0, keys)
     hit = pos < n
     hit[hit] = k0[pos[hit]] == keys[hit]
-    at = pos[hit]  # scores already stored: add in place
+    at = pos[hit]  # scores already stored: add
+    if not inplace and len(at):
+        p0, n0, c0, d0 = p0.copy(), n0.copy(), c0.copy(), d0.copy()
     p0[at] += wp[hit]
     n0[at] += wn[hit]
     c0[at] += cp[hit]
@@ -183,30 +186,40 @@ def _merged(stored, keys, wp, wn, cp, cn):
     return tuple(out)
 
 
-def _subtracted(stored, keys, wp, wn, cp, cn):
+def _subtracted(stored, keys, wp, wn, cp, cn, scale_p, scale_n):
     """``stored`` (writable arrays) less ascending distinct entries, by numpy, or
-    ``KeyError(bad)`` (``bad``: the entries with more events than stored) before any
-    write. A class's weight at a score whose last event goes is set to exactly 0, and
-    scores left without events are dropped."""
+    ``KeyError(bad)`` (``bad``: the entries with more events than stored, or more
+    weight beyond rounding, ``scale_*`` the class totals) before any write. A class's
+    weight at a score whose last event goes is set to exactly 0, and scores left
+    without events are dropped. Only the touched scores are looked at, then one
+    compaction."""
     k0, p0, n0, c0, d0 = stored
     n, m = len(k0), len(keys)
     if not n:
         raise KeyError(np.ones(m, dtype=bool))
     pos = np.minimum(np.searchsorted(k0, keys), n - 1)
     hit = k0[pos] == keys
-    bad = ~hit | (cp > np.where(hit, c0[pos], 0)) | (cn > np.where(hit, d0[pos], 0))
-    bad |= _overdrawn(np.where(hit, p0[pos], 0.0), wp, float(p0.sum()))
-    bad |= _overdrawn(np.where(hit, n0[pos], 0.0), wn, float(n0.sum()))
+    sp, sn = c0[pos], d0[pos]
+    wsp, wsn = p0[pos], n0[pos]
+    bad = ~hit | (cp > sp) | (cn > sn)
+    bad |= _overdrawn(wsp, wp, scale_p)
+    bad |= _overdrawn(wsn, wn, scale_n)
     if bad.any():
         raise KeyError(bad)
-    c0[pos] -= cp
-    d0[pos] -= cn
-    p0[pos] -= wp
-    n0[pos] -= wn
-    p0[c0 == 0] = 0.0  # last event of a class at a score: no rounding left
-    n0[d0 == 0] = 0.0
-    keep = (c0 + d0) > 0
-    if not keep.all():
+    sp -= cp
+    sn -= cn
+    c0[pos] = sp
+    d0[pos] = sn
+    wsp -= wp
+    wsn -= wn
+    wsp[sp == 0] = 0.0  # last event of a class at a score: no rounding left
+    wsn[sn == 0] = 0.0
+    p0[pos] = wsp
+    n0[pos] = wsn
+    gone = pos[(sp + sn) == 0]
+    if len(gone):
+        keep = np.ones(n, dtype=bool)
+        keep[gone] = False
         return k0[keep], p0[keep], n0[keep], c0[keep], d0[keep]
     return k0, p0, n0, c0, d0
 
@@ -986,7 +999,8 @@ class ScoreOrder:
             if self._levels is None and self._arrays is None:
                 self._levelize()
             if self._arrays is not None:  # small: one numpy subtraction (checks first)
-                arrays = _subtracted(self._owned(), keys, wp, wn, cp, cn)
+                arrays = _subtracted(self._owned(), keys, wp, wn, cp, cn, self.pos_weight,
+                                     self.neg_weight)
             elif not _checked:
                 bad = self._refused(keys, wp, wn, cp, cn)
                 if bad.any():
@@ -1024,6 +1038,22 @@ class ScoreOrder:
         if not (rzp <= z_pos and rzn <= z_neg and int(rcp.sum()) - rzp <= n_pos - z_pos
                 and int(rcn.sum()) - rzn <= n_neg - z_neg):
             raise KeyError(np.zeros(len(rk), dtype=bool))
+        if self._arrays is not None:  # small: one merge, one subtraction, one rebuild
+            merged = _merged(self._arrays, ak, ap, an, acp, acn, inplace=False)
+            arrays = _subtracted(merged, rk, rp, rn, rcp, rcn,  # (checks before writing)
+                                 self.pos_weight + float(ap.sum()),
+                                 self.neg_weight + float(an.sum()))
+            if self.integral and not all(map(_integers, (ap, an, rp, rn))):
+                self.integral = False
+            if self.unit and not (np.array_equal(ap, acp) and np.array_equal(an, acn)
+                                  and np.array_equal(rp, rcp) and np.array_equal(rn, rcn)):
+                self.unit = False
+            self._install(arrays)
+            self.z_pos, self.z_neg = z_pos - rzp, z_neg - rzn
+            self.stamp += 1
+            if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
+                self._settle()
+            return
         sp, sn, wsp, wsn = self.stored_counts(rk, weights=True)
         i = np.minimum(ak.searchsorted(rk), len(ak) - 1)
         hit = ak[i] == rk
