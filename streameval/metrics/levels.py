@@ -134,10 +134,11 @@ def _step(c, runs):
 class Side:
     """One sorted run of one class's aggregated events (see the module notes)."""
 
-    __slots__ = ("k", "w", "c", "ow")
+    __slots__ = ("k", "w", "c", "ow", "pn")
 
-    def __init__(self, k, w, c, ow):
+    def __init__(self, k, w, c, ow, pn=None):
         self.k, self.w, self.c, self.ow = k, w, c, ow
+        self.pn = pn  # a positive side, while AP is read: negative weight at or above
 
     @classmethod
     def build(cls, keys, w, c, unit, ints, integral):
@@ -159,10 +160,14 @@ class Side:
         return own(self.w if self.c is None else self.c)
 
     def with_counts(self):
-        return self if self.c is not None else Side(self.k, self.w, self.w.copy(), self.ow)
+        if self.c is not None:
+            return self
+        return Side(self.k, self.w, self.w.copy(), self.ow, self.pn)
 
     def with_weights(self):
-        return self if self.ow is not None else Side(self.k, self.w, self.c, own(self.w))
+        if self.ow is not None:
+            return self
+        return Side(self.k, self.w, self.c, own(self.w), self.pn)
 
     def at_or_above(self, q):
         """This side's weight at or above each of the ascending scores ``q``."""
@@ -250,7 +255,10 @@ def merge(x, y):
         b = big.ow.copy()
         b[pl.pos[pl.hit]] += small.ow[pl.hit]
         ow = pl.place(b, small.ow[new], tail=False)
-    out = Side(k, w, c, ow)
+    pn = None
+    if big.pn is not None and small.pn is not None:  # the same at a score in both
+        pn = pl.place(big.pn[:-1], small.pn[:-1][new])
+    out = Side(k, w, c, ow, pn)
     dropped = None
     if pl.hit.any():
         idx = pl.merged_index()
@@ -274,24 +282,19 @@ def _drop(side, idx):
             w = w - _step(above(r, False), _runs(idx + 1, len(w)))
     return Side(np.delete(side.k, idx), np.delete(w, idx),
                 None if side.c is None else np.delete(side.c, idx),
-                None if side.ow is None else np.delete(side.ow, idx))
+                None if side.ow is None else np.delete(side.ow, idx),
+                None if side.pn is None else np.delete(side.pn, idx))
 
 
 def _push(sides, s):
     """Add side ``s`` to a class's list (biggest first) and merge while the side below
-    the newest is at most :data:`GROWTH` times bigger. Returns the merge that involved
-    the biggest side, if one did (see :meth:`Levels._carry`)."""
+    the newest is at most :data:`GROWTH` times bigger (or smaller than
+    :data:`MIN_SIDE`)."""
     sides.append(s)
-    touched = None
     while len(sides) > 1 and (sides[-2].size <= GROWTH * sides[-1].size
                               or sides[-2].size < MIN_SIDE):
         top = sides.pop()
-        below = sides.pop()
-        merged, big, new_keys, pl, dropped = merge(below, top)
-        if not sides:  # the biggest side changed (at most once: the loop ends here)
-            touched = (below, big, new_keys, pl, dropped)
-        sides.append(merged)
-    return touched
+        sides.append(merge(sides.pop(), top)[0])
 
 
 def _cross(q, wq, sides, sign):
@@ -318,17 +321,18 @@ def _cross(q, wq, sides, sign):
 class Levels:
     """The positive and the negative sides of a big score order.
 
-    ``pos``, ``neg``: lists of :class:`Side`, biggest first. ``pn``: while average
-    precision is read, the negative weight at or above each score of ``pos[0]`` (a
-    running sum, ``None`` otherwise). ``unit``, ``integral``: the order's flags (counts
-    stored unless unit, each score's weight stored unless integral).
+    ``pos``, ``neg``: lists of :class:`Side`, biggest first. ``ap``: average precision
+    has been read, so every positive side keeps ``pn`` (the negative weight at or above
+    each of its scores), which each negative batch updates with the searches its pairs
+    need anyway. ``unit``, ``integral``: the order's flags (counts stored unless unit,
+    each score's weight stored unless integral).
     """
 
-    __slots__ = ("pos", "neg", "pn", "rent", "unit", "integral")
+    __slots__ = ("pos", "neg", "ap", "rent", "unit", "integral")
 
     def __init__(self, unit, integral):
         self.pos, self.neg = [], []
-        self.pn = None
+        self.ap = False
         self.rent = 0  # entries outside pos[0], summed over AP's reads
         self.unit, self.integral = unit, integral
 
@@ -345,29 +349,53 @@ class Levels:
 
     def add(self, keys, wp, wn, cp, cn, ints):
         """Add aggregated entries (negated ones: a removal); returns the pairs they
-        make with the events stored before (``U``'s increment less their own pairs)."""
+        make with the events stored before (``U``'s increment less their own pairs).
+
+        The positives' scores are searched among the negative sides (negatives below
+        each, ties one half) and the negatives' among the positive sides (positives
+        above); the same searches give the positive sides' ``pn``."""
         ip = np.flatnonzero(cp)
         ineg = np.flatnonzero(cn)
         sp = sn = None
         du = 0.0
         if len(ip):
             sp = Side.build(keys[ip], wp[ip], cp[ip], self.unit, ints, self.integral)
-            du += _cross(sp.k, wp[ip], self.neg, 1)
+            w = wp[ip]
+            if self.ap:
+                pn = np.zeros(len(ip) + 1)
+            for s in self.neg:
+                if not s.size:
+                    continue
+                lo, hi = _bounds(s.k, sp.k)
+                v = s.w[lo]
+                if self.ap:
+                    pn[:-1] += v
+                v = v + s.w[hi]
+                v *= -0.5  # N - (at-or-above + above) / 2
+                v += s.w[0]
+                v *= w
+                du += float(v.sum())
         if len(ineg):
             sn = Side.build(keys[ineg], wn[ineg], cn[ineg], self.unit, ints, self.integral)
-            du += _cross(sn.k, wn[ineg], self.pos, -1)
-            if self.pn is not None and self.pos:  # new negatives above pos[0]'s scores
-                big = self.pos[0]
-                self.pn[:-1] += _step(sn.w, _runs(big.k.searchsorted(sn.k, "right"),
-                                                  big.size))
+            w = wn[ineg]
+            for s in self.pos:
+                if not s.size:
+                    continue
+                lo, hi = _bounds(s.k, sn.k)
+                v = s.w[lo]
+                v += s.w[hi]
+                v *= 0.5  # (at-or-above + above) / 2
+                v *= w
+                du += float(v.sum())
+                if s.pn is not None:  # the new negatives above each of its scores
+                    s.pn[:-1] += _step(sn.w, _runs(hi, s.size))
             _push(self.neg, sn)
         if sp is not None:
-            first = not self.pos
-            touched = _push(self.pos, sp)
-            if touched is not None:
-                self._carry(*touched)
-            if first and self.pn is not None:
-                self.pn = self._negatives_above(self.pos[0].k)
+            if self.ap:
+                if sn is not None:  # this batch's negatives at or above its positives
+                    pn[:-1] += sn.at_or_above(sp.k)
+                sp.pn = pn
+            _push(self.pos, sp)
         return du
 
     def _negatives_above(self, q):
@@ -377,20 +405,6 @@ class Levels:
         for s in self.neg:
             out[:-1] += s.at_or_above(q)
         return out
-
-    def _carry(self, below, big, new_keys, pl, dropped):
-        """``pos[0]`` was merged (``below`` was the biggest side, ``big`` the bigger of
-        the two inputs, ``new_keys`` the other's keys not in it, ``pl`` where they
-        landed): bring ``pn`` along."""
-        if self.pn is None:
-            return
-        if big is not below:  # the old biggest side was the smaller input: recompute
-            self.pn = self._negatives_above(self.pos[0].k)
-            return
-        pn = pl.place(self.pn[:-1], self._negatives_above(new_keys)[:-1])
-        if dropped is not None:
-            pn = np.delete(pn, dropped)
-        self.pn = pn
 
     def counts_at(self, keys):
         """``(cp, cn, wp, wn)`` stored at each of the ascending ``keys``."""
@@ -407,18 +421,15 @@ class Levels:
                 c_out[hit] += s.counts()[j]
         return out[0].astype(_I8), out[1].astype(_I8), out[2], out[3]
 
-    def _compacted(self, sides, keep=True):
+    @staticmethod
+    def _compacted(sides, keep=True):
         """The sides merged into one (or None); with ``keep`` the list is replaced by
         it (else the layout is left as it is)."""
         if not keep:
             sides = list(sides)
         while len(sides) > 1:
             top = sides.pop()
-            below = sides.pop()
-            merged, big, new_keys, pl, dropped = merge(below, top)
-            sides.append(merged)
-            if keep and len(sides) == 1 and sides is self.pos:
-                self._carry(below, big, new_keys, pl, dropped)
+            sides.append(merge(sides.pop(), top)[0])
         return sides[0] if sides else None
 
     def entries(self, keep=True):
@@ -469,14 +480,16 @@ class Levels:
     def ap_numerator(self):
         """``sum over positive scores of (weight there) * T / A``: average precision
         times the positive weight. One numpy pass over the biggest positive side (its
-        ``T`` from the other positive sides by step functions, its ``A`` from ``pn``),
+        ``T`` from the other positive sides by step functions, its ``A = T + pn``),
         searches for the scores of the other positive sides. A score whose ``A`` is 0
         (zero weights at the top) has precision 0."""
         pos = self.pos
+        if not self.ap:
+            self.ap = True
+            for s in pos:
+                s.pn = self._negatives_above(s.k)
         if not pos:
             return 0.0
-        if self.pn is None:
-            self.pn = self._negatives_above(pos[0].k)
         if len(pos) > 1:
             self.rent += sum(s.size for s in pos[1:])
             if self.rent * AP_RENT >= pos[0].size:
@@ -485,24 +498,21 @@ class Levels:
             elif len(pos) > 2:
                 rest = pos[1:]
                 del pos[1:]
-                while len(rest) > 1:
-                    top = rest.pop()
-                    rest.append(merge(rest.pop(), top)[0])
-                pos.append(rest[0])
+                pos.append(self._compacted(rest))
         big = pos[0]
         t = big.w[:-1]
         tail = pos[1] if len(pos) > 1 else None
         if tail is not None:
             lo, hi = _bounds(big.k, tail.k)
             t = t + _step(tail.w, _runs(hi, big.size))
-        a = self.pn[:-1] + t
+        a = big.pn[:-1] + t
         np.maximum(a, _TINY, out=a)
         ratio = np.divide(t, a, out=a)
         ratio *= big.weights()
         total = float(ratio.sum())
         if tail is not None:
             tt = tail.w[:-1] + big.w[lo]
-            at = tt + self._negatives_above(tail.k)[:-1]
+            at = tt + tail.pn[:-1]
             np.maximum(at, _TINY, out=at)
             tt /= at
             tt *= tail.weights()
@@ -513,8 +523,11 @@ class Levels:
         """Assert the layout's invariants (tests)."""
         for s in self.pos + self.neg:
             s.check(self.unit, self.integral)
-        if self.pn is not None and self.pos:
-            want = self._negatives_above(self.pos[0].k)
-            scale = max(1.0, float(np.abs(want).max()))
-            assert len(self.pn) == self.pos[0].size + 1 and self.pn[-1] == 0.0
-            assert np.allclose(self.pn, want, rtol=0, atol=1e-9 * scale)
+            assert s.pn is None or s in self.pos
+        for s in self.pos:
+            assert (s.pn is not None) == self.ap
+            if s.pn is not None:
+                want = self._negatives_above(s.k)
+                scale = max(1.0, float(np.abs(want).max()))
+                assert len(s.pn) == s.size + 1 and s.pn[-1] == 0.0
+                assert np.allclose(s.pn, want, rtol=0, atol=1e-9 * scale)
