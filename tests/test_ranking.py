@@ -48,6 +48,10 @@ def _quiet_sklearn():
         yield
 
 
+# every test here in both bulk layouts of the score order (see conftest.layout)
+pytestmark = pytest.mark.usefixtures("layout")
+
+
 # ------------------------------------------------------------------ oracles
 
 

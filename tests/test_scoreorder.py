@@ -18,6 +18,10 @@ from streameval.metrics import scoreorder
 from streameval.metrics.scoreorder import ScoreOrder, mann_whitney_u
 
 
+# every test here in both bulk layouts of the score order (see conftest.layout)
+pytestmark = pytest.mark.usefixtures("layout")
+
+
 def brute_u(events):
     """U over all (positive, negative) pairs of a list of (score, positive, weight)."""
     pos = [(s, w) for s, p, w in events if p]

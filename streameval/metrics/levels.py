@@ -134,22 +134,23 @@ def _step(c, runs):
 class Side:
     """One sorted run of one class's aggregated events (see the module notes)."""
 
-    __slots__ = ("k", "w", "c", "ow", "pn")
+    __slots__ = ("k", "w", "c", "ow", "pn", "size", "ones")
 
-    def __init__(self, k, w, c, ow, pn=None):
+    def __init__(self, k, w, c, ow, pn=None, ones=False):
         self.k, self.w, self.c, self.ow = k, w, c, ow
         self.pn = pn  # a positive side, while AP is read: negative weight at or above
+        self.size = len(k)
+        # every score holds exactly one event of weight 1 (distinct scores, unit
+        # weights, no tombstone): AP's per-score weights are all 1
+        self.ones = ones
 
     @classmethod
     def build(cls, keys, w, c, unit, ints, integral):
         """A side of ascending distinct ``keys`` with their weights ``w`` and counts
         ``c`` (float64 and int64 numpy arrays; counts may be negative: a tombstone)."""
-        return cls(keys, above(w, ints), None if unit else above(c, True),
-                   None if integral else w)
-
-    @property
-    def size(self):
-        return len(self.k)
+        s = above(w, ints)
+        return cls(keys, s, None if unit else above(c, True), None if integral else w,
+                   ones=unit and s[0] == len(keys) and bool((c > 0).all()))
 
     def weights(self):
         """The weight at each score."""
@@ -162,7 +163,7 @@ class Side:
     def with_counts(self):
         if self.c is not None:
             return self
-        return Side(self.k, self.w, self.w.copy(), self.ow, self.pn)
+        return Side(self.k, self.w, self.w.copy(), self.ow, self.pn)  # (not ones now)
 
     def with_weights(self):
         if self.ow is not None:
@@ -186,7 +187,12 @@ class Side:
             assert np.allclose(own(self.w), self.ow, rtol=0, atol=1e-9 * scale)
         else:
             assert (own(self.w) == np.round(own(self.w))).all()
-        assert (self.counts() != 0).all()  # only scores holding events of the class
+        # only scores holding events of the class, or weight whose events other sides
+        # still hold (see merge)
+        assert ((self.counts() != 0) | (self.weights() != 0)).all()
+        assert self.size == len(k)
+        if self.ones:
+            assert self.c is None and (self.counts() == 1.0).all()
 
 
 class _Placement:
@@ -231,12 +237,18 @@ class _Placement:
         return i + np.searchsorted(self.at, i, "right")
 
 
-def merge(x, y):
+def merge(x, y, final=False):
     """One side holding the events of sides ``x`` and ``y``: ``(side, big, new_keys,
     placement, dropped)``, with the bigger input, the smaller's keys that were not in
-    it, where they landed, and the merged indices dropped (or None). Entries whose counts cancel (a tombstone meeting its
-    events) are dropped, with their rounding residue. Cost: a few numpy passes over
-    the bigger side plus `O(m log(n))` searches for the smaller."""
+    it, where they landed, and the merged indices dropped (or None).
+
+    An entry whose count and weight both cancel (a tombstone meeting its events) is
+    dropped. One whose count cancels but not its weight is kept while other sides of the
+    class may hold events at its score (a zero-weight event removed where one of weight
+    1 was added: count 0, weight 1, the other side holding the rest); with ``final``
+    (the result is the class's only side) such a weight is rounding left over, and it
+    is dropped, the running sums at and below losing it too. Cost: a few numpy passes
+    over the bigger side plus `O(m log(n))` searches for the smaller."""
     big, small = (x, y) if x.size >= y.size else (y, x)
     pl = _Placement(big.k, small.k)
     new = ~pl.hit
@@ -258,12 +270,15 @@ def merge(x, y):
     pn = None
     if big.pn is not None and small.pn is not None:  # the same at a score in both
         pn = pl.place(big.pn[:-1], small.pn[:-1][new])
-    out = Side(k, w, c, ow, pn)
+    out = Side(k, w, c, ow, pn, ones=big.ones and small.ones and not pl.hit.any())
     dropped = None
     if pl.hit.any():
         idx = pl.merged_index()
         counts = w if c is None else c
-        dropped = idx[(counts[idx] - counts[idx + 1]) == 0.0]
+        empty = (counts[idx] - counts[idx + 1]) == 0.0
+        if not final and c is not None:  # (unit weights: the weight is the count)
+            empty &= (ow[idx] if ow is not None else w[idx] - w[idx + 1]) == 0.0
+        dropped = idx[empty]
         if len(dropped):
             out = _drop(out, dropped)
         else:
@@ -273,13 +288,12 @@ def merge(x, y):
 
 def _drop(side, idx):
     """``side`` without the entries at ``idx`` (their count is zero): a weight left
-    there by rounding (fractional weights) leaves with them, so the running sums at and
+    there (rounding of fractional weights) leaves with them, so the running sums at and
     below lose it too."""
     w = side.w
-    if side.ow is not None:
-        r = side.ow[idx]
-        if r.any():
-            w = w - _step(above(r, False), _runs(idx + 1, len(w)))
+    r = side.ow[idx] if side.ow is not None else w[idx] - w[idx + 1]
+    if r.any():
+        w = w - _step(above(r, False), _runs(idx + 1, len(w)))
     return Side(np.delete(side.k, idx), np.delete(w, idx),
                 None if side.c is None else np.delete(side.c, idx),
                 None if side.ow is None else np.delete(side.ow, idx),
@@ -294,7 +308,8 @@ def _push(sides, s):
     while len(sides) > 1 and (sides[-2].size <= GROWTH * sides[-1].size
                               or sides[-2].size < MIN_SIDE):
         top = sides.pop()
-        sides.append(merge(sides.pop(), top)[0])
+        below = sides.pop()
+        sides.append(merge(below, top, final=not sides)[0])
 
 
 def _cross(q, wq, sides, sign):
@@ -429,7 +444,8 @@ class Levels:
             sides = list(sides)
         while len(sides) > 1:
             top = sides.pop()
-            sides.append(merge(sides.pop(), top)[0])
+            below = sides.pop()
+            sides.append(merge(below, top, final=not sides)[0])
         return sides[0] if sides else None
 
     def entries(self, keep=True):
@@ -482,7 +498,8 @@ class Levels:
         times the positive weight. One numpy pass over the biggest positive side (its
         ``T`` from the other positive sides by step functions, its ``A = T + pn``),
         searches for the scores of the other positive sides. A score whose ``A`` is 0
-        (zero weights at the top) has precision 0."""
+        (zero weights at the top, or events removed) has precision 0; with one event
+        of weight 1 at every positive score (``Side.ones``) ``A >= T >= 1``."""
         pos = self.pos
         if not self.ap:
             self.ap = True
@@ -506,9 +523,12 @@ class Levels:
             lo, hi = _bounds(big.k, tail.k)
             t = t + _step(tail.w, _runs(hi, big.size))
         a = big.pn[:-1] + t
-        np.maximum(a, _TINY, out=a)
+        guard = not all(s.ones for s in pos)
+        if guard:
+            np.maximum(a, _TINY, out=a)
         ratio = np.divide(t, a, out=a)
-        ratio *= big.weights()
+        if not big.ones:
+            ratio *= big.weights()
         total = float(ratio.sum())
         if tail is not None:
             tt = tail.w[:-1] + big.w[lo]

@@ -1,0 +1,271 @@
+"""metrics.levels: the numpy levels of big score orders.
+
+Oracles: brute force over the multiset of stored events (per-score weights and counts,
+every (positive, negative) pair for U) and scikit-learn's ``average_precision_score``.
+The orders are forced into the levels layout at any size (``FLAT_MAX = 0``) with small
+sides kept apart (``MIN_SIDE = 0``), so that a few dozen events already span several
+sides, tombstones and merges (and no batch counts as "tiny", which would move the
+order to blocks); ``_check()`` (every side's invariants, ``pn`` against a
+recomputation, U against the pairs) runs after every operation.
+"""
+
+import gc
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+import streameval as se
+from streameval.metrics import levels, scoreorder
+from streameval.metrics.levels import Side, above, merge, own
+from streameval.metrics.ranking import OrderView, _aggregate
+from streameval.metrics.scoreorder import ScoreOrder
+
+# before any test patches them
+DEFAULTS = (scoreorder.FLAT_MAX, levels.MIN_SIDE, scoreorder.TRICKLE_ENTRIES)
+
+
+@pytest.fixture(autouse=True)
+def _levels_everywhere(monkeypatch):
+    monkeypatch.setattr(scoreorder, "FLAT_MAX", 0)
+    monkeypatch.setattr(levels, "MIN_SIDE", 0)
+    monkeypatch.setattr(scoreorder, "TRICKLE_ENTRIES", 0)  # no batch is "tiny"
+
+
+def brute(events):
+    """Per-score (wp, wn, cp, cn) and U of a list of (score, positive, weight)."""
+    table = {}
+    for s, p, w in events:
+        e = table.setdefault(s, [0.0, 0.0, 0, 0])
+        e[0 if p else 1] += w
+        e[2 if p else 3] += 1
+    pos = [(s, w) for s, p, w in events if p]
+    neg = [(s, w) for s, p, w in events if not p]
+    u = sum(a * b * (1.0 if x > y else 0.5 if x == y else 0.0)
+            for x, a in pos for y, b in neg)
+    return table, u
+
+
+def batch(order, events, sign):
+    """Add (sign 1) or remove (sign -1) events as one aggregated batch."""
+    if not events:
+        return
+    s = np.array([e[0] for e in events], dtype=float)
+    y = np.array([e[1] for e in events], dtype=bool)
+    w = np.array([e[2] for e in events], dtype=float)
+    entries = _aggregate(y, s, w)
+    (order.add_entries if sign > 0 else order.remove_entries)(*entries)
+
+
+def assert_order(order, events, read_ap=False):
+    order._check()
+    table, u = brute(events)
+    keys, wp, wn, cp, cn = order._levels.entries(keep=False) if order.levelled \
+        else order.arrays()
+    assert keys.tolist() == sorted(table)
+    assert cp.tolist() == [table[k][2] for k in keys.tolist()]
+    assert cn.tolist() == [table[k][3] for k in keys.tolist()]
+    np.testing.assert_allclose(wp, [table[k][0] for k in keys.tolist()], atol=1e-9)
+    np.testing.assert_allclose(wn, [table[k][1] for k in keys.tolist()], atol=1e-9)
+    assert order.u == pytest.approx(u, rel=1e-12, abs=1e-9)
+    if read_ap and order.levelled:
+        y = np.array([p for _, p, _ in events], dtype=bool)
+        w = np.array([w for _, _, w in events])
+        if (w[y] > 0).any():
+            s = np.array([e[0] for e in events])
+            want = average_precision_score(y, s, sample_weight=w)
+            got = max(0.0, order.ap_numerator() / order.pos_weight)
+            assert got == pytest.approx(want, abs=1e-12)
+        order._check()  # pn now kept by every positive side
+
+
+def test_hand_example_spans_sides_and_tombstones():
+    o = ScoreOrder()
+    events = []
+    for chunk in ([(0.9, True, 1.0), (0.8, False, 1.0)], [(0.3, False, 1.0), (0.9, False, 1.0)],
+                  [(0.5, True, 1.0)], [(0.1, False, 1.0), (0.95, True, 1.0)]):
+        batch(o, chunk, 1)
+        events += chunk
+        assert_order(o, events, read_ap=True)
+    assert o.levelled
+    # U by hand: 0.95 beats all 4 negatives; 0.9 beats 0.8, 0.3, 0.1 and ties 0.9;
+    # 0.5 beats 0.3 and 0.1: 4 + 3.5 + 2 = 9.5 of 3 * 4 pairs
+    assert o.u == 9.5 and o.auc() == 9.5 / 12
+    batch(o, [(0.9, False, 1.0), (0.95, True, 1.0)], -1)  # tombstones
+    events = [e for e in events if e not in ((0.9, False, 1.0), (0.95, True, 1.0))]
+    assert_order(o, events, read_ap=True)
+    assert o.u == 5.0 and o.auc() == 5.0 / 6
+
+
+event = st.tuples(st.sampled_from([0.1, 0.2, 0.25, 0.5, 0.7, 0.9]) | st.floats(0, 1),
+                  st.booleans(), st.sampled_from([1.0, 1.0, 1.0, 2.0, 0.0, 0.25, 0.1]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(event, min_size=1, max_size=12)),
+                min_size=1, max_size=14),
+       st.sampled_from([2, 4, 16]), st.booleans(), st.data())
+def test_hypothesis_batches_in_and_out_equal_brute_force(steps, growth, read_ap, data):
+    """Batches in and (earlier events) out, in any order, with unit, integer, zero and
+    fractional weights: the same per-score table, U and AP as brute force."""
+    levels_growth = levels.GROWTH
+    levels.GROWTH = growth
+    try:
+        o = ScoreOrder()
+        live = []
+        for add, chunk in steps:
+            if add or not live:
+                batch(o, chunk, 1)
+                live += chunk
+            else:
+                k = data.draw(st.integers(1, len(live)))
+                idx = sorted(data.draw(st.permutations(range(len(live))))[:k])
+                out = [live[i] for i in idx]
+                batch(o, out, -1)
+                live = [e for i, e in enumerate(live) if i not in set(idx)]
+            assert_order(o, live, read_ap)
+    finally:
+        levels.GROWTH = levels_growth
+
+
+def test_removing_a_zero_weight_event_where_a_weighted_one_comes_in_keeps_the_weight():
+    """A tombstone of a zero-weight event and a new event of weight 1 at the same score
+    cancel in count, not in weight, while another side holds the score's other
+    events: the merged entry stays (count 0, weight 1) until the class has one side."""
+    o = ScoreOrder()
+    batch(o, [(0.5, True, 1.0), (0.5, True, 1.0), (0.5, True, 0.0)] +
+          [(x / 100, False, 1.0) for x in range(40)], 1)
+    batch(o, [(0.5, True, 0.0)], -1)
+    batch(o, [(0.5, True, 1.0)], 1)
+    live = [(0.5, True, 1.0)] * 3 + [(x / 100, False, 1.0) for x in range(40)]
+    assert_order(o, live, read_ap=True)
+    assert o.pos_weight == 3.0
+
+
+def test_precision_at_a_score_whose_events_left_is_not_nan():
+    """The top score's only event removed by a tombstone while its side still holds
+    it: T = A = 0 there, precision 0, and AP is scikit-learn's."""
+    o = ScoreOrder()
+    events = [(x / 100, x % 3 == 0, 1.0) for x in range(60)]
+    batch(o, events, 1)
+    o.ap_numerator()  # AP read: positive sides keep pn
+    batch(o, [(0.99, True, 1.0)], 1)
+    batch(o, [(0.99, True, 1.0)], -1)
+    assert len(o._levels.pos) > 1  # the tombstone has not met its event yet
+    assert_order(o, events, read_ap=True)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(-3, 3).filter(bool),
+                          st.integers(0, 8)), max_size=25),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(-3, 3).filter(bool),
+                          st.integers(0, 8)), max_size=25),
+       st.booleans(), st.booleans())
+def test_hypothesis_merge_of_two_sides(a, b, fractional, final):
+    """merge against a dict: per-score counts and weights added, running sums equal to
+    the per-score weights, entries whose count and weight both cancel dropped (with
+    ``final``, every entry whose count cancels)."""
+    def side(entries):
+        d = {}
+        for k, c, w in entries:
+            d[float(k)] = (c, w / 4.0 if fractional else float(w))
+        keys = np.array(sorted(d))
+        c = np.array([d[k][0] for k in keys.tolist()], dtype=np.int64)
+        w = np.array([d[k][1] for k in keys.tolist()])
+        return Side.build(keys, w, c, False, not fractional, not fractional), d
+    x, dx = side(a)
+    y, dy = side(b)
+    got, *_ = merge(x, y, final=final)
+    want = {}
+    for d in (dx, dy):
+        for k, (c, w) in d.items():
+            C, W = want.get(k, (0, 0.0))
+            want[k] = (C + c, W + w)
+    want = {k: v for k, v in want.items() if v[0] != 0 or (v[1] != 0 and not final)}
+    assert got.k.tolist() == sorted(want)
+    assert got.counts().tolist() == [want[k][0] for k in got.k.tolist()]
+    np.testing.assert_allclose(got.weights(), [want[k][1] for k in got.k.tolist()], atol=1e-12)
+    np.testing.assert_allclose(own(got.w), got.weights(), atol=1e-12)
+    assert got.w[-1] == 0.0
+
+
+def test_above_is_exact_in_int64_and_matches_float():
+    w = np.arange(1.0, 1001.0)
+    a = above(w, True)
+    assert a[0] == w.sum() and a[-1] == 0.0 and (own(a) == w).all()
+    np.testing.assert_allclose(above(w, False), a)
+
+
+def test_tiny_batches_move_the_order_to_blocks_and_stay_exact(monkeypatch):
+    """Rent or buy: tiny batches in the levels layout cost a numpy call each; after
+    size / TRICKLE_RATIO of them the order goes to blocks (per-event path)."""
+    monkeypatch.setattr(scoreorder, "TRICKLE_RATIO", 64)
+    monkeypatch.setattr(scoreorder, "TRICKLE_ENTRIES", 16)
+    o = ScoreOrder()
+    rng = np.random.default_rng(5)
+    events = [(float(s), bool(p), 1.0) for s, p in zip(rng.random(640), rng.random(640) < .3)]
+    batch(o, events, 1)
+    assert o.levelled
+    for i in range(12):
+        e = (float(rng.random()), bool(i % 2), 1.0)
+        batch(o, [e], 1)
+        events.append(e)
+    assert not o.bulk  # blocks now
+    assert_order(o, events)
+
+
+def test_auc_and_ap_equal_sklearn_on_a_long_distinct_stream():
+    """A cumulative ROCAUC/AP pair read after every batch of 1 000 (the Monitor's
+    pattern): sides, tails, AP's rent and pn all at work; sklearn after every batch."""
+    rng = np.random.default_rng(11)
+    n = 30_000
+    y = rng.random(n) < 0.1
+    s = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0, 1)
+    auc, ap = se.ROCAUC(), se.AveragePrecision()
+    for a in range(0, n, 1000):
+        auc.update_many(y[a:a + 1000], s[a:a + 1000])
+        ap.update_many(y[a:a + 1000], s[a:a + 1000])
+        assert auc.get() == pytest.approx(roc_auc_score(y[:a + 1000], s[:a + 1000]), abs=1e-12)
+        assert ap.get() == pytest.approx(
+            average_precision_score(y[:a + 1000], s[:a + 1000]), abs=1e-12)
+    assert auc._so.levelled and ap._so.levelled
+    auc._check()
+    ap._check()
+
+
+def test_memory_is_at_most_24_bytes_per_distinct_score_with_unit_weights(monkeypatch):
+    """tracemalloc over a cumulative ROCAUC and AP sharing one order (the Monitor's
+    pair), 200 000 distinct float scores read after every batch of 1 000, in the
+    default layout: at most 24 bytes per stored distinct score, AP's ``pn`` included."""
+    monkeypatch.setattr(scoreorder, "FLAT_MAX", DEFAULTS[0])
+    monkeypatch.setattr(levels, "MIN_SIDE", DEFAULTS[1])
+    rng = np.random.default_rng(3)
+    n = 200_000
+    y = rng.random(n) < 0.3
+    s = rng.random(n)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        auc = se.ROCAUC()
+        ap = OrderView(se.AveragePrecision(), auc)
+        for a in range(0, n, 1000):
+            auc.update_many(y[a:a + 1000], s[a:a + 1000])
+            auc.get()
+            ap.get()
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    used = sum(d.size_diff for d in after.compare_to(before, "filename"))
+    assert auc._so.levelled
+    assert ap.get() == pytest.approx(average_precision_score(y, s), abs=1e-12)
+    assert used / len(np.unique(s)) <= 24.0
+
+
+def test_constants_are_sane():
+    assert levels.GROWTH >= 2 and levels.AP_RENT >= 1 and DEFAULTS[1] >= 0
+    assert DEFAULTS[0] >= 0 and DEFAULTS[2] >= 1
+    assert scoreorder.TRICKLE_RATIO >= 1
