@@ -677,6 +677,15 @@ class ScoreOrder:
         """Blocks -> the bulk layout (one level). `O(n)`."""
         self._rebuild(*self.arrays())
 
+    def _note_weights(self, wp, wn, cp, cn):
+        """Clear ``unit`` / ``integral`` if a batch's weights are not the counts / not
+        integers (weights equal to counts are both: one check in the common case)."""
+        if (self.unit or self.integral) and not ((wp == cp).all() and (wn == cn).all()):
+            if self.unit:
+                self._not_unit()
+            if self.integral and not (_integers(wp) and _integers(wn)):
+                self._not_integral()
+
     def _not_integral(self):
         """A weight that is not an integer came in: levels keep each score's weight."""
         self.integral = False
@@ -783,10 +792,7 @@ class ScoreOrder:
         m = len(keys)
         if not m:
             return
-        if self.integral and not (_integers(wp) and _integers(wn)):
-            self._not_integral()
-        if self.unit and not (np.array_equal(wp, cp) and np.array_equal(wn, cn)):
-            self._not_unit()
+        self._note_weights(wp, wn, cp, cn)
         if self._levels is None and self._arrays is None:
             if m * REBUILD_RATIO < self.size():
                 self._add_one_by_one(keys, wp, wn, cp, cn)
@@ -972,10 +978,7 @@ class ScoreOrder:
                 bad = self._refused(keys, wp, wn, cp, cn)
                 if bad.any():
                     raise KeyError(bad)
-            if self.integral and not (_integers(wp) and _integers(wn)):
-                self.integral = False
-            if self.unit and not (np.array_equal(wp, cp) and np.array_equal(wn, cn)):
-                self.unit = False
+            self._note_weights(wp, wn, cp, cn)
             # one event at a score (all-distinct scores): the single-event path (which
             # counts its own zero weight: given back first); several: one entry. The
             # zero-weight counts go first, so no class looks empty before it is.
@@ -1005,10 +1008,7 @@ class ScoreOrder:
                 bad = self._refused(keys, wp, wn, cp, cn)
                 if bad.any():
                     raise KeyError(bad)
-            if self.integral and not (_integers(wp) and _integers(wn)):
-                self._not_integral()
-            if self.unit and not (np.array_equal(wp, cp) and np.array_equal(wn, cn)):
-                self._not_unit()
+            self._note_weights(wp, wn, cp, cn)
             if self._arrays is not None:
                 self._install(arrays)
             else:
@@ -1043,11 +1043,8 @@ class ScoreOrder:
             arrays = _subtracted(merged, rk, rp, rn, rcp, rcn,  # (checks before writing)
                                  self.pos_weight + float(ap.sum()),
                                  self.neg_weight + float(an.sum()))
-            if self.integral and not all(map(_integers, (ap, an, rp, rn))):
-                self.integral = False
-            if self.unit and not (np.array_equal(ap, acp) and np.array_equal(an, acn)
-                                  and np.array_equal(rp, rcp) and np.array_equal(rn, rcn)):
-                self.unit = False
+            self._note_weights(ap, an, acp, acn)
+            self._note_weights(rp, rn, rcp, rcn)
             self._install(arrays)
             self.z_pos, self.z_neg = z_pos - rzp, z_neg - rzn
             self.stamp += 1
