@@ -163,26 +163,33 @@ def _merged(stored, keys, wp, wn, cp, cn, inplace=True):
     hit = pos < n
     hit[hit] = k0[pos[hit]] == keys[hit]
     at = pos[hit]  # scores already stored: add
-    if not inplace and len(at):
-        p0, n0, c0, d0 = p0.copy(), n0.copy(), c0.copy(), d0.copy()
-    p0[at] += wp[hit]
-    n0[at] += wn[hit]
-    c0[at] += cp[hit]
-    d0[at] += cn[hit]
+    unit = c0 is p0  # unit weights: the counts are the weights (one array each)
+    if len(at):
+        if not inplace:
+            p0, n0 = p0.copy(), n0.copy()
+            c0, d0 = (p0, n0) if unit else (c0.copy(), d0.copy())
+        p0[at] += wp[hit]
+        n0[at] += wn[hit]
+        if not unit:
+            c0[at] += cp[hit]
+            d0[at] += cn[hit]
     new = ~hit  # the others: insert at their positions
     k = int(new.sum())
     if not k:
         return k0, p0, n0, c0, d0
-    # one placement for the five arrays (np.insert would recompute it for each)
+    # one placement for the arrays (np.insert would recompute it for each)
     slots = pos[new] + np.arange(k)  # where the inserted entries land
     old = np.ones(n + k, dtype=bool)
     old[slots] = False
     out = []
-    for stored_col, col in ((k0, keys), (p0, wp), (n0, wn), (c0, cp), (d0, cn)):
+    cols = ((k0, keys), (p0, wp), (n0, wn)) + (() if unit else ((c0, cp), (d0, cn)))
+    for stored_col, col in cols:
         merged = np.empty(n + k, dtype=stored_col.dtype)
         merged[old] = stored_col
         merged[slots] = col[new]
         out.append(merged)
+    if unit:
+        out += out[1:3]
     return tuple(out)
 
 
@@ -197,30 +204,37 @@ def _subtracted(stored, keys, wp, wn, cp, cn, scale_p, scale_n):
     n, m = len(k0), len(keys)
     if not n:
         raise KeyError(np.ones(m, dtype=bool))
+    unit = c0 is p0  # unit weights: the counts are the weights (one array each)
     pos = np.minimum(np.searchsorted(k0, keys), n - 1)
     hit = k0[pos] == keys
-    sp, sn = c0[pos], d0[pos]
     wsp, wsn = p0[pos], n0[pos]
+    sp, sn = (wsp, wsn) if unit else (c0[pos], d0[pos])
     bad = ~hit | (cp > sp) | (cn > sn)
-    bad |= _overdrawn(wsp, wp, scale_p)
-    bad |= _overdrawn(wsn, wn, scale_n)
+    if not unit:
+        bad |= _overdrawn(wsp, wp, scale_p)
+        bad |= _overdrawn(wsn, wn, scale_n)
     if bad.any():
         raise KeyError(bad)
-    sp -= cp
-    sn -= cn
-    c0[pos] = sp
-    d0[pos] = sn
+    if not unit:
+        sp -= cp
+        sn -= cn
+        c0[pos] = sp
+        d0[pos] = sn
     wsp -= wp
     wsn -= wn
-    wsp[sp == 0] = 0.0  # last event of a class at a score: no rounding left
-    wsn[sn == 0] = 0.0
+    if not unit:
+        wsp[sp == 0] = 0.0  # last event of a class at a score: no rounding left
+        wsn[sn == 0] = 0.0
     p0[pos] = wsp
     n0[pos] = wsn
     gone = pos[(sp + sn) == 0]
     if len(gone):
         keep = np.ones(n, dtype=bool)
         keep[gone] = False
-        return k0[keep], p0[keep], n0[keep], c0[keep], d0[keep]
+        k0, p0, n0 = k0[keep], p0[keep], n0[keep]
+        if unit:
+            return k0, p0, n0, p0, n0
+        return k0, p0, n0, c0[keep], d0[keep]
     return k0, p0, n0, c0, d0
 
 
@@ -655,10 +669,13 @@ class ScoreOrder:
         self._arrays = None
         if len(keys) <= FLAT_MAX:
             self._levels = None
-            self._arrays = (keys, np.ascontiguousarray(wp, dtype=_F8),
-                            np.ascontiguousarray(wn, dtype=_F8),
-                            np.ascontiguousarray(cp, dtype=_I8),
-                            np.ascontiguousarray(cn, dtype=_I8))
+            wp = np.ascontiguousarray(wp, dtype=_F8)
+            wn = np.ascontiguousarray(wn, dtype=_F8)
+            if self.unit:  # the counts are the weights: one array each (see _merged)
+                self._arrays = (keys, wp, wn, wp, wn)
+            else:
+                self._arrays = (keys, wp, wn, np.ascontiguousarray(cp, dtype=_I8),
+                                np.ascontiguousarray(cn, dtype=_I8))
         elif len(keys):
             ints = self.integral and float(np.abs(wp).sum() + np.abs(wn).sum()) < _EXACT
             self._levels = Levels.build(keys, np.asarray(wp, dtype=_F8),
@@ -693,10 +710,13 @@ class ScoreOrder:
             self._levels.with_weights()
 
     def _not_unit(self):
-        """A weight other than 1 came in: levels keep their counts from now on."""
+        """A weight other than 1 came in: counts are kept apart from weights now."""
         self.unit = False
         if self._levels is not None:
             self._levels.with_counts()
+        if self._arrays is not None and self._arrays[3] is self._arrays[1]:
+            k, wp, wn, _, _ = self._arrays
+            self._arrays = (k, wp, wn, wp.astype(_I8), wn.astype(_I8))
 
     def _materialize(self):
         """Build the blocks from the bulk layout."""
@@ -745,7 +765,10 @@ class ScoreOrder:
         merged; blocks are copied).
         """
         if self._arrays is not None:
-            return tuple(a.copy() for a in self._arrays)
+            k, wp, wn, cp, cn = self._arrays
+            if cp is wp:  # unit weights: counts are the weights
+                return k.copy(), wp.copy(), wn.copy(), wp.astype(_I8), wn.astype(_I8)
+            return k.copy(), wp.copy(), wn.copy(), cp.copy(), cn.copy()
         if self._levels is not None:
             return self._levels.entries()
         return (_flat(self._keys, _F8), _flat(self._wp, _F8), _flat(self._wn, _F8),
@@ -1001,6 +1024,7 @@ class ScoreOrder:
         else:
             if self._levels is None and self._arrays is None:
                 self._levelize()
+            self._note_weights(wp, wn, cp, cn)  # (flags and layout only: atomic)
             if self._arrays is not None:  # small: one numpy subtraction (checks first)
                 arrays = _subtracted(self._owned(), keys, wp, wn, cp, cn, self.pos_weight,
                                      self.neg_weight)
@@ -1008,7 +1032,6 @@ class ScoreOrder:
                 bad = self._refused(keys, wp, wn, cp, cn)
                 if bad.any():
                     raise KeyError(bad)
-            self._note_weights(wp, wn, cp, cn)
             if self._arrays is not None:
                 self._install(arrays)
             else:
@@ -1039,12 +1062,12 @@ class ScoreOrder:
                 and int(rcn.sum()) - rzn <= n_neg - z_neg):
             raise KeyError(np.zeros(len(rk), dtype=bool))
         if self._arrays is not None:  # small: one merge, one subtraction, one rebuild
+            self._note_weights(ap, an, acp, acn)  # (flags and layout only: atomic)
+            self._note_weights(rp, rn, rcp, rcn)
             merged = _merged(self._arrays, ak, ap, an, acp, acn, inplace=False)
             arrays = _subtracted(merged, rk, rp, rn, rcp, rcn,  # (checks before writing)
                                  self.pos_weight + float(ap.sum()),
                                  self.neg_weight + float(an.sum()))
-            self._note_weights(ap, an, acp, acn)
-            self._note_weights(rp, rn, rcp, rcn)
             self._install(arrays)
             self.z_pos, self.z_neg = z_pos - rzp, z_neg - rzn
             self.stamp += 1
