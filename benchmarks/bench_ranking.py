@@ -99,6 +99,76 @@ def per_event(metric, y, s, read_every=None):
     return clock() - t0
 
 
+# ----------------------------------------------------------------- section 0
+
+
+def batches_read_each(n, kinds, batch=1000):
+    """Issue 11's targets: batches of ``batch`` events, ``get()`` after each (what a
+    monitor does), AUC and AP, both score kinds, river in the same run; and AP's
+    ``get`` at n distinct scores after one more batch."""
+    print(f"\n0. Batches of {batch:,}, get() after each, {n:,} events: events/s "
+          "(error = |value - sklearn| at the end; target: issue 11, all-distinct scores)")
+    header = (f"{'scores':>10} {'what':<52} {'events/s':>12} {'vs river':>9} "
+              f"{'error':>9} {'target':>10}")
+    print(header)
+    print("-" * len(header))
+    for kind in kinds:
+        y, s = make_stream(n, 10, kind)
+        sk_auc, sk_ap = skm.roc_auc_score(y, s), skm.average_precision_score(y, s)
+        rows = []
+        yl, sl = y.tolist(), s.tolist()
+        river_auc = rm.ROCAUC()
+        t_river = per_event(river_auc, yl, sl, batch)
+        rows.append(("river ROCAUC.update, get every 1 000 (approximate)", t_river,
+                     abs(river_auc.get() - sk_auc), ""))
+        for name, cls, sk, target in (("ROCAUC", se.ROCAUC, sk_auc, 1_000_000),
+                                      ("AveragePrecision", se.AveragePrecision, sk_ap,
+                                       200_000)):
+            def run(cls=cls):
+                m = cls()
+                for a in range(0, n, batch):
+                    m.update_many(y[a : a + batch], s[a : a + batch])
+                    m.get()
+                run.m = m
+            t = best_of(2, run)
+            ok = "" if kind != "continuous" else (
+                f">={target / 1e6:g}M ok" if n / t >= target else f">={target / 1e6:g}M MISS")
+            rows.append((f"streameval {name}.update_many + get", t, abs(run.m.get() - sk), ok))
+        # the Monitor's pair: one order, AUC and AP read after each batch
+        from streameval.metrics.ranking import OrderView
+
+        def pair():
+            auc = se.ROCAUC()
+            ap = OrderView(se.AveragePrecision(), auc)
+            for a in range(0, n, batch):
+                auc.update_many(y[a : a + batch], s[a : a + batch])
+                auc.get()
+                ap.get()
+            pair.ap = ap
+        t = best_of(2, pair)
+        rows.append(("streameval ROCAUC + AveragePrecision, one order", t,
+                     abs(pair.ap.get() - sk_ap), ""))
+        for what, t, err, ok in rows:
+            print(f"{kind:>10} {what:<52} {n / t:>12,.0f} {t_river / t:>8.2f}x {err:>9.1e} "
+                  f"{ok:>10}", flush=True)
+        # AP's get at n distinct scores: one more batch, then get (cache invalidated)
+        ap = se.AveragePrecision().update_many(y, s)
+        ap.get()
+        extra_y, extra_s = make_stream(batch * 20, 11, kind)
+        times = []
+        for a in range(0, len(extra_y), batch):
+            ap.update_many(extra_y[a : a + batch], extra_s[a : a + batch])
+            ap._order  # merge the batch first: time the get alone
+            t0 = time.perf_counter()
+            ap.get()
+            times.append(time.perf_counter() - t0)
+        stored = len(ap._so)
+        ms = float(np.median(times)) * 1e3
+        ok = "" if kind != "continuous" else ("<=2 ms ok" if ms <= 2.0 else "<=2 ms MISS")
+        print(f"{kind:>10} {'AveragePrecision.get() after a batch, at ' + f'{stored:,}' + ' scores':<52} "
+              f"{ms:>9.2f} ms (median of {len(times)}, wall) {ok:>10}", flush=True)
+
+
 # ----------------------------------------------------------------- section 1
 
 
@@ -219,10 +289,25 @@ def memory(n):
     print(header)
     print("-" * len(header))
     rows = []
+    from streameval.metrics.ranking import OrderView
+
     for kind in ("continuous", "rounded"):
         y, s = make_stream(n, 3, kind)
         m, b = traced(lambda: se.ROCAUC().update_many(y, s))
         rows.append((f"ROCAUC exact, {kind} scores, update_many", len(m), b))
+
+        def pair():  # the Monitor's pair, read after each batch (AP's pn included)
+            auc = se.ROCAUC()
+            ap = OrderView(se.AveragePrecision(), auc)
+            for a in range(0, n, 1000):
+                auc.update_many(y[a : a + 1000], s[a : a + 1000])
+                auc.get()
+                ap.get()
+            pair.keep = ap
+            return auc
+
+        m, b = traced(pair)
+        rows.append((f"ROCAUC + AP (one order), {kind}, batches read", len(m), b))
         small = min(n, 200_000)
         yl, sl = y[:small].tolist(), s[:small].tolist()
 
@@ -350,6 +435,7 @@ def main(argv=None):
         tune(20_000 if args.quick else 200_000)
         return
     quick = args.quick
+    batches_read_each(50_000 if quick else 1_000_000, kinds)
     cumulative(50_000 if quick else 1_000_000, kinds)
     get_every_event(10_000 if quick else 100_000, kinds)
     memory(50_000 if quick else 1_000_000)
