@@ -780,13 +780,15 @@ class ScoreOrder:
         :meth:`arrays`."""
         return self._arrays if self._arrays is not None else self.arrays()
 
-    def weights(self):
+    def weights(self, copy=True):
         """``(wp, wn)``: positive and negative weight per distinct score, ascending
-        (fresh copies).
+        (fresh copies; with ``copy=False`` a flat order's own arrays, to read only).
 
         Runtime complexity: `O(n)`.
         """
         if self._arrays is not None:
+            if not copy:
+                return self._arrays[1], self._arrays[2]
             return self._arrays[1].copy(), self._arrays[2].copy()
         if self._levels is not None:
             return self.arrays()[1:3]
