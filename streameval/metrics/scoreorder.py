@@ -9,30 +9,48 @@ weighted Mann–Whitney statistic ``U`` of everything stored:
 so that ``AUC = U / (P * N)`` (``P``, ``N``: total positive and negative weight) is
 available at any time in `O(1)`.
 
-Why not a plain ``sortedcontainers.SortedList``: adding a positive with score ``s``
-adds ``w * (W_neg(< s) + 1/2 W_neg(= s))`` to ``U``, a *weighted* prefix sum, which
-``SortedList`` cannot give without walking its sublists. The layout here is the one of
-``SortedList`` (sorted sublists, "blocks", of at most ``2 * load`` distinct scores and
-the ``_maxes`` of the blocks, both searched with ``bisect``) with parallel per-block
-weights and counts, plus two levels of totals: per block, and per group of
-:data:`GROUP` consecutive blocks. A weighted prefix sum is three ``sum`` calls over
-slices (groups before, blocks before in the group, scores before in the block), which
-run in C; an update adds the weight to one entry, one block total and one group total.
-Runtime complexity: `O(log(n))` searches plus `O(load + n / (load * GROUP) + GROUP)`
-C-level additions, about 150 at n = 10**6; this measured faster than a Fenwick tree
-over the blocks, whose walks run in Python.
+It keeps them in one of three layouts, chosen by the work that comes in (each
+converts to another in `O(n)`, only when the work changes):
 
-Every block is an ``array.array`` of C doubles (or 64-bit counts) rather than a list of
-Python floats: 8 bytes per value instead of 32, no garbage-collector tracking, searches
-and sums over contiguous memory (at 10**6 scores, list-based blocks spent most of their
-time in cache misses), and numpy reads and writes whole blocks without per-element
-conversion (one ``bytearray.join`` flattens all blocks), which makes batches, state
-and AP's ``get`` fast.
+- **blocks**, for events one at a time with reads in between (a sliding window updated
+  per event, a service fed single events): the layout of ``SortedList`` (sorted
+  sublists, "blocks", of at most ``2 * load`` distinct scores and the ``_maxes`` of the
+  blocks, both searched with ``bisect``) with parallel per-block weights and counts,
+  plus two levels of totals: per block, and per group of :data:`GROUP` consecutive
+  blocks. Why not a plain ``sortedcontainers.SortedList``: adding a positive with score
+  ``s`` adds ``w * (W_neg(< s) + 1/2 W_neg(= s))`` to ``U``, a *weighted* prefix sum,
+  which ``SortedList`` cannot give without walking its sublists. Here it is three
+  ``sum`` calls over slices (groups before, blocks before in the group, scores before
+  in the block), which run in C; an update adds the weight to one entry, one block
+  total and one group total. `O(log(n))` searches plus
+  `O(load + n / (load * GROUP) + GROUP)` C-level additions, about 150 at n = 10**6;
+  this measured faster than a Fenwick tree over the blocks, whose walks run in
+  Python. Every block is an ``array.array`` of C doubles (or 64-bit counts): 8 bytes per
+  value, no garbage-collector tracking, and numpy reads whole blocks at once.
+- **flat** numpy arrays (scores, weights and counts per class; with unit weights the
+  counts are the weights' arrays), for batches while the order holds at most
+  :data:`FLAT_MAX` distinct scores (rounded scores, windows of a few thousand events):
+  a batch is merged in (or subtracted) in one numpy pass and ``U`` recomputed, few
+  numpy calls.
+- **levels** (:mod:`streameval.metrics.levels`), for batches on bigger orders (distinct
+  float scores, what models emit): sorted numpy runs per class of geometric sizes; a
+  batch of ``m`` becomes a run, its pairs with every run counted by ``searchsorted``
+  (`O(m log(n))`), runs merged when their sizes come close (amortised
+  `O(log(n / m))` numpy passes per entry); a removal is a run of negated entries. AP's
+  ``get`` reads the runs holding positives only.
 
 Batches: :meth:`ScoreOrder.add_entries` and :meth:`ScoreOrder.remove_entries` take
-events aggregated per distinct score; few entries go one by one, many are merged into
-(or subtracted from) the extracted arrays with numpy and the blocks rebuilt, ``U``
-recomputed (:data:`REBUILD_RATIO`, :data:`REMOVE_REBUILD_RATIO`).
+events aggregated per distinct score. In blocks, few entries go one by one; more
+(:data:`REBUILD_RATIO`, :data:`REMOVE_REBUILD_RATIO`) move the order to a bulk layout. In
+levels, a run of tiny batches (the per-event pattern again) moves it back to blocks once
+their numpy calls have cost about what the conversion does (:data:`TRICKLE_RATIO`).
+
+Memory per distinct score with unit weights (tracemalloc, ``tests/test_levels.py`` and
+``benchmarks/bench_ranking.py``): at most 24 bytes in the bulk layouts (levels: 16 per
+stored (score, class) entry plus 8 per positive score while AP is read; flat: score and
+one weight per class); about 47 in blocks (five 8-byte values and block overhead: the
+price of the per-event path). Weights other than 1 add the counts (8 bytes per entry),
+fractional ones each score's exact weight (8 more).
 
 Memory grows with distinct scores, not with events: a score whose last event is
 reverted is deleted. Exactness: with integer weights (the usual ``w=1``) every sum is an
@@ -43,8 +61,8 @@ class's totals and ``U`` are reset to exactly zero when its last event of non-ze
 weight goes. Like any running float sum, weights spanning many orders of magnitude
 (1e12 added, then reverted, next to weights of 1) lose the small ones' precision.
 
-Imports: numpy and :mod:`streameval.validation` only; :mod:`streameval.metrics.ranking`
-builds its metrics on it.
+Imports: numpy, :mod:`streameval.metrics.levels` and :mod:`streameval.validation` only;
+:mod:`streameval.metrics.ranking` builds its metrics on it.
 """
 
 from __future__ import annotations
@@ -254,7 +272,9 @@ class ScoreOrder:
     """Distinct scores in order with per-score positive/negative weights, and ``U``.
 
     Runtime complexity: `O(log(n))` for :meth:`add` and :meth:`remove` (``n`` distinct
-    scores; see the module notes for the constant), `O(1)` for :meth:`auc`, `O(n)`
+    scores; see the module notes for the constant); for :meth:`add_entries` and
+    :meth:`remove_entries` of ``m`` entries `O(m log(n))` numpy on a big order (plus
+    amortised merges), `O(n + m)` numpy on a flat one; `O(1)` for :meth:`auc`; `O(n)`
     (numpy) for :meth:`weights` and :meth:`arrays`.
 
     >>> o = ScoreOrder()
