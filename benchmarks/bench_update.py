@@ -14,6 +14,8 @@ moves a loop of 100 000 calls by 5-10%).
     git worktree add /tmp/baseline <commit>
     python benchmarks/bench_update.py --baseline-src /tmp/baseline
     python benchmarks/bench_update.py --events 50000          # this checkout only
+    python benchmarks/bench_update.py --baseline-src /tmp/baseline --metrics "ROCAUC()" \
+        --read-every 1 --window 100000 --events 300000     # update + revert + get per event
 
 Results: see README.md, "Performance".
 """
@@ -40,6 +42,7 @@ import json, sys, time
 import numpy as np
 import streameval as se
 spec, n, decimals, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+read_every, window = int(sys.argv[5]), int(sys.argv[6])
 rng = np.random.default_rng(7)
 y = (rng.random(n) < 0.3).tolist()
 s = rng.random(n)
@@ -51,19 +54,28 @@ if spec.startswith(("MAE", "MSE")):
 best = float("inf")
 for _ in range(repeat):
     m = eval("se." + spec)
-    upd = m.update
+    upd, rev, get = m.update, m.revert, m.get
     t0 = time.process_time()
-    for a, b in zip(y, s):
-        upd(a, b, 1.0)
+    if not (read_every or window):
+        for a, b in zip(y, s):
+            upd(a, b, 1.0)
+    else:
+        for i, (a, b) in enumerate(zip(y, s)):
+            upd(a, b, 1.0)
+            if window and i >= window:
+                rev(y[i - window], s[i - window], 1.0)
+            if read_every and i % read_every == 0:
+                get()
     m.get()
     best = min(best, time.process_time() - t0)
 print(json.dumps({"cpu": best}))
 """
 
 
-def time_one(src, spec, n, decimals, repeat):
+def time_one(src, spec, n, decimals, repeat, read_every=0, window=0):
     env = dict(os.environ, PYTHONPATH=str(src))
-    out = subprocess.run([sys.executable, "-c", CHILD, spec, str(n), str(decimals), str(repeat)],
+    out = subprocess.run([sys.executable, "-c", CHILD, spec, str(n), str(decimals), str(repeat),
+                          str(read_every), str(window)],
                          env=env, capture_output=True, text=True, check=True, cwd=src)
     return json.loads(out.stdout)["cpu"]
 
@@ -76,19 +88,28 @@ def main(argv=None):
                     help="processes per checkout and metric (alternating); best is kept")
     ap.add_argument("--baseline-src", type=Path, default=None,
                     help="a checkout of the older code to compare with")
+    ap.add_argument("--read-every", type=int, default=0,
+                    help="get() every K events (1: after each; 0: once, at the end)")
+    ap.add_argument("--window", type=int, default=0,
+                    help="revert the event W updates back after each update (a sliding "
+                         "window's per-event work, without the window object)")
+    ap.add_argument("--metrics", default=None,
+                    help="comma-separated subset, e.g. ROCAUC(),AveragePrecision()")
     args = ap.parse_args(argv)
+    metrics = METRICS if args.metrics is None else args.metrics.split(",")
     cols = ["metric", "scores", "events/CPU s (this)"]
     if args.baseline_src:
         cols += ["events/CPU s (baseline)", "this / baseline"]
     rows = []
-    for spec in METRICS:
+    for spec in metrics:
         for decimals, label in ((-1, "continuous"), (3, "3 decimals")):
             cur = base = float("inf")
             for _ in range(max(1, args.rounds)):
-                cur = min(cur, time_one(HERE, spec, args.events, decimals, args.repeat))
+                extra = (args.read_every, args.window)
+                cur = min(cur, time_one(HERE, spec, args.events, decimals, args.repeat, *extra))
                 if args.baseline_src:
                     base = min(base, time_one(args.baseline_src, spec, args.events, decimals,
-                                              args.repeat))
+                                              args.repeat, *extra))
             row = [spec, label, f"{args.events / cur:,.0f}"]
             if args.baseline_src:
                 row += [f"{args.events / base:,.0f}", f"{base / cur:.2f}x"]

@@ -542,8 +542,10 @@ def _feed_batches(mon, y, s, w, t, step):
         mon.update_many(y[a:a + step], s[a:a + step], w[a:a + step], t=t[a:a + step])
 
 
+@pytest.mark.usefixtures("layout")  # small orders flat, and every order in levels
+@pytest.mark.parametrize("scores", ["rounded", "continuous"])
 @pytest.mark.parametrize("labels", ["bool", "spam"])
-def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels):
+def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels, scores):
     from sklearn.metrics import average_precision_score, roc_auc_score
 
     from streameval.metrics.ranking import OrderView
@@ -551,7 +553,9 @@ def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels):
     rng = np.random.default_rng(11)
     n = 3000
     y = rng.random(n) < 0.3
-    s = np.round(rng.random(n) * 0.6 + 0.4 * y, 3)
+    s = rng.random(n) * 0.6 + 0.4 * y
+    if scores == "rounded":
+        s = np.round(s, 3)
     w = rng.integers(0, 3, n).astype(float)
     t = np.arange(n, dtype=float)
     kw = {}
@@ -561,6 +565,7 @@ def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels):
         yy = np.where(y, "spam", "ham").astype(object)
     metrics = {
         "auc": se.ROCAUC(**kw), "ap": se.AveragePrecision(**kw), "iap": se.InterpolatedAP(**kw),
+        "gini": se.Gini(**kw), "ap11": se.ElevenPointAP(**kw),
         "auc@500": se.Sliding(se.ROCAUC(**kw), size=500),
         "ap@500": se.Sliding(se.AveragePrecision(**kw), size=500),
         "ap@60s": se.Sliding(se.AveragePrecision(**kw), period=60.0),
@@ -571,7 +576,7 @@ def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels):
     seg = mon._overall
     views = {k for k, v in seg.metrics.items() if isinstance(v, OrderView)}
     # one owner per (window, labels, bins): the first of each group
-    assert views == {"ap", "iap", "ap@500", "auc@60s", "ap_bins"}
+    assert views == {"ap", "iap", "gini", "ap11", "ap@500", "auc@60s", "ap_bins"}
     unshared = {k: se.from_state(m.to_state()) for k, m in metrics.items()}  # empty copies
     rows = []
     mon.on_metrics.append(rows.append)
@@ -612,6 +617,26 @@ def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels):
     assert {k for k, v in back._overall.metrics.items() if isinstance(v, OrderView)} == views
     for k, m in back._overall.metrics.items():
         assert m.to_state() == seg.metrics[k].to_state(), k
+
+
+@pytest.mark.usefixtures("layout")
+def test_curves_share_the_order_too_and_equal_unshared_curves():
+    """ROC and PR curves are score-order metrics: share_orders makes them views of the
+    cumulative AUC's order (a Monitor's rows take numbers, so curves live outside one)."""
+    from streameval.metrics.ranking import OrderView
+    from streameval.monitor import share_orders
+
+    rng = np.random.default_rng(4)
+    y = rng.random(2000) < 0.3
+    s = rng.random(2000) * 0.5 + 0.5 * y
+    shared = share_orders({"auc": se.ROCAUC(), "roc": se.ROCCurve(), "pr": se.PRCurve()})
+    assert isinstance(shared["roc"], OrderView) and isinstance(shared["pr"], OrderView)
+    for a in range(0, 2000, 300):
+        shared["auc"].update_many(y[a:a + 300], s[a:a + 300])
+    for name, cls in (("roc", se.ROCCurve), ("pr", se.PRCurve)):
+        want = cls().update_many(y, s).get()
+        for got, ref in zip(shared[name].get(), want):
+            np.testing.assert_array_equal(got, ref)
 
 
 def test_default_size_and_its_alias_window():
