@@ -485,14 +485,18 @@ class ScoreOrder:
                 raise KeyError(s)
         elif (self.z_neg == 0 if not w else self.n_neg == self.z_neg):
             raise KeyError(s)
-        # more weight than this class holds at s: not an event that was added
-        if not _checked and ((self._wp if positive else self._wn)[k][i] - w < -(
-                1e-9 * w + _SLACK * (self.pos_weight if positive else self.neg_weight))):
-            raise KeyError(s)  # (``_overdrawn`` inlined: this runs per event)
-        if w != 1.0:  # (a weight other than the one added would do it)
-            self.unit = False
+        if w != 1.0:
+            # more weight than this class holds at s: not an event that was added (with
+            # weights of 1 only, the count checked above is the weight)
+            if not _checked and ((self._wp if positive else self._wn)[k][i] - w < -(
+                    1e-9 * w + _SLACK * (self.pos_weight if positive else self.neg_weight))):
+                raise KeyError(s)  # (``_overdrawn`` inlined: this runs per event)
+            self.unit = False  # (a weight other than the one added would do it)
             if w != int(w):
                 self.integral = False
+        elif not (_checked or self.unit) and (self._wp if positive else self._wn)[k][i] - 1.0 < -(
+                1e-9 + _SLACK * (self.pos_weight if positive else self.neg_weight)):
+            raise KeyError(s)
         g = k >> 6
         if positive:
             other = self._wn[k]
