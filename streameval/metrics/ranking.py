@@ -43,7 +43,6 @@ import math
 
 import numpy as np
 
-from streameval.metrics import scoreorder
 from streameval.metrics.base import BinaryMetric, Cases, MultiClassMetric
 from streameval.metrics.scoreorder import ScoreOrder
 from streameval.validation import REVERT_SLACK as _SLACK

@@ -24,7 +24,6 @@ from streameval.windows.common import (
     encode,
     encode_column,
     fresh,
-    py,
     slice_columns,
     weights_or_none,
 )
@@ -77,11 +76,12 @@ class _CountSliding(Sliding, case="count"):
     def _revert_oldest_of(self, first):
         """Revert the oldest event of a Chunk (the event path)."""
         i = first.lo
-        y = first.y[i]
+        ys, ss, ws = first.lists()
+        y = ys[i]
         labels = self._labels
-        y = (labels[1] if y else labels[0]) if labels is not None and self._typed else py(y)
-        w = first.w
-        self._revert(y, py(first.s[i]), w=1.0 if w is None else py(w[i]))
+        if labels is not None and self._typed:
+            y = labels[1] if y else labels[0]
+        self._revert(y, ss[i], w=1.0 if ws is None else ws[i])
         i += 1
         if i == len(first.y):
             self._chunks.popleft()
