@@ -110,6 +110,8 @@ def own(c):
 def _bounds(K, q):
     """``searchsorted(K, q, "left")`` and ``"right"`` for distinct ascending ``K``, with
     one search (the right bound is the left one past an equal key)."""
+    if len(q) < 256:  # few queries: a second search is cheaper than four numpy calls
+        return K.searchsorted(q), K.searchsorted(q, "right")
     lo = K.searchsorted(q)
     hi = lo.copy()
     if len(K):
