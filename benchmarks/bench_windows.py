@@ -11,10 +11,11 @@ to 3 decimals by default, as logged model scores often are: many ties).
 river's RollingROCAUC / RollingPRAUC recompute over the window on ``get``: at 100 000
 with ``get`` after every event they are measured on a bounded number of events.
 
-Measured (``--quick --windows 100000 --kinds ap,auc --scores continuous``, 2 shared
-cores): sliding AP with ``get`` after every event 2 908 events/s against river's
-RollingPRAUC 2 436 (984 before AP's int64 prefix sums); sliding AUC 54 735 against
-RollingROCAUC 2 009 (27x), both equal to scikit-learn.
+Measured (``--windows 100000 --kinds auc``, 2 shared cores, three runs): sliding AUC
+with ``get`` after every event, continuous scores 112 000-119 000 events/s against
+RollingROCAUC's 2 300-2 370 (47x-52x), rounded 196 000-221 000 against 3 280-3 480
+(60x-64x), all equal to scikit-learn; sliding AP at 100 000, continuous, 2 908 events/s
+against RollingPRAUC's 2 436 (an earlier run).
 
     python benchmarks/bench_windows.py            # full run (a few minutes)
     python benchmarks/bench_windows.py --quick    # smaller, for a smoke test
