@@ -10,6 +10,7 @@ recomputation, U against the pairs) runs after every operation.
 """
 
 import gc
+import math
 import tracemalloc
 
 import numpy as np
@@ -178,7 +179,7 @@ def test_hypothesis_merge_of_two_sides(a, b, fractional, final):
         return Side.build(keys, w, c, False, not fractional, not fractional), d
     x, dx = side(a)
     y, dy = side(b)
-    got, *_ = merge(x, y, final=final)
+    got = merge(x, y, final=final)
     want = {}
     for d in (dx, dy):
         for k, (c, w) in d.items():
@@ -269,3 +270,117 @@ def test_constants_are_sane():
     assert levels.GROWTH >= 2 and levels.AP_RENT >= 1 and DEFAULTS[1] >= 0
     assert DEFAULTS[0] >= 0 and DEFAULTS[2] >= 1
     assert scoreorder.TRICKLE_RATIO >= 1
+
+
+# ---------------------------------------------------------- review regressions (issue 11)
+
+
+def test_ap_compaction_of_the_tail_keeps_weight_whose_events_the_big_side_holds(monkeypatch):
+    """AP merges the positive sides outside the biggest into one: not a final merge (the
+    biggest remains), so an entry whose count cancels but not its weight stays. Default
+    layout: an event of weight 1 at 0.5 in a big batch, one of weight 2 at 0.5 in the
+    next (batches merged, AP not read yet), the weight-1 one reverted, then AP read."""
+    monkeypatch.setattr(scoreorder, "FLAT_MAX", DEFAULTS[0])
+    monkeypatch.setattr(levels, "MIN_SIDE", DEFAULTS[1])
+    rng = np.random.default_rng(0)
+    y1, s1, w1 = rng.random(100_000) < 0.7, rng.random(100_000) * 0.4, np.ones(100_000)
+    y1[0], s1[0] = True, 0.5
+    y2, s2, w2 = np.ones(10_000, bool), 0.6 + rng.random(10_000) * 0.4, np.ones(10_000)
+    s2[0], w2[0] = 0.5, 2.0
+    ap = se.AveragePrecision()
+    ap.update_many(y1, s1, w1)
+    ap._order  # merged, not read
+    ap.update_many(y2, s2, w2)
+    ap._order
+    ap.revert_many([True], [0.5], [1.0])
+    assert len(ap._so._levels.pos) >= 3  # the biggest, the second batch, the tombstone
+    y, s, w = np.r_[y1[1:], y2], np.r_[s1[1:], s2], np.r_[w1[1:], w2]
+    assert ap.get() == pytest.approx(average_precision_score(y, s, sample_weight=w), abs=1e-12)
+    ap._check()
+    ap.revert(True, 0.5, 2.0)  # the weight-2 event is still there
+    keep = np.ones(len(y), bool)
+    keep[len(y1) - 1] = False
+    assert ap.get() == pytest.approx(
+        average_precision_score(y[keep], s[keep], sample_weight=w[keep]), abs=1e-12)
+
+
+def test_a_tiny_batch_into_an_emptied_order_stores_no_phantom_event(monkeypatch):
+    """An order emptied in levels, then given a batch of two events: exactly those two
+    (the blocks seeded for the first entry hold no event of their own)."""
+    monkeypatch.setattr(scoreorder, "FLAT_MAX", DEFAULTS[0])
+    monkeypatch.setattr(scoreorder, "TRICKLE_ENTRIES", DEFAULTS[2])
+    rng = np.random.default_rng(1)
+    y, s = rng.random(20_000) < 0.5, rng.random(20_000)
+    m = se.ROCAUC().update_many(y, s)
+    assert m.get() == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    m.revert_many(y, s)
+    m.update_many([1, 0], [0.9, 0.1])
+    assert m.get() == 1.0 and m._so.n_pos == 1 and m._so.n_neg == 1
+    with pytest.raises(ValueError, match="no such event"):
+        m.revert(1, 0.1)
+    m._check()
+    o = ScoreOrder()  # and straight on the order: entries into empty blocks
+    o.add(0.3, True, 1.0)
+    o.remove(0.3, True, 1.0)
+    o._add_entry(0.7, 2.0, 1.0, 2, 1)
+    assert (o.n_pos, o.n_neg, o.pos_weight, o.neg_weight) == (2, 1, 2.0, 1.0)
+    assert o.arrays()[3].tolist() == [2] and o.u == 1.0  # the two ties: 2 * 1 / 2
+
+
+def test_final_merges_drop_every_entry_without_events_so_the_state_round_trips(monkeypatch):
+    """Weights 0.1, 0.2 and 0.3 added at one score in three batches, then reverted:
+    the score leaves (rounding and all) when its class is down to one side; len() and
+    the state are right, and the state loads."""
+    monkeypatch.setattr(scoreorder, "FLAT_MAX", DEFAULTS[0])
+    monkeypatch.setattr(levels, "MIN_SIDE", DEFAULTS[1])
+    rng = np.random.default_rng(0)
+    y, s = rng.random(20_000) < 0.5, rng.random(20_000) * 0.4
+    m = se.ROCAUC().update_many(y, s)
+    m.get()
+    for w in (0.1, 0.2, 0.3):
+        m.update_many([1], [0.5], w=[w]).get()
+    m.revert_many([1, 1, 1], [0.5] * 3, w=[0.1, 0.2, 0.3]).get()
+    assert len(m) == len(np.unique(s))
+    back = se.from_state(m.to_state())
+    assert back.get() == m.get() == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    m._check()
+
+
+def test_ap_with_rounding_below_zero_at_zero_weight_scores_is_sklearns():
+    """Fractional weights added and removed around zero-weight positives at the top:
+    running sums a few ulps below zero there give precision 0, not a huge ratio."""
+    T, F = True, False
+    o = ScoreOrder()
+    batch(o, [(0.7, T, 2.0), (0.1, F, 1.0)], 1)
+    batch(o, [(0.9, T, 0.6), (0.8, T, 0.7), (0.8, T, 1.1), (0.9, T, 0.0), (0.8, T, 0.0)], 1)
+    batch(o, [(0.9, T, 0.7), (0.8, T, 0.1), (0.9, T, 0.3)], 1)
+    for e in [(0.9, T, 0.3), (0.9, T, 0.7), (0.9, T, 0.6), (0.8, T, 1.1), (0.8, T, 0.7),
+              (0.8, T, 0.1)]:
+        batch(o, [e], -1)
+    live = [(0.7, T, 2.0), (0.1, F, 1.0), (0.9, T, 0.0), (0.8, T, 0.0)]
+    assert_order(o, live, read_ap=True)
+
+
+def test_the_first_event_into_an_empty_order_invalidates_cached_reads():
+    for cls, want in ((se.AveragePrecision, 1.0), (se.InterpolatedAP, 1.0)):
+        m = cls()
+        assert math.isnan(m.get())
+        m.update(1, 0.9)
+        assert m.get() == want
+
+
+def test_single_events_after_a_batch_on_a_small_order_take_the_per_event_path(monkeypatch):
+    """A flat order (small) fed one event at a time moves to blocks at the first event:
+    each event is then O(log n), not a numpy merge of the whole order."""
+    monkeypatch.setattr(scoreorder, "FLAT_MAX", DEFAULTS[0])
+    rng = np.random.default_rng(2)
+    y, s = rng.random(5_000) < 0.3, rng.random(5_000)
+    m = se.AveragePrecision().update_many(y, s)
+    assert m.get() == pytest.approx(average_precision_score(y, s), abs=1e-12)
+    assert m._so.bulk and not m._so.levelled
+    for yi, si in zip(y[:50].tolist(), (s[:50] + 1e-6).tolist()):
+        m.update(yi, si)
+        m.get()
+    assert not m._so.bulk  # blocks
+    yy, ss = np.r_[y, y[:50]], np.r_[s, s[:50] + 1e-6]
+    assert m.get() == pytest.approx(average_precision_score(yy, ss), abs=1e-12)

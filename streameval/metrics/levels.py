@@ -39,9 +39,12 @@ distinct score when scores are distinct (what models emit), 40 for a score that 
 both classes. Counts add 8 bytes per entry, fractional weights 8 more.
 
 Removals are "tombstones": a side of negated entries, whose counts and weights cancel
-those of the side holding the events when the two are merged (entries whose count
-reaches zero are dropped then, their rounding residue with them). A side's own counts
-may hence be negative; the sums over all sides are the order's.
+those of the side holding the events when the two are merged. An entry whose count and
+weight both cancel is dropped then; one whose count cancels but not its weight (a
+zero-weight event removed where a weighted one came in) stays while other sides of its
+class may hold that score's events, and goes with the class's last merge into one side
+(its weight then is rounding; see :func:`merge`). A side's own counts may hence be
+negative or zero; the sums over all sides are the order's.
 
 No ``np.dot`` here: for long vectors OpenBLAS runs it on several threads, which then
 spin and double the CPU time of everything around (measured); products are summed by
@@ -58,7 +61,6 @@ __all__ = ["Side", "Levels", "above", "GROWTH", "AP_RENT"]
 
 _F8 = np.float64
 _I8 = np.int64
-_TINY = np.finfo(np.float64).tiny
 
 #: A new side is merged into the one below it while that one is at most this many
 #: times bigger: side sizes then fall by this factor from the oldest to the newest,
@@ -244,22 +246,28 @@ class _Placement:
 
 
 def merge(x, y, final=False):
-    """One side holding the events of sides ``x`` and ``y``: ``(side, big, new_keys,
-    placement, dropped)``, with the bigger input, the smaller's keys that were not in
-    it, where they landed, and the merged indices dropped (or None).
+    """One side holding the events of sides ``x`` and ``y``.
 
     An entry whose count and weight both cancel (a tombstone meeting its events) is
     dropped. One whose count cancels but not its weight is kept while other sides of the
     class may hold events at its score (a zero-weight event removed where one of weight
-    1 was added: count 0, weight 1, the other side holding the rest); with ``final``
-    (the result is the class's only side) such a weight is rounding left over, and it
-    is dropped, the running sums at and below losing it too. Cost: a few numpy passes
-    over the bigger side plus `O(m log(n))` searches for the smaller."""
+    1 was added: count 0, weight 1, the other side holding the rest). With ``final``
+    (the result is the class's only side) every entry without events goes, and the
+    weight left there (rounding) with it; with fractional weights the running sums are
+    then recomputed from each score's weight, so that the rounding of step functions
+    added over many merges does not build up. Cost: a few numpy passes over the bigger
+    side plus `O(m log(n))` searches for the smaller."""
     big, small = (x, y) if x.size >= y.size else (y, x)
+    out = None
     if big.size <= SMALL_MERGE:
         out = _merge_disjoint(big, small)
-        if out is not None:
-            return out, big, small.k, None, None
+    if out is None:
+        out = _merge_placed(big, small, final)
+    return _final(out) if final else out
+
+
+def _merge_placed(big, small, final):
+    """``merge`` by placing the smaller side's scores among the bigger's."""
     pl = _Placement(big.k, small.k)
     new = ~pl.hit
     at = pl.at
@@ -281,19 +289,27 @@ def merge(x, y, final=False):
     if big.pn is not None and small.pn is not None:  # the same at a score in both
         pn = pl.place(big.pn[:-1], small.pn[:-1][new])
     out = Side(k, w, c, ow, pn, ones=big.ones and small.ones and not pl.hit.any())
-    dropped = None
-    if pl.hit.any():
+    if not final and pl.hit.any():  # (final: _final drops every empty entry)
         idx = pl.merged_index()
         counts = w if c is None else c
         empty = (counts[idx] - counts[idx + 1]) == 0.0
-        if not final and c is not None:  # (unit weights: the weight is the count)
+        if c is not None:  # (unit weights: the weight is the count)
             empty &= (ow[idx] if ow is not None else w[idx] - w[idx + 1]) == 0.0
-        dropped = idx[empty]
-        if len(dropped):
-            out = _drop(out, dropped)
-        else:
-            dropped = None
-    return out, big, small.k[new], pl, dropped
+        if empty.any():
+            out = _drop(out, idx[empty])
+    return out
+
+
+def _final(side):
+    """A class's only side: without entries that hold no event (their leftover weight
+    leaves the running sums too), and, with fractional weights, running sums
+    recomputed from each score's weight. `O(n)`."""
+    empty = np.flatnonzero(side.counts() == 0.0)
+    if len(empty):
+        side = _drop(side, empty)
+    if side.ow is not None:
+        side.w = above(side.ow, False)
+    return side
 
 
 def _merge_disjoint(big, small):
@@ -343,7 +359,7 @@ def _push(sides, s):
                               or sides[-2].size < MIN_SIDE):
         top = sides.pop()
         below = sides.pop()
-        sides.append(merge(below, top, final=not sides)[0])
+        sides.append(merge(below, top, final=not sides))
 
 
 def _cross(q, wq, sides, sign):
@@ -469,20 +485,22 @@ class Levels:
                 i = np.minimum(s.k.searchsorted(keys), s.size - 1)
                 hit = s.k[i] == keys
                 j = i[hit]
-                w_out[hit] += s.weights()[j]
-                c_out[hit] += s.counts()[j]
+                w_out[hit] += s.w[j] - s.w[j + 1] if s.ow is None else s.ow[j]
+                c = s.w if s.c is None else s.c
+                c_out[hit] += c[j] - c[j + 1]
         return out[0].astype(_I8), out[1].astype(_I8), out[2], out[3]
 
     @staticmethod
-    def _compacted(sides, keep=True):
+    def _compacted(sides, keep=True, final=True):
         """The sides merged into one (or None); with ``keep`` the list is replaced by
-        it (else the layout is left as it is)."""
+        it (else the layout is left as it is). ``final``: they are all the class's
+        sides (else others remain: see :func:`merge`)."""
         if not keep:
             sides = list(sides)
         while len(sides) > 1:
             top = sides.pop()
             below = sides.pop()
-            sides.append(merge(below, top, final=not sides)[0])
+            sides.append(merge(below, top, final=final and not sides))
         return sides[0] if sides else None
 
     def entries(self, keep=True):
@@ -552,7 +570,7 @@ class Levels:
             elif len(pos) > 2:
                 rest = pos[1:]
                 del pos[1:]
-                pos.append(self._compacted(rest))
+                pos.append(self._compacted(rest, final=False))  # (pos[0] remains)
         big = pos[0]
         t = big.w[:-1]
         tail = pos[1] if len(pos) > 1 else None
@@ -560,18 +578,19 @@ class Levels:
             lo, hi = _bounds(big.k, tail.k)
             t = t + _step(tail.w, _runs(hi, big.size))
         a = big.pn[:-1] + t
-        guard = not all(s.ones for s in pos)
-        if guard:
-            np.maximum(a, _TINY, out=a)
-        ratio = np.divide(t, a, out=a)
+        if all(s.ones for s in pos):  # one event of weight 1 per score: A >= T >= 1
+            ratio = np.divide(t, a, out=a)
+        else:  # zero weights or removals: A may be 0 (precision 0), or off by rounding
+            ratio = np.divide(t, a, out=np.zeros(len(a)), where=a > 0.0)
+            np.clip(ratio, 0.0, 1.0, out=ratio)
         if not big.ones:
             ratio *= big.weights()
         total = float(ratio.sum())
         if tail is not None:
             tt = tail.w[:-1] + big.w[lo]
             at = tt + tail.pn[:-1]
-            np.maximum(at, _TINY, out=at)
-            tt /= at
+            tt = np.divide(tt, at, out=np.zeros(len(at)), where=at > 0.0)
+            np.clip(tt, 0.0, 1.0, out=tt)
             tt *= tail.weights()
             total += float(tt.sum())
         return total

@@ -250,12 +250,12 @@ def _average_precision(order):
     if not order.nz_pos:
         return _NAN
     if order.levelled:
-        return max(0.0, order.ap_numerator() / order.pos_weight)
+        return min(1.0, max(0.0, order.ap_numerator() / order.pos_weight))
     if order.exact_ints():
         return _average_precision_ints(order)
     wp, prec = _desc_precision(order)
     prec *= wp  # not np.dot: on reversed views it is 20x slower (measured)
-    return max(0.0, float(prec.sum() / wp.sum()))
+    return min(1.0, max(0.0, float(prec.sum() / wp.sum())))
 
 
 def _average_precision_ints(order):
@@ -271,18 +271,18 @@ def _average_precision_ints(order):
     above_p = np.empty(n, dtype=np.int64)  # positive weight at or above each score
     above_p[0] = 0
     np.cumsum(ip[:-1], out=above_p[1:])
-    np.subtract(int(order.pos_weight), above_p, out=above_p)
+    np.subtract(round(order.pos_weight), above_p, out=above_p)
     it = wn.astype(np.int64)
     it += ip
     above = np.empty(n, dtype=np.int64)  # all weight at or above each score
     above[0] = 0
     np.cumsum(it[:-1], out=above[1:])
-    np.subtract(int(order.pos_weight + order.neg_weight), above, out=above)
+    np.subtract(round(order.pos_weight + order.neg_weight), above, out=above)
     if order.z_pos or order.z_neg:  # zero weight at and above the top: precision 0
         np.maximum(above, 1, out=above)
     prec = np.divide(above_p, above)
     prec *= wp
-    return max(0.0, float(prec.sum() / order.pos_weight))
+    return min(1.0, max(0.0, float(prec.sum() / order.pos_weight)))
 
 
 def _interpolated_precision(order):
@@ -429,7 +429,7 @@ class _BinaryRanking(BinaryMetric):
             positive = self._label(y_true)
         if self._bins:
             y_pred = _bin_of(y_pred, self._bins)
-        if self._streak < DEFER_AFTER and not self._so.bulk:
+        if self._streak < DEFER_AFTER and not self._so.levelled:
             self._streak += 1
             self._add(y_pred, positive, w)
         else:

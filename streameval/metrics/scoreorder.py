@@ -175,8 +175,8 @@ def _merged(stored, keys, wp, wn, cp, cn, inplace=True):
     left as it was), the others inserted, `O(n + m)`."""
     k0, p0, n0, c0, d0 = stored
     n = len(k0)
-    if not n:
-        return keys, wp, wn, cp, cn
+    if not n:  # (copies: the order keeps what this returns, and writes to it)
+        return keys.copy(), wp.copy(), wn.copy(), cp.copy(), cn.copy()
     pos = np.searchsorted(k0, keys)
     hit = pos < n
     hit[hit] = k0[pos[hit]] == keys[hit]
@@ -584,6 +584,7 @@ class ScoreOrder:
 
     # ------------------------------------------------------------------ structure
     def _insert_first(self, s, positive, w):
+        self.stamp += 1  # (readers cache by stamp: the order was empty)
         self._set_blocks(
             np.array([s]),
             np.array([w if positive else 0.0]),
@@ -668,7 +669,8 @@ class ScoreOrder:
                 (pos_empty, self._wp, self._tp, self._gp),
                 (neg_empty, self._wn, self._tn, self._gn),
             ):
-                if empty and (any(totals) or any(groups)):
+                # (a block may hold rounding left over while the totals are exactly 0)
+                if empty and (any(totals) or any(groups) or any(map(any, blocks))):
                     for b in blocks:
                         if any(b):
                             b[:] = _zeros(len(b))
@@ -850,7 +852,7 @@ class ScoreOrder:
         if self._arrays is not None:  # small: one numpy merge (big: becomes a level)
             self._install(_merged(self._owned(), keys, wp, wn, cp, cn))
         elif self._levels is not None:
-            if m < TRICKLE_ENTRIES:
+            if m < TRICKLE_ENTRIES and self.size():
                 self._trickle += 1
                 if self._trickle * TRICKLE_RATIO >= self.size():
                     self._materialize()
@@ -888,9 +890,10 @@ class ScoreOrder:
         """Add ``np_`` positives of total weight ``bp`` and ``nn`` negatives of weight
         ``bn``, all with score ``s``. Runtime complexity: `O(log(n))`."""
         maxes = self._maxes
-        if not maxes:
-            self._insert_first(s, True, 0.0)
-            self.n_pos = self.z_pos = 0
+        if not maxes:  # an entry without events at s, which the lines below fill
+            self._set_blocks(np.array([s]), np.zeros(1), np.zeros(1),
+                             np.zeros(1, dtype=_I8), np.zeros(1, dtype=_I8))
+            maxes = self._maxes
             k = i = 0
         else:
             k = bisect_left(maxes, s)
