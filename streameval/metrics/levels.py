@@ -239,6 +239,14 @@ class _Placement:
             body[self.slots] = new_values
         return out
 
+    def running(self, big, small):
+        """The merged running sum "at or above" of the big side's ``big`` and the small
+        side's ``small``: the small one's read at each big key (a step function) added to
+        the big one's, and the new keys' values (the big one's at their insertion point
+        plus their own)."""
+        new = ~self.hit
+        return self.place(big[:-1] + _step(small, self.runs), big[self.at] + small[:-1][new])
+
     def merged_index(self):
         """Indices, among the merged keys, of the big side's entries that were hit."""
         i = self.pos[self.hit]
@@ -270,17 +278,11 @@ def _merge_placed(big, small, final):
     """``merge`` by placing the smaller side's scores among the bigger's."""
     pl = _Placement(big.k, small.k)
     new = ~pl.hit
-    at = pl.at
-    if pl.mask is None:
-        k = big.k
-    else:
-        k = np.empty(pl.size)
-        k[pl.mask] = big.k
-        k[pl.slots] = small.k[new]
-    w = pl.place(big.w[:-1] + _step(small.w, pl.runs), big.w[at] + small.w[:-1][new])
+    k = big.k if pl.mask is None else pl.place(big.k, small.k[new], tail=False)
+    w = pl.running(big.w, small.w)
     c = ow = None
     if big.c is not None:
-        c = pl.place(big.c[:-1] + _step(small.c, pl.runs), big.c[at] + small.c[:-1][new])
+        c = pl.running(big.c, small.c)
     if big.ow is not None:
         b = big.ow.copy()
         b[pl.pos[pl.hit]] += small.ow[pl.hit]
@@ -360,27 +362,6 @@ def _push(sides, s):
         top = sides.pop()
         below = sides.pop()
         sides.append(merge(below, top, final=not sides))
-
-
-def _cross(q, wq, sides, sign):
-    """Pairs of events at scores ``q`` (weights ``wq``) with the other class's
-    ``sides``: for positives at ``q`` (``sign`` +1), the negatives below plus half those
-    at each score; for negatives (``sign`` -1), the positives above plus half those at."""
-    total = 0.0
-    for s in sides:
-        if not s.size:
-            continue
-        a, b = _bounds(s.k, q)
-        v = s.w[a]
-        v += s.w[b]
-        if sign > 0:  # N - (at-or-above + above) / 2
-            v *= -0.5
-            v += s.w[0]
-        else:  # (at-or-above + above) / 2
-            v *= 0.5
-        v *= wq
-        total += float(v.sum())
-    return total
 
 
 class Levels:
