@@ -485,18 +485,16 @@ class ScoreOrder:
                 raise KeyError(s)
         elif (self.z_neg == 0 if not w else self.n_neg == self.z_neg):
             raise KeyError(s)
-        if w != 1.0:
-            # more weight than this class holds at s: not an event that was added (with
-            # weights of 1 only, the count checked above is the weight)
-            if not _checked and ((self._wp if positive else self._wn)[k][i] - w < -(
+        # more weight than this class holds at s: not an event that was added (with
+        # weights of 1 only, the count checked above is the weight)
+        if not (_checked or (w == 1.0 and self.unit)) and (
+                (self._wp if positive else self._wn)[k][i] - w < -(
                     1e-9 * w + _SLACK * (self.pos_weight if positive else self.neg_weight))):
-                raise KeyError(s)  # (``_overdrawn`` inlined: this runs per event)
-            self.unit = False  # (a weight other than the one added would do it)
+            raise KeyError(s)  # (``_overdrawn`` inlined: this runs per event)
+        if w != 1.0:  # (a weight other than the one added would do it)
+            self.unit = False
             if w != int(w):
                 self.integral = False
-        elif not (_checked or self.unit) and (self._wp if positive else self._wn)[k][i] - 1.0 < -(
-                1e-9 + _SLACK * (self.pos_weight if positive else self.neg_weight)):
-            raise KeyError(s)
         g = k >> 6
         if positive:
             other = self._wn[k]
@@ -746,13 +744,13 @@ class ScoreOrder:
 
     def _materialize(self):
         """Build the blocks from the bulk layout."""
-        arrays = self._owned()
-        self._levels = self._arrays = None
-        self._set_blocks(*arrays)
+        self._set_blocks(*self._owned())
 
     def _set_blocks(self, keys, wp, wn, cp, cn):
         """Blocks holding these ascending distinct-score arrays."""
         self._levels = self._arrays = None
+        keys, wp, wn = (np.asarray(x, dtype=_F8) for x in (keys, wp, wn))
+        cp, cn = np.asarray(cp, dtype=_I8), np.asarray(cn, dtype=_I8)
         load = self._load
         n = len(keys)
 
@@ -766,18 +764,18 @@ class ScoreOrder:
                 out.append(b)
             return out
 
-        self._keys = blocks(np.asarray(keys, dtype=_F8), "d")
-        self._wp = blocks(np.asarray(wp, dtype=_F8), "d")
-        self._wn = blocks(np.asarray(wn, dtype=_F8), "d")
-        self._cp = blocks(np.asarray(cp, dtype=_I8), "q")
-        self._cn = blocks(np.asarray(cn, dtype=_I8), "q")
+        self._keys = blocks(keys, "d")
+        self._wp = blocks(wp, "d")
+        self._wn = blocks(wn, "d")
+        self._cp = blocks(cp, "q")
+        self._cn = blocks(cn, "q")
         maxes = array("d")
         tp, tn = array("d"), array("d")
         if n:
             idx = np.arange(0, n, load)
-            maxes.frombytes(np.asarray(keys, dtype=_F8)[np.minimum(idx + load, n) - 1].tobytes())
-            tp.frombytes(np.add.reduceat(np.asarray(wp, dtype=_F8), idx).tobytes())
-            tn.frombytes(np.add.reduceat(np.asarray(wn, dtype=_F8), idx).tobytes())
+            maxes.frombytes(keys[np.minimum(idx + load, n) - 1].tobytes())
+            tp.frombytes(np.add.reduceat(wp, idx).tobytes())
+            tn.frombytes(np.add.reduceat(wn, idx).tobytes())
         self._maxes, self._tp, self._tn = maxes, tp, tn
         self._gp = _groups(tp)
         self._gn = _groups(tn)
@@ -834,7 +832,7 @@ class ScoreOrder:
         in one by one, `O(m log(n))`; otherwise the order moves to its bulk layout and
         the batch becomes a new level: ``U`` gains the batch's own pairs and its pairs
         with each level (``searchsorted`` per level), `O(m log(n))` numpy, and levels of
-        similar sizes are merged (:data:`GROWTH`), amortised `O(log(n / m))` numpy
+        similar sizes are merged (:data:`streameval.metrics.levels.GROWTH`), amortised `O(log(n / m))` numpy
         passes per entry. In the bulk layout, a run of tiny batches (fewer than
         :data:`TRICKLE_ENTRIES` entries each) moves the order back to blocks once their
         count times :data:`TRICKLE_RATIO` reaches the stored entries (the per-event path
@@ -978,12 +976,23 @@ class ScoreOrder:
             wsn[hit] = wn0[pos[hit]]
         return out
 
-    def _refused(self, keys, wp, wn, cp, cn):
+    def _refused(self, keys, wp, wn, cp, cn, added=None):
         """Mask of the entries that hold more events, or more weight (beyond rounding),
-        than stored at their score."""
+        than stored at their score (plus, given ``added``, the :meth:`add_entries`
+        arguments of events about to come in)."""
         sp, sn, wsp, wsn = self.stored_counts(keys, weights=True)
-        return ((cp > sp) | (cn > sn) | _overdrawn(wsp, wp, self.pos_weight)
-                | _overdrawn(wsn, wn, self.neg_weight))
+        scale_p, scale_n = self.pos_weight, self.neg_weight
+        if added is not None:
+            ak, ap, an, acp, acn = added[:5]
+            i = np.minimum(ak.searchsorted(keys), len(ak) - 1)
+            hit = ak[i] == keys
+            sp = sp + np.where(hit, acp[i], 0)
+            sn = sn + np.where(hit, acn[i], 0)
+            wsp = wsp + np.where(hit, ap[i], 0.0)
+            wsn = wsn + np.where(hit, an[i], 0.0)
+            scale_p, scale_n = scale_p + float(ap.sum()), scale_n + float(an.sum())
+        return ((cp > sp) | (cn > sn) | _overdrawn(wsp, wp, scale_p)
+                | _overdrawn(wsn, wn, scale_n))
 
     def _zeros_fit(self, cp, cn, z_pos, z_neg):
         """Whether the stored events include ``z_*`` of weight 0 and the rest of
@@ -1055,15 +1064,13 @@ class ScoreOrder:
                 self._levelize()
             self._note_weights(wp, wn, cp, cn)  # (flags and layout only: atomic)
             if self._arrays is not None:  # small: one numpy subtraction (checks first)
-                arrays = _subtracted(self._owned(), keys, wp, wn, cp, cn, self.pos_weight,
-                                     self.neg_weight)
-            elif not _checked:
-                bad = self._refused(keys, wp, wn, cp, cn)
-                if bad.any():
-                    raise KeyError(bad)
-            if self._arrays is not None:
-                self._install(arrays)
+                self._install(_subtracted(self._owned(), keys, wp, wn, cp, cn,
+                                          self.pos_weight, self.neg_weight))
             else:
+                if not _checked:
+                    bad = self._refused(keys, wp, wn, cp, cn)
+                    if bad.any():
+                        raise KeyError(bad)
                 self._add_level(keys, -wp, -wn, -cp, -cn)
             self.z_pos -= z_pos
             self.z_neg -= z_neg
@@ -1103,16 +1110,7 @@ class ScoreOrder:
             if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
                 self._settle()
             return
-        sp, sn, wsp, wsn = self.stored_counts(rk, weights=True)
-        i = np.minimum(ak.searchsorted(rk), len(ak) - 1)
-        hit = ak[i] == rk
-        sp = sp + np.where(hit, acp[i], 0)
-        sn = sn + np.where(hit, acn[i], 0)
-        wsp = wsp + np.where(hit, ap[i], 0.0)
-        wsn = wsn + np.where(hit, an[i], 0.0)
-        bad = ((rcp > sp) | (rcn > sn)
-               | _overdrawn(wsp, rp, self.pos_weight + float(ap.sum()))
-               | _overdrawn(wsn, rn, self.neg_weight + float(an.sum())))
+        bad = self._refused(rk, rp, rn, rcp, rcn, added)
         if bad.any():
             raise KeyError(bad)
         self.add_entries(*added)
