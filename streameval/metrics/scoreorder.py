@@ -860,6 +860,11 @@ class ScoreOrder:
                 self._add_one_by_one(keys, wp, wn, cp, cn)
         self.z_pos += z_pos
         self.z_neg += z_neg
+        self._batch_done()
+
+    def _batch_done(self):
+        """After a batch in or out: readers' caches expire, and a class left with only
+        zero-weight events is settled to exactly zero."""
         self.stamp += 1
         if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
             self._settle()
@@ -1074,9 +1079,7 @@ class ScoreOrder:
                 self._add_level(keys, -wp, -wn, -cp, -cn)
             self.z_pos -= z_pos
             self.z_neg -= z_neg
-        self.stamp += 1
-        if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
-            self._settle()
+        self._batch_done()
 
     def replace_entries(self, added, removed):
         """Add the aggregated events ``added`` and remove ``removed`` (each a tuple of
@@ -1106,9 +1109,7 @@ class ScoreOrder:
                                  self.neg_weight + float(an.sum()))
             self._install(arrays)
             self.z_pos, self.z_neg = z_pos - rzp, z_neg - rzn
-            self.stamp += 1
-            if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
-                self._settle()
+            self._batch_done()
             return
         bad = self._refused(rk, rp, rn, rcp, rcn, added)
         if bad.any():
