@@ -33,20 +33,13 @@ class Chunk:
     (2, (array([False]), array([0.2]), None))
     """
 
-    __slots__ = ("y", "s", "w", "lo", "_lists")
+    __slots__ = ("y", "s", "w", "lo", "lists")
 
     def __init__(self, y, s, w, lo=0):
         self.y, self.s, self.w, self.lo = y, s, w, lo
-        self._lists = None
-
-    def lists(self):
-        """The columns as Python lists (``w`` None: every weight 1), made once: events
-        expired one at a time (a window fed per event after a batch) read Python values
-        at list speed instead of numpy scalars. `O(n)` the first time, then `O(1)`."""
-        if self._lists is None:
-            tl = lambda c: c.tolist() if isinstance(c, np.ndarray) else c  # noqa: E731
-            self._lists = (tl(self.y), tl(self.s), None if self.w is None else tl(self.w))
-        return self._lists
+        # the columns as Python lists, made once by a count window whose events expire
+        # one at a time (list reads, not numpy scalars); None until then
+        self.lists = None
 
     def __len__(self):
         return len(self.y) - self.lo

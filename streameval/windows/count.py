@@ -76,7 +76,10 @@ class _CountSliding(Sliding, case="count"):
     def _revert_oldest_of(self, first):
         """Revert the oldest event of a Chunk (the event path)."""
         i = first.lo
-        ys, ss, ws = first.lists()
+        if first.lists is None:  # made once: O(n), then each expiry reads Python values
+            first.lists = (as_items(first.y), as_items(first.s),
+                           None if first.w is None else as_items(first.w))
+        ys, ss, ws = first.lists
         y = ys[i]
         labels = self._labels
         if labels is not None and self._typed:
