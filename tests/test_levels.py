@@ -179,18 +179,53 @@ def test_hypothesis_merge_of_two_sides(a, b, fractional, final):
         return Side.build(keys, w, c, False, not fractional, not fractional), d
     x, dx = side(a)
     y, dy = side(b)
-    got = merge(x, y, final=final)
     want = {}
     for d in (dx, dy):
         for k, (c, w) in d.items():
             C, W = want.get(k, (0, 0.0))
             want[k] = (C + c, W + w)
     want = {k: v for k, v in want.items() if v[0] != 0 or (v[1] != 0 and not final)}
-    assert got.k.tolist() == sorted(want)
-    assert got.counts().tolist() == [want[k][0] for k in got.k.tolist()]
-    np.testing.assert_allclose(got.weights(), [want[k][1] for k in got.k.tolist()], atol=1e-12)
-    np.testing.assert_allclose(own(got.w), got.weights(), atol=1e-12)
-    assert got.w[-1] == 0.0
+    big, small = (x, y) if x.size >= y.size else (y, x)
+    placed = levels._merge_placed(big, small, final)
+    for got in (merge(x, y, final=final), levels._merge_sorted(big, small, final),
+                levels._final(placed) if final else placed):
+        assert got.k.tolist() == sorted(want)
+        assert got.counts().tolist() == [want[k][0] for k in got.k.tolist()]
+        np.testing.assert_allclose(got.weights(), [want[k][1] for k in got.k.tolist()],
+                                   atol=1e-12)
+        np.testing.assert_allclose(own(got.w), got.weights(), atol=1e-12)
+        assert got.w[-1] == 0.0
+        got.check(False, not fractional)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 1), max_size=40, unique=True),
+       st.lists(st.floats(0, 1), max_size=40, unique=True), st.booleans(), st.booleans())
+def test_hypothesis_merge_of_sides_of_unit_events_keeps_pn_and_ones(a, b, with_pn, final):
+    """Sides of one event of weight 1 per score (``ones``: the running sum counts down)
+    merged by the sort and by placement: the union of the scores, a count of 2 where
+    both held one, ``ones`` only without such a score, and ``pn`` carried through."""
+    def side(keys):
+        k = np.array(sorted(keys))
+        s = Side.build(k, np.ones(len(k)), np.ones(len(k), dtype=np.int64), True, True, True)
+        if with_pn:  # any per-score values: pn is a function of the score
+            s.pn = np.append(k * 10.0, 0.0)
+        return s
+    x, y = side(a), side(b)
+    assert x.ones and y.ones
+    big, small = (x, y) if x.size >= y.size else (y, x)
+    placed = levels._merge_placed(big, small, final)
+    union = sorted(set(a) | set(b))
+    for got in (levels._merge_sorted(big, small, final),
+                levels._final(placed) if final else placed):
+        assert got.k.tolist() == union
+        assert got.counts().tolist() == [(u in a) + (u in b) for u in union]
+        assert got.ones == (not set(a) & set(b))
+        if with_pn and got.size:
+            np.testing.assert_array_equal(got.pn, np.append(np.array(union) * 10.0, 0.0))
+        else:
+            assert got.pn is None or not got.size
+        got.check(True, True)
 
 
 def test_above_is_exact_in_int64_and_matches_float():
