@@ -529,6 +529,37 @@ def test_sliding_ranking_float_weights(name):
             assert same(win.get(), oracle(y[lo:i + 1], s[lo:i + 1], w[lo:i + 1]), tol=1e-9)
 
 
+@pytest.mark.parametrize("name", ["ROCAUC", "AveragePrecision"])
+def test_full_count_window_of_a_ranking_metric_swaps_events_exactly(name):
+    """A full count window over a ranking metric takes each new event and expires the
+    oldest in one call (``_swap``): after a batch (expiring from its chunk, labels
+    decoded) and after single events, with string labels, ties and weights, the value
+    is scikit-learn's on the last ``size`` events; a refused new event changes nothing;
+    an old event that is not stored is refused and changes nothing."""
+    make, oracle = METRICS[name]
+    metric = {"ROCAUC": streameval.ROCAUC, "AveragePrecision": streameval.AveragePrecision}[name]
+    y, s, w = stream(21, 900)
+    labels = ["spam" if v else "ham" for v in y]
+    win = Sliding(metric(pos_label="spam", neg_label="ham"), size=120)
+    assert win._swap is not None
+    win.update_many(labels[:300], s[:300], w[:300])  # batch: a chunk expires first
+    for i in range(300, len(y)):
+        win.update(labels[i], s[i], w=w[i])
+        if i % 17 == 0 or i < 310:
+            assert same(win.get(), oracle(y[i - 119:i + 1], s[i - 119:i + 1], w[i - 119:i + 1]))
+    win._check()
+    before = (win.get(), json.dumps(win.to_state()))
+    with pytest.raises(ValueError, match="y_pred"):
+        win.update("spam", float("nan"))
+    with pytest.raises(ValueError, match="y_true"):
+        win.update("eggs", 0.5)
+    assert (win.get(), json.dumps(win.to_state())) == before
+    m = win.metric
+    with pytest.raises(ValueError, match="no such event"):
+        m._swap("spam", 0.25, 1.0, "ham", 12.5, 1.0)  # 12.5 was never added
+    assert (win.get(), json.dumps(win.to_state())) == before
+
+
 @pytest.mark.parametrize("name", list(METRICS))
 def test_sliding_update_many_over_real_metrics(name):
     make, oracle = METRICS[name]

@@ -429,7 +429,7 @@ class _BinaryRanking(BinaryMetric):
             positive = self._label(y_true)
         if self._bins:
             y_pred = _bin_of(y_pred, self._bins)
-        if self._streak < DEFER_AFTER and not self._so.levelled:
+        if self._streak < DEFER_AFTER and self._so._levels is None:  # (not levelled)
             self._streak += 1
             self._add(y_pred, positive, w)
         else:
@@ -469,6 +469,43 @@ class _BinaryRanking(BinaryMetric):
         except KeyError:
             raise ValueError(
                 f"revert(y_true={y_true!r}, y_pred={y_pred!r}): no such event was added"
+            ) from None
+
+    def _swap(self, y_true, y_pred, w, y_old, s_old, w_old):
+        """``update(y_true, y_pred, w)`` then ``revert(y_old, s_old, w_old)`` in one call:
+        a count window's step, the event that expires added earlier (and so valid).
+        The same checks and result as the two calls, with one layer of calls less per
+        event; if the old event is not stored, nothing changes (``ValueError``)."""
+        so = self._so
+        if self._bins or self._ps or self._chunks or so._levels is not None:
+            self.update(y_true, y_pred, w)
+            self.revert(y_old, s_old, w_old)
+            return
+        if type(y_pred) is not float or y_pred - y_pred:
+            y_pred = self._score(y_pred)
+        if type(w) is not float or not w >= 0.0 or w - w:
+            w = check_weight(w)
+        if type(s_old) is not float or s_old - s_old:
+            s_old = self._score(s_old)
+        if type(w_old) is not float or not w_old >= 0.0 or w_old - w_old:
+            w_old = check_weight(w_old)
+        pos, neg = self._pos_set, self._neg_set
+        try:
+            positive = True if y_true in pos else False if y_true in neg else self._label(y_true)
+        except TypeError:
+            positive = self._label(y_true)
+        try:
+            old_positive = True if y_old in pos else False if y_old in neg else self._label(y_old)
+        except TypeError:
+            old_positive = self._label(y_old)
+        self._streak = 0
+        so.add(y_pred, positive, w)
+        try:
+            so.remove(s_old, old_positive, w_old)
+        except KeyError:
+            so.remove(y_pred, positive, w)
+            raise ValueError(
+                f"revert(y_true={y_old!r}, y_pred={s_old!r}): no such event was added"
             ) from None
 
     def update_trusted(self, y, s, w=None):

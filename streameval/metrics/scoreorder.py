@@ -477,27 +477,19 @@ class ScoreOrder:
             raise KeyError(s)
         keys = self._keys[k]
         i = bisect_left(keys, s)
-        if keys[i] != s or not (self._cp if positive else self._cn)[k][i]:
+        if keys[i] != s:
             raise KeyError(s)
-        # a zero-weight event where none is stored, or a weighted one where all weigh 0
-        if positive:
-            if (self.z_pos == 0 if not w else self.n_pos == self.z_pos):
-                raise KeyError(s)
-        elif (self.z_neg == 0 if not w else self.n_neg == self.z_neg):
-            raise KeyError(s)
-        # more weight than this class holds at s: not an event that was added (with
-        # weights of 1 only, the count checked above is the weight)
-        if not (_checked or (w == 1.0 and self.unit)) and (
-                (self._wp if positive else self._wn)[k][i] - w < -(
-                    1e-9 * w + _SLACK * (self.pos_weight if positive else self.neg_weight))):
-            raise KeyError(s)  # (``_overdrawn`` inlined: this runs per event)
-        if w != 1.0:  # (a weight other than the one added would do it)
-            self.unit = False
-            if w != int(w):
-                self.integral = False
+        # (one branch per class, each block array fetched once: this runs per event)
         g = k >> 6
         if positive:
-            other = self._wn[k]
+            counts, mine, other, others = self._cp[k], self._wp[k], self._wn[k], self._cn[k]
+            # no event of the class here; a zero-weight event where none is stored, or
+            # a weighted one where all weigh 0; more weight than the class holds here
+            # (beyond rounding; with weights of 1 only, the count is the weight)
+            if not counts[i] or (self.z_pos == 0 if not w else self.n_pos == self.z_pos) or (
+                    not (_checked or (w == 1.0 and self.unit))
+                    and mine[i] - w < -(1e-9 * w + _SLACK * self.pos_weight)):
+                raise KeyError(s)  # (``_overdrawn`` inlined)
             totals = self._tn
             if g:
                 below = sum(self._gn[:g]) + sum(totals[g << 6 : k])
@@ -508,13 +500,17 @@ class ScoreOrder:
             else:
                 below += totals[k] - sum(other[i:])
             self.u -= w * (below + 0.5 * other[i])
-            mine, counts, totals, groups = self._wp[k], self._cp[k], self._tp, self._gp
+            totals, groups = self._tp, self._gp
             self.pos_weight -= w
             self.n_pos -= 1
             if not w:
                 self.z_pos -= 1
         else:
-            other = self._wp[k]
+            counts, mine, other, others = self._cn[k], self._wn[k], self._wp[k], self._cp[k]
+            if not counts[i] or (self.z_neg == 0 if not w else self.n_neg == self.z_neg) or (
+                    not (_checked or (w == 1.0 and self.unit))
+                    and mine[i] - w < -(1e-9 * w + _SLACK * self.neg_weight)):
+                raise KeyError(s)
             totals = self._tp
             if g:
                 below = sum(self._gp[:g]) + sum(totals[g << 6 : k])
@@ -525,11 +521,15 @@ class ScoreOrder:
             else:
                 below += totals[k] - sum(other[i:])
             self.u -= w * (self.pos_weight - below - 0.5 * other[i])
-            mine, counts, totals, groups = self._wn[k], self._cn[k], self._tn, self._gn
+            totals, groups = self._tn, self._gn
             self.neg_weight -= w
             self.n_neg -= 1
             if not w:
                 self.z_neg -= 1
+        if w != 1.0:  # (a weight other than the one added would do it)
+            self.unit = False
+            if w != int(w):
+                self.integral = False
         c = counts[i] - 1
         counts[i] = c
         if c:
@@ -541,8 +541,12 @@ class ScoreOrder:
         totals[k] -= delta
         groups[g] -= delta
         self.stamp += 1
-        if not c and not other[i]:
-            if not (self._cn if positive else self._cp)[k][i]:
+        if not c and not other[i] and not others[i]:  # no event left at s
+            if len(keys) > (self._load >> 1) + 1:  # (the common case of _delete, inlined)
+                del keys[i], counts[i], mine[i], other[i], others[i]
+                if i == len(keys):
+                    maxes[k] = keys[-1]
+            else:
                 self._delete(k, i)
         if self.n_pos == self.z_pos or self.n_neg == self.z_neg:
             self._settle()

@@ -53,6 +53,9 @@ class _CountSliding(Sliding, case="count"):
         The wrapped metric validates the event before the window stores it: a bad
         event raises ``ValueError`` and changes nothing.
         """
+        if self._n == self.size and self._swap is not None:
+            self._step(y_true, y_pred, w)
+            return
         self._update(y_true, y_pred, w=w)
         if self._n == self.size:
             first = self._chunks[0]
@@ -67,6 +70,41 @@ class _CountSliding(Sliding, case="count"):
                 self._revert_oldest_of(first)
         else:
             self._n += 1
+        tail = self._tail
+        if tail is None:
+            tail = self._tail = EventRun()
+            self._chunks.append(tail)
+        tail.append((y_true, y_pred, w))
+
+    def _step(self, y_true, y_pred, w):
+        """A full window's event with a metric that swaps (``_swap``): the new event in
+        and the oldest out in one call, then the store moves on (nothing changed if the
+        new event is refused)."""
+        first = self._chunks[0]
+        if type(first) is EventRun:
+            old = first[0]
+            self._swap(y_true, y_pred, w, old[0], old[1], old[2])
+            first.popleft()
+            if not first:
+                self._chunks.popleft()
+                if first is self._tail:
+                    self._tail = None
+        else:
+            i = first.lo
+            if first.lists is None:
+                first.lists = (as_items(first.y), as_items(first.s),
+                               None if first.w is None else as_items(first.w))
+            ys, ss, ws = first.lists
+            y = ys[i]
+            labels = self._labels
+            if labels is not None and self._typed:
+                y = labels[1] if y else labels[0]
+            self._swap(y_true, y_pred, w, y, ss[i], 1.0 if ws is None else ws[i])
+            i += 1
+            if i == len(first.y):
+                self._chunks.popleft()
+            else:
+                first.lo = i
         tail = self._tail
         if tail is None:
             tail = self._tail = EventRun()

@@ -164,6 +164,8 @@ class Sliding(Cases):
         m = self.metric
         self._update = m.update
         self._revert = m.revert
+        # update and revert in one call (binary ranking metrics: one layer less per event)
+        self._swap = getattr(m, "_swap", None)
         self._get = m.get
         self._ops = MetricOps(m)
         self._typed = typed(m)
