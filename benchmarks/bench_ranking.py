@@ -31,7 +31,9 @@ Figures (python 3.11, numpy 2.4, 2 shared cores, CPU time; noisy to +-30%):
 - Section 0, continuous scores (issue 11: ROCAUC >= 1 000 000 events/s, AP >= 200 000,
   AP's get <= 2 ms at 10**6 scores): ROCAUC 1 963 000, AP 1 007 000, the pair 1 009 000
   events/s; AP's get 1.02 ms at 978 710 scores. Rounded: 14.1 M, 10.9 M, 0.02 ms.
-  river: 448 000-453 000 events/s (approximate, 6.2e-3 from sklearn).
+  river: 448 000-453 000 events/s (approximate, 6.2e-3 from sklearn). A later run on
+  a busier machine (river 384 000), after sides merged by sorting: ROCAUC 2 114 000,
+  AP 838 000, the pair 700 000 (962 000 alone on the machine), AP's get 1.45 ms.
 - Section 3, continuous: 16.0 bytes per distinct score (ROCAUC), 18.4 with AP reading
   the same order after every batch (issue 11: at most 24).
 - Section 2, AP ``update`` + ``get`` after each event at 100 000 all-distinct scores:

@@ -12,9 +12,9 @@ river's RollingROCAUC / RollingPRAUC recompute over the window on ``get``: at 10
 with ``get`` after every event they are measured on a bounded number of events.
 
 Measured (``--windows 100000 --kinds auc``, 2 shared cores, three runs): sliding AUC
-with ``get`` after every event, continuous scores 112 000-119 000 events/s against
-RollingROCAUC's 2 300-2 370 (47x-52x), rounded 196 000-221 000 against 3 280-3 480
-(60x-64x), all equal to scikit-learn; sliding AP at 100 000, continuous, 2 908 events/s
+with ``get`` after every event, continuous scores 125 600-140 900 events/s against
+RollingROCAUC's 2 240-2 270 (56x-62x; 47x-52x before a full window swapped events in
+one call), rounded 224 400 against 3 150 (71x, one run), all equal to scikit-learn; sliding AP at 100 000, continuous, 2 908 events/s
 against RollingPRAUC's 2 436 (an earlier run).
 
     python benchmarks/bench_windows.py            # full run (a few minutes)

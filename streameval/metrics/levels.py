@@ -23,9 +23,13 @@ Why this shape:
   ``s`` is ``w[searchsorted(k, s)]`` summed over the negative sides; `O(m log(n))` for
   a batch of ``m`` scores, and each class's scores are searched only among the other
   class's sides;
-- merging a small side into a big one adds a step function to the big one's running
-  sums (``np.repeat``) and inserts the new scores: a few `O(n)` numpy passes, no
-  cumulative sum over the big side;
+- two sides of comparable sizes (what the merge rule makes) merge by one stable sort
+  of both: numpy's timsort merges two sorted runs in linear time, 2-5x faster than
+  searching one in the other; with one event of weight 1 per score (all-distinct
+  scores) the running sum of the result is a countdown and needs no pass at all. A
+  small side merging into a big one (AP's compaction) adds a step function to the big
+  one's running sums (``np.repeat``) and inserts the new scores instead: a few `O(n)`
+  numpy passes, no cumulative sum over the big side (see :data:`SORT_SHARE`);
 - average precision, ``sum over positive scores of (weight there) * T / A`` (``T``,
   ``A``: positive and total weight at or above the score), reads the positive sides
   only: while it is read, the biggest positive side keeps ``pn``, the negative weight

@@ -2,7 +2,9 @@
 
 The window keeps a deque of :class:`~streameval.windows.chunks.Chunk` (batches, as
 validated columns) and :class:`~streameval.windows.chunks.EventRun` (events added
-one at a time), oldest first, and reverts expired events a chunk slice at a time.
+one at a time), oldest first, and reverts expired events a chunk slice at a time. Once
+full, a window over a metric with ``_swap`` (the binary ranking metrics) hands it each
+new event and the one it expires in one call: the per-event path of a sliding AUC.
 
 It may import numpy, the standard library, :mod:`streameval.windows.sliding` (the
 front it implements), :mod:`streameval.windows.chunks` and
