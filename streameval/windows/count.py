@@ -92,29 +92,18 @@ class _CountSliding(Sliding, case="count"):
                 if first is self._tail:
                     self._tail = None
         else:
-            i = first.lo
-            if first.lists is None:
-                first.lists = (as_items(first.y), as_items(first.s),
-                               None if first.w is None else as_items(first.w))
-            ys, ss, ws = first.lists
-            y = ys[i]
-            labels = self._labels
-            if labels is not None and self._typed:
-                y = labels[1] if y else labels[0]
-            self._swap(y_true, y_pred, w, y, ss[i], 1.0 if ws is None else ws[i])
-            i += 1
-            if i == len(first.y):
-                self._chunks.popleft()
-            else:
-                first.lo = i
+            y, s, w_old = self._oldest_of(first)
+            self._swap(y_true, y_pred, w, y, s, w_old)
+            self._drop_oldest_of(first)
         tail = self._tail
         if tail is None:
             tail = self._tail = EventRun()
             self._chunks.append(tail)
         tail.append((y_true, y_pred, w))
 
-    def _revert_oldest_of(self, first):
-        """Revert the oldest event of a Chunk (the event path)."""
+    def _oldest_of(self, first):
+        """The oldest live event of a Chunk as Python values ``(y, s, w)`` (labels as
+        configured)."""
         i = first.lo
         if first.lists is None:  # made once: O(n), then each expiry reads Python values
             first.lists = (as_items(first.y), as_items(first.s),
@@ -124,12 +113,21 @@ class _CountSliding(Sliding, case="count"):
         labels = self._labels
         if labels is not None and self._typed:
             y = labels[1] if y else labels[0]
-        self._revert(y, ss[i], w=1.0 if ws is None else ws[i])
-        i += 1
+        return y, ss[i], 1.0 if ws is None else ws[i]
+
+    def _drop_oldest_of(self, first):
+        """Forget the oldest live event of a Chunk (the chunk goes with its last)."""
+        i = first.lo + 1
         if i == len(first.y):
             self._chunks.popleft()
         else:
             first.lo = i
+
+    def _revert_oldest_of(self, first):
+        """Revert the oldest event of a Chunk (the event path)."""
+        y, s, w = self._oldest_of(first)
+        self._revert(y, s, w=w)
+        self._drop_oldest_of(first)
 
     def __len__(self):
         return self._n
