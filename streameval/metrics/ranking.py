@@ -942,12 +942,21 @@ class InterpolatedAP(_BinaryRanking):
         return self._weights_cached(self._compute)
 
 
+#: ElevenPointAP: a recall this close below one of its levels reaches it (rounding of
+#: fractional weights, about 1e-16 per operation; with integer weights a recall just
+#: below a level is at least 1 / (10 P) below it, more than this while P < 10**11).
+RECALL_SLACK = 1e-12
+
+
 class ElevenPointAP(_BinaryRanking):
     """11-point interpolated average precision (PASCAL VOC 2007).
 
     ``AP_11 = 1/11 sum_{r in 0, 0.1, ..., 1} max {P_n : R_n >= r}`` (0 where no recall
     reaches r), over the distinct scores as thresholds; ``r`` is ``k / 10``. NaN without
-    positive weight.
+    positive weight. A recall within :data:`RECALL_SLACK` below a level reaches it: with
+    decimal weights a recall of exactly 0.8 (1.7 + 1.9 of 4.5) is computed as
+    0.7999999999999999 or 0.8 depending on how the sums were rounded (the order of
+    additions, reverts), and the value must not jump with it.
 
     Runtime complexity: `O(log(n))` for ``update`` and ``revert``, `O(n)` numpy for
     ``get`` (cached until the next change).
@@ -973,7 +982,7 @@ class ElevenPointAP(_BinaryRanking):
         if not order.nz_pos:
             return _NAN
         _, recall, envelope = _interpolated_precision(order)
-        idx = np.searchsorted(recall, cls._levels, side="left")
+        idx = np.searchsorted(recall, cls._levels - RECALL_SLACK, side="left")
         ext = np.append(envelope, 0.0)
         return float(ext[idx].sum() / 11.0)
 
