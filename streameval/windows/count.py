@@ -55,46 +55,25 @@ class _CountSliding(Sliding, case="count"):
         The wrapped metric validates the event before the window stores it: a bad
         event raises ``ValueError`` and changes nothing.
         """
-        if self._n == self.size and self._swap is not None:
-            self._step(y_true, y_pred, w)
-            return
-        self._update(y_true, y_pred, w=w)
         if self._n == self.size:
             first = self._chunks[0]
-            if type(first) is EventRun:
-                old = first.popleft()
+            old = first[0] if type(first) is EventRun else self._oldest_of(first)
+            if self._swap is not None:  # the new event in and the oldest out, one call
+                self._swap(y_true, y_pred, w, old[0], old[1], old[2])
+            else:
+                self._update(y_true, y_pred, w=w)
                 self._revert(old[0], old[1], w=old[2])
+            if type(first) is EventRun:
+                first.popleft()
                 if not first:
                     self._chunks.popleft()
                     if first is self._tail:
                         self._tail = None
             else:
-                self._revert_oldest_of(first)
+                self._drop_oldest_of(first)
         else:
+            self._update(y_true, y_pred, w=w)
             self._n += 1
-        tail = self._tail
-        if tail is None:
-            tail = self._tail = EventRun()
-            self._chunks.append(tail)
-        tail.append((y_true, y_pred, w))
-
-    def _step(self, y_true, y_pred, w):
-        """A full window's event with a metric that swaps (``_swap``): the new event in
-        and the oldest out in one call, then the store moves on (nothing changed if the
-        new event is refused)."""
-        first = self._chunks[0]
-        if type(first) is EventRun:
-            old = first[0]
-            self._swap(y_true, y_pred, w, old[0], old[1], old[2])
-            first.popleft()
-            if not first:
-                self._chunks.popleft()
-                if first is self._tail:
-                    self._tail = None
-        else:
-            y, s, w_old = self._oldest_of(first)
-            self._swap(y_true, y_pred, w, y, s, w_old)
-            self._drop_oldest_of(first)
         tail = self._tail
         if tail is None:
             tail = self._tail = EventRun()
@@ -122,12 +101,6 @@ class _CountSliding(Sliding, case="count"):
             self._chunks.popleft()
         else:
             first.lo = i
-
-    def _revert_oldest_of(self, first):
-        """Revert the oldest event of a Chunk (the event path)."""
-        y, s, w = self._oldest_of(first)
-        self._revert(y, s, w=w)
-        self._drop_oldest_of(first)
 
     def __len__(self):
         return self._n
