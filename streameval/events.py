@@ -18,10 +18,16 @@ the same bad row gets the same reason wherever it comes from:
 * **ts** -- epoch seconds (number, or numeric string) or an ISO-8601 string
   (``Z`` or an offset; naive means UTC), returned as float epoch seconds.
   Missing is an error unless ``FieldMap(require_ts=False)`` (then NaN).
-* **weight** -- optional, default 1.0; finite and ``>= 0``.
+* **weight** -- optional, default 1.0; finite, ``>= 0`` and at most
+  :data:`~streameval.validation.MAX_WEIGHT` (1e12: metrics multiply and sum
+  weights, and no accepted weight may overflow them).
 * **id** -- optional; a string or an integer.
 * **segment** -- optional; a scalar (string, finite number, bool) or missing
   (None). Several segment fields give a tuple of values.
+
+Strings kept in state (ids and segment values) must be encodable as UTF-8: a
+lone surrogate (``"\\ud800"`` in JSON) is refused, naming the field, since it
+could be neither checkpointed, exported as JSON nor shown to Prometheus.
 
 JSON ``null`` and an empty CSV cell both mean "absent".
 
@@ -44,7 +50,7 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from streameval.validation import ValidationError
+from streameval.validation import MAX_WEIGHT, ValidationError
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -522,7 +528,19 @@ def _weight(v: Any, name: str, text: bool) -> float:
     x = _number(v, name, text)
     if x < 0:
         raise _Bad(f"{name} is negative: {_show(v)}")
+    if x > MAX_WEIGHT:
+        raise _Bad(f"{name} is over the maximum weight {MAX_WEIGHT:g}: {_show(v)}")
     return x
+
+
+def _utf8(v: str, name: str) -> str:
+    """``v`` if it can be encoded as UTF-8 (no lone surrogate); raise _Bad otherwise."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise _Bad(f"{name} is not valid Unicode ({e.reason} at character {e.start}): "
+                   f"{_show(v)}") from None
+    return v
 
 
 def _label(v: Any, fm: FieldMap, text: bool) -> bool:
@@ -549,7 +567,7 @@ def _label(v: Any, fm: FieldMap, text: bool) -> bool:
 def _ident(v: Any, name: str, text: bool) -> Any:
     t = type(v)
     if t is str:
-        return v if (v or not text) else None
+        return _utf8(v, name) if (v or not text) else None
     if t is int:
         return v
     if v is MISSING or v is None:
@@ -562,7 +580,7 @@ def _ident(v: Any, name: str, text: bool) -> Any:
 def _segval(v: Any, name: str, text: bool) -> Any:
     t = type(v)
     if t is str:
-        return v if (v or not text) else None
+        return _utf8(v, name) if (v or not text) else None
     if v is MISSING or v is None:
         return None
     if isinstance(v, np.generic):
@@ -572,8 +590,10 @@ def _segval(v: Any, name: str, text: bool) -> Any:
         if not math.isfinite(v):  # NaN != NaN: it could not name a segment
             raise _Bad(f"{name} is {'NaN' if v != v else 'infinite'}")
         return v
-    if t is int or t is bool or t is str:
+    if t is int or t is bool:
         return v
+    if t is str:
+        return _utf8(v, name)
     raise _Bad(f"{name} must be a string, number or bool, got {_show(v)}")
 
 
@@ -824,7 +844,7 @@ def _col_number(col, name: str, text: bool, weight: bool):
     if arr is not None:
         ok = np.isfinite(arr)
         if weight:
-            ok &= arr >= 0
+            ok &= (arr >= 0) & (arr <= MAX_WEIGHT)
         if ok.all():
             return arr, None
     fn = _weight if weight else _number
@@ -880,7 +900,7 @@ def _col_objects(col, name: str, text: bool, fn, ok_types):
     if types <= {_Missing, type(None)} or (text and types <= {str} and not any(col)):
         return None, None
     if (types <= ok_types and not (text and "" in col and str in types) and _Missing not in types
-            and (float not in types or _all_finite(col))):
+            and (float not in types or _all_finite(col)) and (str not in types or _all_utf8(col))):
         return col, None
     out = [None] * len(col)
     bad = np.zeros(len(col), bool)
@@ -890,6 +910,16 @@ def _col_objects(col, name: str, text: bool, fn, ok_types):
         except _Bad:
             bad[i] = True
     return out, bad
+
+
+def _all_utf8(col) -> bool:
+    """True when every string of ``col`` can be encoded as UTF-8 (one joined encode:
+    a lone surrogate anywhere fails it)."""
+    try:
+        "".join([v for v in col if type(v) is str]).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _all_finite(col) -> bool:
@@ -909,6 +939,7 @@ def build_batch(
     *,
     text: bool | Callable[[str], bool] = False,
     partial: bool = False,
+    first_error: bool = False,
 ) -> tuple[EventBatch, list[tuple[int, str]]]:
     """Validate columns of raw values into an :class:`EventBatch`.
 
@@ -919,7 +950,10 @@ def build_batch(
     rows and ``[(row index, reason)]`` for the bad ones, in row order. With
     ``partial=True`` rows may lack the label or the score (delayed labels; see
     ``EventBatch.kind``). Cost: `O(n)`, a few vectorised passes per column;
-    only a column with a bad value is walked in Python.
+    only a column with a bad value is walked in Python. The reason of each bad row
+    is found by the row validator; with ``first_error=True`` (a batch refused as a
+    whole) only the first bad row's, so that a body of a million bad rows costs no
+    more to refuse than one.
     """
     fm = fields
     n = len(lines)
@@ -1012,7 +1046,7 @@ def build_batch(
 
     errors: list[tuple[int, str]] = []
     if bad.any():
-        idx = np.flatnonzero(bad).tolist()
+        idx = [int(np.argmax(bad))] if first_error else np.flatnonzero(bad).tolist()
         for i in idx:
             errors.append((i, _diagnose(columns, i, fm, is_text, partial)))
     label = codes == 1
@@ -1044,6 +1078,9 @@ def _never(_name: str) -> bool:
 
 
 _DEFAULT_FIELDS = FieldMap()
+#: Events validated in the first chunk of :func:`events_to_batch` (then twice as many
+#: in each next one): a batch of up to 4 096 events is one chunk.
+FIRST_CHUNK = 4096
 
 
 def events_to_batch(
@@ -1054,7 +1091,9 @@ def events_to_batch(
     Raises :class:`EventError` for the first bad event, naming its 0-based
     index (``"event 3: score is NaN"``, ``err.index == 3``); nothing is
     returned then. ``batch.line`` holds 1-based positions. Cost: `O(n)`,
-    vectorised.
+    vectorised; the events are validated in chunks of doubling size
+    (:data:`FIRST_CHUNK` first), so that refusing a batch costs `O(k)` for a
+    first bad event at index ``k``, however long the batch.
 
     >>> events_to_batch([{"label": 1, "score": 0.5, "ts": 0}, {"label": 1, "score": "x", "ts": 0}])
     Traceback (most recent call last):
@@ -1062,20 +1101,32 @@ def events_to_batch(
     streameval.events.EventError: event 1: score is not a number: 'x'
     """
     fm = fields if fields is not None else _DEFAULT_FIELDS
-    events = list(events)
-    # the first non-object ends the events validated: a bad event before it is named first
-    k = next((i for i, o in enumerate(events) if not isinstance(o, dict)), len(events))
-    head = events[:k] if k < len(events) else events
-    columns = {name: [o.get(name, MISSING) for o in head] for name in fm.columns()}
-    batch, errors = build_batch(
-        columns, np.arange(1, len(head) + 1, dtype=np.int64), fm, partial=partial
-    )
-    if errors:
-        i, reason = errors[0]
-        raise EventError(reason, index=i, line=i + 1, raw=events[i], where=f"event {i}")
-    if k < len(events):
-        o = events[k]
-        raise EventError(
-            f"not a JSON object: {_show(o)}", index=k, line=k + 1, raw=o, where=f"event {k}"
+    events = events if isinstance(events, list) else list(events)
+    names = fm.columns()
+    parts = []
+    start, size, n = 0, FIRST_CHUNK, len(events)
+    while start < n or not parts:
+        chunk = events[start:start + size]
+        # the first non-object ends the events validated: a bad event before it is named first
+        k = next((i for i, o in enumerate(chunk) if type(o) is not dict
+                  and not isinstance(o, dict)), len(chunk))
+        head = chunk[:k] if k < len(chunk) else chunk
+        columns = {name: [o.get(name, MISSING) for o in head] for name in names}
+        batch, errors = build_batch(
+            columns, np.arange(start + 1, start + len(head) + 1, dtype=np.int64), fm,
+            partial=partial, first_error=True,
         )
-    return batch
+        if errors:
+            i, reason = errors[0]
+            i += start
+            raise EventError(reason, index=i, line=i + 1, raw=events[i], where=f"event {i}")
+        if k < len(chunk):
+            k += start
+            o = events[k]
+            raise EventError(
+                f"not a JSON object: {_show(o)}", index=k, line=k + 1, raw=o, where=f"event {k}"
+            )
+        parts.append(batch)
+        start += len(chunk)
+        size *= 2
+    return parts[0] if len(parts) == 1 else EventBatch.concat(parts)

@@ -32,6 +32,7 @@ __all__ = [
     "fail",
     "check_real",
     "check_weight",
+    "MAX_WEIGHT",
     "label_sets",
     "REVERT_SLACK",
     "overdrawn",
@@ -155,24 +156,34 @@ def check_real(value, name="y_pred", what="score"):
     return v
 
 
+#: The largest accepted weight. Metrics multiply weights (AUC's pairs, the squared
+#: weights of an effective sample size) and sum millions of them: below 1e12 every such
+#: product and sum stays far inside float64 (1e24 per pair, 1e36 summed over 1e12
+#: events), so no accepted input can overflow to inf or NaN. A weight of 1e155 squared
+#: is already infinite. 1e12 is far above any real importance weight.
+MAX_WEIGHT = 1e12
+_WEIGHT_RULE = f"weight must be a finite number between 0 and {MAX_WEIGHT:g}"
+
+
 def check_weight(w, name="w"):
-    """Return the weight ``w`` as a float; it must be finite and >= 0.
+    """Return the weight ``w`` as a float; it must be finite, >= 0 and at most
+    :data:`MAX_WEIGHT`.
 
     >>> check_weight(2)
     2.0
     >>> check_weight(-1.0)
     Traceback (most recent call last):
     ...
-    streameval.validation.ValidationError: w = -1.0: weight must be a finite number >= 0
+    streameval.validation.ValidationError: w = -1.0: weight must be a finite number between 0 and 1e+12
     """
     if type(w) is float:
         v = w
     elif isinstance(w, _Real) and not isinstance(w, bool):
         v = float(w)
     else:
-        fail(name, w, "weight must be a finite number >= 0")
-    if v - v or v < 0.0:
-        fail(name, w, "weight must be a finite number >= 0")
+        fail(name, w, _WEIGHT_RULE)
+    if v - v or v < 0.0 or v > MAX_WEIGHT:
+        fail(name, w, _WEIGHT_RULE)
     return v
 
 
@@ -325,10 +336,10 @@ def as_weight_array(w, n, name="w"):
     if len(arr) != n:
         raise ValidationError(name, len(arr), "lengths differ",
                               message=f"y_true has {n} elements but {name} has {len(arr)}")
-    bad = ~np.isfinite(arr) | (arr < 0)
+    bad = ~np.isfinite(arr) | (arr < 0) | (arr > MAX_WEIGHT)
     if bad.any():
         i = first_bad(bad)
-        fail(name, float(arr[i]), "weight must be a finite number >= 0", i)
+        fail(name, float(arr[i]), _WEIGHT_RULE, i)
     return arr
 
 

@@ -162,8 +162,11 @@ def test_weights():
     assert parse_event(ev(weight=None)).weight == 1.0
     assert parse_event(ev(weight=2.5)).weight == 2.5
     assert parse_event(ev(weight=0)).weight == 0.0
+    assert parse_event(ev(weight=1e12)).weight == 1e12  # MAX_WEIGHT itself
     for v, reason in [(-1, "weight is negative: -1"), (math.nan, "weight is NaN"),
-                      ("2", "weight is not a number: '2'")]:
+                      ("2", "weight is not a number: '2'"),
+                      (1e155, "weight is over the maximum weight 1e+12: 1e+155"),
+                      (1.0000001e12, "weight is over the maximum weight 1e+12: 1000000100000.0")]:
         with pytest.raises(EventError) as ei:
             parse_event(ev(weight=v))
         assert ei.value.reason == reason
@@ -286,6 +289,73 @@ def test_first_bad_field_is_reported_in_field_order():
         events_to_batch([ev(ts="x", label="bad", score=math.nan)])
     with pytest.raises(EventError, match="unknown label"):
         events_to_batch([ev(label="bad", score=math.nan)])
+
+
+@pytest.mark.parametrize("field", ["id", "country"])
+@pytest.mark.parametrize("bad", ["\ud800", "ok\udfff", "\ud83d\ude00"[0], "a\udc80b"])
+def test_strings_that_cannot_be_encoded_are_refused(field, bad):
+    """A lone surrogate (valid JSON: ``"\\ud800"``) could be neither checkpointed,
+    exported as JSON nor sent to Prometheus: it is refused at the boundary, naming the
+    field and the event, on the row and the columnar paths alike."""
+    fm = FieldMap(segment="country", id="id")
+    reason = f"{field} is not valid Unicode"
+    with pytest.raises(EventError, match=f"^event: {reason}"):
+        parse_event(ev(**{field: bad}), fm)
+    rows = [ev(id="a", country="fr"), ev(id="b", country="de"), ev(**{field: bad})]
+    with pytest.raises(EventError, match=f"^event 2: {reason}") as ei:
+        events_to_batch(rows, fm)
+    assert ei.value.index == 2
+    cols = {n: [r.get(n, MISSING) for r in rows] for n in fm.columns()}
+    batch, errors = build_batch(cols, np.arange(1, 4), fm)
+    assert [i for i, _ in errors] == [2] and errors[0][1].startswith(reason)
+    assert batch.id == ["a", "b"] and batch.segment == ["fr", "de"]
+    # a pair of surrogates in one string is still two lone code points in Python
+    with pytest.raises(EventError, match=reason):
+        parse_event(ev(**{field: "\ud83d\ude00"}), fm)
+    # a real emoji (one code point) is fine
+    assert parse_event(ev(id="\U0001f600", country="\U0001f600"), fm)[4:] == ("\U0001f600",) * 2
+
+
+def test_big_weights_are_refused_in_batches_too():
+    rows = [ev(weight=2.0), ev(weight=1e12), ev(weight=1e300)]
+    fm = FieldMap(weight="weight")
+    with pytest.raises(EventError, match=r"^event 2: weight is over the maximum weight 1e\+12"):
+        events_to_batch(rows, fm)
+    batch, errors = build_batch({n: [r.get(n, MISSING) for r in rows] for n in fm.columns()},
+                                np.arange(1, 4), fm)
+    assert [i for i, _ in errors] == [2] and batch.weight.tolist() == [2.0, 1e12]
+    # a typed column (Parquet) takes the same path
+    batch, errors = build_batch({"ts": [0] * 3, "label": [1] * 3, "score": [0.5] * 3,
+                                 "weight": np.array([1.0, 1e13, 3.0])}, np.arange(1, 4), fm)
+    assert [i for i, _ in errors] == [1] and batch.weight.tolist() == [1.0, 3.0]
+
+
+@pytest.mark.parametrize("k", [0, 4095, 4096, 12287, 12288, 50_000])
+def test_a_refused_batch_is_diagnosed_up_to_its_first_bad_event(monkeypatch, k):
+    """Validation goes in chunks of doubling size and stops at the first chunk with a
+    bad event; only that event's reason is looked for (a body of 10^6 bad events once
+    cost seconds of CPU). Checked by counting the row validator's calls and the events
+    whose fields were read."""
+    import streameval.events as E
+
+    calls, read = [], []
+    real_diag, real_build = E._diagnose, E.build_batch
+    monkeypatch.setattr(E, "_diagnose", lambda *a: calls.append(a[1]) or real_diag(*a))
+    monkeypatch.setattr(E, "build_batch",
+                        lambda cols, lines, *a, **kw: read.append(len(lines)) or real_build(
+                            cols, lines, *a, **kw))
+    n = 60_000
+    rows = [ev(ts=i) for i in range(k)] + [{}] * (n - k)
+    with pytest.raises(EventError, match=rf"^event {k}: missing field 'label'$") as ei:
+        E.events_to_batch(rows, FieldMap(require_ts=False))
+    assert ei.value.index == k and ei.value.line == k + 1
+    assert calls == [k - sum(read[:-1])]  # one diagnosis, of the first bad event only
+    assert sum(read) <= 3 * k + E.FIRST_CHUNK  # the events read: O(k), not O(n)
+    # a good batch across several chunks is the same as one validated at once
+    good = [ev(ts=i, score=i / n) for i in range(n)]
+    b = E.events_to_batch(good)
+    assert b.ts.tolist() == list(map(float, range(n))) and b.line.tolist() == list(range(1, n + 1))
+    assert b.score.tolist() == [i / n for i in range(n)]
 
 
 def _random_row(rng):

@@ -69,6 +69,7 @@ FAMILIES = {
         ((True, NAN, 1.0), "y_pred = nan"), ((True, INF, 1.0), "y_pred = inf"),
         ((True, "0.5", 1.0), "y_pred = '0.5'"), ((True, None, 1.0), "y_pred = None"),
         ((True, 0.5, -1.0), "w = -1.0"), ((True, 0.5, NAN), "w = nan"),
+        ((True, 0.5, 1e16), r"w = 1e\+16"), ((True, 0.5, 1e308), r"w = 1e\+308"),
         (([1], 0.5, 1.0), r"y_true = \[1\]"), ((True, {True: NAN}, 1.0), "y_pred"),
     ]),
     "multiclass": (st.tuples(st.sampled_from([0, 1, 2]),
@@ -76,15 +77,17 @@ FAMILIES = {
         ((None, 1, 1.0), "y_true = None"), ((NAN, 1, 1.0), "y_true = nan"),
         ((1, {}, 1.0), "y_pred = {}"), ((1, {1: NAN}, 1.0), "y_pred"),
         (([1], 1, 1.0), r"y_true = \[1\]"), ((1, None, 1.0), "y_pred = None"),
-        ((1, 1, -1.0), "w = -1.0"),
+        ((1, 1, -1.0), "w = -1.0"), ((1, 1, 1e155), r"w = 1e\+155"),
     ]),
     "proba": (st.tuples(st.sampled_from(["a", "b", "c"]), ABC_DICTS, WEIGHTS), [
         (("a", 0.5, 1.0), "y_pred = 0.5"), (("a", {"a": 1.5}, 1.0), "y_pred"),
         ((None, {"a": 1.0}, 1.0), "y_true = None"), (("a", {"a": 1.0}, -1.0), "w = -1.0"),
+        (("a", {"a": 1.0}, 2e16), r"w = 2e\+16"),
     ]),
     "regression": (st.tuples(REAL, REAL, WEIGHTS), [
         ((NAN, 1.0, 1.0), "y_true = nan"), ((1.0, INF, 1.0), "y_pred = inf"),
         (("1", 1.0, 1.0), "y_true = '1'"), ((1.0, 1.0, -1.0), "w = -1.0"),
+        ((1.0, 1.0, 1e300), r"w = 1e\+300"),
     ]),
     "positive": (st.tuples(POSITIVE, POSITIVE, WEIGHTS), [
         ((-1.0, 1.0, 1.0), "y_true = -1.0"), ((1.0, -2.0, 1.0), "y_pred = -2.0"),

@@ -361,6 +361,7 @@ def test_bad_events_raise_and_change_nothing(cls):
         ("update", ([1], 0.3), r"y_true = \[1\]"),
         ("update", (1, 0.3, -1.0), "w = -1.0"),
         ("update", (1, 0.3, float("nan")), "w = nan"),
+        ("update", (1, 0.3, 1e16), r"w = 1e\+16: weight must be a finite number between 0 and 1e\+12"),
         ("update", (1, {True: float("nan")}), "y_pred"),
         ("revert", (1, 0.3), "no such event"),
         ("revert", (0, 0.9), "no such event"),
@@ -368,6 +369,7 @@ def test_bad_events_raise_and_change_nothing(cls):
         ("update_many", ([1, 0, 2], [.1, .2, .3]), r"y_true\[2\] = 2"),
         ("update_many", ([1, 0, 1], [.1, float("nan"), .3]), r"y_pred\[1\] = nan"),
         ("update_many", ([1, 0], [.1, .2], [1.0, -2.0]), r"w\[1\] = -2.0"),
+        ("update_many", ([1, 0], [.1, .2], [1.0, 1e155]), r"w\[1\] = 1e\+155"),
         ("update_many", ([1, 0], [.1]), "2 elements"),
     ]
     for method, args, msg in bad_calls:

@@ -20,7 +20,9 @@ import sys
 
 import numpy as np
 
-from streameval.validation import ValidationError, check_real, check_weight, fail, overdrawn
+from streameval.validation import (
+    MAX_WEIGHT, ValidationError, check_real, check_weight, fail, overdrawn,
+)
 
 from .base import Metric, MultiClassMetric
 
@@ -177,7 +179,7 @@ class WeightedMean(Metric):
         Runtime complexity: `O(1)`.
         """
         x = self._loss(y_true, y_pred)
-        if type(w) is not float or not 0.0 <= w <= _MAXF:
+        if type(w) is not float or not 0.0 <= w <= MAX_WEIGHT:
             w = check_weight(w)
         x *= w
         if not x <= _MAXF:
@@ -197,7 +199,7 @@ class WeightedMean(Metric):
         Runtime complexity: `O(1)`.
         """
         x = self._loss(y_true, y_pred)
-        if type(w) is not float or not 0.0 <= w <= _MAXF:
+        if type(w) is not float or not 0.0 <= w <= MAX_WEIGHT:
             w = check_weight(w)
         x *= w
         if not x <= _MAXF:

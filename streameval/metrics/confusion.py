@@ -37,6 +37,7 @@ import sys
 import numpy as np
 
 from streameval.validation import (
+    MAX_WEIGHT,
     Options,
     Real,
     ValidationError,
@@ -183,7 +184,7 @@ class BinaryCounts(BinaryMetric):
             y = self._label(y_true)
         if type(y_pred) is not float or y_pred - y_pred:
             y_pred = self._score(y_pred)
-        if type(w) is not float or not 0.0 <= w <= _MAXF:
+        if type(w) is not float or not 0.0 <= w <= MAX_WEIGHT:
             w = check_weight(w)
         if y_pred >= self.threshold:
             if y:
@@ -214,7 +215,7 @@ class BinaryCounts(BinaryMetric):
             y = self._label(y_true)
         if type(y_pred) is not float or y_pred - y_pred:
             y_pred = self._score(y_pred)
-        if type(w) is not float or not 0.0 <= w <= _MAXF:
+        if type(w) is not float or not 0.0 <= w <= MAX_WEIGHT:
             w = check_weight(w)
         # an emptied cell is exactly 0 (no rounding residue of float weights), and a
         # residue below 0 (0.1 + 0.7 - 0.7 - 0.1 < 0) is 0: a cell's weight is >= 0
@@ -537,7 +538,7 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric, case="multic
             y_pred = self._argmax(y_pred)
         elif t is not str and t is not int:
             y_pred = as_class(y_pred, "y_pred")
-        if type(w) is not float or not 0.0 <= w <= _MAXF:
+        if type(w) is not float or not 0.0 <= w <= MAX_WEIGHT:
             w = check_weight(w)
         key = (y_true, y_pred)
         cell = self._cells.get(key)
@@ -563,7 +564,7 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric, case="multic
             y_pred = self._argmax(y_pred)
         elif t is not str and t is not int:
             y_pred = as_class(y_pred, "y_pred")
-        if type(w) is not float or not 0.0 <= w <= _MAXF:
+        if type(w) is not float or not 0.0 <= w <= MAX_WEIGHT:
             w = check_weight(w)
         key = (y_true, y_pred)
         cell = self._cells.get(key)

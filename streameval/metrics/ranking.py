@@ -47,6 +47,7 @@ from streameval.metrics.base import BinaryMetric, Cases, MultiClassMetric
 from streameval.metrics.scoreorder import ScoreOrder
 from streameval.validation import REVERT_SLACK as _SLACK
 from streameval.validation import (
+    MAX_WEIGHT,
     Integer,
     Options,
     ValidationError,
@@ -416,7 +417,7 @@ class _BinaryRanking(BinaryMetric):
         """Add one event. Runtime complexity: `O(log(n))`, ``n`` distinct scores."""
         if type(y_pred) is not float or y_pred - y_pred:
             y_pred = self._score(y_pred)
-        if type(w) is not float or not w >= 0.0 or w - w:
+        if type(w) is not float or not 0.0 <= w <= MAX_WEIGHT:
             w = check_weight(w)
         try:
             if y_true in self._pos_set:
@@ -448,7 +449,7 @@ class _BinaryRanking(BinaryMetric):
         s = y_pred
         if type(s) is not float or s - s:
             s = self._score(s)
-        if type(w) is not float or not w >= 0.0 or w - w:
+        if type(w) is not float or not 0.0 <= w <= MAX_WEIGHT:
             w = check_weight(w)
         try:
             if y_true in self._pos_set:
@@ -483,11 +484,11 @@ class _BinaryRanking(BinaryMetric):
             return
         if type(y_pred) is not float or y_pred - y_pred:
             y_pred = self._score(y_pred)
-        if type(w) is not float or not w >= 0.0 or w - w:
+        if type(w) is not float or not 0.0 <= w <= MAX_WEIGHT:
             w = check_weight(w)
         if type(s_old) is not float or s_old - s_old:
             s_old = self._score(s_old)
-        if type(w_old) is not float or not w_old >= 0.0 or w_old - w_old:
+        if type(w_old) is not float or not 0.0 <= w_old <= MAX_WEIGHT:
             w_old = check_weight(w_old)
         pos, neg = self._pos_set, self._neg_set
         try:

@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from streameval.validation import ValidationError, check_real, check_weight, fail
+from streameval.validation import MAX_WEIGHT, ValidationError, check_real, check_weight, fail
 
 from .base import RegressionMetric
 from .common import WeightedMean
@@ -77,7 +77,7 @@ class MAE(_RegressionMean):
         """
         # WeightedMean.update inlined for floats (the common case): no _loss call
         # an infinite weight makes x infinite or NaN: _explain names it
-        if type(y_true) is float and type(y_pred) is float and type(w) is float and w >= 0.0:
+        if type(y_true) is float and type(y_pred) is float and type(w) is float and w <= MAX_WEIGHT and w >= 0.0:
             x = w * abs(y_pred - y_true)
             if not x <= _MAXF:  # NaN or infinite input, or overflow
                 self._explain(y_true, y_pred, w)
@@ -97,7 +97,7 @@ class MAE(_RegressionMean):
 
         Runtime complexity: `O(1)`.
         """
-        if type(y_true) is float and type(y_pred) is float and type(w) is float and w >= 0.0:
+        if type(y_true) is float and type(y_pred) is float and type(w) is float and w <= MAX_WEIGHT and w >= 0.0:
             x = w * abs(y_pred - y_true)
             if x <= _MAXF and self._remove(x, w):
                 return
@@ -141,7 +141,7 @@ class MSE(_RegressionMean):
         """
         # WeightedMean.update inlined for floats (the common case): no _loss call
         # an infinite weight makes x infinite or NaN: _explain names it
-        if type(y_true) is float and type(y_pred) is float and type(w) is float and w >= 0.0:
+        if type(y_true) is float and type(y_pred) is float and type(w) is float and w <= MAX_WEIGHT and w >= 0.0:
             x = y_pred - y_true
             x = x * x * w  # bit for bit what revert subtracts: (d * d) * w
             if not x <= _MAXF:  # NaN or infinite input, or overflow
@@ -162,7 +162,7 @@ class MSE(_RegressionMean):
 
         Runtime complexity: `O(1)`.
         """
-        if type(y_true) is float and type(y_pred) is float and type(w) is float and w >= 0.0:
+        if type(y_true) is float and type(y_pred) is float and type(w) is float and w <= MAX_WEIGHT and w >= 0.0:
             x = y_pred - y_true
             x = x * x * w
             if x <= _MAXF and self._remove(x, w):
