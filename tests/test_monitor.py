@@ -668,7 +668,8 @@ def test_a_batch_one_metric_would_refuse_is_applied_to_none():
     before = json.dumps(mon.to_state(), sort_keys=True)
     with pytest.raises(ValueError) as info:
         mon.update_many([1, 0, 1], [0.9, 0.2, 1e-300], [1.0, 1.0, 1e308])
-    assert info.value.index == 2 and "overflows" in str(info.value)
+    assert info.value.index == 2 and "weight must be a finite number between 0 and 1e+12" in str(
+        info.value)
     assert json.dumps(mon.to_state(), sort_keys=True) == before
     assert mon.n == 2
 
@@ -685,11 +686,11 @@ def test_one_event_a_metric_would_refuse_is_applied_to_none():
     mon = Monitor({"p": se.Precision(), "ll": se.LogLoss()}, every=0)
     mon.update(1, 0.9)
     before = json.dumps(mon.to_state(), sort_keys=True)
-    with pytest.raises(ValueError, match="weighted loss overflows") as info:
+    with pytest.raises(ValueError, match=r"w = 1e\+308: weight must be") as info:
         mon.update(1, 0.1, w=1e308)
     assert info.value.index is None
     assert json.dumps(mon.to_state(), sort_keys=True) == before
-    mon.update(1, 0.1, w=1e300)  # large but finite losses are counted
+    mon.update(1, 0.1, w=1e12)  # the largest weight is counted
     assert mon.n == 2
 
 
@@ -702,3 +703,80 @@ def test_a_score_outside_a_metrics_range_is_refused_naming_the_metric():
     assert str(info.value) == ("y_pred[1] = 1.5: probability must be in [0, 1] "
                                "(metric 'log_loss' needs probabilities)")
     assert info.value.index == 1 and m.n == 0
+
+
+# --------------------------------------------------------------- extreme input
+
+EXTREME_SCORES = [-1.7e308, -1e300, 0.0, 0.5, 1.0, 1e300, 1.7e308]
+
+
+def _finite_or_none(o, path="snapshot"):
+    """Every number in a snapshot is finite (None stands for undefined)."""
+    if isinstance(o, dict):
+        for k, v in o.items():
+            _finite_or_none(v, f"{path}.{k}")
+    elif isinstance(o, (list, tuple)):
+        for i, v in enumerate(o):
+            _finite_or_none(v, f"{path}[{i}]")
+    elif isinstance(o, float):
+        assert math.isfinite(o), f"{path} = {o}"
+
+
+def test_the_largest_weights_and_scores_keep_every_metric_finite_and_revert_exactly():
+    """Any input the validation accepts leaves every metric finite: weights up to
+    MAX_WEIGHT (1e12) and any finite score, on every config kind, cumulative and
+    windowed, and the drift tests. Reverting the extreme events gives back the values
+    of the ordinary events alone (sklearn on them is the oracle for AUC and AP)."""
+    from streameval import _registry
+    from streameval.validation import MAX_WEIGHT
+
+    rng = np.random.default_rng(7)
+    n = 400
+    y = rng.random(n) < 0.3
+    p = rng.random(n)  # probabilities, for log_loss and brier
+    kinds = sorted(_registry.config_kinds())
+    spec = {k: {"metric": k} for k in kinds}
+    spec["falpha"]["alpha"] = 0.3
+    spec["fbeta"]["beta"] = 2.0
+    metrics = dict(spec)
+    metrics.update({f"{k}@50": {**spec[k], "size": 50} for k in kinds})
+    mon = Monitor.from_config({"metrics": metrics, "every": 100,
+                               "drift": {"recall": {"metric": "recall", "size": 100}}})
+    mon.update_many(y, p, w=np.ones(n), t=np.arange(n, dtype=float))
+    # extreme events: the largest weight, scores at the ends of the float range where a
+    # metric takes any score; probabilities where it needs them
+    for i, s in enumerate(EXTREME_SCORES):
+        prob = min(max(s, 0.0), 1.0)
+        mon.update(bool(i % 2), prob, w=MAX_WEIGHT, t=float(n + i))
+    _finite_or_none(mon.snapshot())
+    # every metric kind on its own, with the extreme scores it accepts, reverted
+    for kind in kinds:
+        fresh = Monitor.from_config({"metrics": {kind: spec[kind]}}).metrics[kind]
+        ref = fresh.clone().update_many(y, p)
+        m = fresh.clone().update_many(y, p)
+        added = []
+        for i, s in enumerate(EXTREME_SCORES + [0.25, 0.75]):
+            for w in (MAX_WEIGHT, 0.0, 1.0):
+                ev = (bool(i % 2), s, w)
+                try:
+                    m.update(*ev)
+                except ValueError:  # a probability metric refuses scores outside [0, 1]
+                    continue
+                added.append(ev)
+                v = m.get()
+                assert v is None or math.isfinite(v), (kind, ev, v)
+        assert len(added) >= 9, kind
+        for ev in reversed(added):
+            m.revert(*ev)
+        a, b = m.get(), ref.get()
+        assert (a is None and b is None) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (
+            kind, a, b)
+    auc = Monitor.from_config({"metrics": {"roc_auc": "roc_auc"}}).metrics["roc_auc"]
+    auc.update_many(y, p)
+    for s in EXTREME_SCORES:
+        auc.update(True, s, MAX_WEIGHT)
+        auc.update(False, s, MAX_WEIGHT)
+    for s in EXTREME_SCORES:
+        auc.revert(True, s, MAX_WEIGHT)
+        auc.revert(False, s, MAX_WEIGHT)
+    assert abs(auc.get() - roc_auc_score(y, p)) <= 1e-12

@@ -328,23 +328,26 @@ def test_revert_trusted_refuses_atomically_naming_the_event(cls, multiclass):
 
 
 def test_overflowing_weighted_loss_names_its_event_on_every_batch_path():
-    """Weights whose products with the losses overflow: update_many (validate),
-    update_trusted (columns validated elsewhere, as the Monitor does) and the Monitor
-    all name the first overflowing event and its index, as before the trusted path
-    (-log(0.1) * 1e308 is inf: event 0); the metric is unchanged."""
+    """Weights whose products with the losses would overflow (-log(0.1) * 1e308 is inf)
+    are over MAX_WEIGHT: update_many and the Monitor refuse them as weights, naming
+    event 0; update_trusted (columns validated elsewhere) still names the overflowing
+    loss, its last line of defence; the metric is unchanged. Within MAX_WEIGHT no
+    loss can overflow: clipped at 1e-15, a log loss is at most 34.6."""
     from streameval import Monitor
-    from streameval.validation import ValidationError
+    from streameval.validation import MAX_WEIGHT, ValidationError
 
     y, s, w = [True, False, True], [0.1, 0.2, 0.3], [1e308, 1e308, 1.0]
     assert math.isinf(-math.log(0.1) * 1e308)
     m = LogLoss()
-    with pytest.raises(ValidationError, match=r"^y_pred\[0\] = 0\.1: the weighted loss overflows$") as a:
+    with pytest.raises(ValidationError, match=r"^w\[0\] = 1e\+308: weight must be") as a:
         m.update_many(y, s, w)
     cols = (np.array(y), np.array(s), np.array(w))
     with pytest.raises(ValidationError, match=r"^y_pred\[0\] = 0\.1: the weighted loss overflows$") as b:
         m.update_trusted(*cols)
     assert a.value.index == b.value.index == 0
     assert m._n == 0 and math.isnan(m.get())
-    with pytest.raises(ValidationError, match=r"^y_pred\[0\] = 0\.1: the weighted loss overflows$") as c:
+    with pytest.raises(ValidationError, match=r"^w\[0\] = 1e\+308: weight must be") as c:
         Monitor.default(window=10).update_many(y, s, w)
     assert c.value.index == 0
+    m.update_many([True, False], [0.0, 1.0], [MAX_WEIGHT, MAX_WEIGHT])
+    assert m.get() == pytest.approx(skm.log_loss([1, 0], [0.0, 1.0], sample_weight=[MAX_WEIGHT] * 2))

@@ -1304,11 +1304,16 @@ def test_integer_weight_fast_path_equals_sklearn(decimals):
     assert not ap._so.exact_ints()
     live = w >= 0
     assert_value(ap, np.r_[y[live], True], np.r_[s[live], 0.5], np.r_[w[live], 0.5])
-    # a total beyond 2**53 is not exact in int64 either: the float path
-    big = AveragePrecision().update_many([1, 0, 1], [0.9, 0.5, 0.1], [2.0**53, 1.0, 1.0])
+    # a total beyond 2**53 is not exact in int64 either: the float path (weights are at
+    # most MAX_WEIGHT = 1e12, so it takes 9 008 of the largest)
+    yb = np.tile([1, 0, 1], 4600)
+    sb = np.round(rng.random(len(yb)), 3)
+    wb = np.tile([1e12, 1.0, 1e12], 4600)
+    assert wb.sum() > 2.0**53
+    big = AveragePrecision().update_many(yb, sb, wb)
     big.get()
     assert not big._so.exact_ints()
-    assert_value(big, [1, 0, 1], [0.9, 0.5, 0.1], [2.0**53, 1.0, 1.0])
+    assert_value(big, yb, sb, wb)
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -1623,3 +1628,51 @@ def test_declared_parameter_checks():
                                               "'weighted', 'micro'"):
         AveragePrecision(average="mean")
     assert ROCAUC(bins=np.int64(4)).bins == 4 and type(ROCAUC(bins=np.int64(4)).bins) is int
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_reverting_the_largest_weights_leaves_auc_exact(bulk):
+    """A weight of MAX_WEIGHT added and reverted once left U off by about 1e8 (float
+    rounding of the 1e24-sized pairs), so the AUC of the 300 events left was far outside
+    [0, 1] (Gini -16 787). The score order now recomputes U and its totals from the
+    per-score weights once removals took out far more than is left (ScoreOrder.refresh).
+    Oracle: sklearn on the events left, decimal weights and ties included."""
+    from streameval.validation import MAX_WEIGHT
+
+    rng = np.random.default_rng(3)
+    n = 300
+    y = rng.random(n) < 0.4
+    s = np.round(rng.random(n), 2)  # ties
+    w = np.round(rng.random(n) * 3, 1)  # decimal weights
+    big_y = np.array([True, False, True, False, True, False])
+    big_s = np.array([0.505, 0.505, 0.995, 0.015, 0.305, 0.705])  # scores of their own
+    big_w = np.array([MAX_WEIGHT, MAX_WEIGHT, 3e11, 7e11, 1e9, 5e10])
+    _assert_extreme_weights_revert_exactly(y, s, w, big_y, big_s, big_w, bulk)
+    # at scores shared with small events: exact where the small weights are binary
+    # fractions (a per-score sum keeps the rounding of its own score only, about 1e-16
+    # of the largest weight that passed through it: see ScoreOrder.refresh)
+    w2 = np.round(rng.random(n) * 6) / 2
+    _assert_extreme_weights_revert_exactly(y, s, w2, big_y, np.round(big_s, 2), big_w, bulk)
+
+
+def _assert_extreme_weights_revert_exactly(y, s, w, big_y, big_s, big_w, bulk):
+    for cls, oracle in ((ROCAUC, roc_auc_score),
+                        (Gini, lambda *a, **k: 2 * roc_auc_score(*a, **k) - 1)):
+        m = cls()
+        m.update_many(y, s, w)
+        if bulk:
+            m.update_many(big_y, big_s, big_w)
+            assert math.isfinite(m.get())
+            m.revert_many(big_y, big_s, big_w)
+        else:
+            for e in zip(big_y.tolist(), big_s.tolist(), big_w.tolist()):
+                m.update(*e)
+                assert 0 <= m.get() + (cls is Gini) <= 1 + (cls is Gini)
+            for e in zip(big_y.tolist(), big_s.tolist(), big_w.tolist()):
+                m.revert(*e)
+        expected = oracle(y, s, sample_weight=w)
+        assert abs(m.get() - expected) <= 1e-12, (cls.__name__, bulk, m.get(), expected)
+        m._check()
+        # the state saved after the revert carries no residue either
+        again = streameval.from_state(json.loads(json.dumps(m.to_state())))
+        assert abs(again.get() - expected) <= 1e-12

@@ -793,6 +793,8 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
             self._flush()
         self._streak = 0
         o = self._so
+        if o._shed_p or o._shed_n:  # removals of weights other than 1 (see refresh)
+            o.refresh()
         if o.pos_weight > 0.0 and o.neg_weight > 0.0:
             return o.u / (o.pos_weight * o.neg_weight)
         return _NAN
@@ -837,6 +839,8 @@ class Gini(_BinaryROCAUC):
             self._flush()
         self._streak = 0
         o = self._so
+        if o._shed_p or o._shed_n:
+            o.refresh()
         if o.pos_weight > 0.0 and o.neg_weight > 0.0:
             return 2.0 * o.u / (o.pos_weight * o.neg_weight) - 1.0
         return _NAN

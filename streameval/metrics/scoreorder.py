@@ -159,6 +159,11 @@ def _flat(blocks, dtype):
 
 
 _EXACT = float(2**53)
+#: :meth:`ScoreOrder.refresh` recomputes ``U`` and the totals once removals have
+#: taken out this many times what they hold: their rounding is then at most about
+#: ``REFRESH * 1e-16`` of the value (1e-13), and the `O(n)` recomputation is spread
+#: over that many removals' worth.
+REFRESH = 512.0
 
 #: the attributes of the block layout (built lazily after a bulk rebuild)
 _BLOCKS = ("_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp", "_tn", "_gp", "_gn")
@@ -294,7 +299,8 @@ class ScoreOrder:
 
     __slots__ = ("_load", "_twice", "_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp",
                  "_tn", "_gp", "_gn", "u", "pos_weight", "neg_weight", "n_pos", "n_neg",
-                 "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays", "_trickle")
+                 "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays", "_trickle",
+                 "_shed_u", "_shed_p", "_shed_n")
 
     def __init__(self, load=DEFAULT_LOAD):
         if not isinstance(load, int) or load < 4:
@@ -322,6 +328,9 @@ class ScoreOrder:
         self.u = 0.0  # Mann–Whitney U (weighted)
         self.pos_weight = 0.0
         self.neg_weight = 0.0
+        # bounds on what removals of weights other than 1 took out of U and the totals
+        # since they were last computed from the per-score weights (see refresh)
+        self._shed_u = self._shed_p = self._shed_n = 0.0
         self.n_pos = 0  # positive events
         self.n_neg = 0
         self.z_pos = 0  # positive events with weight 0
@@ -530,6 +539,12 @@ class ScoreOrder:
             self.unit = False
             if w != int(w):
                 self.integral = False
+            if positive:  # (what U lost is at most w times the other class's weight)
+                self._shed_p += w
+                self._shed_u += w * self.neg_weight
+            else:
+                self._shed_n += w
+                self._shed_u += w * self.pos_weight
         c = counts[i] - 1
         counts[i] = c
         if c:
@@ -650,8 +665,12 @@ class ScoreOrder:
 
     def _settle(self):
         """Make ``U`` and an emptied class's totals exactly zero (no rounding left)."""
-        self.u = 0.0
+        self.u = self._shed_u = 0.0
         pos_empty, neg_empty = self.n_pos == self.z_pos, self.n_neg == self.z_neg
+        if pos_empty:
+            self._shed_p = 0.0
+        if neg_empty:
+            self._shed_n = 0.0
         if self._arrays is not None:
             if pos_empty:
                 self._arrays[1][:] = 0.0
@@ -887,6 +906,10 @@ class ScoreOrder:
                                   + abs(bn)) < _EXACT
         du = mann_whitney_u(wp, wn, ints)
         du += self._levels.add(np.ascontiguousarray(keys, dtype=_F8), wp, wn, cp, cn, ints)
+        if bp < 0.0 or bn < 0.0:  # a removal
+            self._shed_p -= bp
+            self._shed_n -= bn
+            self._shed_u -= bp * self.neg_weight + bn * self.pos_weight
         self.u += du
         self.pos_weight += bp
         self.neg_weight += bn
@@ -1129,7 +1152,28 @@ class ScoreOrder:
         self.n_pos = int(cp.sum())
         self.n_neg = int(cn.sum())
         self.u = mann_whitney_u(wp, wn, self.exact_ints())
+        self._shed_u = self._shed_p = self._shed_n = 0.0
         self._rebuild(keys, wp, wn, cp, cn)
+
+    def refresh(self):
+        """Recompute ``U`` and the class totals from the stored per-score weights when
+        removals have taken out of them far more than they hold (:data:`REFRESH`
+        times), so that the rounding those removals left could show.
+
+        A float sum keeps a residue of about 1e-16 of the largest value that passed
+        through it: a weight of 1e12 added, then reverted, leaves ``U`` off by about
+        1e8 (and an AUC far outside [0, 1] when what is left holds 100 events). Each
+        per-score weight only keeps the rounding of its own score, and a class's last
+        event at a score takes that too. Removals of weight 1 are not counted: with
+        weights of 1 the sums are exact integers. Amortised cost: a refresh is `O(n)`
+        and comes after removals worth :data:`REFRESH` times the totals, so
+        `O(n / REFRESH)` spread over at least that many removals. Readers of ``u``
+        and the totals call it (`O(1)` when nothing is due)."""
+        p, n = self.pos_weight, self.neg_weight
+        if (self._shed_u > REFRESH * p * n or self._shed_p > REFRESH * p
+                or self._shed_n > REFRESH * n):
+            self._install(self.arrays())
+            self.stamp += 1
 
     def _remove_entry(self, s, bp, bn, np_, nn):
         """Remove ``np_`` positives of total weight ``bp`` and ``nn`` negatives of weight
@@ -1151,6 +1195,9 @@ class ScoreOrder:
         # pairs of the removed events with everything stored, less those counted twice
         # (removed positive with removed negative, a tie: 1/2 each)
         self.u -= bp * (below_n + 0.5 * at_n) + bn * (above_p + 0.5 * at_p) - 0.5 * bp * bn
+        self._shed_p += bp
+        self._shed_n += bn
+        self._shed_u += bp * self.neg_weight + bn * self.pos_weight
         c_p = cp_b[i] - np_
         c_n = cn_b[i] - nn
         cp_b[i] = c_p
@@ -1185,6 +1232,7 @@ class ScoreOrder:
 
     def auc(self):
         """``U / (P * N)``, or NaN without positive or negative weight. `O(1)`."""
+        self.refresh()
         if self.pos_weight > 0.0 and self.neg_weight > 0.0:
             return self.u / (self.pos_weight * self.neg_weight)
         return float("nan")
@@ -1192,6 +1240,7 @@ class ScoreOrder:
     # ------------------------------------------------------------------ state
     def to_data(self):
         """JSON-serialisable state (lists of numbers)."""
+        self.refresh()
         keys, wp, wn, cp, cn = self.arrays()
         return {
             "scores": keys.tolist(), "wpos": wp.tolist(), "wneg": wn.tolist(),
