@@ -15,6 +15,8 @@ Schema
     every_seconds = 3600          # and/or every period of event time (aligned to multiples)
     group_by = "country"          # or ["model_version", "country"]: per-segment metrics/alerts
     overall = true                # with group_by, also the whole stream (segment null)
+    max_segments = 1000           # segments with their own metrics; events of further
+                                  # segment values count under "__other__" (a warning)
     threshold = 0.5               # default threshold of the threshold metrics below
     size = 10000                  # size of the default sliding windows (no [monitor.metrics]);
                                   # window = 10000 is the same (its older name)
@@ -143,7 +145,7 @@ _CLASS_TO_KIND = {v: k for k, v in KINDS.items()}
 
 #: the keys of the ``[monitor]`` table
 MONITOR_KEYS = ("every", "every_seconds", "group_by", "overall", "threshold", "size", "window",
-                "pos_label", "neg_label", "metrics", "drift", "rules")
+                "pos_label", "neg_label", "metrics", "drift", "rules", "max_segments")
 
 _WINDOW_KEYS = ("window", "size", "period", "lateness")
 # metric parameters a binary monitor sets itself (labels) or does not support
@@ -478,6 +480,11 @@ def build(table, where="monitor"):
         if not isinstance(table["overall"], bool):
             raise ValueError(f"{where}.overall = {table['overall']!r}: must be true or false")
         kw["overall"] = table["overall"]
+    if "max_segments" in table:
+        cap = table["max_segments"]
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ValueError(f"{where}.max_segments = {cap!r}: must be an integer >= 1")
+        kw["max_segments"] = cap
     threshold = check_threshold(table.get("threshold", DEFAULT_THRESHOLD), name=f"{where}.threshold")
     if "size" in table and "window" in table:
         raise ValueError(f"{where}: give size (the default windows' size) or its alias window, "

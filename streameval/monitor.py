@@ -23,7 +23,9 @@ Output
 ``on_metrics`` and ``on_alert`` are lists of callables (sinks), called at each
 evaluation with plain JSON-ready dicts (DESIGN.md section 6):
 
-* metrics row: ``{"n", "t", "segment", "values": {name: float or None}}``;
+* metrics row: ``{"n", "t", "segment", "values": {name: float or None}}``, plus
+  ``"late": {name: count}`` when the monitor has windows by ``period``: the events each
+  window refused as late (older than its ``lateness`` allows), in that segment, so far;
 * alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
   "value", "segment"}``.
 
@@ -46,6 +48,14 @@ of its field (a str, int, float or bool), or for several fields a tuple of value
 the whole stream only. Rows are emitted whole stream first, then segments in order of
 first appearance. A segment's ``min_samples`` counts that segment's events; ``n`` and
 ``cooldown`` use the stream's clock.
+
+At most ``max_segments`` segments (default :data:`DEFAULT_MAX_SEGMENTS`) get their own
+copy: every segment is a full set of metrics (tens of kB, and series in
+Prometheus), and a client that sends a new value in every event must not be able to
+grow the monitor without bound. Once that many exist, the events of a new segment
+value are counted under the segment :data:`OTHER_SEGMENT` (``"__other__"``, a tuple of
+it for several fields), :attr:`Monitor.other_events` counts them, ``snapshot()`` says
+so, and a ``RuntimeWarning`` is issued the first time.
 
 Imports: numpy, the standard library, :mod:`streameval.alerts`, :mod:`streameval.windows`,
 :mod:`streameval.metrics` (the protocol and the shared score order),
@@ -101,7 +111,12 @@ from streameval.validation import (
     label_sets,
 )
 
-__all__ = ["Monitor"]
+__all__ = ["Monitor", "DEFAULT_MAX_SEGMENTS", "OTHER_SEGMENT"]
+
+#: Default cap on the number of segments with their own metrics.
+DEFAULT_MAX_SEGMENTS = 1000
+#: The segment that counts the events of new segment values beyond ``max_segments``.
+OTHER_SEGMENT = "__other__"
 
 _Real = numbers.Real
 _SCALARS = (str, bool, int, float)
@@ -232,6 +247,10 @@ class _Segment:
     def reports(self):
         return {name: _report_dict(d.report()) for name, d in self.drift.items()}
 
+    def late(self, names):
+        """``{name: events refused as late}`` for the windows ``names``."""
+        return {name: int(self.metrics[name].late) for name in names}
+
     def rule_input(self, name, rep):
         """What a drift rule reads: the p-value and delta, or no data (None) until the
         test is ready and both effective sample sizes reach its ``min_count``."""
@@ -309,13 +328,17 @@ class Monitor:
         The labels (as in every metric); the metrics must use the same.
     overall : bool
         With ``group_by``, monitor the whole stream (segment None) as well.
+    max_segments : int or None
+        At most this many segments get their own metrics (None: no cap); the events
+        of further segment values count under :data:`OTHER_SEGMENT`.
     """
 
     _public_name = "Monitor"
     _state_version = 1
 
     def __init__(self, metrics, *, rules=(), drift=None, group_by=None, every=1000,
-                 every_seconds=None, pos_label=True, neg_label=None, overall=True):
+                 every_seconds=None, pos_label=True, neg_label=None, overall=True,
+                 max_segments=DEFAULT_MAX_SEGMENTS):
         import re
 
         if not isinstance(metrics, dict) or not metrics:
@@ -387,6 +410,19 @@ class Monitor:
         if not overall and group_by is None:
             raise ValueError("overall=False needs group_by (else nothing is monitored)")
         self.overall = overall
+        self.max_segments = check_param("max_segments", max_segments,
+                                        Integer(1, allow_none=True))
+        if self._fields is not None:
+            self._other_key = (OTHER_SEGMENT if len(self._fields) == 1
+                               else (OTHER_SEGMENT,) * len(self._fields))
+        else:
+            self._other_key = None
+        #: events counted under OTHER_SEGMENT because max_segments was reached
+        self.other_events = 0
+        # windows by period: their late events are reported per segment
+        self._late_names = [name for name, obj in self.metrics.items()
+                            if getattr(obj, "period", None) is not None
+                            and hasattr(obj, "late")]
 
         # which inputs need an event time: every_seconds, windows/tests by period, rules
         # with durations
@@ -479,7 +515,8 @@ class Monitor:
             raise ValueError("give size= or its alias window=, not both")
         size = size if size is not None else window if window is not None else 10_000
         table = {"threshold": threshold, "size": size}
-        for key in ("every", "every_seconds", "group_by", "overall", "pos_label", "neg_label"):
+        for key in ("every", "every_seconds", "group_by", "overall", "pos_label", "neg_label",
+                    "max_segments"):
             if key in kwargs and kwargs[key] is not None:
                 table[key] = kwargs.pop(key)
         if kwargs:
@@ -536,6 +573,26 @@ class Monitor:
         if seg is None:
             seg = self._new_segment(key)
         return seg
+
+    def _capped(self, key):
+        """``key``, or :data:`OTHER_SEGMENT`'s key when ``key`` would be a new segment
+        beyond ``max_segments`` (counted in :attr:`other_events`)."""
+        if key is None or key in self._segments or self.max_segments is None:
+            return key
+        if len(self._segments) < self.max_segments:
+            return key
+        self._note_other(key, 1)
+        return self._other_key
+
+    def _note_other(self, key, k):
+        if not self.other_events:
+            import warnings
+
+            warnings.warn(
+                f"max_segments = {self.max_segments} reached: the events of new segment "
+                f"values (first {key!r}) are counted under segment {OTHER_SEGMENT!r}",
+                RuntimeWarning, stacklevel=4)
+        self.other_events += k
 
     def _time(self, t, where="t"):
         if t is None or (isinstance(t, float) and t != t):
@@ -609,6 +666,8 @@ class Monitor:
         E = self.every_seconds
         if E is not None and self.t is not None and t // E > self.t // E:
             self._evaluate()
+        if key is not None:
+            key = self._capped(key)
         if self._overall is not None:
             self._overall.update(y_true, s, w, t)
         if key is not None:
@@ -649,6 +708,8 @@ class Monitor:
         codes, keys = self._segment_codes(segment, m)
         if m == 0:
             return
+        if keys and self.max_segments is not None:
+            codes, keys = self._cap_codes(codes, keys)
 
         # evaluation points: after the first p events of the batch
         points = []
@@ -828,6 +889,35 @@ class Monitor:
             codes[i] = c
         return codes, keys
 
+    def _cap_codes(self, codes, keys):
+        """Codes and keys with the new segments beyond ``max_segments`` (in order of
+        first appearance, as a loop of :meth:`update` would meet them) mapped to
+        :data:`OTHER_SEGMENT`'s key, counted in :attr:`other_events`."""
+        room = self.max_segments - len(self._segments)
+        new = [c for c, k in enumerate(keys) if k not in self._segments]
+        over = new[max(room, 0):]
+        if not over:
+            return codes, keys
+        other = self._other_key
+        if other in keys:
+            target = keys.index(other)
+        else:
+            keys = keys + [other]
+            target = len(keys) - 1
+        remap = np.arange(len(keys))
+        remap[over] = target
+        moved = np.isin(codes, over)
+        codes = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1)
+        self._note_other(keys[over[0]], int(moved.sum()))
+        used = np.unique(codes[codes >= 0])
+        # drop the keys no event has any more, renumbering the codes
+        if len(used) < len(keys):
+            renum = np.full(len(keys), -1)
+            renum[used] = np.arange(len(used))
+            keys = [keys[c] for c in used.tolist()]
+            codes = np.where(codes >= 0, renum[np.maximum(codes, 0)], -1)
+        return codes, keys
+
     # ------------------------------------------------------------------- evaluation
     def _evaluate(self):
         """One evaluation point: a row per segment, then the rules. Idempotent per n."""
@@ -838,8 +928,11 @@ class Monitor:
         segs = list(self._all_segments())
         reports = [seg.reports() for seg in segs]
         values = [seg.values(reps) for seg, reps in zip(segs, reports)]
+        late = self._late_names
         for seg, vals in zip(segs, values):
             row = {"n": n, "t": t, "segment": seg.label, "values": vals}
+            if late:
+                row["late"] = seg.late(late)
             for cb in self.on_metrics:
                 cb(dict(row, values=dict(vals)))
         for seg, vals, reps in zip(segs, values, reports):
@@ -870,13 +963,16 @@ class Monitor:
     def snapshot(self):
         """The current values of every segment, and the active alerts.
 
-        ``{"n", "t", "segments": {key: {"segment", "n", "values", "drift"}}, "alerts"}``
-        where ``key`` is None for the whole stream, the segment value, or a tuple for
-        several ``group_by`` fields (``"segment"`` holds its JSON form), ``n`` the
-        segment's events, ``values`` its metrics (None where NaN) and ``drift`` its
-        drift reports. Values are computed now, not at the last evaluation.
+        ``{"n", "t", "segments": {key: {"segment", "n", "values", "drift"}}, "alerts",
+        "other_events", "max_segments"}`` where ``key`` is None for the whole stream,
+        the segment value, or a tuple for several ``group_by`` fields (``"segment"``
+        holds its JSON form), ``n`` the segment's events, ``values`` its metrics (None
+        where NaN) and ``drift`` its drift reports; with windows by ``period`` each
+        segment also has ``late`` (``{name: events refused as late}``). Values are
+        computed now, not at the last evaluation.
         """
         segments = {}
+        late = self._late_names
         for seg in self._all_segments():
             reports = seg.reports()
             segments[seg.key] = {
@@ -885,7 +981,10 @@ class Monitor:
                 "values": seg.values(reports),
                 "drift": reports,
             }
-        return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts()}
+            if late:
+                segments[seg.key]["late"] = seg.late(late)
+        return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
+                "other_events": self.other_events, "max_segments": self.max_segments}
 
     def active_alerts(self):
         """The open alerts (pending or firing): the transition that opened each, with its
@@ -938,6 +1037,7 @@ class Monitor:
             "pos_label": self.pos_label,
             "neg_label": self.neg_label,
             "overall": self.overall,
+            "max_segments": self.max_segments,
         }
         segments = []
         for seg in self._all_segments():
@@ -949,7 +1049,8 @@ class Monitor:
                 "drift": {name: d.to_state() for name, d in seg.drift.items()},
                 "rules": [r.to_state() for r in seg.rules],
             })
-        data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n, "segments": segments}
+        data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n, "segments": segments,
+                "other_events": self.other_events}
         return {"type": self._public_name, "version": self._state_version,
                 "params": params, "data": data}
 
@@ -970,8 +1071,11 @@ class Monitor:
             rules=[rule_from_config(r) for r in p["rules"]],
             group_by=group_by, every=p["every"], every_seconds=p["every_seconds"],
             pos_label=p["pos_label"], neg_label=p["neg_label"], overall=p["overall"],
+            # (states from before the cap: their segments are kept, new ones capped)
+            max_segments=p.get("max_segments", DEFAULT_MAX_SEGMENTS),
         )
         mon.n = d["n"]
+        mon.other_events = d.get("other_events", 0)
         mon.t = d["t"]
         mon._last_eval_n = d["last_eval_n"]
         mon._segments = {}

@@ -86,7 +86,8 @@ def metric_names(metric_rows):
 
 
 def final_values(metric_rows):
-    """The last row of each segment: ``{segment: {"n", "t", "values"}}``, in order.
+    """The last row of each segment: ``{segment: {"n", "t", "values"}}``, in order
+    (plus ``"late"`` when the rows count late events).
 
     A value that a later row leaves out (a tumbling window between closes, say) keeps
     its last reported value; ``None`` stays ``None`` (undefined, e.g. no positives).
@@ -102,6 +103,8 @@ def final_values(metric_rows):
         last["n"] = row.get("n")
         last["t"] = row.get("t")
         last["values"].update(row.get("values", {}))
+        if "late" in row:  # windows by period: events refused as late, so far
+            last["late"] = dict(row["late"])
     return out
 
 

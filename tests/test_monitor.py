@@ -780,3 +780,135 @@ def test_the_largest_weights_and_scores_keep_every_metric_finite_and_revert_exac
         auc.revert(True, s, MAX_WEIGHT)
         auc.revert(False, s, MAX_WEIGHT)
     assert abs(auc.get() - roc_auc_score(y, p)) <= 1e-12
+
+
+# --------------------------------------------------------------- segment cap, late events
+
+
+def _capped_events(seed, n=600, values=40):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.4
+    s = rng.random(n)
+    seg = [f"s{v}" for v in rng.integers(0, values, n)]
+    seg = [None if i % 11 == 0 else v for i, v in enumerate(seg)]
+    return y, s, seg
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_max_segments_caps_new_segments_under_other_on_both_paths(seed):
+    """Once max_segments segments exist, the events of new segment values count under
+    "__other__": the first max_segments values met (in stream order) keep their own
+    metrics. The batch path equals a loop of update (rows, counters, state), and the
+    segments' values equal sklearn on their events (the oracle: each event's segment
+    after the cap, computed here by hand)."""
+    import warnings
+
+    y, s, seg = _capped_events(seed)
+    cap = 7
+    kept, expected = [], []
+    for v in seg:
+        if v is not None and v not in kept and len(kept) < cap:
+            kept.append(v)
+        expected.append(v if v is None or v in kept else "__other__")
+    mons, rows = [], []
+    for batch in (False, True):
+        mon = Monitor({"r": se.Recall(), "auc": se.ROCAUC()}, group_by="c", every=100,
+                      max_segments=cap)
+        out = []
+        mon.on_metrics.append(out.append)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if batch:
+                for a in range(0, len(y), 150):
+                    mon.update_many(y[a:a + 150], s[a:a + 150], segment=seg[a:a + 150])
+            else:
+                for yi, si, gi in zip(y.tolist(), s.tolist(), seg):
+                    mon.update(yi, si, segment=gi)
+        mon.flush()
+        msgs = [str(c.message) for c in caught if issubclass(c.category, RuntimeWarning)]
+        assert len(msgs) == 1 and "max_segments = 7 reached" in msgs[0], msgs
+        assert mon.segments == kept + ["__other__"]
+        assert mon.other_events == sum(v == "__other__" for v in expected)
+        snap = mon.snapshot()
+        assert snap["other_events"] == mon.other_events and snap["max_segments"] == cap
+        for key in kept + ["__other__"]:
+            idx = [i for i, v in enumerate(expected) if v == key]
+            assert snap["segments"][key]["n"] == len(idx)
+            assert snap["segments"][key]["values"]["r"] == pytest.approx(
+                recall_score(y[idx], s[idx] >= 0.5, zero_division=np.nan), nan_ok=True)
+        mons.append(mon)
+        rows.append(out)
+    assert rows[0] == rows[1]
+    assert json.dumps(mons[0].to_state(), sort_keys=True) == json.dumps(mons[1].to_state(),
+                                                                        sort_keys=True)
+    # the state keeps the cap and the counter; a new value after a resume is capped too
+    again = Monitor.from_state(json.loads(json.dumps(mons[0].to_state())))
+    assert again.max_segments == cap and again.other_events == mons[0].other_events
+    again.update(True, 0.9, segment="brand-new")
+    assert again.other_events == mons[0].other_events + 1 and "brand-new" not in again.segments
+
+
+def test_max_segments_config_and_bad_values():
+    mon = Monitor.from_config({"group_by": "c", "max_segments": 2, "metrics": {"r": "recall"}})
+    assert mon.max_segments == 2
+    assert Monitor.default().max_segments == 1000
+    assert Monitor({"r": se.Recall()}, group_by="c", max_segments=None).max_segments is None
+    for bad in (0, -1, 1.5, True, "10"):
+        with pytest.raises(ValueError, match="max_segments"):
+            Monitor.from_config({"group_by": "c", "max_segments": bad, "metrics": {"r": "recall"}})
+    with pytest.raises(ValueError, match="max_segments = 0"):
+        Monitor({"r": se.Recall()}, group_by="c", max_segments=0)
+    # several group_by fields: the other segment is a tuple of "__other__"
+    mon = Monitor({"r": se.Recall()}, group_by=["a", "b"], max_segments=1, every=0)
+    with pytest.warns(RuntimeWarning, match="max_segments = 1"):
+        mon.update_many([1, 0, 1], [0.9, 0.2, 0.7], segment=[("x", 1), ("y", 2), ("x", 1)])
+    assert mon.segments == [("x", 1), ("__other__", "__other__")] and mon.other_events == 1
+
+
+def test_late_events_are_counted_per_window_and_segment_in_rows_and_snapshot():
+    """Windows by period refuse events older than their lateness allows: each row and
+    the snapshot say how many, per window and segment. Oracle: a brute-force walk that
+    keeps each segment's newest time and counts the events more than `lateness`
+    older (the whole stream has its own clock)."""
+    rng = np.random.default_rng(5)
+    n = 500
+    t = np.cumsum(rng.random(n) * 30)
+    late_at = rng.random(n) < 0.1
+    t = np.where(late_at, t - rng.choice([10, 200, 5000], n), t)
+    y = rng.random(n) < 0.5
+    s = rng.random(n)
+    seg = rng.choice(["a", "b"], n).tolist()
+    mon = Monitor({"p@1h": se.Sliding(se.Precision(), period=3600, lateness=60),
+                   "p@2h": se.Sliding(se.Precision(), period=7200, lateness=300),
+                   "r": se.Recall()}, group_by="c", every=100)
+    rows = []
+    mon.on_metrics.append(rows.append)
+    mon.update_many(y, s, t=t, segment=seg)
+
+    def brute(lateness, upto, key):
+        newest, late = -np.inf, 0
+        for i in range(upto):
+            if key is not None and seg[i] != key:
+                continue
+            if t[i] < newest - lateness:
+                late += 1
+            newest = max(newest, t[i])
+        return late
+
+    assert rows
+    for row in rows:
+        key = row["segment"]
+        assert set(row["late"]) == {"p@1h", "p@2h"}  # the windows by period only
+        assert row["late"]["p@1h"] == brute(60, row["n"], key), row
+        assert row["late"]["p@2h"] == brute(300, row["n"], key), row
+    snap = mon.snapshot()
+    for key in (None, "a", "b"):
+        assert snap["segments"][key]["late"] == {"p@1h": brute(60, n, key),
+                                                 "p@2h": brute(300, n, key)}
+    assert brute(60, n, None) > 20
+    # a monitor without windows by period adds nothing to its rows
+    plain = Monitor({"r": se.Recall()}, every=2)
+    out = []
+    plain.on_metrics.append(out.append)
+    plain.update_many([1, 0], [0.9, 0.1])
+    assert "late" not in out[0] and "late" not in plain.snapshot()["segments"][None]
