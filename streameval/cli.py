@@ -27,7 +27,19 @@ terminal and ``tqdm`` is installed.
 Exit status: 0 done; 1 an alert fired with ``--fail-on-alert``, or ``run --check``
 found alerts other than expected; 2 bad input (the message names the line and the
 reason: bad JSON, a missing field, a NaN score, an unknown label, an unparseable
-time), a bad config or a checkpoint that cannot be used.
+time, a value a metric refuses such as a score outside [0, 1] for ``log_loss``), a
+log that cannot be read (a directory, an I/O error, a truncated or corrupt ``.gz``,
+``.bz2`` or ``.xz``, a damaged Parquet file: one line naming the file and the last
+line read whole), a bad config or a checkpoint that cannot be used; 3 an internal
+error (a bug: its traceback is printed), never mistaken for an alert.
+
+Bad rows: with ``--on-error skip`` every row refused, by the reader, the event
+checks or a metric of the monitor, is a row of ``rejected.jsonl`` with its line and
+reason, counted in the summary's ``rejected``; the other rows give the outputs the log
+without the refused rows would give. A log that cannot be read stops the replay with
+either ``--on-error``: the outputs then hold the rows of what was read before (cut
+back to the last checkpoint on a resume), and no ``summary.json`` or ``report.html``
+is left (those of a former run in ``--out`` are removed when a replay starts).
 
 Config file (TOML): the ``[monitor]`` table (schema in :mod:`streameval.config`) and
 an optional ``[input]`` table saying how to read the log::
@@ -89,9 +101,9 @@ __all__ = ["main", "build_parser", "replay", "Replay", "run_scenario", "ReplayEr
 #: bytes of the log hashed to recognise it when resuming from a checkpoint
 _LOG_HEAD_BYTES = 1 << 20
 _INPUT_KEYS = {"ts", "label", "score", "id", "weight", "require_ts", "format",
-               "label_ttl", "labels", "on_duplicate"}
+               "label_ttl", "labels", "on_duplicate", "max_future"}
 
-EXIT_OK, EXIT_ALERT, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_ALERT, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class ReplayError(Exception):
@@ -217,6 +229,8 @@ class Replay:
         self.delayed = delayed
         if str(log) != "-" and not Path(log).exists():
             raise ReplayError(f"{log}: no such file")
+        if str(log) != "-" and Path(log).is_dir():
+            raise ReplayError(f"{log}: is a directory, not a log file")
         fp = None
         if checkpoint is not None:
             try:
@@ -241,7 +255,7 @@ class Replay:
             raise ReplayError(f"{'-' if str(log) == '-' else log}: {e}") from None
         self.pipeline = Pipeline(monitor, source, outputs=outputs, sinks=sinks,
                                  checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                                 kind="replay", fingerprint=fp)
+                                 kind="replay", fingerprint=fp, on_error=on_error)
 
     @staticmethod
     def _source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every):
@@ -274,6 +288,8 @@ class Replay:
         except (KeyError, TypeError, ValueError) as e:
             raise ReplayError(f"checkpoint {self.checkpoint}: unusable state ({e})") from None
         out.mkdir(parents=True, exist_ok=True)
+        for name in ("summary.json", "report.html"):  # a former run's: written at the end
+            (out / name).unlink(missing_ok=True)
         try:
             pipe.open()
         except ValueError as e:
@@ -289,9 +305,12 @@ class Replay:
             pipe.on_batch = on_batch
         try:
             counts = pipe.run()
-        except ValueError as e:  # EventError (a bad row), or a value the monitor refuses
+        except ValueError as e:  # EventError (a bad row), or a log that cannot be read
             from streameval.events import EventError
+            from streameval.io.sources import SourceError
 
+            if isinstance(e, SourceError):  # names its file (the log, or the labels file)
+                raise ReplayError(str(e)) from None
             name = "-" if str(log) == "-" else str(log)
             if isinstance(e, EventError):
                 hint = " (use --on-error skip to set bad rows aside)" if self.on_error == "fail" else ""
@@ -634,6 +653,15 @@ def main(argv=None):
     except (ValueError, OSError) as e:
         print(f"streameval {args.command}: error: {e}", file=sys.stderr)
         return EXIT_INPUT
+    except Exception:  # a bug: not exit status 1, which says an alert fired
+        if args.command not in ("replay", "run"):
+            raise
+        import traceback
+
+        traceback.print_exc()
+        print(f"streameval {args.command}: internal error (a bug; the traceback above "
+              "says where)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -238,14 +238,30 @@ def config_tables(doc):
     return table, inp
 
 
-def field_map(inp, monitor, *, require_ts=True):
+#: ``[input] max_future`` of a replay: seconds an event time may be ahead of the wall
+#: clock (a log's rows are in the past; a timestamp like 1e12 would move every
+#: window's clock there for good). The service uses the same default, against its
+#: clock.
+DEFAULT_MAX_FUTURE = 3600.0
+
+
+def field_map(inp, monitor, *, require_ts=True, max_future=DEFAULT_MAX_FUTURE):
     """The :class:`~streameval.events.FieldMap` of an ``[input]`` table for ``monitor``.
 
     Field names come from ``inp`` (:data:`FIELD_KEYS`), the segment field is the
     monitor's ``group_by`` and the labels its ``pos_label``/``neg_label``;
-    ``require_ts`` is the default when ``inp`` does not set it.
+    ``require_ts`` and ``max_future`` (seconds ahead of the wall clock an event time
+    may be; ``max_future = 0`` in the table: no limit) are the defaults when ``inp``
+    does not set them.
     """
     from streameval.events import FieldMap
+
+    if "max_future" in inp:
+        mf = inp["max_future"]
+        if isinstance(mf, bool) or not isinstance(mf, (int, float)) or not 0 <= mf < float("inf"):
+            raise ValueError(f"input.max_future = {mf!r}: must be a number of seconds >= 0 "
+                             "(0: no limit)")
+        max_future = float(mf) or None
 
     names = {k: inp[k] for k in FIELD_KEYS if k in inp}
     for k, v in names.items():
@@ -255,7 +271,7 @@ def field_map(inp, monitor, *, require_ts=True):
     if not isinstance(require_ts, bool):
         raise ValueError(f"input.require_ts = {require_ts!r}: must be true or false")
     return FieldMap(**names, segment=monitor.group_by, pos_label=monitor.pos_label,
-                    neg_label=monitor.neg_label, require_ts=require_ts)
+                    neg_label=monitor.neg_label, require_ts=require_ts, max_future=max_future)
 
 
 # ------------------------------------------------------------------------ metrics

@@ -44,6 +44,8 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import numbers
+import reprlib
+import time as _time_module
 from dataclasses import dataclass, field as _field
 from itertools import compress
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
@@ -133,9 +135,16 @@ class _Bad(Exception):
 
 
 def _show(v: Any, limit: int = 60) -> str:
-    """Short printable form of a bad value for an error message."""
-    s = repr(v)
+    """Short printable form of a bad value for an error message (nested values are
+    cut at a few levels: ``repr`` of a list nested 1 000 deep would overflow the
+    stack)."""
+    s = _REPR.repr(v) if isinstance(v, (list, dict, tuple)) else repr(v)
     return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 4
+_REPR.maxstring = _REPR.maxother = 60
 
 
 _SCALARS = (str, int, float, bool)
@@ -148,7 +157,10 @@ class FieldMap:
     ``segment`` is one field name, a list of names (the segment is then the
     tuple of their values), or None. Set ``ts=None`` for logs without time
     (every event then has ``ts = NaN``); ``require_ts=False`` allows rows
-    without a time in a log that has a time field.
+    without a time in a log that has a time field. ``max_future`` (seconds):
+    an event time further ahead of the wall clock is a bad row (a timestamp
+    in the future would move every window's clock there for good); None: no
+    limit.
 
     >>> FieldMap(label="is_spam", pos_label="spam", neg_label="ham").labels
     ('spam', 'ham')
@@ -165,11 +177,18 @@ class FieldMap:
     pos_label: Any = True
     neg_label: Any = None
     require_ts: bool = True
+    max_future: float | None = None
     _label_map: dict = _field(init=False, repr=False, compare=False, hash=False)
     _text_map: dict = _field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        mf = self.max_future
+        if mf is not None:
+            if isinstance(mf, bool) or not isinstance(mf, (int, float)) or not 0 <= mf < math.inf:
+                raise ValueError(f"FieldMap.max_future must be a number of seconds >= 0 or None, "
+                                 f"got {mf!r}")
+            set_(self, "max_future", float(mf))
         seg = self.segment
         if isinstance(seg, (list, tuple)):
             seg = tuple(seg)
@@ -259,13 +278,14 @@ class FieldMap:
             "pos_label": self.pos_label,
             "neg_label": self.neg_label,
             "require_ts": self.require_ts,
+            "max_future": self.max_future,
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> "FieldMap":
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
         known = {"ts", "label", "score", "id", "weight", "segment", "pos_label",
-                 "neg_label", "require_ts"}
+                 "neg_label", "require_ts", "max_future"}
         extra = set(d) - known
         if extra:
             raise ValueError(f"unknown FieldMap keys: {sorted(extra)}")
@@ -600,7 +620,16 @@ def _segval(v: Any, name: str, text: bool) -> Any:
 # ---------------------------------------------------------------- rows
 
 
-def _row_values(get: Callable[[str], Any], fm: FieldMap, is_text, partial: bool):
+#: In the reason of every row refused for an event time beyond ``max_future``.
+FUTURE_MARK = "s ahead of the clock (max_future"
+
+
+def _future(ts: float, fm: FieldMap, now: float) -> str:
+    return f"{fm.ts} = {ts!r} is {ts - now:.0f} {FUTURE_MARK} = {fm.max_future:g} s)"
+
+
+def _row_values(get: Callable[[str], Any], fm: FieldMap, is_text, partial: bool,
+                now: float | None = None):
     """Validate one row (``get(name)`` returns the raw value or MISSING).
 
     ``is_text(name)`` says whether that field holds CSV-style text cells.
@@ -617,6 +646,10 @@ def _row_values(get: Callable[[str], Any], fm: FieldMap, is_text, partial: bool)
             ts = math.nan
         else:
             ts = _time(v, ts_name, text)
+            if fm.max_future is not None:
+                now = _time_module.time() if now is None else now
+                if ts > now + fm.max_future:
+                    raise _Bad(_future(ts, fm, now))
     kind = KIND_EVENT
     v = get(fm.label)
     text = is_text(fm.label)
@@ -966,6 +999,7 @@ def build_batch(
         return [MISSING] * n if c is None else c
 
     bad = np.zeros(n, bool)
+    now = _time_module.time()
     # ts
     if fm.ts is None or (fm.ts not in columns and not (partial or fm.require_ts)):
         ts = np.full(n, math.nan)
@@ -973,6 +1007,8 @@ def build_batch(
         ts, b = _col_time(get(fm.ts), fm.ts, is_text(fm.ts), partial or fm.require_ts)
         if b is not None:
             bad |= b
+        if fm.max_future is not None:
+            bad |= ts > now + fm.max_future  # (NaN: no time, compares False)
     # label
     codes = _col_label(get(fm.label), fm, is_text(fm.label), partial)
     bad |= codes < 0
@@ -1048,7 +1084,7 @@ def build_batch(
     if bad.any():
         idx = [int(np.argmax(bad))] if first_error else np.flatnonzero(bad).tolist()
         for i in idx:
-            errors.append((i, _diagnose(columns, i, fm, is_text, partial)))
+            errors.append((i, _diagnose(columns, i, fm, is_text, partial, now)))
     label = codes == 1
     batch = EventBatch(label, score, ts, weight, np.asarray(lines, np.int64), ids, segs, kind)
     if errors:
@@ -1056,7 +1092,7 @@ def build_batch(
     return batch, errors
 
 
-def _diagnose(columns: dict, i: int, fm: FieldMap, is_text, partial: bool) -> str:
+def _diagnose(columns: dict, i: int, fm: FieldMap, is_text, partial: bool, now=None) -> str:
     """The reason row ``i`` fails, from the row validator (first failing field)."""
 
     def get(name):
@@ -1067,7 +1103,7 @@ def _diagnose(columns: dict, i: int, fm: FieldMap, is_text, partial: bool) -> st
         return v.item() if isinstance(v, np.generic) else v
 
     try:
-        _row_values(get, fm, is_text, partial)
+        _row_values(get, fm, is_text, partial, now)
     except _Bad as e:
         return e.args[0]
     return "invalid row"  # pragma: no cover - columnar and row rules disagree

@@ -17,7 +17,30 @@ import it, never the reverse.
 
 A source is any iterable of :class:`~streameval.events.EventBatch` objects; to be
 resumed it also has ``to_state()``, ``restore(state)`` and ``counts()`` (rows read,
-rows rejected, ...), and a ``rejected`` attribute (callback of bad rows).
+rows rejected, ...), and a ``rejected`` attribute (callback of bad rows); optionally
+``fields`` (its :class:`~streameval.events.FieldMap`, for messages), ``on_error`` and
+``raw(line)`` (the raw row of a line of the batch it yielded last).
+
+Rows the Monitor refuses. The source validates each row, but a metric may refuse
+more (log loss: a score outside [0, 1]; an event time where the monitor needs one).
+The Monitor's ``update_many`` is all or nothing and names the first bad event's
+``index``; :meth:`Pipeline.run` maps it to the row's ``line`` and, with
+``on_error="skip"``, sends that row to the ``rejected`` callback (its line, the
+reason naming the field and value, its raw row) and feeds the other rows of the
+batch, in order: the Monitor's state and rows are those of the log without the
+refused rows. With ``on_error="fail"`` the run stops with an
+:class:`~streameval.events.EventError` naming the line.
+
+Finding the refused rows of a batch of `m` costs `O(m)` rows checked in all, plus a
+few calls per refused row, never `O(m)` per refused row: the Monitor's stateless
+``validate`` sweeps the batch first, then ``update_many`` feeds the rest in order.
+Rows refused for the reason the Monitor names are found in one vectorised pass where
+the reason allows (a score outside the metrics' ``score_bounds``, a missing event
+time); otherwise the rows before the one named are tried next and the part tried
+doubles after each success (halves for a refusal without index). Measured on one
+batch of 65 536 rows with 10% refused (log loss, a period window), against the same
+batch without refusals (0.07-0.11 s): 1.3x for scores outside [0, 1] (one vectorised
+pass), 3.5-4x for weights over the maximum (found one by one).
 
 >>> import json, os, tempfile
 >>> from streameval.io import EventSource
@@ -33,15 +56,17 @@ rows rejected, ...), and a ``rejected`` attribute (callback of bad rows).
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from streameval.events import EventError
 from streameval.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from streameval.io.sinks import JsonlSink, rejected_callback
-from streameval.validation import Integer, check_param
+from streameval.validation import Integer, ValidationError, check_param
 
 __all__ = ["Pipeline", "COUNTS", "DEFAULT_CHECKPOINT_EVERY", "CheckpointError", "as_writer"]
 
@@ -51,10 +76,15 @@ __all__ = ["Pipeline", "COUNTS", "DEFAULT_CHECKPOINT_EVERY", "CheckpointError", 
 DEFAULT_CHECKPOINT_EVERY = 100_000
 
 #: the counters of a run (:meth:`Pipeline.counts`)
-COUNTS = ("rows", "events", "rejected", "expired", "orphans", "unlabeled")
+COUNTS = ("rows", "events", "rejected", "expired", "orphans", "unlabeled", "future")
 
 #: the JSONL outputs a pipeline can own, and where each is connected
 OUTPUTS = ("metrics", "alerts", "rejected")
+
+logger = logging.getLogger("streameval.pipeline")
+
+#: the Monitor's argument names -> the FieldMap attribute naming the log's field
+_ARG_FIELDS = {"y_true": "label", "y_pred": "score", "w": "weight", "t": "ts", "segment": "segment"}
 
 
 class Pipeline:
@@ -86,15 +116,27 @@ class Pipeline:
         ``on_batch(pipeline, batch)`` after each batch was fed (its rows written) and
         before its checkpoint. Returning False stops the run there, as a kill would
         (no final flush, no checkpoint); an exception propagates the same way.
+    on_error : {"fail", "skip"}, optional
+        What :meth:`run` does with a row the Monitor refuses (see the module
+        docstring): stop with an :class:`~streameval.events.EventError` naming its
+        line, or send it to the source's ``rejected`` callback, count it in
+        ``rejected`` and go on. Default: the source's ``on_error``, else "fail".
     """
 
     def __init__(self, monitor, source=None, *, outputs: dict | None = None, sinks=(),
                  checkpoint: str | os.PathLike | None = None,
                  checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY, kind: str = "replay",
                  fingerprint: str | None = None,
-                 on_batch: Callable[["Pipeline", Any], Any] | None = None) -> None:
+                 on_batch: Callable[["Pipeline", Any], Any] | None = None,
+                 on_error: str | None = None) -> None:
         checkpoint_every = check_param("checkpoint_every", checkpoint_every,
                                        Integer(1, allow_none=True))
+        if on_error is None:
+            on_error = getattr(source, "on_error", "fail")
+        if on_error not in ("fail", "skip"):
+            raise ValueError(f"on_error = {on_error!r}: expected 'fail' or 'skip'")
+        self.on_error = on_error
+        self.n_refused = 0  # rows the Monitor refused (skip), since the start or resume
         outputs = dict(outputs or {})
         unknown = sorted(set(outputs) - set(OUTPUTS))
         if unknown:
@@ -219,9 +261,9 @@ class Pipeline:
         ckpt = self.checkpoint_path is not None
         next_ckpt = (self.monitor.n // every + 1) * every if ckpt else None
         on_batch = self.on_batch
-        feed = self.feed
+        take = self._take
         for batch in self.source:
-            feed(batch)
+            take(batch)
             if on_batch is not None and on_batch(self, batch) is False:
                 self.stopped = True
                 return
@@ -233,18 +275,227 @@ class Pipeline:
         if ckpt:
             self.checkpoint(done=True)
 
+    # ------------------------------------------------------------------ refusals
+    def _take(self, batch) -> None:
+        """Feed a batch of the source: all of it at once, or, if the Monitor refuses
+        it, row by row as the module docstring says (``on_error``)."""
+        n = self.monitor.n
+        try:
+            self.feed(batch)
+        except ValueError as e:
+            _all_or_nothing(self.monitor, n, batch, e)
+            self._feed_around(batch, e)
+
+    def _feed_around(self, batch, err: ValueError) -> None:
+        """Feed the rows of ``batch`` the Monitor takes, in order, after it refused the
+        whole batch (``err``); refuse the others (skip: in line order, after the
+        rows fed) or raise for the first one found (fail).
+
+        Two sweeps: the Monitor's ``validate`` (stateless, cheap) finds the rows its
+        validation refuses, then ``update_many`` feeds the others and finds the rest
+        (event times, segments)."""
+        refused: list = []
+        todo = np.arange(len(batch))
+        validate = getattr(self.monitor, "validate", None)
+        if callable(validate):
+            todo = self._sweep(batch, todo, lambda part: validate(*self._columns(batch, part, 3)),
+                               refused, feeds=False)
+        if len(todo):
+            update = self.monitor.update_many
+            self._sweep(batch, todo, lambda part: update(*self._columns(batch, part)),
+                        refused, feeds=True)
+        refused.sort(key=lambda r: r[0])
+        self._refuse(batch, refused)
+
+    def _sweep(self, batch, todo: np.ndarray, probe, refused: list, feeds: bool) -> np.ndarray:
+        """Give the rows ``todo`` of ``batch`` to ``probe`` (the Monitor's ``validate``,
+        or its ``update_many`` when ``feeds``) in parts, in order; add the rows it
+        refuses to ``refused`` as ``(row, reason)`` (fail: raise for the first one);
+        return the rows it took.
+
+        ``todo[:size]`` is the part tried next. A refused part names its first bad
+        row (its ``index``): that row, and every row of ``todo`` refused for the same
+        reason when one vectorised pass finds them (:meth:`_same_refusal`), are
+        refused; the rows before it are tried next, and the part doubles after each
+        part taken. A refusal without an index halves the part (bisection)."""
+        skip = self.on_error == "skip"
+        monitor = self.monitor
+        expected = monitor.n
+        taken = []
+        pos = 0  # todo[:pos]: taken or refused; todo[pos:]: still to try
+        size = len(todo)
+        while pos < len(todo):
+            part = todo[pos:pos + size]
+            try:
+                probe(part)
+            except ValueError as e:
+                err = e
+            else:
+                if feeds:
+                    expected += len(part)
+                taken.append(part)
+                pos += len(part)
+                size = min(2 * size, len(todo) - pos)
+                continue
+            if feeds:
+                _all_or_nothing(monitor, expected, batch, err)
+            i = _index(err, len(part))
+            if i is None:  # the Monitor does not say which event: bisect
+                if len(part) > 1:
+                    size = len(part) // 2
+                    continue
+                i = 0
+            rest = todo[pos:]
+            bad, reasons = self._same_refusal(batch, rest, i, err)
+            if bad is not None:  # all of them at once, then the rest again
+                rows = rest[bad]
+                todo = rest[~bad]
+                pos = 0
+                size = len(todo)
+            else:
+                rows = rest[i:i + 1]
+                reasons = [self._reason(err)]
+                # the rows before it passed the check that refused it: they go next
+                # (moved up by one over the refused row: `O(i)`, like the probe)
+                j = int(rows[0])
+                todo[pos + 1:pos + i + 1] = todo[pos:pos + i].copy()
+                rows = np.array([j])
+                pos += 1
+                size = i if i > 0 else max(1, len(part) // 2)
+            if not skip:
+                j = int(rows[0])
+                raise EventError(reasons[0], line=int(batch.line[j]), raw=self._raw(batch, j))
+            refused.extend(zip(rows.tolist(), reasons))
+            size = min(size, len(todo) - pos)
+        return np.concatenate(taken) if taken else todo[:0]
+
+    @staticmethod
+    def _columns(batch, part: np.ndarray, k: int = 5) -> tuple:
+        """The Monitor's first ``k`` columns (label, score, weight, time, segment) of
+        rows ``part`` of ``batch``; missing event times stay NaN (so that a Monitor
+        needing them names the event)."""
+        w = batch.weight[part]
+        if not (w != 1.0).any():
+            w = None
+        if k == 3:
+            return batch.label[part], batch.score[part], w
+        seg = batch.segment
+        if seg is not None:
+            seg = [seg[j] for j in part.tolist()]
+        return batch.label[part], batch.score[part], w, batch.ts[part], seg
+
+    def _score_bounds(self) -> tuple[float, float] | None:
+        """The narrowest ``score_bounds`` of the Monitor's metrics and drift tests (what
+        its validation checks scores against), or None."""
+        out = None
+        m = self.monitor
+        for obj in list(getattr(m, "metrics", {}).values()) + list(getattr(m, "drift", {}).values()):
+            b = getattr(obj, "score_bounds", None)
+            if b is not None:
+                out = tuple(b) if out is None else (max(out[0], b[0]), min(out[1], b[1]))
+        return out
+
+    def _same_refusal(self, batch, todo: np.ndarray, i: int, err: ValueError):
+        """``(mask over todo, reasons of its rows)`` of every row refused for the reason
+        row ``todo[i]`` was, found in one vectorised pass (a score outside the metrics'
+        ``score_bounds``; a missing event time), or ``(None, None)`` for other refusals.
+        The mask must agree with the Monitor: its first row in ``todo[:i + 1]`` is i."""
+        if not isinstance(err, ValidationError):
+            return None, None
+        row = int(todo[i])
+        if err.name == "y_pred":
+            bounds = self._score_bounds()
+            if bounds is None or bounds[0] <= batch.score[row] <= bounds[1]:
+                return None, None
+            s = batch.score[todo]
+            bad = ~((s >= bounds[0]) & (s <= bounds[1]))
+            name = self._field("y_pred")
+            fmt = (lambda j: f"{name} = {float(batch.score[j])!r}: {err.reason}")
+        elif err.name == "t":
+            if not np.isnan(batch.ts[row]):
+                return None, None
+            bad = np.isnan(batch.ts[todo])
+            name = self._field("t")
+            fmt = (lambda j: f"{name} is missing: {err.reason}")
+        else:
+            return None, None
+        if not bad[i] or bad[:i].any():
+            return None, None
+        return bad, [fmt(j) for j in todo[bad].tolist()]
+
+    def _field(self, arg: str) -> str:
+        """The log's name of a Monitor argument (``y_pred`` -> the score field)."""
+        key = _ARG_FIELDS.get(arg)
+        if key is None:
+            return arg
+        fm = getattr(self.source, "fields", None)
+        if key == "segment":
+            names = getattr(fm, "segment_fields", ()) if fm is not None else ()
+            return ",".join(names) or "segment"
+        return (getattr(fm, key, None) if fm is not None else None) or key
+
+    def _reason(self, err: ValueError) -> str:
+        """The Monitor's message about one event, with the log's field name instead of
+        the argument and its batch index (``y_pred[7] = 1.5: ...`` -> ``score = 1.5:
+        ...``)."""
+        msg = str(err)
+        if isinstance(err, ValidationError) and err.index is not None:
+            head = f"{err.name}[{err.index}]"
+            if err.name is not None and msg.startswith(head):
+                return self._field(err.name) + msg[len(head):]
+            head = f"event {err.index}: "
+            if msg.startswith(head):
+                return msg[len(head):]
+        return msg
+
+    def _raw(self, batch, j: int):
+        """The raw row of event ``j`` of ``batch``: the source's (``raw(line)``), else
+        the event's validated fields by the log's names."""
+        line = int(batch.line[j])
+        raw_of = getattr(self.source, "raw", None)
+        raw = raw_of(line) if callable(raw_of) else None
+        if raw is not None:
+            return raw
+        fm = getattr(self.source, "fields", None)
+        name = self._field
+        row = {}
+        if not np.isnan(batch.ts[j]):
+            row[name("t")] = float(batch.ts[j])
+        label = bool(batch.label[j])
+        row[name("y_true")] = label if fm is None else (fm.pos_label if label else fm.neg_label)
+        row[name("y_pred")] = float(batch.score[j])
+        row[name("w")] = float(batch.weight[j])
+        if batch.id is not None and batch.id[j] is not None:
+            row[(getattr(fm, "id", None) or "id")] = batch.id[j]
+        if batch.segment is not None and batch.segment[j] is not None:
+            row[name("segment")] = batch.segment[j]
+        return row
+
+    def _refuse(self, batch, refused: list) -> None:
+        """Send refused rows ``[(row, reason)]`` to the source's ``rejected`` callback
+        and count them."""
+        cb = getattr(self.source, "rejected", None)
+        for j, reason in refused:
+            line = int(batch.line[j])
+            self.n_refused += 1
+            if cb is not None:
+                cb(line, reason, self._raw(batch, j))
+            else:
+                logger.warning("rejected line %d: %s", line, reason)
+
     # ------------------------------------------------------------------ state
     def _source_counts(self) -> dict:
         counts = getattr(self.source, "counts", None)
         return dict(counts()) if callable(counts) else {}
 
     def counts(self) -> dict:
-        """``{"rows", "events", "rejected", "expired", "orphans", "unlabeled"}`` since
+        """``{"rows", "events", "rejected", "expired", "orphans", "unlabeled", "future"}`` since
         the start of the run, across resumes."""
         c = dict(self._base)
         now = self._source_counts()
         for k, v in now.items():
             c[k] = c.get(k, 0) + v - self._source0.get(k, 0)
+        c["rejected"] = c.get("rejected", 0) + self.n_refused
         c["events"] = self.monitor.n
         return c
 
@@ -269,6 +520,24 @@ class Pipeline:
         if self.checkpoint_path is None:
             raise ValueError("this pipeline has no checkpoint file")
         save_checkpoint(self.checkpoint_path, state, kind=self.kind, fingerprint=self.fingerprint)
+
+
+def _all_or_nothing(monitor, n: int, batch, err: BaseException) -> None:
+    """Raise ``RuntimeError`` if the Monitor counted events of a batch it refused
+    (``n``: its count before): its state is no longer that of any prefix of the log,
+    and no row can be set aside (a sink that failed while writing, say)."""
+    if monitor.n != n:
+        raise RuntimeError(
+            f"the Monitor counted {monitor.n - n} event(s) of a batch it refused (lines "
+            f"{int(batch.line[0])}..{int(batch.line[-1])}): {type(err).__name__}: {err}") from err
+
+
+def _index(err: BaseException, size: int) -> int | None:
+    """The batch index the Monitor's error names, if it is one of ``size`` events."""
+    i = getattr(err, "index", None)
+    if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < size:
+        return int(i)
+    return None
 
 
 def as_writer(sink):

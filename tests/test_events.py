@@ -420,3 +420,39 @@ def test_batch_select_and_concat():
     c = EventBatch.concat([s, events_to_batch([ev(ts=9)]), EventBatch.empty()])
     assert c.ts.tolist() == [0, 2, 4, 9] and c.id == ["0", "2", "4", None]
     assert c.line.tolist() == [1, 3, 5, 1]
+
+
+def test_a_deeply_nested_value_is_named_without_overflowing_the_stack():
+    """orjson parses up to 1 024 levels; repr of such a value overflowed the stack
+    while the error message was written (a replay crashed with exit 3)."""
+    deep = []
+    inner = deep
+    for _ in range(1200):
+        inner.append([])
+        inner = inner[0]
+    with pytest.raises(EventError, match=r"^event 0: score is not a number: \[\[\[\[\[\.\.\.\]\]\]\]\]$"):
+        events_to_batch([ev(score=deep)])
+    with pytest.raises(EventError, match=r"country must be a string, number or bool, got \{'a': \[1, 2\]\}"):
+        parse_event(ev(country={"a": [1, 2]}), FieldMap(segment="country"))
+
+
+def test_max_future_refuses_event_times_ahead_of_the_wall_clock_on_both_paths():
+    import time
+
+    now = time.time()
+    fm = FieldMap(max_future=3600)
+    assert fm.max_future == 3600.0 and FieldMap.from_dict(fm.to_dict()) == fm
+    assert parse_event(ev(ts=now + 3000), fm).ts == now + 3000
+    rows = [ev(ts=now), ev(ts=1e12), ev(ts=now + 7200), ev(ts="2999-01-01T00:00:00Z")]
+    with pytest.raises(EventError, match=r"^event 1: ts = 1000000000000.0 is \d+ s ahead of the "
+                                         r"clock \(max_future = 3600 s\)$"):
+        events_to_batch(rows, fm)
+    cols = {n: [r.get(n, MISSING) for r in rows] for n in fm.columns()}
+    batch, errors = build_batch(cols, np.arange(1, 5), fm)
+    assert [i for i, _ in errors] == [1, 2, 3] and batch.ts.tolist() == [now]
+    assert all("s ahead of the clock (max_future = 3600 s)" in r for _, r in errors)
+    # no limit by default; a bad value is refused
+    assert len(events_to_batch(rows, FieldMap())) == 4
+    for bad in (-1, float("inf"), float("nan"), True, "1h"):
+        with pytest.raises(ValueError, match="max_future"):
+            FieldMap(max_future=bad)

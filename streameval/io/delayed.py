@@ -462,6 +462,7 @@ class DelayedSource:
         self._callbacks = dict(on_expired=on_expired, on_orphan=on_orphan, rejected=rejected)
         self.joiner = LabelJoiner(label_ttl, on_duplicate=on_duplicate, **self._callbacks)
         self.batch_size = batch_size
+        self.on_error = on_error
         self._rejected = rejected
         opts = dict(batch_size=batch_size, on_error=on_error, rejected=rejected, partial=True)
         self.sources = [EventSource(path, fm, format=format, **opts)]

@@ -15,6 +15,8 @@ Formats, from the file extension or ``format=``:
   written by Python's ``json.dumps`` is reported as "score is NaN".
 * ``.csv`` -- a header row naming the fields, then one event per row; an
   empty cell means "absent". Line numbers are physical lines (header = 1).
+  A record holding bytes that are not UTF-8 is a bad row ("not valid UTF-8")
+  when one of the fields read is concerned; other columns are not read.
 * ``.parquet`` -- needs ``pyarrow`` (``pip install streameval[parquet]``);
   ``line`` is the 1-based row number. Timestamp and date columns are event times
   (naive means UTC; a date is its midnight UTC);
@@ -22,7 +24,12 @@ Formats, from the file extension or ``format=``:
 * ``-`` -- stdin, JSONL or CSV (detected from the first non-blank byte:
   ``{`` means JSONL), or a binary file object.
 
-``.gz`` files (``events.jsonl.gz``, ``events.csv.gz``) are decompressed.
+Compressed files (``events.jsonl.gz``, ``events.csv.bz2``, ``events.jsonl.xz``) are
+decompressed (:data:`COMPRESSIONS`). A file that cannot be read (missing, a
+directory, an I/O error, a truncated or corrupt compressed stream, a damaged Parquet
+file) is not a bad row: it stops the read with :class:`SourceError`, which names the
+file, the last line read whole and the reason, with either ``on_error``. CSV bytes
+that are not UTF-8 make a bad row of their record (JSONL: of their line).
 Reading and validating 1 000 000 JSONL rows takes about 0.85 CPU s (imports
 included) with orjson (``benchmarks/bench_replay.py``: 0.85x the code before the
 reader classes, measured side by side).
@@ -36,13 +43,16 @@ format and validates its chunks. This module may import :mod:`streameval.events`
 
 from __future__ import annotations
 
+import bz2
 import csv
 import gzip
 import io
 import json
 import logging
+import lzma
 import os
 import sys
+import zlib
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
@@ -52,6 +62,7 @@ import numpy as np
 
 from streameval.events import (
     DEFAULT_BATCH_SIZE,
+    FUTURE_MARK,
     MISSING,
     EventBatch,
     EventError,
@@ -68,7 +79,8 @@ except ImportError:  # pragma: no cover - exercised when orjson is absent
     _loads = json.loads
 
 __all__ = ["EventSource", "read_events", "detect_format", "FORMATS", "Reader", "Chunk", "READERS",
-           "register_reader", "JsonlReader", "CsvReader", "ParquetReader", "StdinReader"]
+           "register_reader", "JsonlReader", "CsvReader", "ParquetReader", "StdinReader",
+           "SourceError", "COMPRESSIONS"]
 
 logger = logging.getLogger("streameval.io")
 
@@ -79,23 +91,74 @@ _EXTENSIONS: dict[str, str] = {}
 
 RejectedCallback = Callable[[int, str, Any], None]
 
+#: compressed files by extension -> the opener of their decompressed bytes
+COMPRESSIONS: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
+def _compression(name: str) -> str | None:
+    """The compression extension ending ``name`` (lower case), or None."""
+    low = name.lower()
+    return next((ext for ext in COMPRESSIONS if low.endswith(ext)), None)
+
+
+class SourceError(ValueError):
+    """A log that cannot be read: not a bad row but the file itself (missing, a
+    directory, an I/O error, truncated or corrupt compressed data, a damaged Parquet
+    file). ``str(e)`` names the file, the last line (Parquet: row) read whole and the
+    reason; the attributes say the same (``path``, ``position``, ``reason``).
+
+    >>> str(SourceError("log.jsonl.gz", 1200, "the compressed data ends early (truncated file?)"))
+    'log.jsonl.gz: cannot read past line 1200: the compressed data ends early (truncated file?)'
+    """
+
+    def __init__(self, path: str, position: int, reason: str, unit: str = "line") -> None:
+        self.path, self.position, self.reason = path, position, reason
+        where = f"cannot read past {unit} {position}" if position else "cannot read"
+        super().__init__(f"{path}: {where}: {reason}")
+
+
+def _read_failure(e: BaseException) -> str | None:
+    """The reason a read failed, for the errors of reading a file (I/O, decompression,
+    decoding, pyarrow); None for anything else (a bad row, a bug)."""
+    if isinstance(e, EOFError):  # gzip, bz2, lzma: the stream stops before its end marker
+        return "the compressed data ends early (truncated file?)"
+    if isinstance(e, gzip.BadGzipFile):
+        return f"bad gzip data: {e}"
+    if isinstance(e, (zlib.error, lzma.LZMAError)):
+        return f"corrupt compressed data ({e})"
+    if type(e).__module__.startswith("pyarrow") and not isinstance(e, ImportError):
+        return str(e) or type(e).__name__  # a damaged Parquet file
+    if isinstance(e, OSError):
+        if e.strerror:  # the system's words: "Is a directory", "Input/output error"
+            return e.strerror
+        if str(e) == "Invalid data stream":  # bz2
+            return f"corrupt compressed data ({e})"
+        return str(e) or type(e).__name__
+    if isinstance(e, UnicodeDecodeError):
+        return f"not valid UTF-8 ({e.reason} at byte {e.start})"
+    return None
+
 
 def detect_format(path: str | os.PathLike) -> str:
     """Format name from a file name: ``"jsonl"``, ``"csv"`` or ``"parquet"``.
 
     >>> detect_format("logs/events.ndjson"), detect_format("x.csv.gz"), detect_format("y.parquet")
     ('jsonl', 'csv', 'parquet')
+    >>> detect_format("z.jsonl.bz2"), detect_format("z.JSONL.XZ")
+    ('jsonl', 'jsonl')
     """
     name = os.fspath(path).lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    comp = _compression(name)
+    if comp is not None:
+        name = name[: -len(comp)]
     ext = os.path.splitext(name)[1]
     try:
         return _EXTENSIONS[ext]
     except KeyError:
         raise ValueError(
             f"cannot tell the format of {os.fspath(path)!r} from its extension; "
-            "use .jsonl/.ndjson/.json, .csv or .parquet, or pass format="
+            "use .jsonl/.ndjson/.json, .csv or .parquet (.gz, .bz2, .xz: compressed), "
+            "or pass format="
         ) from None
 
 
@@ -156,11 +219,13 @@ class Reader:
         raise NotImplementedError
 
     def _open_binary(self):
-        """The source as a binary file (``.gz`` decompressed), and whether to close it."""
+        """The source as a binary file (decompressed: :data:`COMPRESSIONS`), and whether
+        to close it."""
         if not isinstance(self.source, str):
             return self.source, False
-        if self.source.lower().endswith(".gz"):
-            return gzip.open(self.source, "rb"), True
+        comp = _compression(self.source)
+        if comp is not None:
+            return COMPRESSIONS[comp](self.source, "rb"), True
         return open(self.source, "rb"), True
 
     def check_columns(self, names, line: int | None, what: str) -> None:
@@ -255,7 +320,7 @@ class JsonlReader(Reader):
                 kept = lines
                 linenos = np.arange(start, start + len(lines), dtype=np.int64)
                 columns = _fast_columns(objs, names, lines)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: json nested too deep
                 objs, kept, nums = [], [], []
                 for k, x in enumerate(lines):
                     if not x.strip():
@@ -304,13 +369,16 @@ class CsvReader(Reader):
     extensions = (".csv",)
 
     def chunks(self, skip: int = 0) -> Iterator[Chunk]:
+        # bytes that are not UTF-8 become lone surrogates (surrogateescape): the rows
+        # holding them in a field read are refused as bad rows, the others read
         src = self.source
         if isinstance(src, str):
-            opener = gzip.open if src.lower().endswith(".gz") else open
-            with opener(src, "rt", encoding="utf-8-sig", newline="") as f:
+            f, _ = self._open_binary()
+            with io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape",
+                                  newline="") as f:
                 yield from self._chunks(f, skip)
             return
-        f = io.TextIOWrapper(src, encoding="utf-8-sig", newline="")
+        f = io.TextIOWrapper(src, encoding="utf-8-sig", errors="surrogateescape", newline="")
         try:
             yield from self._chunks(f, skip)
         finally:
@@ -331,6 +399,8 @@ class CsvReader(Reader):
             if row:
                 header = [h.strip() for h in row]
         header_line = reader.line_num
+        if not _utf8_ok(header):
+            raise EventError("bad CSV header: not valid UTF-8", line=header_line)
         index: dict[str, int] = {}
         for j, h in enumerate(header):
             if h in index:
@@ -371,6 +441,14 @@ class CsvReader(Reader):
                 rows = keep_rows
                 nums = np.array(keep_nums, dtype=np.int64)
             columns = {n: list(map(itemgetter(j), rows)) for n, j in wanted}
+            if not all(map(_utf8_ok, columns.values())):  # bytes that are not UTF-8
+                bad = [not _utf8_ok([r[j] for _, j in wanted]) for r in rows]
+                rejects.extend((line, "not valid UTF-8", _csv_text(r))
+                               for r, line, b in zip(rows, nums.tolist(), bad) if b)
+                rejects.sort(key=itemgetter(0))
+                rows = [r for r, b in zip(rows, bad) if not b]
+                nums = nums[~np.array(bad)]
+                columns = {n: list(map(itemgetter(j), rows)) for n, j in wanted}
             yield Chunk(columns, nums, True, rejects, lambda i, _r=rows: _csv_text(_r[i]), end)
 
 
@@ -452,7 +530,10 @@ class EventSource:
     The rows come from a :class:`Reader` chosen by format (``reader``); this class
     validates them (:func:`streameval.events.build_batch`) and routes bad rows.
     With ``on_error="fail"`` the batch holding the first bad row is not
-    yielded (batches before it were); the error names that row's line.
+    yielded (batches before it were); the error names that row's line. A file
+    that cannot be read raises :class:`SourceError` (with either ``on_error``)
+    after the batches read whole; :meth:`raw` gives the raw row of a line of
+    the batch yielded last.
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp(); p = os.path.join(d, "log.jsonl")
@@ -496,7 +577,9 @@ class EventSource:
         self.n_rows = 0
         self.n_events = 0
         self.n_rejected = 0
+        self.n_future = 0
         self.position = resume_after
+        self._chunk: Chunk | None = None  # the chunk of the batch yielded last (raw rows)
         opts = dict(batch_size=batch_size, partial=partial)
         if isinstance(path, (str, os.PathLike)) and os.fspath(path) != "-":
             self.path = os.fspath(path)
@@ -541,16 +624,47 @@ class EventSource:
         self.resume_after = self.position = position
 
     def counts(self) -> dict:
-        """Counters of this reading: ``{"rows", "rejected"}``."""
-        return {"rows": self.n_rows, "rejected": self.n_rejected}
+        """Counters of this reading: ``{"rows", "rejected", "future"}`` (``future``:
+        rejected rows whose time was beyond ``max_future``)."""
+        return {"rows": self.n_rows, "rejected": self.n_rejected, "future": self.n_future}
 
     # ------------------------------------------------------------ iteration
+
+    def raw(self, line: int) -> Any:
+        """The raw row (text, or a dict for Parquet) at ``line`` of the batch yielded
+        last, or None when that batch has no such line: for rows refused after they
+        were read (by a metric of the Monitor). Cost: `O(log batch_size)`."""
+        chunk = self._chunk
+        if chunk is None:
+            return None
+        lines = chunk.lines
+        k = int(np.searchsorted(lines, line))
+        if k < len(lines) and int(lines[k]) == line:
+            return chunk.raw(k)
+        return None
+
+    def _chunks(self) -> Iterator[Chunk]:
+        """The reader's chunks; a file that cannot be read raises :class:`SourceError`."""
+        chunks = self.reader.chunks(self.resume_after)
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except Exception as e:
+                reason = _read_failure(e)
+                if reason is None:
+                    raise
+                unit = "row" if self.format == "parquet" else "line"
+                raise SourceError(self.path, self.position, reason, unit) from None
+            yield chunk
 
     def __iter__(self) -> Iterator[EventBatch]:
         fm = self.fields
         fail = self.on_error == "fail"
         partial = self.partial
-        for chunk in self.reader.chunks(self.resume_after):
+        for chunk in self._chunks():
+            self._chunk = chunk
             batch, errors = build_batch(
                 chunk.columns, chunk.lines, fm, text=chunk.text, partial=partial
             )
@@ -566,6 +680,8 @@ class EventSource:
                 cb = self.rejected
                 for line, reason, raw in rejects:
                     self.n_rejected += 1
+                    if FUTURE_MARK in reason:
+                        self.n_future += 1
                     cb(line, reason, raw)
             self.n_rows += len(chunk.lines) + len(chunk.rejects)
             self.n_events += len(batch)
@@ -612,13 +728,17 @@ def _parse_json_line(x: bytes) -> tuple[Any, str | None]:
     """One JSONL line -> (object, None) or (None, reason)."""
     try:
         o = _loads(x)
-    except ValueError:
+    except (ValueError, RecursionError):
         try:
             o = json.loads(x.rstrip(b"\r\n"))  # accepts NaN / Infinity / huge integers
         except UnicodeDecodeError:
             return None, "bad JSON: not valid UTF-8"
         except json.JSONDecodeError as e:
             return None, f"bad JSON: {e.msg} (column {e.colno})"
+        except RecursionError:  # arrays or objects nested thousands deep
+            return None, "bad JSON: nested too deeply"
+        except ValueError as e:  # an integer of more than 4300 digits
+            return None, f"bad JSON: {str(e).split(';')[0]}"
     if not isinstance(o, dict):
         return None, f"not a JSON object: {_text(x)[:40]!r}"
     return o, None
@@ -638,7 +758,18 @@ def _text(x: bytes) -> str:
 def _csv_text(row: list[str]) -> str:
     buf = io.StringIO()
     csv.writer(buf).writerow(row)  # quotes cells holding delimiters, quotes, line breaks
-    return buf.getvalue()[:-2]
+    # bytes that were not UTF-8 (surrogate escapes) shown as U+FFFD, as for JSONL lines
+    return buf.getvalue()[:-2].encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _utf8_ok(cells: list) -> bool:
+    """True when no cell holds a surrogate escape (a byte that was not UTF-8).
+    Cost: one join and one encode."""
+    try:
+        "".join(cells).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _sniff(stream) -> str:
