@@ -17,7 +17,12 @@ Rows: the service with a state directory (write-ahead log, group-committed with
 fsync; checkpoints every 100 000 events, each pausing ingestion while the Monitor's
 state is serialised), the same without checkpoints during the run (the log's cost
 alone), the service without a state directory (in memory), and the Monitor fed
-directly (same batches, ``update_many``).
+directly (same batches, ``update_many``). Then small batches (``--small-batch``, 100
+events; ``--small-events`` in all, 20 000) from 8 clients and from one, each twice:
+as served, and with the listening socket created the way it was before issue 15
+(``socket.socket(family, SOCK_STREAM)``, protocol 0), on which asyncio does not set
+TCP_NODELAY on accepted connections -- the server process is started through a shim
+that replaces ``streameval.service._bind`` (nothing else differs).
 
     python benchmarks/bench_service.py                    # 200 000 events, 8 clients
     python benchmarks/bench_service.py --events 20000     # a quick run
@@ -25,24 +30,27 @@ directly (same batches, ``update_many``).
 Traffic goes to 127.0.0.1 only. Timings are wall-clock on whatever machine runs it;
 compare rows of one run, not runs.
 
-Results (2-core machine shared with other jobs, Python 3.11, uvicorn 0.54 with h11,
-starlette 1.10, orjson installed; 200 000 events, 8 clients, batches of 500, default
-monitor; every run's final state equal to the direct Monitor's):
+Results (2-core machine shared with other jobs, load average about 3; Python 3.11,
+uvicorn 0.54 with h11, starlette 1.10, orjson installed; default monitor; every run's
+final state equal to the direct Monitor's):
 
-==================================================  ========  ======  ======  =======
-run                                                 events/s  req/s   p50 ms  p99 ms
-==================================================  ========  ======  ======  =======
-service, WAL + checkpoints every 100 000 events     50 100    100     68      564
-service, WAL, no checkpoint during the run          60 800    122     64      93
-service, in memory                                  64 100    128     60      161
-``Monitor.update_many`` fed directly (peer)         79 600    159     -       -
-==================================================  ========  ======  ======  =======
+| run | events | seconds | events/s | requests/s | p50 ms | p99 ms |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: |
+| service, WAL + checkpoints every 100 000 events (8 x 500) | 200000 | 2.39 | 83,549 | 167 | 34.0 | 691.2 |
+| service, WAL, no checkpoint during the run (8 x 500) | 200000 | 1.92 | 104,066 | 208 | 36.3 | 76.9 |
+| service, in memory (8 x 500) | 200000 | 1.48 | 134,746 | 269 | 28.2 | 68.5 |
+| service, in memory (8 x 100) | 20000 | 0.33 | 59,872 | 599 | 12.9 | 33.8 |
+| same, socket as before issue 15: no TCP_NODELAY (8 x 100) | 20000 | 1.19 | 16,823 | 168 | 44.1 | 61.2 |
+| service, in memory (1 x 100) | 20000 | 0.35 | 57,290 | 573 | 1.5 | 3.5 |
+| same, socket as before issue 15: no TCP_NODELAY (1 x 100) | 20000 | 8.97 | 2,230 | 22 | 43.9 | 51.9 |
+| Monitor.update_many, direct (peer, batches of 500) | 200000 | 0.26 | 756,326 | 1,513 | - | - |
 
-The Monitor is most of the cost (JSON decoding and validation are about 5% of a
-request); the write-ahead log costs little thanks to group commit (one fsync for the
-batches appended while the previous one ran); the p99 of the first row is the two
-checkpoints, each of which holds ingestion for about 0.2 s while the Monitor's state is
-serialised (``--checkpoint-events`` trades that against replay time after a crash).
+The write-ahead log costs little thanks to group commit (one fsync for the batches
+appended while the previous one ran); the p99 of the first row is the two
+checkpoints, each of which holds ingestion while the Monitor's state is serialised
+(``--checkpoint-events`` trades that against replay time after a crash). Without
+TCP_NODELAY every keep-alive response waited for the client's delayed ACK: 44 ms a
+request whatever its size, 26x fewer events/s for one client posting batches of 100.
 """
 
 from __future__ import annotations
@@ -81,8 +89,29 @@ def make_batches(n, size, seed=SEED):
     return batches
 
 
-def start_server(state_dir, config=None, extra=()):
-    cmd = [sys.executable, "-m", "streameval.service", "--port", "0", *extra]
+#: Runs ``streameval serve`` with the listening socket made as before issue 15
+#: (protocol 0: asyncio then leaves Nagle's algorithm on for every connection).
+OLD_BIND_SHIM = """
+import socket, sys
+import streameval.service as service
+
+def _bind(host, port):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+service._bind = _bind
+sys.exit(service.main(sys.argv[1:]))
+"""
+
+
+def start_server(state_dir, config=None, extra=(), nodelay=True):
+    prog = ["-m", "streameval.service"] if nodelay else ["-c", OLD_BIND_SHIM]
+    cmd = [sys.executable, *prog, "--port", "0", *extra]
     if config is not None:
         cmd += ["--config", config]
     if state_dir is not None:
@@ -193,43 +222,57 @@ def main(argv=None):
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--small-events", type=int, default=20_000,
+                    help="events of the small-batch rows (default %(default)s)")
+    ap.add_argument("--small-batch", type=int, default=100)
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="stop posting after this many seconds (default %(default)s)")
     ap.add_argument("--config", metavar="FILE", help="monitor config (default: the default monitor)")
     args = ap.parse_args(argv)
 
     batches = make_batches(args.events, args.batch)
+    small = make_batches(args.small_events, args.small_batch)
     rows = []
-    runs = (
-        ("service, WAL + checkpoints every 100 000 events", True, ()),
-        ("service, WAL, no checkpoint during the run", True,
-         ("--checkpoint-events", "0", "--checkpoint-seconds", "0")),
-        ("service, in memory", False, ()),
+    c, b, sb = args.clients, args.batch, args.small_batch
+    no_ckpt = ("--checkpoint-events", "0", "--checkpoint-seconds", "0")
+    runs = (  # label, batches, clients, durable, extra, nodelay
+        (f"service, WAL + checkpoints every 100 000 events ({c} x {b})", batches, c, True, (),
+         True),
+        (f"service, WAL, no checkpoint during the run ({c} x {b})", batches, c, True, no_ckpt,
+         True),
+        (f"service, in memory ({c} x {b})", batches, c, False, (), True),
+        (f"service, in memory ({c} x {sb})", small, c, False, (), True),
+        (f"same, socket as before issue 15: no TCP_NODELAY ({c} x {sb})", small, c, False, (),
+         False),
+        (f"service, in memory (1 x {sb})", small, 1, False, (), True),
+        (f"same, socket as before issue 15: no TCP_NODELAY (1 x {sb})", small, 1, False, (),
+         False),
     )
-    for label, durable, extra in runs:
+    for label, bs, clients, durable, extra, nodelay in runs:
         with tempfile.TemporaryDirectory() as tmp:
             proc, port = start_server(os.path.join(tmp, "state") if durable else None,
-                                      args.config, extra)
+                                      args.config, extra, nodelay)
             try:
-                seconds, lat, acked = load(port, batches, args.clients, args.timeout)
+                seconds, lat, acked = load(port, bs, clients, args.timeout)
                 served = snapshot(port)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(60)
         order = [acked[k] for k in sorted(acked)]
-        posted = sum(len(batches[i][0]) for i in order)
-        mon, _ = direct(batches, order, args.config)
+        posted = sum(len(bs[i][0]) for i in order)
+        mon, _ = direct(bs, order, args.config)
         check = compare(served, mon)
-        if len(order) < len(batches):
-            check += f" (timeout: {len(order)}/{len(batches)} batches sent)"
+        if len(order) < len(bs):
+            check += f" (timeout: {len(order)}/{len(bs)} batches sent)"
         rows.append((label, posted, seconds, posted / seconds, len(lat) / seconds,
                      1e3 * np.percentile(lat, 50), 1e3 * np.percentile(lat, 99), check))
     order = list(range(len(batches)))
     mon, seconds = direct(batches, order, args.config)
-    rows.append(("Monitor.update_many, direct (peer)", mon.n, seconds, mon.n / seconds,
-                 len(batches) / seconds, float("nan"), float("nan"), "-"))
+    rows.append((f"Monitor.update_many, direct (peer, batches of {b})", mon.n, seconds,
+                 mon.n / seconds, len(batches) / seconds, float("nan"), float("nan"), "-"))
 
-    print(f"\n{args.events} events, {args.clients} clients, batches of {args.batch}, "
+    print(f"\n{args.events} events ({args.small_events} for the rows of batches of "
+          f"{sb}), clients x events per batch in each row, "
           f"{args.config or 'default monitor'}, loopback\n")
     print("| run | events | seconds | events/s | requests/s | p50 ms | p99 ms "
           "| final state vs direct Monitor |")

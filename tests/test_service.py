@@ -101,6 +101,9 @@ def direct_monitor(config, batches):
     return mon, alerts
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def call(url, method, path, body=None, headers=None):
     u = urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
@@ -190,15 +193,14 @@ def test_formats_object_array_ndjson_equal_sklearn_and_direct_monitor(server):
     srv = server()
     events = make_events(300, seed=1)
     for e in events[:20]:  # one JSON object per request
-        status, _, data = call(srv.url, "POST", "/events", json.dumps(e).encode())
+        status, _, data = call(srv.url, "POST", "/events", json.dumps(e).encode(), JSON)
         assert status == 200 and json.loads(data)["accepted"] == 1
     assert post(srv.url, events[20:100]) == (200, {"accepted": 80, "n": 100, "seq": 21})
     status, body = post(srv.url, events[100:200], ndjson=True)
     assert (status, body["accepted"], body["n"]) == (200, 100, 200)
-    # NDJSON without its content type, blank lines and a trailing newline
+    # NDJSON sent as application/json, blank lines and a trailing newline
     text = "\n\n".join(json.dumps(e) for e in events[200:]) + "\n"
-    status, _, data = call(srv.url, "POST", "/events", text.encode(),
-                           {"Content-Type": "text/plain"})
+    status, _, data = call(srv.url, "POST", "/events", text.encode(), JSON)
     assert status == 200 and json.loads(data)["accepted"] == 100
 
     snap = get_json(srv.url, "/snapshot")
@@ -362,18 +364,18 @@ def test_body_over_the_limit_gets_413(server):
     assert len(small) < 2000
     big = json.dumps(make_events(40, seed=6)).encode()
     assert len(big) > 2000
-    status, _, data = call(srv.url, "POST", "/events", big)
+    status, _, data = call(srv.url, "POST", "/events", big, JSON)
     assert status == 413 and json.loads(data)["limit"] == 2000
     # no Content-Length (chunked): refused while reading
     u = urlsplit(srv.url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
     conn.request("POST", "/events", body=iter([big[:1500], big[1500:]]), encode_chunked=True,
-                 headers={"Transfer-Encoding": "chunked"})
+                 headers={"Transfer-Encoding": "chunked", **JSON})
     r = conn.getresponse()
     assert r.status == 413 and "over the limit" in json.loads(r.read())["error"]
     conn.close()
     assert get_json(srv.url, "/healthz")["n"] == 0
-    status, _, data = call(srv.url, "POST", "/events", small)
+    status, _, data = call(srv.url, "POST", "/events", small, JSON)
     assert status == 200 and json.loads(data)["accepted"] == 10
 
 
@@ -403,20 +405,27 @@ def test_bearer_token_guards_ingestion_and_admin(server, tmp_path):
     assert get_json(srv.url, "/healthz")["n"] == 0  # nothing applied
     assert post(srv.url, events, token="s3cret")[0] == 200
     status, _, data = call(srv.url, "POST", "/checkpoint", b"",
-                           {"Authorization": "Bearer s3cret"})
+                           {"Authorization": "Bearer s3cret", **JSON})
     assert status == 200 and json.loads(data)["written"] is True
     assert (tmp_path / "s" / CHECKPOINT_FILE).exists()
-    # reads stay open unless protect_reads
-    assert call(srv.url, "GET", "/metrics")[0] == 200
-    assert get_json(srv.url, "/snapshot")["n"] == 20
+    # with a token, reads need it too (unless public_reads)
+    assert call(srv.url, "GET", "/metrics")[0] == 401
+    assert get_json(srv.url, "/snapshot", token="s3cret")["n"] == 20
 
 
-def test_protect_reads(server):
-    srv = server(token="tok", protect_reads=True)
+def test_reads_are_guarded_by_default_and_public_reads_opens_them(server):
+    guarded = server(token="tok")
+    with pytest.warns(DeprecationWarning, match="protect_reads is deprecated"):
+        alias = server(token="tok", protect_reads=True)  # the deprecated no-op alias
+    public = server(token="tok", public_reads=True)
     for path in ("/metrics", "/snapshot", "/alerts"):
-        assert call(srv.url, "GET", path)[0] == 401
-        assert call(srv.url, "GET", path, headers={"Authorization": "Bearer tok"})[0] == 200
-    assert call(srv.url, "GET", "/healthz")[0] == 200
+        for srv in (guarded, alias):
+            assert call(srv.url, "GET", path)[0] == 401
+            assert call(srv.url, "GET", path, headers={"Authorization": "Bearer tok"})[0] == 200
+        assert call(public.url, "GET", path)[0] == 200
+    for srv in (guarded, alias, public):
+        assert call(srv.url, "GET", "/healthz")[0] == 200
+        assert call(srv.url, "POST", "/events", b"{}", JSON)[0] == 401
 
 
 def test_binds_loopback_by_default():
@@ -623,15 +632,15 @@ def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
     assert post(url, events[:70])[0] == 401
     assert post(url, events[:70], token="t0ken")[0] == 200
     assert post(url, events[70:], ndjson=True, token="t0ken")[0] == 200
-    before = get_json(url, "/snapshot")
+    before = get_json(url, "/snapshot", token="t0ken")  # reads need the token too
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0
     assert "stopped" in proc.stdout.read().decode()
     assert (state / CHECKPOINT_FILE).exists() and wal_rows(state) == 0
-    proc, url, replayed = start_process(config_path, state, *token, cli=True)
+    proc, url, replayed = start_process(config_path, state, *token, "--public-reads", cli=True)
     try:
         assert replayed == 0
-        after = get_json(url, "/snapshot")
+        after = get_json(url, "/snapshot")  # --public-reads
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)

@@ -16,12 +16,19 @@ Imports: the standard library; :mod:`streameval.config`, :mod:`streameval.monito
 :mod:`streameval.io` and its own :mod:`.app` and :mod:`.engine` when a server is built,
 the ``serve`` extra when it is started.
 
+Guarded by default (README, "Security"): loopback only; with a token (``--token-file``)
+every route but ``/healthz`` needs it, reads included unless ``--public-reads``; a
+non-loopback address without a token refuses to start unless ``--insecure``. ``POST``
+bodies must say ``Content-Type: application/json`` (or NDJSON), and are bounded in
+size, nesting and time; headers are bounded in time, connections in number.
+
 Embedding (the server runs in a thread; ``port=0`` takes a free port):
 
 >>> import json, urllib.request
 >>> with BackgroundServer(port=0) as srv:
 ...     req = urllib.request.Request(srv.url + "/events", method="POST",
-...                                  data=b'{"label": 1, "score": 0.8, "ts": 1}')
+...                                  data=b'{"label": 1, "score": 0.8, "ts": 1}',
+...                                  headers={"Content-Type": "application/json"})
 ...     json.load(urllib.request.urlopen(req))["accepted"]
 1
 """
@@ -29,6 +36,7 @@ Embedding (the server runs in a thread; ``port=0`` takes a free port):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import socket
@@ -68,10 +76,12 @@ def _need_extra():
         ) from None
 
 
-#: Keys of the optional ``[serve]`` table of a config file.
-SERVE_KEYS = ("webhooks", "checkpoint_events", "checkpoint_seconds", "max_body", "protect_reads")
+#: Keys of the optional ``[serve]`` table of a config file (``protect_reads`` is
+#: deprecated: reads are guarded by default, ``public_reads = true`` opens them).
+SERVE_KEYS = ("webhooks", "checkpoint_events", "checkpoint_seconds", "max_body", "public_reads",
+              "header_timeout", "body_timeout", "max_connections", "protect_reads")
 #: Keys of the ``[input]`` table (shared with ``streameval replay``) that the service reads.
-INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts")
+INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts", "max_future")
 
 
 def load_config(config):
@@ -81,11 +91,12 @@ def load_config(config):
     :mod:`streameval.config`; a file without one is read as that table) and an optional
     ``[input]`` table naming the event fields (``ts``, ``label``, ``score``, ``id``,
     ``weight``; ``require_ts``, default false here: an event without a time gets its
-    time of arrival). An optional ``[serve]`` table holds service options
+    time of arrival; ``max_future``, seconds an event time may be ahead of the server's
+    clock, default 3600, 0 for no limit). An optional ``[serve]`` table holds service options
     (:data:`SERVE_KEYS`): ``webhooks`` (a list of URLs), ``checkpoint_events``,
-    ``checkpoint_seconds``, ``max_body``, ``protect_reads``; command-line options
-    override it. The segment field is the monitor's ``group_by``, the labels its
-    ``pos_label``/``neg_label``.
+    ``checkpoint_seconds``, ``max_body``, ``public_reads``, ``header_timeout``,
+    ``body_timeout``, ``max_connections``; command-line options override it. The segment
+    field is the monitor's ``group_by``, the labels its ``pos_label``/``neg_label``.
     """
     from streameval import config as _config
     from streameval.monitor import Monitor
@@ -110,7 +121,11 @@ def load_config(config):
     if not isinstance(webhooks, list) or not all(isinstance(u, str) for u in webhooks):
         raise ValueError(f"serve.webhooks = {webhooks!r:.80}: must be a list of URLs")
     monitor = Monitor.default() if table is None else Monitor.from_config(table)
+    # max_future is checked by the engine, against its clock (the rows' check is off)
     fields = _config.field_map(inp, monitor, require_ts=False)
+    if "max_future" in inp:
+        serve_table = {**serve_table, "max_future": fields.max_future}
+    fields = dataclasses.replace(fields, max_future=None)
     return monitor, fields, serve_table, table
 
 
@@ -131,6 +146,8 @@ def build_engine(config=None, *, state_dir=None, webhooks=(), sinks=(), checkpoi
     every = _pick(checkpoint_every, table.get("checkpoint_events"), DEFAULT_CHECKPOINT_EVENTS)
     seconds = _pick(checkpoint_seconds, table.get("checkpoint_seconds"),
                     DEFAULT_CHECKPOINT_SECONDS)
+    if "max_future" in table:
+        kwargs.setdefault("max_future", table["max_future"])
     engine = Engine.open(monitor, fields=fields, state_dir=state_dir,
                          sinks=all_sinks, checkpoint_every=every or None,
                          checkpoint_seconds=seconds or None, config_id=config_id, **kwargs)
@@ -153,7 +170,7 @@ def _webhook(url):
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
@@ -165,12 +182,60 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _server(app, log_level: str):
+def _server(app, log_level: str, opts: dict):
     import uvicorn
 
-    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=10)
-    return uvicorn.Server(config)
+    from streameval.service.app import Server, protocol_class
+
+    # h11 with a header timeout and a connection cap; no websockets (no route takes them)
+    http = protocol_class(opts["header_timeout"], opts["body_timeout"], opts["max_connections"])
+    config = uvicorn.Config(app, http=http, ws="none", log_level=log_level, access_log=False,
+                            lifespan="off", timeout_graceful_shutdown=10)
+    return Server(config)
+
+
+def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=None,
+             header_timeout=None, body_timeout=None, max_connections=None) -> dict:
+    """The HTTP options: each argument, else the ``[serve]`` table's value, else the
+    default; checked, naming where a bad value came from."""
+    from streameval.service import app as _app
+
+    if public_reads is None and protect_reads is None:  # from the config file
+        pr = table.get("public_reads")
+        if pr is not None and not isinstance(pr, bool):
+            raise ValueError(f"serve.public_reads = {pr!r}: must be true or false")
+        public = _app.resolve_public_reads(pr, table.get("protect_reads"),
+                                           "serve.protect_reads")
+    else:
+        public = _app.resolve_public_reads(public_reads, protect_reads)
+    out = {"public_reads": public}
+    for name, value, default, kind in (
+        ("max_body", max_body, _app.DEFAULT_MAX_BODY, int),
+        ("header_timeout", header_timeout, _app.DEFAULT_HEADER_TIMEOUT, float),
+        ("body_timeout", body_timeout, _app.DEFAULT_BODY_TIMEOUT, float),
+        ("max_connections", max_connections, _app.DEFAULT_MAX_CONNECTIONS, int),
+    ):
+        where = name if value is not None else f"serve.{name}"
+        v = _pick(value, table.get(name), default)
+        ok = (isinstance(v, int) if kind is int else isinstance(v, (int, float)))
+        if isinstance(v, bool) or not ok or not v > 0:
+            what = "an int >= 1" if kind is int else "a number of seconds > 0"
+            raise ValueError(f"{where} = {v!r}: must be {what}")
+        out[name] = v
+    return out
+
+
+def _refuse_open(sock: socket.socket, token, insecure: bool) -> None:
+    """Refuse to serve a non-loopback address without a token, unless ``insecure``."""
+    if token is None and not _is_loopback(sock):
+        url = _url(sock)
+        if not insecure:
+            sock.close()
+            raise ValueError(f"{url} is reachable from other machines and no token is set: "
+                             f"give one (--token-file FILE or {TOKEN_ENV}), or --insecure "
+                             "(insecure=True) to serve without one")
+        print(f"streameval serve: warning: {url} is reachable from other machines and "
+              "takes no token (--insecure)", file=sys.stderr, flush=True)
 
 
 def _is_loopback(sock: socket.socket) -> bool:
@@ -187,10 +252,12 @@ def _url(sock: socket.socket) -> str:
 
 
 def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state_dir=None,
-          token: str | None = None, *, protect_reads: bool | None = None,
-          max_body: int | None = None, checkpoint_every: int | None = None,
-          checkpoint_seconds: float | None = None, webhooks=(), sinks=(),
-          log_level: str = "warning", out=None) -> int:
+          token: str | None = None, *, public_reads: bool | None = None,
+          protect_reads: bool | None = None, insecure: bool = False,
+          max_body: int | None = None, header_timeout: float | None = None,
+          body_timeout: float | None = None, max_connections: int | None = None,
+          checkpoint_every: int | None = None, checkpoint_seconds: float | None = None,
+          webhooks=(), sinks=(), log_level: str = "warning", out=None) -> int:
     """Run the service until SIGTERM or SIGINT; return the exit status (0).
 
     ``config`` is a TOML path, a parsed config dict, or None for the default monitor of
@@ -198,24 +265,38 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
     ``port`` (0: a free port), then prints ``streameval serve: listening on URL`` to
     ``out`` (stdout). On SIGTERM or SIGINT it stops accepting requests, finishes the
     ones in flight, writes a final checkpoint, and returns.
+
+    ``token`` guards every route but ``/healthz`` (``public_reads=True`` opens the
+    reads; ``protect_reads`` is deprecated, see
+    :func:`~streameval.service.app.resolve_public_reads`). A non-loopback ``host``
+    without a token raises ValueError unless ``insecure=True``. ``max_body`` (bytes),
+    ``header_timeout`` and ``body_timeout`` (seconds) and ``max_connections`` bound
+    what a client can take (defaults in :mod:`streameval.service.app`). Each None
+    takes the config's ``[serve]`` value or the default.
     """
     _need_extra()
-    from streameval.service.app import DEFAULT_MAX_BODY, create_app
+    from streameval.service.app import create_app, return_memory_promptly
 
     out = sys.stdout if out is None else out
-    engine = build_engine(config, state_dir=state_dir, webhooks=webhooks, sinks=sinks,
-                          checkpoint_every=checkpoint_every,
-                          checkpoint_seconds=checkpoint_seconds)
+    return_memory_promptly()  # this process is the service's: a refused body's pages go back
+    # bind first: a refused address costs no recovery of the state
+    sock = _bind(host, port)
+    _refuse_open(sock, token, insecure)
     try:
-        opts = engine.serve_options
-        app = create_app(engine, token=token,
-                         protect_reads=bool(_pick(protect_reads, opts.get("protect_reads"), False)),
-                         max_body=_pick(max_body, opts.get("max_body"), DEFAULT_MAX_BODY))
-        sock = _bind(host, port)
-        if token is None and not _is_loopback(sock):
-            print(f"streameval serve: warning: {_url(sock)} is reachable from other machines "
-                  "and POST /events takes no token (--token-file)", file=sys.stderr, flush=True)
-        server = _server(app, log_level)
+        engine = build_engine(config, state_dir=state_dir, webhooks=webhooks, sinks=sinks,
+                              checkpoint_every=checkpoint_every,
+                              checkpoint_seconds=checkpoint_seconds)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        opts = _options(engine.serve_options, public_reads=public_reads,
+                        protect_reads=protect_reads, max_body=max_body,
+                        header_timeout=header_timeout, body_timeout=body_timeout,
+                        max_connections=max_connections)
+        app = create_app(engine, token=token, public_reads=opts["public_reads"],
+                         max_body=opts["max_body"], body_timeout=opts["body_timeout"])
+        server = _server(app, log_level, opts)
         replayed = engine.replayed
         print(f"streameval serve: listening on {_url(sock)}"
               + (f" (state in {state_dir}; replayed {replayed[1]} events)" if state_dir else ""),
@@ -232,8 +313,8 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
         finally:
             for sig, h in previous.items():
                 signal.signal(sig, h)
-            sock.close()
     finally:
+        sock.close()
         engine.close()
     print("streameval serve: stopped", file=out, flush=True)
     return 0
@@ -250,27 +331,40 @@ class BackgroundServer:
     """
 
     def __init__(self, config=None, host: str = DEFAULT_HOST, port: int = 0, state_dir=None,
-                 token: str | None = None, *, engine=None, protect_reads: bool | None = None,
-                 max_body: int | None = None, log_level: str = "warning", **engine_kwargs):
+                 token: str | None = None, *, engine=None, public_reads: bool | None = None,
+                 protect_reads: bool | None = None, insecure: bool = False,
+                 max_body: int | None = None, header_timeout: float | None = None,
+                 body_timeout: float | None = None, max_connections: int | None = None,
+                 log_level: str = "warning", **engine_kwargs):
         _need_extra()
-        from streameval.service.app import DEFAULT_MAX_BODY, create_app
+        from streameval.service.app import create_app
 
-        self.engine = engine if engine is not None else build_engine(
-            config, state_dir=state_dir, **engine_kwargs)
+        sock = _bind(host, port)
+        _refuse_open(sock, token, insecure)
         try:
-            opts = getattr(self.engine, "serve_options", {})
-            self.app = create_app(
-                self.engine, token=token,
-                protect_reads=bool(_pick(protect_reads, opts.get("protect_reads"), False)),
-                max_body=_pick(max_body, opts.get("max_body"), DEFAULT_MAX_BODY))
-            self._sock = _bind(host, port)
+            self.engine = engine if engine is not None else build_engine(
+                config, state_dir=state_dir, **engine_kwargs)
         except BaseException:
+            sock.close()
+            raise
+        try:
+            self.options = _options(
+                getattr(self.engine, "serve_options", {}), public_reads=public_reads,
+                protect_reads=protect_reads, max_body=max_body, header_timeout=header_timeout,
+                body_timeout=body_timeout, max_connections=max_connections)
+            self.app = create_app(self.engine, token=token,
+                                  public_reads=self.options["public_reads"],
+                                  max_body=self.options["max_body"],
+                                  body_timeout=self.options["body_timeout"])
+            self._server = _server(self.app, log_level, self.options)
+        except BaseException:
+            sock.close()
             if engine is None:  # built here: stop its threads and close its log
                 self.engine.close()
             raise
+        self._sock = sock
         self.url = _url(self._sock)
         self.port = self._sock.getsockname()[1]
-        self._server = _server(self.app, log_level)
         self._thread = threading.Thread(target=self._server.run,
                                         kwargs={"sockets": [self._sock]},
                                         name="streameval-serve", daemon=True)
@@ -315,10 +409,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         help="directory for the write-ahead log and checkpoints "
                              "(default: none, state is lost at exit)")
     parser.add_argument("--token-file", metavar="FILE",
-                        help=f"file holding the bearer token for POST routes "
-                             f"(or set {TOKEN_ENV}); default: no token")
+                        help=f"file holding the bearer token required by every route but "
+                             f"/healthz (or set {TOKEN_ENV}); default: no token")
+    parser.add_argument("--public-reads", action="store_true", default=None,
+                        help="with a token: let /metrics, /snapshot and /alerts be read "
+                             "without it (e.g. for a Prometheus scraping without a token)")
     parser.add_argument("--protect-reads", action="store_true", default=None,
-                        help="require the token for /metrics, /snapshot and /alerts too")
+                        help="deprecated, the default: reads need the token when one is set")
+    parser.add_argument("--insecure", action="store_true",
+                        help="serve a non-loopback --host without a token (refused otherwise)")
     parser.add_argument("--webhook", action="append", default=[], metavar="URL",
                         help="POST each alert transition to URL (repeatable)")
     parser.add_argument("--checkpoint-events", type=int, default=None, metavar="N",
@@ -329,6 +428,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                              "0: never by time)")
     parser.add_argument("--max-body", type=int, default=None, metavar="BYTES",
                         help="largest request body (default 16 MiB); larger ones get 413")
+    parser.add_argument("--header-timeout", type=float, default=None, metavar="S",
+                        help="seconds to send a request's headers (default 10); the "
+                             "connection is closed after")
+    parser.add_argument("--body-timeout", type=float, default=None, metavar="S",
+                        help="seconds to send a request's body (default 30); 408 after")
+    parser.add_argument("--max-connections", type=int, default=None, metavar="N",
+                        help="open connections served at once (default 1000); the next "
+                             "ones get 503")
     parser.add_argument("--log-level", default="warning",
                         choices=["critical", "error", "warning", "info", "debug"])
     return parser
@@ -346,9 +453,17 @@ def _token(args) -> str | None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run :func:`serve` with the options of :func:`add_serve_arguments`; exit status."""
+    if args.protect_reads:
+        if args.public_reads:
+            raise ValueError("--protect-reads and --public-reads contradict each other "
+                             "(--protect-reads is deprecated: it is the default)")
+        print("streameval serve: warning: --protect-reads is deprecated: reads need the "
+              "token by default (--public-reads opens them)", file=sys.stderr, flush=True)
     return serve(
         config=args.config, host=args.host, port=args.port, state_dir=args.state_dir,
-        token=_token(args), protect_reads=args.protect_reads, max_body=args.max_body,
+        token=_token(args), public_reads=args.public_reads, insecure=args.insecure,
+        max_body=args.max_body, header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout, max_connections=args.max_connections,
         checkpoint_every=args.checkpoint_events, checkpoint_seconds=args.checkpoint_seconds,
         webhooks=args.webhook,
         log_level=args.log_level,

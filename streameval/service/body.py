@@ -13,25 +13,45 @@ Traceback (most recent call last):
 ...
 streameval.service.body.BadRequest: event 1: not a JSON object: 7
 
+Nesting is bounded (:data:`MAX_DEPTH` levels of arrays and objects), so that a body of
+``[[[[...`` cannot exhaust the parser's recursion or the validation's patience:
+
+>>> decode_events(b'[{"label": 1, "score": 0.9, "x": ' + b'[' * 40 + b']' * 40 + b'}]')
+Traceback (most recent call last):
+...
+streameval.service.body.BadRequest: event 0: JSON nested deeper than 32 levels
+
 Imports: the standard library and orjson when installed; no streameval module.
 """
 
 from __future__ import annotations
 
 import json
+import reprlib
 
 try:  # the optional "fast" extra
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
 
-__all__ = ["BadRequest", "decode_events", "NDJSON_TYPES"]
+__all__ = ["BadRequest", "decode_events", "NDJSON_TYPES", "JSON_TYPES", "MAX_DEPTH"]
 
 #: Content types read as one JSON document per line.
 NDJSON_TYPES = frozenset(
     ["application/x-ndjson", "application/ndjson", "application/jsonl",
      "application/x-jsonlines", "application/jsonlines", "application/json-lines"]
 )
+#: Content types a ``POST`` may carry: JSON and the NDJSON family. Anything else (the
+#: ``application/x-www-form-urlencoded``, ``multipart/form-data`` and ``text/plain`` of
+#: HTML forms, or no type at all) is refused, so that a web page cannot make a browser
+#: post to the service without a CORS preflight, which the service never grants.
+JSON_TYPES = frozenset(["application/json"]) | NDJSON_TYPES
+
+#: Deepest nesting of arrays and objects in a body (a JSON array of events is 1 level,
+#: each event 2, an array inside an event 3, ...). Events are flat records: 32 leaves
+#: room for structured fields while refusing the ``[[[[...`` bodies that make a
+#: recursive parser fail (Python's :mod:`json` at about 1 000 levels, orjson at 1 024).
+MAX_DEPTH = 32
 
 
 class BadRequest(ValueError):
@@ -54,16 +74,54 @@ class BadRequest(ValueError):
         return {"error": str(self), "reason": self.reason, "index": self.index, **self.detail}
 
 
+def media_type(content_type: str | None) -> str:
+    """The media type of a ``Content-Type`` header, lower case, without parameters.
+
+    >>> media_type("Application/JSON; charset=utf-8"), media_type(None)
+    ('application/json', '')
+    """
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _too_deep(index=None, **detail) -> BadRequest:
+    return BadRequest(f"JSON nested deeper than {MAX_DEPTH} levels", index=index, **detail)
+
+
 def _loads(data):
     """Parse JSON with orjson when installed; what it refuses is re-read with :mod:`json`
     (as the log sources do), so that ``NaN`` is reported by validation as "score is
-    NaN" and malformed JSON gets :mod:`json`'s message and position."""
+    NaN" and malformed JSON gets :mod:`json`'s message and position. Nesting beyond
+    the parsers' recursion limits raises :class:`RecursionError`."""
     if _orjson is not None:
         try:
             return _orjson.loads(data)
         except _orjson.JSONDecodeError:
             pass
     return json.loads(data)
+
+
+def _check_depth(events: list, base: int, raw: bytes, first: int = 0, **detail) -> None:
+    """Raise :class:`BadRequest` naming the first event nested deeper than
+    :data:`MAX_DEPTH` (``base`` is the level of each event object: 1 alone, 2 in an
+    array; ``first`` is the index of ``events[0]`` in the body).
+
+    Runtime complexity: `O(len(raw))` in C when no event holds an array or object (the
+    common case: fewer brackets in ``raw`` than containers already counted), else
+    `O(values)` over the events' values.
+    """
+    # every array or object in the body has an opening bracket in it; strings can only
+    # add brackets, so this many or fewer means no event holds a container
+    if raw.count(b"{") + raw.count(b"[") <= len(events) + base - 1:
+        return
+    for i, e in enumerate(events, first):
+        stack = [(v, base + 1) for v in e.values() if type(v) is dict or type(v) is list]
+        while stack:
+            v, depth = stack.pop()
+            if depth > MAX_DEPTH:
+                raise _too_deep(i, **detail)
+            for x in (v.values() if type(v) is dict else v):
+                if type(x) is dict or type(x) is list:
+                    stack.append((x, depth + 1))
 
 
 _JSONError = (ValueError,)  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
@@ -87,25 +145,31 @@ def decode_events(body: bytes, content_type: str | None = None) -> list:
     JSON document) is a list too. Blank NDJSON lines are skipped and do not count
     as events. Runtime complexity: `O(len(body))`.
 
-    Raises :class:`BadRequest` naming the event index (or the position in the body).
+    Raises :class:`BadRequest` naming the event index (or the position in the body),
+    also for nesting deeper than :data:`MAX_DEPTH`.
     """
-    ctype = (content_type or "").split(";", 1)[0].strip().lower()
+    ctype = media_type(content_type)
     if not body.strip():
         raise BadRequest("empty body (expected a JSON object, a JSON array or NDJSON)")
     if ctype not in NDJSON_TYPES:
         try:
             doc = _loads(body)
+        except RecursionError:
+            raise _too_deep() from None
         except _JSONError as e:
             # one document followed by more lines: NDJSON without its content type
             if body.strip().count(b"\n") == 0:
                 raise BadRequest(_reason(e), **_json_error_detail(e)) from None
         else:
             if isinstance(doc, dict):
+                _check_depth([doc], 1, body)
                 return [doc]
             if isinstance(doc, list):
                 for i, o in enumerate(doc):
                     if not isinstance(o, dict):
+                        _check_depth([{"": o}], 1, b"[[", first=i)  # too deep says so
                         raise BadRequest(f"not a JSON object: {_short(o)}", index=i)
+                _check_depth(doc, 2, body)
                 return doc
             raise BadRequest(
                 f"expected a JSON object, a JSON array of objects or NDJSON, got {_short(doc)}"
@@ -117,14 +181,23 @@ def decode_events(body: bytes, content_type: str | None = None) -> list:
         i = len(events)
         try:
             o = _loads(line)
+        except RecursionError:
+            raise _too_deep(i, line=lineno) from None
         except _JSONError as e:
             raise BadRequest(_reason(e), index=i, line=lineno) from None
         if not isinstance(o, dict):
             raise BadRequest(f"not a JSON object: {_short(o)}", index=i, line=lineno)
+        _check_depth([o], 1, line, first=i, line=lineno)
         events.append(o)
     return events
 
 
 def _short(o, limit: int = 60) -> str:
-    s = repr(o)
+    """A short repr of a JSON value, safe for deep nesting (reprlib stops at 3 levels)."""
+    r = reprlib.Repr()
+    r.maxlevel, r.maxstring, r.maxother, r.maxlong = 3, limit, limit, limit
+    try:
+        s = r.repr(o)
+    except ValueError:  # an int over Python's digit limit
+        s = f"<{type(o).__name__}>"
     return s if len(s) <= limit else s[: limit - 3] + "..."

@@ -29,6 +29,12 @@ The log is therefore always a prefix of the applied batches, in order. If the lo
 cannot be written or synced, the engine stops accepting events (503) and writes no
 more checkpoints: a restart recovers exactly the acknowledged batches.
 
+A state directory that cannot be used at start (not creatable, not writable, its log
+not an SQLite database) raises :class:`StateDirError`, one line naming the directory
+and the reason. A checkpoint that fails later (disk full, a file in the way) is counted
+(``stats["checkpoint_errors"]``), its reason kept in :meth:`Engine.health` until one
+succeeds, and retried; the log keeps every acknowledged batch meanwhile.
+
 A checkpoint (every ``checkpoint_every`` events or ``checkpoint_seconds`` seconds, on
 ``POST /checkpoint`` and at shutdown) writes the Monitor's whole state with the
 sequence number of the last batch it covers, atomically, then deletes the log rows it
@@ -51,7 +57,11 @@ it: no acknowledged event is lost by a ``kill -9``.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import queue
+import sqlite3
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -64,7 +74,8 @@ from streameval.pipeline import Pipeline, as_writer
 from streameval.service.body import BadRequest, decode_events
 from streameval.service.wal import Batch, StateMismatch, WriteAheadLog
 
-__all__ = ["Engine", "Unavailable", "StateMismatch", "CHECKPOINT_FILE", "WAL_FILE"]
+__all__ = ["Engine", "Unavailable", "StateMismatch", "StateDirError", "CHECKPOINT_FILE",
+           "WAL_FILE"]
 
 #: File names inside the state directory.
 CHECKPOINT_FILE = "checkpoint.json"
@@ -72,9 +83,21 @@ WAL_FILE = "wal.sqlite3"
 #: ``kind`` of the service's checkpoints (:func:`streameval.io.save_checkpoint`).
 CHECKPOINT_KIND = "service"
 
+_log = logging.getLogger("streameval.service")
+
+
+#: Seconds an event time may be ahead of the server's clock (``max_future``): one
+#: event stamped in the future would move every window's clock there for good, and
+#: every later event would be "late". An hour allows for clients' clock skew.
+DEFAULT_MAX_FUTURE = 3600.0
+
 
 class Unavailable(RuntimeError):
     """The service cannot accept events now (closed, or its log cannot be written)."""
+
+
+class StateDirError(OSError):
+    """The state directory cannot be used (one line: the directory and the reason)."""
 
 
 class Engine:
@@ -94,12 +117,15 @@ class Engine:
     webhook never holds up ingestion), ``config_id`` (anything JSON-like identifying the
     configuration; a state directory refuses to open under another one),
     ``synchronous`` (the log's SQLite setting: ``"FULL"`` survives power loss,
-    ``"NORMAL"`` a process crash only).
+    ``"NORMAL"`` a process crash only), ``max_future`` (seconds an event time may be
+    ahead of the server's clock, :data:`DEFAULT_MAX_FUTURE`; a batch holding a later
+    one is refused with a 400 naming it, and its events counted in
+    ``stats["future_events"]``; None: no limit).
     """
 
     def __init__(self, monitor, *, fields=None, state_dir=None, checkpoint_every=100_000,
                  checkpoint_seconds=60.0, sinks=(), config_id=None, synchronous="FULL",
-                 clock=time.time):
+                 clock=time.time, max_future=DEFAULT_MAX_FUTURE):
         if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
             raise ValueError(f"checkpoint_every = {checkpoint_every!r}: must be an int >= 1 or None")
         if checkpoint_seconds is not None and not (
@@ -137,8 +163,11 @@ class Engine:
         self._ckpt_time = clock()
         self._ckpt_count = 0
         self.replayed = (0, 0)  # (batches, events) replayed from the WAL at start
+        self.max_future = max_future
         self.stats = {"batches": 0, "events": 0, "rejected_requests": 0, "alerts": 0,
-                      "sink_errors": 0}
+                      "sink_errors": 0, "future_events": 0, "checkpoint_errors": 0}
+        self.checkpoint_error: str | None = None  # why the last checkpoint failed
+        self.export_errors: dict = {}  # route -> why its last rendering failed
         self.started = clock()
         self._wal = None
         self._outbox: queue.Queue = queue.Queue()
@@ -164,11 +193,25 @@ class Engine:
         if self.state_dir is None:
             self.pipeline.open()
             return
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        # the log first: it refuses another configuration with StateMismatch
-        self._wal = WriteAheadLog(self.state_dir / WAL_FILE, self.config_id, self._synchronous)
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            # a file can be created and synced there (the checkpoint's temporary file)
+            fd, probe = tempfile.mkstemp(dir=self.state_dir, prefix=".probe.")
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+                os.unlink(probe)
+            # the log first: it refuses another configuration with StateMismatch
+            self._wal = WriteAheadLog(self.state_dir / WAL_FILE, self.config_id,
+                                      self._synchronous)
+        except (OSError, sqlite3.Error) as e:
+            raise StateDirError(_unusable(self.state_dir, e)) from None
         try:
             ckpt = self.pipeline.resume()
+        except (OSError, sqlite3.Error) as e:
+            self._wal.close()
+            raise StateDirError(_unusable(self.state_dir, e)) from None
         except BaseException:
             self._wal.close()
             raise
@@ -208,7 +251,10 @@ class Engine:
             self._threads.append(t)
 
     def close(self) -> None:
-        """Stop accepting events, write a final checkpoint, deliver pending alerts."""
+        """Stop accepting events, write a final checkpoint, deliver pending alerts.
+
+        A failed final checkpoint is raised after everything else is closed (the
+        write-ahead log still holds the batches it would have covered)."""
         with self._lock:
             if self._closed:
                 return
@@ -218,8 +264,12 @@ class Engine:
         for t in self._threads:
             if t.name == "streameval-checkpoint":
                 t.join()
+        error = None
         if self.state_dir is not None and self.failed is None:
-            self.checkpoint()
+            try:
+                self.checkpoint()
+            except Exception as e:  # counted; the log keeps every acknowledged batch
+                error = e
         self._outbox.put(None)
         for t in self._threads:
             t.join(timeout=30)
@@ -229,6 +279,8 @@ class Engine:
                 close()
         if self._wal is not None:
             self._wal.close()
+        if error is not None:  # closed all the same; the caller learns why
+            raise error
 
     # ------------------------------------------------------------------ ingestion
     def ingest_body(self, body: bytes, content_type: str | None = None) -> dict:
@@ -335,8 +387,18 @@ class Engine:
         except EventError as e:
             raise BadRequest(e.reason, index=e.index) from None
         ts = eb.ts
+        now = self._clock()
         if len(ts) and np.isnan(ts).any():  # no event time: the time of arrival
-            ts = np.where(np.isnan(ts), self._clock(), ts)
+            ts = np.where(np.isnan(ts), now, ts)
+        if self.max_future is not None and len(ts):
+            ahead = ts > now + self.max_future
+            if ahead.any():  # it would move the windows' clock into the future for good
+                i = int(np.argmax(ahead))
+                with self._lock:
+                    self.stats["future_events"] += int(ahead.sum())
+                raise BadRequest(
+                    f"ts = {float(ts[i])!r} is {float(ts[i]) - now:.0f} s ahead of the "
+                    f"server's clock (max_future = {self.max_future:g} s)", index=i)
         w = eb.weight
         if w is not None and (w == 1.0).all():
             w = None
@@ -360,9 +422,26 @@ class Engine:
             return self.monitor.active_alerts()
 
     def health(self) -> dict:
-        """Counters read without the lock (cheap; for ``/healthz``)."""
+        """Counters read without the lock (cheap; for ``/healthz``).
+
+        ``failed`` is why the engine stopped accepting events (None: it accepts them);
+        ``checkpoint_error`` why the last checkpoint attempt failed (None once one
+        succeeds); ``export_errors`` maps ``/metrics`` or ``/snapshot`` to why its last
+        rendering failed (removed once one succeeds).
+        """
         return {"n": self.monitor.n, "seq": self._seq, "checkpoint_seq": self._ckpt_seq,
-                "durable": self._wal is not None, "closed": self._closed, "failed": self.failed}
+                "durable": self._wal is not None, "closed": self._closed, "failed": self.failed,
+                "checkpoint_error": self.checkpoint_error,
+                "checkpoint_errors": self.stats["checkpoint_errors"],
+                "export_errors": dict(self.export_errors)}
+
+    def record_export(self, route: str, error: BaseException | None) -> None:
+        """Note that rendering ``route`` (``/metrics``, ``/snapshot``) succeeded (None)
+        or failed with ``error``; :meth:`health` reports a failure until a success."""
+        if error is None:
+            self.export_errors.pop(route, None)
+        else:
+            self.export_errors[route] = f"{type(error).__name__}: {error}"
 
     def read(self, fn):
         """Call ``fn(monitor, service_info)`` under the lock (for exposition)."""
@@ -388,11 +467,28 @@ class Engine:
         """Write the whole state atomically and drop the log rows it covers.
 
         Returns False when nothing changed since the last checkpoint (or there is no
-        state directory). Runtime complexity: `O(size of the Monitor's state)`; the
-        state is serialised under the ingestion lock, written outside it.
+        state directory, or the engine has failed). Runtime complexity: `O(size of the
+        Monitor's state)`; the state is serialised under the ingestion lock, written
+        outside it. A failure is counted in ``stats["checkpoint_errors"]``, kept as
+        :attr:`checkpoint_error` until a checkpoint succeeds, and raised.
         """
         if self.state_dir is None:
             return False
+        try:
+            written = self._checkpoint()
+        except Exception as e:
+            with self._lock:
+                self.stats["checkpoint_errors"] += 1
+            if self.checkpoint_error is None:  # once per run of failures, not every retry
+                _log.warning("checkpoint to %s failed (retried; the write-ahead log keeps "
+                             "the events): %s: %s", self.state_dir, type(e).__name__, e)
+            self.checkpoint_error = f"{type(e).__name__}: {e}"
+            raise
+        if written:
+            self.checkpoint_error = None
+        return written
+
+    def _checkpoint(self) -> bool:
         with self._ckpt_lock:
             with self._lock:
                 seq = self._seq
@@ -432,8 +528,8 @@ class Engine:
             if by_count or by_time:
                 try:
                     self.checkpoint()
-                except Exception:  # pragma: no cover - reported, retried next tick
-                    self.stats["checkpoint_errors"] = self.stats.get("checkpoint_errors", 0) + 1
+                except Exception:  # counted and kept for /healthz; retried next tick
+                    pass
 
     # ------------------------------------------------------------------ alerts
     def _on_alert(self, transition) -> None:
@@ -452,6 +548,15 @@ class Engine:
                         self.stats["sink_errors"] += 1
                 except Exception:
                     self.stats["sink_errors"] += 1
+
+
+def _unusable(state_dir: Path, e: BaseException) -> str:
+    """One line: the state directory and why it cannot be used."""
+    reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    where = getattr(e, "filename", None) or (
+        state_dir / WAL_FILE if isinstance(e, sqlite3.Error) else None)
+    what = "" if where is None or Path(where) == state_dir else f" ({where})"
+    return f"state directory {state_dir}: cannot be used{what}: {reason}"
 
 
 def _fields_for(monitor) -> FieldMap:

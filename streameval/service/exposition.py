@@ -9,13 +9,18 @@ Families:
 * ``streameval_metric{metric, window, segment}`` -- each metric's current value
   (``NaN`` where undefined: no positives, empty window, ...);
 * ``streameval_segment_events{segment}`` -- events counted per segment;
+* ``streameval_late_events_total{metric, window, segment}`` -- events each window by
+  period refused as late; ``streameval_other_segment_events_total`` -- events of new
+  segment values counted under ``__other__`` once ``max_segments`` was reached;
 * ``streameval_events_total`` / ``streameval_batches_total`` -- acknowledged events
   and batches; ``streameval_rejected_requests_total`` -- refused requests;
+  ``streameval_future_events_total`` -- events refused for a time too far ahead;
 * ``streameval_event_time_seconds`` -- the newest event time seen;
 * ``streameval_alert_active{rule, segment, state}`` -- 1 for each active alert
   (``pending`` or ``firing``); ``streameval_alert_transitions_total``;
 * ``streameval_checkpoints_total``, ``streameval_last_checkpoint_timestamp_seconds``,
-  ``streameval_events_since_checkpoint``.
+  ``streameval_events_since_checkpoint``; ``streameval_checkpoint_errors_total`` --
+  checkpoint attempts that failed (periodic or ``POST /checkpoint``).
 
 The segment label is ``""`` for the whole stream (no ``group_by``) and, for a segment
 made of several fields, their values joined by ``"|"``.
@@ -88,14 +93,27 @@ class MonitorCollector(Collector):
         seg_events = GaugeMetricFamily(
             "streameval_segment_events", "Events counted per segment", labels=["segment"]
         )
+        late = CounterMetricFamily(
+            "streameval_late_events",
+            "Events a window by period refused as late (older than its lateness allows)",
+            labels=["metric", "window", "segment"],
+        )
         for seg, entry in _segments(snap):
             label = segment_label(seg)
             for name, v in (entry.get("values") or {}).items():
                 metric.add_metric([name, windows.get(name, "cumulative"), label], _value(v))
             if entry.get("n") is not None:
                 seg_events.add_metric([label], float(entry["n"]))
+            for name, k in (entry.get("late") or {}).items():
+                late.add_metric([name, windows.get(name, "cumulative"), label], float(k))
         yield metric
         yield seg_events
+        yield late
+        yield CounterMetricFamily(
+            "streameval_other_segment_events",
+            "Events of new segment values counted under __other__ (max_segments reached)",
+            value=float(snap.get("other_events") or 0),
+        )
         yield CounterMetricFamily(
             "streameval_events", "Events acknowledged by the service (replayed ones included)",
             value=float(snap.get("n") or 0),
@@ -106,6 +124,11 @@ class MonitorCollector(Collector):
         yield CounterMetricFamily(
             "streameval_rejected_requests", "Ingestion requests refused (bad body or event)",
             value=float(info["rejected_requests"]),
+        )
+        yield CounterMetricFamily(
+            "streameval_future_events",
+            "Events refused for a time further ahead of the server's clock than max_future",
+            value=float(info.get("future_events", 0)),
         )
         t = snap.get("t")
         yield GaugeMetricFamily(
@@ -128,6 +151,10 @@ class MonitorCollector(Collector):
         yield CounterMetricFamily(
             "streameval_checkpoints", "Checkpoints written since start",
             value=float(info["checkpoints"]),
+        )
+        yield CounterMetricFamily(
+            "streameval_checkpoint_errors", "Checkpoint attempts that failed since start",
+            value=float(info.get("checkpoint_errors", 0)),
         )
         yield GaugeMetricFamily(
             "streameval_last_checkpoint_timestamp_seconds",

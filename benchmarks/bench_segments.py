@@ -1,0 +1,134 @@
+"""A service engine with its segment cap full: ingestion, reads and checkpoints.
+
+A client that sends a new segment value in every event used to grow the monitor
+without bound (at 49 000 segments: 3.5 GB, a 195 s checkpoint under the ingestion
+lock). ``max_segments`` (default 1 000) caps it. This script measures what the cap
+costs when it is full, with the default monitor (``Monitor.default(group_by=...)``:
+14 metrics, 7 of them windows of 10 000 events, and 2 drift tests per segment):
+
+* ingestion of ``--per`` events per segment into 1 000 segments, batches of 5 000
+  (evaluations every 1 000 events, a row per segment each time);
+* then ``--extra`` events of new segment values past the cap (counted under
+  ``__other__``), against the same number of events of existing segments;
+* ``snapshot()``, the Prometheus exposition (``/metrics``) and a checkpoint (its
+  seconds, all under the ingestion lock today, and its size);
+* the process's peak RSS.
+
+Each row runs in a fresh subprocess so that its peak RSS is its own.
+
+    python benchmarks/bench_segments.py               # 10 and 100 events per segment
+    python benchmarks/bench_segments.py --per 10 --segments 200
+
+Results (2-core machine shared with other jobs, Python 3.11; one run):
+
+=================  ==========  ===========  ==========  ===========  ==========  ========
+segments x events  ingest      past cap     known segs  ``/metrics``  checkpoint  peak RSS
+                   (events/s)  (events/s)   (events/s)  (s, MB)       (s, MB)     (MB)
+=================  ==========  ===========  ==========  ===========  ==========  ========
+1 000 x 10         2 163       20 712       3 312       0.16, 1.7    9.0, 31     654
+1 000 x 100        2 720       22 140       3 014       0.14, 1.8    24.8, 81    1 713
+=================  ==========  ===========  ==========  ===========  ==========  ========
+
+Each segment is a whole default monitor: ingestion is bound by the evaluations (a row
+per segment every 1 000 events), and the checkpoint builds and serialises the state
+under the ingestion lock, then parses and serialises it again to write it (issue 14). Events past the cap go to one
+segment, ``__other__``, and cost what one segment's events cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def one(segments: int, per: int, extra: int) -> dict:
+    import numpy as np
+
+    from streameval.monitor import Monitor
+    from streameval.service.engine import Engine
+    from streameval.service.exposition import MonitorCollector
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    rng = np.random.default_rng(0)
+    state = tempfile.mkdtemp(prefix="bench-segments-")
+    eng = Engine.open(Monitor.default(group_by="seg"), state_dir=state,
+                      checkpoint_every=None, checkpoint_seconds=None)
+    n = segments * per
+    t0 = time.time() - 10 * n
+    events = [{"ts": t0 + i, "label": int(rng.random() < 0.3), "score": float(rng.random()),
+               "seg": f"s{i % segments}"} for i in range(n)]
+    start = time.perf_counter()
+    for a in range(0, n, 5000):
+        eng.ingest(events[a:a + 5000])
+    ingest = time.perf_counter() - start
+    assert len(eng.monitor.segments) == segments
+    # past the cap: new values (to __other__) against the same number of known ones
+    past = [{"ts": t0 + n + i, "label": int(rng.random() < 0.3), "score": float(rng.random()),
+             "seg": f"new{i}"} for i in range(extra)]
+    known = [dict(e, seg=f"s{i % segments}", ts=t0 + n + extra + i) for i, e in enumerate(past)]
+    timings = {}
+    for name, evs in (("known", known), ("past_cap", past)):
+        start = time.perf_counter()
+        for a in range(0, extra, 5000):
+            eng.ingest(evs[a:a + 5000])
+        timings[name] = time.perf_counter() - start
+    assert eng.monitor.other_events == extra
+    start = time.perf_counter()
+    eng.snapshot()
+    snap = time.perf_counter() - start
+    registry = CollectorRegistry()
+    registry.register(MonitorCollector(eng))
+    start = time.perf_counter()
+    text = generate_latest(registry)
+    scrape = time.perf_counter() - start
+    start = time.perf_counter()
+    eng.checkpoint()
+    ckpt = time.perf_counter() - start
+    size = os.path.getsize(os.path.join(state, "checkpoint.json"))
+    eng.close()
+    return {
+        "segments": segments, "per": per,
+        "ingest_eps": n / ingest,
+        "known_eps": extra / timings["known"], "past_cap_eps": extra / timings["past_cap"],
+        "snapshot_s": snap, "metrics_s": scrape, "metrics_mb": len(text) / 1e6,
+        "checkpoint_s": ckpt, "state_mb": size / 1e6,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--segments", type=int, default=1000)
+    p.add_argument("--per", type=int, action="append",
+                   help="events per segment (repeatable; default 10 and 100)")
+    p.add_argument("--extra", type=int, default=20_000,
+                   help="events past the cap, and as many of known segments")
+    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    pers = args.per or [10, 100]
+    if args.one:
+        print(json.dumps(one(args.segments, pers[0], args.extra)))
+        return 0
+    print(f"{'segments x events':>18} {'ingest ev/s':>12} {'known ev/s':>11} "
+          f"{'past cap ev/s':>14} {'snapshot s':>11} {'/metrics s':>11} {'MB':>6} "
+          f"{'checkpoint s':>13} {'state MB':>9} {'peak RSS MB':>12}")
+    for per in pers:
+        out = subprocess.run([sys.executable, __file__, "--one", "--segments", str(args.segments),
+                              "--per", str(per), "--extra", str(args.extra)],
+                             capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{r['segments']:>8} x {r['per']:<7} {r['ingest_eps']:>12,.0f} "
+              f"{r['known_eps']:>11,.0f} {r['past_cap_eps']:>14,.0f} {r['snapshot_s']:>11.3f} "
+              f"{r['metrics_s']:>11.3f} {r['metrics_mb']:>6.1f} {r['checkpoint_s']:>13.2f} "
+              f"{r['state_mb']:>9.1f} {r['rss_mb']:>12,.0f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

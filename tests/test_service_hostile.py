@@ -1,0 +1,725 @@
+"""The HTTP service against hostile input and hostile clients (issue 15), over real sockets.
+
+Servers run in a thread (:class:`BackgroundServer`, port 0) or, where memory, CPU or
+the exit status of the process is measured, as ``python -m streameval serve`` in a
+subprocess. Faults are real where they can be (a state directory under a regular
+file, a checkpoint path taken by a directory: both fail for root too); the few
+injected ones (a collector or a Monitor method that raises) stand for bugs, and only
+the code around them is under test.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client")
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from streameval.service import (  # noqa: E402
+    BackgroundServer,
+    add_serve_arguments,
+    build_engine,
+    main,
+)
+from streameval.service.body import JSON_TYPES, MAX_DEPTH, NDJSON_TYPES  # noqa: E402
+from streameval.service.engine import CHECKPOINT_FILE, WAL_FILE, StateDirError  # noqa: E402
+
+JSON = {"Content-Type": "application/json"}
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def events(n, start=0):
+    return [{"ts": 1_700_000_000 + start + i, "label": i % 3 == 0, "score": (i % 10) / 10}
+            for i in range(n)]
+
+
+def call(url_or_port, method, path, body=None, headers=None, timeout=30):
+    port = url_or_port if isinstance(url_or_port, int) else int(url_or_port.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    finally:
+        conn.close()
+
+
+def post(url, evs, headers=JSON, path="/events"):
+    status, hdrs, data = call(url, "POST", path, json.dumps(evs).encode(), headers)
+    assert hdrs["content-type"] == "application/json", (status, hdrs, data)
+    return status, json.loads(data)
+
+
+def healthz(url):
+    status, _, data = call(url, "GET", "/healthz")
+    return status, json.loads(data)
+
+
+def scrape(url, headers=None):
+    status, _, data = call(url, "GET", "/metrics", headers=headers)
+    assert status == 200, data
+    return {s.name: s.value for f in text_string_to_metric_families(data.decode())
+            for s in f.samples}
+
+
+def start_cli(*args, expect_start=True):
+    """``python -m streameval serve --port 0 ARGS``: (process, port), or for a refused
+    start (process, None) once it has exited."""
+    cmd = [sys.executable, "-m", "streameval", "serve", "--port", "0", *map(str, args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if not expect_start:
+        proc.wait(60)
+        return proc, None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    ready = sel.select(timeout=60)
+    sel.close()
+    line = proc.stdout.readline().decode() if ready else ""
+    if "listening on http://" not in line:
+        proc.kill()
+        raise AssertionError(f"the server did not start: {line!r} "
+                             f"{proc.stderr.read().decode()}")
+    return proc, int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+
+
+def stop_cli(proc):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(20)
+    finally:
+        if proc.poll() is None:  # pragma: no cover - reported by the assertion
+            proc.kill()
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def read_until_closed(sock, timeout):
+    """Everything the server sends until it closes the connection (None: still open)."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+    except socket.timeout:
+        return None
+    except ConnectionResetError:
+        return data
+
+
+# ----------------------------------------------------------------------- TCP_NODELAY
+
+
+def test_accepted_connections_have_tcp_nodelay_and_keep_alive_requests_are_fast():
+    """``_bind`` creates the socket with ``IPPROTO_TCP``, so that asyncio sets
+    TCP_NODELAY on each accepted connection; without it every keep-alive response
+    written in two pieces waited for the client's delayed ACK (about 40 ms)."""
+    with BackgroundServer() as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        try:
+            times = []
+            for k in range(30):
+                t0 = time.perf_counter()
+                conn.request("POST", "/events", body=json.dumps(events(5, 5 * k)), headers=JSON)
+                r = conn.getresponse()
+                assert r.status == 200, r.read()
+                r.read()
+                times.append(time.perf_counter() - t0)
+            protocols = list(srv._server.server_state.connections)
+            assert len(protocols) == 1  # the keep-alive connection, still open
+            sock = protocols[0].transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        finally:
+            conn.close()
+    times.sort()
+    assert times[len(times) // 2] < 0.02, times  # Nagle + delayed ACK: about 0.04 each
+
+
+# ----------------------------------------------------------------------- content type
+
+
+def test_posts_need_a_json_or_ndjson_content_type(tmp_path):
+    with BackgroundServer(state_dir=tmp_path / "s", checkpoint_seconds=0) as srv:
+        body = json.dumps(events(3)).encode()
+        for ctype in (None, "application/x-www-form-urlencoded", "text/plain",
+                      "multipart/form-data; boundary=x", "application/jsonx", "json"):
+            headers = {} if ctype is None else {"Content-Type": ctype}
+            for path in ("/events", "/checkpoint"):
+                status, hdrs, data = call(srv.url, "POST", path, body, headers)
+                err = json.loads(data)
+                assert status == 415 and hdrs["content-type"] == "application/json", data
+                assert err["content_type"] == ctype
+                assert err["accepted"] == sorted(JSON_TYPES)
+                assert (repr(ctype) if ctype else "no Content-Type") in err["error"]
+                assert path in err["error"]
+        assert healthz(srv.url)[1]["n"] == 0  # nothing applied
+        # the browsers' form encoding is what urllib sends by default, refused too
+        import urllib.error
+        import urllib.request
+
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(urllib.request.Request(srv.url + "/events", data=body))
+        assert e.value.code == 415
+        # accepted: JSON with parameters, in any case, and the NDJSON family
+        n = 0
+        for ctype in ["application/json", "Application/JSON; charset=utf-8", *NDJSON_TYPES]:
+            ndjson = ctype in NDJSON_TYPES
+            evs = events(2, n)
+            data = ("\n".join(json.dumps(e) for e in evs) if ndjson else json.dumps(evs))
+            status, _, out = call(srv.url, "POST", "/events", data.encode(),
+                                  {"Content-Type": ctype})
+            assert status == 200 and json.loads(out)["accepted"] == 2, (ctype, out)
+            n += 2
+        # /checkpoint: the body is ignored, empty or not
+        for payload in (b"", b"{}"):
+            status, _, out = call(srv.url, "POST", "/checkpoint", payload, JSON)
+            assert status == 200 and json.loads(out)["n"] == n
+
+
+# ----------------------------------------------------------------------- auth
+
+
+def test_bearer_scheme_in_any_case_guards_everything_but_healthz():
+    with BackgroundServer(token="s3cret") as srv:
+        for scheme in ("Bearer", "bearer", "BEARER", "bEaReR"):
+            auth = {"Authorization": f"{scheme} s3cret"}
+            assert post(srv.url, events(1), {**auth, **JSON})[0] == 200
+            for path in ("/metrics", "/snapshot", "/alerts"):
+                assert call(srv.url, "GET", path, headers=auth)[0] == 200
+            assert call(srv.url, "POST", "/checkpoint", b"", {**auth, **JSON})[0] == 200
+        for auth in ("Bearer s3cre", "Bearer s3cret2", "Bearer S3CRET", "Basic s3cret",
+                     "s3cret", "Bearer", "", "Bearer s3cret s3cret", "Bearers3cret"):
+            headers = {"Authorization": auth} if auth else {}
+            status, hdrs, data = call(srv.url, "POST", "/events", b"{}", {**headers, **JSON})
+            assert status == 401 and hdrs["www-authenticate"].startswith("Bearer"), auth
+            assert json.loads(data) == {"error": "missing or wrong bearer token"}
+            assert call(srv.url, "POST", "/checkpoint", b"", {**headers, **JSON})[0] == 401
+            for path in ("/metrics", "/snapshot", "/alerts"):
+                assert call(srv.url, "GET", path, headers=headers)[0] == 401, (path, auth)
+        # the token is checked before the content type: a stranger learns nothing
+        assert call(srv.url, "POST", "/events", b"{}", {"Content-Type": "text/plain"})[0] == 401
+        status, health = healthz(srv.url)
+        assert status == 200 and health["n"] == 4
+
+
+def test_public_reads_from_the_config_and_protect_reads_false_is_refused():
+    config = {"serve": {"public_reads": True}}
+    with BackgroundServer(config, token="tok") as srv:
+        for path in ("/metrics", "/snapshot", "/alerts"):
+            assert call(srv.url, "GET", path)[0] == 200
+        assert post(srv.url, events(1))[0] == 401  # writes still need it
+    with pytest.raises(ValueError, match=r"serve\.protect_reads = False: .*public_reads"):
+        BackgroundServer({"serve": {"protect_reads": False}}, token="tok")
+    with pytest.raises(ValueError, match=r"serve\.public_reads = 'yes': must be true or false"):
+        BackgroundServer({"serve": {"public_reads": "yes"}}, token="tok")
+    # the deprecated flag of the command line, with its opposite: refused, exit 2
+    assert main(["--port", "0", "--protect-reads", "--public-reads"]) == 2
+
+
+def test_a_non_loopback_address_without_a_token_refuses_to_start(tmp_path):
+    proc, _ = start_cli("--host", "0.0.0.0", expect_start=False)
+    err = proc.stderr.read().decode()
+    assert proc.returncode == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "reachable from other machines" in err and "--insecure" in err
+    assert "--token-file" in err
+    with pytest.raises(ValueError, match="insecure=True"):
+        BackgroundServer(host="0.0.0.0")
+    with BackgroundServer(host="0.0.0.0", insecure=True) as srv:  # said explicitly
+        assert call(srv.port, "GET", "/healthz")[0] == 200
+    with BackgroundServer(host="0.0.0.0", token="tok") as srv:  # or with a token
+        assert call(srv.port, "POST", "/events", b"{}", JSON)[0] == 401
+
+
+# ----------------------------------------------------------------------- clear failures
+
+
+def test_an_unusable_state_directory_exits_2_with_one_line(tmp_path):
+    (tmp_path / "file").write_text("not a directory\n")
+    state = tmp_path / "file" / "sub"  # its parent is a regular file: fails for root too
+    proc, _ = start_cli("--state-dir", state, expect_start=False)
+    err = proc.stderr.read().decode()
+    assert proc.returncode == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(state) in err and "Not a directory" in err
+    # a log path that SQLite cannot open (sqlite3.OperationalError, not an OSError)
+    (tmp_path / "s2" / WAL_FILE).mkdir(parents=True)
+    with pytest.raises(StateDirError) as e:
+        build_engine(None, state_dir=tmp_path / "s2")
+    assert str(tmp_path / "s2" / WAL_FILE) in str(e.value)
+    assert "unable to open database file" in str(e.value) and "\n" not in str(e.value)
+    # a checkpoint path taken by a directory
+    (tmp_path / "s3" / CHECKPOINT_FILE).mkdir(parents=True)
+    with pytest.raises(StateDirError, match="Is a directory"):
+        build_engine(None, state_dir=tmp_path / "s3")
+
+
+def test_checkpoint_failures_are_json_counted_and_fail_healthz_until_one_succeeds(tmp_path):
+    state = tmp_path / "state"
+    ckpt = state / CHECKPOINT_FILE
+    with BackgroundServer(state_dir=state, checkpoint_every=0, checkpoint_seconds=0.2) as srv:
+        assert post(srv.url, events(10))[0] == 200
+        assert wait_for(lambda: healthz(srv.url)[1]["checkpoint_seq"] == 1)
+        # the disk "changes under us": the checkpoint's path becomes a directory, so
+        # that the atomic rename fails (EISDIR, for root too)
+        ckpt.unlink()
+        ckpt.mkdir()
+        assert post(srv.url, events(10, 10))[0] == 200
+        # the periodic checkpoint fails, is counted, and /healthz says so
+        assert wait_for(lambda: healthz(srv.url)[0] == 503)
+        status, health = healthz(srv.url)
+        assert health["status"] == "failed" and "Is a directory" in health["reason"]
+        assert health["checkpoint_errors"] >= 1 and health["failed"] is None
+        # on demand: a JSON 500 naming the reason, counted too
+        before = health["checkpoint_errors"]
+        status, out = post(srv.url, {}, path="/checkpoint")
+        assert status == 500 and out["error"].startswith("checkpoint failed: ")
+        assert "Is a directory" in out["error"] and out["checkpoint_errors"] > before
+        assert scrape(srv.url)["streameval_checkpoint_errors_total"] >= before + 1
+        # events are still accepted (the write-ahead log holds them)
+        assert post(srv.url, events(10, 20))[0] == 200
+        # the path is free again: the next checkpoint succeeds, /healthz recovers
+        ckpt.rmdir()
+        status, out = post(srv.url, {}, path="/checkpoint")
+        assert status == 200 and out["written"] is True and out["checkpoint_error"] is None
+        status, health = healthz(srv.url)
+        assert status == 200 and health["status"] == "ok" and health["checkpoint_seq"] == 3
+
+
+class _BrokenLog:
+    """The real write-ahead log whose disk fails on the first append (fault injection)."""
+
+    def __init__(self, wal):
+        self._wal = wal
+
+    def append(self, seq, batch):
+        raise OSError(28, "No space left on device")
+
+    def __getattr__(self, name):
+        return getattr(self._wal, name)
+
+
+def test_checkpoint_on_a_failed_engine_is_a_json_503(tmp_path):
+    eng = build_engine(None, state_dir=tmp_path, checkpoint_seconds=0)
+    eng._wal = _BrokenLog(eng._wal)
+    with BackgroundServer(engine=eng) as srv:
+        status, out = post(srv.url, events(3))
+        assert status == 503 and "No space left" in out["error"]
+        status, out = post(srv.url, {}, path="/checkpoint")
+        assert status == 503 and out["error"].startswith("no checkpoint: could not write")
+        assert healthz(srv.url)[0] == 503
+
+
+def test_failed_exports_are_json_500s_and_fail_healthz_until_a_success():
+    class Broken:
+        def collect(self):
+            raise RuntimeError("collector exploded")
+
+    with BackgroundServer() as srv:
+        assert post(srv.url, events(5))[0] == 200
+        registry = srv.app.state.registry
+        broken = Broken()
+        registry.register(broken)
+        status, hdrs, data = call(srv.url, "GET", "/metrics")
+        assert status == 500 and hdrs["content-type"] == "application/json"
+        assert "collector exploded" in json.loads(data)["error"]
+        status, health = healthz(srv.url)
+        assert status == 503 and health["reason"].startswith("/metrics failed: ")
+        registry.unregister(broken)
+        assert call(srv.url, "GET", "/metrics")[0] == 200
+        assert healthz(srv.url)[0] == 200
+        # /snapshot, then /alerts (no handler of its own: the catch-all's JSON 500)
+        monitor = srv.engine.monitor
+        monitor.snapshot = lambda: 1 / 0
+        monitor.active_alerts = lambda: [][1]
+        try:
+            status, hdrs, data = call(srv.url, "GET", "/snapshot")
+            assert status == 500 and "ZeroDivisionError" in json.loads(data)["error"]
+            assert healthz(srv.url)[1]["export_errors"].keys() == {"/snapshot"}
+            status, hdrs, data = call(srv.url, "GET", "/alerts")
+            assert status == 500 and hdrs["content-type"] == "application/json"
+            assert "IndexError" in json.loads(data)["error"]
+        finally:
+            del monitor.snapshot, monitor.active_alerts
+        assert call(srv.url, "GET", "/snapshot")[0] == 200
+        assert healthz(srv.url)[0] == 200
+
+
+# ----------------------------------------------------------------------- nesting
+
+
+def test_deep_nesting_is_a_400_naming_the_event_and_counted():
+    ok = {"ts": 1, "label": 1, "score": 0.5}
+    deep = {**ok, "extra": json.loads("[" * 40 + "]" * 40)}
+    fine = {**ok, "extra": json.loads("[" * (MAX_DEPTH - 2) + "]" * (MAX_DEPTH - 2))}
+    cases = [  # (body, content type, index)
+        (b"[" * 1000, "application/json", None),  # json's RecursionError: was a text 500
+        (b"[" * 1000 + b"]" * 1000, "application/json", 0),  # orjson parses it
+        (b"[" * 200_000, "application/json", None),  # past orjson's limit of 1024
+        (b'{"a":' * 5000 + b"1" + b"}" * 5000, "application/json", None),
+        (json.dumps([ok, ok, deep]).encode(), "application/json", 2),
+        (json.dumps(deep).encode(), "application/json", 0),
+        ((json.dumps(ok) + "\n" + json.dumps(deep)).encode(), "application/x-ndjson", 1),
+        ((json.dumps(ok) + "\n" + "[" * 3000).encode(), "application/x-ndjson", 1),
+    ]
+    with BackgroundServer() as srv:
+        for k, (body, ctype, index) in enumerate(cases):
+            status, hdrs, data = call(srv.url, "POST", "/events", body, {"Content-Type": ctype})
+            assert status == 400 and hdrs["content-type"] == "application/json", (k, data)
+            err = json.loads(data)
+            assert err["index"] == index, (k, err)
+            assert f"nested deeper than {MAX_DEPTH} levels" in err["reason"], (k, err)
+        # as deep as allowed (the array, the event, 30 levels inside it): accepted
+        assert post(srv.url, [ok, fine])[0] == 200
+        snap = json.loads(call(srv.url, "GET", "/snapshot")[2])
+        assert snap["service"]["rejected_requests"] == len(cases) and snap["n"] == 2
+
+
+# ----------------------------------------------------------------------- memory
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs Linux /proc")
+def test_refused_bodies_give_their_memory_back():
+    """20 refused 15 MB bodies (parsed whole: the last event is bad), then 50 refused
+    3 MB ones (10^6 empty objects): the resident size of the service's process comes
+    back within 10% of what it was after a warm-up each time."""
+    ev = b'{"ts":1700000000,"label":1,"score":0.5}'
+    n = 15_000_000 // (len(ev) + 1)
+    big = b"[" + b",".join([ev] * (n - 1)) + b',{"ts":1700000001,"label":3,"score":0.5}]'
+    empties = b"[" + b",".join([b"{}"] * 1_000_000) + b"]"
+    proc, port = start_cli()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+        def send(body):
+            conn.request("POST", "/events", body=body, headers=JSON)
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+
+        for k in range(5):  # warm-up: accepted batches, one refused
+            assert send(json.dumps(events(100, 100 * k)).encode())[0] == 200
+        assert send(b'[{"label": 3, "score": 0.1}]')[0] == 400
+        time.sleep(0.2)
+        baseline = rss_mb(proc.pid)
+        peak = 0.0
+        for _ in range(20):
+            status, err = send(big)
+            assert status == 400 and err["index"] == n - 1, err
+            peak = max(peak, rss_mb(proc.pid))
+        time.sleep(0.2)
+        after_big = rss_mb(proc.pid)
+        for _ in range(50):
+            status, err = send(empties)
+            assert status == 400 and err["index"] == 0, err
+        time.sleep(0.2)
+        after_empties = rss_mb(proc.pid)
+        conn.close()
+    finally:
+        stop_cli(proc)
+    assert after_big <= 1.10 * baseline, (baseline, peak, after_big)
+    assert after_empties <= 1.10 * baseline, (baseline, after_empties)
+
+
+# ----------------------------------------------------------------------- connections
+
+
+def test_half_sent_headers_and_bodies_are_cut_off(tmp_path):
+    with BackgroundServer(header_timeout=0.5, body_timeout=0.6, token="tok") as srv:
+        addr = ("127.0.0.1", srv.port)
+        # half the headers: 408 after the header timeout, then closed
+        with socket.create_connection(addr) as s:
+            s.sendall(b"POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
+            t0 = time.monotonic()
+            data = read_until_closed(s, 5)
+            took = time.monotonic() - t0
+        assert data is not None and data.startswith(b"HTTP/1.1 408 "), data
+        assert json.loads(data.split(b"\r\n\r\n", 1)[1])["error"].startswith("request headers")
+        assert 0.45 <= took < 3, took
+        # nothing at all: closed without a word
+        with socket.create_connection(addr) as s:
+            assert read_until_closed(s, 5) == b""
+        # a keep-alive connection whose second request stalls half-way
+        with socket.create_connection(addr) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.3)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+            data = read_until_closed(s, 5)
+        assert data is not None and b"HTTP/1.1 200 " in data and b"HTTP/1.1 408 " in data
+        # a body that stops coming: 408 (JSON) after the body timeout, then closed
+        auth = b"Authorization: Bearer tok\r\nContent-Type: application/json\r\n"
+        with socket.create_connection(addr) as s:
+            s.sendall(b"POST /events HTTP/1.1\r\nHost: x\r\n" + auth
+                      + b"Content-Length: 1000\r\n\r\n[{\"label\": 1")
+            t0 = time.monotonic()
+            data = read_until_closed(s, 5)
+            took = time.monotonic() - t0
+        assert data is not None and data.startswith(b"HTTP/1.1 408 "), data
+        head, body = data.split(b"\r\n\r\n", 1)
+        assert b"connection: close" in head.lower()
+        assert "not complete after 0.6 s (12 bytes received)" in json.loads(body)["error"]
+        assert 0.5 <= took < 3, took
+        # answered before its body (no token): the rest must come within the body timeout
+        with socket.create_connection(addr) as s:
+            s.sendall(b"POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                      b"\r\nContent-Length: 100000\r\n\r\n[")
+            s.settimeout(5)
+            assert s.recv(65536).startswith(b"HTTP/1.1 401 ")
+            t0 = time.monotonic()
+            closed = False
+            while time.monotonic() - t0 < 5 and not closed:
+                try:
+                    s.sendall(b" ")  # trickling: each byte resets no timer
+                    time.sleep(0.05)
+                    s.setblocking(False)
+                    closed = s.recv(100) == b""
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed = True
+                finally:
+                    s.setblocking(True)
+            assert closed and time.monotonic() - t0 < 3
+        assert healthz(srv.url)[1]["n"] == 0
+
+
+def test_unparseable_requests_get_a_json_400_and_are_closed():
+    with BackgroundServer() as srv:
+        oversized = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 20_000
+        for pieces in ([b"NOT HTTP AT ALL\r\n\r\n"], [oversized[:10_000], oversized[10_000:]]):
+            with socket.create_connection(("127.0.0.1", srv.port)) as s:
+                for piece in pieces:  # headers over h11's 16 KiB while incomplete
+                    s.sendall(piece)
+                    time.sleep(0.05)
+                data = read_until_closed(s, 5)
+            assert data is not None and data.startswith(b"HTTP/1.1 400 "), data
+            head, body = data.split(b"\r\n\r\n", 1)
+            assert b"content-type: application/json" in head
+            assert json.loads(body) == {"error": "Invalid HTTP request received."}
+
+
+def test_connections_past_the_cap_get_a_json_503():
+    with BackgroundServer(max_connections=4) as srv:
+        held = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(4)]
+        try:
+            assert wait_for(lambda: len(srv._server.server_state.connections) == 4)
+            status, hdrs, data = call(srv.url, "GET", "/healthz")
+            assert status == 503 and hdrs["content-type"] == "application/json"
+            assert hdrs["retry-after"] == "1" and hdrs["connection"] == "close"
+            assert "too many connections (the limit is 4)" in json.loads(data)["error"]
+            held.pop().close()
+            assert wait_for(lambda: len(srv._server.server_state.connections) == 3)
+            assert call(srv.url, "GET", "/healthz")[0] == 200
+        finally:
+            for s in held:
+                s.close()
+
+
+class _Trickler:
+    """``n`` connections that each send a request one byte every ``interval`` seconds
+    (half of them their headers, half a body after complete headers), opening new ones
+    as the server closes them, from one thread; records how long each one lived.
+    ``hold`` stops the sending and the reopening (the open ones stay silent)."""
+
+    HEADERS = (b"POST /events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+               b"\r\nX-Padding: " + b"a" * 2000 + b"\r\n\r\n")
+    BODY_HEAD = (b"POST /events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+                 b"\r\nContent-Length: 100000\r\n\r\n")
+
+    def __init__(self, port, n, interval):
+        self.port, self.n, self.interval = port, n, interval
+        self.lifetimes: list[tuple[str, float]] = []  # (kind, seconds open)
+        self.stop = threading.Event()
+        self.hold = threading.Event()
+        self.socks: dict = {}  # socket -> [kind, opened, bytes sent]
+        self.sel = selectors.DefaultSelector()
+        self.opened = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def connect(self):
+        kind = "headers" if self.opened % 2 else "body"
+        self.opened += 1
+        s = socket.create_connection(("127.0.0.1", self.port))
+        if kind == "body":
+            s.sendall(self.BODY_HEAD)
+        s.setblocking(False)
+        self.socks[s] = [kind, time.monotonic(), 0]
+        self.sel.register(s, selectors.EVENT_READ)
+
+    def closed(self, s):
+        kind, opened, _ = self.socks.pop(s)
+        self.lifetimes.append((kind, time.monotonic() - opened))
+        self.sel.unregister(s)
+        s.close()
+
+    def run(self):
+        next_send = time.monotonic()
+        while not self.stop.is_set():
+            while not self.hold.is_set() and len(self.socks) < self.n:
+                self.connect()
+            wait = max(0.0, min(0.05, next_send - time.monotonic()))
+            for key, _ in self.sel.select(timeout=wait):
+                try:
+                    if key.fileobj.recv(65536) == b"":
+                        self.closed(key.fileobj)
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    self.closed(key.fileobj)
+            if time.monotonic() >= next_send:
+                next_send += self.interval
+                if self.hold.is_set():
+                    continue
+                for s, st in list(self.socks.items()):
+                    byte = self.HEADERS[st[2] % len(self.HEADERS):][:1] if st[0] == "headers" \
+                        else b" "
+                    try:
+                        st[2] += s.send(byte)
+                    except OSError:
+                        pass
+        for s in list(self.socks):
+            s.close()
+        self.sel.close()
+
+
+def _throughput(port, seconds, clients=3, size=100):
+    """Batches of ``size`` events per second, from ``clients`` keep-alive connections."""
+    body = json.dumps(events(size)).encode()
+    done, errors = [], []
+    deadline = time.monotonic() + seconds
+
+    def client():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        n = 0
+        try:
+            while time.monotonic() < deadline:
+                conn.request("POST", "/events", body=body, headers=JSON)
+                r = conn.getresponse()
+                r.read()
+                if r.status != 200:
+                    errors.append(r.status)
+                    return
+                n += 1
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+        finally:
+            conn.close()
+            done.append(n)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return sum(done) / (time.monotonic() - t0)
+
+
+#: Pairs of phases (without, then with the trickling connections) and their length:
+#: alternating short phases shares the noise of a busy machine between the two; more
+#: pairs (up to MAX_PAIRS) when the median is not clear after PAIRS.
+PAIRS, MAX_PAIRS, PHASE = 5, 11, 1.0
+
+
+def _median(quiet, loud):
+    ratios = sorted(b / a for a, b in zip(quiet, loud))
+    return ratios[len(ratios) // 2]
+
+
+def test_slow_loris_connections_are_cut_off_and_do_not_slow_normal_clients():
+    """200 connections trickle their headers or bodies byte by byte (one byte every
+    0.5 s each, new ones replacing those cut off) while 3 clients post batches of 100
+    events: the clients' throughput stays within 20% of theirs without the trickling
+    (the median of the ratios over alternating pairs of phases), and the server closes
+    every trickling connection at its timeout."""
+    timeout = 1.5
+    proc, port = start_cli("--header-timeout", timeout, "--body-timeout", timeout)
+    try:
+        _throughput(port, 0.5)  # warm-up
+        quiet, loud = [], []
+        loris = _Trickler(port, 200, 0.5)
+        loris.hold.set()
+        loris.thread.start()
+        while len(quiet) < PAIRS or (len(quiet) < MAX_PAIRS and _median(quiet, loud) < 0.8):
+            quiet.append(_throughput(port, PHASE))
+            loris.hold.clear()
+            assert wait_for(lambda: len(loris.socks) == 200)
+            time.sleep(0.1)  # they are all sending
+            loud.append(_throughput(port, PHASE))
+            loris.hold.set()  # silent: the server cuts them off within the timeout
+        assert wait_for(lambda: not loris.socks, timeout=timeout + 3), len(loris.socks)
+        loris.stop.set()
+        loris.thread.join(10)
+        assert _throughput(port, 0.3) > 0  # still serving
+    finally:
+        stop_cli(proc)
+    assert _median(quiet, loud) >= 0.8, (quiet, loud)
+    kinds = {k for k, _ in loris.lifetimes}
+    assert kinds == {"headers", "body"}
+    lives = [t for _, t in loris.lifetimes]
+    assert len(lives) >= 400, len(lives)  # cut off and replaced, round after round
+    assert min(lives) >= timeout - 0.1 and max(lives) <= timeout + 2.0, (min(lives), max(lives))
+
+
+# ----------------------------------------------------------------------- options
+
+
+def test_limits_from_the_command_line_and_the_config():
+    import argparse
+
+    args = add_serve_arguments(argparse.ArgumentParser()).parse_args(
+        ["--header-timeout", "3", "--body-timeout", "4.5", "--max-connections", "7",
+         "--public-reads", "--insecure"])
+    assert (args.header_timeout, args.body_timeout, args.max_connections) == (3.0, 4.5, 7)
+    assert args.public_reads is True and args.insecure is True
+    defaults = add_serve_arguments(argparse.ArgumentParser()).parse_args([])
+    assert defaults.public_reads is None and defaults.insecure is False
+    config = {"serve": {"header_timeout": 2, "body_timeout": 3.5, "max_connections": 9,
+                        "max_body": 1000}}
+    with BackgroundServer(config, body_timeout=4) as srv:  # arguments override the file
+        assert srv.options == {"public_reads": False, "max_body": 1000, "header_timeout": 2,
+                               "body_timeout": 4, "max_connections": 9}
+        http_cls = srv._server.config.http_protocol_class
+        assert (http_cls.header_timeout, http_cls.body_timeout, http_cls.max_connections) \
+            == (2.0, 4.0, 9)
+    for key, value, message in (("header_timeout", 0, "a number of seconds > 0"),
+                                ("body_timeout", "1", "a number of seconds > 0"),
+                                ("max_connections", 2.5, "an int >= 1"),
+                                ("max_body", True, "an int >= 1")):
+        with pytest.raises(ValueError, match=rf"serve\.{key} = .*: must be {message}"):
+            BackgroundServer({"serve": {key: value}})
+    with pytest.raises(ValueError, match=r"^max_connections = 0: must be an int >= 1"):
+        BackgroundServer(max_connections=0)
