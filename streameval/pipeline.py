@@ -76,7 +76,8 @@ __all__ = ["Pipeline", "COUNTS", "DEFAULT_CHECKPOINT_EVERY", "CheckpointError", 
 DEFAULT_CHECKPOINT_EVERY = 100_000
 
 #: the counters of a run (:meth:`Pipeline.counts`)
-COUNTS = ("rows", "events", "rejected", "expired", "orphans", "unlabeled", "future")
+COUNTS = ("rows", "events", "rejected", "expired", "orphans", "unlabeled", "future",
+          "other_events")
 
 #: the JSONL outputs a pipeline can own, and where each is connected
 OUTPUTS = ("metrics", "alerts", "rejected")
@@ -489,14 +490,18 @@ class Pipeline:
         return dict(counts()) if callable(counts) else {}
 
     def counts(self) -> dict:
-        """``{"rows", "events", "rejected", "expired", "orphans", "unlabeled", "future"}`` since
-        the start of the run, across resumes."""
+        """``{"rows", "events", "rejected", "expired", "orphans", "unlabeled", "future",
+        "other_events"}`` since the start of the run, across resumes (``future``: rows
+        refused for a time beyond ``max_future``; ``other_events``: events of segment
+        values past the Monitor's ``max_segments``)."""
         c = dict(self._base)
         now = self._source_counts()
         for k, v in now.items():
             c[k] = c.get(k, 0) + v - self._source0.get(k, 0)
         c["rejected"] = c.get("rejected", 0) + self.n_refused
         c["events"] = self.monitor.n
+        # events of segment values past max_segments, counted under "__other__"
+        c["other_events"] = getattr(self.monitor, "other_events", 0)
         return c
 
     def state(self, done: bool = False) -> dict:

@@ -203,6 +203,24 @@ def test_an_event_time_in_the_future_is_a_rejected_row_and_never_moves_the_clock
     assert "input.max_future = -1" in capsys.readouterr().err
 
 
+def test_segments_past_the_cap_are_counted_in_the_summary(tmp_path):
+    """max_segments = 2: the third and later segment values count under "__other__";
+    the summary says how many events, the final rows hold the __other__ segment, and
+    the warning is printed once. Oracle: the rows planted."""
+    rows = _rows(300, seed=6, segments=["a", "b", "c", "d", "a"])
+    log = _write(tmp_path / "log.jsonl", rows)
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[monitor]\nevery = 100\ngroup_by = "seg"\nmax_segments = 2\n'
+                   '[monitor.metrics]\nrecall = "recall"\n')
+    out = tmp_path / "out"
+    with pytest.warns(RuntimeWarning, match="max_segments = 2 reached"):
+        assert main(["replay", str(log), "--config", str(cfg), "--out", str(out),
+                     "--no-report", "-q"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["other_events"] == 120  # "c" and "d": 2 of every 5 rows
+    assert [f["segment"] for f in summary["final"]] == [None, "a", "b", "__other__"]
+
+
 def test_resume_after_a_kill_keeps_the_rows_a_metric_refused(tmp_path):
     """Killed twice and resumed from its checkpoint, a skip replay whose rows log loss
     refuses ends with the outputs of an uninterrupted run, rejected.jsonl included."""

@@ -138,29 +138,68 @@ def read_until_closed(sock, timeout):
 # ----------------------------------------------------------------------- TCP_NODELAY
 
 
-def test_accepted_connections_have_tcp_nodelay_and_keep_alive_requests_are_fast():
+def test_accepted_connections_have_tcp_nodelay():
     """``_bind`` creates the socket with ``IPPROTO_TCP``, so that asyncio sets
     TCP_NODELAY on each accepted connection; without it every keep-alive response
-    written in two pieces waited for the client's delayed ACK (about 40 ms)."""
+    written in two pieces waited for the client's delayed ACK (about 40 ms; measured in
+    benchmarks/bench_service.py, not here)."""
     with BackgroundServer() as srv:
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
         try:
-            times = []
-            for k in range(30):
-                t0 = time.perf_counter()
+            for k in range(3):
                 conn.request("POST", "/events", body=json.dumps(events(5, 5 * k)), headers=JSON)
                 r = conn.getresponse()
                 assert r.status == 200, r.read()
                 r.read()
-                times.append(time.perf_counter() - t0)
             protocols = list(srv._server.server_state.connections)
             assert len(protocols) == 1  # the keep-alive connection, still open
             sock = protocols[0].transport.get_extra_info("socket")
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+            assert srv._sock.proto == socket.IPPROTO_TCP
         finally:
             conn.close()
-    times.sort()
-    assert times[len(times) // 2] < 0.02, times  # Nagle + delayed ACK: about 0.04 each
+
+
+def test_late_future_and_other_segment_events_are_counted_in_every_export():
+    """Nothing refused is silent: events a period window refuses as late are counted per
+    window and segment in /snapshot and /metrics; an event time more than max_future
+    ahead of the server's clock refuses its batch (400 naming it), is counted, and never
+    moves the windows' clock; events of segments past max_segments count under
+    __other__. Oracle: the counts planted by hand."""
+    now = 1_800_000_000.0
+    cfg = {"monitor": {"group_by": "country", "max_segments": 2, "every": 0,
+                       "metrics": {"p@1h": {"metric": "precision", "period": 3600,
+                                            "lateness": 60},
+                                   "recall": "recall"}}}
+    with BackgroundServer(cfg, clock=lambda: now) as srv:
+        ok = [{"ts": now - 10 * i, "label": 1, "score": 0.9, "country": c}
+              for i, c in enumerate(["de", "fr", "de"])]
+        assert post(srv.url, ok)[0] == 200
+        # 2 h late: refused by the window, counted, in "de" and the whole stream
+        assert post(srv.url, [{"ts": now - 7200, "label": 1, "score": 0.9, "country": "de"},
+                              {"ts": now - 7300, "label": 0, "score": 0.2, "country": "de"}])[0] == 200
+        status, doc = post(srv.url, [{"ts": now, "label": 1, "score": 0.9, "country": "fr"},
+                                     {"ts": 1e12, "label": 1, "score": 0.9, "country": "fr"}])
+        assert status == 400 and doc["index"] == 1 and "ahead of the server's clock" in doc["error"]
+        # three new segments past the cap of 2: under __other__
+        with pytest.warns(RuntimeWarning, match="max_segments = 2 reached"):
+            assert post(srv.url, [{"ts": now, "label": 0, "score": 0.1, "country": c}
+                                  for c in ("us", "br", "us")])[0] == 200
+        # the clock did not move: an event 30 s old is still in time
+        assert post(srv.url, [{"ts": now - 30, "label": 1, "score": 0.8, "country": "fr"}])[0] == 200
+        status, _, data = call(srv.url, "GET", "/snapshot")
+        snap = json.loads(data)
+        late = {s["segment"]: s["late"]["p@1h"] for s in snap["segments"]}
+        assert late == {None: 2, "de": 2, "fr": 0, "__other__": 0}
+        assert snap["other_events"] == 3 and snap["service"]["future_events"] == 1
+        assert snap["t"] == now
+        samples = scrape(srv.url)
+        assert samples['streameval_future_events_total'] == 1.0
+        assert samples['streameval_other_segment_events_total'] == 3.0
+        families = text_string_to_metric_families(call(srv.url, "GET", "/metrics")[2].decode())
+        got = {s.labels["segment"]: s.value for f in families if f.name == "streameval_late_events"
+               for s in f.samples}
+        assert got == {"": 2.0, "de": 2.0, "fr": 0.0, "__other__": 0.0}
 
 
 # ----------------------------------------------------------------------- content type
