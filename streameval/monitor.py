@@ -543,13 +543,23 @@ class Monitor:
         yield from self._segments.values()
 
     # -------------------------------------------------------------------- validation
-    def _segment_key(self, segment, where="segment"):
-        """The hashable key of an event's segment, or None (the whole stream only)."""
+    def _segment_key(self, segment, where="segment", reserved_ok=False):
+        """The hashable key of an event's segment, or None (the whole stream only).
+
+        With a segment cap, :data:`OTHER_SEGMENT`'s key is reserved: an event cannot
+        name it (``reserved_ok``: a reader or a saved state may)."""
         if segment is None:
             return None
         fields = self._fields
         if fields is None:
             raise ValueError(f"{where} = {segment!r}: this monitor has no group_by")
+        key = self._key_of(segment, where, fields)
+        if key == self._other_key and not reserved_ok and self.max_segments is not None:
+            raise ValueError(f"{where} = {segment!r}: {OTHER_SEGMENT!r} is reserved for the "
+                             f"events of segment values past max_segments")
+        return key
+
+    def _key_of(self, segment, where, fields):
         if len(fields) == 1:
             return _scalar(segment, where, fields[0])
         if isinstance(segment, dict):
@@ -1006,7 +1016,7 @@ class Monitor:
             if self._overall is None:
                 raise KeyError("this monitor has no whole-stream segment (overall=False)")
             return dict(self._overall.metrics)
-        key = self._segment_key(segment)
+        key = self._segment_key(segment, reserved_ok=True)
         if key not in self._segments:
             raise KeyError(f"no events seen in segment {segment!r}")
         return dict(self._segments[key].metrics)
@@ -1084,7 +1094,7 @@ class Monitor:
             if s["overall"]:
                 key = None
             else:
-                key = mon._segment_key(s["segment"])
+                key = mon._segment_key(s["segment"], reserved_ok=True)
             seg = _Segment(
                 key, None if key is None else (list(key) if isinstance(key, tuple) else key),
                 {name: from_state(ms) for name, ms in s["metrics"].items()},
@@ -1107,6 +1117,12 @@ def _scalar(v, where, field):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
         raise ValueError(f"{where} = {v!r}: segment value of {field!r} must be finite")
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as e:  # could be neither checkpointed nor exported
+            raise ValueError(f"{where} = {v!r}: segment value of {field!r} is not valid "
+                             f"Unicode ({e.reason})") from None
     if not isinstance(v, _SCALARS):
         raise ValueError(
             f"{where} = {v!r}: segment value of {field!r} must be a string, number or bool"

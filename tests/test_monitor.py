@@ -912,3 +912,28 @@ def test_late_events_are_counted_per_window_and_segment_in_rows_and_snapshot():
     plain.on_metrics.append(out.append)
     plain.update_many([1, 0], [0.9, 0.1])
     assert "late" not in out[0] and "late" not in plain.snapshot()["segments"][None]
+
+
+def test_the_other_segment_is_reserved_and_unencodable_segments_are_refused():
+    """An event may not name "__other__" while a cap exists (its events would mix with
+    the overflow and be counted differently by the two paths), and a segment string
+    that cannot be encoded as UTF-8 (a lone surrogate) is refused: it could be neither
+    checkpointed nor exported. Both raise naming the value, and nothing is counted."""
+    mon = Monitor({"r": se.Recall()}, group_by="c", max_segments=1, every=0)
+    for bad, match in (("__other__", "reserved"), ("\ud800", "not valid Unicode")):
+        with pytest.raises(ValueError, match=match):
+            mon.update(True, 0.9, segment=bad)
+        with pytest.raises(ValueError, match=match) as info:
+            mon.update_many([True, False], [0.9, 0.1], segment=["a", bad])
+        assert info.value.index == 1
+        assert mon.n == 0 and mon.segments == []
+    with pytest.warns(RuntimeWarning):
+        mon.update_many([True, False, True], [0.9, 0.1, 0.8], segment=["a", "b", "c"])
+    assert mon.segments == ["a", "__other__"] and mon.other_events == 2
+    assert mon.segment_metrics("__other__")["r"].get() == 1.0  # readable by its name
+    again = Monitor.from_state(json.loads(json.dumps(mon.to_state())))
+    assert again.segments == ["a", "__other__"]
+    # without a cap the name is an ordinary segment value
+    free = Monitor({"r": se.Recall()}, group_by="c", max_segments=None, every=0)
+    free.update(True, 0.9, segment="__other__")
+    assert free.segments == ["__other__"] and free.other_events == 0

@@ -374,7 +374,6 @@ def test_a_batch_with_ten_percent_refused_rows_costs_linear_work(kind):
         assert calls["validate"][0] <= 4 * k
         assert src.got[0][1].startswith("weight = 10000000000000.0: ")
     assert rows_probed <= 8 * n, rows_probed
-    assert elapsed < 20  # measured: 0.15 s (score), 0.4 s (weight); quadratic: minutes
     values = p.monitor.snapshot()["segments"][None]["values"]
     assert values["roc_auc"] == pytest.approx(roc_auc_score(y[~bad], s[~bad]), abs=1e-12)
     assert values["log_loss"] == pytest.approx(log_loss(y[~bad], s[~bad]), rel=1e-9)

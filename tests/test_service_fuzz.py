@@ -110,9 +110,14 @@ def stamped(batch, fields):
 
 
 def valid(batch, fields):
+    """Whether the service must take the batch: every event valid, no time beyond
+    max_future, and nothing a metric refuses (log_loss: a score outside [0, 1])."""
+    from streameval.monitor import Monitor
+
     try:
         b = stamped(batch, fields)
-    except EventError:
+        Monitor.from_config(CONFIG["monitor"]).validate(b.label, b.score, b.weight)
+    except (EventError, ValueError):
         return False
     return not (len(b.ts) and (b.ts > NOW + 3600).any())
 
@@ -129,6 +134,7 @@ def json_body(status, ctype, data):
     [{"ts": 1, "label": 1, "score": 0.5, "country": "\ud800"}],
     [{"ts": NOW, "label": 1, "score": 0.5, "country": "de", "weight": 1e308}],
     [{"ts": 1e12, "label": 1, "score": 0.5}],
+    [{"ts": NOW, "label": 0, "score": -1, "country": "de"}],  # log_loss refuses it
     [{"ts": NOW, "label": 1, "score": 0.5, "country": "de", "id": "\udfff"}],
     [{"ts": NOW - 7200, "label": 0, "score": 0.25, "country": "fr"},
      {"ts": NOW, "label": 1, "score": 0.75, "country": "fr"},
@@ -146,6 +152,9 @@ def test_arbitrary_json_never_breaks_the_service(tmp_path_factory, batches):
         for batch in batches:
             # json.dumps writes lone surrogates as \ud800 escapes: valid JSON, as a client sends
             body = json.dumps(batch).encode()
+            # what the server reads: a JSON escaped surrogate pair decodes to one code
+            # point (valid), a lone one stays lone (refused)
+            batch = json.loads(body)
             status, ctype, data = request(conn, "POST", "/events", body)
             doc = json_body(status, ctype, data)
             assert status in (200, 400), (status, doc)

@@ -202,6 +202,49 @@ def test_late_future_and_other_segment_events_are_counted_in_every_export():
         assert got == {"": 2.0, "de": 2.0, "fr": 0.0, "__other__": 0.0}
 
 
+def _with_host(port, method, path, host, body=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.putrequest(method, path, skip_host=True)
+        conn.putheader("Host", host)
+        if body is not None:
+            conn.putheader("Content-Type", "application/json")
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        conn.close()
+
+
+def test_a_loopback_service_answers_loopback_host_names_only():
+    """DNS rebinding: a web page at evil.example whose name is made to resolve to
+    127.0.0.1 is same-origin with the service, so it could post application/json
+    without a preflight. It still sends ``Host: evil.example``: refused (400, JSON),
+    nothing applied. Loopback names in any case and port are answered; --allow-host
+    (or [serve] allowed_hosts) adds names, for a reverse proxy that passes its own."""
+    body = json.dumps(events(3)).encode()
+    with BackgroundServer() as srv:
+        status, doc = _with_host(srv.port, "POST", "/events", f"evil.example:{srv.port}", body)
+        assert status == 400 and "evil.example" in doc["error"]
+        assert _with_host(srv.port, "GET", "/snapshot", "evil.example")[0] == 400
+        assert srv.engine.monitor.n == 0
+        for host in (f"127.0.0.1:{srv.port}", "LOCALHOST", "[::1]:8000", "localhost:1"):
+            assert _with_host(srv.port, "GET", "/healthz", host)[0] == 200, host
+        assert _with_host(srv.port, "POST", "/events", "localhost", body)[0] == 200
+        assert srv.engine.monitor.n == 3
+    with BackgroundServer({"serve": {"allowed_hosts": ["monitor.internal"]}}) as srv:
+        assert _with_host(srv.port, "GET", "/healthz", "Monitor.Internal:443")[0] == 200
+        assert _with_host(srv.port, "GET", "/healthz", "other.internal")[0] == 400
+    with BackgroundServer(allowed_hosts=["a.example"]) as srv:
+        assert _with_host(srv.port, "GET", "/healthz", "a.example")[0] == 200
+    with pytest.raises(ValueError, match="serve.allowed_hosts"):
+        BackgroundServer({"serve": {"allowed_hosts": "monitor.internal"}})
+    args = add_serve_arguments(__import__("argparse").ArgumentParser()).parse_args(
+        ["--allow-host", "x.example", "--allow-host", "y.example"])
+    assert args.allowed_hosts == ["x.example", "y.example"]
+
+
 # ----------------------------------------------------------------------- content type
 
 
@@ -500,7 +543,7 @@ def test_half_sent_headers_and_bodies_are_cut_off(tmp_path):
         addr = ("127.0.0.1", srv.port)
         # half the headers: 408 after the header timeout, then closed
         with socket.create_connection(addr) as s:
-            s.sendall(b"POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
+            s.sendall(b"POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Type: appl")
             t0 = time.monotonic()
             data = read_until_closed(s, 5)
             took = time.monotonic() - t0
@@ -512,7 +555,7 @@ def test_half_sent_headers_and_bodies_are_cut_off(tmp_path):
             assert read_until_closed(s, 5) == b""
         # a keep-alive connection whose second request stalls half-way
         with socket.create_connection(addr) as s:
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             time.sleep(0.3)
             s.sendall(b"GET /healthz HTTP/1.1\r\nHo")
             data = read_until_closed(s, 5)
@@ -520,7 +563,7 @@ def test_half_sent_headers_and_bodies_are_cut_off(tmp_path):
         # a body that stops coming: 408 (JSON) after the body timeout, then closed
         auth = b"Authorization: Bearer tok\r\nContent-Type: application/json\r\n"
         with socket.create_connection(addr) as s:
-            s.sendall(b"POST /events HTTP/1.1\r\nHost: x\r\n" + auth
+            s.sendall(b"POST /events HTTP/1.1\r\nHost: localhost\r\n" + auth
                       + b"Content-Length: 1000\r\n\r\n[{\"label\": 1")
             t0 = time.monotonic()
             data = read_until_closed(s, 5)
@@ -532,7 +575,7 @@ def test_half_sent_headers_and_bodies_are_cut_off(tmp_path):
         assert 0.5 <= took < 3, took
         # answered before its body (no token): the rest must come within the body timeout
         with socket.create_connection(addr) as s:
-            s.sendall(b"POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+            s.sendall(b"POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
                       b"\r\nContent-Length: 100000\r\n\r\n[")
             s.settimeout(5)
             assert s.recv(65536).startswith(b"HTTP/1.1 401 ")
@@ -556,7 +599,7 @@ def test_half_sent_headers_and_bodies_are_cut_off(tmp_path):
 
 def test_unparseable_requests_get_a_json_400_and_are_closed():
     with BackgroundServer() as srv:
-        oversized = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 20_000
+        oversized = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Long: " + b"a" * 20_000
         for pieces in ([b"NOT HTTP AT ALL\r\n\r\n"], [oversized[:10_000], oversized[10_000:]]):
             with socket.create_connection(("127.0.0.1", srv.port)) as s:
                 for piece in pieces:  # headers over h11's 16 KiB while incomplete
@@ -750,7 +793,7 @@ def test_limits_from_the_command_line_and_the_config():
                         "max_body": 1000}}
     with BackgroundServer(config, body_timeout=4) as srv:  # arguments override the file
         assert srv.options == {"public_reads": False, "max_body": 1000, "header_timeout": 2,
-                               "body_timeout": 4, "max_connections": 9}
+                               "body_timeout": 4, "max_connections": 9, "allowed_hosts": []}
         http_cls = srv._server.config.http_protocol_class
         assert (http_cls.header_timeout, http_cls.body_timeout, http_cls.max_connections) \
             == (2.0, 4.0, 9)

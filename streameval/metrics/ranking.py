@@ -370,11 +370,16 @@ class _BinaryRanking(BinaryMetric):
 
     @property
     def _order(self):
-        """The score order, with any deferred events merged in (a read)."""
+        """The score order, with any deferred events merged in (a read), its ``U`` and
+        totals recomputed if big removals could have left rounding in them
+        (:meth:`ScoreOrder.refresh`)."""
         if self._ps or self._chunks:
             self._flush()
         self._streak = 0
-        return self._so
+        so = self._so
+        if so._shed_p or so._shed_n:
+            so.refresh()
+        return so
 
     def _flush(self):
         """Merge the deferred events: as one numpy batch when the order is in its bulk
@@ -1375,6 +1380,12 @@ class _OVRRanking(MultiClassMetric):
 
     # -- values -------------------------------------------------------------
     def _stamp(self):
+        # (a read: big removals' rounding is recomputed away first, see ScoreOrder.refresh)
+        for o in self._classes.values():
+            if o._shed_p or o._shed_n:
+                o.refresh()
+        if self._micro is not None and (self._micro._shed_p or self._micro._shed_n):
+            self._micro.refresh()
         return tuple(o.stamp for o in self._classes.values()) + (
             (self._micro.stamp,) if self._micro is not None else ())
 

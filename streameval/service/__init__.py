@@ -79,7 +79,8 @@ def _need_extra():
 #: Keys of the optional ``[serve]`` table of a config file (``protect_reads`` is
 #: deprecated: reads are guarded by default, ``public_reads = true`` opens them).
 SERVE_KEYS = ("webhooks", "checkpoint_events", "checkpoint_seconds", "max_body", "public_reads",
-              "header_timeout", "body_timeout", "max_connections", "protect_reads")
+              "header_timeout", "body_timeout", "max_connections", "protect_reads",
+              "allowed_hosts")
 #: Keys of the ``[input]`` table (shared with ``streameval replay``) that the service reads.
 INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts", "max_future")
 
@@ -195,7 +196,8 @@ def _server(app, log_level: str, opts: dict):
 
 
 def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=None,
-             header_timeout=None, body_timeout=None, max_connections=None) -> dict:
+             header_timeout=None, body_timeout=None, max_connections=None,
+             allowed_hosts=None) -> dict:
     """The HTTP options: each argument, else the ``[serve]`` table's value, else the
     default; checked, naming where a bad value came from."""
     from streameval.service import app as _app
@@ -222,7 +224,26 @@ def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=Non
             what = "an int >= 1" if kind is int else "a number of seconds > 0"
             raise ValueError(f"{where} = {v!r}: must be {what}")
         out[name] = v
+    extra = list(allowed_hosts or ()) or table.get("allowed_hosts", [])
+    if not isinstance(extra, list) or not all(isinstance(h, str) and h for h in extra):
+        raise ValueError(f"serve.allowed_hosts = {extra!r:.80}: must be a list of host names")
+    out["allowed_hosts"] = extra
     return out
+
+
+#: Host names a loopback-bound service answers to (``Host`` header, port aside).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def _hosts(sock: socket.socket, extra) -> frozenset | None:
+    """The ``Host`` values the app accepts: on a loopback address, the loopback names
+    plus ``extra`` (a web page that rebinds its own name to 127.0.0.1 is then refused,
+    whatever its origin); elsewhere any (a token is required there), unless ``extra``
+    names some."""
+    if not _is_loopback(sock) and not extra:
+        return None
+    bound = sock.getsockname()[0].split("%")[0]
+    return frozenset(h.lower().strip("[]") for h in (*LOOPBACK_HOSTS, bound, *extra))
 
 
 def _refuse_open(sock: socket.socket, token, insecure: bool) -> None:
@@ -257,7 +278,8 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
           max_body: int | None = None, header_timeout: float | None = None,
           body_timeout: float | None = None, max_connections: int | None = None,
           checkpoint_every: int | None = None, checkpoint_seconds: float | None = None,
-          webhooks=(), sinks=(), log_level: str = "warning", out=None) -> int:
+          webhooks=(), sinks=(), log_level: str = "warning", out=None,
+          allowed_hosts=()) -> int:
     """Run the service until SIGTERM or SIGINT; return the exit status (0).
 
     ``config`` is a TOML path, a parsed config dict, or None for the default monitor of
@@ -293,9 +315,10 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
         opts = _options(engine.serve_options, public_reads=public_reads,
                         protect_reads=protect_reads, max_body=max_body,
                         header_timeout=header_timeout, body_timeout=body_timeout,
-                        max_connections=max_connections)
+                        max_connections=max_connections, allowed_hosts=allowed_hosts)
         app = create_app(engine, token=token, public_reads=opts["public_reads"],
-                         max_body=opts["max_body"], body_timeout=opts["body_timeout"])
+                         max_body=opts["max_body"], body_timeout=opts["body_timeout"],
+                         allowed_hosts=_hosts(sock, opts["allowed_hosts"]))
         server = _server(app, log_level, opts)
         replayed = engine.replayed
         print(f"streameval serve: listening on {_url(sock)}"
@@ -335,7 +358,7 @@ class BackgroundServer:
                  protect_reads: bool | None = None, insecure: bool = False,
                  max_body: int | None = None, header_timeout: float | None = None,
                  body_timeout: float | None = None, max_connections: int | None = None,
-                 log_level: str = "warning", **engine_kwargs):
+                 log_level: str = "warning", allowed_hosts=(), **engine_kwargs):
         _need_extra()
         from streameval.service.app import create_app
 
@@ -351,11 +374,13 @@ class BackgroundServer:
             self.options = _options(
                 getattr(self.engine, "serve_options", {}), public_reads=public_reads,
                 protect_reads=protect_reads, max_body=max_body, header_timeout=header_timeout,
-                body_timeout=body_timeout, max_connections=max_connections)
+                body_timeout=body_timeout, max_connections=max_connections,
+                allowed_hosts=allowed_hosts)
             self.app = create_app(self.engine, token=token,
                                   public_reads=self.options["public_reads"],
                                   max_body=self.options["max_body"],
-                                  body_timeout=self.options["body_timeout"])
+                                  body_timeout=self.options["body_timeout"],
+                                  allowed_hosts=_hosts(sock, self.options["allowed_hosts"]))
             self._server = _server(self.app, log_level, self.options)
         except BaseException:
             sock.close()
@@ -418,6 +443,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         help="deprecated, the default: reads need the token when one is set")
     parser.add_argument("--insecure", action="store_true",
                         help="serve a non-loopback --host without a token (refused otherwise)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        dest="allowed_hosts",
+                        help="also answer requests whose Host header is NAME (repeatable; "
+                             "on loopback only localhost, 127.0.0.1 and ::1 are answered, "
+                             "against DNS rebinding)")
     parser.add_argument("--webhook", action="append", default=[], metavar="URL",
                         help="POST each alert transition to URL (repeatable)")
     parser.add_argument("--checkpoint-events", type=int, default=None, metavar="N",
@@ -464,6 +494,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         token=_token(args), public_reads=args.public_reads, insecure=args.insecure,
         max_body=args.max_body, header_timeout=args.header_timeout,
         body_timeout=args.body_timeout, max_connections=args.max_connections,
+        allowed_hosts=args.allowed_hosts,
         checkpoint_every=args.checkpoint_events, checkpoint_seconds=args.checkpoint_seconds,
         webhooks=args.webhook,
         log_level=args.log_level,

@@ -207,7 +207,7 @@ def _in_thread(fn, *args):
 def create_app(engine, *, token: str | None = None, public_reads: bool = False,
                protect_reads: bool | None = None, max_body: int = DEFAULT_MAX_BODY,
                body_timeout: float = DEFAULT_BODY_TIMEOUT,
-               registry: CollectorRegistry | None = None):
+               registry: CollectorRegistry | None = None, allowed_hosts=None):
     """A Starlette application serving ``engine``.
 
     Parameters: ``token`` (bearer token for every route but ``/healthz``; None: no
@@ -215,7 +215,10 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
     ``protect_reads`` is its deprecated opposite, see :func:`resolve_public_reads`),
     ``max_body`` (bytes; larger bodies get 413), ``body_timeout`` (seconds to receive
     a body; 408 after), ``registry`` (a fresh
-    :class:`~prometheus_client.CollectorRegistry` by default).
+    :class:`~prometheus_client.CollectorRegistry` by default), ``allowed_hosts`` (the
+    ``Host`` names, without port, the app answers; others get a JSON 400: a web page
+    whose name was rebound to 127.0.0.1 is not same-origin with an allowed name, so
+    it cannot post events to a loopback service without a token; None: any).
     """
     if token is not None and (not isinstance(token, str) or not token):
         raise ValueError("token must be a non-empty string or None")
@@ -400,7 +403,42 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
                                                        Exception: server_error})
     app.state.engine = engine
     app.state.registry = registry
+    if allowed_hosts is not None:
+        app.add_middleware(_HostGuard, allowed=frozenset(h.lower() for h in allowed_hosts))
     return app
+
+
+def host_name(header: str) -> str:
+    """The host of a ``Host`` header, without its port or IPv6 brackets, lower case.
+
+    >>> host_name("127.0.0.1:8000"), host_name("[::1]:80"), host_name("LocalHost")
+    ('127.0.0.1', '::1', 'localhost')
+    """
+    h = header.strip().lower()
+    if h.startswith("["):
+        return h[1:h.find("]")] if "]" in h else h
+    return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
+
+
+class _HostGuard:
+    """ASGI middleware: a request whose ``Host`` is not one of ``allowed`` gets a JSON
+    400 (DNS rebinding: a page at evil.example resolved to 127.0.0.1 sends
+    ``Host: evil.example``)."""
+
+    def __init__(self, app, allowed):
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            raw = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if host_name(raw) not in self.allowed:
+                response = _JSON({"error": f"Host {raw!r} is not served here; allowed: "
+                                           f"{sorted(self.allowed)} (--allow-host NAME)"},
+                                 status_code=400, headers={"Connection": "close"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _check_seconds(name: str, value) -> None:
