@@ -238,30 +238,20 @@ def config_tables(doc):
     return table, inp
 
 
-#: ``[input] max_future`` of a replay: seconds an event time may be ahead of the wall
-#: clock (a log's rows are in the past; a timestamp like 1e12 would move every
-#: window's clock there for good). The service uses the same default, against its
-#: clock.
-DEFAULT_MAX_FUTURE = 3600.0
-
-
-def field_map(inp, monitor, *, require_ts=True, max_future=DEFAULT_MAX_FUTURE):
+def field_map(inp, monitor, *, require_ts=True):
     """The :class:`~streameval.events.FieldMap` of an ``[input]`` table for ``monitor``.
 
     Field names come from ``inp`` (:data:`FIELD_KEYS`), the segment field is the
     monitor's ``group_by`` and the labels its ``pos_label``/``neg_label``;
-    ``require_ts`` and ``max_future`` (seconds ahead of the wall clock an event time
-    may be; ``max_future = 0`` in the table: no limit) are the defaults when ``inp``
-    does not set them.
+    ``require_ts`` is the default when ``inp`` does not set it; ``max_future``
+    (seconds ahead of the wall clock an event time may be; ``0``: no limit) defaults
+    to :data:`streameval.events.DEFAULT_MAX_FUTURE`.
     """
-    from streameval.events import FieldMap
+    from streameval.events import DEFAULT_MAX_FUTURE, FieldMap
 
+    max_future = DEFAULT_MAX_FUTURE
     if "max_future" in inp:
-        mf = inp["max_future"]
-        if isinstance(mf, bool) or not isinstance(mf, (int, float)) or not 0 <= mf < float("inf"):
-            raise ValueError(f"input.max_future = {mf!r}: must be a number of seconds >= 0 "
-                             "(0: no limit)")
-        max_future = float(mf) or None
+        max_future = check_param("input.max_future", inp["max_future"], Real(0)) or None
 
     names = {k: inp[k] for k in FIELD_KEYS if k in inp}
     for k, v in names.items():
@@ -497,10 +487,8 @@ def build(table, where="monitor"):
             raise ValueError(f"{where}.overall = {table['overall']!r}: must be true or false")
         kw["overall"] = table["overall"]
     if "max_segments" in table:
-        cap = table["max_segments"]
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise ValueError(f"{where}.max_segments = {cap!r}: must be an integer >= 1")
-        kw["max_segments"] = cap
+        kw["max_segments"] = check_param(f"{where}.max_segments", table["max_segments"],
+                                         Integer(1))
     threshold = check_threshold(table.get("threshold", DEFAULT_THRESHOLD), name=f"{where}.threshold")
     if "size" in table and "window" in table:
         raise ValueError(f"{where}: give size (the default windows' size) or its alias window, "

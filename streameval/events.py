@@ -52,7 +52,7 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from streameval.validation import MAX_WEIGHT, ValidationError
+from streameval.validation import MAX_WEIGHT, Real, ValidationError, check_param
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -70,6 +70,7 @@ __all__ = [
     "as_seconds",
     "as_seconds_array",
     "time_column",
+    "all_utf8",
 ]
 
 #: Rows per batch read from a log. 65 536 rows of five fields take a few MB
@@ -183,12 +184,8 @@ class FieldMap:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        mf = self.max_future
-        if mf is not None:
-            if isinstance(mf, bool) or not isinstance(mf, (int, float)) or not 0 <= mf < math.inf:
-                raise ValueError(f"FieldMap.max_future must be a number of seconds >= 0 or None, "
-                                 f"got {mf!r}")
-            set_(self, "max_future", float(mf))
+        set_(self, "max_future",
+             check_param("FieldMap.max_future", self.max_future, Real(0, allow_none=True)))
         seg = self.segment
         if isinstance(seg, (list, tuple)):
             seg = tuple(seg)
@@ -620,6 +617,12 @@ def _segval(v: Any, name: str, text: bool) -> Any:
 # ---------------------------------------------------------------- rows
 
 
+#: Seconds an event time may be ahead of the wall clock by default (``[input]
+#: max_future`` of a replay; the service checks it against its own clock): one event
+#: stamped in the future would move every window's clock there for good, and every
+#: later event would be late. An hour allows for clock skew.
+DEFAULT_MAX_FUTURE = 3600.0
+
 #: In the reason of every row refused for an event time beyond ``max_future``.
 FUTURE_MARK = "s ahead of the clock (max_future"
 
@@ -933,7 +936,8 @@ def _col_objects(col, name: str, text: bool, fn, ok_types):
     if types <= {_Missing, type(None)} or (text and types <= {str} and not any(col)):
         return None, None
     if (types <= ok_types and not (text and "" in col and str in types) and _Missing not in types
-            and (float not in types or _all_finite(col)) and (str not in types or _all_utf8(col))):
+            and (float not in types or _all_finite(col))
+            and (str not in types or all_utf8([v for v in col if type(v) is str]))):
         return col, None
     out = [None] * len(col)
     bad = np.zeros(len(col), bool)
@@ -945,11 +949,16 @@ def _col_objects(col, name: str, text: bool, fn, ok_types):
     return out, bad
 
 
-def _all_utf8(col) -> bool:
-    """True when every string of ``col`` can be encoded as UTF-8 (one joined encode:
-    a lone surrogate anywhere fails it)."""
+def all_utf8(strings) -> bool:
+    """True when every one of ``strings`` can be encoded as UTF-8: no lone surrogate
+    (from JSON's ``"\\ud800"``, or a byte that was not UTF-8 read with
+    ``surrogateescape``). Cost: one join and one encode.
+
+    >>> all_utf8(["fr", "\\U0001f600"]), all_utf8(["fr", "\\udcff"])
+    (True, False)
+    """
     try:
-        "".join([v for v in col if type(v) is str]).encode("utf-8")
+        "".join(strings).encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True

@@ -64,6 +64,7 @@ from streameval.events import (
     DEFAULT_BATCH_SIZE,
     FUTURE_MARK,
     MISSING,
+    all_utf8,
     EventBatch,
     EventError,
     FieldMap,
@@ -399,7 +400,7 @@ class CsvReader(Reader):
             if row:
                 header = [h.strip() for h in row]
         header_line = reader.line_num
-        if not _utf8_ok(header):
+        if not all_utf8(header):
             raise EventError("bad CSV header: not valid UTF-8", line=header_line)
         index: dict[str, int] = {}
         for j, h in enumerate(header):
@@ -441,8 +442,8 @@ class CsvReader(Reader):
                 rows = keep_rows
                 nums = np.array(keep_nums, dtype=np.int64)
             columns = {n: list(map(itemgetter(j), rows)) for n, j in wanted}
-            if not all(map(_utf8_ok, columns.values())):  # bytes that are not UTF-8
-                bad = [not _utf8_ok([r[j] for _, j in wanted]) for r in rows]
+            if not all(map(all_utf8, columns.values())):  # bytes that are not UTF-8
+                bad = [not all_utf8([r[j] for _, j in wanted]) for r in rows]
                 rejects.extend((line, "not valid UTF-8", _csv_text(r))
                                for r, line, b in zip(rows, nums.tolist(), bad) if b)
                 rejects.sort(key=itemgetter(0))
@@ -760,16 +761,6 @@ def _csv_text(row: list[str]) -> str:
     csv.writer(buf).writerow(row)  # quotes cells holding delimiters, quotes, line breaks
     # bytes that were not UTF-8 (surrogate escapes) shown as U+FFFD, as for JSONL lines
     return buf.getvalue()[:-2].encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _utf8_ok(cells: list) -> bool:
-    """True when no cell holds a surrogate escape (a byte that was not UTF-8).
-    Cost: one join and one encode."""
-    try:
-        "".join(cells).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _sniff(stream) -> str:

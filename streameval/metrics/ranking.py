@@ -839,16 +839,9 @@ class Gini(_BinaryROCAUC):
         self.bins = self._bins
 
     def get(self):
-        """``2 * AUC - 1``, or NaN. Runtime complexity: `O(1)`."""
-        if self._ps or self._chunks:
-            self._flush()
-        self._streak = 0
-        o = self._so
-        if o._shed_p or o._shed_n:
-            o.refresh()
-        if o.pos_weight > 0.0 and o.neg_weight > 0.0:
-            return 2.0 * o.u / (o.pos_weight * o.neg_weight) - 1.0
-        return _NAN
+        """``2 * AUC - 1``, or NaN. Runtime complexity: `O(1)`. (Doubling is exact in
+        floating point, so this is bit for bit ``2 * U / (P * N) - 1``.)"""
+        return 2.0 * _BinaryROCAUC.get(self) - 1.0
 
     def error_bound(self):
         """Guaranteed bound on ``|get() - exact Gini|`` (twice the AUC bound)."""
@@ -1382,9 +1375,8 @@ class _OVRRanking(MultiClassMetric):
     def _stamp(self):
         # (a read: big removals' rounding is recomputed away first, see ScoreOrder.refresh)
         for o in self._classes.values():
-            if o._shed_p or o._shed_n:
-                o.refresh()
-        if self._micro is not None and (self._micro._shed_p or self._micro._shed_n):
+            o.refresh()
+        if self._micro is not None:
             self._micro.refresh()
         return tuple(o.stamp for o in self._classes.values()) + (
             (self._micro.stamp,) if self._micro is not None else ())

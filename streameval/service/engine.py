@@ -68,7 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streameval.events import EventError, FieldMap, events_to_batch
+from streameval.events import DEFAULT_MAX_FUTURE, EventError, FieldMap, events_to_batch
 from streameval.io.checkpoint import fingerprint
 from streameval.pipeline import Pipeline, as_writer
 from streameval.service.body import BadRequest, decode_events
@@ -84,12 +84,6 @@ WAL_FILE = "wal.sqlite3"
 CHECKPOINT_KIND = "service"
 
 _log = logging.getLogger("streameval.service")
-
-
-#: Seconds an event time may be ahead of the server's clock (``max_future``): one
-#: event stamped in the future would move every window's clock there for good, and
-#: every later event would be "late". An hour allows for clients' clock skew.
-DEFAULT_MAX_FUTURE = 3600.0
 
 
 class Unavailable(RuntimeError):
@@ -118,8 +112,8 @@ class Engine:
     configuration; a state directory refuses to open under another one),
     ``synchronous`` (the log's SQLite setting: ``"FULL"`` survives power loss,
     ``"NORMAL"`` a process crash only), ``max_future`` (seconds an event time may be
-    ahead of the server's clock, :data:`DEFAULT_MAX_FUTURE`; a batch holding a later
-    one is refused with a 400 naming it, and its events counted in
+    ahead of the server's clock, :data:`streameval.events.DEFAULT_MAX_FUTURE`; a batch
+    holding a later one is refused with a 400 naming it, and its events counted in
     ``stats["future_events"]``; None: no limit).
     """
 
