@@ -134,18 +134,18 @@ def resolve_public_reads(public_reads: bool | None, protect_reads: bool | None,
     return bool(public_reads)
 
 
-def _malloc_trim():
-    """``malloc_trim(0)`` of glibc, or None elsewhere (musl, macOS, Windows)."""
+def _glibc(name: str):
+    """The glibc function ``name`` (``malloc_trim``, ``mallopt``), or None elsewhere
+    (musl, macOS, Windows)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError, TypeError):  # pragma: no cover - not glibc
         return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
 
 
-_TRIM = _malloc_trim()
+_TRIM = _glibc("malloc_trim")
+if _TRIM is not None:
+    _TRIM.argtypes, _TRIM.restype = [ctypes.c_size_t], ctypes.c_int
 
 
 def release_memory() -> None:
@@ -173,9 +173,8 @@ def return_memory_promptly() -> bool:
     by :func:`streameval.service.serve`, which owns its process, not by
     :class:`~streameval.service.BackgroundServer`.
     """
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError, TypeError):  # pragma: no cover - not glibc
+    mallopt = _glibc("mallopt")
+    if mallopt is None:  # pragma: no cover - not glibc
         return False
     M_TRIM_THRESHOLD = -1
     return bool(mallopt(M_TRIM_THRESHOLD, 128 * 1024))
