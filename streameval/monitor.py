@@ -460,6 +460,12 @@ class Monitor:
         self._segments = {}
         self._overall = self._new_segment(None) if overall else None
 
+    @property
+    def score_bounds(self):
+        """``(low, high)``: the narrowest ``score_bounds`` of the metrics and drift
+        tests, which every score must lie in (log loss: ``(0, 1)``), or None."""
+        return self._bounds
+
     # ------------------------------------------------------------------ construction
     def _check_labels(self, name, obj):
         inner = obj

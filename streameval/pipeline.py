@@ -385,17 +385,6 @@ class Pipeline:
             seg = [seg[j] for j in part.tolist()]
         return batch.label[part], batch.score[part], w, batch.ts[part], seg
 
-    def _score_bounds(self) -> tuple[float, float] | None:
-        """The narrowest ``score_bounds`` of the Monitor's metrics and drift tests (what
-        its validation checks scores against), or None."""
-        out = None
-        m = self.monitor
-        for obj in list(getattr(m, "metrics", {}).values()) + list(getattr(m, "drift", {}).values()):
-            b = getattr(obj, "score_bounds", None)
-            if b is not None:
-                out = tuple(b) if out is None else (max(out[0], b[0]), min(out[1], b[1]))
-        return out
-
     def _same_refusal(self, batch, todo: np.ndarray, i: int, err: ValueError):
         """``(mask over todo, reasons of its rows)`` of every row refused for the reason
         row ``todo[i]`` was, found in one vectorised pass (a score outside the metrics'
@@ -405,7 +394,7 @@ class Pipeline:
             return None, None
         row = int(todo[i])
         if err.name == "y_pred":
-            bounds = self._score_bounds()
+            bounds = getattr(self.monitor, "score_bounds", None)
             if bounds is None or bounds[0] <= batch.score[row] <= bounds[1]:
                 return None, None
             s = batch.score[todo]
