@@ -92,6 +92,7 @@ ENTRIES = (
     Entry("PrecisionRecallDrift", "streameval.drift", public=False),
     Entry("ChangePointDetector", "streameval.drift", public=False),
     Entry("DriftCounts", "streameval.drift", public=False),
+    Entry("SequentialDrift", "streameval.sequential", public=False),
 )
 
 _BY_NAME = {e.name: e for e in ENTRIES}

@@ -20,6 +20,23 @@ Rules
 * :class:`Drift` -- a drift report's p-value is below ``p_below``
   (``recall drift p < 0.01``); by default only a *drop* counts (``direction="drop"``:
   the report's ``delta`` must be negative), ``"rise"`` or ``"any"`` otherwise.
+* :class:`Alarm` -- a sequential detector
+  (:class:`~streameval.sequential.SequentialDrift`) has detected a drop
+  (``recall alarm``): firing from the detection until it detects a rise (a recovery).
+  Its false-alarm guarantee is the detector's, over the whole stream.
+
+Confidence
+----------
+:class:`Threshold`, :class:`Drop` and :class:`Rise` take ``confidence`` (a level in
+(0, 1)); they then read the metric's confidence interval at that level (Wilson for
+proportions, DeLong for AUC: ``interval(level)``) and fire only when the interval
+clears the threshold: ``recall@10000 < 0.8`` with ``confidence = 0.99`` fires when the
+interval's upper end is below 0.8 (``>``: its lower end above). A drop fires when the
+interval of the difference ``baseline - value`` lies beyond ``by``; the two values come
+from independent windows, so its half-width is ``sqrt(h_baseline^2 + h_value^2)``
+(``h``: the half-widths of the two intervals; overlapping windows are positively
+correlated, which only makes this conservative). Each evaluation is still one test:
+the level holds per evaluation, not over the stream (that is what :class:`Alarm` is for).
 
 Lifecycle
 ---------
@@ -50,8 +67,11 @@ String rules
     <metric> drops by <number>[%]          roc_auc drops by 0.05     (5% -> relative)
     <metric> rises by <number>[%]          log_loss rises by 0.1
     <metric> drift p < <number>            recall drift p < 0.01
+    <detector> alarm                       recall alarm
+    <detector> alarm on rise               error_rate alarm on rise
 
-where ``<metric>`` is a metric name (letters, digits, ``_ . @ : -``, starting with a
+and ``... with confidence <number>`` after a threshold, drop or rise rule
+(``recall@10000 < 0.8 with confidence 0.99``), where ``<metric>`` is a metric name (letters, digits, ``_ . @ : -``, starting with a
 letter or ``_``) and ``<op>`` one of ``< <= > >=``.
 
 >>> r = Threshold("recall", "<", 0.8, for_=2)
@@ -82,6 +102,7 @@ __all__ = [
     "Drop",
     "Rise",
     "Drift",
+    "Alarm",
     "parse_rule",
     "rule_from_config",
     "INACTIVE",
@@ -101,9 +122,12 @@ _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge
 #: what a metric, drift test or rule name may be (the Monitor checks its names with it)
 NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.@:\-]*"
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_RE_THRESHOLD = re.compile(rf"^\s*({NAME_PATTERN})\s*(<=|>=|<|>)\s*({_NUM})\s*$")
-_RE_CHANGE = re.compile(rf"^\s*({NAME_PATTERN})\s+(drops|rises)\s+by\s+({_NUM})\s*(%?)\s*$")
+_CONF = rf"(?:\s+with\s+confidence\s+({_NUM}))?"
+_RE_THRESHOLD = re.compile(rf"^\s*({NAME_PATTERN})\s*(<=|>=|<|>)\s*({_NUM}){_CONF}\s*$")
+_RE_CHANGE = re.compile(
+    rf"^\s*({NAME_PATTERN})\s+(drops|rises)\s+by\s+({_NUM})\s*(%?){_CONF}\s*$")
 _RE_DRIFT = re.compile(rf"^\s*({NAME_PATTERN})\s+drift\s+p\s*<\s*({_NUM})\s*$")
+_RE_ALARM = re.compile(rf"^\s*({NAME_PATTERN})\s+alarm(?:\s+on\s+(drop|rise))?\s*$")
 
 
 # ----------------------------------------------------------------------- validation
@@ -144,6 +168,40 @@ def _metric_name(metric, key="metric", rule_name=None):
             "(letters, digits, _ . @ : -, starting with a letter or _)"
         )
     return metric
+
+
+def _confidence(value, rule_name):
+    """A confidence level in (0, 1), or None."""
+    if value is None:
+        return None
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value < 1
+    if not ok:
+        raise ValueError(f"{_where(rule_name)}: confidence = {value!r}: must be a number in (0, 1)")
+    return float(value)
+
+
+def _interval_input(rule, value):
+    """(value, low, high) from what a confidence rule is given: a mapping with
+    ``"value"``, ``"low"``, ``"high"``, or a 3-tuple; NaN anywhere is no data."""
+    if value is None:
+        return math.nan, math.nan, math.nan
+    if isinstance(value, dict):
+        v, lo, hi = value.get("value"), value.get("low"), value.get("high")
+    elif isinstance(value, (tuple, list)) and len(value) == 3:
+        v, lo, hi = value
+    else:
+        raise ValueError(
+            f"{_where(rule.name)}: a rule with confidence = {rule.confidence!r} reads a "
+            f"value and its interval ({{'value', 'low', 'high'}}), got {value!r:.80}"
+        )
+    v, lo, hi = (math.nan if x is None else float(x) for x in (v, lo, hi))
+    if lo != lo or hi != hi:
+        return math.nan, lo, hi
+    return v, lo, hi
+
+
+def _with(confidence):
+    return "" if confidence is None else f" with confidence {_fmt(confidence)}"
 
 
 def _fmt(x):
@@ -423,27 +481,43 @@ class Threshold(Rule):
 
     kind = "threshold"
 
-    def __init__(self, metric, op, value, **kwargs):
+    def __init__(self, metric, op, value, *, confidence=None, **kwargs):
         if op not in _OPS:
             raise ValueError(
                 f"{_where(kwargs.get('name'))}: op = {op!r}: must be one of <, <=, >, >="
             )
         self.op = op
         self.value = _number(value, "value", kwargs.get("name"))
+        self.confidence = _confidence(confidence, kwargs.get("name"))
         self._cmp = _OPS[op]
+        self._bound = math.nan
         super().__init__(metric, **kwargs)
 
+    def _value(self, value):
+        if self.confidence is None:
+            return super()._value(value)
+        v, lo, hi = _interval_input(self, value)
+        # the end of the interval nearest the threshold's side must clear it
+        self._bound = hi if self.op in ("<", "<=") else lo
+        return v
+
     def _condition(self, v):
+        if self.confidence is not None:
+            return self._cmp(self._bound, self.value)
         return self._cmp(v, self.value)
 
     def _default_name(self):
-        return f"{self.metric} {self.op} {_fmt(self.value)}"
+        return f"{self.metric} {self.op} {_fmt(self.value)}{_with(self.confidence)}"
 
     def _spec(self):
-        return {"metric": self.metric, "op": self.op, "value": self.value}
+        return {"metric": self.metric, "op": self.op, "value": self.value,
+                "confidence": self.confidence}
 
     def _config_spec(self):
-        return {"metric": self.metric, "op": self.op, "value": self.value}
+        spec = {"metric": self.metric, "op": self.op, "value": self.value}
+        if self.confidence is not None:
+            spec["confidence"] = self.confidence
+        return spec
 
 
 class Drop(Rule):
@@ -480,8 +554,11 @@ class Drop(Rule):
     kind = "drop"
     _sign = 1.0  # +1: value going down is bad; Rise flips it
 
-    def __init__(self, metric, by, *, baseline="first", relative=False, **kwargs):
+    def __init__(self, metric, by, *, baseline="first", relative=False, confidence=None,
+                 **kwargs):
         label = kwargs.get("name")
+        self.confidence = _confidence(confidence, label)
+        self._half = math.nan
         self.by = _number(by, self.kind, label, low=0, low_open=True)
         if baseline == "first_window":
             baseline = "first"
@@ -503,16 +580,31 @@ class Drop(Rule):
     def _reset(self):
         super()._reset()
         self.reference = self.baseline if not isinstance(self.baseline, str) else None
+        #: the half-width of the baseline value's interval (confidence rules)
+        self.reference_half = 0.0
+
+    def _value(self, value):
+        if self.confidence is None:
+            return super()._value(value)
+        v, lo, hi = _interval_input(self, value)
+        self._half = (hi - lo) / 2.0
+        return v
 
     def _condition(self, v):
         ref = self.reference
+        half = self._half if self.confidence is not None else 0.0
         if self.baseline == "first":
             if ref is None:
-                self.reference = ref = v
+                ref = self.reference = v
+                self.reference_half = half
         elif self.baseline == "best":
             if ref is None or (v - ref) * self._sign > 0:
-                self.reference = ref = v
+                ref = self.reference = v
+                self.reference_half = half
         change = (ref - v) * self._sign
+        if self.confidence is not None:
+            # the lower end of the interval of the change (independent windows)
+            change -= math.sqrt(self.reference_half ** 2 + half ** 2)
         if self.relative:
             return ref != 0 and change / abs(ref) >= self.by
         return change >= self.by
@@ -523,11 +615,11 @@ class Drop(Rule):
         if self.baseline != "first":
             base = self.baseline if isinstance(self.baseline, str) else _fmt(self.baseline)
             name += f" from {base}"
-        return name
+        return name + _with(self.confidence)
 
     def _spec(self):
         return {"metric": self.metric, "by": self.by, "baseline": self.baseline,
-                "relative": self.relative}
+                "relative": self.relative, "confidence": self.confidence}
 
     def _config_spec(self):
         spec = {"metric": self.metric, self.kind: self.by}
@@ -535,13 +627,18 @@ class Drop(Rule):
             spec["baseline"] = self.baseline
         if self.relative:
             spec["relative"] = True
+        if self.confidence is not None:
+            spec["confidence"] = self.confidence
         return spec
 
     def _extra_state(self):
-        return {"reference": self.reference}
+        if self.confidence is None:
+            return {"reference": self.reference}
+        return {"reference": self.reference, "reference_half": self.reference_half}
 
     def _set_extra_state(self, life):
         self.reference = life.get("reference")
+        self.reference_half = float(life.get("reference_half", 0.0))
 
 
 class Rise(Drop):
@@ -645,6 +742,83 @@ class Drift(Rule):
         return spec
 
 
+class Alarm(Rule):
+    """Fires while a sequential detector's last detected change is a drop
+    (``recall alarm``), or a rise (``direction="rise"``: ``error_rate alarm on rise``).
+
+    Evaluated on the report of a :class:`~streameval.sequential.SequentialDrift` (a
+    mapping with ``"change"``: ``"drop"``, ``"rise"`` or None, and ``"last_change"``).
+    The alert opens at the first evaluation after the detector detects a change in
+    the rule's direction and resolves at the first evaluation after it detects one in
+    the other direction (a recovery). Its false-alarm guarantee is the detector's:
+    ``P(a false alarm within horizon events) <= alpha``, over the whole stream,
+    however often the rule is evaluated. The transition's ``value`` is the rate after
+    the last detected change; before any detection there is nothing to evaluate.
+
+    Runtime complexity of :meth:`~Rule.evaluate`: `O(1)`.
+
+    >>> r = Alarm("recall")
+    >>> r.name
+    'recall alarm'
+    >>> r.evaluate({"change": None, "last_change": None}, n=1) is None
+    True
+    >>> r.evaluate({"change": "drop", "last_change": {"after": 0.71}}, n=2)["state"]
+    'firing'
+    >>> r.evaluate({"change": "rise", "last_change": {"after": 0.85}}, n=3)["state"]
+    'resolved'
+
+    Parameters
+    ----------
+    metric : str
+        The name of the detector (a drift test of the Monitor).
+    direction : str
+        ``"drop"`` (default) or ``"rise"``.
+    **kwargs
+        See :class:`Rule`.
+    """
+
+    kind = "alarm"
+
+    def __init__(self, metric, *, direction="drop", **kwargs):
+        if direction not in ("drop", "rise"):
+            raise ValueError(
+                f"{_where(kwargs.get('name'))}: direction = {direction!r}: must be \"drop\" or \"rise\""
+            )
+        self.direction = direction
+        self._change = None
+        super().__init__(metric, **kwargs)
+
+    def _value(self, value):
+        if value is None:
+            return math.nan
+        if not isinstance(value, dict) or "change" not in value:
+            raise ValueError(
+                f"{_where(self.name)}: reads a sequential detector's report (with "
+                f"'change'), got {value!r:.80}"
+            )
+        self._change = value.get("change")
+        last = value.get("last_change")
+        if not last or last.get("after") is None:
+            return math.nan
+        return float(last["after"])
+
+    def _condition(self, v):
+        return self._change == self.direction
+
+    def _default_name(self):
+        name = f"{self.metric} alarm"
+        return name if self.direction == "drop" else f"{name} on {self.direction}"
+
+    def _spec(self):
+        return {"metric": self.metric, "direction": self.direction}
+
+    def _config_spec(self):
+        spec = {"alarm": self.metric}
+        if self.direction != "drop":
+            spec["direction"] = self.direction
+        return spec
+
+
 # ------------------------------------------------------------------------- parsing
 
 
@@ -675,9 +849,13 @@ def parse_rule(text, **kwargs):
         raise ValueError(f"rule = {text!r}: must be a string such as 'recall < 0.8'")
     m = _RE_THRESHOLD.match(text)
     if m:
+        if m.group(4) is not None:
+            kwargs = _conf_kwarg(text, kwargs, float(m.group(4)))
         return Threshold(m.group(1), m.group(2), float(m.group(3)), **kwargs)
     m = _RE_CHANGE.match(text)
     if m:
+        if m.group(5) is not None:
+            kwargs = _conf_kwarg(text, kwargs, float(m.group(5)))
         cls = Drop if m.group(2) == "drops" else Rise
         by = float(m.group(3))
         if m.group(4):
@@ -689,20 +867,37 @@ def parse_rule(text, **kwargs):
     m = _RE_DRIFT.match(text)
     if m:
         return Drift(m.group(1), float(m.group(2)), **kwargs)
+    m = _RE_ALARM.match(text)
+    if m:
+        if m.group(2):
+            if kwargs.get("direction", m.group(2)) != m.group(2):
+                raise ValueError(f"rule {text!r}: direction = {kwargs['direction']!r} "
+                                 f"contradicts 'on {m.group(2)}'")
+            kwargs["direction"] = m.group(2)
+        return Alarm(m.group(1), **kwargs)
     raise ValueError(
         f"rule {text!r}: not understood; expected '<metric> <op> <number>' (op: < <= > >=), "
         "'<metric> drops by <number>[%]', '<metric> rises by <number>[%]' "
-        "or '<metric> drift p < <number>'"
+        "(each optionally followed by 'with confidence <level>'), "
+        "'<metric> drift p < <number>' or '<detector> alarm [on drop|rise]'"
     )
+
+
+def _conf_kwarg(text, kwargs, level):
+    if kwargs.get("confidence") not in (None, level):
+        raise ValueError(f"rule {text!r}: confidence = {kwargs['confidence']!r} contradicts "
+                         f"'with confidence {_fmt(level)}'")
+    return dict(kwargs, confidence=level)
 
 
 _COMMON_KEYS = {"for", "for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name"}
 _KIND_KEYS = {
-    "threshold": {"metric", "op", "value"},
-    "drop": {"metric", "drop", "baseline", "relative"},
-    "rise": {"metric", "rise", "baseline", "relative"},
+    "threshold": {"metric", "op", "value", "confidence"},
+    "drop": {"metric", "drop", "baseline", "relative", "confidence"},
+    "rise": {"metric", "rise", "baseline", "relative", "confidence"},
     "drift": {"drift", "p_below", "direction"},
-    "rule": {"rule", "baseline", "relative", "direction"},
+    "alarm": {"alarm", "direction"},
+    "rule": {"rule", "baseline", "relative", "direction", "confidence"},
 }
 
 
@@ -738,6 +933,8 @@ def rule_from_config(table, where="rule"):
     keys = set(table)
     if "rule" in keys:
         kind = "rule"
+    elif "alarm" in keys:
+        kind = "alarm"
     elif "drift" in keys:
         kind = "drift"
     elif "drop" in keys and "rise" in keys:
@@ -751,8 +948,8 @@ def rule_from_config(table, where="rule"):
     else:
         raise ValueError(
             f"{where}: cannot tell the kind of rule from keys {sorted(keys)}; give 'op' and "
-            "'value' (threshold), 'drop' or 'rise' (change), 'drift' (drift test) or "
-            "'rule' (a string such as \"recall < 0.8\")"
+            "'value' (threshold), 'drop' or 'rise' (change), 'drift' (drift test), "
+            "'alarm' (sequential detector) or 'rule' (a string such as \"recall < 0.8\")"
         )
     allowed = _KIND_KEYS[kind] | _COMMON_KEYS
     for key in sorted(keys - allowed):
@@ -767,8 +964,13 @@ def rule_from_config(table, where="rule"):
             common[key] = table[key]
     try:
         if kind == "rule":
-            extra = {k: table[k] for k in ("baseline", "relative", "direction") if k in table}
+            extra = {k: table[k] for k in ("baseline", "relative", "direction", "confidence")
+                     if k in table}
             return parse_rule(table["rule"], **extra, **common)
+        if kind == "alarm":
+            return Alarm(_metric_name(table["alarm"], "alarm", table.get("name")),
+                         **({"direction": table["direction"]} if "direction" in table else {}),
+                         **common)
         if kind == "drift":
             return Drift(_metric_name(table["drift"], "drift", table.get("name")),
                          table.get("p_below", 0.01),
@@ -780,9 +982,10 @@ def rule_from_config(table, where="rule"):
             for key in ("op", "value"):
                 if key not in table:
                     raise ValueError(f"{where}: a threshold rule needs 'op' and 'value' (missing {key!r})")
-            return Threshold(table["metric"], table["op"], table["value"], **common)
+            conf = {"confidence": table["confidence"]} if "confidence" in table else {}
+            return Threshold(table["metric"], table["op"], table["value"], **conf, **common)
         cls = Drop if kind == "drop" else Rise
-        extra = {k: table[k] for k in ("baseline", "relative") if k in table}
+        extra = {k: table[k] for k in ("baseline", "relative", "confidence") if k in table}
         return cls(table["metric"], table[kind], **extra, **common)
     except TypeError as e:  # e.g. 'direction' given to a rule string that is not a drift rule
         raise ValueError(f"{where}: {e}") from None

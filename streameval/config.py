@@ -29,7 +29,14 @@ Schema
     "auc_daily" = { metric = "roc_auc", window = "tumbling", period = 86400 }
     f2 = { metric = "fbeta", beta = 2, threshold = 0.3 }
 
-    [monitor.drift.recall]        # a drift test named "recall" (PrecisionRecallDrift)
+    [monitor.drift.recall]        # a sequential detector named "recall" (SequentialDrift)
+    test = "sequential"           # anytime-valid: P(false alarm in horizon events) <= alpha
+    alpha = 0.005                 # its false-alarm probability within the horizon
+    horizon = 1000000             # events; metric = the table's name by default: recall,
+                                  # precision, accuracy, error_rate, fpr, specificity, roc_auc
+    # block, keep, threshold: as in streameval.sequential.SequentialDrift
+
+    [monitor.drift.recall_window] # a window drift test (test = "window", the default)
     metric = "recall"             # "recall" or "precision" (default: the table's name)
     size = 10000                  # current window: the last N events (or period = seconds);
                                   # window = 10000 is the same (its older name)
@@ -52,8 +59,18 @@ Schema
     baseline = "first"            # or "best", or a number; relative = true for fractions
 
     [[monitor.rules]]
-    drift = "recall"              # the drift report's name
+    alarm = "recall"              # a sequential detector: firing from a detected drop
+                                  # until a detected rise (direction = "rise": the reverse)
+
+    [[monitor.rules]]
+    drift = "recall_window"       # a drift test's name
     p_below = 0.01                # fires on a significant drop (direction = "drop")
+
+    [[monitor.rules]]
+    metric = "recall@10000"
+    op = "<"
+    value = 0.8
+    confidence = 0.99             # fires only when the 99% interval lies below 0.8
 
     [[monitor.rules]]
     rule = "log_loss rises by 10%"   # the string grammar of streameval.alerts.parse_rule
@@ -122,6 +139,8 @@ __all__ = [
     "default_metrics",
     "default_drift",
     "default_rules",
+    "DEFAULT_ALPHA",
+    "DEFAULT_HORIZON",
     "DEFAULT_EVERY",
     "DEFAULT_SIZE",
     "DEFAULT_WINDOW",
@@ -136,8 +155,17 @@ DEFAULT_SIZE = 10_000
 DEFAULT_WINDOW = DEFAULT_SIZE
 #: threshold metrics predict positive when ``score >= 0.5``
 DEFAULT_THRESHOLD = 0.5
-#: significance level of the default drift rules
+#: significance level of the drift rules of the default monitor before version 0.3
+#: (``recall drift p < 0.01``); kept for configs that write such rules
 DEFAULT_P_BELOW = 0.01
+#: the default monitor's false-alarm guarantee, per segment: the probability that any
+#: of its default rules fires on a stationary stream within DEFAULT_HORIZON events of
+#: that segment is at most DEFAULT_ALPHA (each of its detectors gets an equal share)
+DEFAULT_ALPHA = 0.01
+#: the horizon of that guarantee, in events
+DEFAULT_HORIZON = 1_000_000
+#: the proportions the default monitor watches with sequential detectors
+DEFAULT_DETECTORS = ("recall", "precision")
 
 #: metric kind (config name) -> public class name in ``streameval``
 KINDS = _registry.config_kinds()
@@ -153,8 +181,11 @@ _WINDOW_KEYS = ("window", "size", "period", "lateness")
 _NOT_CONFIGURABLE = ("self", "pos_label", "neg_label", "cm", "average", "multiclass")
 #: the keys of a drift table: the parameters of streameval.drift.PrecisionRecallDrift
 #: (``window`` is the table's name of its ``size``; ``size`` is accepted too)
-_DRIFT_KEYS = ("metric", "reference", "window", "size", "period", "warmup", "alpha",
+_DRIFT_KEYS = ("test", "metric", "reference", "window", "size", "period", "warmup", "alpha",
                "threshold", "lateness", "ci", "min_count")
+#: the keys of a drift table with test = "sequential": the parameters of
+#: streameval.sequential.SequentialDrift
+_SEQUENTIAL_KEYS = ("test", "metric", "alpha", "horizon", "threshold", "block", "keep")
 
 
 def _q(name):
@@ -418,8 +449,16 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
     where = where or f"monitor.drift.{_q(name)}"
     if not isinstance(spec, dict):
         raise ValueError(f"{where} = {spec!r}: must be a table")
+    test = spec.get("test", "window")
+    if test not in ("window", "sequential"):
+        raise ValueError(f"{where}.test = {test!r}: must be \"window\" (a two-proportion "
+                         "test of a window against a reference) or \"sequential\" (an "
+                         "anytime-valid detector)")
+    if test == "sequential":
+        return _make_sequential(spec, name, threshold, pos_label, neg_label, where)
     _unknown(where, spec, _DRIFT_KEYS)
     kwargs = dict(spec)
+    kwargs.pop("test", None)
     kwargs.setdefault("metric", name)
     kwargs.setdefault("threshold", threshold)
     if "window" in kwargs and "size" in kwargs:
@@ -435,25 +474,41 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
         raise ValueError(f"{where}: {e}") from None
 
 
+def _make_sequential(spec, name, threshold, pos_label, neg_label, where):
+    from streameval.sequential import SequentialDrift
+
+    _unknown(where, spec, _SEQUENTIAL_KEYS)
+    kwargs = {k: v for k, v in spec.items() if k != "test"}
+    kwargs.setdefault("metric", name)
+    kwargs.setdefault("threshold", threshold)
+    try:
+        return SequentialDrift(**kwargs, pos_label=pos_label, neg_label=neg_label)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
 def default_drift(threshold=DEFAULT_THRESHOLD, size=_UNSET, pos_label=True, neg_label=None,
                   *, window=_UNSET):
-    """The default drift tests ``recall`` and ``precision``: the last ``size`` events
-    (default 10 000) against the first ``size`` events (the baseline), two-proportion
-    z-tests at ``alpha = 0.01``; ready once ``2 * size`` events have been seen.
-    ``window=`` is the older name of ``size=``."""
-    size = _size_or_window(size, window, "monitor", none_ok=False)
+    """The default drift tests ``recall`` and ``precision``: anytime-valid sequential
+    detectors (:class:`~streameval.sequential.SequentialDrift`), each at
+    ``alpha = DEFAULT_ALPHA / 2`` over ``DEFAULT_HORIZON`` events, so that together
+    they raise a false alarm on a stationary stream with probability at most
+    ``DEFAULT_ALPHA`` (1%) within a million events of each segment. ``size`` (or its
+    older name ``window=``) is checked, as before, but the detectors have no window:
+    their reference is all the history since the last detected change."""
+    _size_or_window(size, window, "monitor", none_ok=False)
+    alpha = DEFAULT_ALPHA / len(DEFAULT_DETECTORS)
     return {
-        k: make_drift({"size": size, "reference": "baseline", "alpha": DEFAULT_P_BELOW},
+        k: make_drift({"test": "sequential", "alpha": alpha, "horizon": DEFAULT_HORIZON},
                       name=k, threshold=threshold, pos_label=pos_label, neg_label=neg_label)
-        for k in ("recall", "precision")
+        for k in DEFAULT_DETECTORS
     }
 
 
 def default_rules():
-    """The default rules ``recall drift p < 0.01`` and ``precision drift p < 0.01``: a
-    significant *drop* of the current window against the baseline."""
-    return [rule_from_config({"drift": k, "p_below": DEFAULT_P_BELOW})
-            for k in ("recall", "precision")]
+    """The default rules ``recall alarm`` and ``precision alarm``: firing from a
+    detected drop until a detected recovery (see :class:`~streameval.alerts.Alarm`)."""
+    return [rule_from_config({"alarm": k}) for k in DEFAULT_DETECTORS]
 
 
 # ---------------------------------------------------------------------------- build

@@ -263,6 +263,30 @@ class _Segment:
         return {"p_value": rep.get("p_value"), "delta": rep.get("delta")}
 
 
+def _check_rule_input(rule, obj):
+    """Refuse a rule whose metric or detector cannot give what it reads: an interval
+    (rules with ``confidence``), or a sequential detector's report (``alarm``)."""
+    if rule.kind == "alarm":
+        if "change" not in _report_dict(_fresh(obj).report()):
+            raise ValueError(
+                f"rule {rule.name!r}: {rule.metric!r} ({type(obj).__name__}) is not a "
+                "sequential detector (an alarm rule reads a SequentialDrift: "
+                "[monitor.drift.<name>] test = \"sequential\")"
+            )
+        return
+    level = getattr(rule, "confidence", None)
+    if level is None:
+        return
+    try:
+        _fresh(obj).interval(level)
+    except (AttributeError, NotImplementedError):
+        raise ValueError(
+            f"rule {rule.name!r}: {rule.metric!r} ({type(obj).__name__}) has no confidence "
+            "interval; confidence applies to proportions (precision, recall, accuracy, "
+            "error_rate, fpr, specificity), roc_auc and gini, and their windows"
+        ) from None
+
+
 def _report_dict(rep):
     """A drift report as a JSON-ready dict (NaN -> None, inf -> None)."""
     if isinstance(rep, dict):
@@ -382,12 +406,14 @@ class Monitor:
         built = []
         for i, r in enumerate(rules):
             rule = r if isinstance(r, Rule) else rule_from_config(r, where=f"rules[{i}]")
-            if rule.metric not in (self.drift if rule.kind == "drift" else self.metrics):
-                where = "drift tests" if rule.kind == "drift" else "metrics"
-                have = sorted(self.drift if rule.kind == "drift" else self.metrics)
+            on_drift = rule.kind in ("drift", "alarm")
+            if rule.metric not in (self.drift if on_drift else self.metrics):
+                where = "drift tests" if on_drift else "metrics"
+                have = sorted(self.drift if on_drift else self.metrics)
                 raise ValueError(
                     f"rule {rule.name!r}: {rule.metric!r} is not one of the monitor's {where} {have}"
                 )
+            _check_rule_input(rule, (self.drift if on_drift else self.metrics)[rule.metric])
             if rule.name in {b.name for b in built}:
                 raise ValueError(f"two rules are named {rule.name!r}; give one a name=")
             built.append(rule.clone())
@@ -510,9 +536,12 @@ class Monitor:
         Cumulative ``roc_auc``, ``average_precision``, ``precision``, ``recall``, ``f1``,
         ``accuracy``, ``log_loss`` (threshold metrics at ``threshold``), the same over
         the last ``size`` events (default 10 000) named ``<metric>@<size>``
-        (``recall@10000``), drift tests ``recall`` and ``precision`` (the last ``size``
-        events against the first ``size``) and the rules ``recall drift p < 0.01`` and
-        ``precision drift p < 0.01``. ``window=`` is the older name of ``size=``.
+        (``recall@10000``), sequential detectors ``recall`` and ``precision``
+        (:class:`~streameval.sequential.SequentialDrift`, ``alpha = 0.005`` each) and
+        the rules ``recall alarm`` and ``precision alarm``. Its guarantee, per segment:
+        on a stationary stream of independent events, the probability that any of its
+        rules fires within the first million events of a segment is at most 1%.
+        ``window=`` is the older name of ``size=``.
         ``kwargs`` (``every``, ``group_by``, ...) go to the constructor.
         """
         from streameval import config as _config
@@ -953,8 +982,14 @@ class Monitor:
                 cb(dict(row, values=dict(vals)))
         for seg, vals, reps in zip(segs, values, reports):
             for rule in seg.rules:
-                if rule.kind == "drift":
+                kind = rule.kind
+                if kind == "drift":
                     value = seg.rule_input(rule.metric, reps[rule.metric])
+                elif kind == "alarm":
+                    value = reps[rule.metric]
+                elif getattr(rule, "confidence", None) is not None:
+                    lo, hi = seg.metrics[rule.metric].interval(rule.confidence)
+                    value = {"value": vals[rule.metric], "low": lo, "high": hi}
                 else:
                     value = vals[rule.metric]
                 tr = rule.evaluate(value, n=n, t=t, samples=seg.n)

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import streameval as se
-from streameval import _registry, drift
+from streameval import _registry, drift, sequential
 from streameval.validation import ValidationError
 
 SETTINGS = settings(max_examples=12, deadline=None,
@@ -180,6 +180,12 @@ CASES = [
     ("PrecisionRecallDrift-previous", lambda: drift.PrecisionRecallDrift(
         metric="precision", reference="previous", size=5, min_count=1), "binary"),
     ("ChangePointDetector", lambda: drift.ChangePointDetector(indicator="recall"), "binary"),
+    # blocks of 2 observations, so that small streams open, thin and check candidates
+    # (alpha = 0.9: some of them alarm and restart)
+    ("SequentialDrift", lambda: sequential.SequentialDrift(
+        "recall", alpha=0.9, block=2, keep=1, horizon=10), "binary"),
+    ("SequentialDrift-auc", lambda: sequential.SequentialDrift(
+        "roc_auc", alpha=0.9, block=2, keep=2, horizon=10), "binary"),
 ]
 
 IDS = [c[0] for c in CASES]
@@ -318,6 +324,9 @@ MERGE_REFUSED = {
     # the merged stream's baseline window is known only once the first test's baseline
     # is complete (or either test is empty)
     "PrecisionRecallDrift": lambda a, b: 0 < a.n < a.warmup + a.size and b.n > 0,
+    # alarms depend on the order of events: only a detector and an empty one combine
+    "SequentialDrift": lambda a, b: a.n > 0 and b.n > 0,
+    "SequentialDrift-auc": lambda a, b: a.n > 0 and b.n > 0,
 }
 
 

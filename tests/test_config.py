@@ -13,7 +13,8 @@ from sklearn.metrics import (
 
 import streameval as se
 from streameval import config
-from streameval.alerts import Drift, Drop, Threshold
+from streameval.alerts import Alarm, Drift, Drop, Threshold
+from streameval.sequential import SequentialDrift
 from streameval.monitor import Monitor
 
 DEFAULT_NAMES = ["roc_auc", "average_precision", "precision", "recall", "f1", "accuracy",
@@ -32,8 +33,11 @@ def test_build_defaults():
     assert list(kw["metrics"]) == DEFAULT_NAMES + [f"{k}@10000" for k in DEFAULT_NAMES]
     assert kw["every"] == 1000
     assert sorted(kw["drift"]) == ["precision", "recall"]
-    assert [r.name for r in kw["rules"]] == ["recall drift p < 0.01", "precision drift p < 0.01"]
-    assert all(type(r) is Drift for r in kw["rules"])
+    assert [r.name for r in kw["rules"]] == ["recall alarm", "precision alarm"]
+    assert all(type(r) is Alarm for r in kw["rules"])
+    # each detector gets half the default monitor's 1% over a million events
+    assert all(type(d) is SequentialDrift and d.alpha == 0.005 and d.horizon == 1_000_000
+               for d in kw["drift"].values())
     win = kw["metrics"]["recall@10000"]
     assert isinstance(win, se.Sliding) and win.size == 10_000 and win.metric.threshold == 0.5
     kw = config.build({"threshold": 0.3, "window": 500})
@@ -197,7 +201,7 @@ name = "auc_drop"
 def test_default_monitor_matches_design():
     mon = Monitor.default()
     assert list(mon.metrics) == DEFAULT_NAMES + [f"{k}@10000" for k in DEFAULT_NAMES]
-    assert [r.name for r in mon.rules] == ["recall drift p < 0.01", "precision drift p < 0.01"]
+    assert [r.name for r in mon.rules] == ["recall alarm", "precision alarm"]
     assert mon.every == 1000 and mon.group_by is None
     mon = Monitor.default(threshold=0.2, window=50, every=10, group_by="country")
     assert mon.metrics["f1@50"].metric.threshold == 0.2 and mon.every == 10
@@ -256,9 +260,10 @@ def test_default_builders_take_size_with_window_as_its_older_name():
     assert sorted(config.default_metrics(window=None)) == sorted(
         config.default_metrics(size=0)) == ["accuracy", "average_precision", "f1",
                                             "log_loss", "precision", "recall", "roc_auc"]
-    assert config.default_drift()["recall"].size == 10_000
-    assert config.default_drift(size=40)["precision"].size == 40
-    assert config.default_drift(window=40)["precision"].size == 40
+    # the default detectors have no window; size is still checked, as before
+    assert config.default_drift()["recall"].metric == "recall"
+    assert config.default_drift(size=40)["precision"].metric == "precision"
+    assert config.default_drift(window=40)["precision"].alpha == 0.005
     with pytest.raises(ValueError, match="give size= or its alias window=, not both"):
         config.default_metrics(size=5, window=5)
     with pytest.raises(ValueError, match=r"^monitor.window = None: must be an integer >= 1"):

@@ -467,14 +467,25 @@ def _pooled_p(x1, n1, x2, n2):
     return 1.0 if se_ == 0 else math.erfc(abs((x2 / n2 - x1 / n1) / se_) / math.sqrt(2))
 
 
-def test_default_drift_rules_on_a_planted_recall_drop():
+def _old_default(W, every):
+    """The default monitor before the sequential detectors: window drift tests (the
+    last W events against the first W) and the rules 'recall drift p < 0.01'."""
+    return Monitor.from_config({
+        "every": every, "size": W,
+        "drift": {k: {"size": W, "reference": "baseline", "alpha": 0.01}
+                  for k in ("recall", "precision")},
+        "rules": [{"drift": k, "p_below": 0.01} for k in ("recall", "precision")],
+    })
+
+
+def test_window_drift_rules_on_a_planted_recall_drop():
     # the model starts missing positives after event 1500
     rng = np.random.default_rng(11)
     n, W = 3000, 200
     y = rng.random(n) < 0.5
     s = np.where(y, rng.uniform(0.4, 1.0, n), rng.uniform(0.0, 0.6, n))
     s[1500:] = np.where(y[1500:], rng.uniform(0.1, 0.8, n - 1500), s[1500:])
-    mon = Monitor.default(window=W, every=100)
+    mon = _old_default(W, 100)
     rows, alerts = _collect(mon)
     _batches(mon, y, s, cuts=range(0, n, 777))
     pred = s >= 0.5
@@ -937,3 +948,40 @@ def test_the_other_segment_is_reserved_and_unencodable_segments_are_refused():
     free = Monitor({"r": se.Recall()}, group_by="c", max_segments=None, every=0)
     free.update(True, 0.9, segment="__other__")
     assert free.segments == ["__other__"] and free.other_events == 0
+
+
+def test_default_alarm_rules_on_a_planted_recall_drop():
+    """The default monitor's rules are 'recall alarm' and 'precision alarm' on
+    sequential detectors: its rows and transitions equal standalone detectors fed the
+    same events and read at the same evaluation points, with the Alarm rule applied."""
+    from streameval.sequential import SequentialDrift
+
+    rng = np.random.default_rng(5)
+    n, every = 30_000, 500
+    y = rng.random(n) < 0.5
+    s = np.where(y, rng.uniform(0.3, 1.0, n), rng.uniform(0.0, 0.6, n))
+    s[15_000:] = np.where(y[15_000:], rng.uniform(0.1, 0.8, n - 15_000), s[15_000:])
+    mon = Monitor.default(every=every)
+    assert [r.name for r in mon.rules] == ["recall alarm", "precision alarm"]
+    rows, alerts = _collect(mon)
+    _batches(mon, y, s, cuts=range(0, n, 1777))
+    mon.flush()
+    dets = {k: SequentialDrift(k, alpha=0.005, horizon=1_000_000) for k in ("recall", "precision")}
+    rules = {k: se.alerts.Alarm(k) for k in dets}
+    expected, at = [], list(range(every, n + 1, every))
+    prev = 0
+    for k in at:
+        for name, d in dets.items():
+            d.update_many(y[prev:k], s[prev:k])
+            rep = d.report()
+            row = next(r for r in rows if r["n"] == k)
+            assert row["values"][f"drift.{name}.p_value"] == pytest.approx(rep["p_value"], rel=1e-12)
+            tr = rules[name].evaluate(rep, n=k, samples=k)
+            if tr is not None:
+                expected.append(dict(tr, segment=None))
+        prev = k
+    assert dets["recall"].changes and dets["recall"].changes[0].direction == "drop"
+    assert 15_000 < dets["recall"].changes[0].index < 20_000
+    assert any(a["rule"] == "recall alarm" and a["state"] == "firing" for a in expected)
+    key = lambda a: (a["n"], a["rule"])
+    assert sorted(alerts, key=key) == sorted(expected, key=key)
