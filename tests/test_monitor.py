@@ -985,3 +985,24 @@ def test_default_alarm_rules_on_a_planted_recall_drop():
     assert any(a["rule"] == "recall alarm" and a["state"] == "firing" for a in expected)
     key = lambda a: (a["n"], a["rule"])
     assert sorted(alerts, key=key) == sorted(expected, key=key)
+
+
+def test_a_checkpoint_from_before_the_sequential_detectors_still_loads_and_resumes():
+    """A Monitor state written by the previous version (the old default: window
+    drift tests and 'recall drift p < 0.01' rules, tests/data/, made by
+    streameval 0ff265b) loads, keeps its own rules, and continues with exactly the
+    rows and alerts that version wrote for the next events."""
+    import gzip
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "data" / "monitor_state_0ff265b.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    mon = Monitor.from_state(doc["state"])
+    assert [r.name for r in mon.rules] == ["recall drift p < 0.01", "precision drift p < 0.01"]
+    rows, alerts = _collect(mon)
+    ev = doc["events"]
+    mon.update_many(np.array(ev["y"][500:]), np.array(ev["s"][500:]), segment=ev["segment"][500:])
+    mon.flush()
+    assert rows == doc["rows_after"]
+    assert alerts == doc["alerts_after"]
