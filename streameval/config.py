@@ -85,9 +85,10 @@ table, ``metric`` may be left out when the name before any ``@`` is a kind
 (seconds of event time, with ``lateness``), and ``window = "sliding"`` (default) or
 ``"tumbling"``; every other key is a parameter of the metric (``threshold``, ``beta``,
 ``alpha``, ``bins``). Without ``[monitor.metrics]`` the monitor has the default
-metrics (:func:`default_metrics`) and drift tests (:func:`default_drift`), and if
-``[monitor.drift]`` and ``rules`` are absent too, the default recall and precision
-drift rules (:func:`default_rules`). Giving a table replaces its defaults, it never
+metrics (:func:`default_metrics`) and sequential detectors (:func:`default_drift`), and
+if ``[monitor.drift]`` and ``rules`` are absent too, the default alarm rules
+``recall alarm`` and ``precision alarm`` (:func:`default_rules`): at most a 1% chance
+of any false alarm within a million events of a segment. Giving a table replaces its defaults, it never
 adds to them: with ``[monitor.metrics]`` there are no default drift tests or rules.
 
 Metric names may hold letters, digits and ``_ . @ : -`` (they are what rules refer to).
@@ -104,8 +105,8 @@ ValueError: monitor: unknown key 'evrey'; expected one of [...]
 
 Imports: :mod:`streameval._registry` (the metric kinds), :mod:`streameval.validation`,
 :mod:`streameval.alerts`, and on use the metric modules, :mod:`streameval.windows`,
-:mod:`streameval.drift` and :mod:`streameval.events`; the Monitor and the pipeline
-import it.
+:mod:`streameval.drift`, :mod:`streameval.sequential` and :mod:`streameval.events`;
+the Monitor and the pipeline import it.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ DEFAULT_SIZE = 10_000
 DEFAULT_WINDOW = DEFAULT_SIZE
 #: threshold metrics predict positive when ``score >= 0.5``
 DEFAULT_THRESHOLD = 0.5
-#: significance level of the drift rules of the default monitor before version 0.3
+#: significance level of the earlier default monitor's drift rules
 #: (``recall drift p < 0.01``); kept for configs that write such rules
 DEFAULT_P_BELOW = 0.01
 #: the default monitor's false-alarm guarantee, per segment: the probability that any
