@@ -51,7 +51,7 @@ import statistics
 import numpy as np
 
 from streameval.events import as_seconds, as_seconds_array
-from streameval.metrics.base import BinaryMetric, check_weight, from_state
+from streameval.metrics.base import BinaryMetric, check_weight, from_state, wilson_interval
 from streameval.metrics.confusion import CELLS, BinaryCounts
 from streameval.validation import (
     Integer,
@@ -128,16 +128,6 @@ def _z(alpha):
     return statistics.NormalDist().inv_cdf(1.0 - alpha / 2.0)
 
 
-def _wilson(x, n, z):
-    """Wilson score interval of x / n."""
-    p = x / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    center = (p + z2 / (2.0 * n)) / denom
-    half = z / denom * math.sqrt(max(p * (1.0 - p) / n + z2 / (4.0 * n * n), 0.0))
-    return center - half, center + half
-
-
 def _check_alpha(alpha):
     return check_param("alpha", alpha, _OpenUnit())
 
@@ -203,8 +193,8 @@ def two_proportion_test(x_ref, n_ref, x_cur, n_cur, alpha=0.05, ci="newcombe", m
         p_value = math.erfc(abs(delta / se0) / _SQRT2)
     z = _z(alpha)
     if ci == "newcombe":
-        l1, u1 = _wilson(x1, n1, z)
-        l2, u2 = _wilson(x2, n2, z)
+        l1, u1 = wilson_interval(x1, n1, z)
+        l2, u2 = wilson_interval(x2, n2, z)
         lo = delta - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
         hi = delta + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
     else:
@@ -251,7 +241,7 @@ def one_proportion_test(x_cur, n_cur, p0, alpha=0.05, metric=None):
         p_value = 1.0 if p == p0 else 0.0
     else:
         p_value = math.erfc(abs(delta / se0) / _SQRT2)
-    lo, hi = _wilson(x, n, _z(alpha))
+    lo, hi = wilson_interval(x, n, _z(alpha))
     return DriftReport(metric, p0, p, delta, lo - p0, hi - p0, p_value, None, n, p_value < alpha, alpha)
 
 

@@ -94,7 +94,7 @@ import numpy as np
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
 from streameval.events import as_seconds, as_seconds_array
 from streameval.windows import Sliding
-from streameval.metrics.base import check_bounds, from_state, register
+from streameval.metrics.base import check_bounds, from_state, has_interval, register
 from streameval.metrics.ranking import OrderView, order_key
 from streameval.validation import (
     Integer,
@@ -274,17 +274,12 @@ def _check_rule_input(rule, obj):
                 "[monitor.drift.<name>] test = \"sequential\")"
             )
         return
-    level = getattr(rule, "confidence", None)
-    if level is None:
-        return
-    try:
-        _fresh(obj).interval(level)
-    except (AttributeError, NotImplementedError):
+    if getattr(rule, "confidence", None) is not None and not has_interval(obj):
         raise ValueError(
             f"rule {rule.name!r}: {rule.metric!r} ({type(obj).__name__}) has no confidence "
             "interval; confidence applies to proportions (precision, recall, accuracy, "
             "error_rate, fpr, specificity), roc_auc and gini, and their windows"
-        ) from None
+        )
 
 
 def _report_dict(rep):

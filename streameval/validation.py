@@ -13,7 +13,7 @@ What it holds:
 * declared parameter checks in the manner of scikit-learn's ``validate_params``
   (:func:`check_param` with the constraints :class:`Real`, :class:`Integer`,
   :class:`Options`): the same parameter (``threshold``, ``size``, ``period``,
-  ``lateness``, ``alpha``) is checked here and only here, with one message;
+  ``lateness``, ``alpha``, ``level``) is checked here and only here, with one message;
 * the revert slack (:data:`REVERT_SLACK`, :func:`overdrawn`).
 
 It may import numpy and the standard library only: it is the ground floor with
@@ -51,6 +51,7 @@ __all__ = [
     "check_size",
     "check_period",
     "check_lateness",
+    "check_level",
 ]
 
 
@@ -405,11 +406,13 @@ def take_columns(columns, idx):
 
 
 class Real:
-    """A real number (not a bool), finite, in ``[low, high]`` (``open=True``: excluding
-    ``low``)."""
+    """A real number (not a bool), finite, in ``[low, high]`` (``open_low=True``:
+    excluding ``low``; ``open_high=True``: excluding ``high``)."""
 
-    def __init__(self, low=None, high=None, *, open_low=False, allow_none=False):
+    def __init__(self, low=None, high=None, *, open_low=False, open_high=False,
+                 allow_none=False):
         self.low, self.high, self.open_low, self.allow_none = low, high, open_low, allow_none
+        self.open_high = open_high
 
     def __call__(self, value):
         if value is None and self.allow_none:
@@ -421,13 +424,14 @@ class Real:
             raise TypeError
         if self.low is not None and (v < self.low or (self.open_low and v == self.low)):
             raise TypeError
-        if self.high is not None and v > self.high:
+        if self.high is not None and (v > self.high or (self.open_high and v == self.high)):
             raise TypeError
         return v
 
     def describe(self):
         if self.low is not None and self.high is not None:
-            text = f"a number in {'(' if self.open_low else '['}{self.low}, {self.high}]"
+            text = (f"a number in {'(' if self.open_low else '['}{self.low}, "
+                    f"{self.high}{')' if self.open_high else ']'}")
         elif self.low is not None:
             text = f"a number {'>' if self.open_low else '>='} {self.low}"
         else:
@@ -515,6 +519,19 @@ def check_size(size, name="size"):
     streameval.validation.ValidationError: size = 0: must be an integer >= 1
     """
     return check_param(name, size, Integer(1))
+
+
+def check_level(level, name="level"):
+    """A confidence level: a real number in the open interval ``(0, 1)``.
+
+    >>> check_level(0.9)
+    0.9
+    >>> check_level(1)
+    Traceback (most recent call last):
+    ...
+    streameval.validation.ValidationError: level = 1: must be a number in (0, 1)
+    """
+    return check_param(name, level, Real(0, 1, open_low=True, open_high=True))
 
 
 def _seconds(value):

@@ -1006,3 +1006,79 @@ def test_a_checkpoint_from_before_the_sequential_detectors_still_loads_and_resum
     mon.flush()
     assert rows == doc["rows_after"]
     assert alerts == doc["alerts_after"]
+
+
+def _delong_brute(y, s):
+    """AUC and DeLong's variance by the pairwise definition (the oracle)."""
+    pos, neg = s[y], s[~y]
+    psi = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+    auc = psi.mean()
+    v10, v01 = psi.mean(axis=1), psi.mean(axis=0)
+    return auc, v10.var(ddof=1) / len(pos) + v01.var(ddof=1) / len(neg)
+
+
+def test_confidence_rules_read_the_interval_of_the_window():
+    """'recall@W < 0.8 with confidence 0.99' fires when the Wilson upper end (from
+    statsmodels, over the window's events) is below 0.8; 'roc_auc@W drops by 0.05 with
+    confidence 0.99' when (first full window's AUC - current AUC) minus the root sum
+    of squares of both intervals' half-widths (DeLong by brute force) reaches 0.05.
+    The transitions equal plain rules evaluated on those oracle values."""
+    from statistics import NormalDist
+
+    from statsmodels.stats.proportion import proportion_confint
+
+    rng = np.random.default_rng(17)
+    n, W, every = 6000, 400, 200
+    y = rng.random(n) < 0.5
+    drop = np.arange(n) >= 3000
+    s = np.where(y, rng.normal(np.where(drop, 0.3, 1.2), 1.0), rng.normal(0.0, 1.0, n))
+    s = np.round(s, 1)
+    mon = Monitor({"recall@400": se.Sliding(se.Recall(threshold=0.0), size=W),
+                   "roc_auc@400": se.Sliding(se.ROCAUC(), size=W)},
+                  rules=["recall@400 < 0.8 with confidence 0.99",
+                         {"rule": "roc_auc@400 drops by 0.05", "confidence": 0.99,
+                          "min_samples": W}],
+                  every=every)
+    rows, alerts = _collect(mon)
+    _batches(mon, y, s, cuts=range(0, n, 333))
+    z = NormalDist().inv_cdf(0.995)
+    floor = se.alerts.Threshold("recall_hi", "<", 0.8, name="recall@400 < 0.8 with confidence 0.99")
+    expected, ref = [], None
+    for k in range(every, n + 1, every):
+        yw, sw = y[max(0, k - W):k], s[max(0, k - W):k]
+        tp, p = int((yw & (sw >= 0.0)).sum()), int(yw.sum())
+        lo, hi = proportion_confint(tp, p, alpha=0.01, method="wilson")
+        tr = floor.evaluate(hi, n=k)
+        if tr is not None:
+            expected.append(dict(tr, value=tp / p, segment=None))
+        if k >= W:
+            auc, var = _delong_brute(yw, sw)
+            h = z * math.sqrt(var)
+            if ref is None:
+                ref = (auc, h)
+            cond = (ref[0] - auc) - math.sqrt(ref[1] ** 2 + h ** 2) >= 0.05
+            expected.append(("auc", k, cond))
+    got_floor = [a for a in alerts if a["rule"].startswith("recall")]
+    assert got_floor and got_floor[0]["state"] == "firing" and got_floor[0]["n"] > 3000
+    want_floor = [a for a in expected if isinstance(a, dict)]
+    assert [(a["state"], a["n"]) for a in got_floor] == [(a["state"], a["n"]) for a in want_floor]
+    for a, b in zip(got_floor, want_floor):
+        assert a["value"] == pytest.approx(b["value"], abs=1e-12)
+    # the drop rule: firing at the first evaluation where the oracle's condition holds
+    auc_alerts = [a for a in alerts if a["rule"].startswith("roc_auc")]
+    first = next(k for tag, k, cond in (e for e in expected if isinstance(e, tuple)) if cond)
+    assert auc_alerts[0]["state"] == "firing" and auc_alerts[0]["n"] == first
+    # without confidence the same drop rule fires earlier, on noise-sized differences too
+    plain = Monitor({"roc_auc@400": se.Sliding(se.ROCAUC(), size=W)},
+                    rules=[{"rule": "roc_auc@400 drops by 0.05", "min_samples": W}], every=every)
+    _, plain_alerts = _collect(plain)
+    _batches(plain, y, s)
+    assert plain_alerts[0]["n"] < first
+
+
+def test_confidence_needs_a_metric_with_an_interval():
+    with pytest.raises(ValueError, match="has no confidence interval"):
+        Monitor({"f1": se.F1()}, rules=["f1 < 0.5 with confidence 0.9"])
+    with pytest.raises(ValueError, match=r"confidence = 1\.5: must be a number in \(0, 1\)"):
+        Monitor({"recall": se.Recall()}, rules=[{"metric": "recall", "op": "<", "value": 0.5,
+                                                  "confidence": 1.5}])

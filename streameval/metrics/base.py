@@ -9,6 +9,12 @@ Binary, multiclass and regression metrics subclass river's metric base classes, 
 Validation is atomic: every check runs before any state changes, and a bad value
 raises :class:`ValueError` naming the value (and its index, for batches).
 
+Confidence intervals: :meth:`Metric.interval` (``interval(level=0.95) -> (low, high)``)
+where :func:`has_interval` says so (proportions: Wilson score, :func:`wilson_interval`;
+ROCAUC and Gini: DeLong; windows over them), ``NotImplementedError`` elsewhere. A metric
+summarises what its interval needs in level-independent *interval parts*, which
+:func:`interval_of` turns into an interval at a critical value (:func:`critical_value`).
+
 Imports: numpy, river's metric base classes (through :mod:`streameval._river`, which
 defers the SciPy submodules river imports and streameval never uses),
 :mod:`streameval.validation` and :mod:`streameval._registry` (the ground floor);
@@ -20,6 +26,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import statistics
 
 import numpy as np
 
@@ -30,6 +37,7 @@ from streameval.validation import (
     as_binary_labels,
     as_float_array,
     as_weight_array,
+    check_level,
     check_real,
     check_same_length,
     check_weight,
@@ -60,6 +68,10 @@ __all__ = [
     "fail",
     "overdrawn",
     "REVERT_SLACK",
+    "has_interval",
+    "critical_value",
+    "wilson_interval",
+    "interval_of",
 ]
 
 _Real = numbers.Real
@@ -74,6 +86,172 @@ def check_bounds(scores, bounds, name="y_pred", why=""):
         i = int(np.argmax(bad))
         what = "probability" if (lo, hi) == (0.0, 1.0) else "score"
         fail(name, float(scores[i]), f"{what} must be in [{lo:g}, {hi:g}]{why}", i)
+
+
+# ------------------------------------------------------------ confidence intervals
+
+_NORMAL = statistics.NormalDist()
+_NAN2 = (math.nan, math.nan)
+
+
+def critical_value(level):
+    """The two-sided normal critical value ``z`` of a confidence level: ``level`` of a
+    standard normal lies in ``[-z, z]``, ``z = NormalDist().inv_cdf(0.5 + level / 2)``
+    (1.959963984540054 at 0.95). ``level`` must be a real number in ``(0, 1)``, else
+    ``ValueError`` naming ``level`` and the value.
+
+    Runtime complexity: `O(1)`.
+
+    >>> round(critical_value(0.95), 6), round(critical_value(0.9), 6)
+    (1.959964, 1.644854)
+    >>> critical_value(1.5)
+    Traceback (most recent call last):
+    ...
+    streameval.validation.ValidationError: level = 1.5: must be a number in (0, 1)
+    """
+    level = check_level(level)
+    p = 0.5 + level / 2.0
+    if p < 1.0:
+        return _NORMAL.inv_cdf(p)
+    return -_NORMAL.inv_cdf((1.0 - level) / 2.0)  # level within 2**-53 of 1: the tail
+
+
+def wilson_interval(x, n, z):
+    """Wilson score interval ``(low, high)`` of the proportion ``x / n`` (``x``
+    successes in ``n > 0`` trials, weighted sums allowed) at critical value ``z``:
+    ``center = (p + z^2 / (2n)) / (1 + z^2 / n)``, ``half = z / (1 + z^2 / n) *
+    sqrt(p (1 - p) / n + z^2 / (4 n^2))``. Equal to statsmodels'
+    ``proportion_confint(x, n, alpha, method="wilson")`` with ``z`` its critical value.
+    The one Wilson interval of the package (the metrics' ``interval`` and the drift
+    tests use it).
+
+    Runtime complexity: `O(1)`.
+
+    >>> low, high = wilson_interval(8, 10, 1.959963984540054)
+    >>> round(low, 6), round(high, 6)
+    (0.490162, 0.943318)
+    """
+    p = x / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    center = (p + z2 / (2.0 * n)) / denom
+    half = z / denom * math.sqrt(max(p * (1.0 - p) / n + z2 / (4.0 * n * n), 0.0))
+    return center - half, center + half
+
+
+def _wilson_variances(xs, ns, z):
+    """Per proportion ``xs / ns`` (numpy arrays, ``ns > 0``): the variance a Wilson
+    interval implies, ``(half / z)^2``, its half-width over the critical value."""
+    p = np.clip(xs / ns, 0.0, 1.0)
+    z2 = z * z
+    scale = 1.0 / (1.0 + z2 / ns)
+    return scale * scale * (p * (1.0 - p) / ns + z2 / (4.0 * ns * ns))
+
+
+def _clipped(center, half, lo, hi):
+    low = min(hi, max(lo, center - half))
+    high = max(lo, min(hi, center + half))
+    return float(low), float(high)
+
+
+def interval_of(parts, z):
+    """The confidence interval ``(low, high)`` at critical value ``z`` (see
+    :func:`critical_value`) of a metric's *interval parts*: the level-independent
+    summary that its ``_interval_parts()`` returns, a JSON-ready list (a tumbling
+    window keeps the last closed window's, and saves it in its state):
+
+    * ``None``: undefined, ``(nan, nan)``;
+    * ``["wilson", x, n]``: the Wilson score interval of ``x / n`` (:func:`wilson_interval`);
+    * ``["wilson_mean", value, a, x, n]``: ``value = sum_c a_c x_c / n_c``, a weighted
+      mean of proportions; a normal interval whose variance is
+      ``sum_c a_c^2 v_c``, ``v_c`` the variance each class's Wilson interval implies
+      (``(half_c / z)^2``), the proportions taken as independent; clipped to [0, 1];
+    * ``["normal", value, variance, lo, hi]``: ``value +- z sqrt(variance)`` clipped to
+      ``[lo, hi]`` (DeLong's AUC: ``[0, 1]``; Gini: ``[-1, 1]``).
+
+    Runtime complexity: `O(1)` (`O(k)` for a mean of ``k`` proportions).
+
+    >>> interval_of(["normal", 0.9, 0.0025, 0.0, 1.0], 2.0)
+    (0.8, 1.0)
+    >>> interval_of(None, 2.0)
+    (nan, nan)
+    """
+    if parts is None:
+        return _NAN2
+    kind = parts[0]
+    if kind == "wilson":
+        _, x, n = parts
+        if not n > 0.0:
+            return _NAN2
+        low, high = wilson_interval(x, n, z)
+        return float(max(0.0, low)), float(min(1.0, high))
+    if kind == "normal":
+        _, value, var, lo, hi = parts
+        if not (value == value and var >= 0.0):
+            return _NAN2
+        return _clipped(value, z * math.sqrt(var), lo, hi)
+    if kind == "wilson_mean":
+        _, value, a, xs, ns = parts
+        a, ns = np.asarray(a, dtype=np.float64), np.asarray(ns, dtype=np.float64)
+        if not (value == value and len(ns) and (ns > 0.0).all()):
+            return _NAN2
+        var = float(np.sum(a * a * _wilson_variances(np.asarray(xs, dtype=np.float64), ns, z)))
+        return _clipped(value, z * math.sqrt(var), 0.0, 1.0)
+    raise ValueError(f"unknown interval parts {parts!r:.100}")
+
+
+def interval_parts(data):
+    """Interval parts (see :func:`interval_of`) read back from JSON, checked; ``None``
+    stays None. ``ValueError`` for anything else."""
+    if data is None:
+        return None
+    try:
+        kind = data[0]
+        if kind == "wilson" and len(data) == 3:
+            parts = [kind, float(data[1]), float(data[2])]
+        elif kind == "normal" and len(data) == 5:
+            parts = [kind] + [float(v) for v in data[1:]]
+        elif kind == "wilson_mean" and len(data) == 5:
+            cols = [[float(v) for v in col] for col in data[2:]]
+            if len({len(c) for c in cols}) != 1:
+                raise ValueError("columns of different lengths")
+            parts = [kind, float(data[1])] + cols
+        else:
+            raise ValueError("unknown kind")
+    except (TypeError, ValueError, IndexError, KeyError) as e:
+        raise ValueError(f"bad interval parts {data!r:.100} ({e})") from None
+    return parts
+
+
+#: which metrics have ``interval(level)`` (the message of those that have none)
+INTERVAL_METRICS = (
+    "the proportions Accuracy, ErrorRate, Precision, Recall, FPR and Specificity "
+    "(Wilson score), ROCAUC and Gini (DeLong), and Sliding or Tumbling windows over them"
+)
+
+
+def has_interval(obj):
+    """Whether ``obj`` (a metric, window or shared view) has a confidence interval:
+    ``obj.interval(level)`` returns one rather than raising ``NotImplementedError``.
+
+    True for the proportions (``Accuracy``, ``ErrorRate``, ``Precision``, ``Recall``,
+    ``FPR``, ``Specificity``: Wilson score), ``ROCAUC`` and ``Gini`` (DeLong), a
+    :class:`~streameval.Sliding` or :class:`~streameval.Tumbling` window over one of
+    these, and a Monitor's :class:`~streameval.metrics.ranking.OrderView` of a ROCAUC;
+    False for everything else (objects outside streameval included).
+
+    Runtime complexity: `O(1)`.
+
+    >>> import streameval as se
+    >>> has_interval(se.Recall()), has_interval(se.F1())
+    (True, False)
+    >>> has_interval(se.Sliding(se.ROCAUC(), size=100)), has_interval(se.Tumbling(se.MAE(), size=10))
+    (True, False)
+    """
+    try:
+        return bool(getattr(obj, "_has_interval", False))
+    except Exception:  # an object whose attribute lookup fails has no interval
+        return False
 
 
 # --------------------------------------------------------------------------- protocol
@@ -239,6 +417,61 @@ class Metric:
 
     def _check(self):
         """Assert the internal invariants (tests call this after every operation)."""
+
+    # -- confidence intervals ----------------------------------------------------
+    #: whether :meth:`interval` gives an interval (a property on windows and views);
+    #: read it through :func:`has_interval`
+    _has_interval = False
+
+    def interval(self, level=0.95):
+        """A confidence interval ``(low, high)`` (two Python floats) of the current
+        value at confidence ``level``, with ``z = NormalDist().inv_cdf(0.5 + level / 2)``.
+
+        Proportions (``Accuracy``, ``ErrorRate``, ``Precision``, ``Recall``, ``FPR``,
+        ``Specificity``): the Wilson score interval (a macro or weighted multiclass
+        average: a normal interval combining the classes' Wilson variances as if
+        independent). ``ROCAUC`` and ``Gini``: DeLong's variance, exact, from the score
+        order. Windows: the wrapped metric's over the window's events (``Tumbling``: the
+        last closed window's). Weights are frequency weights: an event of weight 2
+        counts as two events (as scikit-learn's ``sample_weight``), so a stream with
+        integer weights has exactly the interval of the same stream with rows repeated.
+        ``(nan, nan)`` when undefined: whenever ``get()`` is nan, or the variance cannot
+        be estimated. Any other metric raises ``NotImplementedError`` (see
+        :func:`has_interval`); a ``level`` that is not a number in ``(0, 1)`` raises
+        ``ValueError`` naming it.
+
+        Runtime complexity: the metric's (`O(1)` for binary proportions; ROCAUC: one
+        numpy pass over the distinct scores, cached until the next change).
+
+        >>> import streameval as se
+        >>> m = se.Recall().update_many([1] * 10, [0.9] * 8 + [0.1] * 2)
+        >>> m.get(), [round(v, 6) for v in m.interval(0.95)]
+        (0.8, [0.490162, 0.943318])
+        >>> se.F1().interval()
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: F1 has no confidence interval: interval() is available for the proportions ...
+
+        Parameters
+        ----------
+        level
+            The confidence level, a real number in the open interval ``(0, 1)``;
+            default 0.95.
+        """
+        if not has_interval(self):
+            raise NotImplementedError(
+                f"{self._interval_subject()} has no confidence interval: interval() is "
+                f"available for {INTERVAL_METRICS}")
+        return interval_of(self._interval_parts(), critical_value(level))
+
+    def _interval_subject(self):
+        """The name :meth:`interval` gives this object when it has no interval."""
+        return self._public_name
+
+    def _interval_parts(self):
+        """The level-independent summary :func:`interval_of` turns into an interval
+        (None: undefined); only where :attr:`_has_interval`."""
+        raise NotImplementedError(f"{self._interval_subject()} has no confidence interval")
 
     # -- subclass hooks ---------------------------------------------------------
     def _get_data(self):

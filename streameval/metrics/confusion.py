@@ -12,7 +12,9 @@ cost one update (``cm.update``) without double counting: a view refuses ``update
 ``revert``, ``update_many`` and ``merge`` with a :class:`TypeError`.
 
 Undefined values (a division by zero: precision with no predicted positive, any
-metric before the first event, ...) are ``math.nan``, never 0. Values are equal to
+metric before the first event, ...) are ``math.nan``, never 0. The proportions
+(accuracy, error rate, precision, recall, FPR, specificity) have ``interval(level)``,
+the Wilson score interval (weights as frequency weights); the others have none. Values are equal to
 scikit-learn's wherever scikit-learn's are defined.
 
 ``Precision(...)`` returns an instance of a binary or a multiclass case class, both
@@ -1063,11 +1065,48 @@ def _with_params(params, **first):
     return decorate
 
 
+# ------------------------------------------------------------- confidence intervals
+
+
+def _proportion_parts(self):
+    """The interval parts (:func:`streameval.metrics.base.interval_of`) of a
+    proportion metric, from its case's ``_counts()``: ``(x, n)``, one proportion (binary,
+    multiclass accuracy, micro averages), gives the Wilson score interval of ``x / n``;
+    ``(num, den, support)`` per class (macro and weighted averages) gives a normal
+    interval around the metric's value whose variance combines the classes' Wilson
+    variances, weighted as :func:`_average` weighs the classes (``1/K`` over the ``K``
+    defined classes; ``support / total``), as if the classes' proportions were
+    independent. None (``(nan, nan)``) wherever ``get()`` is nan."""
+    counts = self._counts()
+    if len(counts) == 2:
+        x, n = counts
+        return ["wilson", float(x), float(n)] if n > 0 else None
+    num, den, support = counts
+    value = _average(_per_class(num, den), support, self.average)
+    if value != value:
+        return None
+    defined = den != 0
+    if self.average == "macro":
+        a = np.full(int(defined.sum()), 1.0 / int(defined.sum()))
+    else:
+        w = support[defined]
+        a = w / w.sum()
+    return ["wilson_mean", value, a.tolist(), num[defined].tolist(), den[defined].tolist()]
+
+
+class _Proportion:
+    """What the proportion metrics add to their fronts: ``interval(level)``, the
+    Wilson score interval (see :func:`_proportion_parts`)."""
+
+    _has_interval = True
+    _interval_parts = _proportion_parts
+
+
 # -------------------------------------------------------------------------- Accuracy
 
 
 @_with_params(_PARAMS_WHOLE)
-class Accuracy(_Whole):
+class Accuracy(_Proportion, _Whole):
     """Accuracy: the weighted share of events predicted right.
 
     Binary ``(tp + tn) / (tp + fp + fn + tn)``; multiclass ``sum_c C[c, c] / sum C``.
@@ -1081,6 +1120,13 @@ class Accuracy(_Whole):
     ...     m.update(y, s)
     >>> round(m.get(), 6)
     0.666667
+
+    ``interval(level)``: the Wilson score interval of ``x / n``, ``x = tp + tn``, ``n``
+    the total weight (multiclass: the weight on the diagonal over the total); weights
+    are frequency weights; see :meth:`~streameval.metrics.base.Metric.interval`.
+
+    >>> [round(v, 6) for v in m.interval(0.95)]
+    [0.20766, 0.938508]
     """
 
 
@@ -1091,6 +1137,11 @@ class _BinaryAccuracy(Accuracy, _BinaryView, case="binary"):
         right = cm.tp + cm.tn
         return _div(right, right + cm.fp + cm.fn)
 
+    def _counts(self):
+        cm = self.cm
+        x = cm.tp + cm.tn
+        return x, x + cm.fp + cm.fn
+
 
 class _MultiClassAccuracy(Accuracy, _MultiView, case="multiclass"):
 
@@ -1098,10 +1149,14 @@ class _MultiClassAccuracy(Accuracy, _MultiView, case="multiclass"):
         _, tp, _, true = self.cm._sums()
         return _div(tp.sum(), true.sum())
 
+    def _counts(self):
+        _, tp, _, true = self.cm._sums()
+        return tp.sum(), true.sum()
+
 
 
 @_with_params(_PARAMS_WHOLE)
-class ErrorRate(_Whole):
+class ErrorRate(_Proportion, _Whole):
     """Error rate: the weighted share of events predicted wrong, ``1 - accuracy``.
 
     Binary ``(fp + fn) / (tp + fp + fn + tn)``; multiclass ``1 - sum_c C[c, c] / sum C``.
@@ -1115,6 +1170,13 @@ class ErrorRate(_Whole):
     ...     m.update(y, s)
     >>> round(m.get(), 6)
     0.333333
+
+    ``interval(level)``: the Wilson score interval of ``x / n``, ``x = fp + fn``, ``n``
+    the total weight (multiclass: the weight off the diagonal over the total); weights
+    are frequency weights; see :meth:`~streameval.metrics.base.Metric.interval`.
+
+    >>> [round(v, 6) for v in m.interval(0.95)]
+    [0.061492, 0.79234]
     """
 
     @property
@@ -1129,6 +1191,11 @@ class _BinaryErrorRate(ErrorRate, _BinaryView, case="binary"):
         wrong = cm.fp + cm.fn
         return _div(wrong, wrong + cm.tp + cm.tn)
 
+    def _counts(self):
+        cm = self.cm
+        x = cm.fp + cm.fn
+        return x, x + cm.tp + cm.tn
+
 
 class _MultiClassErrorRate(ErrorRate, _MultiView, case="multiclass"):
 
@@ -1137,13 +1204,18 @@ class _MultiClassErrorRate(ErrorRate, _MultiView, case="multiclass"):
         total = true.sum()
         return _div(total - tp.sum(), total)
 
+    def _counts(self):
+        _, tp, _, true = self.cm._sums()
+        total = true.sum()
+        return total - tp.sum(), total
+
 
 
 # --------------------------------------------------------------- precision and recall
 
 
 @_with_params(_PARAMS_AVERAGED)
-class Precision(_Averaged):
+class Precision(_Proportion, _Averaged):
     """Precision: the weighted share of predicted positives that are positive.
 
     Binary ``tp / (tp + fp)``, NaN with no predicted positive. Multiclass: per class
@@ -1163,6 +1235,16 @@ class Precision(_Averaged):
     ...     m.update(y, p)
     >>> m.get()  # (1/2 + 1/1) / 2
     0.75
+
+    ``interval(level)``: the Wilson score interval of ``x / n`` with ``x = tp`` and
+    ``n = tp + fp`` (weights are frequency weights; see
+    :meth:`~streameval.metrics.base.Metric.interval`). Multiclass: ``micro`` is one
+    proportion of the summed counts (Wilson); ``macro`` and ``weighted`` a normal
+    interval around the average whose variance combines the classes' Wilson
+    variances as if they were independent.
+
+    >>> [round(v, 6) for v in m.interval(0.95)]  # the macro precision's
+    [0.466365, 1.0]
     """
 
 
@@ -1173,6 +1255,11 @@ class _BinaryPrecision(Precision, _BinaryView, case="binary"):
         tp = cm.tp
         return _div(tp, tp + cm.fp)
 
+    def _counts(self):
+        cm = self.cm
+        x = cm.tp
+        return x, x + cm.fp
+
 
 class _MultiClassPrecision(Precision, _MultiView, case="multiclass"):
 
@@ -1182,10 +1269,16 @@ class _MultiClassPrecision(Precision, _MultiView, case="multiclass"):
             return _div(tp.sum(), pred.sum())
         return _average(_per_class(tp, pred), true, self.average)
 
+    def _counts(self):
+        _, tp, pred, true = self.cm._sums()
+        if self.average == "micro":
+            return tp.sum(), pred.sum()
+        return tp, pred, true
+
 
 
 @_with_params(_PARAMS_AVERAGED)
-class Recall(_Averaged):
+class Recall(_Proportion, _Averaged):
     """Recall (true positive rate): the weighted share of positives predicted positive.
 
     Binary ``tp / (tp + fn)``, NaN with no positive. Multiclass: per class
@@ -1200,6 +1293,16 @@ class Recall(_Averaged):
     ...     m.update(y, s)
     >>> m.get()
     1.0
+
+    ``interval(level)``: the Wilson score interval of ``x / n`` with ``x = tp`` and
+    ``n = tp + fn`` (weights are frequency weights; see
+    :meth:`~streameval.metrics.base.Metric.interval`). Multiclass: ``micro`` is one
+    proportion of the summed counts (Wilson); ``macro`` and ``weighted`` a normal
+    interval around the average whose variance combines the classes' Wilson
+    variances as if they were independent.
+
+    >>> [round(v, 6) for v in m.interval(0.95)]
+    [0.206549, 1.0]
     """
 
 
@@ -1210,6 +1313,11 @@ class _BinaryRecall(Recall, _BinaryView, case="binary"):
         tp = cm.tp
         return _div(tp, tp + cm.fn)
 
+    def _counts(self):
+        cm = self.cm
+        x = cm.tp
+        return x, x + cm.fn
+
 
 class _MultiClassRecall(Recall, _MultiView, case="multiclass"):
 
@@ -1218,6 +1326,12 @@ class _MultiClassRecall(Recall, _MultiView, case="multiclass"):
         if self.average == "micro":
             return _div(tp.sum(), true.sum())
         return _average(_per_class(tp, true), true, self.average)
+
+    def _counts(self):
+        _, tp, _, true = self.cm._sums()
+        if self.average == "micro":
+            return tp.sum(), true.sum()
+        return tp, true, true
 
 
 
@@ -1231,7 +1345,7 @@ def _negatives(cm):
 
 
 @_with_params(_PARAMS_AVERAGED)
-class FPR(_Averaged):
+class FPR(_Proportion, _Averaged):
     """False positive rate: the weighted share of negatives predicted positive.
 
     Binary ``fp / (fp + tn)``, NaN with no negative. Multiclass: one-vs-rest per class
@@ -1247,6 +1361,19 @@ class FPR(_Averaged):
     ...     m.update(y, s)
     >>> m.get()
     0.5
+
+    ``interval(level)``: the Wilson score interval of ``x / n`` with ``x = fp`` and
+    ``n = fp + tn`` (weights are frequency weights; see
+    :meth:`~streameval.metrics.base.Metric.interval`). Multiclass: ``micro`` is one
+    proportion of the summed counts (Wilson); ``macro`` and ``weighted`` a normal
+    interval around the average whose variance combines the classes' Wilson
+    variances as if they were independent.
+    (``micro`` counts each event once per class it is a negative of, ``k - 1``
+    times with ``k`` classes, as its value does: a narrower interval than the
+    events alone would give.)
+
+    >>> [round(v, 6) for v in m.interval(0.95)]
+    [0.094531, 0.905469]
     """
 
     @property
@@ -1261,6 +1388,11 @@ class _BinaryFPR(FPR, _BinaryView, case="binary"):
         fp = cm.fp
         return _div(fp, fp + cm.tn)
 
+    def _counts(self):
+        cm = self.cm
+        x = cm.fp
+        return x, x + cm.tn
+
 
 class _MultiClassFPR(FPR, _MultiView, case="multiclass"):
 
@@ -1270,10 +1402,16 @@ class _MultiClassFPR(FPR, _MultiView, case="multiclass"):
             return _div(fp.sum(), fp.sum() + tn.sum())
         return _average(_per_class(fp, fp + tn), true, self.average)
 
+    def _counts(self):
+        fp, tn, true = _negatives(self.cm)
+        if self.average == "micro":
+            return fp.sum(), fp.sum() + tn.sum()
+        return fp, fp + tn, true
+
 
 
 @_with_params(_PARAMS_AVERAGED)
-class Specificity(_Averaged):
+class Specificity(_Proportion, _Averaged):
     """Specificity (true negative rate): the weighted share of negatives predicted negative.
 
     Binary ``tn / (tn + fp)``, NaN with no negative. Multiclass: one-vs-rest per class
@@ -1288,6 +1426,19 @@ class Specificity(_Averaged):
     ...     m.update(y, s)
     >>> m.get()
     0.5
+
+    ``interval(level)``: the Wilson score interval of ``x / n`` with ``x = tn`` and
+    ``n = tn + fp`` (weights are frequency weights; see
+    :meth:`~streameval.metrics.base.Metric.interval`). Multiclass: ``micro`` is one
+    proportion of the summed counts (Wilson); ``macro`` and ``weighted`` a normal
+    interval around the average whose variance combines the classes' Wilson
+    variances as if they were independent.
+    (``micro`` counts each event once per class it is a negative of, ``k - 1``
+    times with ``k`` classes, as its value does: a narrower interval than the
+    events alone would give.)
+
+    >>> [round(v, 6) for v in m.interval(0.95)]
+    [0.094531, 0.905469]
     """
 
 
@@ -1298,6 +1449,11 @@ class _BinarySpecificity(Specificity, _BinaryView, case="binary"):
         tn = cm.tn
         return _div(tn, tn + cm.fp)
 
+    def _counts(self):
+        cm = self.cm
+        x = cm.tn
+        return x, x + cm.fp
+
 
 class _MultiClassSpecificity(Specificity, _MultiView, case="multiclass"):
 
@@ -1306,6 +1462,12 @@ class _MultiClassSpecificity(Specificity, _MultiView, case="multiclass"):
         if self.average == "micro":
             return _div(tn.sum(), fp.sum() + tn.sum())
         return _average(_per_class(tn, fp + tn), true, self.average)
+
+    def _counts(self):
+        fp, tn, true = _negatives(self.cm)
+        if self.average == "micro":
+            return tn.sum(), fp.sum() + tn.sum()
+        return tn, fp + tn, true
 
 
 

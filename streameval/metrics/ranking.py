@@ -5,7 +5,8 @@ weighted positive and negative totals per distinct score, in score order, and th
 weighted Mann–Whitney statistic ``U``. From it:
 
 - :class:`ROCAUC` ``= U / (P * N)`` (ties count one half), `O(1)`; :class:`Gini`
-  ``= 2 * AUC - 1``;
+  ``= 2 * AUC - 1``; both with ``interval(level)``, DeLong's confidence interval, exact
+  from the score order in one numpy pass (:func:`_delong`), cached until the next change;
 - :class:`AveragePrecision` ``= sum_n (R_n - R_{n-1}) P_n`` over the distinct scores
   from high to low, one numpy pass, cached until the next change;
   :class:`InterpolatedAP` (area under the precision envelope) and
@@ -43,8 +44,14 @@ import math
 
 import numpy as np
 
-from streameval.metrics.base import BinaryMetric, Cases, MultiClassMetric
-from streameval.metrics.scoreorder import ScoreOrder
+from streameval.metrics.base import (
+    BinaryMetric,
+    Cases,
+    Metric,
+    MultiClassMetric,
+    has_interval,
+)
+from streameval.metrics.scoreorder import ScoreOrder, delong_variance
 from streameval.validation import REVERT_SLACK as _SLACK
 from streameval.validation import (
     MAX_WEIGHT,
@@ -301,6 +308,18 @@ def _auc_bound(order):
         return _NAN
     w = order.weights()
     return 0.5 * float(np.dot(w[0], w[1])) / (order.pos_weight * order.neg_weight)
+
+
+def _delong(order, auc):
+    """DeLong's variance of ``auc``, the AUC of ``order`` (read as ``get`` reads it:
+    after merging deferred events and :meth:`ScoreOrder.refresh`), from its per-score
+    weights and its totals: one numpy pass (see
+    :func:`streameval.metrics.scoreorder.delong_variance`). NaN when undefined."""
+    p, n = order.pos_weight, order.neg_weight
+    if not (p > 1.0 and n > 1.0) or auc != auc:
+        return _NAN
+    wp, wn = order.weights(copy=False)  # (only read below)
+    return delong_variance(wp, wn, auc, p, n, order.exact_ints())
 
 
 def _ap_bound(order):
@@ -667,10 +686,24 @@ class OrderView:
         if m._so is not so:
             m._so = so
             m._cached_stamp = -1
+            m._delong_key = None  # (ROCAUC's cached variance: let the old order go)
         return m
 
     def get(self):
         return self._linked().get()
+
+    @property
+    def _has_interval(self):
+        return has_interval(self._metric)
+
+    def interval(self, level=0.95):
+        """The template kind's ``interval(level)`` on the owner's order (ROCAUC and
+        Gini: DeLong, cached until the order changes); ``NotImplementedError`` for a
+        kind without one (see :func:`streameval.metrics.base.has_interval`)."""
+        return self._linked().interval(level)
+
+    def _interval_parts(self):
+        return self._linked()._interval_parts()
 
     def to_state(self):
         owner = self._inner(self.owner)
@@ -804,6 +837,65 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
             return o.u / (o.pos_weight * o.neg_weight)
         return _NAN
 
+    # -- confidence interval (DeLong) ---------------------------------------------
+    _has_interval = True
+    #: (score order, its stamp) of the cached DeLong variance, see :meth:`_delong`
+    _delong_key = None
+    _delong_var = _NAN
+
+    def _delong(self):
+        """``(AUC, DeLong variance)``, the variance cached until the score order changes
+        (keyed by the order and its stamp: an :class:`OrderView` may point this
+        metric at another order)."""
+        auc = _BinaryROCAUC.get(self)  # merges deferred events, refreshes U and totals
+        o = self._so
+        key = self._delong_key
+        if key is None or key[0] is not o or key[1] != o.stamp:
+            self._delong_var = _delong(o, auc)
+            self._delong_key = (o, o.stamp)
+        return auc, self._delong_var
+
+    def _interval_parts(self):
+        auc, var = self._delong()
+        if auc != auc or var != var:
+            return None
+        return ["normal", auc, var, 0.0, 1.0]
+
+    def interval(self, level=0.95):
+        """DeLong confidence interval ``(low, high)`` of the AUC at confidence
+        ``level``: ``AUC +- z sqrt(Var)`` clipped to ``[0, 1]``, with
+        ``z = NormalDist().inv_cdf(0.5 + level / 2)``.
+
+        ``Var`` is DeLong's (DeLong, DeLong and Clarke-Pearson 1988), exact, from the
+        score order: with ``P``, ``N`` the positive and negative weight, for each
+        distinct score ``s``, ``V10(s) = (W_neg(< s) + W_neg(= s) / 2) / N`` and
+        ``V01(s) = (W_pos(> s) + W_pos(= s) / 2) / P``;
+        ``S10 = sum_s W_pos(= s) (V10(s) - AUC)^2 / (P - 1)``,
+        ``S01 = sum_s W_neg(= s) (V01(s) - AUC)^2 / (N - 1)``,
+        ``Var = S10 / P + S01 / N``. Weights are frequency weights (an event of weight 2
+        counts as two events, as scikit-learn's ``sample_weight``): integer weights
+        give exactly the interval of the stream with rows repeated. ``(nan, nan)``
+        when the AUC is undefined or ``P <= 1`` or ``N <= 1`` (no variance estimate).
+        With ``bins``, the interval of the binned AUC (scores replaced by their bins;
+        ``error_bound()`` is not added). ``ValueError`` for a ``level`` that is not a
+        number in ``(0, 1)``.
+
+        Runtime complexity: one numpy pass over the ``n`` distinct scores, `O(n)`,
+        cached until the next change (then `O(1)`).
+
+        >>> from streameval import ROCAUC
+        >>> y = [1, 0, 1, 1, 0, 1, 0, 0, 1, 0]
+        >>> auc = ROCAUC().update_many(y, [.95, .9, .85, .8, .7, .6, .5, .4, .3, .2])
+        >>> auc.get(), [round(v, 6) for v in auc.interval(0.95)]
+        (0.68, [0.304014, 1.0])
+
+        Parameters
+        ----------
+        level
+            The confidence level, a real number in ``(0, 1)``; default 0.95.
+        """
+        return Metric.interval(self, level)
+
     def error_bound(self):
         """Guaranteed bound on ``|get() - exact AUC|``: 0 when exact; with bins, half
         the weight of the (positive, negative) pairs that share a bin over ``P * N``
@@ -846,6 +938,32 @@ class Gini(_BinaryROCAUC):
     def error_bound(self):
         """Guaranteed bound on ``|get() - exact Gini|`` (twice the AUC bound)."""
         return 2.0 * super().error_bound()
+
+    def _interval_parts(self):
+        auc, var = self._delong()
+        if auc != auc or var != var:
+            return None
+        return ["normal", 2.0 * auc - 1.0, 4.0 * var, -1.0, 1.0]
+
+    def interval(self, level=0.95):
+        """Confidence interval ``(low, high)`` of the Gini coefficient: ``2 * AUC
+        interval - 1``, the AUC's DeLong interval (see :meth:`ROCAUC.interval`),
+        clipped to ``[-1, 1]``. ``(nan, nan)`` when undefined.
+
+        Runtime complexity: as :meth:`ROCAUC.interval`.
+
+        >>> from streameval import Gini
+        >>> y = [1, 0, 1, 1, 0, 1, 0, 0, 1, 0]
+        >>> g = Gini().update_many(y, [.95, .9, .85, .8, .7, .6, .5, .4, .3, .2])
+        >>> round(g.get(), 6), [round(v, 6) for v in g.interval(0.95)]
+        (0.36, [-0.391973, 1.0])
+
+        Parameters
+        ----------
+        level
+            The confidence level, a real number in ``(0, 1)``; default 0.95.
+        """
+        return Metric.interval(self, level)
 
 
 class AveragePrecision(_RankingFront):
@@ -1434,6 +1552,72 @@ class _MultiClassROCAUC(ROCAUC, _OVRRanking, case="multiclass"):
     def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None):
         _binary_labels_only(pos_label, neg_label)
         _OVRRanking.__init__(self, average, bins)
+
+    # -- confidence interval (DeLong per class) ---------------------------------
+    _has_interval = True
+    _delong_key = None
+    _delong_parts = None
+
+    def _set_data(self, data):
+        _OVRRanking._set_data(self, data)
+        self._delong_key = self._delong_parts = None  # (let the old orders go)
+
+    def _interval_parts(self):
+        value = self.get()
+        # the orders themselves are in the key: a restored state has new orders whose
+        # stamps may repeat the old ones'
+        key = (self._stamp(), tuple(self._classes.values()), self._micro)
+        if key != self._delong_key:
+            self._delong_parts = None if value != value else self._ovr_parts(value)
+            self._delong_key = key
+        return self._delong_parts
+
+    def _ovr_parts(self, value):
+        if self.average == "micro":
+            o = self._micro
+            var = _delong(o, o.auc())
+        else:
+            present = [o for o in self._classes.values() if o.nz_pos]
+            variances = np.array([_delong(o, o.auc()) for o in present])
+            if self.average == "macro":
+                a = np.full(len(present), 1.0 / len(present))
+            else:
+                support = np.array([o.pos_weight for o in present])
+                a = support / support.sum()
+            var = float(np.sum(a * a * variances))
+        return None if var != var else ["normal", value, var, 0.0, 1.0]
+
+    def interval(self, level=0.95):
+        """Confidence interval ``(low, high)`` of the one-vs-rest AUC at ``level``.
+
+        ``"macro"`` and ``"weighted"``: a normal interval around the average whose
+        variance combines each present class's DeLong variance (see
+        :meth:`ROCAUC.interval`) with the average's weights (``1/K``; positive weight
+        over the total), ``Var = sum_c a_c^2 Var_c``: the classes' AUCs taken as
+        independent (they are not quite: they share the events), clipped to
+        ``[0, 1]``. ``"micro"``: DeLong's interval of the AUC of all (event, class)
+        pairs, taken as independent events. ``(nan, nan)`` when the AUC is undefined or
+        a present class has no variance estimate (``P <= 1`` or ``N <= 1``). Weights
+        are frequency weights.
+
+        Runtime complexity: one numpy pass per class over its distinct scores, cached
+        until the next change.
+
+        >>> from streameval import ROCAUC
+        >>> auc = ROCAUC(average="macro")
+        >>> auc.update_many(["a", "b", "a", "b", "a", "b"],
+        ...                 [{"a": .9, "b": .1}, {"a": .2, "b": .8}, {"a": .6, "b": .4},
+        ...                  {"a": .7, "b": .3}, {"a": .3, "b": .7}, {"a": .1, "b": .9}])
+        ROCAUC: 0.777778
+        >>> [round(v, 6) for v in auc.interval(0.95)]
+        [0.433447, 1.0]
+
+        Parameters
+        ----------
+        level
+            The confidence level, a real number in ``(0, 1)``; default 0.95.
+        """
+        return Metric.interval(self, level)
 
 
 class _MultiClassAveragePrecision(AveragePrecision, _OVRRanking, case="multiclass"):

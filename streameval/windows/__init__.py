@@ -15,6 +15,10 @@ and ``score_bounds``, so a Monitor validates a batch once for all its windows.
   non-overlapping windows of ``size`` events or ``period`` seconds and reports each
   closed window once. It never reverts, so it works with any metric.
 
+Both have ``interval(level)`` over a metric that has one (see
+:func:`streameval.metrics.base.has_interval`): the wrapped metric's interval over the
+sliding window's events, or over the last closed tumbling window's.
+
 Event times ``t`` are parsed by :mod:`streameval.events` (:func:`as_seconds`,
 :func:`as_seconds_array`, re-exported here): epoch seconds (int or float),
 :class:`datetime.datetime` (naive means UTC) or :class:`numpy.datetime64`.

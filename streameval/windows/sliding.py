@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from streameval.metrics.base import Cases, from_state
+from streameval.metrics.base import Cases, Metric, from_state, has_interval
 from streameval.validation import ValidationError
 from streameval.windows.common import (
     batch_input,
@@ -250,6 +250,42 @@ class Sliding(Cases):
         Runtime complexity: the wrapped metric's ``get``.
         """
         return self._get()
+
+    # -- confidence interval -----------------------------------------------------
+    @property
+    def _has_interval(self):
+        return has_interval(self.metric)
+
+    def _interval_subject(self):
+        return f"Sliding over {type(self.metric).__name__}"
+
+    def _interval_parts(self):
+        return self.metric._interval_parts()
+
+    def interval(self, level=0.95):
+        """The wrapped metric's confidence interval ``(low, high)`` over the window's
+        events at confidence ``level``: exactly the interval of a fresh metric fed the
+        events in the window (see :meth:`streameval.metrics.base.Metric.interval`;
+        weights are frequency weights). ``(nan, nan)`` when undefined (an empty window).
+        ``NotImplementedError`` over a metric without an interval
+        (:func:`streameval.metrics.base.has_interval`), ``ValueError`` for a ``level``
+        not in ``(0, 1)``.
+
+        Runtime complexity: the wrapped metric's ``interval``.
+
+        >>> import streameval as se
+        >>> win = se.Sliding(se.Recall(), size=10)
+        >>> win.update_many([1] * 12, [0.1, 0.1] + [0.9] * 8 + [0.1] * 2)
+        Sliding(Recall, size=10): 0.800000
+        >>> [round(v, 6) for v in win.interval(0.95)]
+        [0.490162, 0.943318]
+
+        Parameters
+        ----------
+        level
+            The confidence level, a real number in ``(0, 1)``; default 0.95.
+        """
+        return Metric.interval(self, level)
 
     @property
     def newest(self):

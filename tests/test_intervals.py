@@ -1,0 +1,703 @@
+"""Confidence intervals (``interval(level)``), each checked against an independent oracle:
+statsmodels' Wilson interval for the proportions, a brute-force pairwise DeLong written
+here from the definition for ROCAUC and Gini, fresh metrics fed the window's events for
+windows."""
+
+import json
+import math
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from statsmodels.stats.proportion import proportion_confint
+
+import streameval as se
+from streameval.metrics import ranking
+from streameval.metrics.base import has_interval, wilson_interval
+from streameval.metrics.ranking import OrderView
+
+LEVELS = (0.5, 0.8, 0.9, 0.95, 0.99, 0.999)
+NAN2 = (math.nan, math.nan)
+
+
+def z_of(level):
+    return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+def is_nan2(iv):
+    return isinstance(iv, tuple) and len(iv) == 2 and all(math.isnan(v) for v in iv)
+
+
+def close(a, b, tol=1e-12):
+    assert isinstance(a, tuple) and len(a) == 2 and all(type(v) is float for v in a), a
+    if is_nan2(b):
+        assert is_nan2(a), (a, b)
+        return
+    assert abs(a[0] - b[0]) <= tol and abs(a[1] - b[1]) <= tol, (a, b)
+
+
+def sm_wilson(x, n, level):
+    """statsmodels' Wilson interval of x / n (the oracle)."""
+    if n <= 0:
+        return NAN2
+    lo, hi = proportion_confint(x, n, alpha=1 - level, method="wilson")
+    return float(lo), float(hi)
+
+
+# ------------------------------------------------------------------ proportions: binary
+
+
+def cells(y, s, w, threshold=0.5):
+    """tp, fp, fn, tn weighted sums, by numpy (independent of the metrics)."""
+    y, s = np.asarray(y, dtype=bool), np.asarray(s, dtype=float)
+    w = np.ones(len(y)) if w is None else np.asarray(w, dtype=float)
+    pred = s >= threshold
+    return (float(w[y & pred].sum()), float(w[~y & pred].sum()),
+            float(w[y & ~pred].sum()), float(w[~y & ~pred].sum()))
+
+
+BINARY = {
+    "Accuracy": (se.Accuracy, lambda tp, fp, fn, tn: (tp + tn, tp + fp + fn + tn)),
+    "ErrorRate": (se.ErrorRate, lambda tp, fp, fn, tn: (fp + fn, tp + fp + fn + tn)),
+    "Precision": (se.Precision, lambda tp, fp, fn, tn: (tp, tp + fp)),
+    "Recall": (se.Recall, lambda tp, fp, fn, tn: (tp, tp + fn)),
+    "FPR": (se.FPR, lambda tp, fp, fn, tn: (fp, fp + tn)),
+    "Specificity": (se.Specificity, lambda tp, fp, fn, tn: (tn, tn + fp)),
+}
+
+
+def stream(rng, n, weights=None, distinct=None):
+    y = rng.random(n) < 0.4
+    s = rng.random(n) if distinct is None else rng.integers(0, distinct, n) / distinct
+    s = np.where(y, np.minimum(s + 0.15, 1.0), s)
+    if weights == "int":
+        w = rng.integers(0, 4, n).astype(float)
+    elif weights == "float":
+        w = rng.choice([0.0, 0.25, 1.0, 1.7, 3.5], n)
+    else:
+        w = None
+    return y, s, w
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("weights", [None, "int", "float"])
+def test_binary_proportions_equal_statsmodels_wilson(name, weights):
+    cls, xn = BINARY[name]
+    rng = np.random.default_rng(len(name) * 7 + len(str(weights)))
+    for n in (1, 2, 5, 30, 400):
+        y, s, w = stream(rng, n, weights)
+        m = cls().update_many(y, s, w)
+        x, tot = xn(*cells(y, s, w))
+        for level in LEVELS:
+            close(m.interval(level), sm_wilson(x, tot, level))
+        assert m.interval() == m.interval(0.95)
+
+
+@pytest.mark.parametrize("kind", sorted(BINARY) + ["ROCAUC", "Gini"])
+@pytest.mark.parametrize("zeros", [False, True])
+def test_integer_weights_equal_repeated_rows(kind, zeros):
+    cls = getattr(se, kind)
+    rng = np.random.default_rng(3)
+    y, s, w = stream(rng, 200, "int", distinct=25)
+    if not zeros:
+        w = np.maximum(w, 1.0)
+    weighted = cls().update_many(y, s, w)
+    reps = w.astype(int)
+    repeated = cls().update_many(np.repeat(y, reps), np.repeat(s, reps))
+    for level in LEVELS:
+        if zeros and kind in ("ROCAUC", "Gini"):
+            # events of weight 0 keep their scores in the order: the same sums over
+            # longer arrays, added in another order (numpy's pairwise sums)
+            close(weighted.interval(level), repeated.interval(level), 1e-15)
+        else:
+            assert weighted.interval(level) == repeated.interval(level)
+
+
+def test_wilson_interval_equals_statsmodels():
+    for x, n in [(0, 1), (1, 1), (3, 10), (8, 10), (0.5, 2.25), (999, 1000), (1e6, 3e6)]:
+        for level in LEVELS:
+            lo, hi = wilson_interval(x, n, z_of(level))
+            close((max(0.0, lo), min(1.0, hi)), sm_wilson(x, n, level))
+
+
+def test_shared_confusion_matrix_views_have_intervals():
+    cm = se.ConfusionMatrix(threshold=0.3)
+    views = {k: cls(cm=cm) for k, (cls, _) in BINARY.items()}
+    rng = np.random.default_rng(5)
+    y, s, w = stream(rng, 300, "float")
+    cm.update_many(y, s, w)
+    c = cells(y, s, w, 0.3)
+    for k, v in views.items():
+        x, n = BINARY[k][1](*c)
+        close(v.interval(0.9), sm_wilson(x, n, 0.9))
+
+
+# -------------------------------------------------------------- proportions: multiclass
+
+
+CLASSES = ["a", "b", "c", "d"]
+
+
+def mc_stream(rng, n, weights=None):
+    y = rng.choice(CLASSES[:3], n)
+    p = np.where(rng.random(n) < 0.6, y, rng.choice(CLASSES, n))
+    w = None if weights is None else rng.choice([0.0, 0.5, 1.0, 2.0, 3.0], n)
+    return list(y), list(p), w
+
+
+def mc_counts(y, p, w):
+    """Per class (in sorted label order): tp, fp, fn, tn weights (one-vs-rest)."""
+    labels = sorted(set(y) | set(p))
+    w = np.ones(len(y)) if w is None else np.asarray(w, dtype=float)
+    y, p = np.asarray(y), np.asarray(p)
+    out = {}
+    for c in labels:
+        out[c] = tuple(float(w[m].sum()) for m in ((y == c) & (p == c), (y != c) & (p == c),
+                                                   (y == c) & (p != c), (y != c) & (p != c)))
+    return out
+
+
+MICRO = {
+    "Precision": lambda t: (sum(v[0] for v in t), sum(v[0] + v[1] for v in t)),
+    "Recall": lambda t: (sum(v[0] for v in t), sum(v[0] + v[2] for v in t)),
+    "FPR": lambda t: (sum(v[1] for v in t), sum(v[1] + v[3] for v in t)),
+    "Specificity": lambda t: (sum(v[3] for v in t), sum(v[1] + v[3] for v in t)),
+}
+PER_CLASS = {  # (x, n) per class, from (tp, fp, fn, tn)
+    "Precision": lambda v: (v[0], v[0] + v[1]),
+    "Recall": lambda v: (v[0], v[0] + v[2]),
+    "FPR": lambda v: (v[1], v[1] + v[3]),
+    "Specificity": lambda v: (v[3], v[1] + v[3]),
+}
+
+
+@pytest.mark.parametrize("weights", [None, "float"])
+def test_multiclass_accuracy_error_rate_and_micro_equal_statsmodels(weights):
+    rng = np.random.default_rng(11 if weights else 12)
+    for n in (1, 3, 50, 300):
+        y, p, w = mc_stream(rng, n, weights)
+        counts = list(mc_counts(y, p, w).values())
+        total = float(np.sum(np.ones(n) if w is None else w))
+        right = sum(v[0] for v in counts)
+        acc = se.Accuracy(multiclass=True).update_many(y, p, w)
+        err = se.ErrorRate(multiclass=True).update_many(y, p, w)
+        for level in LEVELS:
+            close(acc.interval(level), sm_wilson(right, total, level))
+            close(err.interval(level), sm_wilson(total - right, total, level))
+        for name, xn in MICRO.items():
+            m = getattr(se, name)(average="micro").update_many(y, p, w)
+            x, tot = xn(counts)
+            for level in LEVELS:
+                close(m.interval(level), sm_wilson(x, tot, level), 1e-11)
+
+
+@pytest.mark.parametrize("average", ["macro", "weighted"])
+@pytest.mark.parametrize("name", sorted(PER_CLASS))
+def test_multiclass_macro_and_weighted_combine_per_class_wilson_variances(name, average):
+    """Oracle: the per-class Wilson intervals of statsmodels give each class's variance
+    ((half-width / z)^2); the average's weights combine them as independent."""
+    rng = np.random.default_rng(len(name) + len(average))
+    for n in (2, 10, 200):
+        y, p, w = mc_stream(rng, n, "float" if n == 200 else None)
+        counts = mc_counts(y, p, w)
+        m = getattr(se, name)(average=average).update_many(y, p, w)
+        value, terms = [], []
+        for c, v in counts.items():
+            x, tot = PER_CLASS[name](v)
+            if tot == 0:
+                continue
+            support = v[0] + v[2]  # true weight of the class
+            value.append(x / tot)
+            terms.append((x, tot, support))
+        if not terms or (average == "weighted" and sum(t[2] for t in terms) == 0):
+            assert is_nan2(m.interval())
+            continue
+        if average == "macro":
+            a = np.full(len(terms), 1.0 / len(terms))
+        else:
+            sup = np.array([t[2] for t in terms])
+            a = sup / sup.sum()
+        center = float(np.dot(a, value))
+        assert m.get() == pytest.approx(center, abs=1e-12)
+        for level in LEVELS:
+            z = z_of(level)
+            var = 0.0
+            for ai, (x, tot, _) in zip(a, terms):
+                lo, hi = sm_wilson(x, tot, level)
+                # statsmodels clips to [0, 1]: recompute the unclipped half-width
+                lo_u, hi_u = wilson_interval(x, tot, z)
+                assert (lo, hi) == pytest.approx((max(lo_u, 0), min(hi_u, 1)), abs=1e-12)
+                var += ai * ai * ((hi_u - lo_u) / 2 / z) ** 2
+            half = z * math.sqrt(var)
+            close(m.interval(level), (max(0.0, center - half), min(1.0, center + half)))
+
+
+# --------------------------------------------------------------------------- DeLong
+
+
+def psi(a, b):
+    return 1.0 if a > b else 0.5 if a == b else 0.0
+
+
+def brute_delong(y, s, w=None):
+    """(AUC, variance) by the pairwise definition, O(P * N); w: frequency weights."""
+    w = [1.0] * len(y) if w is None else list(w)
+    pos = [(si, wi) for yi, si, wi in zip(y, s, w) if yi]
+    neg = [(si, wi) for yi, si, wi in zip(y, s, w) if not yi]
+    P, N = sum(wi for _, wi in pos), sum(wi for _, wi in neg)
+    if not (P > 0 and N > 0):
+        return math.nan, math.nan
+    A = sum(wi * wj * psi(si, sj) for si, wi in pos for sj, wj in neg) / (P * N)
+    if P <= 1 or N <= 1:
+        return A, math.nan
+    v10 = [sum(wj * psi(si, sj) for sj, wj in neg) / N for si, _ in pos]
+    v01 = [sum(wi * psi(si, sj) for si, wi in pos) / P for sj, _ in neg]
+    s10 = sum(wi * (v - A) ** 2 for (_, wi), v in zip(pos, v10)) / (P - 1)
+    s01 = sum(wj * (v - A) ** 2 for (_, wj), v in zip(neg, v01)) / (N - 1)
+    return A, s10 / P + s01 / N
+
+
+def brute_interval(y, s, w, level, gini=False):
+    A, var = brute_delong(y, s, w)
+    if math.isnan(A) or math.isnan(var):
+        return NAN2
+    half = z_of(level) * math.sqrt(var)
+    lo, hi = max(0.0, A - half), min(1.0, A + half)
+    return (2 * lo - 1, 2 * hi - 1) if gini else (lo, hi)
+
+
+events = st.lists(
+    st.tuples(st.booleans(), st.sampled_from([0.0, 0.1, 0.2, 0.5, 0.7, 0.9, 1.0]),
+              st.sampled_from([0.0, 0.5, 1.0, 1.0, 1.0, 2.0, 3.0, 1.7])),
+    min_size=0, max_size=25)
+
+
+@settings(deadline=None, max_examples=200)
+@given(events, st.sampled_from(LEVELS), st.booleans())
+def test_rocauc_interval_equals_brute_force_delong(evs, level, weighted):
+    y = [e[0] for e in evs]
+    s = [e[1] for e in evs]
+    w = [e[2] for e in evs] if weighted else None
+    one = se.ROCAUC()
+    for i in range(len(y)):
+        one.update(y[i], s[i], 1.0 if w is None else w[i])
+    batch = se.ROCAUC().update_many(y, s, w) if y else se.ROCAUC()
+    want = brute_interval(y, s, w, level)
+    close(one.interval(level), want)
+    close(batch.interval(level), want)
+    gini = se.Gini().update_many(y, s, w) if y else se.Gini()
+    close(gini.interval(level), brute_interval(y, s, w, level, gini=True))
+
+
+def test_rocauc_interval_equals_brute_force_in_every_layout(layout):
+    rng = np.random.default_rng(21)
+    m = se.ROCAUC()
+    y_all, s_all, w_all = [], [], []
+    for step in range(12):
+        y, s, w = stream(rng, int(rng.integers(1, 40)), "float", distinct=20)
+        if step % 3 == 2:  # per event
+            for yi, si, wi in zip(y, s, w):
+                m.update(bool(yi), float(si), float(wi))
+        else:
+            m.update_many(y, s, w)
+        y_all += list(y)
+        s_all += list(s)
+        w_all += list(w)
+        if step % 4 == 3:  # revert the oldest 10
+            m.revert_many(y_all[:10], s_all[:10], w_all[:10])
+            del y_all[:10], s_all[:10], w_all[:10]
+        for level in (0.9, 0.95):
+            close(m.interval(level), brute_interval(y_all, s_all, w_all, level))
+
+
+def test_rocauc_large_weights_refresh_then_interval_is_right():
+    """A huge weight added then reverted: the order refreshes U and the totals (as get
+    does) before the interval reads them."""
+    rng = np.random.default_rng(8)
+    y, s, w = stream(rng, 60, "float")
+    m = se.ROCAUC().update_many(y, s, w)
+    m.update(True, 0.42, 1e12)
+    m.update(False, 0.41, 1e12)
+    m.revert(True, 0.42, 1e12)
+    m.revert(False, 0.41, 1e12)
+    close(m.interval(0.95), brute_interval(list(y), list(s), list(w), 0.95), 1e-9)
+
+
+def test_binned_rocauc_is_delong_of_the_binned_scores():
+    rng = np.random.default_rng(9)
+    y, s, w = stream(rng, 150, "float")
+    bins = 7
+    binned = np.minimum(np.floor(np.clip(s, 0, 1) * bins), bins - 1)
+    m = se.ROCAUC(bins=bins).update_many(y, s, w)
+    close(m.interval(0.9), brute_interval(list(y), list(binned), list(w), 0.9))
+
+
+def test_delong_known_value_by_hand():
+    """Scores neg < pos < neg < pos: V10 = 1/2, 1; V01 = 1, 1/2; AUC 3/4;
+    S10 = S01 = 1/8; Var = 1/16 + 1/16."""
+    m = se.ROCAUC().update_many([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4])
+    half = z_of(0.8) * math.sqrt(0.125)
+    assert m.interval(0.8) == pytest.approx((0.75 - half, 1.0), abs=1e-15)
+
+
+@pytest.mark.parametrize("average", ["macro", "weighted", "micro"])
+def test_multiclass_rocauc_combines_per_class_delong(average):
+    rng = np.random.default_rng(31)
+    classes = ["x", "y", "z"]
+    n = 40
+    y = list(rng.choice(classes, n))
+    probs = []
+    for c in y:
+        raw = rng.random(3) + 0.6 * np.array([k == c for k in classes])
+        raw = np.round(raw / raw.sum(), 1)  # ties
+        probs.append({k: float(v) for k, v in zip(classes, raw) if v > 0 or k == "x"})
+    w = list(rng.choice([0.5, 1.0, 2.0], n))
+    m = se.ROCAUC(average=average).update_many(y, probs, w)
+    if average == "micro":
+        fy, fs, fw = [], [], []
+        for c, d, wi in zip(y, probs, w):
+            for k in classes:
+                fy.append(c == k)
+                fs.append(d.get(k, 0.0))
+                fw.append(wi)
+        A, var = brute_delong(fy, fs, fw)
+    else:
+        aucs, variances, support = [], [], []
+        for k in classes:
+            yk = [c == k for c in y]
+            A_k, v_k = brute_delong(yk, [d.get(k, 0.0) for d in probs], w)
+            aucs.append(A_k)
+            variances.append(v_k)
+            support.append(sum(wi for wi, c in zip(w, y) if c == k))
+        a = (np.full(3, 1 / 3) if average == "macro"
+             else np.array(support) / sum(support))
+        A = float(np.dot(a, aucs))
+        var = float(np.sum(a * a * np.array(variances)))
+    assert m.get() == pytest.approx(A, abs=1e-12)
+    for level in LEVELS:
+        half = z_of(level) * math.sqrt(var)
+        close(m.interval(level), (max(0.0, A - half), min(1.0, A + half)))
+    # cached, and equal after a state round trip (new orders, possibly equal stamps)
+    copy = se.from_state(json.loads(json.dumps(m.to_state())))
+    close(copy.interval(0.9), m.interval(0.9))
+
+
+def test_multiclass_rocauc_undefined():
+    m = se.ROCAUC(average="macro")
+    assert is_nan2(m.interval())
+    m.update("a", {"a": 0.9, "b": 0.1})
+    m.update("b", {"a": 0.2, "b": 0.8})
+    assert not math.isnan(m.get())
+    assert is_nan2(m.interval())  # one positive per class: no variance estimate
+
+
+# --------------------------------------------------------------------------- caching
+
+
+def test_interval_is_cached_until_the_order_changes(monkeypatch):
+    calls = []
+    real = ranking.delong_variance
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ranking, "delong_variance", counting)
+    rng = np.random.default_rng(2)
+    y, s, w = stream(rng, 100, "float", distinct=30)
+    m = se.ROCAUC().update_many(y, s, w)
+    first = m.interval(0.9)
+    m.interval(0.95)
+    m.get()
+    assert m.interval(0.9) == first
+    assert len(calls) == 1
+    m.update(True, 0.33, 2.0)
+    after = m.interval(0.9)
+    assert len(calls) == 2
+    fresh = se.ROCAUC().update_many(np.append(y, True), np.append(s, 0.33), np.append(w, 2.0))
+    close(after, fresh.interval(0.9))  # (the fresh metric's own pass: 3)
+    m.revert(True, 0.33, 2.0)
+    close(m.interval(0.9), first)
+    m.interval(0.5)
+    assert len(calls) == 4
+
+
+@pytest.mark.parametrize("kind", ["ROCAUC", "Gini", "Recall", "Accuracy"])
+def test_interval_after_updates_and_reverts_equals_a_fresh_metric(kind):
+    rng = np.random.default_rng(13)
+    m = getattr(se, kind)()
+    ys, ss, ws = [], [], []
+    for step in range(30):
+        k = int(rng.integers(1, 8))
+        y, s, w = stream(rng, k, "float", distinct=10)
+        if step % 2:
+            m.update_many(y, s, w)
+        else:
+            for yi, si, wi in zip(y, s, w):
+                m.update(bool(yi), float(si), float(wi))
+        ys += list(y)
+        ss += list(s)
+        ws += list(w)
+        if step % 5 == 4:
+            j = int(rng.integers(0, len(ys)))
+            m.revert(bool(ys[j]), float(ss[j]), float(ws[j]))
+            del ys[j], ss[j], ws[j]
+        fresh = getattr(se, kind)().update_many(ys, ss, ws)
+        for level in (0.8, 0.95):
+            close(m.interval(level), fresh.interval(level), 1e-10)
+
+
+# --------------------------------------------------------------------------- windows
+
+
+@pytest.mark.parametrize("kind", ["ROCAUC", "Recall", "Accuracy", "Gini"])
+def test_count_sliding_interval_equals_a_fresh_metric_over_the_window(kind):
+    rng = np.random.default_rng(17)
+    win = se.Sliding(getattr(se, kind)(), size=50)
+    assert is_nan2(win.interval())
+    for step in range(25):
+        y, s, w = stream(rng, int(rng.integers(1, 30)), "float", distinct=15)
+        if step % 3 == 0:
+            for yi, si, wi in zip(y, s, w):
+                win.update(bool(yi), float(si), float(wi))
+        else:
+            win.update_many(y, s, w)
+        evs = win.events()
+        fresh = getattr(se, kind)().update_many([e[0] for e in evs], [e[1] for e in evs],
+                                                [e[2] for e in evs])
+        close(win.interval(0.9), fresh.interval(0.9), 1e-10)
+        if kind == "ROCAUC":
+            close(win.interval(0.9), brute_interval(
+                [e[0] for e in evs], [e[1] for e in evs], [e[2] for e in evs], 0.9), 1e-10)
+
+
+def test_time_sliding_interval_equals_a_fresh_metric_over_the_window():
+    rng = np.random.default_rng(19)
+    for kind in ("ROCAUC", "Precision"):
+        win = se.Sliding(getattr(se, kind)(), period=20.0, lateness=5.0)
+        t = 0.0
+        for step in range(20):
+            y, s, w = stream(rng, int(rng.integers(1, 15)), "int", distinct=10)
+            ts = t + rng.random(len(y)) * 6
+            t += 3.0
+            win.update_many(y, s, w, t=ts)
+            evs = win.events()
+            fresh = getattr(se, kind)()
+            if evs:
+                fresh.update_many([e[1] for e in evs], [e[2] for e in evs], [e[3] for e in evs])
+            close(win.interval(0.95), fresh.interval(0.95), 1e-10)
+
+
+@pytest.mark.parametrize("kind", ["ROCAUC", "Recall", "Specificity"])
+def test_tumbling_interval_is_the_last_closed_windows(kind):
+    rng = np.random.default_rng(23)
+    seen = []
+    tum = se.Tumbling(getattr(se, kind)(), size=40,
+                      on_close=lambda r: seen.append(tum.interval(0.9)))
+    assert is_nan2(tum.interval())
+    events_all = []
+    for step in range(12):
+        y, s, w = stream(rng, int(rng.integers(5, 30)), "float", distinct=12)
+        if step % 2:
+            tum.update_many(y, s, w)
+        else:
+            for yi, si, wi in zip(y, s, w):
+                tum.update(bool(yi), float(si), float(wi))
+        events_all += list(zip(y, s, w))
+        closed = len(events_all) // 40
+        if closed:
+            last = events_all[(closed - 1) * 40:closed * 40]
+            fresh = getattr(se, kind)().update_many(*map(list, zip(*last)))
+            close(tum.interval(0.9), fresh.interval(0.9), 1e-10)
+            assert seen[-1] == tum.interval(0.9)
+            restored = se.from_state(json.loads(json.dumps(tum.to_state())))
+            assert restored.interval(0.9) == tum.interval(0.9)
+        else:
+            assert is_nan2(tum.interval(0.9))
+    assert len(seen) == len(events_all) // 40
+
+
+def test_time_tumbling_interval():
+    tum = se.Tumbling(se.Recall(), period=10.0)
+    tum.update_many([1, 1, 1, 0, 1], [0.9, 0.2, 0.8, 0.7, 0.9], t=[1.0, 2.0, 3.0, 4.0, 5.0])
+    assert is_nan2(tum.interval())
+    tum.update(1, 0.1, t=12.0)  # closes [0, 10): recall 3/4
+    close(tum.interval(0.95), sm_wilson(3, 4, 0.95))
+
+
+OLD_TUMBLING_STATE = {  # written by streameval before intervals existed
+    "type": "Tumbling", "version": 1,
+    "params": {"size": 3, "period": None, "lateness": 0.0, "origin": 0.0},
+    "data": {"template": {"type": "Recall", "version": 1,
+                          "params": {"threshold": 0.5, "pos_label": True, "neg_label": None},
+                          "data": {"tp": 0.0, "fp": 0.0, "fn": 0.0, "tn": 0.0,
+                                   "counts": [0, 0, 0, 0]}},
+             "metric": {"type": "Recall", "version": 1,
+                        "params": {"threshold": 0.5, "pos_label": True, "neg_label": None},
+                        "data": {"tp": 0.0, "fp": 1.0, "fn": 1.0, "tn": 0.0,
+                                 "counts": [0, 1, 1, 0]}},
+             "count": 2, "index": 1, "seen": 5, "open": [], "newest": None,
+             "closed_upto": None, "late": 0,
+             "pending": [{"index": 0, "start": 0, "end": 3, "n": 3,
+                          "value": 0.6666666666666666}],
+             "last": {"index": 0, "start": 0, "end": 3, "n": 3,
+                      "value": 0.6666666666666666}}}
+
+
+def test_tumbling_loads_a_state_from_before_intervals():
+    tum = se.from_state(json.loads(json.dumps(OLD_TUMBLING_STATE)))
+    assert tum.get() == pytest.approx(2 / 3)
+    assert is_nan2(tum.interval())  # the closed window's counts were not saved then
+    tum.update(1, 0.9)  # closes the window of (0, .7), (1, .1), (1, .9): recall 1/2
+    assert tum.get() == 0.5
+    close(tum.interval(0.9), sm_wilson(1, 2, 0.9))
+    state = tum.to_state()
+    assert state["data"]["last_interval"] == ["wilson", 1.0, 2.0]
+    with pytest.raises(ValueError, match="interval parts"):
+        se.from_state(dict(state, data=dict(state["data"], last_interval=["what", 1])))
+
+
+# ------------------------------------------------------------- undefined and refusals
+
+
+def test_undefined_intervals_are_nan():
+    for m in [se.Accuracy(), se.Recall(), se.Precision(), se.FPR(), se.ROCAUC(), se.Gini(),
+              se.Recall(average="macro"), se.Accuracy(multiclass=True),
+              se.Sliding(se.ROCAUC(), size=5), se.Tumbling(se.Accuracy(), size=5)]:
+        assert is_nan2(m.interval()), m
+    # precision without predicted positives; recall without positives
+    assert is_nan2(se.Precision().update_many([1, 0], [0.1, 0.2]).interval())
+    assert is_nan2(se.Recall().update_many([0, 0], [0.9, 0.2]).interval())
+    # one class only; one positive (P = 1: no variance estimate); weights of zero
+    assert is_nan2(se.ROCAUC().update_many([1, 1, 1], [0.1, 0.5, 0.9]).interval())
+    auc = se.ROCAUC().update_many([1, 0, 0, 0], [0.9, 0.1, 0.2, 0.3])
+    assert auc.get() == 1.0 and is_nan2(auc.interval())
+    assert is_nan2(se.Gini().update_many([1, 0, 0, 0], [0.9, 0.1, 0.2, 0.3]).interval())
+    auc = se.ROCAUC().update_many([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2], [0.5, 0.5, 3, 3])
+    assert is_nan2(auc.interval())  # P = 1 as a weight
+    assert is_nan2(se.Recall().update_many([1, 1], [0.9, 0.2], [0.0, 0.0]).interval())
+    # a perfect ranking: DeLong's variance is 0
+    auc = se.ROCAUC().update_many([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2])
+    assert auc.interval() == (1.0, 1.0)
+
+
+BAD_LEVELS = [0, 1, -0.1, 1.5, math.nan, math.inf, "0.9", True, False, None, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("level", BAD_LEVELS, ids=repr)
+def test_bad_levels_raise_naming_level(level):
+    owner = se.AveragePrecision().update_many([1, 0, 1], [0.9, 0.4, 0.3])
+    for m in [se.Recall().update_many([1, 1], [0.9, 0.1]), se.ROCAUC(), se.Gini(),
+              se.Precision(average="macro"), se.ROCAUC(average="micro"),
+              se.Sliding(se.Recall(), size=3), se.Tumbling(se.ROCAUC(), size=3),
+              OrderView(se.ROCAUC(), owner)]:
+        with pytest.raises(ValueError) as e:
+            m.interval(level)
+        assert str(e.value).startswith(f"level = {level!r}: must be a number in (0, 1)")
+        assert e.value.name == "level"
+
+
+def test_good_levels_of_numeric_types():
+    m = se.Recall().update_many([1, 1, 1], [0.9, 0.1, 0.8])
+    want = sm_wilson(2, 3, 0.9)
+    for level in (0.9, np.float64(0.9), np.float32(0.9)):
+        close(m.interval(level), sm_wilson(2, 3, float(level)))
+    close(m.interval(0.9), want)
+    from fractions import Fraction
+    close(m.interval(Fraction(9, 10)), want)
+    lo, hi = m.interval(1 - 2 ** -53)  # 0.5 + level / 2 rounds to 1: the tail formula
+    assert 0.0 <= lo < hi <= 1.0
+
+
+NO_INTERVAL = [se.F1(), se.FBeta(beta=2.0), se.FAlpha(alpha=0.3), se.MCC(),
+               se.BalancedAccuracy(), se.ConfusionMatrix(), se.F1(average="macro"),
+               se.AveragePrecision(), se.AveragePrecision(average="macro"),
+               se.InterpolatedAP(), se.ROCCurve(), se.LogLoss(), se.Brier(), se.MAE(),
+               se.NDCG(), se.Sliding(se.F1(), size=5), se.Tumbling(se.MAE(), size=5)]
+
+
+@pytest.mark.parametrize("m", NO_INTERVAL, ids=lambda m: type(m).__name__)
+def test_metrics_without_an_interval_raise_not_implemented(m):
+    assert not has_interval(m)
+    with pytest.raises(NotImplementedError) as e:
+        m.interval(0.9)
+    text = str(e.value)
+    assert type(getattr(m, "metric", m)).__name__ in text or type(m).__name__ in text
+    assert "Wilson" in text and "DeLong" in text and "ROCAUC" in text
+
+
+def test_has_interval():
+    for m in [se.Accuracy(), se.ErrorRate(multiclass=True), se.Precision(),
+              se.Recall(average="weighted"), se.FPR(average="micro"), se.Specificity(),
+              se.ROCAUC(), se.ROCAUC(bins=10), se.ROCAUC(average="macro"), se.Gini(),
+              se.Sliding(se.ROCAUC(), size=3), se.Sliding(se.Recall(), period=60.0),
+              se.Tumbling(se.Accuracy(), size=4), se.Tumbling(se.Gini(), period=5.0)]:
+        assert has_interval(m), m
+    assert not has_interval(object()) and not has_interval(None)
+    river_metrics = pytest.importorskip("river.metrics")
+    assert not has_interval(river_metrics.Accuracy())
+    win = se.Sliding(river_metrics.Accuracy(), size=3)
+    assert not has_interval(win)
+    with pytest.raises(NotImplementedError, match="Sliding over Accuracy"):
+        win.interval()
+    # a state round trip keeps it
+    assert has_interval(se.from_state(se.Tumbling(se.Recall(), size=2).to_state()))
+
+
+# ---------------------------------------------------------------- shared score orders
+
+
+def test_order_view_forwards_interval():
+    rng = np.random.default_rng(29)
+    y, s, w = stream(rng, 200, "float", distinct=40)
+    owner = se.AveragePrecision()
+    view = OrderView(se.ROCAUC(), owner)
+    gview = OrderView(se.Gini(), owner)
+    apview = OrderView(se.AveragePrecision(), se.ROCAUC())
+    assert has_interval(view) and has_interval(gview) and not has_interval(apview)
+    with pytest.raises(NotImplementedError, match="AveragePrecision"):
+        apview.interval()
+    assert is_nan2(view.interval())
+    owner.update_many(y, s, w)
+    close(view.interval(0.9), se.ROCAUC().update_many(y, s, w).interval(0.9))
+    close(view.interval(0.9), brute_interval(list(y), list(s), list(w), 0.9), 1e-10)
+    close(gview.interval(0.8), se.Gini().update_many(y, s, w).interval(0.8))
+    owner.update(True, 0.5, 3.0)  # the view's cache follows the owner's order
+    close(view.interval(0.9), se.ROCAUC().update_many(
+        np.append(y, True), np.append(s, 0.5), np.append(w, 3.0)).interval(0.9))
+    # over windows, as a Monitor shares them
+    from streameval.monitor import _inner
+    wowner = se.Sliding(se.AveragePrecision(), size=50)
+    wview = OrderView(se.Sliding(se.ROCAUC(), size=50), wowner, _inner)
+    assert has_interval(wview)
+    wowner.update_many(y, s, w)
+    close(wview.interval(0.9), se.ROCAUC().update_many(y[-50:], s[-50:], w[-50:]).interval(0.9))
+
+
+def test_monitor_metrics_intervals():
+    rng = np.random.default_rng(37)
+    m = se.Monitor.default(size=100)
+    y, s, _ = stream(rng, 300)
+    m.update_many(list(y), list(s))
+    metrics = m.segment_metrics()
+    close(metrics["roc_auc"].interval(0.9), se.ROCAUC().update_many(y, s).interval(0.9))
+    close(metrics["roc_auc@100"].interval(0.9),
+          se.ROCAUC().update_many(y[-100:], s[-100:]).interval(0.9))
+    close(metrics["recall@100"].interval(0.9),
+          se.Recall().update_many(y[-100:], s[-100:]).interval(0.9))
+    assert has_interval(metrics["accuracy"]) and not has_interval(metrics["f1"])
+    assert not has_interval(metrics["average_precision"])
+    assert not has_interval(metrics["log_loss@100"])
+    # a Monitor whose ROCAUC reads another metric's order (an OrderView of a ROCAUC)
+    from streameval.monitor import share_orders
+    shared = share_orders({"ap": se.AveragePrecision(), "auc": se.ROCAUC(),
+                           "ap@50": se.Sliding(se.AveragePrecision(), size=50),
+                           "auc@50": se.Sliding(se.ROCAUC(), size=50)})
+    assert isinstance(shared["auc"], OrderView) and isinstance(shared["auc@50"], OrderView)
+    shared["ap"].update_many(y, s)
+    shared["ap@50"].update_many(y, s)
+    close(shared["auc"].interval(0.9), se.ROCAUC().update_many(y, s).interval(0.9))
+    close(shared["auc@50"].interval(0.9),
+          se.ROCAUC().update_many(y[-50:], s[-50:]).interval(0.9))
