@@ -35,19 +35,21 @@ pre-change mean:
   log-odds differ from the history's by ``±0.05, ±0.1, ..., ±3.2`` (both directions),
   and the denominator the best single-rate likelihood of all of it. For every rate
   ``p``, ``E_j`` is at most ``Q_j / L_p``, a nonnegative martingale of mean 1 (a
-  probability over the observations divided by the true one), so by Ville's
-  inequality ``P(sup_t E_j(t) >= 1 / (alpha * pi_j)) <= alpha * pi_j``.
+  probability over the observations divided by the true one).
 * The candidate's share of the error budget is ``pi_j = (events since the previous
-  candidate) / horizon``, so the shares of the candidates opened within any
-  ``horizon`` events sum to at most 1: the union bound gives the guarantee.
-* The detector alarms when some candidate's ``E_j >= 1 / (alpha * pi_j)``; its
-  anytime-valid p-value is ``min_j 1 / (pi_j E_j)`` (:meth:`report`). It then records
-  a :class:`Change` (direction, rates before and after, the estimated start) and
-  starts its history again at the best candidate, so it can see the next change
-  (a recovery is a "rise").
+  candidate) / horizon``, so the shares of the candidates opened within the first
+  ``horizon`` events sum to at most 1. The shares depend only on *when* observations
+  arrive, which under the assumptions is independent of their values; given those
+  times, ``sum_j pi_j E_j`` is at most a nonnegative martingale that starts at 1.
+* The detector alarms when ``sum_j pi_j E_j(t) >= 1 / alpha`` (Ville's inequality:
+  probability at most ``alpha``, a Shiryaev–Roberts-type e-detector); its
+  anytime-valid p-value is ``1 / sum_j pi_j E_j`` (:meth:`report`). It then records
+  a :class:`Change` (direction, rates before and after, the estimated start: the
+  candidate with the largest term) and starts its history again there, so it can see
+  the next change (a recovery is a "rise").
 * Candidates are checked at block boundaries and thinned like an exponential
-  histogram (``keep`` per doubling of age): checking fewer candidates, or less often,
-  only spends less of the budget, never more.
+  histogram (``keep`` per doubling of age): leaving terms out of the sum, or checking
+  it less often, only makes alarms rarer, never more frequent.
 
 Indicator values of 1/2 (AUC ties) keep every bound (each likelihood ratio is convex
 in the observation). Weights: with unit weights the counts are exact; otherwise they
@@ -457,12 +459,14 @@ class SequentialDrift(BinaryMetric):
             mix = top + np.log(np.exp(parts - top[:, None]).sum(axis=1)) - _LOG_K
             log_e = c.log_pi + c.pre + mix - _log_max(s_all, n_all)
             best = int(np.argmax(log_e))
+            # the e-detector: the budget-weighted sum of the candidates' e-values
+            total = float(log_e[best]) + math.log(float(np.exp(log_e - log_e[best]).sum()))
             s0, n0 = _counts(float(c.W[best]), float(c.X[best]), float(c.Q[best]))
             before = s0 / n0
             after = float(s1[best] / n1[best]) if n1[best] > 0 else math.nan
-            p = math.exp(-float(log_e[best])) if log_e[best] > 0.0 else 1.0
+            p = math.exp(-total) if total > 0.0 else 1.0
             self._stat = (p, before, after, n0, float(n1[best]))
-            if log_e[best] >= self._log_alarm:
+            if total >= self._log_alarm:
                 self.changes.append(Change(
                     index=self.n - 1, t=self._t, start=int(c.e[best]),
                     direction="drop" if after < before else "rise",
@@ -481,8 +485,10 @@ class SequentialDrift(BinaryMetric):
               math.log((self.n - self._last_e) / self.horizon), self.n)
         self._last_e = self.n
         now = self._n // self.block
+        # ages [0, 2 keep) keep every block, then every 2nd over [2 keep, 4 keep), ...:
+        # ``keep`` candidates per doubling of age
         age = (now - c.b) // self.keep
-        step = np.left_shift(1, np.array([int(a).bit_length() for a in age.tolist()],
+        step = np.left_shift(1, np.array([max(int(a).bit_length() - 1, 0) for a in age.tolist()],
                                          dtype=np.int64))
         kept = np.flatnonzero(c.b % step == 0)
         if len(kept) < len(c):
