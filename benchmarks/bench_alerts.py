@@ -1,0 +1,851 @@
+"""Alerts: false alarms on stationary streams and delays on planted drops, old and new.
+
+One run measures the default monitor's alert rules before and after the sequential
+detectors (:class:`streameval.sequential.SequentialDrift`), the detectors alone, and
+river's ADWIN and Page-Hinkley on the same indicator streams:
+
+1. **False alarms.** ``--streams`` stationary streams of ``--events`` events at
+   positive rates 30% and 1%, with one segment and with 20 (each event's segment
+   uniform over 20 values; the whole stream is monitored too, as the Monitor does with
+   ``group_by`` and ``overall=True``). A stream counts as having a false alarm if any
+   rule fires / any detector instance (whole stream or segment) detects a change.
+   Shares with Clopper-Pearson 95% intervals, for:
+
+   * the old default rules: window z-tests of the last 10 000 events against the
+     first 10 000 (``recall drift p < 0.01``, ``precision drift p < 0.01``) evaluated
+     every 1 000 events;
+   * the new default rules (``recall alarm``, ``precision alarm``: SequentialDrift on
+     recall and precision at alpha = 0.005 each), run in a Monitor with one cheap
+     metric; a check at the start shows that the full ``Monitor.default()`` emits the
+     same transitions;
+   * SequentialDrift alone on recall, precision and roc_auc at alpha = 0.01;
+   * river's ``ADWIN()`` and ``PageHinkley()`` (defaults) on the recall, precision and
+     AUC-pair indicator streams.
+
+2. **Detection delay** on planted drops (``--pre`` healthy events, then up to
+   ``--post`` events of the changed model; ``--delay-streams`` streams per case):
+   recall 0.85 -> 0.80, recall 0.85 -> 0.70, precision 0.60 -> 0.50, AUC 0.90 -> 0.85,
+   at positive rates 30% and 1%. Median and 90th percentile of the delay (events from
+   the change to the first alarm after it; a missed drop counts as an infinite delay,
+   the percentiles are nearest-rank), the missed share, and the streams with an alarm
+   before the change.
+
+3. **Targets**, printed as PASS/FAIL: the new default rules' false-alarm share is at
+   most 1%; every planted drop is found within ``--post`` events (by the new default
+   rules or the relevant detector; the share found within a million is printed too);
+   the relevant detector's median delay is at most 1.5x ADWIN's when both run at
+   ADWIN's false-alarm rate. The detector's measured false-alarm share is far below
+   its bound (0 of 100 streams even at alpha 0.9), so no alpha < 1 reaches ADWIN's
+   rate: it is set over ``EXTENDED`` budgets, the largest whose measured share on the
+   one-segment stationary streams does not exceed ADWIN's (or the upper end of
+   ADWIN's 95% interval when ADWIN has none). A budget b is
+   ``SequentialDrift(alpha=0.5, horizon=500 000 / b)``, the same alarm threshold as
+   an "alpha" of b over a million events (at most b false alarms expected per million
+   events by the bound). The ratio with the largest alpha < 1 in ``GRID`` (a lower
+   false-alarm rate than ADWIN's) and at the default alpha 0.01 are printed beside
+   it. The delay streams run the relevant detector at alpha 0.01 and at the chosen
+   alpha and budget (submitted once the false-alarm streams are in).
+
+The stream model: binormal logits, ``score = sigmoid(mu_y + N(0, 1))`` (continuous
+floats, nearly all distinct), threshold 0.5, so recall = Phi(mu_1) and
+FPR = Phi(mu_0). ``mu_1 = Phi^-1(0.85)``; ``mu_0`` gives precision 0.60 at the
+positive rate (``FPR = pi R (1 - P) / (P (1 - pi))``). A recall drop lowers ``mu_1``
+(precision falls a little with it); a precision drop raises ``mu_0`` (FPR up, recall
+unchanged). AUC = Phi((mu_1 - mu_0) / sqrt 2): the AUC case starts from its own
+healthy model, ``mu_1 = Phi^-1(0.85)`` (recall 0.85) and ``mu_0 = mu_1 - sqrt 2
+Phi^-1(0.90)`` (AUC 0.90; precision 0.62 at 30%, 0.04 at 1%: the recall/precision
+model's AUC is 0.89 at 30% but 0.99 at 1%), and at the change moves ``mu_1`` down
+and ``mu_0`` up by the same amount, half of the separation lost (AUC 0.85): recall
+0.85 -> 0.81, FPR 0.22 -> 0.27, the natural consequence of a symmetric loss of
+separation. Every stream is generated with numpy from its own seed (config offset
++ stream index): the run is reproducible.
+
+The AUC indicator is the one ``SequentialDrift("roc_auc")`` watches: disjoint
+(positive, negative) pairs in arrival order, each event paired with the latest
+pending event of the other class (replicated here with numpy and checked against the
+detector's own pairing at the start).
+
+Detectors are fed whole streams (or big batches) with ``update_many``; ADWIN and
+Page-Hinkley are Python loops over the indicator values (stopped at the first alarm
+where only "any alarm" matters). Delay streams are fed in growing chunks after the
+change and stop once every detector has alarmed. For the grids, one detector per
+stream runs with a tiny alpha and horizon 1 and records its p-value at every check,
+times a million (the nominal p-value over a million events, read beyond 1): until its
+first alarm a detector at alpha (or budget) b follows exactly that path, so it alarms
+at the first check with ``p <= b`` (checked against real detectors at alpha 0.01 and
+at budget 1 000 on every stream); where that first crossing comes before the change,
+the detector at b is run for real (it restarts after an alarm).
+
+    python benchmarks/bench_alerts.py --quick          # smoke run, well under a minute
+    python benchmarks/bench_alerts.py                  # 100 x 1M events, 50 delay streams
+    python benchmarks/bench_alerts.py --jobs 4 --streams 200
+
+Results (default run, 2-core machine, 966 s wall with the test suite running beside
+it; 686-761 s alone; the full tables are what a run prints):
+
+* false alarms per stream of 1M events (100 streams per cell; 30% / 1% positives):
+  old default rules 42% / 43% (1 segment), 92% / 91% (20 segments); new default
+  rules 0% everywhere (95% upper bound 3.6%; per segment 0 of 2 000, upper bound
+  0.2%); SequentialDrift alone 0% at alpha 0.01 and still 0% at alpha 0.9; ADWIN
+  9% / 0% (recall or precision, 1 segment), 22% / 1% (20 segments); Page-Hinkley
+  100% / 85%.
+* SequentialDrift's nominal p-values are far from tight: the first of 100
+  stationary streams alarms only at a budget of 5-140 expected false alarms per
+  million events, the median stream at 210-2 900.
+* median delays, new default rules / SequentialDrift at 0.01 / ADWIN (events):
+  recall 0.85 -> 0.80: 9 000 / 8 796 / 4 066 at 30%, 369 000 / 354 392 / 160 793
+  at 1% (every stream found within 2M events, 96-98% within 1M);
+  recall 0.85 -> 0.70: 2 000 / 1 203 / 674 and 34 000 / 33 165 / 20 937;
+  precision 0.60 -> 0.50: 3 000 / 2 315 / 1 067 and 59 000 / 57 242 / 30 792;
+  AUC 0.90 -> 0.85: 6 000 / 6 094 / 2 822 and 80 000 / 199 472 / 109 172.
+* at ADWIN's false-alarm rate the ratio to ADWIN's median is 0.74-1.15 (budgets
+  20-200); 1.09-1.63 with alpha < 1 (alpha 0.9: a lower false-alarm rate than
+  ADWIN's); 1.58-2.20 at alpha 0.01.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+from scipy.stats import beta as beta_dist
+from scipy.stats import norm
+
+RECALL, PRECISION = 0.85, 0.60
+RATES = (0.30, 0.01)
+HORIZON = 1_000_000
+#: the delay table also says which share of the drops was found within this many events
+WITHIN = 1_000_000
+GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.9)
+# budgets beyond alpha = 1: the expected false alarms per HORIZON events that
+# SequentialDrift(alpha=0.5, horizon=0.5 * HORIZON / b) allows (its threshold is the
+# same as a detector's at "alpha" b over HORIZON events)
+EXTENDED = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+BUDGETS = GRID + EXTENDED
+CHECK_BUDGET = 1000
+SD_ALPHA = 0.01
+THRESHOLD = 0.5
+METRICS = ("recall", "precision", "roc_auc")
+# drops: (name, metric watched, kind, before, after)
+CASES = (
+    ("recall 0.85 -> 0.80", "recall", "recall", 0.85, 0.80),
+    ("recall 0.85 -> 0.70", "recall", "recall", 0.85, 0.70),
+    ("precision 0.60 -> 0.50", "precision", "precision", 0.60, 0.50),
+    ("AUC 0.90 -> 0.85", "roc_auc", "auc", 0.90, 0.85),
+)
+SQRT2 = math.sqrt(2.0)
+
+
+# ----------------------------------------------------------------------- the model
+def means(rate, recall=RECALL, precision=PRECISION):
+    """Logit means (mu_0, mu_1) for recall and precision at threshold 0.5."""
+    fpr = rate * recall * (1 - precision) / (precision * (1 - rate))
+    return float(norm.ppf(fpr)), float(norm.ppf(recall))
+
+
+def case_means(case, rate):
+    """(healthy (mu_0, mu_1), changed (mu_0, mu_1)) of a planted drop."""
+    _, _, kind, before, after = case
+    if kind == "recall":
+        mu0, mu1 = means(rate)
+        return (mu0, mu1), (mu0, float(norm.ppf(after)))
+    if kind == "precision":
+        mu0, mu1 = means(rate)
+        return (mu0, mu1), (means(rate, precision=after)[0], mu1)
+    mu1 = float(norm.ppf(RECALL))
+    d0, d1 = SQRT2 * norm.ppf(before), SQRT2 * norm.ppf(after)
+    mu0 = mu1 - d0
+    h = (d0 - d1) / 2
+    return (mu0, mu1), (mu0 + h, mu1 - h)
+
+
+def model_stats(rate, mu0, mu1):
+    """Recall, precision and AUC of a binormal model."""
+    r, f = norm.cdf(mu1), norm.cdf(mu0)
+    return r, rate * r / (rate * r + (1 - rate) * f), norm.cdf((mu1 - mu0) / SQRT2)
+
+
+def scores(rng, y, mu0, mu1):
+    logit = np.where(y, mu1, mu0) + rng.standard_normal(len(y))
+    return 1.0 / (1.0 + np.exp(-logit))
+
+
+def stationary(rate, n, nseg, seed):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < rate
+    mu0, mu1 = means(rate)
+    s = scores(rng, y, mu0, mu1)
+    seg = rng.integers(0, nseg, n) if nseg > 1 else None
+    return y, s, seg
+
+
+def drifting(case, rate, pre, post, seed):
+    rng = np.random.default_rng(seed)
+    n = pre + post
+    y = rng.random(n) < rate
+    (a0, a1), (b0, b1) = case_means(case, rate)
+    mu0 = np.r_[np.full(pre, a0), np.full(post, b0)]
+    mu1 = np.r_[np.full(pre, a1), np.full(post, b1)]
+    logit = np.where(y, mu1, mu0) + rng.standard_normal(n)
+    return y, 1.0 / (1.0 + np.exp(-logit))
+
+
+# ----------------------------------------------------------------- indicator streams
+def indicators(metric, y, s):
+    """(event indices, indicator values) of the observations a SequentialDrift on
+    ``metric`` makes (unit weights)."""
+    if metric == "recall":
+        ev = np.flatnonzero(y)
+        return ev, (s[ev] >= THRESHOLD).astype(np.float64)
+    if metric == "precision":
+        ev = np.flatnonzero(s >= THRESHOLD)
+        return ev, y[ev].astype(np.float64)
+    return auc_pairs(y, s)
+
+
+def auc_pairs(y, s):
+    """SequentialDrift's disjoint AUC pairs, vectorised. At most one event is pending
+    at a time (an event of the other class pairs with it and clears it; one of the
+    same class replaces it), so a pair is always (event i-1, event i) where the label
+    switches at i, except that a switch right after a pair's closing event opens a
+    new pending event: in a run of consecutive switches the 1st, 3rd, ... close pairs."""
+    n = len(y)
+    if n < 2:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    sw = np.zeros(n, dtype=bool)
+    sw[1:] = y[1:] != y[:-1]
+    idx = np.arange(n)
+    start = sw.copy()
+    start[1:] &= ~sw[:-1]
+    last = np.maximum.accumulate(np.where(start, idx, 0))
+    ev = np.flatnonzero(sw & ((idx - last) % 2 == 0))
+    yp = y[ev]
+    pos = np.where(yp, s[ev], s[ev - 1])
+    neg = np.where(yp, s[ev - 1], s[ev])
+    return ev, np.where(pos > neg, 1.0, np.where(pos == neg, 0.5, 0.0))
+
+
+# --------------------------------------------------------------------- the monitors
+def old_monitor(group_by=None):
+    from streameval.monitor import Monitor
+
+    table = {"every": 1000, "metrics": {"recall": "recall"},
+             "drift": {k: {"size": 10000, "reference": "baseline", "alpha": 0.01}
+                       for k in ("recall", "precision")},
+             "rules": [{"drift": k, "p_below": 0.01} for k in ("recall", "precision")]}
+    if group_by:
+        table["group_by"] = group_by
+    return Monitor.from_config(table)
+
+
+def new_monitor(group_by=None):
+    import streameval as se
+    from streameval import config
+    from streameval.monitor import Monitor
+
+    return Monitor({"recall": se.Recall()}, drift=config.default_drift(),
+                   rules=config.default_rules(), group_by=group_by)
+
+
+def sd(metric, alpha):
+    """SequentialDrift at ``alpha`` over HORIZON events; a budget ``alpha >= 1`` is
+    alpha 0.5 over ``0.5 * HORIZON / alpha`` events (the same alarm threshold)."""
+    from streameval.sequential import SequentialDrift
+
+    if alpha >= 1:
+        h = 0.5 * HORIZON / alpha
+        assert h == int(h), alpha
+        return SequentialDrift(metric, alpha=0.5, horizon=int(h), threshold=THRESHOLD)
+    return SequentialDrift(metric, alpha=alpha, horizon=HORIZON, threshold=THRESHOLD)
+
+
+def traced(metric):
+    """A SequentialDrift that never alarms (alpha 1e-300) and records, at each check,
+    the event index and the nominal p-value over HORIZON events: it runs with horizon
+    1 (the horizon only scales each candidate's budget share), so its p-value times
+    HORIZON is the p-value over HORIZON events, read beyond 1 (up to HORIZON)."""
+    from streameval.sequential import SequentialDrift
+
+    class Traced(SequentialDrift):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.trace_i, self.trace_p = [], []
+
+        def _boundary(self):
+            prev = self._stat
+            super()._boundary()
+            if self._stat is not prev:
+                self.trace_i.append(self.n - 1)
+                self.trace_p.append(self._stat[0] * HORIZON)
+
+    return Traced(metric, alpha=1e-300, horizon=1, threshold=THRESHOLD)
+
+
+def river_first(kind, xs, stop_after=-1):
+    """Positions in ``xs`` where river's detector fires: all of them up to and
+    including the first one past ``stop_after`` (-1: stop at the first)."""
+    from river import drift
+
+    d = drift.ADWIN() if kind == "ADWIN" else drift.PageHinkley()
+    upd = d.update
+    hits = []
+    for i, v in enumerate(xs.tolist()):
+        upd(v)
+        if d.drift_detected:
+            hits.append(i)
+            if i > stop_after:
+                break
+    return hits
+
+
+class RiverRun:
+    """ADWIN or Page-Hinkley fed chunk by chunk (event ranges) over one indicator
+    stream; alarms as event indices."""
+
+    def __init__(self, kind, ev, xs):
+        from river import drift
+
+        self.d = drift.ADWIN() if kind == "ADWIN" else drift.PageHinkley()
+        self.ev, self.xs = ev, xs
+        self.alarms = []
+
+    def feed(self, a, b):
+        lo, hi = np.searchsorted(self.ev, (a, b))
+        d, upd, ev = self.d, self.d.update, self.ev
+        for j, v in enumerate(self.xs[lo:hi].tolist(), lo):
+            upd(v)
+            if d.drift_detected:
+                self.alarms.append(int(ev[j]))
+
+
+class MonitorRun:
+    def __init__(self, mon, y, s):
+        self.mon, self.y, self.s = mon, y, s
+        self.alarms = []
+        mon.on_alert.append(self._on)
+
+    def _on(self, tr):
+        if tr["state"] == "firing":
+            self.alarms.append(tr["n"] - 1)   # the evaluation after event n - 1
+
+    def feed(self, a, b):
+        self.mon.update_many(self.y[a:b], self.s[a:b])
+
+
+class DetectorRun:
+    def __init__(self, det, y, s):
+        self.det, self.y, self.s = det, y, s
+
+    @property
+    def alarms(self):
+        return [c.index for c in self.det.changes]
+
+    def feed(self, a, b):
+        self.det.update_many(self.y[a:b], self.s[a:b])
+
+
+# ---------------------------------------------------------------------- the workers
+def false_alarm_task(rate, nseg, seed, n):
+    """One stationary stream: per detector, per instance (whole stream first, then the
+    segments), did it alarm? Plus the min p-values of the traced detectors (one
+    segment)."""
+    y, s, seg = stationary(rate, n, nseg, seed)
+    out = {}
+    gb = "segment" if nseg > 1 else None
+    for name, make in (("old rules", old_monitor), ("new rules", new_monitor)):
+        mon = make(gb)
+        fired = set()
+        mon.on_alert.append(lambda tr: tr["state"] == "firing" and fired.add(tr["segment"]))
+        mon.update_many(y, s, segment=seg)
+        mon.flush()
+        out[name] = [None in fired] + [k in fired for k in range(nseg)] * (nseg > 1)
+    parts = [(y, s, None)]
+    if nseg > 1:
+        order = np.argsort(seg, kind="stable")
+        cuts = np.searchsorted(seg[order], np.arange(nseg + 1))
+        for k in range(nseg):
+            ix = order[cuts[k]:cuts[k + 1]]
+            parts.append((y[ix], s[ix], ix))
+    for metric in METRICS:
+        flags = []
+        for yy, ss, _ in parts:
+            d = sd(metric, SD_ALPHA)
+            d.update_many(yy, ss)
+            flags.append(bool(d.changes))
+        out[f"SD {metric}"] = flags
+        for kind in ("ADWIN", "PH"):
+            out[f"{kind} {metric}"] = [bool(river_first(kind, indicators(metric, yy, ss)[1]))
+                                       for yy, ss, _ in parts]
+    if nseg == 1:
+        minp = {}
+        for metric in METRICS:
+            d = traced(metric)
+            d.update_many(y, s)
+            minp[metric] = min(d.trace_p, default=1.0)
+        out["minp"] = minp
+        # the horizon trick against a real detector at budget CHECK_BUDGET
+        d = sd("recall", CHECK_BUDGET)
+        d.update_many(y, s)
+        out["budget_check"] = bool(d.changes)
+    return out
+
+
+def delay_task(case, rate, seed, pre, post, grid):
+    """One stream with a planted drop after ``pre`` events: per detector, the delay of
+    the first alarm after the change (None: missed) and the alarms before it."""
+    name, metric, kind, _, _ = case
+    y, s = drifting(case, rate, pre, post, seed)
+    end = pre + post
+    ev, xs = indicators(metric, y, s)
+    runs = {"new rules": MonitorRun(new_monitor(), y, s),
+            f"SD {metric} a={SD_ALPHA:g}": DetectorRun(sd(metric, SD_ALPHA), y, s),
+            "ADWIN": RiverRun("ADWIN", ev, xs),
+            "PH": RiverRun("PH", ev, xs)}
+    if kind != "auc":
+        runs["old rules"] = MonitorRun(old_monitor(), y, s)
+    trace = DetectorRun(traced(metric), y, s)
+    real = {}                     # grid alpha -> DetectorRun, where the trace crossed early
+    early = set()                 # grid alphas the trace crossed before the change
+
+    def after(run):
+        return next((i for i in run.alarms if i >= pre), None)
+
+    def trace_first(alpha):
+        ti, tp = trace.det.trace_i, trace.det.trace_p
+        return next((i for i, p in zip(ti, tp) if p <= alpha), None)
+
+    def trace_done():
+        # every alpha not crossed before the change has its first crossing after it
+        open_ = [a for a in grid if a not in early]
+        if not open_:
+            return True
+        first = trace_first(min(open_))
+        return first is not None and first >= pre
+
+    for r in list(runs.values()) + [trace]:
+        r.feed(0, pre)
+    for a in grid:
+        f = trace_first(a)
+        if f is not None and f < pre:
+            early.add(a)
+            if a != SD_ALPHA:     # alpha 0.01 runs for real anyway
+                real[a] = DetectorRun(sd(metric, a), y, s)
+                real[a].feed(0, pre)
+    a, step = pre, 5000
+    while a < end:
+        b = min(end, a + step)
+        pending = [r for r in runs.values() if after(r) is None]
+        pending += [r for r in real.values() if after(r) is None]
+        if not trace_done():
+            pending.append(trace)
+        if not pending:
+            break
+        for r in pending:
+            r.feed(a, b)
+        a, step = b, step * 2
+    out = {}
+    for key, r in runs.items():
+        f = after(r)
+        out[key] = (None if f is None else f - pre + 1, sum(i < pre for i in r.alarms))
+    grid_out = {}
+    for al in grid:
+        if al == SD_ALPHA:
+            grid_out[al] = out[f"SD {metric} a={SD_ALPHA:g}"]
+        elif al in real:
+            f = after(real[al])
+            grid_out[al] = (None if f is None else f - pre + 1,
+                            sum(i < pre for i in real[al].alarms))
+        else:
+            f = trace_first(al)
+            grid_out[al] = (None if f is None else f - pre + 1, 0)
+    # the trace against the real alpha = 0.01 detector, when it had no early alarm
+    check = None
+    if SD_ALPHA not in early:
+        f = trace_first(SD_ALPHA)
+        check = (None if f is None else f - pre + 1) == out[f"SD {metric} a={SD_ALPHA:g}"][0]
+    out["grid"] = grid_out
+    out["trace_check"] = check
+    return out
+
+
+def check_task(rate, seed, n):
+    """Full Monitor.default() against the reduced monitor (20 segments, a recall drop
+    0.85 -> 0.70 in the second half so that rules fire): the same transitions?"""
+    from streameval.monitor import Monitor
+
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < rate
+    mu0, mu1 = means(rate)
+    m1 = np.r_[np.full(n // 2, mu1), np.full(n - n // 2, norm.ppf(0.70))]
+    logit = np.where(y, m1, mu0) + rng.standard_normal(n)
+    s = 1.0 / (1.0 + np.exp(-logit))
+    seg = rng.integers(0, 20, n)
+    got = []
+    for mon in (Monitor.default(group_by="segment"), new_monitor("segment")):
+        tr = []
+        mon.on_alert.append(tr.append)
+        mon.update_many(y, s, segment=seg)
+        mon.flush()
+        got.append(tr)
+    # the pairing replica against the detector's own, on rounded scores (ties too)
+    det = sd("roc_auc", 0.5)
+    sr = np.round(s[:20000], 2)
+    ev0, x0, _ = det._pairs_of(y[:20000], sr, None)
+    ev1, x1 = auc_pairs(y[:20000], sr)
+    pairs_ok = np.array_equal(ev0, ev1) and np.array_equal(x0, x1)
+    return got[0] == got[1], len(got[0]), pairs_ok
+
+
+# ----------------------------------------------------------------------- summaries
+def cp(k, n, level=0.95):
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(beta_dist.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta_dist.ppf(1 - a, k + 1, n - k))
+    return lo, hi
+
+
+def pct(x):
+    return f"{100 * x:.1f}%" if x >= 0.001 or x == 0 else f"{100 * x:.2f}%"
+
+
+def share_cell(k, n):
+    lo, hi = cp(k, n)
+    return f"{k}/{n} = {pct(k / n)} [{pct(lo)}, {pct(hi)}]"
+
+
+def quantile(delays, q):
+    """Nearest-rank quantile; None (missed) is infinite."""
+    v = sorted(math.inf if d is None else d for d in delays)
+    if not v:
+        return math.nan
+    return v[max(0, math.ceil(q * len(v)) - 1)]
+
+
+def fmt_delay(d):
+    if d is None or (isinstance(d, float) and math.isnan(d)):
+        return "-"
+    return "missed" if d == math.inf else f"{d:,.0f}"
+
+
+def table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+FA_ROWS = (
+    ("old rules", "old default rules (window z-tests, p < 0.01)"),
+    ("new rules", "new default rules (SequentialDrift recall + precision, alpha 0.005 each)"),
+    ("SD recall", "SequentialDrift recall, alpha 0.01"),
+    ("SD precision", "SequentialDrift precision, alpha 0.01"),
+    ("SD roc_auc", "SequentialDrift roc_auc, alpha 0.01"),
+    ("ADWIN recall", "ADWIN recall"),
+    ("ADWIN precision", "ADWIN precision"),
+    ("ADWIN recall|precision", "ADWIN recall or precision"),
+    ("ADWIN roc_auc", "ADWIN AUC pairs"),
+    ("PH recall", "Page-Hinkley recall"),
+    ("PH precision", "Page-Hinkley precision"),
+    ("PH recall|precision", "Page-Hinkley recall or precision"),
+    ("PH roc_auc", "Page-Hinkley AUC pairs"),
+)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--streams", type=int, default=100, help="stationary streams per config")
+    ap.add_argument("--events", type=int, default=1_000_000, help="events per stationary stream")
+    ap.add_argument("--delay-streams", type=int, default=50, help="streams per planted drop")
+    ap.add_argument("--pre", type=int, default=500_000, help="healthy events before a drop")
+    ap.add_argument("--post", type=int, default=2_000_000, help="events after a drop (at most)")
+    ap.add_argument("--check-events", type=int, default=200_000,
+                    help="events of the Monitor.default() equivalence check streams")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 4 streams of 100 000 events, 4 delay streams "
+                         "(100 000 + up to 300 000 events)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.streams, args.events, args.delay_streams = 4, 100_000, 4
+        args.pre, args.post, args.check_events = 100_000, 300_000, 50_000
+    t_start = time.perf_counter()
+    N = args.streams
+    configs = [(rate, nseg) for nseg in (20, 1) for rate in RATES]   # heavy ones first
+
+    print("# Alerts: false alarms and detection delays\n")
+    print(f"{N} stationary streams x {args.events:,} events per config; "
+          f"{args.delay_streams} streams per planted drop ({args.pre:,} healthy events, "
+          f"then up to {args.post:,}); {args.jobs} worker processes.\n")
+    rows = []
+    for rate in RATES:
+        mu0, mu1 = means(rate)
+        r, p, auc = model_stats(rate, mu0, mu1)
+        rows.append((f"{rate:.0%}", "stationary", f"{mu0:.3f}, {mu1:.3f}",
+                     f"{r:.3f}", f"{p:.3f}", f"{auc:.3f}", "", "", ""))
+        for case in CASES:
+            (a0, a1), (b0, b1) = case_means(case, rate)
+            r0, p0, u0 = model_stats(rate, a0, a1)
+            r1, p1, u1 = model_stats(rate, b0, b1)
+            rows.append((f"{rate:.0%}", case[0], f"{a0:.3f}, {a1:.3f} -> {b0:.3f}, {b1:.3f}",
+                         f"{r0:.3f}", f"{p0:.3f}", f"{u0:.3f}",
+                         f"{r1:.3f}", f"{p1:.3f}", f"{u1:.3f}"))
+    print("## Stream models (binormal logits, threshold 0.5)\n")
+    print(table(("rate", "stream", "mu_0, mu_1", "recall", "precision", "AUC",
+                 "recall after", "precision after", "AUC after"), rows))
+    print()
+
+    ex = ProcessPoolExecutor(max_workers=args.jobs)
+    checks = [ex.submit(check_task, rate, 900 + k, args.check_events)
+              for k, rate in enumerate(RATES)]
+    fa = {}
+    for ci, (rate, nseg) in enumerate(configs):
+        off = 1_000_000 * (1 + ci)
+        fa[rate, nseg] = [ex.submit(false_alarm_task, rate, nseg, off + i, args.events)
+                          for i in range(N)]
+
+    print("## Check: full Monitor.default() vs the reduced monitor used below\n")
+    print(f"20 segments, {args.check_events:,} events, recall 0.85 -> 0.70 from the "
+          "middle (so that rules fire); transitions compared as dicts, in order.\n")
+    for rate, f in zip(RATES, checks):
+        same, k, pairs_ok = f.result()
+        print(f"- rate {rate:.0%}: {k} alert transitions, identical: "
+              f"{'yes' if same else 'NO'}; numpy AUC pairing = SequentialDrift's "
+              f"own pairing: {'yes' if pairs_ok else 'NO'}")
+    print()
+
+    fa_res = {key: [f.result() for f in futs] for key, futs in fa.items()}
+
+    for res in fa_res.values():
+        for r in res:
+            for kind in ("ADWIN", "PH"):
+                r[f"{kind} recall|precision"] = [a or b for a, b in
+                                                 zip(r[f"{kind} recall"], r[f"{kind} precision"])]
+
+    # ---- 1. false alarms
+    print("## 1. False alarms on stationary streams\n")
+    print(f"Share of streams with any alarm (any rule / any detector instance: the whole "
+          f"stream and, with 20 segments, every segment), Clopper-Pearson 95% interval; "
+          f"{args.events:,} events per stream.\n")
+    head = ["detector"] + [f"{rate:.0%}, {nseg} segment{'s' * (nseg > 1)}"
+                           for rate, nseg in configs]
+    rows = []
+    for key, label in FA_ROWS:
+        cells = [label]
+        for cfg in configs:
+            res = fa_res[cfg]
+            k = sum(any(r[key]) for r in res)
+            cells.append(share_cell(k, len(res)))
+        rows.append(cells)
+    print(table(head, rows))
+    print()
+    print("Per instance, 20 segments: the share of (stream, segment) pairs with an alarm "
+          f"(each segment has ~{args.events // 20:,} events), and of the whole-stream "
+          "instance.\n")
+    rows = []
+    for key, label in FA_ROWS:
+        cells = [label]
+        for rate in RATES:
+            res = fa_res[rate, 20]
+            k = sum(sum(r[key][1:]) for r in res)
+            cells.append(share_cell(k, 20 * len(res)))
+            k = sum(r[key][0] for r in res)
+            cells.append(share_cell(k, len(res)))
+        rows.append(cells)
+    print(table(["detector"] + [f"{rate:.0%}, {w}" for rate in RATES
+                                for w in ("per segment", "whole stream")], rows))
+    print()
+
+    # the alpha grid on the one-segment streams (traced p-values)
+    print("## Alpha grid: SequentialDrift's false-alarm share on the 1-segment streams\n")
+    print("A detector at alpha alarms on a stream iff its traced p-value reaches alpha; "
+          "ADWIN's share (or, with none, the upper end of its 95% interval) is the "
+          "allowance; the chosen alpha is the largest with a share within it.\n")
+    print("A budget b above 1 is SequentialDrift(alpha=0.5, horizon=500,000 / b): the "
+          "same alarm threshold as an \"alpha\" of b over a million events, i.e. at most "
+          "b false alarms expected per million events. \"chosen alpha\" is the largest "
+          "in the alpha grid (alpha < 1), \"chosen budget\" the largest over both "
+          "grids.\n")
+    mismatch = mismatch_b = 0
+    for rate in RATES:
+        for r in fa_res[rate, 1]:
+            for metric in METRICS:
+                mismatch += (r["minp"][metric] <= SD_ALPHA) != r[f"SD {metric}"][0]
+            mismatch_b += (r["minp"]["recall"] <= CHECK_BUDGET) != r["budget_check"]
+    chosen, chosen_ext = {}, {}
+    rows, rows_x = [], []
+    for rate in RATES:
+        res = fa_res[rate, 1]
+        n = len(res)
+        for metric in METRICS:
+            ka = sum(r[f"ADWIN {metric}"][0] for r in res)
+            allow = ka / n if ka else cp(0, n)[1]
+            shares = {a: sum(r["minp"][metric] <= a for r in res) / n for a in BUDGETS}
+            ok = [a for a in BUDGETS if shares[a] <= allow]
+            chosen[rate, metric] = max((a for a in ok if a < 1), default=None)
+            chosen_ext[rate, metric] = max(ok, default=None)
+            ps = sorted(r["minp"][metric] for r in res)
+            fmt_p = lambda v: f"{v:.3g}" if v < HORIZON else f">= {HORIZON:.0e}"
+            head = [f"{rate:.0%}", metric, f"{ka}/{n}", pct(allow)]
+            rows.append(head + [pct(shares[a]) for a in GRID]
+                        + ["none" if chosen[rate, metric] is None
+                           else f"{chosen[rate, metric]:g}"])
+            rows_x.append(head + [pct(shares[a]) for a in EXTENDED]
+                          + [fmt_p(ps[0]), fmt_p(ps[len(ps) // 2]),
+                             "none" if chosen_ext[rate, metric] is None
+                             else f"{chosen_ext[rate, metric]:g}"])
+    print(table(["rate", "metric", "ADWIN alarms", "allowance"]
+                + [f"alpha {a:g}" for a in GRID] + ["chosen alpha"], rows))
+    print("\nBeyond the grid: SequentialDrift's false-alarm share at budgets (expected "
+          "false alarms per million events) above 1, and the smallest and median nominal "
+          "p-value of the streams (the budget at which that stream would alarm).\n")
+    print(table(["rate", "metric", "ADWIN alarms", "allowance"]
+                + [f"budget {a:g}" for a in EXTENDED]
+                + ["smallest p", "median p", "chosen budget"], rows_x))
+    print(f"\nTraced p-values vs the real alpha = {SD_ALPHA:g} detectors: "
+          f"{mismatch} disagreements over {sum(len(fa_res[r, 1]) for r in RATES) * 3} runs; "
+          f"vs a real recall detector at budget {CHECK_BUDGET} (alpha 0.5, horizon "
+          f"{HORIZON // 2 // CHECK_BUDGET:,}): {mismatch_b} over "
+          f"{sum(len(fa_res[r, 1]) for r in RATES)}.\n", flush=True)
+
+    dl = {}
+    for ki, case in enumerate(CASES):
+        for ri, rate in enumerate(RATES):
+            off = 10_000_000 + 1_000_000 * (2 * ki + ri)
+            grid = tuple(sorted({SD_ALPHA} | {a for a in (chosen[rate, case[1]],
+                                                          chosen_ext[rate, case[1]])
+                                              if a is not None}))
+            dl[case[0], rate] = [ex.submit(delay_task, case, rate, off + i, args.pre,
+                                           args.post, grid)
+                                 for i in range(args.delay_streams)]
+    dl_res = {key: [f.result() for f in futs] for key, futs in dl.items()}
+    ex.shutdown()
+
+    # ---- 2. delays
+    print("## 2. Detection delay on planted drops\n")
+    print(f"Events from the change to the first alarm after it (nearest-rank median and "
+          f"90th percentile, a miss counting as infinite); missed: no alarm within "
+          f"{args.post:,} events after the change; early: streams with an alarm in the "
+          f"{args.pre:,} healthy events before it. ADWIN and Page-Hinkley run on the "
+          f"watched metric's indicator stream (AUC: the disjoint pairs).\n")
+    rows = []
+    summary = {}
+    trace_bad = 0
+    for case in CASES:
+        name, metric = case[0], case[1]
+        for rate in RATES:
+            res = dl_res[name, rate]
+            trace_bad += sum(r["trace_check"] is False for r in res)
+            keys = ["new rules", f"SD {metric} a={SD_ALPHA:g}", "ADWIN", "PH"]
+            if case[2] != "auc":
+                keys.append("old rules")
+            labels = {"new rules": "new default rules", "old rules": "old default rules",
+                      "ADWIN": f"ADWIN ({metric} indicator)",
+                      "PH": f"Page-Hinkley ({metric} indicator)",
+                      f"SD {metric} a={SD_ALPHA:g}":
+                          f"SequentialDrift {metric}, alpha {SD_ALPHA:g}"}
+            for key in keys:
+                d = [r[key][0] for r in res]
+                early = sum(r[key][1] > 0 for r in res)
+                med, p90 = quantile(d, 0.5), quantile(d, 0.9)
+                missed = sum(x is None for x in d) / len(d)
+                within = sum(x is not None and x <= WITHIN for x in d) / len(d)
+                summary[name, rate, key] = (med, missed, d)
+                summary[name, rate, key + " early"] = [r[key][1] for r in res]
+                rows.append((name, f"{rate:.0%}", labels[key], fmt_delay(med), fmt_delay(p90),
+                             pct(within), pct(missed), f"{early}/{len(d)}"))
+            for al in res[0]["grid"]:
+                d = [r["grid"][al][0] for r in res]
+                summary[name, rate, "grid", al] = (quantile(d, 0.5),
+                                                   sum(x is None for x in d) / len(d),
+                                                   [r["grid"][al][1] > 0 for r in res])
+    print(table(("drop", "rate", "detector", "median delay", "p90 delay",
+                 f"found within {WITHIN:,}", "missed", "early"), rows))
+    print(f"\nTraced p-values vs the real alpha = {SD_ALPHA:g} detector on the delay "
+          f"streams: {trace_bad} disagreements.\n")
+
+    print("## SequentialDrift at ADWIN's false-alarm rate\n")
+    rows = []
+    ratios = {}
+    for case in CASES:
+        name, metric = case[0], case[1]
+        for rate in RATES:
+            adw = summary[name, rate, "ADWIN"][0]
+            al = chosen[rate, metric]
+            sdd = summary[name, rate, f"SD {metric} a={SD_ALPHA:g}"][0]
+            newr = summary[name, rate, "new rules"][0]
+            if al is not None:
+                med_al = summary[name, rate, "grid", al][0]
+            else:
+                med_al = math.nan
+            ok_adw = 0 < adw < math.inf
+            ratio = med_al / adw if ok_adw and al is not None else math.nan
+            ratio01 = sdd / adw if ok_adw else math.nan
+            bx = chosen_ext[rate, metric]
+            if bx is not None:
+                med_x, _, early_x = summary[name, rate, "grid", bx]
+            else:
+                med_x, early_x = math.nan, []
+            ratio_x = med_x / adw if ok_adw and bx is not None else math.nan
+            ratios[name, rate] = (ratio, ratio01, al, ratio_x, bx)
+            adw_early = sum(e > 0 for e in summary[name, rate, "ADWIN early"])
+            rows.append((name, f"{rate:.0%}", fmt_delay(adw), f"{adw_early}/{len(early_x) or '-'}",
+                         "none" if al is None else f"{al:g}", fmt_delay(med_al),
+                         f"{ratio:.2f}",
+                         "none" if bx is None else f"{bx:g}", fmt_delay(med_x),
+                         f"{ratio_x:.2f}", f"{sum(early_x)}/{len(early_x) or '-'}",
+                         fmt_delay(sdd), f"{ratio01:.2f}",
+                         fmt_delay(newr), f"{newr / adw:.2f}" if ok_adw else "-"))
+    print("Medians of the delay; ADWIN early / SD early: delay streams with an alarm "
+          "before the change. \"alpha at ADWIN's rate\": the largest alpha < 1 of the "
+          "grid within ADWIN's false-alarm share; \"budget\": the same over the whole "
+          "grid (budgets above 1 run with a shorter horizon).\n")
+    print(table(("drop", "rate", "ADWIN median", "ADWIN early", "alpha at ADWIN's rate",
+                 "SD median there", "ratio", "budget at ADWIN's rate", "SD median there",
+                 "ratio", "SD early there", f"SD median, alpha {SD_ALPHA:g}",
+                 f"ratio at {SD_ALPHA:g}", "new rules median", "ratio (new rules)"), rows))
+    print()
+
+    # ---- 3. targets
+    print("## 3. Targets\n")
+    for rate, nseg in configs:
+        res = fa_res[rate, nseg]
+        k = sum(any(r["new rules"]) for r in res)
+        share = k / len(res)
+        lo, hi = cp(k, len(res))
+        print(f"- {'PASS' if share <= 0.01 else 'FAIL'}: new default rules, rate {rate:.0%}, "
+              f"{nseg} segment{'s' * (nseg > 1)}: false-alarm share {pct(share)} "
+              f"(95% CI {pct(lo)}-{pct(hi)}) <= 1%")
+    for case in CASES:
+        name, metric = case[0], case[1]
+        for rate in RATES:
+            res = dl_res[name, rate]
+            key = f"SD {metric} a={SD_ALPHA:g}"
+            missed_both = sum(r["new rules"][0] is None and r[key][0] is None for r in res)
+            m_new = summary[name, rate, "new rules"][1]
+            m_sd = summary[name, rate, key][1]
+            print(f"- {'PASS' if missed_both == 0 else 'FAIL'}: {name} at {rate:.0%} found "
+                  f"on every stream by the new default rules or SequentialDrift {metric} "
+                  f"(missed: new rules {pct(m_new)}, detector {pct(m_sd)}, both "
+                  f"{missed_both}/{len(res)})")
+    for case in CASES:
+        name, metric = case[0], case[1]
+        for rate in RATES:
+            ratio, ratio01, al, ratio_x, bx = ratios[name, rate]
+            # at ADWIN's rate: the detector set (budget grid) to the false-alarm share
+            # ADWIN has on the same stationary streams; alpha < 1 cannot get there, as
+            # the detector's measured share is far below its bound
+            ok = ratio_x <= 1.5
+            print(f"- {'PASS' if ok else 'FAIL'}: {name} at {rate:.0%}: SequentialDrift "
+                  f"{metric} median delay / ADWIN's at ADWIN's false-alarm rate "
+                  f"(budget {'none' if bx is None else f'{bx:g}'}) = {ratio_x:.2f} <= 1.5 "
+                  f"(with alpha < 1, alpha {'none' if al is None else f'{al:g}'}: "
+                  f"{ratio:.2f}; at alpha {SD_ALPHA:g}: {ratio01:.2f})")
+    print(f"\nTotal wall time: {time.perf_counter() - t_start:,.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
