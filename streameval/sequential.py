@@ -15,10 +15,11 @@ they are independent too). Then, whatever that mean is::
 
     P(a false alarm within the first `horizon` events) <= alpha
 
-and more generally at most ``alpha`` false alarms are expected per ``horizon`` events.
+and more generally ``P(a false alarm within the first k * horizon events) <= k * alpha``.
 Nothing is assumed about the reference rate: it is estimated from the stream, and the
-statistic pays for that estimate's uncertainty (a short or unlucky history makes
-alarms harder, never easier). The construction follows the e-detectors of Shin,
+statistic pays for that estimate's uncertainty (the history before a candidate change
+enters as a mixture over its rate), so the guarantee holds however short or unlucky
+that history is. The construction follows the e-detectors of Shin,
 Ramdas and Rinaldo ("E-detectors: a nonparametric framework for sequential change
 detection", New England Journal of Statistics in Data Science, 2023), with
 universal inference (Wasserman, Ramdas and Balakrishnan, PNAS 2020) for the unknown
