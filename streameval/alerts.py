@@ -33,9 +33,12 @@ proportions, DeLong for AUC: ``interval(level)``) and fire only when the interva
 clears the threshold: ``recall@10000 < 0.8`` with ``confidence = 0.99`` fires when the
 interval's upper end is below 0.8 (``>``: its lower end above). A drop fires when the
 interval of the difference ``baseline - value`` lies beyond ``by``; the two values come
-from independent windows, so its half-width is ``sqrt(h_baseline^2 + h_value^2)``
-(``h``: the half-widths of the two intervals; overlapping windows are positively
-correlated, which only makes this conservative). Each evaluation is still one test:
+from independent windows, so its lower end is ``baseline - value - sqrt(d_b^2 +
+d_v^2)`` with ``d_b = baseline - its low end`` and ``d_v = value's high end - value``
+(Newcombe's construction from the two intervals; overlapping windows are positively
+correlated, which only makes this conservative). Use it with ``baseline = "first"``
+and ``min_samples`` = the window's size, so that the baseline is a full window (the
+best of many windows, ``"best"``, is biased upwards). Each evaluation is still one test:
 the level holds per evaluation, not over the stream (that is what :class:`Alarm` is for).
 
 Lifecycle
@@ -558,7 +561,7 @@ class Drop(Rule):
                  **kwargs):
         label = kwargs.get("name")
         self.confidence = _confidence(confidence, label)
-        self._half = math.nan
+        self._gaps = (math.nan, math.nan)
         self.by = _number(by, self.kind, label, low=0, low_open=True)
         if baseline == "first_window":
             baseline = "first"
@@ -580,31 +583,35 @@ class Drop(Rule):
     def _reset(self):
         super()._reset()
         self.reference = self.baseline if not isinstance(self.baseline, str) else None
-        #: the half-width of the baseline value's interval (confidence rules)
-        self.reference_half = 0.0
+        #: (value - low, high - value) of the baseline value's interval (confidence
+        #: rules; a fixed baseline has none)
+        self.reference_gaps = (0.0, 0.0)
 
     def _value(self, value):
         if self.confidence is None:
             return super()._value(value)
         v, lo, hi = _interval_input(self, value)
-        self._half = (hi - lo) / 2.0
+        self._gaps = (v - lo, hi - v)
         return v
 
     def _condition(self, v):
         ref = self.reference
-        half = self._half if self.confidence is not None else 0.0
+        gaps = self._gaps if self.confidence is not None else (0.0, 0.0)
         if self.baseline == "first":
             if ref is None:
                 ref = self.reference = v
-                self.reference_half = half
+                self.reference_gaps = gaps
         elif self.baseline == "best":
             if ref is None or (v - ref) * self._sign > 0:
                 ref = self.reference = v
-                self.reference_half = half
+                self.reference_gaps = gaps
         change = (ref - v) * self._sign
         if self.confidence is not None:
-            # the lower end of the interval of the change (independent windows)
-            change -= math.sqrt(self.reference_half ** 2 + half ** 2)
+            # the lower end of the interval of the change, from the two intervals'
+            # sides that face each other (Newcombe's construction: independent
+            # windows; a side clipped at 0 or 1 is the other interval's, not this one)
+            below, above = (0, 1) if self._sign > 0 else (1, 0)
+            change -= math.sqrt(self.reference_gaps[below] ** 2 + gaps[above] ** 2)
         if self.relative:
             return ref != 0 and change / abs(ref) >= self.by
         return change >= self.by
@@ -634,11 +641,12 @@ class Drop(Rule):
     def _extra_state(self):
         if self.confidence is None:
             return {"reference": self.reference}
-        return {"reference": self.reference, "reference_half": self.reference_half}
+        return {"reference": self.reference, "reference_gaps": list(self.reference_gaps)}
 
     def _set_extra_state(self, life):
         self.reference = life.get("reference")
-        self.reference_half = float(life.get("reference_half", 0.0))
+        gaps = life.get("reference_gaps", (0.0, 0.0))
+        self.reference_gaps = (float(gaps[0]), float(gaps[1]))
 
 
 class Rise(Drop):
@@ -749,8 +757,10 @@ class Alarm(Rule):
     Evaluated on the report of a :class:`~streameval.sequential.SequentialDrift` (a
     mapping with ``"change"``: ``"drop"``, ``"rise"`` or None, and ``"last_change"``).
     The alert opens at the first evaluation after the detector detects a change in
-    the rule's direction and resolves at the first evaluation after it detects one in
-    the other direction (a recovery). Its false-alarm guarantee is the detector's:
+    the rule's direction (even if a change back followed before that evaluation: the
+    rule counts the detections, it does not only look at the last one) and resolves
+    at the first evaluation whose last detected change is in the other direction (a
+    recovery). Its false-alarm guarantee is the detector's:
     ``P(a false alarm within horizon events) <= alpha``, over the whole stream,
     however often the rule is evaluated. The transition's ``value`` is the rate after
     the last detected change; before any detection there is nothing to evaluate.
@@ -786,7 +796,13 @@ class Alarm(Rule):
             )
         self.direction = direction
         self._change = None
+        self._new = 0
         super().__init__(metric, **kwargs)
+
+    def _reset(self):
+        super()._reset()
+        #: detections in the rule's direction seen at earlier evaluations
+        self.seen = 0
 
     def _value(self, value):
         if value is None:
@@ -797,13 +813,24 @@ class Alarm(Rule):
                 f"'change'), got {value!r:.80}"
             )
         self._change = value.get("change")
+        count = value.get("drops" if self.direction == "drop" else "rises")
+        if count is None:  # a report without counts: the last change only
+            count = self.seen + (self._change == self.direction)
+        self._new = max(int(count) - self.seen, 0)
+        self.seen = max(self.seen, int(count))
         last = value.get("last_change")
         if not last or last.get("after") is None:
             return math.nan
         return float(last["after"])
 
     def _condition(self, v):
-        return self._change == self.direction
+        return self._new > 0 or self._change == self.direction
+
+    def _extra_state(self):
+        return {"seen": self.seen}
+
+    def _set_extra_state(self, life):
+        self.seen = int(life.get("seen", 0))
 
     def _default_name(self):
         name = f"{self.metric} alarm"

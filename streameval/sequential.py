@@ -52,7 +52,8 @@ pre-change mean:
   the next change (a recovery is a "rise").
 * Candidates are checked at block boundaries and thinned like an exponential
   histogram (``keep`` per doubling of age): leaving terms out of the sum, or checking
-  it less often, only makes alarms rarer, never more frequent.
+  it less often, can only delay the first alarm, never bring it forward (after a
+  restart the history differs, so later alarms are another matter).
 
 Indicator values of 1/2 (AUC ties) keep every bound (each likelihood ratio is convex
 in the observation). Weights: with unit weights the counts are exact; otherwise they
@@ -325,6 +326,7 @@ class SequentialDrift(BinaryMetric):
     def _reset(self):
         #: detected changes, oldest first
         self.changes = []
+        self._drops = 0
         #: events seen (every event, observation of the metric or not)
         self.n = 0
         #: indicator observations since the stream's start
@@ -511,8 +513,9 @@ class SequentialDrift(BinaryMetric):
             before = s0 / n0
             after = float(s1[best] / n1[best]) if n1[best] > 0 else math.nan
             p = math.exp(-total) if total > 0.0 else 1.0
-            self._stat = (p, before, after, n0, float(n1[best]))
+            self._stat = (p, before, after, n0, float(n1[best]), total)
             if total >= self._log_alarm:
+                self._drops += after < before
                 self.changes.append(Change(
                     index=self.n - 1, t=self._t, start=int(c.e[best]),
                     direction="drop" if after < before else "rise",
@@ -558,23 +561,26 @@ class SequentialDrift(BinaryMetric):
     def report(self):
         """The state of the detector as a dict (what rows, snapshots and rules read).
 
-        ``p_value``: anytime-valid, at the last check (1 before any); ``reference``,
+        ``p_value``: anytime-valid, at the last check (1 before any), ``min(1, 1 /
+        e_value)`` where ``e_value`` is the alarm statistic ``sum_j pi_j E_j``; ``reference``,
         ``current``, ``delta`` (current - reference), ``n_reference``, ``n_current``:
         the rates and effective sizes before and after the best candidate at the last
         check; ``change``: the last detected change's direction or None;
-        ``changes``: how many; ``alpha``, ``horizon``; ``n``, ``t``: events seen and
+        ``changes``, ``drops``, ``rises``: how many changes (of each direction); ``alpha``, ``horizon``; ``n``, ``t``: events seen and
         the newest event time.
 
         Runtime complexity: `O(1)`.
         """
         if self._stat is None:
-            p, before, after, n0, n1 = 1.0, math.nan, math.nan, math.nan, math.nan
+            p, before, after, n0, n1, log_e = 1.0, math.nan, math.nan, math.nan, math.nan, 0.0
         else:
-            p, before, after, n0, n1 = self._stat
+            p, before, after, n0, n1, log_e = self._stat
         last = self.changes[-1].to_dict() if self.changes else None
-        return {"metric": self.metric, "p_value": p, "delta": after - before,
+        return {"metric": self.metric, "p_value": p, "e_value": math.exp(min(log_e, 700.0)),
+                "delta": after - before,
                 "reference": before, "current": after, "n_reference": n0, "n_current": n1,
                 "change": self.change, "changes": len(self.changes), "last_change": last,
+                "drops": self._drops, "rises": len(self.changes) - self._drops,
                 "alpha": self.alpha, "horizon": self.horizon, "ready": True,
                 "n": self.n, "t": self._t}
 
@@ -647,6 +653,7 @@ class SequentialDrift(BinaryMetric):
                             for v in d["pending"]]
             obj._stat = None if d["stat"] is None else tuple(_dec(v) for v in d["stat"])
             obj.changes = [Change(**ch) for ch in d["changes"]]
+            obj._drops = sum(ch.direction == "drop" for ch in obj.changes)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a SequentialDrift state: {d!r:.200} ({e})") from None
         obj._check()

@@ -393,3 +393,22 @@ def test_from_state_refuses_garbage():
     state["lifecycle"]["state"] = "burning"
     with pytest.raises(ValueError, match="'burning'"):
         Rule.from_state(state)
+
+
+
+def test_a_confidence_drop_reads_the_sides_of_the_intervals_that_face_each_other():
+    """A baseline near 1 has its interval clipped above; the drop's margin uses the
+    baseline's lower side and the current value's upper side (Newcombe), so clipping
+    does not shrink it."""
+    from streameval.alerts import Drop
+
+    r = Drop("roc_auc", 0.05, confidence=0.99)
+    # baseline 0.988 with interval [0.95, 1.0] (clipped above: the half-width would be 0.025)
+    assert r.evaluate({"value": 0.988, "low": 0.95, "high": 1.0}, n=1) is None
+    # current 0.90 in [0.87, 0.93]: 0.088 - sqrt(0.038^2 + 0.03^2) = 0.0396 < 0.05
+    assert r.evaluate({"value": 0.90, "low": 0.87, "high": 0.93}, n=2) is None
+    # current 0.88 in [0.86, 0.90]: 0.108 - sqrt(0.038^2 + 0.02^2) = 0.0651 >= 0.05
+    tr = r.evaluate({"value": 0.88, "low": 0.86, "high": 0.90}, n=3)
+    assert tr["state"] == "firing"
+    back = type(r).from_state(r.to_state()) if hasattr(type(r), "from_state") else None
+    assert back is not None and back.reference_gaps == r.reference_gaps
