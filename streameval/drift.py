@@ -58,6 +58,7 @@ from streameval.validation import (
     Options,
     Real,
     check_lateness,
+    check_level,
     check_param,
     check_period,
     check_size,
@@ -129,7 +130,7 @@ def _z(alpha):
 
 
 def _check_alpha(alpha):
-    return check_param("alpha", alpha, _OpenUnit())
+    return check_level(alpha, "alpha")
 
 
 def _check_count(x, n, name):
@@ -449,22 +450,6 @@ def _difference(a, b):
 
 
 # ------------------------------------------------------------ PrecisionRecallDrift
-
-
-class _OpenUnit(Real):
-    """A number in the open interval (0, 1) (a significance level)."""
-
-    def __init__(self):
-        super().__init__(0, 1, open_low=True)
-
-    def __call__(self, value):
-        v = super().__call__(value)
-        if v == 1.0:
-            raise TypeError
-        return v
-
-    def describe(self):
-        return "a number in (0, 1)"
 
 
 class PrecisionRecallDrift(BinaryMetric):

@@ -78,7 +78,7 @@ import numpy as np
 
 from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, check_weight
-from streameval.validation import Integer, Options, Real, check_param, check_threshold
+from streameval.validation import Integer, Options, check_level, check_param, check_threshold
 
 __all__ = ["SequentialDrift", "Change", "METRICS", "DEFAULT_HORIZON", "DEFAULT_BLOCK",
            "DEFAULT_KEEP"]
@@ -312,7 +312,7 @@ class SequentialDrift(BinaryMetric):
                  block=DEFAULT_BLOCK, keep=DEFAULT_KEEP, pos_label=True, neg_label=None):
         super().__init__(pos_label, neg_label)
         self.metric = check_param("metric", metric, Options(*METRICS))
-        self.alpha = check_param("alpha", alpha, Real(0, 1, open_low=True, open_high=True))
+        self.alpha = check_level(alpha, "alpha")
         self.horizon = check_param("horizon", horizon, Integer(1))
         self.threshold = check_threshold(threshold)
         self.block = check_param("block", block, Integer(1))
