@@ -15,3 +15,7 @@ metrics' own states: never a home-made cluster, never an approximation unless as
 Modules here may import pyspark, pandas, pyarrow and any streameval module; nothing
 in streameval imports them except the CLI's ``replay --engine spark`` (on use).
 """
+
+from streameval.spark.evaluate import Skipped, evaluate  # noqa: E402
+
+__all__ = ["evaluate", "Skipped"]

@@ -1,0 +1,518 @@
+"""Exact metric values over a Spark DataFrame, per segment, by merging metric states.
+
+:func:`evaluate` runs the metrics on every partition with the single-process code
+(validated columns, ``update_trusted``), ships each partition's state as the metric's
+JSON state, and tree-merges the states on the executors (``treeReduce``, or
+``reduceByKey`` per segment): the driver receives one state per segment. Every
+streameval binary metric whose state is bounded (the confusion family, log loss,
+Brier, and the score-order metrics with ``bins=N``) goes this way.
+
+Exact score-order metrics (``ROCAUC``, ``Gini``, ``AveragePrecision``, ``ROCCurve``,
+``PRCurve`` without ``bins``) keep one entry per distinct score: over all-distinct
+float scores that state is as large as the data, so it is never collected. The
+DataFrame is range-partitioned by (segment, score descending) instead, and each
+partition sends its totals only:
+
+* AUC: partition ``i`` of a segment sends its positive and negative weight ``P_i``,
+  ``N_i`` and its own Mann–Whitney statistic ``U_i`` (ties count 1/2). Ranges are
+  disjoint (equal scores share a partition), so every positive of a higher range is
+  above every negative of a lower one: ``U = sum_i U_i + sum_i P_i * N_(below i)``, and
+  ``AUC = U / (P * N)``, Mann–Whitney's exact statistic.
+* AP: a second pass gives each partition the positive and negative weight above it
+  (``T_i``, ``F_i``, from the first pass's totals); it sends
+  ``sum_k wp_k * (T_i + tp_k) / (T_i + F_i + tp_k + fp_k)`` over its distinct scores
+  ``k``, high to low, and ``AP = sum / P``: scikit-learn's step-wise AP.
+* Curves: the same offsets place each partition's points; ``curve_points=K`` keeps
+  about ``K`` of them, evenly spaced in the global order (for plotting).
+
+Driver memory is `O(partitions x segments)` numbers for these metrics, whatever the
+number of distinct scores (:func:`evaluate` records what it collected in ``stats``);
+a partition holds its score range in memory while it sorts it.
+
+Bad rows (a null or unknown label, a null or non-finite score, a score outside a
+metric's range, a null or negative weight) fail the job with the single-process
+message, the column, the row and the number of bad rows, before anything is merged;
+``on_error="skip"`` leaves them out, counts them and gives them back as a DataFrame.
+
+It may import pyspark (on use), pandas, numpy and streameval's metrics; the CLI
+imports it only for ``--engine spark``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from streameval.metrics.base import from_state
+from streameval.spark._columns import Spec, columns, refusal
+from streameval.validation import ValidationError
+
+__all__ = ["evaluate", "Skipped", "ranged"]
+
+#: ``evaluate(..., on_error="skip")`` returns this: the values, the DataFrame of the
+#: rows left out (the input's columns read plus ``reason``) and their number.
+Skipped = namedtuple("Skipped", ["values", "rejected", "n_rejected"])
+
+_RANGED = ("ROCAUC", "Gini", "AveragePrecision", "ROCCurve", "PRCurve")
+
+
+def ranged(metric):
+    """Whether ``metric`` is computed over score ranges (an exact binary score-order
+    metric: its per-score state would grow with the data)."""
+    return (metric._public_name in _RANGED and getattr(metric, "_bins", None) is None
+            and getattr(metric, "average", None) is None
+            and hasattr(metric, "_order"))
+
+
+# ------------------------------------------------------------------ partitions
+
+
+def _segment_groups(pdf, group_by):
+    """``[(segment key tuple, row positions)]`` in order of first appearance."""
+    if not group_by:
+        return [((), np.arange(len(pdf)))]
+    keys = pdf[list(group_by)].astype(object).where(pdf[list(group_by)].notna(), None)
+    out = {}
+    for i, key in enumerate(map(tuple, keys.itertuples(index=False, name=None))):
+        key = tuple(k.item() if hasattr(k, "item") else k for k in key)
+        out.setdefault(key, []).append(i)
+    return [(k, np.asarray(v, dtype=np.int64)) for k, v in out.items()]
+
+
+def _distinct_desc(y, s, w):
+    """Distinct scores high to low with their positive and negative weight."""
+    order = np.argsort(-s, kind="stable")
+    ss = s[order]
+    ww = np.ones(len(ss)) if w is None else w[order]
+    yy = y[order]
+    start = np.flatnonzero(np.concatenate(([True], ss[1:] != ss[:-1])))
+    keys = ss[start]
+    wp = np.add.reduceat(np.where(yy, ww, 0.0), start) if len(ss) else np.zeros(0)
+    wn = np.add.reduceat(np.where(yy, 0.0, ww), start) if len(ss) else np.zeros(0)
+    return keys, wp, wn
+
+
+def _totals(y, s, w):
+    """A partition's ``(P, N, U, distinct scores of non-zero weight, max, min)``."""
+    keys, wp, wn = _distinct_desc(y, s, w)
+    if not len(keys):
+        return 0.0, 0.0, 0.0, 0, None, None
+    # negatives strictly below each distinct score (scores are high to low)
+    below = np.concatenate((np.cumsum(wn[::-1])[::-1][1:], [0.0]))
+    u = float(np.sum(wp * (below + 0.5 * wn)))
+    nz = int(np.count_nonzero((wp > 0.0) | (wn > 0.0)))
+    return float(wp.sum()), float(wn.sum()), u, nz, float(keys[0]), float(keys[-1])
+
+
+def _first_pass(spec, templates, want_ranked):
+    """The ``mapInPandas`` function of the first pass: per segment of the partition,
+    the states of the mergeable metrics, the totals of the ranged ones, the bad rows."""
+    import pandas as pd
+    from pyspark import TaskContext
+
+    def run(batches):
+        part = TaskContext.get().partitionId()
+        frames = list(batches)
+        pdf = pd.concat(frames, ignore_index=True) if frames else None
+        if pdf is None or not len(pdf):
+            return
+        y, s, w, bad = columns(pdf, spec)
+        out = []
+        for key, idx in _segment_groups(pdf, spec.group_by):
+            sb = bad[idx]
+            nbad = int(sb.sum())
+            first = None
+            if nbad:
+                i = int(idx[int(np.argmax(sb))])
+                arg, col, value, reason = refusal(pdf, i, spec)
+                row = {c: _plain(pdf.iloc[i][c]) for c in spec.names()}
+                first = json.dumps({"arg": arg, "column": col, "value": repr(value),
+                                    "reason": reason,
+                                    "row": repr(row), "partition": part, "index": i})
+                idx = idx[~sb]
+            yy, ss = y[idx], s[idx]
+            ww = None if w is None else w[idx]
+            states = {}
+            for name, m in templates.items():
+                states[name] = m.clone().update_trusted(yy, ss, ww).to_state()
+            tot = _totals(yy, ss, ww) if want_ranked else None
+            out.append({"part": part, "segment": json.dumps(list(key)),
+                        "states": json.dumps(states), "totals": json.dumps(tot),
+                        "rows": int(len(idx)), "bad": nbad, "first_bad": first})
+        yield pd.DataFrame(out, columns=["part", "segment", "states", "totals", "rows",
+                                         "bad", "first_bad"])
+
+    return run
+
+
+_FIRST_SCHEMA = ("part long, segment string, states string, totals string, rows long, "
+                 "bad long, first_bad string")
+
+
+def _second_pass(spec, offsets, want_ap, curves, step):
+    """The ``mapInPandas`` function of the second pass: given the weight above each
+    (partition, segment), its AP sum and its curve points."""
+    import pandas as pd
+    from pyspark import TaskContext
+
+    def run(batches):
+        part = TaskContext.get().partitionId()
+        frames = list(batches)
+        pdf = pd.concat(frames, ignore_index=True) if frames else None
+        if pdf is None or not len(pdf):
+            return
+        y, s, w, bad = columns(pdf, spec)
+        out = []
+        for key, idx in _segment_groups(pdf, spec.group_by):
+            seg = json.dumps(list(key))
+            off = offsets.get((part, seg))
+            if off is None:
+                continue
+            t0, f0, d0 = off
+            idx = idx[~bad[idx]]
+            keys, wp, wn = _distinct_desc(y[idx], s[idx], None if w is None else w[idx])
+            tp = t0 + np.cumsum(wp)
+            allw = t0 + f0 + np.cumsum(wp + wn)
+            ap = None
+            if want_ap:
+                prec = tp / np.maximum(allw, 1e-300)
+                ap = float(np.sum(wp * prec))
+            pts = None
+            if curves:
+                nz = (wp > 0.0) | (wn > 0.0)
+                k, tpk, fpk = keys[nz], tp[nz], (f0 + np.cumsum(wn))[nz]
+                g = d0 + np.arange(1, len(k) + 1)  # global point numbers (1-based)
+                keep = (g % step == 0) if step > 1 else np.ones(len(k), bool)
+                if len(k):
+                    keep[-1] = True  # a range's last point: kept, so the curve ends right
+                pts = [k[keep].tolist(), tpk[keep].tolist(), fpk[keep].tolist()]
+            out.append({"part": part, "segment": seg, "ap": ap,
+                        "points": None if pts is None else json.dumps(pts)})
+        yield pd.DataFrame(out, columns=["part", "segment", "ap", "points"])
+
+    return run
+
+
+_SECOND_SCHEMA = "part long, segment string, ap double, points string"
+
+
+def _plain(v):
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and v != v:
+        return float("nan")
+    return v
+
+
+# ------------------------------------------------------------------ merging
+
+
+def _merge_states(a, b):
+    """Merge two JSON state maps ``{name: state}`` (on the executors)."""
+    x, y = json.loads(a), json.loads(b)
+    for name, st in y.items():
+        x[name] = from_state(x[name]).merge(from_state(st)).to_state()
+    return json.dumps(x)
+
+
+# ------------------------------------------------------------------ the driver
+
+
+def _refuse(first, total):
+    """Raise the single-process message of the first bad row, with where it was."""
+    d = json.loads(first)
+    message = (f"{d['arg']} = {d['value']}: {d['reason']} (column {d['column']!r}, row "
+               f"{d['row']}: partition {d['partition']}, row {d['index']} of it; {total} "
+               f"bad row{'s' if total != 1 else ''} in the DataFrame; nothing was merged)")
+    raise ValidationError(d["column"], d["value"], d["reason"], message=message) from None
+
+
+def evaluate(df, metrics, label="label", score="score", weight=None, group_by=None, *,
+             on_error="fail", partitions=None, curve_points=None, stats=None):
+    """The values of ``metrics`` over the rows of a Spark DataFrame.
+
+    Exact: each value equals the single-process metric fed every row (AUC and AP equal
+    scikit-learn's, ties and weights included), up to the order of float additions
+    (measured within 1e-12; see the README's "Running on Spark").
+
+    Runtime complexity: one pass over the data for the mergeable metrics (each
+    partition's ``update_trusted``, then a tree-merge of states); with exact
+    score-order metrics, a range shuffle, a sort of each range and a second pass (AP
+    and curves). Driver memory: one merged state per segment, plus
+    `O(partitions x segments)` totals; never per-score state of exact metrics.
+
+    Parameters
+    ----------
+    df : pyspark.sql.DataFrame
+        One row per event.
+    metrics : dict
+        ``{name: streameval binary metric}``: templates (their type and parameters;
+        they are not changed). All must share one label pair.
+    label, score, weight : str
+        Column names; ``weight=None``: every row weighs 1.
+    group_by : str or list of str, optional
+        Segment columns: the result is then a DataFrame with one row per segment (a
+        null segment value is a segment of its own), the segment columns first and one
+        column per metric.
+    on_error : {"fail", "skip"}
+        A bad row fails the job (``ValidationError`` with the single-process reason, the
+        column, the value, the row and the count of bad rows; nothing is merged), or is
+        left out: the result is then a :data:`Skipped` ``(values, rejected, n_rejected)``.
+    partitions : int, optional
+        Number of score ranges for exact score-order metrics (default: the session's
+        ``spark.sql.shuffle.partitions``).
+    curve_points : int, optional
+        ``ROCCurve``/``PRCurve``: keep about this many points (evenly spaced; the
+        first, the last and each range's last are kept); None: all.
+    stats : dict, optional
+        Filled with what reached the driver: ``driver_rows``, ``driver_bytes``,
+        ``passes``, ``partitions``.
+
+    Returns
+    -------
+    dict or DataFrame or Skipped
+        ``{name: value}`` (curves: their arrays; a metric with ``bins`` adds
+        ``"<name>_error_bound"``, its guaranteed bound on the distance to the exact
+        value), or with ``group_by`` a DataFrame of the same columns per segment.
+    """
+    from pyspark.sql import functions as F
+
+    if not isinstance(metrics, dict) or not metrics:
+        raise ValueError("metrics must be a non-empty dict {name: metric}")
+    if on_error not in ("fail", "skip"):
+        raise ValueError(f"on_error = {on_error!r}: expected 'fail' or 'skip'")
+    if isinstance(group_by, str):
+        group_by = [group_by]
+    group_by = list(group_by or [])
+    spec = Spec(metrics, label, score, weight, group_by)
+    missing = [c for c in spec.names() if c not in df.columns]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the DataFrame (it has {df.columns})")
+    if curve_points is not None and (isinstance(curve_points, bool)
+                                     or not isinstance(curve_points, int) or curve_points < 2):
+        raise ValueError(f"curve_points = {curve_points!r}: expected an integer >= 2 or None")
+    exact = {n: m for n, m in metrics.items() if ranged(m)}
+    mergeable = {n: m.clone() for n, m in metrics.items() if n not in exact}
+    stats = stats if stats is not None else {}
+    spark = df.sparkSession
+    data = df.select(*spec.names())
+    passes = 1
+    if exact:
+        k = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
+        keys = [F.col(g).asc_nulls_first() for g in group_by] + [F.col(score).desc_nulls_last()]
+        data = data.repartitionByRange(int(k), *keys)
+        data = data.persist()
+    try:
+        first = data.mapInPandas(_first_pass(spec, mergeable, bool(exact)), _FIRST_SCHEMA)
+        first = first.persist()
+        try:
+            summary = first.select("part", "segment", "totals", "rows", "bad",
+                                   "first_bad").collect()
+            nbytes = sum(len(r["totals"] or "") + len(r["segment"]) + 40 for r in summary)
+            bad = sum(r["bad"] for r in summary)
+            if bad and on_error == "fail":
+                firsts = [r for r in summary if r["bad"]]
+                firsts.sort(key=lambda r: (r["part"], json.loads(r["first_bad"])["index"]))
+                _refuse(firsts[0]["first_bad"], bad)
+            # the mergeable states, tree-merged on the executors
+            pairs = first.select("segment", "states").rdd.map(tuple)
+            if group_by:
+                merged = dict(pairs.reduceByKey(_merge_states).collect())
+            else:
+                st = pairs.map(lambda kv: kv[1])
+                merged = {json.dumps([]): st.treeReduce(_merge_states)} if not st.isEmpty() else {}
+            nbytes += sum(len(v) for v in merged.values())
+        finally:
+            first.unpersist()
+        segments = _segments_in_order(summary, group_by)
+        results = {seg: {} for seg in segments}
+        for seg in segments:
+            st = json.loads(merged[seg]) if seg in merged else {}
+            for name, m in mergeable.items():
+                obj = from_state(st[name]) if name in st else m.clone()
+                results[seg][name] = _value(obj)
+                if getattr(obj, "_bins", None):
+                    results[seg][f"{name}_error_bound"] = float(obj.error_bound())
+        if exact:
+            offsets, totals = _offsets(summary)
+            want_ap = any(m._public_name == "AveragePrecision" for m in exact.values())
+            curves = any(m._public_name in ("ROCCurve", "PRCurve") for m in exact.values())
+            sums, points = {}, {}
+            if want_ap or curves:
+                passes += 1
+                step = _step(curve_points, totals) if curves else 1
+                rows = data.mapInPandas(_second_pass(spec, offsets, want_ap, curves, step),
+                                        _SECOND_SCHEMA).collect()
+                for r in rows:
+                    nbytes += 40 + len(r["points"] or "")
+                    if r["ap"] is not None:
+                        sums.setdefault(r["segment"], []).append(r["ap"])
+                    if r["points"] is not None:
+                        points.setdefault(r["segment"], []).append((r["part"], r["points"]))
+            for seg in segments:
+                P, N, U, _ = totals.get(seg, (0.0, 0.0, 0.0, 0))
+                for name, m in exact.items():
+                    results[seg][name] = _exact_value(m, P, N, U, sums.get(seg), points.get(seg))
+        stats.update(driver_rows=len(summary), driver_bytes=nbytes, passes=passes,
+                     partitions=len({r["part"] for r in summary}))
+    finally:
+        if exact:
+            data.unpersist()
+    names = []
+    for n in metrics:  # the metrics' order, each bound beside its value
+        names.append(n)
+        if getattr(metrics[n], "_bins", None) and not ranged(metrics[n]):
+            names.append(f"{n}_error_bound")
+    if group_by:
+        out = _frame(spark, df, group_by, segments, results, names, metrics)
+    else:
+        got = results.get(json.dumps([]))
+        out = {n: got[n] for n in names} if got else {n: _empty_value(metrics[n]) for n in metrics}
+    if on_error == "skip":
+        return Skipped(out, _rejected(df, spec), bad)
+    return out
+
+
+def _segments_in_order(summary, group_by):
+    """Segment keys (JSON) in a stable order: sorted by their values (nulls first)."""
+    segs = {r["segment"] for r in summary}
+    if not group_by:
+        return [json.dumps([])]
+    return sorted(segs, key=lambda s: [(v is not None, repr(type(v)), v)
+                                       for v in json.loads(s)])
+
+
+def _offsets(summary):
+    """``{(part, segment): (pos weight above, neg weight above, points above)}`` and
+    ``{segment: (P, N, U, points)}`` from the first pass's per-range totals."""
+    by_seg = {}
+    for r in summary:
+        tot = json.loads(r["totals"]) if r["totals"] else None
+        if tot is None:
+            continue
+        by_seg.setdefault(r["segment"], []).append((r["part"], tot))
+    offsets, totals = {}, {}
+    for seg, parts in by_seg.items():
+        parts.sort()  # range order: partition ids follow the score ranges, high to low
+        live = [(p, t) for p, t in parts if t[4] is not None]
+        for (_, a), (_, b) in zip(live, live[1:]):
+            if not a[5] > b[4]:  # ranges must be disjoint and descending
+                raise RuntimeError(f"score ranges overlap in segment {seg}: {a} then {b}")
+        P = math.fsum(t[0] for _, t in parts)
+        N = math.fsum(t[1] for _, t in parts)
+        U_own = math.fsum(t[2] for _, t in parts)
+        tp = fp = 0.0
+        d = 0
+        cross = []
+        for p, t in parts:
+            offsets[(p, seg)] = (tp, fp, d)
+            cross.append(t[0] * (N - fp - t[1]))  # its positives above every lower negative
+            tp += t[0]
+            fp += t[1]
+            d += t[3]
+        totals[seg] = (P, N, U_own + math.fsum(cross), d)
+    return offsets, totals
+
+
+def _step(curve_points, totals):
+    if not curve_points:
+        return 1
+    most = max((t[3] for t in totals.values()), default=0)
+    return max(1, -(-most // (curve_points - 1)))
+
+
+def _value(obj):
+    v = obj.get()
+    if isinstance(v, tuple):
+        return tuple(np.asarray(a) for a in v)
+    return float(v)
+
+
+def _empty_value(m):
+    return _value(m.clone())
+
+
+def _exact_value(m, P, N, U, sums, points):
+    name = m._public_name
+    if name in ("ROCAUC", "Gini"):
+        auc = U / (P * N) if P > 0.0 and N > 0.0 else math.nan
+        return 2.0 * auc - 1.0 if name == "Gini" else auc
+    if name == "AveragePrecision":
+        if not P > 0.0:
+            return math.nan
+        return min(1.0, max(0.0, math.fsum(sums or []) / P))
+    keys, tps, fps = [], [], []
+    for _, blob in sorted(points or []):
+        k, t, f = json.loads(blob)
+        keys += k
+        tps += t
+        fps += f
+    keys, tps, fps = np.asarray(keys, float), np.asarray(tps, float), np.asarray(fps, float)
+    if name == "ROCCurve":
+        tps, fps = np.concatenate(([0.0], tps)), np.concatenate(([0.0], fps))
+        fpr = fps / N if N > 0 else np.full(len(fps), np.nan)
+        tpr = tps / P if P > 0 else np.full(len(tps), np.nan)
+        return fpr, tpr, np.concatenate(([np.inf], keys))
+    # PRCurve, as the single-process one: ascending thresholds, ending with (1, 0)
+    ps = tps + fps
+    precision = np.divide(tps, ps, out=np.zeros_like(tps), where=ps > 0.0)
+    recall = tps / P if P > 0 else np.ones(len(tps))
+    return (np.append(precision[::-1], 1.0), np.append(recall[::-1], 0.0), keys[::-1].copy())
+
+
+def _frame(spark, df, group_by, segments, results, names, metrics):
+    """The tidy per-segment DataFrame: segment columns (their input types), then one
+    column per value (double; curves: an array of three arrays)."""
+    from pyspark.sql import types as T
+
+    fields = [df.schema[g] for g in group_by]
+    fields = [T.StructField(f.name, f.dataType, True) for f in fields]
+    sample = results[segments[0]] if segments else {}
+    for n in names:
+        curve = isinstance(sample.get(n), tuple)
+        fields.append(T.StructField(
+            n, T.ArrayType(T.ArrayType(T.DoubleType())) if curve else T.DoubleType(), True))
+    rows = []
+    for seg in segments:
+        vals = results[seg]
+        row = list(json.loads(seg))
+        for n in names:
+            v = vals[n]
+            if isinstance(v, tuple):
+                row.append([np.asarray(a, float).tolist() for a in v])
+            else:
+                row.append(None if v != v else float(v))
+        rows.append(row)
+    return spark.createDataFrame(rows, T.StructType(fields))
+
+
+def _rejected(df, spec):
+    """The rows a run with ``on_error="skip"`` leaves out, with ``reason`` (lazy)."""
+    import pandas as pd
+
+    from pyspark.sql import types as T
+
+    names = spec.names()
+    schema = T.StructType([df.schema[c] for c in names]
+                          + [T.StructField("reason", T.StringType(), False)])
+
+    def run(batches):
+        for pdf in batches:
+            if not len(pdf):
+                continue
+            _, _, _, bad = columns(pdf, spec)
+            idx = np.flatnonzero(bad)
+            if not len(idx):
+                continue
+            out = pdf.iloc[idx].copy()
+            reasons = []
+            for i in idx.tolist():
+                arg, col, value, reason = refusal(pdf, i, spec)
+                reasons.append(f"{arg} = {value!r}: {reason} (column {col!r})")
+            out["reason"] = reasons
+            yield out
+
+    return df.select(*names).mapInPandas(run, schema)
