@@ -21,7 +21,10 @@ import numpy as np
 
 from streameval.validation import MAX_WEIGHT, ValidationError
 
-__all__ = ["Spec", "columns", "refusal"]
+__all__ = ["Spec", "columns", "refusal", "NULL_SCORE", "NULL_WEIGHT"]
+
+#: extra bool columns of the projection: the score (weight) was null, not NaN
+NULL_SCORE, NULL_WEIGHT = "__streameval_null_score", "__streameval_null_weight"
 
 
 class Spec:
@@ -62,6 +65,14 @@ class Spec:
         """The DataFrame columns read, in order."""
         out = [self.label, self.score] + ([self.weight] if self.weight else [])
         return out + [g for g in self.group_by if g not in out]
+
+    def flags(self):
+        """``[(flag column, column)]``: which nulls the partitions are told about (a
+        null double reaches pandas as NaN; the message must say None, as for a null)."""
+        out = [(NULL_SCORE, self.score)]
+        if self.weight:
+            out.append((NULL_WEIGHT, self.weight))
+        return out
 
     def column_of(self, arg):
         """The DataFrame column of a metric argument name (``y_true``, ``y_pred``, ``w``)."""
@@ -139,9 +150,13 @@ def refusal(pdf, i, spec):
     s = row[spec.score]
     w = row[spec.weight] if spec.weight else None
     y = None if _null(y) else (y.item() if hasattr(y, "item") else y)
-    s = None if _null(s) and not isinstance(s, float) else (s.item() if hasattr(s, "item") else s)
-    if w is not None:
-        w = None if _null(w) and not isinstance(w, float) else (w.item() if hasattr(w, "item") else w)
+    s = s.item() if hasattr(s, "item") else s
+    if NULL_SCORE in pdf.columns and bool(row[NULL_SCORE]) or s is None:
+        s = None
+    if spec.weight:
+        w = w.item() if hasattr(w, "item") else w
+        if NULL_WEIGHT in pdf.columns and bool(row[NULL_WEIGHT]) or w is None:
+            w = None
     try:
         spec.probe.validate([y], [s], None if not spec.weight else [w])
         for check in spec.checks:

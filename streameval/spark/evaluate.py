@@ -84,14 +84,16 @@ def _segment_groups(pdf, group_by):
 
 def _distinct_desc(y, s, w):
     """Distinct scores high to low with their positive and negative weight."""
+    if not len(s):
+        return np.zeros(0), np.zeros(0), np.zeros(0)
     order = np.argsort(-s, kind="stable")
     ss = s[order]
     ww = np.ones(len(ss)) if w is None else w[order]
     yy = y[order]
     start = np.flatnonzero(np.concatenate(([True], ss[1:] != ss[:-1])))
     keys = ss[start]
-    wp = np.add.reduceat(np.where(yy, ww, 0.0), start) if len(ss) else np.zeros(0)
-    wn = np.add.reduceat(np.where(yy, 0.0, ww), start) if len(ss) else np.zeros(0)
+    wp = np.add.reduceat(np.where(yy, ww, 0.0), start)
+    wn = np.add.reduceat(np.where(yy, 0.0, ww), start)
     return keys, wp, wn
 
 
@@ -298,7 +300,7 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
     mergeable = {n: m.clone() for n, m in metrics.items() if n not in exact}
     stats = stats if stats is not None else {}
     spark = df.sparkSession
-    data = df.select(*spec.names())
+    data = df.select(*spec.names(), *[F.isnull(c).alias(f) for f, c in spec.flags()])
     passes = 1
     if exact:
         k = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -491,8 +493,7 @@ def _frame(spark, df, group_by, segments, results, names, metrics):
 
 def _rejected(df, spec):
     """The rows a run with ``on_error="skip"`` leaves out, with ``reason`` (lazy)."""
-    import pandas as pd
-
+    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     names = spec.names()
@@ -507,7 +508,7 @@ def _rejected(df, spec):
             idx = np.flatnonzero(bad)
             if not len(idx):
                 continue
-            out = pdf.iloc[idx].copy()
+            out = pdf.iloc[idx][names].copy()
             reasons = []
             for i in idx.tolist():
                 arg, col, value, reason = refusal(pdf, i, spec)
@@ -515,4 +516,5 @@ def _rejected(df, spec):
             out["reason"] = reasons
             yield out
 
-    return df.select(*names).mapInPandas(run, schema)
+    data = df.select(*names, *[F.isnull(c).alias(f) for f, c in spec.flags()])
+    return data.mapInPandas(run, schema)
