@@ -71,15 +71,24 @@ def ranged(metric):
 
 
 def _segment_groups(pdf, group_by):
-    """``[(segment key tuple, row positions)]`` in order of first appearance."""
+    """``[(segment key tuple, row positions)]``, one per segment of the partition."""
     if not group_by:
         return [((), np.arange(len(pdf)))]
-    keys = pdf[list(group_by)].astype(object).where(pdf[list(group_by)].notna(), None)
-    out = {}
-    for i, key in enumerate(map(tuple, keys.itertuples(index=False, name=None))):
-        key = tuple(k.item() if hasattr(k, "item") else k for k in key)
-        out.setdefault(key, []).append(i)
-    return [(k, np.asarray(v, dtype=np.int64)) for k, v in out.items()]
+    groups = pdf.groupby(list(group_by), dropna=False, sort=False).indices
+    out = []
+    for key, idx in groups.items():
+        key = key if isinstance(key, tuple) else (key,)
+        key = tuple(None if _missing(k) else (k.item() if hasattr(k, "item") else k)
+                    for k in key)
+        out.append((key, np.asarray(idx, dtype=np.int64)))
+    return out
+
+
+def _missing(v):
+    try:
+        return v is None or bool(v != v)
+    except Exception:
+        return False
 
 
 def _distinct_desc(y, s, w):
