@@ -1,7 +1,8 @@
 """The metric protocol shared by every streameval metric.
 
-Every metric has ``update``, ``revert``, ``update_many``, ``get``, ``merge`` and
-``to_state``; :func:`from_state` rebuilds any metric (or window) from its state.
+Every metric has ``update``, ``revert``, ``update_many``, ``get``, ``merge`` (and,
+where it has ``merge``, its inverse ``subtract``) and ``to_state``; :func:`from_state`
+rebuilds any metric (or window) from its state.
 
 Binary, multiclass and regression metrics subclass river's metric base classes, so
 ``river.evaluate.progressive_val_score`` and ``river.utils.Rolling`` accept them.
@@ -23,6 +24,7 @@ never the package root, windows, drift or the Monitor.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import numbers
@@ -268,9 +270,10 @@ class Metric:
     """The streameval protocol, mixed into every metric and window.
 
     Subclasses implement ``update``, ``revert``, ``get``, and for state and merging
-    ``_get_data()``, ``_set_data(data)`` and ``_merge(other)``. Constructor parameters
-    must be stored as attributes of the same name (as river's ``Base`` expects); they
-    form the ``params`` of the state and decide which metrics may be merged.
+    ``_get_data()``, ``_set_data(data)``, ``_merge(other)`` and ``_subtract(other)``.
+    Constructor parameters must be stored as attributes of the same name (as river's
+    ``Base`` expects); they form the ``params`` of the state and decide which metrics
+    may be merged (and subtracted).
     """
 
     #: version of the state layout; bump when ``_get_data`` changes shape
@@ -383,6 +386,60 @@ class Metric:
         self._merge(other)
         return self
 
+    def subtract(self, other):
+        """Take out the state of ``other``, merged here earlier; return ``self``.
+
+        The exact inverse of :meth:`merge`: after ``a.merge(b).subtract(b)``, ``a``
+        holds what it held before, and if ``a`` is the merge of ``b`` and ``c``,
+        ``a.subtract(b)`` holds the state of ``c``, with the exactness of ``revert``
+        (integer weights: exactly; float weights: the rounding ``revert`` leaves, and
+        a cell, score or sum left without events is exactly 0, as ``revert`` resets
+        it). A sliding window over per-bucket states is ``window.merge(new_bucket)``
+        then ``window.subtract(old_bucket)``.
+
+        Refused with a ``ValueError``, changing nothing (everything is checked before
+        anything is taken out): a metric of another type or other parameters (as
+        :meth:`merge` refuses them), and an ``other`` that holds what this metric does
+        not, so it was never merged here (a confusion cell with more events, a score
+        with more events or weight, more events or weight in all, a class unknown
+        here, ...); the message says what is missing. Metrics without it (windows,
+        drift tests) raise ``NotImplementedError``.
+
+        Runtime complexity: the size of ``other``'s state (confusion and mean
+        metrics: `O(1)`; score orders: a removal of its distinct scores, see
+        :meth:`streameval.metrics.scoreorder.ScoreOrder.remove_entries`).
+
+        >>> import streameval as se
+        >>> a = se.Accuracy().update_many([1, 0, 1], [0.9, 0.2, 0.3])
+        >>> b = se.Accuracy().update_many([0, 0], [0.8, 0.1])
+        >>> a.merge(b).get()
+        0.6
+        >>> a.subtract(b).get()
+        0.6666666666666666
+        >>> a.subtract(b)
+        Traceback (most recent call last):
+        ...
+        ValueError: subtract: the fp cell holds 0 events here but 1 in the other Accuracy: it was never merged
+
+        Parameters
+        ----------
+        other
+            A metric of the same type and parameters whose state was merged into this
+            one (with :meth:`merge`, or by feeding this one its events too).
+        """
+        if type(other) is not type(self):
+            raise ValueError(
+                f"cannot subtract a {type(other).__name__} from a {type(self).__name__}"
+            )
+        mine, theirs = self._params(), other._params()
+        if mine != theirs:
+            raise ValueError(
+                f"cannot subtract metrics with different parameters: {theirs} from {mine}")
+        if other is self:  # (a copy: the state read is the one being taken out)
+            other = copy.deepcopy(other)
+        self._subtract(other)
+        return self
+
     def to_state(self):
         """JSON-serialisable state: ``{"type", "version", "params", "data"}``."""
         return {
@@ -482,6 +539,12 @@ class Metric:
 
     def _merge(self, other):
         raise NotImplementedError(f"{type(self).__name__} cannot be merged")
+
+    def _subtract(self, other):
+        """Take out ``other``'s state (same type and parameters, checked): refuse with
+        a ``ValueError`` saying what is missing, before any change, if ``other`` holds
+        what ``self`` does not (see :meth:`subtract`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be subtracted")
 
     def __repr__(self):
         try:

@@ -394,6 +394,38 @@ class WeightedMean(Metric):
         self._fold(other._n, other._s, other._w, other._c)
         self._z += other._z
 
+    def _subtract(self, other):
+        """Take out ``other``'s sums (merged earlier) as :meth:`revert_trusted` takes
+        out a batch's: one compensated subtraction; emptied, or left with only events
+        of weight 0, the metric is exact zeros. Refused (``ValueError``, nothing
+        changed) for more events, more weight or a larger loss sum (beyond rounding,
+        :func:`~streameval.validation.overdrawn`) than held here."""
+        name = f"the other {self._public_name}"
+        if other._n > self._n:
+            raise ValueError(f"subtract: {self._n} events here but {other._n} in {name}: "
+                             "they were never merged")
+        if other._n and overdrawn(self._w - other._w, other._w, self._w):
+            raise ValueError(f"subtract: weight {self._w!r} here but {other._w!r} in "
+                             f"{name}: it was never merged")
+        mine, theirs = self._s + self._c, other._s + other._c
+        if other._n and overdrawn(mine - theirs, abs(theirs), abs(mine)):
+            raise ValueError(f"subtract: weighted loss sum {mine!r} here but {theirs!r} in "
+                             f"{name}: it was never merged")
+        self._check_unmerge(other, name)
+        if other._n == self._n:  # emptied: exactly zero, no rounding residue
+            self._s = self._c = self._w = 0.0
+            self._n = self._z = 0
+        elif other._n:
+            self._fold(-other._n, -other._s, -other._w, -other._c)
+            self._z = max(self._z - other._z, 0)
+            if self._n <= self._z:  # only weight 0 left: exactly zero
+                self._s = self._c = self._w = 0.0
+                self._z = self._n
+
+    def _check_unmerge(self, other, name):
+        """Hook of metrics with more state (MAPE's skipped events): refuse, before
+        :meth:`_subtract` changes anything, what ``other`` holds beyond this one."""
+
     def _get_data(self):
         data = {"n": self._n, "sum": [self._s, self._c], "weight": self._w}
         if self._z:  # only where events of weight 0 are held (older states lack it)

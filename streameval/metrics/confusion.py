@@ -9,7 +9,7 @@ predicted class or a dict of class probabilities (its argmax).
 Every metric of the family reads one confusion matrix. ``Precision()`` makes its own;
 ``Precision(cm=cm)`` is a read-only *view* of a shared one, so that several metrics
 cost one update (``cm.update``) without double counting: a view refuses ``update``,
-``revert``, ``update_many`` and ``merge`` with a :class:`TypeError`.
+``revert``, ``update_many``, ``merge`` and ``subtract`` with a :class:`TypeError`.
 
 Undefined values (a division by zero: precision with no predicted positive, any
 metric before the first event, ...) are ``math.nan``, never 0. The proportions
@@ -33,6 +33,7 @@ It may import numpy, :mod:`streameval.validation` and the metrics' ``base`` and
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 
@@ -366,6 +367,38 @@ class BinaryCounts(BinaryMetric):
         self._z = [a + b for a, b in zip(self._z, other._z)]
         self._zn += other._zn
 
+    def _subtract_counts(self, other, name):
+        """Take out the cells of ``other`` (merged earlier), as a ``revert_trusted`` of
+        its events would: each cell loses ``other``'s events and weight in one
+        subtraction; an emptied cell, or one left with only events of weight 0, is
+        exactly 0. Refused (``ValueError`` naming the cell and ``name``, the other
+        metric; nothing changed) if a cell of ``other`` holds more events than here, or
+        more weight beyond rounding (:func:`~streameval.validation.overdrawn`).
+
+        Not the ``_subtract`` hook of this class, so that a subclass with more state
+        (:class:`streameval.drift.DriftCounts`) does not inherit a partial inverse."""
+        total = self._total()
+        for cell in CELLS:
+            k, theirs = getattr(self, "_n" + cell), getattr(other, "_n" + cell)
+            v, x = getattr(self, cell), getattr(other, cell)
+            if theirs > k:
+                raise ValueError(
+                    f"subtract: the {cell} cell holds {_events(k)} here but {theirs} in "
+                    f"{name}: it was never merged")
+            if self._by_weight and overdrawn(v - x, x, total):
+                raise ValueError(
+                    f"subtract: the {cell} cell holds weight {v!r} here but {x!r} in "
+                    f"{name}: it was never merged")
+        for c, cell in enumerate(CELLS):
+            k = getattr(self, "_n" + cell) - getattr(other, "_n" + cell)
+            v = getattr(self, cell) - getattr(other, cell)
+            z = min(max(self._z[c] - other._z[c], 0), k)
+            # emptied, or only weight 0 left: exactly 0; a residue below 0 is 0
+            setattr(self, cell, v if k > z and v > 0.0 else 0.0)
+            setattr(self, "_n" + cell, k)
+            self._z[c] = z
+        self._zn = sum(self._z)
+
     def _get_data(self):
         data = {
             "tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn,
@@ -423,6 +456,9 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryCounts, case="binary"):
         (pos,) = self._pos_set
         (neg,) = self._neg_set
         return [neg, pos]
+
+    def _subtract(self, other):
+        self._subtract_counts(other, f"the other {self._public_name}")
 
     def get(self):
         """``[[tn, fp], [fn, tp]]`` as a float array (sklearn's layout)."""
@@ -740,6 +776,48 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric, case="multic
         for key, z in other._zeros.items():
             zeros[key] = zeros.get(key, 0) + z
 
+    def _subtract(self, other):
+        self._subtract_counts(other, f"the other {self._public_name}")
+
+    def _subtract_counts(self, other, name):
+        """Take out the cells of ``other`` (merged earlier), as a ``revert_trusted`` of
+        its events would: each cell loses ``other``'s events and weight; an emptied
+        cell is gone (its weight exactly 0), one left with only events of weight 0
+        weighs exactly 0. Refused (``ValueError`` naming the cell and ``name``, the
+        other metric; nothing changed) if a cell of ``other`` is absent here, holds
+        more events, or more weight beyond rounding."""
+        cells = self._cells
+        total = self._weight_total()
+        for key, (x, c) in other._cells.items():
+            cell = cells.get(key)
+            where = f"the cell (y_true={key[0]!r}, y_pred={key[1]!r})"
+            held = 0 if cell is None else cell[1]
+            if c > held:
+                raise ValueError(
+                    f"subtract: {where} holds {_events(held)} here but {c} in {name}: "
+                    "it was never merged")
+            if overdrawn(cell[0] - x, x, total):
+                raise ValueError(
+                    f"subtract: {where} holds weight {cell[0]!r} here but {x!r} in "
+                    f"{name}: it was never merged")
+        zeros, theirs = self._zeros, other._zeros
+        for key, (x, c) in other._cells.items():
+            cell = cells[key]
+            if cell[1] == c:
+                del cells[key]  # an empty cell is gone, its weight exactly 0
+                zeros.pop(key, None)
+                continue
+            v = cell[0] - x
+            cell[0] = v if v > 0.0 else 0.0  # a rounding residue below 0 is 0
+            cell[1] -= c
+            z = min(max(zeros.get(key, 0) - theirs.get(key, 0), 0), cell[1])
+            if z:
+                zeros[key] = z
+                if z == cell[1]:  # only weight 0 left: exactly 0
+                    cell[0] = 0.0
+            else:
+                zeros.pop(key, None)
+
     def _get_data(self):
         data = {"cells": [[t, p, w, c] for (t, p), (w, c) in self._cells.items()]}
         if self._zeros:  # only where events of weight 0 are held (older states lack it)
@@ -802,6 +880,11 @@ def _cell(y, predicted_positive):
     if predicted_positive:
         return 0 if y else 1
     return 2 if y else 3
+
+
+def _events(k):
+    """``"1 event"``, ``"3 events"`` (for messages)."""
+    return f"{k} event" if k == 1 else f"{k} events"
 
 
 def _negative(weights):
@@ -888,6 +971,19 @@ class _View(Metric):
 
     def _merge(self, other):
         self.cm._merge(other.cm)
+
+    def subtract(self, other):
+        """Take out ``other``'s events, merged earlier (the exact inverse of
+        :meth:`merge`, see :meth:`streameval.metrics.base.Metric.subtract`); return
+        ``self``. A view of a shared matrix refuses it with a ``TypeError``."""
+        self._writable("subtract from")
+        return super().subtract(other)
+
+    def _subtract(self, other):
+        theirs = other.cm
+        if theirs is self.cm:  # (a view of this metric's own matrix: take out a copy)
+            theirs = copy.deepcopy(theirs)
+        self.cm._subtract_counts(theirs, f"the other {self._public_name}")
 
     def _get_data(self):
         return self.cm._get_data()

@@ -21,7 +21,7 @@ big orders: :mod:`streameval.metrics.scoreorder`); ``revert_many``
 (``revert_trusted``: a window's expired slice)
 aggregates the batch per score, checks it against the stored counts (atomic: an event
 never added is refused by index) and removes it entry by entry or in bulk;
-``merge`` and ``to_state`` are exact. A
+``merge``, its inverse ``subtract`` and ``to_state`` are exact. A
 metric updated many times without being read defers the events and merges them in
 bulk at the next read (:data:`DEFER_AFTER`); one read after every event never defers.
 Memory grows with distinct scores, not with events. ``bins=N`` (``ROCAUC``, ``Gini``,
@@ -64,6 +64,7 @@ from streameval.validation import (
     check_same_length,
     check_weight,
     fail,
+    overdrawn,
 )
 
 __all__ = [
@@ -608,6 +609,13 @@ class _BinaryRanking(BinaryMetric):
     def _merge(self, other):
         self._order.merge(other._order)
 
+    def _subtract(self, other):
+        # both orders read through ``_order``: deferred events merged in first
+        theirs = other._order
+        bins = self._bins
+        self._order.subtract(theirs, f"the other {self._public_name}",
+                             (lambda k: f"bin {int(k)}") if bins else None)
+
     def _get_data(self):
         return self._order.to_data()
 
@@ -662,10 +670,10 @@ class OrderView:
     ``get()`` is the template kind's value on the owner's order, and ``to_state()`` is
     exactly the state the template would have if it had been fed the owner's events
     (so checkpoints do not change and load into unshared metrics). Nothing updates a
-    view: ``update``, ``update_many``, ``update_trusted``, ``revert`` and ``merge``
-    raise ``TypeError`` (the owner is updated instead; sharing never double counts).
-    Other attributes (``size``, ``late``, ``newest``...) are the owner's; ``clone()``
-    is a fresh, unshared copy of the template.
+    view: ``update``, ``update_many``, ``update_trusted``, ``revert``, ``merge`` and
+    ``subtract`` raise ``TypeError`` (the owner is updated instead; sharing never
+    double counts). Other attributes (``size``, ``late``, ``newest``...) are the
+    owner's; ``clone()`` is a fresh, unshared copy of the template.
 
     Runtime complexity: ``get`` is the template kind's ``get`` on the owner's order
     (AP: one numpy pass, cached until the order changes; AUC: `O(1)`).
@@ -726,7 +734,7 @@ class OrderView:
         raise TypeError("a shared score-order view is read-only: its owner is updated")
 
     update = update_many = update_trusted = revert = revert_many = revert_trusted = \
-        merge = _read_only
+        merge = subtract = _read_only
 
     def __getattr__(self, name):
         if name.startswith("__"):
@@ -1453,6 +1461,56 @@ class _OVRRanking(MultiClassMetric):
         self._n += other._n
         self._w += other._w
         self._z += other._z
+
+    def _subtract(self, other):
+        """The inverse of :meth:`_merge`: every class's order loses ``other``'s order
+        for that class, or, for a class ``other`` never saw, its events as negatives
+        with score 0; the micro order the same. Everything is checked first (classes,
+        events, weight, then every order's removal), then removed. A class stays known
+        (as after ``revert``), with the events left."""
+        name = f"the other {self._public_name}"
+        unknown = [c for c in other._classes if c not in self._classes]
+        if unknown:
+            raise ValueError(f"subtract: class {unknown[0]!r} of {name} is unknown here: "
+                             "it was never merged")
+        if other._n > self._n:
+            raise ValueError(f"subtract: {self._n} events here but {other._n} in {name}: "
+                             "they were never merged")
+        if other._n and overdrawn(self._w - other._w, other._w, self._w):
+            raise ValueError(f"subtract: weight {self._w!r} here but {other._w!r} in "
+                             f"{name}: it was never merged")
+        key = self._key(0.0)
+
+        def padding(k):  # other's events as negatives with score 0 for k classes
+            return (np.array([key]), np.array([0.0]), np.array([other._w * k]),
+                    np.array([0], dtype=np.int64), np.array([other._n * k], dtype=np.int64),
+                    0, other._z * k)
+
+        plan = []
+        for c, order in self._classes.items():
+            if c in other._classes:
+                o = other._classes[c]
+                plan.append((c, order, (*o.arrays(), o.z_pos, o.z_neg)))
+            elif other._n:
+                plan.append((c, order, padding(1)))
+        if self._micro is not None:
+            theirs = ScoreOrder()
+            theirs.merge(other._micro)
+            missing = len(self._classes) - len(other._classes)
+            if missing and other._n:
+                theirs.add_entries(*padding(missing))
+            plan.append((None, self._micro, (*theirs.arrays(), theirs.z_pos, theirs.z_neg)))
+        describe = (lambda k: f"bin {int(k)}") if self.bins else None
+        for c, order, entries in plan:
+            reason = order.subtract_refusal(entries, name, describe)
+            if reason is not None:
+                what = "the micro order" if c is None else f"class {c!r}"
+                raise ValueError(f"subtract, {what}: {reason[len('subtract: '):]}")
+        for _, order, entries in plan:
+            order.remove_entries(*entries, _checked=True)
+        self._n -= other._n
+        self._w = self._w - other._w if self._n else 0.0
+        self._z -= other._z
 
     def _get_data(self):
         return {

@@ -324,6 +324,16 @@ class MAPE(_RegressionMean):
         super()._merge(other)
         self.skipped += other.skipped
 
+    def _check_unmerge(self, other, name):
+        if other.skipped > self.skipped:
+            raise ValueError(
+                f"subtract: {self.skipped} skipped events (y_true == 0) here but "
+                f"{other.skipped} in {name}: they were never merged")
+
+    def _subtract(self, other):
+        super()._subtract(other)  # (checks the skipped events too, before any change)
+        self.skipped -= other.skipped
+
     def _get_data(self):
         data = super()._get_data()
         data["skipped"] = self.skipped

@@ -132,6 +132,23 @@ class ExactSum:
         for y in other.p:
             self.add(y)
 
+    def subtract(self, other):
+        """Take out ``other``'s total, exactly: the inverse of :meth:`merge` (the
+        partials then sum to exactly what they did before ``other`` was merged).
+
+        >>> s, t = ExactSum([0.1, 1e16]), ExactSum([0.7])
+        >>> s.merge(t)
+        >>> s.subtract(t)
+        >>> s.value() == math.fsum([0.1, 1e16])
+        True
+        """
+        for y in list(other.p):
+            self.add(-y)
+
+    def copy(self):
+        """An independent copy (the same partials)."""
+        return ExactSum(self.p)
+
 
 # ------------------------------------------------------------------- validation
 
@@ -632,6 +649,33 @@ class _QueryMetric(Metric):
         self.skipped += other.skipped
         self._wsum.merge(other._wsum)
         self._vsum.merge(other._vsum)
+
+    def _subtract(self, other):
+        """Take out ``other``'s queries and exact sums (merged earlier): bit for bit
+        the sums before the merge. Refused (``ValueError``, nothing changed) for more
+        queries or skipped queries than held here, or more weight or weighted value:
+        the sums are exact, so what is left is never below 0, and exactly 0 once no
+        query is left."""
+        name = f"the other {self._public_name}"
+        for what, mine, theirs in (("queries", self._n, other._n),
+                                   ("skipped queries", self.skipped, other.skipped)):
+            if theirs > mine:
+                raise ValueError(f"subtract: {mine} {what} here but {theirs} in {name}: "
+                                 "they were never merged")
+        n = self._n - other._n
+        wsum, vsum = self._wsum.copy(), self._vsum.copy()
+        wsum.subtract(other._wsum)
+        vsum.subtract(other._vsum)
+        for what, mine, theirs, left in (
+                ("weight", self._wsum, other._wsum, wsum),
+                ("weighted sum of values", self._vsum, other._vsum, vsum)):
+            if left.value() < 0.0 or (not n and left.value()):
+                raise ValueError(
+                    f"subtract: {what} {mine.value()!r} here but {theirs.value()!r} in "
+                    f"{name}{'' if n else ' (no query left)'}: it was never merged")
+        self._n = n
+        self.skipped -= other.skipped
+        self._wsum, self._vsum = wsum, vsum
 
     def _check(self):
         assert self._n >= 0 and self.skipped >= 0

@@ -313,6 +313,11 @@ def _subtracted(stored, keys, wp, wn, cp, cn, scale_p, scale_n):
     return k0, p0, n0, c0, d0
 
 
+def _count(k, cls):
+    """``"1 positive event"``, ``"3 negative events"`` (for messages)."""
+    return f"{int(k)} {cls} event" + ("" if k == 1 else "s")
+
+
 def _zeros(n):
     return array("d", bytes(8 * n))
 
@@ -1273,6 +1278,59 @@ class ScoreOrder:
         """Add every event stored in ``other`` (another :class:`ScoreOrder`)."""
         keys, wp, wn, cp, cn = other.arrays()
         self.add_entries(keys, wp, wn, cp, cn, other.z_pos, other.z_neg)
+
+    def subtract(self, other, name="the other ScoreOrder", describe=None):
+        """Remove every event stored in ``other``, merged here earlier: the inverse of
+        :meth:`merge`, by :meth:`remove_entries` (exact with integer weights; a class's
+        weight at a score whose last event goes is exactly 0, as :meth:`remove`).
+
+        Refused with a ``ValueError`` (what :meth:`subtract_refusal` says, ``name``
+        the other order's name in it), nothing changed, if ``other`` holds events
+        not stored here.
+
+        Runtime complexity: that of :meth:`remove_entries` with ``other``'s distinct
+        scores (plus `O(n)` for ``other``'s arrays)."""
+        entries = (*other.arrays(), other.z_pos, other.z_neg)
+        reason = self.subtract_refusal(entries, name, describe)
+        if reason is not None:
+            raise ValueError(reason)
+        self.remove_entries(*entries, _checked=True)
+
+    def subtract_refusal(self, entries, name, describe=None):
+        """Why :meth:`remove_entries` would refuse ``entries`` (its arguments, with
+        the zero-weight counts), as a message for :meth:`subtract` (``name``: what
+        holds the entries; ``describe``: a score's name, default ``"score 0.5"``), or
+        None if it would not. Changes nothing."""
+        keys, wp, wn, cp, cn, z_pos, z_neg = entries
+        if not len(keys):
+            return None
+        bad = self._refused(keys, wp, wn, cp, cn)
+        if bad.any():
+            i = int(np.argmax(bad))
+            at = keys[i:i + 1]
+            sp, sn, wsp, wsn = (v[0] for v in self.stored_counts(at, weights=True))
+            s = float(keys[i])
+            where = f"subtract: {f'score {s!r}' if describe is None else describe(s)}"
+            for cls, held, theirs, w_held, w_theirs, scale in (
+                    ("positive", sp, cp[i], wsp, wp[i], self.pos_weight),
+                    ("negative", sn, cn[i], wsn, wn[i], self.neg_weight)):
+                if theirs > held:
+                    return (f"{where} holds {_count(held, cls)} here but {int(theirs)} in "
+                            f"{name}: it was never merged")
+                if _overdrawn(w_held, w_theirs, scale):
+                    return (f"{where} holds {cls} weight {float(w_held)!r} here but "
+                            f"{float(w_theirs)!r} in {name}: it was never merged")
+            return f"{where} holds less here than in {name}: it was never merged"
+        for cls, n, z, theirs_n, theirs_z in (
+                ("positive", self.n_pos, self.z_pos, int(cp.sum()), z_pos),
+                ("negative", self.n_neg, self.z_neg, int(cn.sum()), z_neg)):
+            if theirs_z > z:
+                return (f"subtract: {_count(z, cls)} of weight 0 here but {theirs_z} in "
+                        f"{name}: they were never merged")
+            if theirs_n - theirs_z > n - z:
+                return (f"subtract: {_count(n - z, cls)} of weight > 0 here but "
+                        f"{theirs_n - theirs_z} in {name}: they were never merged")
+        return None
 
     # ------------------------------------------------------------------ values
     def exact_ints(self):

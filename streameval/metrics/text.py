@@ -393,6 +393,31 @@ class BLEU(_TextMetric):
         self._add(other._stats, 1)
         self._n += other._n
 
+    def _subtract(self, other):
+        """Take out ``other``'s integer statistics (merged earlier): exact. Refused
+        (``ValueError``, nothing changed) if ``other`` holds more sentences, or more
+        of any statistic, than here, or would leave matches above totals or
+        statistics without sentences."""
+        name = f"the other {self._public_name}"
+        if other._n > self._n:
+            raise ValueError(f"subtract: {self._n} sentences here but {other._n} in "
+                             f"{name}: they were never merged")
+        order = self.max_ngram_order
+        names = ["hyp_len", "ref_len", *(f"matches_{n}" for n in range(1, order + 1)),
+                 *(f"totals_{n}" for n in range(1, order + 1))]
+        left = [a - b for a, b in zip(self._stats, other._stats)]
+        bad = [i for i, v in enumerate(left) if v < 0]
+        bad += [2 + i for i in range(order) if left[2 + i] > left[2 + order + i]]
+        if not bad and other._n == self._n and any(left):
+            bad = [next(i for i, v in enumerate(left) if v)]
+        if bad:
+            i = bad[0]
+            raise ValueError(
+                f"subtract: {names[i]} is {self._stats[i]} here but {other._stats[i]} in "
+                f"{name}: it was never merged")
+        self._stats = left
+        self._n -= other._n
+
     def _check(self):
         order = self.max_ngram_order
         assert self._n >= 0 and all(v >= 0 for v in self._stats)
@@ -501,6 +526,31 @@ class _MeanScore(_TextMetric):
         self._wsum.merge(other._wsum)
         for s, o in zip(self._sums, other._sums):
             s.merge(o)
+
+    def _subtract(self, other):
+        """Take out ``other``'s sentences and exact sums (merged earlier): bit for bit
+        the sums before the merge. Refused (``ValueError``, nothing changed) for more
+        sentences, or more weight or weighted score, than held here (the sums are
+        exact and the scores >= 0: what is left is never below 0, and exactly 0 once
+        no sentence is left)."""
+        name = f"the other {self._public_name}"
+        if other._n > self._n:
+            raise ValueError(f"subtract: {self._n} sentences here but {other._n} in "
+                             f"{name}: they were never merged")
+        n = self._n - other._n
+        left = []
+        for what, mine, theirs in (("weight", self._wsum, other._wsum),
+                                   *((f"weighted {f} sum", s, o) for f, s, o in zip(
+                                       self._fields, self._sums, other._sums))):
+            rest = mine.copy()
+            rest.subtract(theirs)
+            if rest.value() < 0.0 or (not n and rest.value()):
+                raise ValueError(
+                    f"subtract: {what} {mine.value()!r} here but {theirs.value()!r} in "
+                    f"{name}{'' if n else ' (no sentence left)'}: it was never merged")
+            left.append(rest)
+        self._n = n
+        self._wsum, self._sums = left[0], left[1:]
 
     def _check(self):
         assert self._n >= 0
