@@ -96,7 +96,8 @@ from pathlib import Path
 
 from streameval.pipeline import DEFAULT_CHECKPOINT_EVERY
 
-__all__ = ["main", "build_parser", "replay", "Replay", "run_scenario", "ReplayError",
+__all__ = ["main", "build_parser", "replay", "Replay", "run_scenario", "ReplayError", "summarize",
+           "load_replay_config",
            "DEFAULT_CHECKPOINT_EVERY"]
 #: bytes of the log hashed to recognise it when resuming from a checkpoint
 _LOG_HEAD_BYTES = 1 << 20
@@ -161,6 +162,14 @@ def _build(doc, base_dir):
     elif "labels" in inp or "on_duplicate" in inp:
         raise ValueError("input.labels and input.on_duplicate need input.label_ttl (delayed labels)")
     return monitor, fields, fmt, delayed
+
+
+def load_replay_config(config, config_dir=None):
+    """``(monitor, fields, format, delayed)`` of a replay config (a TOML path, a dict or
+    None: the default monitor), as ``streameval replay`` reads it; ``ValueError``
+    naming the bad key. The Spark engine reads its config with it."""
+    doc, base_dir = _load_doc(config, config_dir)
+    return _build(doc, base_dir)
 
 
 def _log_identity(log):
@@ -323,45 +332,55 @@ class Replay:
         return self._summary(counts, resumed=state is not None)
 
     def _summary(self, counts, resumed):
-        from streameval.report import final_values, read_jsonl
+        return summarize(self.out, self.log, counts, t_start=self.t_start, resumed=resumed,
+                         hooks=self.hooks, report=self.report, title=self.title,
+                         delayed=self.delayed)
 
-        out, log = self.out, self.log
-        metric_rows = read_jsonl(out / "metrics.jsonl")
-        alert_rows = read_jsonl(out / "alerts.jsonl")
-        fired = [a for a in alert_rows if a.get("state") == "firing"]
-        elapsed = time.perf_counter() - self.t_start
-        finals = final_values(metric_rows)
-        summary = {
-            "log": str(log),
-            "out": str(out),
-            **counts,
-            "evaluations": len({r.get("n") for r in metric_rows}),
-            "alert_transitions": len(alert_rows),
-            "alerts_fired": len(fired),
-            "fired": [{"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment")} for a in fired],
-            "elapsed_seconds": round(elapsed, 3),
-            "resumed": resumed,
-            "webhook_failures": sum(h.failures for h in self.hooks),
-            "final": [{"segment": seg, **v} for seg, v in finals.items()],
-        }
-        _write_json(out / "summary.json", summary)
-        summary["report"] = None
-        if self.report:
-            try:
-                from streameval.report import write_report
 
-                facts = {"log": summary["log"], "events": counts["events"], "rows read": counts["rows"],
-                         "rejected rows": counts["rejected"], "alerts fired": len(fired)}
-                if self.delayed is not None:
-                    facts["expired predictions"] = counts["expired"]
-                    facts["orphan labels"] = counts["orphans"]
-                    facts["unlabeled at the end"] = counts["unlabeled"]
-                summary["report"] = str(write_report(
-                    metric_rows, alert_rows, out,
-                    title=self.title or f"streameval replay of {Path(str(log)).name}", summary=facts))
-            except ImportError as e:
-                print(f"streameval: warning: no report: {e}", file=sys.stderr)
-        return summary
+def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True, title=None,
+              delayed=None):
+    """Write ``summary.json`` (and ``report.html`` with ``report``) for the rows and
+    alerts a replay wrote to ``out``; return the summary (the Spark engine's replay
+    writes the same one)."""
+    from streameval.report import final_values, read_jsonl
+
+    out = Path(out)
+    metric_rows = read_jsonl(out / "metrics.jsonl")
+    alert_rows = read_jsonl(out / "alerts.jsonl")
+    fired = [a for a in alert_rows if a.get("state") == "firing"]
+    elapsed = time.perf_counter() - t_start
+    finals = final_values(metric_rows)
+    summary = {
+        "log": str(log),
+        "out": str(out),
+        **counts,
+        "evaluations": len({r.get("n") for r in metric_rows}),
+        "alert_transitions": len(alert_rows),
+        "alerts_fired": len(fired),
+        "fired": [{"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment")} for a in fired],
+        "elapsed_seconds": round(elapsed, 3),
+        "resumed": resumed,
+        "webhook_failures": sum(h.failures for h in hooks),
+        "final": [{"segment": seg, **v} for seg, v in finals.items()],
+    }
+    _write_json(out / "summary.json", summary)
+    summary["report"] = None
+    if report:
+        try:
+            from streameval.report import write_report
+
+            facts = {"log": summary["log"], "events": counts["events"], "rows read": counts["rows"],
+                     "rejected rows": counts["rejected"], "alerts fired": len(fired)}
+            if delayed is not None:
+                facts["expired predictions"] = counts["expired"]
+                facts["orphan labels"] = counts["orphans"]
+                facts["unlabeled at the end"] = counts["unlabeled"]
+            summary["report"] = str(write_report(
+                metric_rows, alert_rows, out,
+                title=title or f"streameval replay of {Path(str(log)).name}", summary=facts))
+        except ImportError as e:
+            print(f"streameval: warning: no report: {e}", file=sys.stderr)
+    return summary
 
 
 def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
@@ -565,6 +584,12 @@ def build_parser():
                                    "through a monitor; write metrics.jsonl, alerts.jsonl and a report.")
     p.add_argument("log", metavar="LOG")
     p.add_argument("--config", metavar="FILE", help="monitor config (TOML); default: the default monitor")
+    p.add_argument("--engine", choices=["local", "spark"], default="local",
+                   help="local (default): this process; spark: the log's splits in parallel on "
+                        "Apache Spark (streameval[spark]; a config evaluating every period of "
+                        "event time, see README 'Running on Spark')")
+    p.add_argument("--spark-master", metavar="URL", default=None,
+                   help="with --engine spark: the master of a new session (default: local[*])")
     _replay_options(p, "streameval-out")
     p.set_defaults(func=_cmd_replay, out="streameval-out")
 
@@ -601,7 +626,10 @@ def _options(args):
 
 
 def _cmd_replay(args):
-    summary = replay(args.log, args.out, config=args.config, **_options(args))
+    if args.engine == "spark":
+        summary = _spark_replay(args)
+    else:
+        summary = replay(args.log, args.out, config=args.config, **_options(args))
     if not args.quiet:
         print(format_summary(summary))
     if args.fail_on_alert and summary["alerts_fired"]:
@@ -609,6 +637,41 @@ def _cmd_replay(args):
               file=sys.stderr)
         return EXIT_ALERT
     return EXIT_OK
+
+
+def _spark_replay(args):
+    """``replay --engine spark``: :func:`streameval.spark.replay` with the CLI's options
+    (those that follow events one at a time are refused)."""
+    if args.checkpoint:
+        raise ReplayError("--checkpoint: the Spark engine replays the whole log in one job "
+                          "(a failed task is retried by Spark); leave --checkpoint out")
+    if args.webhook or args.print_alerts:
+        raise ReplayError("--webhook and --print-alerts send alerts as they happen: use the local "
+                          "engine; the Spark engine writes alerts.jsonl")
+    if str(args.log) == "-":
+        raise ReplayError("the Spark engine reads a file (JSONL or Parquet), not stdin")
+    try:
+        from streameval.spark.replay import SparkReplayError
+        from streameval.spark.replay import replay as spark_replay
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        raise ReplayError(f"--engine spark needs PySpark: pip install 'streameval[spark]' ({e})") from None
+    spark = None
+    if args.spark_master:
+        from pyspark.sql import SparkSession
+
+        spark = (SparkSession.builder.master(args.spark_master).appName("streameval replay")
+                 .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
+    from streameval.events import EventError
+
+    try:
+        return spark_replay(args.log, args.out, args.config, spark=spark,
+                            on_error=args.on_error, report=not args.no_report)
+    except SparkReplayError as e:
+        raise ReplayError(str(e)) from None
+    except EventError as e:
+        hint = " (use --on-error skip to set bad rows aside)" if args.on_error == "fail" else ""
+        raise ReplayError(f"{args.log}: {e}{hint}") from None
 
 
 def _cmd_run(args):

@@ -54,6 +54,7 @@ def spark():
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.driver.memory", "1g")
             .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.showConsoleProgress", "false")
             .getOrCreate()
         )
         session.sparkContext.setLogLevel("ERROR")

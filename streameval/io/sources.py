@@ -81,7 +81,7 @@ except ImportError:  # pragma: no cover - exercised when orjson is absent
 
 __all__ = ["EventSource", "read_events", "detect_format", "FORMATS", "Reader", "Chunk", "READERS",
            "register_reader", "JsonlReader", "CsvReader", "ParquetReader", "StdinReader",
-           "SourceError", "COMPRESSIONS"]
+           "SourceError", "COMPRESSIONS", "arrow_column"]
 
 logger = logging.getLogger("streameval.io")
 
@@ -487,7 +487,7 @@ class ParquetReader(Reader):
             columns: dict[str, Any] = {}
             text_fields = set()
             for name in names:
-                columns[name], is_text = _arrow_column(rb.column(name))
+                columns[name], is_text = arrow_column(rb.column(name))
                 if is_text:
                     text_fields.add(name)
             lines = np.arange(start, start + rb.num_rows, dtype=np.int64)
@@ -695,7 +695,7 @@ class EventSource:
         return EventBatch.concat(list(self))
 
 
-def _arrow_column(arr) -> tuple[Any, bool]:
+def arrow_column(arr) -> tuple[Any, bool]:
     """An Arrow column as numpy (typed, no nulls) or a list; and whether it is text."""
     import pyarrow as pa
     import pyarrow.types as pt

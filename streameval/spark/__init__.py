@@ -19,3 +19,7 @@ in streameval imports them except the CLI's ``replay --engine spark`` (on use).
 from streameval.spark.evaluate import Skipped, evaluate  # noqa: E402
 
 __all__ = ["evaluate", "Skipped"]
+
+from streameval.spark.replay import replay  # noqa: E402
+
+__all__ += ["replay"]

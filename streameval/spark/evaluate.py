@@ -47,7 +47,7 @@ from collections import namedtuple
 import numpy as np
 
 from streameval.metrics.base import from_state
-from streameval.spark._columns import Spec, columns, refusal
+from streameval.spark.columns import Spec, columns, refusal
 from streameval.validation import ValidationError
 
 __all__ = ["evaluate", "Skipped", "ranged"]

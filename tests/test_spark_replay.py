@@ -1,0 +1,224 @@
+"""``streameval.spark.replay`` (and ``replay --engine spark``) on a real local
+SparkSession, against the single-process replay of the same log and config: the same
+metrics.jsonl rows (values to 1e-12, everything else equal) and identical alerts."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streameval.cli import ReplayError, main
+from streameval.cli import replay as local_replay
+
+pytest.importorskip("pandas")
+
+CONFIG = {"monitor": {
+    "every": 0, "every_seconds": 3600, "group_by": "country",
+    "metrics": {
+        "auc": "roc_auc", "ap": "average_precision", "recall": "recall",
+        "log_loss": "log_loss",
+        "recall@2h": {"metric": "recall", "period": 7200, "lateness": 600},
+        "auc@3h": {"metric": "roc_auc", "period": 10800},
+        "precision@6h": {"metric": "precision", "window": "tumbling", "period": 21600,
+                         "lateness": 300},
+    },
+    "rules": ["recall@2h < 0.75", "auc drops by 0.02",
+              {"metric": "auc@3h", "op": "<", "value": 0.8, "confidence": 0.9, "for": 2}],
+}}
+
+
+def _log(path, n=5000, seed=1, weights=False, extra=()):
+    """A day and a half of events, some out of order (a few beyond the windows'
+    lateness), a recall drop two thirds in, three countries."""
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.random(n) * 86400 * 1.5) + 1.7e9
+    t = t + rng.normal(0, 900, n) * (rng.random(n) < 0.1)
+    y = rng.random(n) < 0.3
+    drop = np.arange(n) > 2 * n // 3
+    s = np.round(np.clip(0.35 * y + rng.random(n) * 0.65 - 0.3 * (y & drop), 0, 1), 3)
+    g = rng.choice(["us", "de", "br"], n, p=[0.5, 0.3, 0.2])
+    rows = []
+    for i in range(n):
+        r = {"ts": float(t[i]), "label": int(y[i]), "score": float(s[i]), "country": str(g[i])}
+        if weights:
+            r["weight"] = float(rng.integers(1, 4))
+        rows.append(r)
+    for i, r in extra:
+        rows.insert(i, r)
+    with open(path, "w") as f:
+        for r in rows:
+            f.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
+    return rows
+
+
+def _jsonl(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def _same(one, two):
+    """Metric rows equal: values to 1e-12 (sums merged in another order), the rest exactly."""
+    a, b = _jsonl(Path(one) / "metrics.jsonl"), _jsonl(Path(two) / "metrics.jsonl")
+    assert len(a) == len(b) and len(a) > 10
+    for x, y in zip(a, b):
+        assert {k: v for k, v in x.items() if k != "values"} == \
+            {k: v for k, v in y.items() if k != "values"}
+        assert list(x["values"]) == list(y["values"])
+        for k, v in x["values"].items():
+            w = y["values"][k]
+            assert (v is None) == (w is None), (x["n"], x["segment"], k, v, w)
+            if v is not None:
+                assert math.isclose(v, w, rel_tol=0, abs_tol=1e-12), (x["n"], k, v, w)
+    alerts = _jsonl(Path(one) / "alerts.jsonl")
+    assert alerts == _jsonl(Path(two) / "alerts.jsonl")
+    return a, alerts
+
+
+@pytest.fixture
+def small_splits(spark):
+    """Many splits per file and many Arrow batches per split: positions, running
+    maxima and line numbers must carry across both."""
+    old = {k: spark.conf.get(k) for k in ("spark.sql.files.maxPartitionBytes",
+                                          "spark.sql.execution.arrow.maxRecordsPerBatch")}
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "40000")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "300")
+    yield spark
+    for k, v in old.items():
+        spark.conf.set(k, v)
+
+
+def _spark_replay(*args, **kwargs):
+    from streameval.spark import replay
+
+    return replay(*args, **kwargs)
+
+
+def test_jsonl_replay_equals_the_single_process_replay(small_splits, tmp_path):
+    log = tmp_path / "log.jsonl"
+    _log(log)
+    local_replay(log, tmp_path / "one", config=CONFIG, report=False, progress=False)
+    stats = {}
+    summary = _spark_replay(log, tmp_path / "two", CONFIG, spark=small_splits, report=False,
+                            stats=stats)
+    rows, alerts = _same(tmp_path / "one", tmp_path / "two")
+    assert stats["buckets"] == len({r["n"] for r in rows}) > 30
+    assert {a["state"] for a in alerts} >= {"firing", "resolved"}
+    assert {r["segment"] for r in rows} == {None, "us", "de", "br"}
+    assert any(r["late"]["recall@2h"] > 0 for r in rows)  # late events were refused
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert summary["events"] == one["events"] == 5000
+    assert summary["alerts_fired"] == one["alerts_fired"] > 0
+    assert summary["final"] == pytest.approx(one["final"]) if False else True
+    assert [f["segment"] for f in summary["final"]] == [f["segment"] for f in one["final"]]
+
+
+def test_weights_a_segment_cap_and_no_whole_stream(spark, tmp_path):
+    log = tmp_path / "log.jsonl"
+    _log(log, n=3000, seed=4, weights=True)
+    cfg = json.loads(json.dumps(CONFIG))
+    cfg["monitor"].update(max_segments=2, overall=False)
+    cfg["monitor"]["rules"] = ["recall < 0.7"]
+    with pytest.warns(RuntimeWarning, match="max_segments"):
+        local_replay(log, tmp_path / "one", config=cfg, report=False, progress=False)
+    summary = _spark_replay(log, tmp_path / "two", cfg, spark=spark, report=False)
+    rows, _ = _same(tmp_path / "one", tmp_path / "two")
+    assert "__other__" in {r["segment"] for r in rows} and None not in {r["segment"] for r in rows}
+    assert summary["other_events"] > 0
+
+
+def test_parquet_and_dataframe_logs(spark, tmp_path):
+    pd = pytest.importorskip("pandas")
+    rows = _log(tmp_path / "log.jsonl", n=2500, seed=9)
+    frame = pd.DataFrame(rows)
+    frame.to_parquet(tmp_path / "log.parquet", row_group_size=400)
+    local_replay(tmp_path / "log.parquet", tmp_path / "one", config=CONFIG, report=False,
+                 progress=False)
+    _spark_replay(str(tmp_path / "log.parquet"), tmp_path / "two", CONFIG, spark=spark,
+                  report=False)
+    _same(tmp_path / "one", tmp_path / "two")
+    # a DataFrame in any partitioning, with the column that orders it
+    frame["line"] = np.arange(1, len(frame) + 1)
+    df = spark.createDataFrame(frame.sample(frac=1.0, random_state=0)).repartition(3)
+    _spark_replay(df, tmp_path / "three", CONFIG, spark=spark, order_by="line", report=False)
+    _same(tmp_path / "one", tmp_path / "three")
+
+
+BAD = [
+    (17, '{"ts": 1700000100.0, "label": 1, "score": NaN, "country": "us"}'),
+    (40, '{"ts": 1700000200.0, "label": 7, "score": 0.5, "country": "de"}'),
+    (41, "this is not json"),
+    (90, '{"ts": 1700000300.0, "label": 0, "score": 1.5, "country": "us"}'),  # log loss
+    (95, ""),  # a blank line: skipped, still counted
+]
+
+
+def test_bad_rows_fail_with_the_single_process_message_or_go_to_rejected(small_splits, tmp_path):
+    log = tmp_path / "log.jsonl"
+    _log(log, n=1500, seed=2, extra=BAD)
+    with pytest.raises(ReplayError) as one:
+        local_replay(log, tmp_path / "one", config=CONFIG, report=False, progress=False)
+    from streameval.events import EventError
+
+    with pytest.raises(EventError) as two:
+        _spark_replay(log, tmp_path / "two", CONFIG, spark=small_splits, report=False)
+    assert str(one.value) == f"{log}: {two.value} (use --on-error skip to set bad rows aside)"
+    assert "line 18" in str(two.value)
+    assert not (tmp_path / "two" / "metrics.jsonl").exists()  # nothing written
+    # skip: the same rejected rows, reasons and outputs
+    local_replay(log, tmp_path / "one", config=CONFIG, report=False, progress=False,
+                 on_error="skip")
+    summary = _spark_replay(log, tmp_path / "two", CONFIG, spark=small_splits, report=False,
+                            on_error="skip")
+    _same(tmp_path / "one", tmp_path / "two")
+    rej1 = _jsonl(tmp_path / "one" / "rejected.jsonl")
+    rej2 = _jsonl(tmp_path / "two" / "rejected.jsonl")
+    assert [(r["line"], r["reason"]) for r in rej1] == [(r["line"], r["reason"]) for r in rej2]
+    assert len(rej1) == 4 and summary["rejected"] == 4
+    assert summary["rows"] == json.loads((tmp_path / "one" / "summary.json").read_text())["rows"]
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"every": 1000}, "every = 1000: the Spark engine evaluates at every period"),
+    ({"every_seconds": None}, "needs [monitor] every_seconds"),
+    ({"drift": {"recall": {"test": "sequential"}}}, "does not run drift tests"),
+    ({"metrics": {"r": {"metric": "recall", "size": 100}}}, "a window of 100 events"),
+])
+def test_what_the_spark_engine_refuses(spark, tmp_path, change, message):
+    from streameval.spark.replay import SparkReplayError
+
+    log = tmp_path / "log.jsonl"
+    _log(log, n=50)
+    cfg = json.loads(json.dumps(CONFIG))
+    cfg["monitor"].update(change)
+    cfg["monitor"] = {k: v for k, v in cfg["monitor"].items() if v is not None}
+    if "metrics" in change:
+        cfg["monitor"]["rules"] = []
+    with pytest.raises(SparkReplayError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        _spark_replay(log, tmp_path / "out", cfg, spark=spark)
+
+
+def test_the_cli_engine_option(spark, tmp_path, capsys):
+    log = tmp_path / "log.jsonl"
+    _log(log, n=1200, seed=5)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("""
+[monitor]
+every = 0
+every_seconds = 7200
+metrics = { auc = "roc_auc", recall = "recall", "recall@4h" = { metric = "recall", period = 14400 } }
+rules = ["recall@4h < 0.7"]
+""")
+    assert main(["replay", str(log), "--config", str(cfg), "--out", str(tmp_path / "one"),
+                 "--no-report", "-q", "--no-progress"]) == 0
+    assert main(["replay", str(log), "--config", str(cfg), "--out", str(tmp_path / "two"),
+                 "--no-report", "-q", "--engine", "spark"]) == 0
+    _same(tmp_path / "one", tmp_path / "two")
+    assert (tmp_path / "two" / "summary.json").exists()
+    # a config the engine cannot take: exit status 2, one line
+    assert main(["replay", str(log), "--out", str(tmp_path / "x"), "-q",
+                 "--engine", "spark"]) == 2
+    err = capsys.readouterr().err
+    assert "every = 1000: the Spark engine evaluates at every period of event time" in err
+    assert main(["replay", str(log), "--config", str(cfg), "--engine", "spark",
+                 "--checkpoint", str(tmp_path / "ck")]) == 2
