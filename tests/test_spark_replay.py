@@ -178,11 +178,29 @@ def test_bad_rows_fail_with_the_single_process_message_or_go_to_rejected(small_s
     assert summary["rows"] == json.loads((tmp_path / "one" / "summary.json").read_text())["rows"]
 
 
+def test_drift_tests_and_count_windows_take_the_events_in_order(small_splits, tmp_path):
+    log = tmp_path / "log.jsonl"
+    _log(log, n=4000, seed=3)
+    cfg = json.loads(json.dumps(CONFIG))
+    m = cfg["monitor"]
+    m["metrics"]["recall@500"] = {"metric": "recall", "size": 500}
+    m["metrics"]["auc_per_700"] = {"metric": "roc_auc", "size": 700, "window": "tumbling"}
+    m["drift"] = {"recall_seq": {"test": "sequential", "metric": "recall", "alpha": 0.05},
+                  "recall_win": {"metric": "recall", "size": 400}}
+    m["rules"] = m["rules"] + [{"alarm": "recall_seq"}, {"drift": "recall_win", "p_below": 0.01},
+                               "recall@500 < 0.7"]
+    local_replay(log, tmp_path / "one", config=cfg, report=False, progress=False)
+    stats = {}
+    _spark_replay(log, tmp_path / "two", cfg, spark=small_splits, report=False, stats=stats)
+    rows, alerts = _same(tmp_path / "one", tmp_path / "two")
+    fired = {a["rule"] for a in alerts if a["state"] == "firing"}
+    assert {"recall_seq alarm", "recall@500 < 0.7"} <= fired, fired
+    assert any(r["values"]["drift.recall_win.p_value"] is not None for r in rows)
+
+
 @pytest.mark.parametrize("change,message", [
     ({"every": 1000}, "every = 1000: the Spark engine evaluates at every period"),
     ({"every_seconds": None}, "needs [monitor] every_seconds"),
-    ({"drift": {"recall": {"test": "sequential"}}}, "does not run drift tests"),
-    ({"metrics": {"r": {"metric": "recall", "size": 100}}}, "a window of 100 events"),
 ])
 def test_what_the_spark_engine_refuses(spark, tmp_path, change, message):
     from streameval.spark.replay import SparkReplayError
@@ -222,3 +240,14 @@ rules = ["recall@4h < 0.7"]
     assert "every = 1000: the Spark engine evaluates at every period of event time" in err
     assert main(["replay", str(log), "--config", str(cfg), "--engine", "spark",
                  "--checkpoint", str(tmp_path / "ck")]) == 2
+
+
+def test_delayed_labels_are_refused(spark, tmp_path):
+    from streameval.spark.replay import SparkReplayError
+
+    log = tmp_path / "log.jsonl"
+    _log(log, n=20)
+    cfg = json.loads(json.dumps(CONFIG))
+    cfg["input"] = {"label_ttl": 3600}
+    with pytest.raises(SparkReplayError, match="delayed labels"):
+        _spark_replay(log, tmp_path / "out", cfg, spark=spark)

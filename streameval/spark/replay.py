@@ -26,18 +26,24 @@ buckets in time order with the Monitor's own segments and rules:
    evaluation at which it closes (``floor((N_b - lateness - origin) / period) - 1 >=
    k``). States are the metrics' JSON states, merged per key on the executors
    (``reduceByKey``) and streamed to the driver in bucket order (``toLocalIterator``).
+   Drift tests (window tests, sequential detectors) and windows of ``size`` events follow
+   single events in order: for them each bucket's events of each segment are shipped
+   too, as packed columns, sorted by (split, position).
 4. **Walk** (driver): at each evaluation, cumulative metrics ``merge`` their bucket's
    state; a sliding window merges what enters and ``subtract`` s what leaves (exact:
    :meth:`streameval.metrics.base.Metric.subtract`); a tumbling window shows its last
-   closed window. The Monitor's own ``_evaluate`` then writes the rows and runs the rules
-   with the stream's ``n`` and ``t`` and each segment's count: ``metrics.jsonl`` and
-   ``alerts.jsonl`` are those of the single-process replay.
+   closed window; drift tests and count windows take the bucket's events in log order
+   (``update_trusted``, as the Monitor feeds them). The Monitor's own evaluation then
+   writes the rows and runs the rules with the stream's ``n`` and ``t`` and each
+   segment's count: ``metrics.jsonl`` and ``alerts.jsonl`` are those of the
+   single-process replay.
 
-Supported: evaluation by period of event time only (``every = 0``, ``every_seconds``),
-cumulative metrics, sliding and tumbling windows by ``period``, every rule that reads
-metrics. Refused with the reason: count evaluation and count windows (``size``), drift
-tests and alarm rules (they follow single events in order), delayed labels. Driver
-memory: the Monitor's state (as in the single-process replay) plus one bucket's records.
+Supported: evaluation by period of event time (``every = 0``, ``every_seconds``), every
+metric, window, drift test and rule of a config. Refused with the reason: evaluation
+every N events (``every``), delayed labels (``[input] label_ttl``). Driver memory: the
+Monitor's state (as in the single-process replay) plus the records of one bucket; driver
+work: merging states per bucket, plus `O(events)` when the config has drift tests or
+count windows (they read every event, in order, as in the single-process replay).
 
 It may import pyspark (on use), pandas, pyarrow, numpy and any streameval module.
 """
@@ -82,29 +88,21 @@ class _Plan:
         if monitor.every_seconds is None:
             raise SparkReplayError("the Spark engine needs [monitor] every_seconds (and every = 0): "
                                    "it evaluates at every period of event time")
-        if monitor.drift:
-            raise SparkReplayError(
-                f"drift tests {sorted(monitor.drift)}: the Spark engine does not run drift tests "
-                "(they follow single events in order); replay them with the single-process "
-                "engine, or leave them out of this config")
         self.E = float(monitor.every_seconds)
-        self.cumulative, self.sliding, self.tumbling = {}, {}, {}
+        self.cumulative, self.sliding, self.tumbling, self.ordered = {}, {}, {}, []
         for name, obj in monitor.metrics.items():
-            if isinstance(obj, Sliding):
-                if obj.period is None:
-                    raise SparkReplayError(
-                        f"metric {name!r}: a window of {obj.size} events follows single events "
-                        "in order; the Spark engine takes windows by period")
+            if isinstance(obj, (Sliding, Tumbling)) and obj.period is None:
+                self.ordered.append(name)  # a window of N events: fed in order on the driver
+            elif isinstance(obj, Sliding):
                 self.sliding[name] = (obj.metric.clone(), float(obj.period), float(obj.lateness))
             elif isinstance(obj, Tumbling):
-                if obj.period is None:
-                    raise SparkReplayError(
-                        f"metric {name!r}: a tumbling window of {obj.size} events follows single "
-                        "events in order; the Spark engine takes windows by period")
                 self.tumbling[name] = (obj._template.clone(), float(obj.period),
                                        float(obj.lateness), float(obj.origin))
             else:
                 self.cumulative[name] = obj.clone()
+        # drift tests and count windows follow single events: the driver gives them each
+        # bucket's events in log order
+        self.in_order = bool(self.ordered or monitor.drift)
         for name, (tpl, *_rest) in self.sliding.items():
             probe = tpl.clone()
             try:
@@ -394,7 +392,7 @@ class _Cursor:
                     self.key = key
                     self.top = info["prior"]
                     self.newest = dict(info["prior_scope"])
-                yield (part, *self._advance(part))
+                yield (part, self.blocks["order"][key], *self._advance(part))
 
     def _advance(self, part):
         ts = part["ts"].to_numpy(np.float64)
@@ -440,7 +438,7 @@ def _bucket_pass(plan, blocks):
 
     def run(frames):
         agg = {}
-        for part, ts, buckets, before in _Cursor(blocks, plan.E).frames(frames):
+        for part, _, ts, buckets, before in _Cursor(blocks, plan.E).frames(frames):
             for t, b, row in zip(ts.tolist(), buckets.tolist(), before):
                 for s, nb in [("#", -math.inf)] + row:
                     a = agg.get((b, s))
@@ -471,15 +469,15 @@ def _state_pass(plan, blocks, timeline):
     import pandas as pd
 
     def run(frames):
-        for part, ts, buckets, before in _Cursor(blocks, plan.E).frames(frames):
-            rows = _state_rows(part, ts, buckets, before, plan, timeline)
+        for part, ordinal, ts, buckets, before in _Cursor(blocks, plan.E).frames(frames):
+            rows = _state_rows(part, ordinal, ts, buckets, before, plan, timeline)
             if rows:
                 yield pd.DataFrame(rows, columns=["idx", "scope", "role", "name", "k", "state"])
 
     return run
 
 
-def _state_rows(part, ts, buckets, before, plan, timeline):
+def _state_rows(part, ordinal, ts, buckets, before, plan, timeline):
     index = timeline["index"]
     eval_idx = [index[b] for b in buckets.tolist()]
     y = part["label"].to_numpy(bool)
@@ -490,9 +488,12 @@ def _state_rows(part, ts, buckets, before, plan, timeline):
     def put(key, i):
         groups.setdefault(key, []).append(i)
 
+    pos = part["pos"].to_numpy(np.int64)
     for i, (t, e, row) in enumerate(zip(ts.tolist(), eval_idx, before)):
         for sc, nb in row:
             put((e, sc, "cum", "", 0), i)
+            if plan.in_order:
+                put((e, sc, "ord", "", None), i)
             for name, (_, period, lateness) in plan.sliding.items():
                 if _late(t, nb, "sliding", period, lateness, 0.0):
                     continue
@@ -516,7 +517,11 @@ def _state_rows(part, ts, buckets, before, plan, timeline):
     for (e, sc, role, name, k), idx in groups.items():
         idx = np.asarray(idx)
         cols = (y[idx], s[idx], w[idx] if weighted else None)
-        if role == "cum":
+        if role == "ord":  # the events themselves, in log order: (split, position) sorts them
+            k = (ordinal << 32) + int(pos[idx[0]])
+            states = {"y": _pack(cols[0]), "s": _pack(cols[1]), "t": _pack(ts[idx]),
+                      "w": None if cols[2] is None else _pack(cols[2])}
+        elif role == "cum":
             states = {n: m.clone().update_trusted(*cols).to_state()
                       for n, m in plan.cumulative.items()}
         elif role in ("add", "sub"):
@@ -528,6 +533,18 @@ def _state_rows(part, ts, buckets, before, plan, timeline):
 
 
 _STATE_SCHEMA = "idx long, scope string, role string, name string, k long, state string"
+
+
+def _pack(a):
+    import base64
+
+    return base64.b64encode(np.ascontiguousarray(a).tobytes()).decode("ascii")
+
+
+def _unpack(text, dtype):
+    import base64
+
+    return np.frombuffer(base64.b64decode(text), dtype=dtype).copy()
 
 
 def _merge_payload(a, b):
@@ -819,10 +836,13 @@ def _walk(monitor, plan, timeline, blocks, records):
                 metrics[name] = plan.cumulative[name].clone()
             elif name in plan.sliding:
                 metrics[name] = _WindowValue(plan.sliding[name][0].clone())
-            else:
+            elif name in plan.tumbling:
                 metrics[name] = _WindowValue(None)
+            else:  # a count window: the real one, fed the events in order
+                metrics[name] = obj.clone()
         seg.metrics = metrics
-        scopes[sc] = (seg, {})
+        feeds = [metrics[n] for n in plan.ordered] + list(seg.drift.values())
+        scopes[sc] = (seg, {}, [(o.update_trusted, _takes_t(o.update_trusted)) for o in feeds])
 
     if monitor._overall is not None:
         attach(monitor._overall, "*")
@@ -835,7 +855,7 @@ def _walk(monitor, plan, timeline, blocks, records):
         while pending is not None and pending["idx"] == i:
             r = pending
             nrec += 1
-            seg, tum = scopes[r["scope"]]
+            seg, tum, feeds = scopes[r["scope"]]
             state = json.loads(r["state"])
             role = r["role"]
             if role == "cum":
@@ -845,19 +865,44 @@ def _walk(monitor, plan, timeline, blocks, records):
                 seg.metrics[r["name"]].metric.merge(from_state(state))
             elif role == "sub":
                 seg.metrics[r["name"]].metric.subtract(from_state(state))
+            elif role == "ord":
+                y = _unpack(state["y"], bool)
+                sc_ = _unpack(state["s"], np.float64)
+                tt = _unpack(state["t"], np.float64)
+                ww = None if state["w"] is None else _unpack(state["w"], np.float64)
+                for update, timed in feeds:
+                    if timed:
+                        update(y, sc_, ww, t=tt)
+                    else:
+                        update(y, sc_, ww)
             elif r["k"] >= tum.get(r["name"], -math.inf):  # a tumbling window closed here
                 tum[r["name"]] = r["k"]
                 seg.metrics[r["name"]].metric = from_state(state)
             pending = next(it, None)
-        for sc, (seg, _) in scopes.items():
+        for sc, (seg, _, _) in scopes.items():
             seg.n = int(counts[sc][i])
             for name in windows:
                 seg.metrics[name].late = int(timeline["late"][sc][name][i])
         monitor.n = int(counts["#"][i])
         monitor.t = float(timeline["newest"]["#"][i])
         monitor._evaluate()
+        for seg, _, _ in scopes.values():  # closed count windows: read by get(), not queued
+            for name in plan.ordered:
+                closed = getattr(seg.metrics[name], "closed", None)
+                if callable(closed):
+                    for _ in closed():
+                        pass
     monitor.other_events = blocks["other_events"]
     return nrec
+
+
+def _takes_t(method):
+    import inspect
+
+    try:
+        return "t" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
 
 
 def _summary(out, log, counts, t0, report, title):
