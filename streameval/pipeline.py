@@ -262,7 +262,7 @@ class Pipeline:
         ckpt = self.checkpoint_path is not None
         next_ckpt = (self.monitor.n // every + 1) * every if ckpt else None
         on_batch = self.on_batch
-        take = self._take
+        take = self.take
         for batch in self.source:
             take(batch)
             if on_batch is not None and on_batch(self, batch) is False:
@@ -277,9 +277,11 @@ class Pipeline:
             self.checkpoint(done=True)
 
     # ------------------------------------------------------------------ refusals
-    def _take(self, batch) -> None:
-        """Feed a batch of the source: all of it at once, or, if the Monitor refuses
-        it, row by row as the module docstring says (``on_error``)."""
+    def take(self, batch) -> None:
+        """Feed a batch of the source as :meth:`run` does: all of it at once, or, if the
+        Monitor refuses it, row by row as the module docstring says (``on_error``:
+        refused rows go to the source's ``rejected`` callback, or the first one raises).
+        The Structured Streaming sink feeds its micro-batches this way."""
         n = self.monitor.n
         try:
             self.feed(batch)

@@ -439,7 +439,7 @@ def test_an_internal_error_exits_3_not_1(tmp_path, capsys, monkeypatch):
     def boom(self, batch):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(streameval.pipeline.Pipeline, "_take", boom)
+    monkeypatch.setattr(streameval.pipeline.Pipeline, "take", boom)
     log = _write(tmp_path / "log.jsonl", _rows(10))
     assert main(["replay", str(log), "--out", str(tmp_path / "o"), "--no-report", "-q"]) == 3
     err = capsys.readouterr().err

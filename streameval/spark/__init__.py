@@ -17,9 +17,7 @@ in streameval imports them except the CLI's ``replay --engine spark`` (on use).
 """
 
 from streameval.spark.evaluate import Skipped, evaluate  # noqa: E402
+from streameval.spark.replay import SparkReplayError, replay  # noqa: E402
+from streameval.spark.streaming import MonitorSink  # noqa: E402
 
-__all__ = ["evaluate", "Skipped"]
-
-from streameval.spark.replay import replay  # noqa: E402
-
-__all__ += ["replay"]
+__all__ = ["evaluate", "Skipped", "replay", "SparkReplayError", "MonitorSink"]
