@@ -233,3 +233,17 @@ def test_refusals_before_any_job(spark):
         _evaluate(df, {"a": se.Recall()}, on_error="ignore")
     with pytest.raises(ValueError, match="curve_points"):
         _evaluate(df, {"a": se.ROCCurve()}, curve_points=1)
+
+
+def test_the_readme_example_runs_as_written(spark, capsys):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## Running on Spark", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.*?)\n```", section, flags=re.S)[0]
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    printed = out.splitlines()[0]
+    want = re.search(r"print\(evaluate\(df, metrics\)\)\s+# (\{.*\})", code).group(1)
+    assert printed == want
+    assert "|     us|" in out and "|     de|" in out  # the per-country table

@@ -109,8 +109,14 @@ def test_jsonl_replay_equals_the_single_process_replay(small_splits, tmp_path):
     one = json.loads((tmp_path / "one" / "summary.json").read_text())
     assert summary["events"] == one["events"] == 5000
     assert summary["alerts_fired"] == one["alerts_fired"] > 0
-    assert summary["final"] == pytest.approx(one["final"]) if False else True
     assert [f["segment"] for f in summary["final"]] == [f["segment"] for f in one["final"]]
+    for a, b in zip(summary["final"], one["final"]):
+        assert a.keys() == b.keys()
+        for k, v in a.items():
+            if isinstance(v, float):
+                assert math.isclose(v, b[k], rel_tol=0, abs_tol=1e-12), (k, v, b[k])
+            else:
+                assert v == b[k], k
 
 
 def test_weights_a_segment_cap_and_no_whole_stream(spark, tmp_path):
