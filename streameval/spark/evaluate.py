@@ -221,6 +221,11 @@ def _plain(v):
 # ------------------------------------------------------------------ merging
 
 
+def _merge_pair(a, b):
+    """Merge ``(states, listed totals)`` pairs: states merged, totals listed."""
+    return (_merge_states(a[0], b[0]), a[1] + b[1])
+
+
 def _merge_states(a, b):
     """Merge two JSON state maps ``{name: state}`` (on the executors)."""
     x, y = json.loads(a), json.loads(b)
@@ -318,26 +323,30 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
         data = data.persist()
     try:
         first = data.mapInPandas(_first_pass(spec, mergeable, bool(exact)), _FIRST_SCHEMA)
-        first = first.persist()
-        try:
-            summary = first.select("part", "segment", "totals", "rows", "bad",
-                                   "first_bad").collect()
-            nbytes = sum(len(r["totals"] or "") + len(r["segment"]) + 40 for r in summary)
-            bad = sum(r["bad"] for r in summary)
-            if bad and on_error == "fail":
-                firsts = [r for r in summary if r["bad"]]
-                firsts.sort(key=lambda r: (r["part"], json.loads(r["first_bad"])["index"]))
-                _refuse(firsts[0]["first_bad"], bad)
-            # the mergeable states, tree-merged on the executors
-            pairs = first.select("segment", "states").rdd.map(tuple)
-            if group_by:
-                merged = dict(pairs.reduceByKey(_merge_states).collect())
-            else:
-                st = pairs.map(lambda kv: kv[1])
-                merged = {json.dumps([]): st.treeReduce(_merge_states)} if not st.isEmpty() else {}
-            nbytes += sum(len(v) for v in merged.values())
-        finally:
-            first.unpersist()
+        # one job: per segment, the states tree-merged on the executors, with the
+        # per-range totals and bad-row counts beside them (not merged: listed)
+        pairs = first.rdd.map(lambda r: (r["segment"], (r["states"], [
+            (r["part"], r["totals"], r["rows"], r["bad"], r["first_bad"])])))
+        if group_by:
+            merged = dict(pairs.reduceByKey(_merge_pair).collect())
+        else:
+            try:
+                key, value = pairs.treeReduce(lambda a, b: (a[0], _merge_pair(a[1], b[1])))
+                merged = {key: value}
+            except ValueError:  # an empty DataFrame: no partition sent anything
+                merged = {}
+        summary = [{"segment": seg, "part": part, "totals": tot, "rows": rows, "bad": nbad,
+                    "first_bad": fb}
+                   for seg, (_, listed) in merged.items()
+                   for part, tot, rows, nbad, fb in listed]
+        nbytes = sum(len(st) + sum(len(x[1] or "") + 40 for x in listed)
+                     for st, listed in merged.values())
+        bad = sum(r["bad"] for r in summary)
+        if bad and on_error == "fail":
+            firsts = [r for r in summary if r["bad"]]
+            firsts.sort(key=lambda r: (r["part"], json.loads(r["first_bad"])["index"]))
+            _refuse(firsts[0]["first_bad"], bad)
+        merged = {seg: st for seg, (st, _) in merged.items()}
         segments = _segments_in_order(summary, group_by)
         results = {seg: {} for seg in segments}
         for seg in segments:
