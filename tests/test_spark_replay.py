@@ -257,3 +257,24 @@ def test_delayed_labels_are_refused(spark, tmp_path):
     cfg["input"] = {"label_ttl": 3600}
     with pytest.raises(SparkReplayError, match="delayed labels"):
         _spark_replay(log, tmp_path / "out", cfg, spark=spark)
+
+
+def test_a_gzip_log_and_the_formats_refused(spark, tmp_path):
+    import gzip
+    import shutil
+
+    from streameval.spark.replay import SparkReplayError
+
+    log = tmp_path / "log.jsonl"
+    _log(log, n=1500, seed=8)
+    with open(log, "rb") as f, gzip.open(tmp_path / "log.jsonl.gz", "wb") as g:
+        shutil.copyfileobj(f, g)
+    local_replay(tmp_path / "log.jsonl.gz", tmp_path / "one", config=CONFIG, report=False,
+                 progress=False)
+    _spark_replay(tmp_path / "log.jsonl.gz", tmp_path / "two", CONFIG, spark=spark, report=False)
+    _same(tmp_path / "one", tmp_path / "two")
+    (tmp_path / "log.csv").write_text("ts,label,score\n1,1,0.5\n")
+    with pytest.raises(SparkReplayError, match="reads JSONL and Parquet logs"):
+        _spark_replay(tmp_path / "log.csv", tmp_path / "x", CONFIG, spark=spark)
+    with pytest.raises(SparkReplayError, match="no such file"):
+        _spark_replay(tmp_path / "missing.jsonl", tmp_path / "x", CONFIG, spark=spark)

@@ -153,12 +153,30 @@ def _read(spark, log, fmt, order_by):
         df = df.repartitionByRange(n, "_pos").sortWithinPartitions("_pos")
         df = df.withColumn("_block", F.spark_partition_id().cast("long"))
         return df, "columns"
+    from streameval.io.sources import FORMATS, detect_format
+
     path = str(log)
-    if not Path(path).exists():
+    p = Path(path)
+    if not p.exists():
         raise SparkReplayError(f"{path}: no such file")
-    low = path.lower()
-    fmt = fmt or ("parquet" if low.endswith((".parquet", ".pq")) or Path(path).is_dir()
-                  and any(p.suffix == ".parquet" for p in Path(path).iterdir()) else "jsonl")
+    files = ([f for f in sorted(p.iterdir()) if f.is_file() and not f.name.startswith((".", "_"))]
+             if p.is_dir() else [p])
+    if not files:
+        raise SparkReplayError(f"{path}: an empty directory")
+    try:
+        found = {detect_format(f) for f in files} if fmt is None else {FORMATS.get(fmt, fmt)}
+    except ValueError as e:
+        raise SparkReplayError(str(e)) from None
+    if len(found) > 1:
+        raise SparkReplayError(f"{path}: files of several formats {sorted(found)}")
+    (fmt,) = found
+    if any(f.name.lower().endswith(".xz") for f in files):
+        raise SparkReplayError(f"{path}: Spark cannot read .xz files; use .gz or .bz2, or the "
+                               "local engine")
+    if fmt == "csv":
+        raise SparkReplayError(
+            f"{path}: the Spark engine reads JSONL and Parquet logs (a CSV record may span "
+            "lines, and Spark splits files at line ends); convert it, or use the local engine")
     if fmt in ("jsonl", "ndjson", "json"):
         df = spark.read.text(path).select(
             "value", F.col("_metadata.file_path").alias("_file"),
