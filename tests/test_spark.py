@@ -42,7 +42,6 @@ ALL = {
     "precision": lambda: se.Precision(threshold=0.4), "f1": lambda: se.F1(),
     "mcc": lambda: se.MCC(), "accuracy": lambda: se.Accuracy(),
     "log_loss": lambda: se.LogLoss(), "brier": lambda: se.Brier(),
-    "iap": lambda: se.InterpolatedAP(),
 }
 
 
@@ -233,6 +232,27 @@ def test_refusals_before_any_job(spark):
         _evaluate(df, {"a": se.Recall()}, on_error="ignore")
     with pytest.raises(ValueError, match="curve_points"):
         _evaluate(df, {"a": se.ROCCurve()}, curve_points=1)
+    with pytest.raises(ValueError, match="InterpolatedAP would ship one entry per distinct score"):
+        _evaluate(df, {"a": se.InterpolatedAP()})
+    strings = spark.createDataFrame([(1, "0.9")], "label long, score string")
+    with pytest.raises(ValueError, match="column 'score' is string: scores must be numbers"):
+        _evaluate(strings, {"a": se.Recall()})
+    with pytest.raises(ValueError, match="score must be a finite number"):
+        se.Recall().update_many([1], ["0.9"])  # the single-process path refuses it too
+    dates = spark.createDataFrame([(1, 0.9, None)], "label long, score double, d date")
+    with pytest.raises(ValueError, match="group_by column 'd' is date"):
+        _evaluate(dates, {"a": se.Recall()}, group_by="d")
+
+
+def test_an_integer_segment_column_with_nulls_keeps_integer_keys(spark):
+    df = spark.createDataFrame(
+        [(1, 0.9, 1), (0, 0.3, None), (1, 0.4, None), (0, 0.8, 2), (1, 0.7, 2), (0, 0.1, 1)],
+        "label int, score double, g long")
+    rows = {r["g"]: r for r in _evaluate(df, {"r": se.Recall(), "auc": se.ROCAUC()},
+                                         group_by="g", partitions=3).collect()}
+    assert set(rows) == {None, 1, 2}
+    assert rows[None]["auc"] == 1.0 and rows[None]["r"] == 0.0
+    assert rows[1]["auc"] == 1.0 and rows[2]["auc"] == 0.0
 
 
 def test_the_readme_example_runs_as_written(spark, capsys):

@@ -5,9 +5,11 @@ turns one into the binary columns the metrics' trusted path takes (``y`` bool "i
 positive", ``s`` float64 scores, ``w`` float64 weights or None) and a mask of the bad
 rows: a null or unknown label, a null, NaN or infinite score, a score outside the
 metrics' range (log loss, Brier: probabilities), a null, negative, NaN or infinite
-weight. The rows the mask keeps are then run through the metric's own ``validate``,
-so that nothing the single-process path would refuse gets in; :func:`refusal` gives
-the single-process message for a bad row.
+weight. The rows the mask keeps then go through every metric's ``check_columns``
+(what their trusted path would still refuse, e.g. a weighted loss that overflows);
+:func:`refusal` gives the single-process message for a bad row, from the metric's own
+``validate``. Column types the mask cannot judge value by value (strings or decimals
+as scores) are refused before any job by :func:`streameval.spark.evaluate.evaluate`.
 
 It may import numpy, pandas and :mod:`streameval` (validation, metrics); it is
 imported by the Spark modules only.
@@ -60,6 +62,7 @@ class Spec:
         self.pos_set, self.neg_set = set(pos_set), set(neg_set)
         self.label, self.score, self.weight = label, score, weight
         self.group_by = tuple(group_by)
+        self.integral = set()  # group columns of integers (set from the schema)
 
     def names(self):
         """The DataFrame columns read, in order."""

@@ -34,8 +34,11 @@ metric's range, a null or negative weight) fail the job with the single-process
 message, the column, the row and the number of bad rows, before anything is merged;
 ``on_error="skip"`` leaves them out, counts them and gives them back as a DataFrame.
 
-It may import pyspark (on use), pandas, numpy and streameval's metrics; the CLI
-imports it only for ``--engine spark``.
+``InterpolatedAP`` and ``ElevenPointAP`` are refused (their precision envelope is not
+composed over score ranges: their state would be per score).
+
+It may import pyspark (on use), pandas, numpy, :mod:`streameval.metrics`,
+:mod:`streameval.validation` and :mod:`streameval.spark.columns`.
 """
 
 from __future__ import annotations
@@ -70,8 +73,10 @@ def ranged(metric):
 # ------------------------------------------------------------------ partitions
 
 
-def _segment_groups(pdf, group_by):
-    """``[(segment key tuple, row positions)]``, one per segment of the partition."""
+def _segment_groups(pdf, group_by, integral=()):
+    """``[(segment key tuple, row positions)]``, one per segment of the partition
+    (``integral``: the integer columns, which pandas reads as floats where they hold a
+    null)."""
     if not group_by:
         return [((), np.arange(len(pdf)))]
     groups = pdf.groupby(list(group_by), dropna=False, sort=False).indices
@@ -80,6 +85,8 @@ def _segment_groups(pdf, group_by):
         key = key if isinstance(key, tuple) else (key,)
         key = tuple(None if _missing(k) else (k.item() if hasattr(k, "item") else k)
                     for k in key)
+        key = tuple(int(k) if c in integral and isinstance(k, float) else k
+                    for k, c in zip(key, group_by))
         out.append((key, np.asarray(idx, dtype=np.int64)))
     return out
 
@@ -132,7 +139,7 @@ def _first_pass(spec, templates, want_ranked):
             return
         y, s, w, bad = columns(pdf, spec)
         out = []
-        for key, idx in _segment_groups(pdf, spec.group_by):
+        for key, idx in _segment_groups(pdf, spec.group_by, spec.integral):
             sb = bad[idx]
             nbad = int(sb.sum())
             first = None
@@ -177,14 +184,24 @@ def _second_pass(spec, offsets, want_ap, curves, step):
             return
         y, s, w, bad = columns(pdf, spec)
         out = []
-        for key, idx in _segment_groups(pdf, spec.group_by):
+        for key, idx in _segment_groups(pdf, spec.group_by, spec.integral):
             seg = json.dumps(list(key))
             off = offsets.get((part, seg))
             if off is None:
+                if len(idx[~bad[idx]]):
+                    raise RuntimeError(f"score range {part} of segment {seg} was empty in the "
+                                       "first pass: the range-partitioned data was recomputed "
+                                       "differently; persist the input DataFrame and retry")
                 continue
-            t0, f0, d0 = off
+            t0, f0, d0, p_i, n_i = off
             idx = idx[~bad[idx]]
             keys, wp, wn = _distinct_desc(y[idx], s[idx], None if w is None else w[idx])
+            if float(wp.sum()) != p_i or float(wn.sum()) != n_i:
+                raise RuntimeError(
+                    f"score range {part} of segment {seg} changed between the two passes "
+                    f"(positive/negative weight {p_i}/{n_i}, now {wp.sum()}/{wn.sum()}): the "
+                    "range-partitioned data was recomputed differently; persist the input "
+                    "DataFrame (or make its row order deterministic) and retry")
             tp = t0 + np.cumsum(wp)
             allw = t0 + f0 + np.cumsum(wp + wn)
             ap = None
@@ -281,8 +298,9 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
         Number of score ranges for exact score-order metrics (default: the session's
         ``spark.sql.shuffle.partitions``).
     curve_points : int, optional
-        ``ROCCurve``/``PRCurve``: keep about this many points (evenly spaced; the
-        first, the last and each range's last are kept); None: all.
+        ``ROCCurve``/``PRCurve``: keep about this many points, evenly spaced, plus the
+        first and each score range's last (at most ``curve_points + partitions + 1``);
+        None: all.
     stats : dict, optional
         Filled with what reached the driver: ``driver_rows``, ``driver_bytes``,
         ``passes``, ``partitions``.
@@ -307,9 +325,16 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
     missing = [c for c in spec.names() if c not in df.columns]
     if missing:
         raise ValueError(f"columns {missing} are not in the DataFrame (it has {df.columns})")
+    _check_types(df, spec)
     if curve_points is not None and (isinstance(curve_points, bool)
                                      or not isinstance(curve_points, int) or curve_points < 2):
         raise ValueError(f"curve_points = {curve_points!r}: expected an integer >= 2 or None")
+    for n, m in metrics.items():
+        if m._public_name in ("InterpolatedAP", "ElevenPointAP"):
+            raise ValueError(
+                f"metric {n!r}: {m._public_name} would ship one entry per distinct score to "
+                "the driver (its precision envelope is not composed over score ranges); use "
+                "AveragePrecision, exact over score ranges, or AveragePrecision(bins=N)")
     exact = {n: m for n, m in metrics.items() if ranged(m)}
     mergeable = {n: m.clone() for n, m in metrics.items() if n not in exact}
     stats = stats if stats is not None else {}
@@ -333,7 +358,9 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
             try:
                 key, value = pairs.treeReduce(lambda a, b: (a[0], _merge_pair(a[1], b[1])))
                 merged = {key: value}
-            except ValueError:  # an empty DataFrame: no partition sent anything
+            except ValueError as e:  # an empty DataFrame: no partition sent anything
+                if "empty RDD" not in str(e):
+                    raise
                 merged = {}
         summary = [{"segment": seg, "part": part, "totals": tot, "rows": rows, "bad": nbad,
                     "first_bad": fb}
@@ -396,6 +423,32 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
     return out
 
 
+_NUMBERS = ("ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType")
+_KEYS = ("StringType", "ByteType", "ShortType", "IntegerType", "LongType", "BooleanType")
+
+
+def _check_types(df, spec):
+    """Refuse, before any job, columns the single-process path would refuse value by
+    value: scores and weights that are not numbers (strings, decimals), and segment
+    columns whose values a JSON row cannot hold as such (dates, decimals, floats:
+    NaN and null would be one segment)."""
+    types = {f.name: type(f.dataType).__name__ for f in df.schema.fields}
+    for col, what in ((spec.score, "scores"), (spec.weight, "weights")):
+        if col and types[col] not in _NUMBERS:
+            raise ValueError(
+                f"column {col!r} is {types[col].replace('Type', '').lower()}: {what} must be "
+                "numbers (integer or floating-point columns; update_many refuses a string "
+                "or a decimal score: 'score must be a finite number'); cast it")
+    for col in spec.group_by:
+        if types[col] not in _KEYS:
+            raise ValueError(
+                f"group_by column {col!r} is {types[col].replace('Type', '').lower()}: segment "
+                "columns must be strings, integers or booleans (as the Monitor's segments); "
+                "cast it")
+    spec.integral = {c for c in spec.group_by
+                     if types[c] in ("ByteType", "ShortType", "IntegerType", "LongType")}
+
+
 def _segments_in_order(summary, group_by):
     """Segment keys (JSON) in a stable order: sorted by their values (nulls first)."""
     segs = {r["segment"] for r in summary}
@@ -428,7 +481,7 @@ def _offsets(summary):
         d = 0
         cross = []
         for p, t in parts:
-            offsets[(p, seg)] = (tp, fp, d)
+            offsets[(p, seg)] = (tp, fp, d, t[0], t[1])
             cross.append(t[0] * (N - fp - t[1]))  # its positives above every lower negative
             tp += t[0]
             fp += t[1]
