@@ -278,3 +278,34 @@ def test_a_gzip_log_and_the_formats_refused(spark, tmp_path):
         _spark_replay(tmp_path / "log.csv", tmp_path / "x", CONFIG, spark=spark)
     with pytest.raises(SparkReplayError, match="no such file"):
         _spark_replay(tmp_path / "missing.jsonl", tmp_path / "x", CONFIG, spark=spark)
+
+
+def test_odd_lines_reserved_segments_and_an_empty_log(small_splits, tmp_path):
+    spark = small_splits
+    cfg = json.loads(json.dumps(CONFIG))
+    extra = [
+        (30, b'{"ts": 1700000100.0, "label": 1, "score": 0.5, "country": "\xff\xfe"}'),
+        (60, '{"ts": 1700000200.0, "label": 1,\r "score": 0.5, "country": "us"}'),
+        (90, '{"ts": 1700000300.0, "label": 0, "score": 0.5, "country": "__other__"}'),
+    ]
+    log = tmp_path / "log.jsonl"
+    rows = _log(log, n=1200, seed=6)
+    lines = [json.dumps(r).encode() for r in rows]
+    for i, line in extra:
+        lines.insert(i, line if isinstance(line, bytes) else line.encode())
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    local_replay(log, tmp_path / "one", config=cfg, report=False, progress=False,
+                 on_error="skip")
+    _spark_replay(log, tmp_path / "two", cfg, spark=spark, report=False, on_error="skip")
+    _same(tmp_path / "one", tmp_path / "two")
+    rej1 = _jsonl(tmp_path / "one" / "rejected.jsonl")
+    rej2 = _jsonl(tmp_path / "two" / "rejected.jsonl")
+    assert rej1 == rej2 and [r["line"] for r in rej1] == [31, 91]
+    assert "reserved" in rej1[1]["reason"] and "UTF-8" in rej1[0]["reason"]
+    # a log without events: the one row of the local replay's flush
+    (tmp_path / "empty.jsonl").write_text("\n")
+    local_replay(tmp_path / "empty.jsonl", tmp_path / "e1", config=cfg, report=False,
+                 progress=False)
+    _spark_replay(tmp_path / "empty.jsonl", tmp_path / "e2", cfg, spark=spark, report=False)
+    assert _jsonl(tmp_path / "e1" / "metrics.jsonl") == _jsonl(tmp_path / "e2" / "metrics.jsonl")
+    assert len(_jsonl(tmp_path / "e2" / "metrics.jsonl")) == 1

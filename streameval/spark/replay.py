@@ -43,7 +43,15 @@ metric, window, drift test and rule of a config. Refused with the reason: evalua
 every N events (``every``), delayed labels (``[input] label_ttl``). Driver memory: the
 Monitor's state (as in the single-process replay) plus the records of one bucket; driver
 work: merging states per bucket, plus `O(events)` when the config has drift tests or
-count windows (they read every event, in order, as in the single-process replay).
+count windows (they read every event, in order, as in the single-process replay). The
+records reach the driver through ``toLocalIterator``, one partition of the sorted
+records at a time (a partition may hold several buckets).
+
+Logs: a JSONL or Parquet file, or a directory of them (one format, read in file-name
+order: JSONL lines are numbered across the files, Parquet rows per file; the local
+engine reads single files only). Lines end at ``\n`` only, as the local reader's, and
+stay bytes until streameval's reader decodes them (a line that is not UTF-8 is a bad
+row).
 
 It may import pyspark (on use), pandas, pyarrow, numpy and any streameval module.
 """
@@ -178,8 +186,11 @@ def _read(spark, log, fmt, order_by):
             f"{path}: the Spark engine reads JSONL and Parquet logs (a CSV record may span "
             "lines, and Spark splits files at line ends); convert it, or use the local engine")
     if fmt in ("jsonl", "ndjson", "json"):
-        df = spark.read.text(path).select(
-            "value", F.col("_metadata.file_path").alias("_file"),
+        # lines end at "\n" only (as the local reader's), and stay bytes: a line that is
+        # not UTF-8 is a bad row there, not a failed job
+        df = spark.read.option("lineSep", "\n").text(path).select(
+            F.col("value").cast("binary").alias("value"),
+            F.col("_metadata.file_path").alias("_file"),
             F.col("_metadata.file_block_start").alias("_block"))
         return df, "text"
     if fmt == "parquet":
@@ -228,9 +239,9 @@ def _parse_block(blk, kind, names, fm, probe, before=0):
     rejects = []
     batches = []
     if kind == "text":
-        lines = blk["value"].tolist()
+        lines = [bytes(x) for x in blk["value"].tolist()]
         nlines = len(lines)
-        data = "\n".join(lines).encode("utf-8") + (b"\n" if lines else b"")
+        data = b"\n".join(lines) + (b"\n" if lines else b"")
         src = EventSource(io.BytesIO(data), fm, format="jsonl", on_error="skip",
                           rejected=lambda line, reason, raw: rejects.append(
                               (line + before, reason, raw)))
@@ -262,20 +273,27 @@ def _parse_block(blk, kind, names, fm, probe, before=0):
     from streameval.events import EventBatch
 
     batch = EventBatch.concat(batches) if batches else None
+    segs = None
     if batch is not None and len(batch):
         batch, more = _monitor_refusals(batch, probe, fm)
-        for j, reason in more:
-            line = int(batch.line[j])
-            raw = raws[line - 1 - before] if raws is not None else _row(
-                blk, int(np.searchsorted(blk["_pos"].to_numpy(), line)), None)
-            rejects.append((line, reason, raw))
         if more:
             keep = np.ones(len(batch), bool)
             keep[[j for j, _ in more]] = False
+            more = [(int(batch.line[j]), reason) for j, reason in more]
             batch = batch.select(keep)
+        segs, also = _segment_json(batch, probe, fm)
+        if also:
+            keep = np.ones(len(batch), bool)
+            keep[[j for j, _ in also]] = False
+            more += [(int(batch.line[j]), reason) for j, reason in also]
+            batch = batch.select(keep)
+            segs = [sg for sg, k in zip(segs, keep.tolist()) if k]
+        for line, reason in more:
+            raw = _text(raws[line - 1 - before]) if raws is not None else _row(
+                blk, int(np.searchsorted(blk["_pos"].to_numpy(), line)), None)
+            rejects.append((line, reason, raw))
     info = {"lines": nlines, "rows": nrows}
     if batch is not None and len(batch):
-        segs = _segment_json(batch, probe)
         ts = batch.ts
         info["max_t"] = float(np.max(ts))
         per = {}
@@ -307,6 +325,11 @@ def _parse_block(blk, kind, names, fm, probe, before=0):
     frame = pd.concat(out_rows, ignore_index=True)
     frame["label"] = frame["label"].astype(object)
     return frame
+
+
+def _text(line):
+    """A raw JSONL line as the local reader reports it (``rejected.jsonl``'s ``raw``)."""
+    return line.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
 def _row(blk, i, present):
@@ -356,24 +379,35 @@ class _FieldsOnly:
         self.fields = fields
 
 
-def _segment_json(batch, probe):
-    """Each event's segment key as JSON (``null``: the whole stream only)."""
+def _segment_json(batch, probe, fm):
+    """Each event's segment key as JSON (``null``: the whole stream only), and the rows
+    whose segment value the Monitor refuses (``[(row, reason)]``: the reserved
+    ``"__other__"`` with a segment cap), with the single-process reason."""
     if batch.segment is None:
-        return ["null"] * len(batch)
-    out = []
+        return ["null"] * len(batch), []
+    from streameval.pipeline import Pipeline
+    from streameval.validation import ValidationError
+
+    out, refused = [], []
     cache = {}
-    for v in batch.segment:
+    for j, v in enumerate(batch.segment):
         try:
             s = cache[v]
         except (KeyError, TypeError):
-            key = probe._segment_key(v, reserved_ok=True)
+            try:
+                key = probe._segment_key(v, f"segment[{j}]")
+            except ValueError as e:  # as Monitor.update_many names it, then the Pipeline
+                err = ValidationError("segment", v, str(e), j, message=str(e))
+                refused.append((j, Pipeline(probe, _FieldsOnly(fm))._reason(err)))
+                out.append(None)
+                continue
             s = json.dumps(list(key) if isinstance(key, tuple) else key)
             try:
                 cache[v] = s
             except TypeError:
                 pass
         out.append(s)
-    return out
+    return out, refused
 
 
 def _key_of(s):
@@ -701,7 +735,8 @@ def _run(spark, parsed, kind, plan, monitor, fields, log, out, on_error, report,
     merged = (states.rdd.map(lambda r: ((r[0], r[1], r[2], r[3], r[4]), r[5]))
               .reduceByKey(_merge_payload)
               .map(lambda kv: (*kv[0], kv[1])))
-    ordered = spark.createDataFrame(merged, _STATE_SCHEMA).orderBy("idx", "k")
+    ordered = spark.createDataFrame(merged, _STATE_SCHEMA).orderBy(
+        "idx", "k", "scope", "role", "name")
     out.mkdir(parents=True, exist_ok=True)
     for name in ("summary.json", "report.html"):
         (out / name).unlink(missing_ok=True)
@@ -864,6 +899,8 @@ def _walk(monitor, plan, timeline, blocks, records):
 
     if monitor._overall is not None:
         attach(monitor._overall, "*")
+    if not timeline["buckets"]:  # no event: the local replay's flush still writes a row
+        monitor._evaluate()
     it = iter(records)
     pending = next(it, None)
     nrec = 0
