@@ -267,3 +267,48 @@ def test_the_readme_example_runs_as_written(spark, capsys):
     want = re.search(r"print\(evaluate\(df, metrics\)\)\s+# (\{.*\})", code).group(1)
     assert printed == want
     assert "|     us|" in out and "|     de|" in out  # the per-country table
+
+
+@pytest.mark.parametrize("weights", [False, "float"], ids=["unweighted", "float"])
+def test_pre_aggregated_scores_give_the_same_values(spark, weights):
+    y, s, w, g = _data(21, n=4000, distinct=False, weights=weights)
+    df = _frame(spark, label=y, score=s, w=w, g=g)
+    ms = {k: f() for k, f in ALL.items()}
+    ms["roc"] = se.ROCCurve()
+    for agg in (True, False):
+        stats = {}
+        got = _evaluate(df, {k: m.clone() for k, m in ms.items()}, weight="w", partitions=3,
+                        aggregate=agg, stats=stats)
+        assert stats["aggregated"] is agg
+        for name, m in ms.items():
+            want = m.clone().update_many(y, s, w).get()
+            if isinstance(want, tuple):
+                for a, b in zip(got[name], want):
+                    np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+            else:
+                assert got[name] == pytest.approx(want, abs=1e-12), (agg, name)
+    out = _evaluate(df, {"auc": se.ROCAUC(), "recall": se.Recall()}, weight="w",
+                    group_by="g", aggregate=True).collect()
+    for r in out:
+        m = g == r["g"]
+        assert r["auc"] == pytest.approx(skm.roc_auc_score(y[m], s[m], sample_weight=w[m]),
+                                         abs=1e-12)
+    # "auto" chooses it for rounded scores, not for distinct ones
+    auto = {}
+    _evaluate(df, {"auc": se.ROCAUC()}, stats=auto)
+    assert auto["aggregated"] is True
+    y2, s2, _, _ = _data(22, n=4000)
+    _evaluate(_frame(spark, label=y2, score=s2), {"auc": se.ROCAUC()}, stats=auto)
+    assert auto["aggregated"] is False
+
+
+def test_bad_rows_under_aggregation_get_the_row_by_row_message(spark):
+    from streameval.validation import ValidationError
+
+    rows = [(1, 0.5, 1.0), (0, 0.25, 2.0)] * 600
+    rows[700] = (1, 0.5, -3.0)
+    df = spark.createDataFrame(rows, "label long, score double, w double")
+    with pytest.raises(ValidationError, match=r"^w = -3.0: weight must be .*1 bad row"):
+        _evaluate(df, {"auc": se.ROCAUC()}, weight="w", aggregate=True)
+    res = _evaluate(df, {"auc": se.ROCAUC()}, weight="w", aggregate=True, on_error="skip")
+    assert res.n_rejected == 1 and res.values["auc"] == 1.0

@@ -23,10 +23,12 @@ import numpy as np
 
 from streameval.validation import MAX_WEIGHT, ValidationError
 
-__all__ = ["Spec", "columns", "refusal", "NULL_SCORE", "NULL_WEIGHT"]
+__all__ = ["Spec", "columns", "refusal", "NULL_SCORE", "NULL_WEIGHT", "AGG_WEIGHT", "AGG_BAD"]
 
 #: extra bool columns of the projection: the score (weight) was null, not NaN
 NULL_SCORE, NULL_WEIGHT = "__streameval_null_score", "__streameval_null_weight"
+#: pre-aggregated rows (one per segment, label and score): summed weight, bad weights
+AGG_WEIGHT, AGG_BAD = "__streameval_weight_sum", "__streameval_bad_weights"
 
 
 class Spec:
@@ -130,7 +132,10 @@ def columns(pdf, spec):
             w = np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool)
                           else np.nan for v in pdf[spec.weight].tolist()], dtype=np.float64)
         with np.errstate(invalid="ignore"):
-            bad |= ~np.isfinite(w) | (w < 0) | (w > MAX_WEIGHT)
+            if AGG_BAD in pdf.columns:  # summed weights: the rows' own were checked
+                bad |= ~np.isfinite(w) | (w < 0) | (pdf[AGG_BAD].to_numpy() > 0)
+            else:
+                bad |= ~np.isfinite(w) | (w < 0) | (w > MAX_WEIGHT)
     if m and not bad.all():
         # what the mask lets through must pass the single-process checks too
         keep = ~bad

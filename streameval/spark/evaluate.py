@@ -50,6 +50,8 @@ from collections import namedtuple
 import numpy as np
 
 from streameval.metrics.base import from_state
+from streameval.spark.columns import AGG_BAD as _AGG_BAD
+from streameval.spark.columns import AGG_WEIGHT as _AGG_W
 from streameval.spark.columns import Spec, columns, refusal
 from streameval.validation import ValidationError
 
@@ -264,7 +266,8 @@ def _refuse(first, total):
 
 
 def evaluate(df, metrics, label="label", score="score", weight=None, group_by=None, *,
-             on_error="fail", partitions=None, curve_points=None, stats=None):
+             on_error="fail", partitions=None, curve_points=None, aggregate="auto",
+             stats=None):
     """The values of ``metrics`` over the rows of a Spark DataFrame.
 
     Exact: each value equals the single-process metric fed every row (AUC and AP equal
@@ -301,9 +304,16 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
         ``ROCCurve``/``PRCurve``: keep about this many points, evenly spaced, plus the
         first and each score range's last (at most ``curve_points + partitions + 1``);
         None: all.
+    aggregate : {"auto", True, False}
+        Sum the weight of equal (segment, label, score) rows on the JVM first (Spark's
+        map-side partial aggregation), so that Python sees one row per distinct score
+        instead of one per event: the values are the same (a metric's value depends on
+        the weight at each score), far faster where scores repeat (rounded scores).
+        ``"auto"``: when the first 100 000 rows hold at most 5% distinct scores. A
+        DataFrame with bad rows is then evaluated row by row (for the messages).
     stats : dict, optional
         Filled with what reached the driver: ``driver_rows``, ``driver_bytes``,
-        ``passes``, ``partitions``.
+        ``passes``, ``partitions``, ``aggregated``.
 
     Returns
     -------
@@ -335,11 +345,71 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
                 f"metric {n!r}: {m._public_name} would ship one entry per distinct score to "
                 "the driver (its precision envelope is not composed over score ranges); use "
                 "AveragePrecision, exact over score ranges, or AveragePrecision(bins=N)")
+    if aggregate not in ("auto", True, False):
+        raise ValueError(f"aggregate = {aggregate!r}: expected 'auto', True or False")
+    if aggregate == "auto":
+        aggregate = _few_distinct(df, score)
+    if aggregate:
+        out = _evaluate_aggregated(df, metrics, spec, partitions, curve_points, stats)
+        if out is not None:
+            return Skipped(out, _rejected(df, spec), 0) if on_error == "skip" else out
+        # bad rows: evaluated row by row below, for the single-process messages
+    return _evaluate(df, metrics, spec, on_error, partitions, curve_points, stats)
+
+
+def _few_distinct(df, score, sample=100_000, share=0.05):
+    """Whether the first ``sample`` rows hold at most ``share`` distinct scores."""
+    rows = df.select(score).limit(sample).collect()
+    if len(rows) < 1000:
+        return False
+    return len({r[0] for r in rows}) <= share * len(rows)
+
+
+
+
+def _evaluate_aggregated(df, metrics, spec, partitions, curve_points, stats):
+    """:func:`evaluate` over rows pre-aggregated by (segment, label, score) on the JVM;
+    None if a group holds a bad row (the caller then goes row by row)."""
+    from pyspark.sql import functions as F
+
+    from streameval.validation import MAX_WEIGHT
+
+    if spec.weight:
+        w = F.col(spec.weight)
+        bad_w = w.isNull() | F.isnan(w) | (w < 0) | (w > MAX_WEIGHT)
+        wsum = F.sum(F.when(bad_w, F.lit(0.0)).otherwise(w.cast("double")))
+        nbad = F.sum(F.when(bad_w, 1).otherwise(0))
+    else:
+        wsum, nbad = F.count(F.lit(1)).cast("double"), F.lit(0).cast("long")
+    keys = list(spec.group_by) + [spec.label, spec.score]
+    # persisted: the range partitioner samples it, then shuffles it (one scan, not two)
+    agg = df.groupBy(*keys).agg(wsum.alias(_AGG_W), nbad.alias(_AGG_BAD)).persist()
+    aspec = Spec(metrics, spec.label, spec.score, _AGG_W, spec.group_by)
+    aspec.integral, aspec.aggregated = spec.integral, True
+    st = {}
+    try:
+        out = _evaluate(agg, metrics, aspec, "fail", partitions, curve_points, st)
+    except ValidationError:
+        return None
+    finally:
+        agg.unpersist()
+    if stats is not None:
+        stats.update(st, aggregated=True)
+    return out
+
+
+def _evaluate(df, metrics, spec, on_error, partitions, curve_points, stats):
+    """:func:`evaluate` after the checks: one row per event, or per aggregated score."""
+    from pyspark.sql import functions as F
+
+    group_by, score = list(spec.group_by), spec.score
     exact = {n: m for n, m in metrics.items() if ranged(m)}
     mergeable = {n: m.clone() for n, m in metrics.items() if n not in exact}
     stats = stats if stats is not None else {}
     spark = df.sparkSession
-    data = df.select(*spec.names(), *[F.isnull(c).alias(f) for f, c in spec.flags()])
+    extra = [_AGG_BAD] if getattr(spec, "aggregated", False) else []
+    data = df.select(*spec.names(), *extra,
+                     *[F.isnull(c).alias(f) for f, c in spec.flags()])
     passes = 1
     if exact:
         k = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -404,7 +474,7 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
                 for name, m in exact.items():
                     results[seg][name] = _exact_value(m, P, N, U, sums.get(seg), points.get(seg))
         stats.update(driver_rows=len(summary), driver_bytes=nbytes, passes=passes,
-                     partitions=len({r["part"] for r in summary}))
+                     partitions=len({r["part"] for r in summary}), aggregated=False)
     finally:
         if exact:
             data.unpersist()
