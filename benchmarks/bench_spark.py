@@ -109,8 +109,9 @@ bins); its ``areaUnderPR`` is 7e-8 (all-distinct) and 4.0e-4 (3 decimals, ties) 
 Target, no slower than Spark's exact mode: met over all-distinct scores (0.32-0.35x at
 10M rows, 0.45-0.53x at 3M, about even at 1M where start-up dominates both), missed
 with 3-decimal scores (3.1-3.6x at 10M, 2.3-2.6x at 1M and 3M, before pre-aggregation;
-after it, ``aggregate="auto"``: 10.0 s against Spark's 5.0 s at 10M rows, 9.7 against
-5.2 s at 1M, still 2x, now a fixed cost that does not grow with the rows). Spark's map-side
+after it, ``aggregate="auto"`` with the aggregated rows evaluated on the driver: 5.3-5.7
+s against Spark's 5.0-5.3 s at 10M rows over four runs, 5.3 against 4.6 s at 1M: 1.03-1.15x,
+still not "no slower"). Spark's map-side
 ``combineByKey`` leaves at most 993 keys per task there and never leaves the JVM;
 ``evaluate`` range-shuffles every row (50 MB) and moves every row through Arrow to
 Python twice. ``--stages`` shows where it goes: at 10M rows, 3 decimals, read + range

@@ -51,7 +51,8 @@ def test_exact_values_equal_sklearn_and_single_process(spark, distinct, weights)
     y, s, w, _ = _data(7, distinct=distinct, weights=weights)
     df = _frame(spark, label=y, score=s, w=w)
     stats = {}
-    got = _evaluate(df, {k: f() for k, f in ALL.items()}, weight="w", partitions=5, stats=stats)
+    got = _evaluate(df, {k: f() for k, f in ALL.items()}, weight="w", partitions=5, stats=stats,
+                    aggregate=False)  # the score ranges (pre-aggregation: tested below)
     assert list(got) == list(ALL)
     assert got["auc"] == pytest.approx(skm.roc_auc_score(y, s, sample_weight=w), abs=1e-12)
     assert got["ap"] == pytest.approx(
@@ -67,7 +68,7 @@ def test_any_number_of_score_ranges_gives_the_same_values(spark, partitions):
     y, s, w, _ = _data(partitions, n=1500, distinct=False)
     df = _frame(spark, label=y, score=s, w=w)
     got = _evaluate(df, {"auc": se.ROCAUC(), "ap": se.AveragePrecision()}, weight="w",
-                    partitions=partitions)
+                    partitions=partitions, aggregate=False)
     assert got["auc"] == pytest.approx(skm.roc_auc_score(y, s, sample_weight=w), abs=1e-12)
     assert got["ap"] == pytest.approx(
         skm.average_precision_score(y, s, sample_weight=w), abs=1e-12)
@@ -99,7 +100,8 @@ def test_group_by_gives_one_row_per_segment(spark):
     g2 = np.where(np.arange(len(y)) % 2 == 0, 1, 2)
     df = _frame(spark, label=y, score=s, w=w, g=g, h=g2)
     out = _evaluate(df, {"auc": se.ROCAUC(), "ap": se.AveragePrecision(),
-                         "recall": se.Recall()}, weight="w", group_by=["g", "h"], partitions=3)
+                         "recall": se.Recall()}, weight="w", group_by=["g", "h"], partitions=3,
+                    aggregate=False)
     assert out.columns == ["g", "h", "auc", "ap", "recall"]
     rows = out.collect()
     assert len(rows) == 6

@@ -309,7 +309,7 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
         map-side partial aggregation), so that Python sees one row per distinct score
         instead of one per event: the values are the same (a metric's value depends on
         the weight at each score), far faster where scores repeat (rounded scores).
-        ``"auto"``: when the first 100 000 rows hold at most 5% distinct scores. A
+        ``"auto"``: when the first 20 000 rows hold at most 5% distinct scores. A
         DataFrame with bad rows is then evaluated row by row (for the messages).
     stats : dict, optional
         Filled with what reached the driver: ``driver_rows``, ``driver_bytes``,
@@ -357,12 +357,13 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
     return _evaluate(df, metrics, spec, on_error, partitions, curve_points, stats)
 
 
-def _few_distinct(df, score, sample=100_000, share=0.05):
+def _few_distinct(df, score, sample=20_000, share=0.05):
     """Whether the first ``sample`` rows hold at most ``share`` distinct scores."""
-    rows = df.select(score).limit(sample).collect()
-    if len(rows) < 1000:
-        return False
-    return len({r[0] for r in rows}) <= share * len(rows)
+    from pyspark.sql import functions as F
+
+    head = df.select(score).limit(sample)
+    (n, distinct), = head.agg(F.count(F.lit(1)), F.countDistinct(score)).collect()
+    return n >= 1000 and distinct <= share * n
 
 
 
@@ -382,13 +383,18 @@ def _evaluate_aggregated(df, metrics, spec, partitions, curve_points, stats):
     else:
         wsum, nbad = F.count(F.lit(1)).cast("double"), F.lit(0).cast("long")
     keys = list(spec.group_by) + [spec.label, spec.score]
-    # persisted: the range partitioner samples it, then shuffles it (one scan, not two)
+    # persisted: counted, then collected or range-partitioned (one scan of the input)
     agg = df.groupBy(*keys).agg(wsum.alias(_AGG_W), nbad.alias(_AGG_BAD)).persist()
     aspec = Spec(metrics, spec.label, spec.score, _AGG_W, spec.group_by)
     aspec.integral, aspec.aggregated = spec.integral, True
     st = {}
     try:
-        out = _evaluate(agg, metrics, aspec, "fail", partitions, curve_points, st)
+        curves = any(m._public_name in ("ROCCurve", "PRCurve") for m in metrics.values())
+        out = None
+        if not (curves and curve_points):
+            out = _on_driver(agg, df, metrics, aspec, st)
+        if out is None:
+            out = _evaluate(agg, metrics, aspec, "fail", partitions, curve_points, st)
     except ValidationError:
         return None
     finally:
@@ -396,6 +402,53 @@ def _evaluate_aggregated(df, metrics, spec, partitions, curve_points, stats):
     if stats is not None:
         stats.update(st, aggregated=True)
     return out
+
+
+#: pre-aggregated rows (one per segment, label and distinct score) up to this many are
+#: evaluated on the driver by the single-process metrics: bounded by the distinct
+#: scores, never by the rows (tens of MB at most)
+DRIVER_SCORES = 200_000
+
+
+def _on_driver(agg, df, metrics, spec, stats):
+    """The values from at most :data:`DRIVER_SCORES` pre-aggregated rows, collected
+    (Arrow) and fed to the single-process metrics, weighted by their summed weights;
+    None if there are more (the caller takes the score ranges); ``ValidationError`` if
+    one holds a bad row (the caller then goes row by row)."""
+    pdf = agg.limit(DRIVER_SCORES + 1).toPandas()
+    if len(pdf) > DRIVER_SCORES:
+        return None
+    y, s, w, bad = columns(pdf, spec) if len(pdf) else (None, None, None, np.zeros(0, bool))
+    if bad.any():
+        raise ValidationError(spec.score, None, "bad rows", message="bad rows")
+    results = {}
+    for key, idx in (_segment_groups(pdf, spec.group_by, spec.integral) if len(pdf) else []):
+        seg = json.dumps(list(key))
+        vals = results[seg] = {}
+        for name, m in metrics.items():
+            obj = m.clone().update_trusted(y[idx], s[idx], w[idx])
+            vals[name] = _value(obj)
+            if getattr(obj, "_bins", None):
+                vals[f"{name}_error_bound"] = float(obj.error_bound())
+    stats.update(driver_rows=len(pdf), driver_bytes=int(pdf.memory_usage(deep=True).sum()),
+                 passes=1, partitions=0)
+    names = _names(metrics)
+    if spec.group_by:
+        segments = _segments_in_order([{"segment": k} for k in results], spec.group_by)
+        return _frame(df.sparkSession, df, list(spec.group_by), segments, results, names,
+                      metrics)
+    got = results.get(json.dumps([]))
+    return {n: got[n] for n in names} if got else {n: _empty_value(metrics[n]) for n in metrics}
+
+
+def _names(metrics):
+    """Result columns: the metrics' order, each bound beside its binned value."""
+    names = []
+    for n in metrics:
+        names.append(n)
+        if getattr(metrics[n], "_bins", None):
+            names.append(f"{n}_error_bound")
+    return names
 
 
 def _evaluate(df, metrics, spec, on_error, partitions, curve_points, stats):
@@ -478,11 +531,7 @@ def _evaluate(df, metrics, spec, on_error, partitions, curve_points, stats):
     finally:
         if exact:
             data.unpersist()
-    names = []
-    for n in metrics:  # the metrics' order, each bound beside its value
-        names.append(n)
-        if getattr(metrics[n], "_bins", None) and not ranged(metrics[n]):
-            names.append(f"{n}_error_bound")
+    names = _names(metrics)
     if group_by:
         out = _frame(spark, df, group_by, segments, results, names, metrics)
     else:
