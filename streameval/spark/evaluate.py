@@ -127,21 +127,32 @@ def _totals(y, s, w):
     return float(wp.sum()), float(wn.sum()), u, nz, float(keys[0]), float(keys[-1])
 
 
+def _partition_segments(batches, spec):
+    """A partition's rows as ``(partition id, frame, (y, s, w, bad), [(segment key,
+    rows)])``, or None when it is empty: what both passes start from."""
+    import pandas as pd
+    from pyspark import TaskContext
+
+    frames = list(batches)
+    pdf = pd.concat(frames, ignore_index=True) if frames else None
+    if pdf is None or not len(pdf):
+        return None
+    return (TaskContext.get().partitionId(), pdf, columns(pdf, spec),
+            _segment_groups(pdf, spec.group_by, spec.integral))
+
+
 def _first_pass(spec, templates, want_ranked):
     """The ``mapInPandas`` function of the first pass: per segment of the partition,
     the states of the mergeable metrics, the totals of the ranged ones, the bad rows."""
     import pandas as pd
-    from pyspark import TaskContext
 
     def run(batches):
-        part = TaskContext.get().partitionId()
-        frames = list(batches)
-        pdf = pd.concat(frames, ignore_index=True) if frames else None
-        if pdf is None or not len(pdf):
+        got = _partition_segments(batches, spec)
+        if got is None:
             return
-        y, s, w, bad = columns(pdf, spec)
+        part, pdf, (y, s, w, bad), groups = got
         out = []
-        for key, idx in _segment_groups(pdf, spec.group_by, spec.integral):
+        for key, idx in groups:
             sb = bad[idx]
             nbad = int(sb.sum())
             first = None
@@ -176,17 +187,14 @@ def _second_pass(spec, offsets, want_ap, curves, step):
     """The ``mapInPandas`` function of the second pass: given the weight above each
     (partition, segment), its AP sum and its curve points."""
     import pandas as pd
-    from pyspark import TaskContext
 
     def run(batches):
-        part = TaskContext.get().partitionId()
-        frames = list(batches)
-        pdf = pd.concat(frames, ignore_index=True) if frames else None
-        if pdf is None or not len(pdf):
+        got = _partition_segments(batches, spec)
+        if got is None:
             return
-        y, s, w, bad = columns(pdf, spec)
+        part, _, (y, s, w, bad), groups = got
         out = []
-        for key, idx in _segment_groups(pdf, spec.group_by, spec.integral):
+        for key, idx in groups:
             seg = json.dumps(list(key))
             off = offsets.get((part, seg))
             if off is None:
@@ -322,8 +330,6 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
         ``"<name>_error_bound"``, its guaranteed bound on the distance to the exact
         value), or with ``group_by`` a DataFrame of the same columns per segment.
     """
-    from pyspark.sql import functions as F
-
     if not isinstance(metrics, dict) or not metrics:
         raise ValueError("metrics must be a non-empty dict {name: metric}")
     if on_error not in ("fail", "skip"):
@@ -423,18 +429,31 @@ def _on_driver(agg, df, metrics, spec, stats):
         raise ValidationError(spec.score, None, "bad rows", message="bad rows")
     results = {}
     for key, idx in (_segment_groups(pdf, spec.group_by, spec.integral) if len(pdf) else []):
-        seg = json.dumps(list(key))
-        vals = results[seg] = {}
-        for name, m in metrics.items():
-            obj = m.clone().update_trusted(y[idx], s[idx], w[idx])
-            vals[name] = _value(obj)
-            if getattr(obj, "_bins", None):
-                vals[f"{name}_error_bound"] = float(obj.error_bound())
+        results[json.dumps(list(key))] = _values(
+            {name: m.clone().update_trusted(y[idx], s[idx], w[idx])
+             for name, m in metrics.items()})
     stats.update(driver_rows=len(pdf), driver_bytes=int(pdf.memory_usage(deep=True).sum()),
                  passes=1, partitions=0)
+    segments = _segments_in_order([{"segment": k} for k in results], spec.group_by)
+    return _result(df, spec, metrics, segments, results)
+
+
+def _values(objs):
+    """``{name: value}`` of metric objects, a binned one's bound beside its value."""
+    out = {}
+    for name, obj in objs.items():
+        out[name] = _value(obj)
+        if getattr(obj, "_bins", None):
+            out[f"{name}_error_bound"] = float(obj.error_bound())
+    return out
+
+
+def _result(df, spec, metrics, segments, results):
+    """What :func:`evaluate` returns from ``{segment: {name: value}}``: the tidy
+    DataFrame with ``group_by``, else the values of the one segment (of a fresh metric
+    when the DataFrame was empty)."""
     names = _names(metrics)
     if spec.group_by:
-        segments = _segments_in_order([{"segment": k} for k in results], spec.group_by)
         return _frame(df.sparkSession, df, list(spec.group_by), segments, results, names,
                       metrics)
     got = results.get(json.dumps([]))
@@ -498,14 +517,11 @@ def _evaluate(df, metrics, spec, on_error, partitions, curve_points, stats):
             _refuse(firsts[0]["first_bad"], bad)
         merged = {seg: st for seg, (st, _) in merged.items()}
         segments = _segments_in_order(summary, group_by)
-        results = {seg: {} for seg in segments}
+        results = {}
         for seg in segments:
             st = json.loads(merged[seg]) if seg in merged else {}
-            for name, m in mergeable.items():
-                obj = from_state(st[name]) if name in st else m.clone()
-                results[seg][name] = _value(obj)
-                if getattr(obj, "_bins", None):
-                    results[seg][f"{name}_error_bound"] = float(obj.error_bound())
+            results[seg] = _values({name: from_state(st[name]) if name in st else m.clone()
+                                    for name, m in mergeable.items()})
         if exact:
             offsets, totals = _offsets(summary)
             want_ap = any(m._public_name == "AveragePrecision" for m in exact.values())
@@ -531,12 +547,7 @@ def _evaluate(df, metrics, spec, on_error, partitions, curve_points, stats):
     finally:
         if exact:
             data.unpersist()
-    names = _names(metrics)
-    if group_by:
-        out = _frame(spark, df, group_by, segments, results, names, metrics)
-    else:
-        got = results.get(json.dumps([]))
-        out = {n: got[n] for n in names} if got else {n: _empty_value(metrics[n]) for n in metrics}
+    out = _result(df, spec, metrics, segments, results)
     if on_error == "skip":
         return Skipped(out, _rejected(df, spec), bad)
     return out

@@ -708,11 +708,11 @@ def _run(spark, parsed, kind, plan, monitor, fields, log, out, on_error, report,
     blocks = _block_table(infos, plan, kind == "text")
     stats["parse_seconds"] = round(time.perf_counter() - t1, 3)
     # bad rows: the first (fail), or all in line order (skip)
-    rej = parsed.where(F.col("kind") == _KIND_REJECT)
-    n_rejected = rej.count()
+    rows = (parsed.where(F.col("kind") == _KIND_REJECT)
+            .select("file", "block", "pos", "reason", "raw").collect())
+    n_rejected = len(rows)
     rejected_rows = []
     if n_rejected:
-        rows = rej.select("file", "block", "pos", "reason", "raw").collect()
         rows = sorted(((blocks["order"][(r["file"], r["block"])], r["pos"], r) for r in rows),
                       key=lambda x: (x[0], x[1]))
         rejected_rows = [(_line(blocks, r["file"], r["block"], r["pos"]), r["reason"],
