@@ -51,6 +51,7 @@ from streameval.validation import (
 river_base = _river.metric_bases()
 
 __all__ = [
+    "check_unmerge_totals",
     "Metric",
     "BinaryMetric",
     "MultiClassMetric",
@@ -230,6 +231,19 @@ INTERVAL_METRICS = (
     "the proportions Accuracy, ErrorRate, Precision, Recall, FPR and Specificity "
     "(Wilson score), ROCAUC and Gini (DeLong), and Sliding or Tumbling windows over them"
 )
+
+
+def check_unmerge_totals(mine, other, name):
+    """Refuse (``ValueError``, before any change) a ``subtract`` of ``other`` holding
+    more events (``_n``) or more weight (``_w``, beyond rounding:
+    :func:`~streameval.validation.overdrawn`) than ``mine``: it was never merged here.
+    ``name`` names ``other`` in the message."""
+    if other._n > mine._n:
+        raise ValueError(f"subtract: {mine._n} events here but {other._n} in {name}: "
+                         "they were never merged")
+    if other._n and overdrawn(mine._w - other._w, other._w, mine._w):
+        raise ValueError(f"subtract: weight {mine._w!r} here but {other._w!r} in "
+                         f"{name}: it was never merged")
 
 
 def has_interval(obj):

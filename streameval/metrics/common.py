@@ -24,7 +24,7 @@ from streameval.validation import (
     MAX_WEIGHT, ValidationError, check_real, check_weight, fail, overdrawn,
 )
 
-from .base import Metric, MultiClassMetric
+from .base import Metric, MultiClassMetric, check_unmerge_totals
 
 __all__ = [
     "DENSE_LABEL_RANGE",
@@ -401,12 +401,7 @@ class WeightedMean(Metric):
         changed) for more events, more weight or a larger loss sum (beyond rounding,
         :func:`~streameval.validation.overdrawn`) than held here."""
         name = f"the other {self._public_name}"
-        if other._n > self._n:
-            raise ValueError(f"subtract: {self._n} events here but {other._n} in {name}: "
-                             "they were never merged")
-        if other._n and overdrawn(self._w - other._w, other._w, self._w):
-            raise ValueError(f"subtract: weight {self._w!r} here but {other._w!r} in "
-                             f"{name}: it was never merged")
+        check_unmerge_totals(self, other, name)
         mine, theirs = self._s + self._c, other._s + other._c
         if other._n and overdrawn(mine - theirs, abs(theirs), abs(mine)):
             raise ValueError(f"subtract: weighted loss sum {mine!r} here but {theirs!r} in "

@@ -49,6 +49,7 @@ from streameval.metrics.base import (
     Cases,
     Metric,
     MultiClassMetric,
+    check_unmerge_totals,
     has_interval,
 )
 from streameval.metrics.scoreorder import ScoreOrder, delong_variance
@@ -64,7 +65,6 @@ from streameval.validation import (
     check_same_length,
     check_weight,
     fail,
-    overdrawn,
 )
 
 __all__ = [
@@ -1473,12 +1473,7 @@ class _OVRRanking(MultiClassMetric):
         if unknown:
             raise ValueError(f"subtract: class {unknown[0]!r} of {name} is unknown here: "
                              "it was never merged")
-        if other._n > self._n:
-            raise ValueError(f"subtract: {self._n} events here but {other._n} in {name}: "
-                             "they were never merged")
-        if other._n and overdrawn(self._w - other._w, other._w, self._w):
-            raise ValueError(f"subtract: weight {self._w!r} here but {other._w!r} in "
-                             f"{name}: it was never merged")
+        check_unmerge_totals(self, other, name)
         key = self._key(0.0)
 
         def padding(k):  # other's events as negatives with score 0 for k classes
