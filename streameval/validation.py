@@ -29,6 +29,7 @@ import numpy as np
 
 __all__ = [
     "ValidationError",
+    "label_flags",
     "fail",
     "check_real",
     "check_weight",
@@ -361,20 +362,27 @@ def as_binary_labels(y_true, pos_set, neg_set, name="y_true"):
     (neg,) = neg_set
     if arr.dtype.kind == "b" and pos is True and neg is False:
         return arr
-    if arr.dtype.kind in "biuf" and isinstance(pos, (bool, int)) and isinstance(neg, (bool, int)):
-        is_pos = arr == pos
-        is_neg = arr == neg
-    else:
-        # object/str arrays: compare in Python so that types are respected
-        items = arr.tolist()
-        is_pos = np.fromiter((_in(v, pos_set) for v in items), dtype=bool, count=len(items))
-        is_neg = np.fromiter((_in(v, neg_set) for v in items), dtype=bool, count=len(items))
+    is_pos, is_neg = label_flags(arr, pos_set, neg_set)
     bad = ~(is_pos | is_neg)
     if bad.any():
         i = first_bad(bad)
         fail(name, arr[i].item() if hasattr(arr[i], "item") else arr[i],
               f"label must be {pos!r} (positive) or {neg!r} (negative)", i)
     return is_pos
+
+
+def label_flags(arr, pos_set, neg_set):
+    """``(is_pos, is_neg)`` bool arrays for the 1-D array ``arr``: numbers compared by
+    numpy, anything else in Python so that types are respected (a label in neither is
+    refused by :func:`as_binary_labels`; the Spark partitions count it as a bad row)."""
+    (pos,) = pos_set
+    (neg,) = neg_set
+    if arr.dtype.kind in "biuf" and isinstance(pos, (bool, int)) and isinstance(neg, (bool, int)):
+        return arr == pos, arr == neg
+    items = arr.tolist()
+    is_pos = np.fromiter((_in(v, pos_set) for v in items), dtype=bool, count=len(items))
+    is_neg = np.fromiter((_in(v, neg_set) for v in items), dtype=bool, count=len(items))
+    return is_pos, is_neg
 
 
 def _in(v, s):

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from streameval.validation import MAX_WEIGHT, ValidationError
+from streameval.validation import MAX_WEIGHT, ValidationError, label_flags
 
 __all__ = ["Spec", "columns", "refusal", "NULL_SCORE", "NULL_WEIGHT", "AGG_WEIGHT", "AGG_BAD"]
 
@@ -84,25 +84,6 @@ class Spec:
         return {"y_true": self.label, "y_pred": self.score, "w": self.weight}.get(arg, arg)
 
 
-def _in(v, s):
-    try:
-        return v in s
-    except TypeError:
-        return False
-
-
-def _labels(arr, spec):
-    """(is_pos, is_neg) bool arrays, compared as ``as_binary_labels`` compares."""
-    pos, neg = spec.pos, spec.neg
-    if arr.dtype.kind in "biuf" and isinstance(pos, (bool, int)) and isinstance(neg, (bool, int)):
-        return arr == pos, arr == neg
-    items = arr.tolist()
-    n = len(items)
-    is_pos = np.fromiter((_in(v, spec.pos_set) for v in items), dtype=bool, count=n)
-    is_neg = np.fromiter((_in(v, spec.neg_set) for v in items), dtype=bool, count=n)
-    return is_pos, is_neg
-
-
 def _floats(col):
     """A pandas column as float64 (nulls as NaN); None if it holds non-numbers."""
     try:
@@ -117,7 +98,7 @@ def columns(pdf, spec):
     refuses. ``w`` is None when there is no weight column."""
     m = len(pdf)
     labels = pdf[spec.label].to_numpy()
-    is_pos, is_neg = _labels(labels, spec)
+    is_pos, is_neg = label_flags(labels, spec.pos_set, spec.neg_set)
     bad = ~(is_pos | is_neg)
     s = _floats(pdf[spec.score])
     if s is None:  # strings among the scores: refused one by one below
