@@ -242,16 +242,23 @@ def test_a_drop_then_a_recovery():
     assert d.get() == pytest.approx(0.85, abs=0.03)   # the rate since the last change
 
 
+def _alarm_monitor(y, s, alpha, every):
+    """A Monitor with a sequential recall detector and the rule ``recall alarm``, fed
+    ``(y, s)``; returns it and the alert transitions it emitted."""
+    mon = se.Monitor({"recall": se.Recall()},
+                     drift={"recall": SequentialDrift("recall", alpha=alpha)},
+                     rules=["recall alarm"], every=every)
+    alerts = []
+    mon.on_alert.append(alerts.append)
+    mon.update_many(y, s)
+    return mon, alerts
+
+
 def test_alarm_rule_fires_on_the_drop_and_resolves_on_the_recovery():
     y, s, _ = _stream(5, 60_000, rate=0.5, recall=(0.85, 0.6), cut=20_000)
     back = np.random.default_rng(3).random(20_000) < 0.85
     s[40_000:] = np.where(y[40_000:], np.where(back, 0.8, 0.2), s[40_000:])
-    mon = se.Monitor({"recall": se.Recall()},
-                     drift={"recall": SequentialDrift("recall", alpha=0.01)},
-                     rules=["recall alarm"], every=500)
-    alerts = []
-    mon.on_alert.append(alerts.append)
-    mon.update_many(y, s)
+    _, alerts = _alarm_monitor(y, s, alpha=0.01, every=500)
     assert [a["state"] for a in alerts] == ["firing", "resolved"]
     assert 20_000 < alerts[0]["n"] <= 24_500 and 40_000 < alerts[1]["n"] <= 44_500
     assert alerts[0]["value"] < 0.7 and alerts[1]["value"] > 0.8
@@ -344,12 +351,7 @@ def test_a_drop_and_its_recovery_between_two_evaluations_still_page():
     alone = SequentialDrift("recall", alpha=0.005).update_many(y, s)
     assert [c.direction for c in alone.changes] == ["drop", "rise"]
     assert alone.changes[1].index // 1000 == alone.changes[0].index // 1000  # same interval
-    mon = se.Monitor({"recall": se.Recall()},
-                     drift={"recall": SequentialDrift("recall", alpha=0.005)},
-                     rules=["recall alarm"], every=1000)
-    alerts = []
-    mon.on_alert.append(alerts.append)
-    mon.update_many(y, s)
+    mon, alerts = _alarm_monitor(y, s, alpha=0.005, every=1000)
     mon.flush()
     first = (alone.changes[1].index // 1000 + 1) * 1000
     assert [(a["state"], a["n"]) for a in alerts] == [("firing", first), ("resolved", first + 1000)]
