@@ -1558,11 +1558,13 @@ class _OVRRanking(MultiClassMetric):
         present = [o for o in self._classes.values() if o.nz_pos]
         if len(present) < 2:  # one class present: one-vs-rest undefined
             return _NAN
-        values = np.array([value_of(o) for o in present])
+        # exactly rounded sums (math.fsum): the average does not depend on the order
+        # the classes were met in (a merge, a subtract or a revert can change it)
+        values = [value_of(o) for o in present]
         if self.average == "macro":
-            return float(values.mean())
-        support = np.array([o.pos_weight for o in present])
-        return float(np.dot(values, support) / support.sum())
+            return math.fsum(values) / len(values)
+        support = [o.pos_weight for o in present]
+        return math.fsum(v * s for v, s in zip(values, support)) / math.fsum(support)
 
     def get(self):
         stamp = self._stamp()
