@@ -304,6 +304,42 @@ def test_pre_aggregated_scores_give_the_same_values(spark, weights):
     assert auto["aggregated"] is False
 
 
+@pytest.mark.parametrize("cap", [None, 50], ids=["on_driver", "over_the_cap"])
+def test_aggregated_rows_keep_segment_and_label_types(spark, monkeypatch, cap):
+    """Pre-aggregated rows collected to the driver (and, past DRIVER_SCORES groups, the
+    score ranges over them): integer segments with nulls, string labels, float weights;
+    every segment's values equal scikit-learn on that segment's rows."""
+    import importlib
+
+    ev = importlib.import_module("streameval.spark.evaluate")
+    if cap is not None:
+        monkeypatch.setattr(ev, "DRIVER_SCORES", cap)
+    y, s, w, _ = _data(23, n=3000, distinct=False, weights="float")
+    g = np.random.default_rng(24).choice([1, 2, 3], len(y)).astype(object)
+    g[::7] = None
+    df = spark.createDataFrame(
+        [("fraud" if a else "ok", float(b), float(c), d) for a, b, c, d in zip(y, s, w, g)],
+        "label string, score double, w double, g long")
+    stats = {}
+    lab = {"pos_label": "fraud", "neg_label": "ok"}
+    metrics = {"auc": se.ROCAUC(**lab), "ap": se.AveragePrecision(**lab),
+               "recall": se.Recall(**lab)}
+    out = ev.evaluate(df, metrics, weight="w", group_by="g", aggregate=True, partitions=3,
+                      stats=stats)
+    assert stats["aggregated"] is True
+    assert stats["partitions"] == (0 if cap is None else 3)
+    rows = {r["g"]: r for r in out.collect()}
+    assert set(rows) == {None, 1, 2, 3}
+    for key, r in rows.items():
+        m = np.array([v is None if key is None else v == key for v in g])
+        assert r["auc"] == pytest.approx(
+            skm.roc_auc_score(y[m], s[m], sample_weight=w[m]), abs=1e-12)
+        assert r["ap"] == pytest.approx(
+            skm.average_precision_score(y[m], s[m], sample_weight=w[m]), abs=1e-12)
+        assert r["recall"] == pytest.approx(
+            skm.recall_score(y[m], s[m] >= 0.5, sample_weight=w[m]), abs=1e-12)
+
+
 def test_bad_rows_under_aggregation_get_the_row_by_row_message(spark):
     from streameval.validation import ValidationError
 

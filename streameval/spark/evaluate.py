@@ -94,10 +94,11 @@ def _segment_groups(pdf, group_by, integral=()):
 
 
 def _missing(v):
-    try:
-        return v is None or bool(v != v)
-    except Exception:
-        return False
+    """A null segment value as pandas holds it: None, NaN (an integer column with a
+    null read as floats) or ``pd.NA`` (a nullable integer or boolean column)."""
+    import pandas as pd
+
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
 
 
 def _distinct_desc(y, s, w):
@@ -365,11 +366,10 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
 
 def _few_distinct(df, score, sample=20_000, share=0.05):
     """Whether the first ``sample`` rows hold at most ``share`` distinct scores."""
-    from pyspark.sql import functions as F
-
-    head = df.select(score).limit(sample)
-    (n, distinct), = head.agg(F.count(F.lit(1)), F.countDistinct(score)).collect()
-    return n >= 1000 and distinct <= share * n
+    # collect() of a limit takes the rows from the first partition(s) only (Spark's
+    # incremental take), where an aggregate over the limit would shuffle from every one
+    head = [r[0] for r in df.select(score).limit(sample).collect()]
+    return len(head) >= 1000 and len(set(head)) <= share * len(head)
 
 
 
@@ -389,8 +389,10 @@ def _evaluate_aggregated(df, metrics, spec, partitions, curve_points, stats):
     else:
         wsum, nbad = F.count(F.lit(1)).cast("double"), F.lit(0).cast("long")
     keys = list(spec.group_by) + [spec.label, spec.score]
-    # persisted: counted, then collected or range-partitioned (one scan of the input)
-    agg = df.groupBy(*keys).agg(wsum.alias(_AGG_W), nbad.alias(_AGG_BAD)).persist()
+    # not persisted: a cached plan keeps all its shuffle partitions (adaptive execution
+    # does not coalesce them), so the take below would run one job per few partitions;
+    # the rare case of more than DRIVER_SCORES groups scans the input again instead
+    agg = df.groupBy(*keys).agg(wsum.alias(_AGG_W), nbad.alias(_AGG_BAD))
     aspec = Spec(metrics, spec.label, spec.score, _AGG_W, spec.group_by)
     aspec.integral, aspec.aggregated = spec.integral, True
     st = {}
@@ -403,8 +405,6 @@ def _evaluate_aggregated(df, metrics, spec, partitions, curve_points, stats):
             out = _evaluate(agg, metrics, aspec, "fail", partitions, curve_points, st)
     except ValidationError:
         return None
-    finally:
-        agg.unpersist()
     if stats is not None:
         stats.update(st, aggregated=True)
     return out
@@ -421,9 +421,14 @@ def _on_driver(agg, df, metrics, spec, stats):
     (Arrow) and fed to the single-process metrics, weighted by their summed weights;
     None if there are more (the caller takes the score ranges); ``ValidationError`` if
     one holds a bad row (the caller then goes row by row)."""
-    pdf = agg.limit(DRIVER_SCORES + 1).toPandas()
-    if len(pdf) > DRIVER_SCORES:
+    import pandas as pd
+
+    # collect(), not toPandas(): Arrow would first move the limited rows to one
+    # partition (one more stage); these are few rows of plain values
+    rows = agg.limit(DRIVER_SCORES + 1).collect()
+    if len(rows) > DRIVER_SCORES:
         return None
+    pdf = pd.DataFrame.from_records(rows, columns=agg.columns)
     y, s, w, bad = columns(pdf, spec) if len(pdf) else (None, None, None, np.zeros(0, bool))
     if bad.any():
         raise ValidationError(spec.score, None, "bad rows", message="bad rows")
