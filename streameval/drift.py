@@ -713,11 +713,7 @@ class PrecisionRecallDrift(BinaryMetric):
 
         Runtime complexity: `O(size)` (the windows' merge).
         """
-        if type(other) is not type(self):
-            raise ValueError(f"cannot merge a {type(other).__name__} into a {type(self).__name__}")
-        mine, theirs = self._params(), other._params()
-        if mine != theirs:
-            raise ValueError(f"cannot merge drift tests with different parameters: {theirs} into {mine}")
+        self._check_same_kind(other, "merge", "into", "drift tests")
         if other.n == 0 and other.late == 0:
             return self
         if self._baseline is not None and self.n:

@@ -599,11 +599,7 @@ class SequentialDrift(BinaryMetric):
 
         Runtime complexity: `O(size of the state)`.
         """
-        if type(other) is not type(self):
-            raise ValueError(f"cannot merge a {type(other).__name__} into a {type(self).__name__}")
-        if other._params() != self._params():
-            raise ValueError(f"cannot merge detectors with different parameters: "
-                             f"{other._params()} into {self._params()}")
+        self._check_same_kind(other, "merge", "into", "detectors")
         if other.n == 0:
             return self
         if self.n:

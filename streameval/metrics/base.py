@@ -390,15 +390,22 @@ class Metric:
 
     def merge(self, other):
         """Fold in the state of ``other`` (same type and parameters); return ``self``."""
+        self._check_same_kind(other, "merge", "into")
+        self._merge(other)
+        return self
+
+    def _check_same_kind(self, other, verb, prep, what="metrics"):
+        """Refuse (``ValueError``) to ``verb`` a metric of another type or other
+        parameters ``prep`` this one (``merge ... into``, ``subtract ... from``);
+        ``what`` names them in the message (``"drift tests"``...)."""
         if type(other) is not type(self):
             raise ValueError(
-                f"cannot merge a {type(other).__name__} into a {type(self).__name__}"
+                f"cannot {verb} a {type(other).__name__} {prep} a {type(self).__name__}"
             )
         mine, theirs = self._params(), other._params()
         if mine != theirs:
-            raise ValueError(f"cannot merge metrics with different parameters: {theirs} into {mine}")
-        self._merge(other)
-        return self
+            raise ValueError(
+                f"cannot {verb} {what} with different parameters: {theirs} {prep} {mine}")
 
     def subtract(self, other):
         """Take out the state of ``other``, merged here earlier; return ``self``.
@@ -441,14 +448,7 @@ class Metric:
             A metric of the same type and parameters whose state was merged into this
             one (with :meth:`merge`, or by feeding this one its events too).
         """
-        if type(other) is not type(self):
-            raise ValueError(
-                f"cannot subtract a {type(other).__name__} from a {type(self).__name__}"
-            )
-        mine, theirs = self._params(), other._params()
-        if mine != theirs:
-            raise ValueError(
-                f"cannot subtract metrics with different parameters: {theirs} from {mine}")
+        self._check_same_kind(other, "subtract", "from")
         if other is self:  # (a copy: the state read is the one being taken out)
             other = copy.deepcopy(other)
         self._subtract(other)

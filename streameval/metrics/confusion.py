@@ -138,6 +138,10 @@ class ConfusionMatrix(Cases):
         self.multiclass = bool(multiclass)
         self._setup(threshold, pos_label, neg_label)
 
+    def _subtract(self, other):
+        # both cases: the cells of their own layout (binary or multiclass)
+        self._subtract_counts(other, f"the other {self._public_name}")
+
 
 class BinaryCounts(BinaryMetric):
     """The counting of a binary confusion matrix, by a score threshold: four weighted
@@ -457,9 +461,6 @@ class _BinaryConfusionMatrix(ConfusionMatrix, BinaryCounts, case="binary"):
         (neg,) = self._neg_set
         return [neg, pos]
 
-    def _subtract(self, other):
-        self._subtract_counts(other, f"the other {self._public_name}")
-
     def get(self):
         """``[[tn, fp], [fn, tp]]`` as a float array (sklearn's layout)."""
         return np.array([[self.tn, self.fp], [self.fn, self.tp]])
@@ -775,9 +776,6 @@ class _MultiClassConfusionMatrix(ConfusionMatrix, MultiClassMetric, case="multic
         zeros = self._zeros
         for key, z in other._zeros.items():
             zeros[key] = zeros.get(key, 0) + z
-
-    def _subtract(self, other):
-        self._subtract_counts(other, f"the other {self._public_name}")
 
     def _subtract_counts(self, other, name):
         """Take out the cells of ``other`` (merged earlier), as a ``revert_trusted`` of

@@ -149,6 +149,20 @@ class ExactSum:
         """An independent copy (the same partials)."""
         return ExactSum(self.p)
 
+    def minus(self, other, what, name, left, unit):
+        """A new sum: this one less ``other`` (merged here earlier), exactly; this one
+        is not changed. Refused (``ValueError``) if ``other`` was never merged here: the
+        rest is below 0 (the sums are of values >= 0), or not 0 with ``left == 0``
+        items (``unit``: ``"query"``...) left. ``what`` names this sum and ``name``
+        the other metric in the message."""
+        rest = self.copy()
+        rest.subtract(other)
+        if rest.value() < 0.0 or (not left and rest.value()):
+            raise ValueError(
+                f"subtract: {what} {self.value()!r} here but {other.value()!r} in "
+                f"{name}{'' if left else f' (no {unit} left)'}: it was never merged")
+        return rest
+
 
 # ------------------------------------------------------------------- validation
 
@@ -663,16 +677,8 @@ class _QueryMetric(Metric):
                 raise ValueError(f"subtract: {mine} {what} here but {theirs} in {name}: "
                                  "they were never merged")
         n = self._n - other._n
-        wsum, vsum = self._wsum.copy(), self._vsum.copy()
-        wsum.subtract(other._wsum)
-        vsum.subtract(other._vsum)
-        for what, mine, theirs, left in (
-                ("weight", self._wsum, other._wsum, wsum),
-                ("weighted sum of values", self._vsum, other._vsum, vsum)):
-            if left.value() < 0.0 or (not n and left.value()):
-                raise ValueError(
-                    f"subtract: {what} {mine.value()!r} here but {theirs.value()!r} in "
-                    f"{name}{'' if n else ' (no query left)'}: it was never merged")
+        wsum = self._wsum.minus(other._wsum, "weight", name, n, "query")
+        vsum = self._vsum.minus(other._vsum, "weighted sum of values", name, n, "query")
         self._n = n
         self.skipped -= other.skipped
         self._wsum, self._vsum = wsum, vsum

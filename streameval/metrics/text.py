@@ -538,17 +538,10 @@ class _MeanScore(_TextMetric):
             raise ValueError(f"subtract: {self._n} sentences here but {other._n} in "
                              f"{name}: they were never merged")
         n = self._n - other._n
-        left = []
-        for what, mine, theirs in (("weight", self._wsum, other._wsum),
-                                   *((f"weighted {f} sum", s, o) for f, s, o in zip(
-                                       self._fields, self._sums, other._sums))):
-            rest = mine.copy()
-            rest.subtract(theirs)
-            if rest.value() < 0.0 or (not n and rest.value()):
-                raise ValueError(
-                    f"subtract: {what} {mine.value()!r} here but {theirs.value()!r} in "
-                    f"{name}{'' if n else ' (no sentence left)'}: it was never merged")
-            left.append(rest)
+        left = [mine.minus(theirs, what, name, n, "sentence")
+                for what, mine, theirs in (("weight", self._wsum, other._wsum),
+                                           *((f"weighted {f} sum", s, o) for f, s, o in zip(
+                                               self._fields, self._sums, other._sums)))]
         self._n = n
         self._wsum, self._sums = left[0], left[1:]
 
