@@ -23,7 +23,7 @@ import numpy as np
 
 from streameval.validation import MAX_WEIGHT, ValidationError, label_flags
 
-__all__ = ["Spec", "columns", "refusal", "NULL_SCORE", "NULL_WEIGHT", "AGG_WEIGHT", "AGG_BAD"]
+__all__ = ["Spec", "columns", "refusal", "is_null", "NULL_SCORE", "NULL_WEIGHT", "AGG_WEIGHT", "AGG_BAD"]
 
 #: extra bool columns of the projection: the score (weight) was null, not NaN
 NULL_SCORE, NULL_WEIGHT = "__streameval_null_score", "__streameval_null_weight"
@@ -138,7 +138,7 @@ def refusal(pdf, i, spec):
     y = row[spec.label]
     s = row[spec.score]
     w = row[spec.weight] if spec.weight else None
-    y = None if _null(y) else (y.item() if hasattr(y, "item") else y)
+    y = None if is_null(y) else (y.item() if hasattr(y, "item") else y)
     s = s.item() if hasattr(s, "item") else s
     if NULL_SCORE in pdf.columns and bool(row[NULL_SCORE]) or s is None:
         s = None
@@ -158,10 +158,14 @@ def refusal(pdf, i, spec):
     return "y_pred", spec.score, s, "refused"  # pragma: no cover - mask and validate agree
 
 
-def _null(v):
-    if v is None:
+def is_null(v):
+    """A null as pandas holds it: None, NaN (an integer column with a null read as
+    floats; NaN itself) or ``pd.NA`` (a nullable integer or boolean column)."""
+    import pandas as pd
+
+    if v is None or v is pd.NA:
         return True
     try:
-        return bool(v != v)
+        return bool(v != v)  # NaN of any float type
     except Exception:
         return False

@@ -52,7 +52,7 @@ import numpy as np
 from streameval.metrics.base import from_state
 from streameval.spark.columns import AGG_BAD as _AGG_BAD
 from streameval.spark.columns import AGG_WEIGHT as _AGG_W
-from streameval.spark.columns import Spec, columns, refusal
+from streameval.spark.columns import Spec, columns, is_null, refusal
 from streameval.validation import ValidationError
 
 __all__ = ["evaluate", "Skipped", "ranged"]
@@ -85,20 +85,12 @@ def _segment_groups(pdf, group_by, integral=()):
     out = []
     for key, idx in groups.items():
         key = key if isinstance(key, tuple) else (key,)
-        key = tuple(None if _missing(k) else (k.item() if hasattr(k, "item") else k)
+        key = tuple(None if is_null(k) else (k.item() if hasattr(k, "item") else k)
                     for k in key)
         key = tuple(int(k) if c in integral and isinstance(k, float) else k
                     for k, c in zip(key, group_by))
         out.append((key, np.asarray(idx, dtype=np.int64)))
     return out
-
-
-def _missing(v):
-    """A null segment value as pandas holds it: None, NaN (an integer column with a
-    null read as floats) or ``pd.NA`` (a nullable integer or boolean column)."""
-    import pandas as pd
-
-    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
 
 
 def _distinct_desc(y, s, w):
