@@ -354,7 +354,7 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
         "log": str(log),
         "out": str(out),
         **counts,
-        "evaluations": len({r.get("n") for r in metric_rows}),
+        "evaluations": len({r.get("stream_n", r.get("n")) for r in metric_rows}),
         "alert_transitions": len(alert_rows),
         "alerts_fired": len(fired),
         "fired": [{"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment")} for a in fired],

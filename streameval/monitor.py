@@ -29,8 +29,10 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
 * alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
   "value", "segment"}``.
 
-``n`` is the number of events the monitor has counted (all segments: the stream's
-clock, shared by the rows of one evaluation), ``t`` the newest event time seen (None
+``n`` is the number of events the row counts: the monitor's (all segments: the
+stream's clock) in the whole-stream row and in alert transitions, the segment's own in
+a segment row, which also carries ``"stream_n"``, the monitor's count at that
+evaluation (shared by the rows of one evaluation); ``t`` the newest event time seen (None
 without event times), ``values`` the metrics' values with NaN (undefined: no positives,
 empty window) written as None; a :class:`~streameval.Tumbling` window's value is that
 of its last closed window (a partial window is not closed by :meth:`Monitor.flush`).
@@ -111,12 +113,16 @@ from streameval.validation import (
     label_sets,
 )
 
-__all__ = ["Monitor", "DEFAULT_MAX_SEGMENTS", "OTHER_SEGMENT"]
+__all__ = ["Monitor", "DEFAULT_MAX_SEGMENTS", "OTHER_SEGMENT", "GROUP_BY_PROBE"]
 
 #: Default cap on the number of segments with their own metrics.
 DEFAULT_MAX_SEGMENTS = 1000
 #: The segment that counts the events of new segment values beyond ``max_segments``.
 OTHER_SEGMENT = "__other__"
+#: A ``group_by`` field that holds no value in any of the first this many events (or
+#: in a shorter whole stream, at :meth:`Monitor.flush`) is warned about: a typo in the
+#: field name otherwise only shows as segments that never appear.
+GROUP_BY_PROBE = 1000
 
 _Real = numbers.Real
 _SCALARS = (str, bool, int, float)
@@ -440,6 +446,9 @@ class Monitor:
             self._other_key = None
         #: events counted under OTHER_SEGMENT because max_segments was reached
         self.other_events = 0
+        #: what the monitor warned about (in snapshots, states and replay summaries)
+        self.warnings = []
+        self._probe_segments = self._fields is not None  # until GROUP_BY_PROBE events
         # windows by period: their late events are reported per segment
         self._late_names = [name for name, obj in self.metrics.items()
                             if getattr(obj, "period", None) is not None
@@ -715,6 +724,8 @@ class Monitor:
         self.n += 1
         if t is not None and (self.t is None or t > self.t):
             self.t = t
+        if self._probe_segments and self.n >= GROUP_BY_PROBE:
+            self._check_group_by()
         if self.every and self.n % self.every == 0:
             self._evaluate()
 
@@ -750,6 +761,8 @@ class Monitor:
             return
         if keys and self.max_segments is not None:
             codes, keys = self._cap_codes(codes, keys)
+        if self._probe_segments and self.n + m >= GROUP_BY_PROBE:
+            self._check_group_by(keys, codes, GROUP_BY_PROBE - self.n)
 
         # evaluation points: after the first p events of the batch
         points = []
@@ -970,7 +983,9 @@ class Monitor:
         values = [seg.values(reps) for seg, reps in zip(segs, reports)]
         late = self._late_names
         for seg, vals in zip(segs, values):
-            row = {"n": n, "t": t, "segment": seg.label, "values": vals}
+            # a segment row counts the segment's events; stream_n places it in the stream
+            row = ({"n": n, "t": t, "segment": None, "values": vals} if seg.key is None else
+                   {"n": seg.n, "stream_n": n, "t": t, "segment": seg.label, "values": vals})
             if late:
                 row["late"] = seg.late(late)
             for cb in self.on_metrics:
@@ -1003,14 +1018,41 @@ class Monitor:
         Evaluates (rows for every segment, rules) unless the last evaluation was at
         the current ``n``. Idempotent.
         """
+        if self._probe_segments and self.n:
+            self._check_group_by()
         self._evaluate()
+
+    def _check_group_by(self, keys=(), codes=None, upto=0):
+        """Warn (once) about the ``group_by`` fields that had no value in the first
+        :data:`GROUP_BY_PROBE` events: the segments met so far, plus ``keys`` of a batch
+        whose first ``upto`` events (their ``codes``) are still among those."""
+        self._probe_segments = False
+        fields = self._fields
+        met = list(self._segments)
+        if keys and upto > 0:
+            used = np.unique(codes[:upto])
+            met += [keys[c] for c in used.tolist() if c >= 0]
+        if len(fields) == 1:
+            missing = [] if met else list(fields)
+        else:
+            missing = [f for i, f in enumerate(fields)
+                       if all(k[i] is None for k in met)]
+        if not missing:
+            return
+        import warnings
+
+        first = min(self.n, GROUP_BY_PROBE) if upto <= 0 else GROUP_BY_PROBE
+        msg = (f"group_by field {missing[0]!r} had no value in the first {first} events: "
+               "they count in the whole stream only (is the field name right?)")
+        self.warnings.append(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
     # ---------------------------------------------------------------------- reading
     def snapshot(self):
         """The current values of every segment, and the active alerts.
 
         ``{"n", "t", "segments": {key: {"segment", "n", "values", "drift"}}, "alerts",
-        "other_events", "max_segments"}`` where ``key`` is None for the whole stream,
+        "other_events", "max_segments", "warnings"}`` where ``key`` is None for the whole stream,
         the segment value, or a tuple for several ``group_by`` fields (``"segment"``
         holds its JSON form), ``n`` the segment's events, ``values`` its metrics (None
         where NaN) and ``drift`` its drift reports; with windows by ``period`` each
@@ -1030,7 +1072,8 @@ class Monitor:
             if late:
                 segments[seg.key]["late"] = seg.late(late)
         return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
-                "other_events": self.other_events, "max_segments": self.max_segments}
+                "other_events": self.other_events, "max_segments": self.max_segments,
+                "warnings": list(self.warnings)}
 
     def active_alerts(self):
         """The open alerts (pending or firing): the transition that opened each, with its
@@ -1096,7 +1139,8 @@ class Monitor:
                 "rules": [r.to_state() for r in seg.rules],
             })
         data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n, "segments": segments,
-                "other_events": self.other_events}
+                "other_events": self.other_events, "warnings": list(self.warnings),
+                "probe_segments": self._probe_segments}
         return {"type": self._public_name, "version": self._state_version,
                 "params": params, "data": data}
 
@@ -1122,6 +1166,9 @@ class Monitor:
         )
         mon.n = d["n"]
         mon.other_events = d.get("other_events", 0)
+        mon.warnings = list(d.get("warnings", ()))
+        mon._probe_segments = d.get("probe_segments", mon._fields is not None
+                                    and mon.n < GROUP_BY_PROBE)
         mon.t = d["t"]
         mon._last_eval_n = d["last_eval_n"]
         mon._segments = {}

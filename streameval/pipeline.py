@@ -482,9 +482,10 @@ class Pipeline:
 
     def counts(self) -> dict:
         """``{"rows", "events", "rejected", "expired", "orphans", "unlabeled", "future",
-        "other_events"}`` since the start of the run, across resumes (``future``: rows
-        refused for a time beyond ``max_future``; ``other_events``: events of segment
-        values past the Monitor's ``max_segments``)."""
+        "other_events", "warnings"}`` since the start of the run, across resumes
+        (``future``: rows refused for a time beyond ``max_future``; ``other_events``:
+        events of segment values past the Monitor's ``max_segments``; ``warnings``: the
+        Monitor's, a list of messages)."""
         c = dict(self._base)
         now = self._source_counts()
         for k, v in now.items():
@@ -493,6 +494,8 @@ class Pipeline:
         c["events"] = self.monitor.n
         # events of segment values past max_segments, counted under "__other__"
         c["other_events"] = getattr(self.monitor, "other_events", 0)
+        # what the Monitor warned about (a group_by field without values, ...)
+        c["warnings"] = list(getattr(self.monitor, "warnings", ()))
         return c
 
     def state(self, done: bool = False) -> dict:

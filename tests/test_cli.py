@@ -671,3 +671,40 @@ def test_non_finite_segment_row_is_rejected_with_its_line(tmp_path):
         s = [r["score"] for r in rows if r["segment"] == seg]
         assert _last(metric_rows, seg)["values"]["roc_auc"] == pytest.approx(
             roc_auc_score(y, s), abs=1e-12)
+
+
+def test_a_group_by_typo_is_warned_about_in_the_summary_and_on_stderr(tmp_path):
+    """A config whose group_by names a field no row has: replay says so once on stderr
+    and in summary.json's warnings; the right name gives none, and per-segment rows
+    carry each segment's own count."""
+    import subprocess
+    import sys
+
+    rows = [{"ts": 1_700_000_000 + i, "label": i % 3 == 0, "score": (i * 37 % 100) / 100,
+             "country": "fr" if i % 4 else "de"} for i in range(1500)]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for field, warned in (("contry", True), ("country", False)):
+        cfg = tmp_path / f"{field}.toml"
+        cfg.write_text(f'[monitor]\ngroup_by = "{field}"\nevery = 500\n'
+                       '[monitor.metrics]\nrecall = {}\n')
+        out = tmp_path / f"out-{field}"
+        r = subprocess.run([sys.executable, "-m", "streameval", "replay", str(log),
+                            "--config", str(cfg), "--out", str(out), "--no-report"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        summary = json.loads((out / "summary.json").read_text())
+        msg = (f"group_by field {field!r} had no value in the first 1000 events: they "
+               "count in the whole stream only (is the field name right?)")
+        assert summary["warnings"] == ([msg] if warned else [])
+        assert (msg in r.stderr) == warned and r.stderr.count("had no value") == int(warned)
+        metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert summary["evaluations"] == 3
+        for m in metrics:
+            at = m.get("stream_n", m["n"])
+            want = at if m["segment"] is None else sum(
+                1 for r in rows[:at] if r["country"] == m["segment"])
+            assert m["n"] == want, m
+        if not warned:
+            assert {m["segment"] for m in metrics} == {None, "fr", "de"}
+            assert [f["n"] for f in summary["final"]] == [1500, 375, 1125]  # de first

@@ -190,10 +190,13 @@ def test_segments_equal_sklearn_on_each_segments_events():
     for v in seg:
         if v is not None and v not in first_seen:
             first_seen.append(v)
-    assert [(r["n"], r["segment"]) for r in rows] == [
+    # a segment row's n is its own events', stream_n the stream's position
+    assert [(r.get("stream_n", r["n"]), r["segment"]) for r in rows] == [
         (n, g) for n in (300, 600, 900) for g in [None] + first_seen]
     for r in rows:
-        n, g = r["n"], r["segment"]
+        n, g = r.get("stream_n", r["n"]), r["segment"]
+        assert r["n"] == (n if g is None else sum(1 for v in seg[:n] if v == g)), r
+        assert ("stream_n" in r) == (g is not None), r
         mask = np.ones(n, bool) if g is None else np.array([v == g for v in seg[:n]])
         yy, ss, ww = y[:n][mask], s[:n][mask], w[:n][mask]
         _assert_close(r["values"], _expected_values(yy, ss, ww), (n, g))
@@ -910,8 +913,9 @@ def test_late_events_are_counted_per_window_and_segment_in_rows_and_snapshot():
     for row in rows:
         key = row["segment"]
         assert set(row["late"]) == {"p@1h", "p@2h"}  # the windows by period only
-        assert row["late"]["p@1h"] == brute(60, row["n"], key), row
-        assert row["late"]["p@2h"] == brute(300, row["n"], key), row
+        at = row.get("stream_n", row["n"])
+        assert row["late"]["p@1h"] == brute(60, at, key), row
+        assert row["late"]["p@2h"] == brute(300, at, key), row
     snap = mon.snapshot()
     for key in (None, "a", "b"):
         assert snap["segments"][key]["late"] == {"p@1h": brute(60, n, key),
@@ -1004,7 +1008,13 @@ def test_a_checkpoint_from_before_the_sequential_detectors_still_loads_and_resum
     ev = doc["events"]
     mon.update_many(np.array(ev["y"][500:]), np.array(ev["s"][500:]), segment=ev["segment"][500:])
     mon.flush()
-    assert rows == doc["rows_after"]
+    # that version wrote the stream's n in segment rows; they now hold the segment's
+    # own count, the stream's n as stream_n (the values and alerts are unchanged)
+    seg = ev["segment"]
+    expected = [r if r["segment"] is None else
+                dict(r, n=sum(1 for g in seg[:r["n"]] if g == r["segment"]), stream_n=r["n"])
+                for r in doc["rows_after"]]
+    assert rows == expected
     assert alerts == doc["alerts_after"]
 
 
@@ -1082,3 +1092,66 @@ def test_confidence_needs_a_metric_with_an_interval():
     with pytest.raises(ValueError, match=r"confidence = 1\.5: must be a number in \(0, 1\)"):
         Monitor({"recall": se.Recall()}, rules=[{"metric": "recall", "op": "<", "value": 0.5,
                                                   "confidence": 1.5}])
+
+
+def test_a_group_by_field_without_values_is_warned_about_once():
+    """group_by naming a field no event has (a typo): one RuntimeWarning, kept in
+    ``warnings`` (snapshot and state), after GROUP_BY_PROBE events by update, by
+    update_many (a batch across the boundary) and at flush for a shorter stream; a
+    field met once among the first GROUP_BY_PROBE events, or a second field of two that
+    has values, is not warned about."""
+    import warnings as _w
+
+    from streameval.monitor import GROUP_BY_PROBE
+
+    rng = np.random.default_rng(5)
+    n = GROUP_BY_PROBE + 500
+    y, s = rng.random(n) < 0.3, rng.random(n)
+
+    def run(segments, fields="contry", by_batch=None, upto=n):
+        mon = Monitor(_metrics(), group_by=fields, every=0)
+        with _w.catch_warnings(record=True) as caught:
+            _w.simplefilter("always")
+            if by_batch is None:
+                for i in range(upto):
+                    mon.update(bool(y[i]), float(s[i]), segment=segments[i])
+            else:
+                for a in range(0, upto, by_batch):
+                    b = min(a + by_batch, upto)
+                    mon.update_many(y[a:b], s[a:b], segment=segments[a:b])
+            mon.flush()
+        return mon, [str(c.message) for c in caught if c.category is RuntimeWarning]
+
+    none = [None] * n
+    expected = [f"group_by field 'contry' had no value in the first {GROUP_BY_PROBE} events: "
+                "they count in the whole stream only (is the field name right?)"]
+    for by_batch in (None, 300, 7):
+        mon, caught = run(none, by_batch=by_batch)
+        assert caught == expected and mon.warnings == expected, by_batch
+        assert mon.snapshot()["warnings"] == expected
+        assert Monitor.from_state(mon.to_state()).warnings == expected
+    # a shorter stream: at flush, naming its length
+    mon, caught = run(none, upto=120)
+    assert caught == [expected[0].replace(f"first {GROUP_BY_PROBE} ", "first 120 ")]
+    # one value among the first GROUP_BY_PROBE (the last of them): no warning
+    late = list(none)
+    late[GROUP_BY_PROBE - 1] = "fr"
+    for by_batch in (None, 300, GROUP_BY_PROBE + 1):
+        assert run(late, by_batch=by_batch)[1] == [], by_batch
+    # ... but one only after them is warned about, by either path
+    later = list(none)
+    later[GROUP_BY_PROBE] = "fr"
+    for by_batch in (None, 300, GROUP_BY_PROBE + 1):
+        assert run(later, by_batch=by_batch)[1] == expected, by_batch
+    # two fields: only the one without values is named
+    pairs = [("fr", None)] * n
+    mon, caught = run(pairs, fields=["country", "devise"], by_batch=250)
+    assert caught == [expected[0].replace("'contry'", "'devise'")]
+    # a state saved before the probe's end resumes it
+    mon = Monitor(_metrics(), group_by="contry", every=0)
+    mon.update_many(y[:600], s[:600])
+    back = Monitor.from_state(mon.to_state())
+    with _w.catch_warnings(record=True) as caught:
+        _w.simplefilter("always")
+        back.update_many(y[600:1200], s[600:1200])
+    assert [str(c.message) for c in caught] == expected

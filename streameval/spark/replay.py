@@ -757,7 +757,7 @@ def _run(spark, parsed, kind, plan, monitor, fields, log, out, on_error, report,
     counts = {"rows": blocks["rows"], "events": monitor.n, "rejected": n_rejected,
               "expired": 0, "orphans": 0, "unlabeled": 0,
               "future": sum(1 for _, r, _ in rejected_rows if "ahead of" in r),
-              "other_events": monitor.other_events}
+              "other_events": monitor.other_events, "warnings": list(monitor.warnings)}
     return _summary(out, log, counts, t0, report, title)
 
 
