@@ -794,6 +794,19 @@ class Monitor:
         if a < m:
             self._feed(y, scores, weights, times, groups, a, m)
 
+    def check_many(self, y_true, y_pred, w=None, t=None, segment=None):
+        """Validate a batch exactly as :meth:`update_many` does, counting nothing.
+
+        Raises the ``ValueError`` that ``update_many`` would raise for it, naming the
+        first bad element; a batch that passes is accepted by ``update_many`` on any
+        state of this monitor (a service checks a batch before making it durable, and
+        applies it after). Runtime complexity: `O(m)`, numpy.
+        """
+        _, scores, _ = self.validate(y_true, y_pred, w)
+        m = len(scores)
+        self._times(t, m)
+        self._segment_codes(segment, m)
+
     def validate(self, y_true, y_pred, w=None):
         """Check a batch once for every metric, window and drift test of the monitor.
 

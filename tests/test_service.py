@@ -218,12 +218,23 @@ def test_formats_object_array_ndjson_equal_sklearn_and_direct_monitor(server):
     assert get_json(srv.url, "/alerts")["alerts"] == snap["alerts"] == mon.active_alerts()
 
 
-def test_events_without_time_get_the_arrival_time_and_custom_labels_work(server):
-    config = {"monitor": {"pos_label": "spam", "neg_label": "ham",
-                          "metrics": {"auc": "roc_auc", "precision": "precision"}},
-              "input": {"label": "verdict", "score": "p"}}
-    srv = server(config)
+def test_events_without_time_are_refused_unless_arrival_time_is_stamped(server):
+    """An event without ts is a 400 naming it (the wall clock would move the stream's
+    clock and every later alert's time); with [input] stamp_arrival_time = true it gets
+    its time of arrival. Custom labels and field names work either way."""
+    monitor = {"pos_label": "spam", "neg_label": "ham",
+               "metrics": {"auc": "roc_auc", "precision": "precision"}}
     events = [{"verdict": "spam" if i % 3 else "ham", "p": (i * 7 % 10) / 10} for i in range(30)]
+    strict = server({"monitor": monitor, "input": {"label": "verdict", "score": "p"}})
+    timed = [dict(e, ts=1_700_000_000 + i) for i, e in enumerate(events)]
+    status, body = post(strict.url, timed[:5] + events[5:])
+    assert status == 400 and body["index"] == 5 and body["reason"] == "missing field 'ts'"
+    assert get_json(strict.url, "/snapshot")["n"] == 0
+    assert post(strict.url, timed)[0] == 200
+    assert get_json(strict.url, "/snapshot")["t"] == 1_700_000_029
+
+    srv = server({"monitor": monitor,
+                  "input": {"label": "verdict", "score": "p", "stamp_arrival_time": True}})
     before = time.time()
     status, body = post(srv.url, events)
     assert status == 200 and body["accepted"] == 30
@@ -698,14 +709,56 @@ class _FailingLog:
     def __init__(self, wal, k):
         self._wal, self._k = wal, k
 
-    def append(self, seq, batch):
+    def append(self, seq, batch, *key):
         self._k -= 1
         if self._k == 0:
             raise OSError(28, "No space left on device")
-        self._wal.append(seq, batch)
+        self._wal.append(seq, batch, *key)
 
     def __getattr__(self, name):
         return getattr(self._wal, name)
+
+
+class _FailingSync:
+    """The real write-ahead log whose k-th commit (the fsync) fails: the disk filled."""
+
+    def __init__(self, wal, k):
+        self._wal, self._k = wal, k
+
+    def commit(self):
+        self._k -= 1
+        if self._k == 0:
+            raise OSError(28, "No space left on device")
+        self._wal.commit()
+
+    def __getattr__(self, name):
+        return getattr(self._wal, name)
+
+
+def test_a_failed_sync_leaves_the_memory_state_at_the_acknowledged_batches(tmp_path):
+    """The disk fills at a commit: the batch it would have made durable is refused with
+    a 503 and is not in the Monitor either; /snapshot, /metrics and a restart all show
+    exactly the acknowledged batches (the Monitor used to count it before the sync)."""
+    events = make_events(150, seed=21)
+    batches = [events[i:i + 50] for i in range(0, 150, 50)]
+    eng = build_engine(CONFIG, state_dir=tmp_path, checkpoint_seconds=0)
+    eng._wal = _FailingSync(eng._wal, 3)
+    mon, _ = direct_monitor(CONFIG, batches[:2])
+    with BackgroundServer(engine=eng) as srv:
+        assert [post(srv.url, b)[0] for b in batches[:2]] == [200, 200]
+        status, body = post(srv.url, batches[2])
+        assert status == 503 and "No space left" in body["error"]
+        snap = get_json(srv.url, "/snapshot")
+        assert snap["n"] == 100 and snap["service"]["events"] == 100
+        assert_same_state(snap, mon)
+        events_total = scrape(srv.url)[1]["streameval_events"].samples[0].value
+        assert events_total == 100
+    eng = build_engine(CONFIG, state_dir=tmp_path, checkpoint_seconds=0)
+    try:
+        assert eng.replayed == (2, 100)
+        assert_same_state(json.loads(json.dumps(snapshot_json(eng.snapshot()))), mon)
+    finally:
+        eng.close()
 
 
 def test_a_log_failure_stops_ingestion_and_a_restart_recovers_the_acknowledged(tmp_path):

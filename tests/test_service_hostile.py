@@ -402,7 +402,7 @@ class _BrokenLog:
     def __init__(self, wal):
         self._wal = wal
 
-    def append(self, seq, batch):
+    def append(self, seq, batch, *key):
         raise OSError(28, "No space left on device")
 
     def __getattr__(self, name):

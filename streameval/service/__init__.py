@@ -80,9 +80,12 @@ def _need_extra():
 #: deprecated: reads are guarded by default, ``public_reads = true`` opens them).
 SERVE_KEYS = ("webhooks", "checkpoint_events", "checkpoint_seconds", "max_body", "public_reads",
               "header_timeout", "body_timeout", "max_connections", "protect_reads",
-              "allowed_hosts")
+              "allowed_hosts", "max_pending", "idempotency_window", "max_idempotency_keys")
 #: Keys of the ``[input]`` table (shared with ``streameval replay``) that the service reads.
-INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts", "max_future")
+INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts", "max_future",
+              "stamp_arrival_time", "label_ttl", "on_duplicate")
+#: ``[serve]`` keys passed to the engine as they are.
+ENGINE_KEYS = ("max_pending", "idempotency_window", "max_idempotency_keys")
 
 
 def load_config(config):
@@ -91,13 +94,17 @@ def load_config(config):
     The config file is the one of ``streameval replay``: a ``[monitor]`` table (schema in
     :mod:`streameval.config`; a file without one is read as that table) and an optional
     ``[input]`` table naming the event fields (``ts``, ``label``, ``score``, ``id``,
-    ``weight``; ``require_ts``, default false here: an event without a time gets its
-    time of arrival; ``max_future``, seconds an event time may be ahead of the server's
-    clock, default 3600, 0 for no limit). An optional ``[serve]`` table holds service options
-    (:data:`SERVE_KEYS`): ``webhooks`` (a list of URLs), ``checkpoint_events``,
-    ``checkpoint_seconds``, ``max_body``, ``public_reads``, ``header_timeout``,
-    ``body_timeout``, ``max_connections``; command-line options override it. The segment
-    field is the monitor's ``group_by``, the labels its ``pos_label``/``neg_label``.
+    ``weight``; ``stamp_arrival_time``, default false: an event without ``ts`` is
+    refused, true gives it its time of arrival; ``max_future``, seconds an event time
+    may be ahead of the server's clock, default 3600, 0 for no limit; ``label_ttl``:
+    delayed labels on ``/predictions`` and ``/labels``, joined by ``id``;
+    ``on_duplicate``: ``keep_first`` (default) or ``keep_last``). An optional ``[serve]``
+    table holds service options (:data:`SERVE_KEYS`): ``webhooks`` (a list of URLs),
+    ``checkpoint_events``, ``checkpoint_seconds``, ``max_body``, ``public_reads``,
+    ``header_timeout``, ``body_timeout``, ``max_connections``, ``max_pending``,
+    ``idempotency_window``, ``max_idempotency_keys``; command-line options override it.
+    The segment field is the monitor's ``group_by``, the labels its
+    ``pos_label``/``neg_label``.
     """
     from streameval import config as _config
     from streameval.monitor import Monitor
@@ -112,9 +119,9 @@ def load_config(config):
     for name, t, keys in (("input", inp, INPUT_KEYS), ("serve", serve_table, SERVE_KEYS)):
         if not isinstance(t, dict):
             raise ValueError(f"{name} = {t!r:.80}: must be a table ([{name}])")
-        if name == "input" and any(k in t for k in ("label_ttl", "labels", "on_duplicate")):
-            raise ValueError("input.label_ttl: streameval serve does not join delayed labels; "
-                             "post events with both label and score")
+        if name == "input" and "labels" in t:
+            raise ValueError("input.labels: streameval serve takes labels on POST /labels, "
+                             "not from a file")
         unknown = sorted(set(t) - set(keys) - ({"format"} if name == "input" else set()))
         if unknown:
             raise ValueError(f"{name}: unknown key {unknown[0]!r}; expected one of {list(keys)}")
@@ -123,9 +130,33 @@ def load_config(config):
         raise ValueError(f"serve.webhooks = {webhooks!r:.80}: must be a list of URLs")
     monitor = Monitor.default() if table is None else Monitor.from_config(table)
     # max_future is checked by the engine, against its clock (the rows' check is off)
-    fields = _config.field_map(inp, monitor, require_ts=False)
+    stamp = inp.get("stamp_arrival_time", False)
+    if not isinstance(stamp, bool):
+        raise ValueError(f"input.stamp_arrival_time = {stamp!r}: must be true or false")
+    if stamp and inp.get("require_ts") is True:
+        raise ValueError("input.require_ts = true and input.stamp_arrival_time = true "
+                         "contradict each other")
+    if inp.get("require_ts") is False and not stamp:
+        raise ValueError("input.require_ts = false: the service stamps events without ts "
+                         "only with input.stamp_arrival_time = true (the wall clock then "
+                         "moves the stream's clock)")
+    fields = _config.field_map(inp, monitor, require_ts=not stamp)
+    extra = {"stamp_arrival_time": stamp}
     if "max_future" in inp:
-        serve_table = {**serve_table, "max_future": fields.max_future}
+        extra["max_future"] = fields.max_future
+    if "label_ttl" in inp:
+        ttl = inp["label_ttl"]
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise ValueError(f"input.label_ttl = {ttl!r}: must be a number of seconds > 0")
+        extra["label_ttl"] = float(ttl)
+    if "on_duplicate" in inp:
+        dup = inp["on_duplicate"]
+        if dup not in ("keep_first", "keep_last"):
+            raise ValueError(f"input.on_duplicate = {dup!r}: the service takes keep_first or "
+                             "keep_last (duplicates are counted; a durable batch cannot be "
+                             "refused for one)")
+        extra["on_duplicate"] = dup
+    serve_table = {**serve_table, **extra}
     fields = dataclasses.replace(fields, max_future=None)
     return monitor, fields, serve_table, table
 
@@ -147,8 +178,9 @@ def build_engine(config=None, *, state_dir=None, webhooks=(), sinks=(), checkpoi
     every = _pick(checkpoint_every, table.get("checkpoint_events"), DEFAULT_CHECKPOINT_EVENTS)
     seconds = _pick(checkpoint_seconds, table.get("checkpoint_seconds"),
                     DEFAULT_CHECKPOINT_SECONDS)
-    if "max_future" in table:
-        kwargs.setdefault("max_future", table["max_future"])
+    for key in ("max_future", "stamp_arrival_time", "label_ttl", "on_duplicate") + ENGINE_KEYS:
+        if key in table:
+            kwargs.setdefault(key, table[key])
     engine = Engine.open(monitor, fields=fields, state_dir=state_dir,
                          sinks=all_sinks, checkpoint_every=every or None,
                          checkpoint_seconds=seconds or None, config_id=config_id, **kwargs)

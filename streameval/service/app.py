@@ -6,8 +6,15 @@ Routes:
   ``{"accepted", "n", "seq"}`` once the batch is durable and applied; 400 (bad
   body or event, nesting deeper than :data:`~.body.MAX_DEPTH`: ``{"error", "reason",
   "index"}``), 401 (token), 408 (body not received within ``body_timeout``), 413
-  (body over the limit), 415 (``Content-Type`` neither JSON nor NDJSON), 503
-  (shutting down, log not writable).
+  (body over the limit), 415 (``Content-Type`` neither JSON nor NDJSON), 422 (an
+  idempotency key reused for another batch), 503 (shutting down, log not writable).
+  An ``Idempotency-Key`` header (or ``?batch_id=``) makes a retried batch count once:
+  it is answered with its original ``seq`` and ``"retried": true``.
+* ``POST /predictions`` (``id``, ``ts``, ``score``, weight, segment) and ``POST
+  /labels`` (``id``, ``ts``, ``label``) -- delayed labels, joined by id (the config's
+  ``[input] label_ttl``; 404 without it); same bodies and answers as ``/events``,
+  plus ``"pending"``, and 429 (with ``Retry-After``) when a batch of predictions
+  would pass ``max_pending``.
 * ``GET /metrics`` -- Prometheus text (or OpenMetrics, by ``Accept``).
 * ``GET /snapshot`` -- the Monitor's snapshot as JSON, plus a ``service`` section.
 * ``GET /alerts`` -- ``{"alerts": [...]}``, the active alerts.
@@ -297,30 +304,47 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
         close = {"Connection": "close"} if e.status in (408, 413) else None
         return _JSON(e.to_json(), status_code=e.status, headers=close)
 
-    async def events(request: Request) -> Response:
-        denied = guard_post(request)
-        if denied:
-            return denied
-        start = time.perf_counter()
-        try:
-            body = await read_body(request)
-        except BadRequest as e:
-            return refused(e)
-        except ClientDisconnect:
-            return _JSON({"error": "the client went away"}, status_code=400)
-        result, error = await run_in_threadpool(
-            _in_thread, engine.ingest_body, body, request.headers.get("content-type"))
-        size = len(body)
-        del body
-        if error is not None:
-            if size >= TRIM_AFTER_BYTES:  # the refused batch's objects are all freed now
-                await run_in_threadpool(release_memory)
-            if isinstance(error, str):  # logged in the worker
-                return _JSON({"error": f"internal error on /events: {error}"}, status_code=500)
-            status, content = error
-            return _JSON(content, status_code=status)
-        latency.observe(time.perf_counter() - start)
-        return _JSON(result)
+    def ingestion(kind: str):
+        path = f"/{kind}"
+
+        def ingest(body, content_type, key):
+            return engine.ingest_body(body, content_type, kind=kind, key=key)
+
+        async def route(request: Request) -> Response:
+            denied = guard_post(request)
+            if denied:
+                return denied
+            start = time.perf_counter()
+            key = request.headers.get("idempotency-key")
+            batch_id = request.query_params.get("batch_id")
+            if key is not None and batch_id is not None and key != batch_id:
+                return _JSON({"error": f"{path}: Idempotency-Key {key!r} and batch_id "
+                                       f"{batch_id!r} differ; send one of them"},
+                             status_code=400)
+            try:
+                body = await read_body(request)
+            except BadRequest as e:
+                return refused(e)
+            except ClientDisconnect:
+                return _JSON({"error": "the client went away"}, status_code=400)
+            result, error = await run_in_threadpool(
+                _in_thread, ingest, body, request.headers.get("content-type"),
+                key if key is not None else batch_id)
+            size = len(body)
+            del body
+            if error is not None:
+                if size >= TRIM_AFTER_BYTES:  # the refused batch's objects are all freed now
+                    await run_in_threadpool(release_memory)
+                if isinstance(error, str):  # logged in the worker
+                    return _JSON({"error": f"internal error on {path}: {error}"},
+                                 status_code=500)
+                status, content = error
+                return _JSON(content, status_code=status,
+                             headers={"Retry-After": "1"} if status == 429 else None)
+            latency.observe(time.perf_counter() - start)
+            return _JSON(result)
+
+        return route
 
     async def export(route: str, fn, *args):
         value, error = await run_in_threadpool(_in_thread, fn, *args)
@@ -391,7 +415,9 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
                                f"{type(exc).__name__}: {str(exc)[:300]}"}, status_code=500)
 
     routes = [
-        Route("/events", events, methods=["POST"]),
+        Route("/events", ingestion("events"), methods=["POST"]),
+        Route("/predictions", ingestion("predictions"), methods=["POST"]),
+        Route("/labels", ingestion("labels"), methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/snapshot", snapshot, methods=["GET"]),
         Route("/alerts", alerts, methods=["GET"]),

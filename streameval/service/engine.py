@@ -5,29 +5,45 @@ dicts, so that its durability and atomicity can be read (and tested) on their ow
 
 Ingestion of a batch, in order:
 
-1. validate every event (:func:`streameval.events.events_to_batch`), outside the lock;
-   a bad event refuses the whole batch, naming its index;
-2. under the lock: apply the batch to the Monitor with ``update_many`` (which validates
-   it in full first: a refused batch changes nothing), give it the next sequence
-   number and append it to the write-ahead log;
-3. outside the lock: wait for a log commit (fsync) covering it -- one commit serves
-   every batch appended meanwhile (group commit), and the Monitor works on the next
-   batch while the disk syncs;
-4. acknowledge (the HTTP 200) only then.
+1. validate every event (:func:`streameval.events.events_to_batch`, then
+   :meth:`Monitor.check_many <streameval.monitor.Monitor.check_many>`), outside the
+   lock; a bad event refuses the whole batch, naming its index;
+2. under the lock: give it the next sequence number, append it to the write-ahead log
+   (with its idempotency key, if any) and queue it;
+3. outside the lock: wait for a log commit (fsync) covering it. One commit serves every
+   batch appended meanwhile (*group commit*): the caller that commits then applies all
+   the batches it made durable, in sequence order, to the Monitor;
+4. acknowledge (the HTTP 200) only once the batch is durable and applied.
+
+So the Monitor (and everything read from it: ``/metrics``, ``/snapshot``, alerts)
+never holds a batch that is not durable: a log that cannot be written or synced leaves
+the batches it did not cover unapplied, and the engine stops accepting events (503).
+A restart recovers exactly the acknowledged batches.
+
+**Delayed labels.** With ``label_ttl``, ``POST /predictions`` batches (``id``, ``ts``,
+``score``, weight and segment) wait in a :class:`~streameval.io.LabelJoiner` until
+``POST /labels`` brings their label (``id``, ``ts``, ``label``); the joined event
+counts then, at the label's time, as in ``streameval replay``. Predictions and labels
+are logged like events and the joiner's state is in the checkpoint, so the join state
+after a ``kill -9`` is exactly the acknowledged one. Expired predictions, orphan
+labels and duplicate prediction ids are counted (``on_duplicate``: ``keep_first``
+by default, or ``keep_last``; a batch already durable cannot be refused for it).
+At most ``max_pending`` predictions wait: a batch that would pass it gets 429.
+
+**Idempotency.** A batch may carry a key (the ``Idempotency-Key`` header or
+``?batch_id=``). The key is stored with the batch, in the same log transaction, and
+kept ``idempotency_window`` seconds (at most ``max_idempotency_keys`` keys, the oldest
+dropped first): a batch retried with its key, even after a ``kill -9``, is answered
+with its original ``seq`` and not counted again; the same key with another batch is a
+422.
 
 The Monitor, its alert sinks and its checkpoint file are a
 :class:`streameval.pipeline.Pipeline` without a source: batches are given to
 :meth:`Pipeline.feed`, checkpoints written with :meth:`Pipeline.save`, and the start
-resumes with :meth:`Pipeline.resume`. A refused batch's error names its event by the
-``index`` attribute of the error (validation errors carry it); an error without one
-is still a 400, naming no event.
+resumes with :meth:`Pipeline.resume`.
 
 This module may import :mod:`streameval.pipeline`, :mod:`streameval.events`,
 :mod:`streameval.io` and the service's own modules (``body``, ``wal``).
-
-The log is therefore always a prefix of the applied batches, in order. If the log
-cannot be written or synced, the engine stops accepting events (503) and writes no
-more checkpoints: a restart recovers exactly the acknowledged batches.
 
 A state directory that cannot be used at start (not creatable, not writable, its log
 not an SQLite database) raises :class:`StateDirError`, one line naming the directory
@@ -36,10 +52,15 @@ and the reason. A checkpoint that fails later (disk full, a file in the way) is 
 succeeds, and retried; the log keeps every acknowledged batch meanwhile.
 
 A checkpoint (every ``checkpoint_every`` events or ``checkpoint_seconds`` seconds, on
-``POST /checkpoint`` and at shutdown) writes the Monitor's whole state with the
-sequence number of the last batch it covers, atomically, then deletes the log rows it
-covers. Starting on a state directory loads the checkpoint and replays the rows after
-it: no acknowledged event is lost by a ``kill -9``.
+``POST /checkpoint`` and at shutdown) writes the Monitor's and the joiner's state with
+the sequence number of the last batch they hold, atomically, then deletes the log rows
+it covers. The state is copied under the lock and serialised and written outside it.
+Starting on a state directory loads the checkpoint and replays the rows after it: no
+acknowledged event is lost by a ``kill -9``.
+
+For tests of that claim, the environment variable ``STREAMEVAL_CRASH_AFTER_COMMIT=K``
+makes the process exit at once (``os._exit(137)``, as a ``kill -9``) right after its
+K-th log commit, before any acknowledgement: a fault between the fsync and the response.
 
 >>> import tempfile
 >>> from streameval.monitor import Monitor
@@ -56,7 +77,8 @@ it: no acknowledged event is lost by a ``kill -9``.
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import gc
 import logging
 import os
 import queue
@@ -64,24 +86,53 @@ import sqlite3
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from streameval.events import DEFAULT_MAX_FUTURE, EventError, FieldMap, events_to_batch
+from streameval.events import (
+    DEFAULT_MAX_FUTURE,
+    KIND_LABEL,
+    KIND_PREDICTION,
+    EventBatch,
+    EventError,
+    FieldMap,
+    events_to_batch,
+)
 from streameval.io.checkpoint import fingerprint
+from streameval.io.delayed import LabelJoiner
 from streameval.pipeline import Pipeline, as_writer
 from streameval.service.body import BadRequest, decode_events
-from streameval.service.wal import Batch, StateMismatch, WriteAheadLog
+from streameval.service.wal import (
+    EVENTS,
+    LABELS,
+    PREDICTIONS,
+    Batch,
+    StateMismatch,
+    WriteAheadLog,
+    digest,
+)
 
 __all__ = ["Engine", "Unavailable", "StateMismatch", "StateDirError", "CHECKPOINT_FILE",
-           "WAL_FILE"]
+           "WAL_FILE", "DEFAULT_MAX_PENDING", "DEFAULT_IDEMPOTENCY_WINDOW",
+           "DEFAULT_MAX_IDEMPOTENCY_KEYS", "PENDING_BYTES"]
 
 #: File names inside the state directory.
 CHECKPOINT_FILE = "checkpoint.json"
 WAL_FILE = "wal.sqlite3"
 #: ``kind`` of the service's checkpoints (:func:`streameval.io.save_checkpoint`).
 CHECKPOINT_KIND = "service"
+#: Predictions waiting for their label, at most (``max_pending``): at most
+#: :data:`PENDING_BYTES` each, so 1 000 000 take at most 0.4 GB.
+DEFAULT_MAX_PENDING = 1_000_000
+#: Memory per waiting prediction, a bound: 334 bytes measured (tracemalloc, a 12-character
+#: string id, no segment; tests/test_service_delayed.py): the id, the joiner's dict
+#: entry and tuple, its heap entry and floats. A segment value adds its own size.
+PENDING_BYTES = 400
+#: Seconds an idempotency key is remembered (a day, as Stripe's), and at most how many.
+DEFAULT_IDEMPOTENCY_WINDOW = 86_400
+DEFAULT_MAX_IDEMPOTENCY_KEYS = 1_000_000
 
 _log = logging.getLogger("streameval.service")
 
@@ -97,8 +148,8 @@ class StateDirError(OSError):
 class Engine:
     """A Monitor fed by HTTP batches, serialised by one lock, made durable by a WAL.
 
-    Runtime complexity: `ingest` is the Monitor's ``update_many`` (vectorised) plus
-    `O(n)` validation and at most one fsync (shared with concurrent batches);
+    Runtime complexity: `ingest` is `O(n)` validation, at most one fsync (shared with
+    concurrent batches) and the Monitor's ``update_many`` (vectorised, shared too);
     `snapshot` is the Monitor's ``snapshot``; `checkpoint` is `O(size of the state)`.
 
     Build it with :meth:`open` (which recovers from ``state_dir``). Parameters:
@@ -114,19 +165,33 @@ class Engine:
     ``"NORMAL"`` a process crash only), ``max_future`` (seconds an event time may be
     ahead of the server's clock, :data:`streameval.events.DEFAULT_MAX_FUTURE`; a batch
     holding a later one is refused with a 400 naming it, and its events counted in
-    ``stats["future_events"]``; None: no limit).
+    ``stats["future_events"]``; None: no limit), ``stamp_arrival_time`` (an event
+    without ``ts`` gets its time of arrival; False, the default: it is refused, since
+    the wall clock would move the stream's clock), ``label_ttl`` (seconds of event time
+    a prediction waits for its label; None: no ``/predictions`` and ``/labels``),
+    ``on_duplicate`` (``"keep_first"`` or ``"keep_last"``), ``max_pending``
+    (predictions waiting at most, :data:`DEFAULT_MAX_PENDING`), ``idempotency_window``
+    (seconds a key is remembered, :data:`DEFAULT_IDEMPOTENCY_WINDOW`) and
+    ``max_idempotency_keys`` (:data:`DEFAULT_MAX_IDEMPOTENCY_KEYS`).
     """
 
     def __init__(self, monitor, *, fields=None, state_dir=None, checkpoint_every=100_000,
                  checkpoint_seconds=60.0, sinks=(), config_id=None, synchronous="FULL",
-                 clock=time.time, max_future=DEFAULT_MAX_FUTURE):
+                 clock=time.time, max_future=DEFAULT_MAX_FUTURE, stamp_arrival_time=False,
+                 label_ttl=None, on_duplicate="keep_first", max_pending=None,
+                 idempotency_window=None, max_idempotency_keys=None):
         if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
             raise ValueError(f"checkpoint_every = {checkpoint_every!r}: must be an int >= 1 or None")
         if checkpoint_seconds is not None and not (
             isinstance(checkpoint_seconds, (int, float)) and checkpoint_seconds > 0
         ):
             raise ValueError(f"checkpoint_seconds = {checkpoint_seconds!r}: must be > 0 or None")
-        self.fields = fields if fields is not None else _fields_for(monitor)
+        if not isinstance(stamp_arrival_time, bool):
+            raise ValueError(f"stamp_arrival_time = {stamp_arrival_time!r}: must be true or false")
+        self.stamp_arrival_time = stamp_arrival_time
+        fields = fields if fields is not None else _fields_for(monitor)
+        # an event without ts is refused unless its arrival time may stand in for it
+        self.fields = dataclasses.replace(fields, require_ts=not stamp_arrival_time)
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.checkpoint_every = checkpoint_every
         self.checkpoint_seconds = checkpoint_seconds
@@ -139,27 +204,47 @@ class Engine:
             monitor, sinks=[self._on_alert], checkpoint_every=None, kind=CHECKPOINT_KIND,
             fingerprint=self.config_id,
             checkpoint=None if self.state_dir is None else self.state_dir / CHECKPOINT_FILE)
+        # delayed labels
+        if on_duplicate not in ("keep_first", "keep_last"):
+            raise ValueError(
+                f"on_duplicate = {on_duplicate!r}: the service takes 'keep_first' or "
+                "'keep_last' (a batch is durable before its predictions are joined, so it "
+                "cannot be refused for a duplicate id; duplicates are counted)")
+        self.joiner = None if label_ttl is None else LabelJoiner(label_ttl,
+                                                                 on_duplicate=on_duplicate)
+        self.max_pending = _positive_int("max_pending", max_pending, DEFAULT_MAX_PENDING)
+        # idempotency keys: key -> (seq, n, digest, at), oldest first
+        self.idempotency_window = float(_positive_int(
+            "idempotency_window", idempotency_window, DEFAULT_IDEMPOTENCY_WINDOW, number=True))
+        self.max_idempotency_keys = _positive_int("max_idempotency_keys", max_idempotency_keys,
+                                                  DEFAULT_MAX_IDEMPOTENCY_KEYS)
+        self._keys: dict = {}
         self._clock = clock
         self._synchronous = synchronous
-        self._lock = threading.Lock()  # the Monitor, the sequence and the counters
+        self._lock = threading.Lock()  # the Monitor, the joiner, the sequence, the counters
         self._db_lock = threading.Lock()  # the write-ahead log's connection
         self._ckpt_lock = threading.Lock()  # one checkpoint at a time
         self._durable_cv = threading.Condition()  # group commit
-        self._durable = 0  # last batch made durable by a log commit
+        self._applied = 0  # last batch applied to the Monitor (durable, acknowledged)
         self._appended = 0  # last batch appended to the log (under _db_lock)
+        self._queue: list = []  # (seq, Batch) appended, not applied yet, in order
+        self._queued_predictions = 0
         self._committing = False
         self._closed = False
         self.failed: str | None = None  # why the log failed (the engine then refuses events)
-        self._seq = 0  # last applied batch
-        self._acked = 0  # events acknowledged since start (plus replayed ones)
+        self._seq = 0  # last sequenced batch
+        self._acked = 0  # events applied since start (plus replayed ones)
         self._ckpt_seq = 0
         self._ckpt_acked = 0
         self._ckpt_time = clock()
         self._ckpt_count = 0
+        self._commits = 0
+        self._crash_after = _crash_after()
         self.replayed = (0, 0)  # (batches, events) replayed from the WAL at start
         self.max_future = max_future
         self.stats = {"batches": 0, "events": 0, "rejected_requests": 0, "alerts": 0,
-                      "sink_errors": 0, "future_events": 0, "checkpoint_errors": 0}
+                      "sink_errors": 0, "future_events": 0, "checkpoint_errors": 0,
+                      "retried_batches": 0, "pending_refusals": 0}
         self.checkpoint_error: str | None = None  # why the last checkpoint failed
         self.export_errors: dict = {}  # route -> why its last rendering failed
         self.started = clock()
@@ -203,6 +288,12 @@ class Engine:
             raise StateDirError(_unusable(self.state_dir, e)) from None
         try:
             ckpt = self.pipeline.resume()
+            if ckpt is not None and self.joiner is not None and ckpt.get("joiner"):
+                self.joiner = LabelJoiner.from_state(ckpt["joiner"])
+            horizon = self._clock() - self.idempotency_window
+            for key, seq, n, dig, at in self._wal.keys():
+                if at >= horizon:
+                    self._keys[key] = (seq, n, dig, at)
         except (OSError, sqlite3.Error) as e:
             self._wal.close()
             raise StateDirError(_unusable(self.state_dir, e)) from None
@@ -216,7 +307,7 @@ class Engine:
         batches = events = 0
         for seq, batch in self._wal.after(self._seq):
             try:
-                self._apply(batch)
+                self._apply([batch])
             except ValueError as e:  # applied once, so only another streameval refuses it
                 self._wal.close()
                 raise ValueError(
@@ -230,7 +321,7 @@ class Engine:
         self.stats["events"] += events
         self._wal.truncate_through(self._ckpt_seq)
         self.replayed = (batches, events)
-        self._durable = self._appended = self._seq
+        self._applied = self._appended = self._seq
         self._acked = events
         self._ckpt_acked = 0
 
@@ -277,73 +368,116 @@ class Engine:
             raise error
 
     # ------------------------------------------------------------------ ingestion
-    def ingest_body(self, body: bytes, content_type: str | None = None) -> dict:
+    def ingest_body(self, body: bytes, content_type: str | None = None, *,
+                    kind: str = "events", key: str | None = None) -> dict:
         """Decode a request body (:func:`decode_events`) and :meth:`ingest` it."""
         try:
             events = decode_events(body, content_type)
         except BadRequest:
             self._count_rejected()
             raise
-        return self.ingest(events)
+        return self.ingest(events, kind=kind, key=key)
 
-    def ingest(self, events: list) -> dict:
-        """Validate and apply a batch of event dicts, all or nothing.
+    def ingest(self, events: list, *, kind: str = "events", key: str | None = None) -> dict:
+        """Validate, log and apply a batch of event dicts, all or nothing.
 
-        Returns ``{"accepted", "n", "seq"}``; raises :class:`BadRequest` (naming the
-        first bad event) with nothing applied, or :class:`Unavailable`.
+        ``kind`` is ``"events"`` (complete events), ``"predictions"`` or ``"labels"``
+        (delayed labels: the engine needs ``label_ttl``). ``key`` is the batch's
+        idempotency key (None: none). Returns ``{"accepted", "n", "seq"}`` (plus
+        ``"retried": true`` for a key seen before, with the original ``accepted`` and
+        ``seq``, and ``"pending"`` for delayed labels); raises :class:`BadRequest`
+        (naming the first bad event; 429 past ``max_pending``, 422 for a key reused
+        with another batch) with nothing applied, or :class:`Unavailable`.
         """
+        code = _KINDS.get(kind)
+        if code is None:
+            raise ValueError(f"kind = {kind!r}: must be one of {sorted(_KINDS)}")
         try:
-            batch = self._validate(events)
+            if key is not None:
+                _check_key(key)
+            if code != EVENTS and self.joiner is None:
+                raise BadRequest(f"/{kind}: this service joins no delayed labels; set "
+                                 "[input] label_ttl in its config, or post complete events "
+                                 "to /events", status=404)
+            batch = self._validate(events, code)
         except BadRequest:
             self._count_rejected()
             raise
         n = len(batch)
+        dig = None if key is None else digest(batch)
         with self._lock:
             if self._closed or self.failed:
                 raise Unavailable(self.failed or "the service is shutting down")
-            if n == 0:
-                return {"accepted": 0, "n": self.monitor.n, "seq": self._seq}
-            try:
-                self._apply(batch)  # validates the whole batch before changing anything
-            except ValueError as e:
-                self.stats["rejected_requests"] += 1  # under the lock already
-                # validation errors carry the event's index; one without it names none
-                raise BadRequest(str(e), index=getattr(e, "index", None)) from None
-            except BaseException as e:  # a bug half-way: the memory state is suspect
-                self._fail(f"the Monitor failed on a batch: {e!r}")
-                raise
-            seq = self._seq = self._seq + 1
-            if self._wal is not None:
-                try:
-                    with self._db_lock:
-                        self._wal.append(seq, batch)
-                        self._appended = seq
-                except Exception as e:
-                    self._fail(f"could not write the write-ahead log: {e}")
-                    raise Unavailable(self.failed) from e
-            self._acked += n
-            self.stats["batches"] += 1
-            self.stats["events"] += n
-            total = self.monitor.n
-            due = self.checkpoint_every is not None and (
-                self._acked - self._ckpt_acked >= self.checkpoint_every
-            )
-        if self._wal is not None:
-            self._make_durable(seq)
-        if due:
+            hit = None if key is None else self._keys.get(key)
+            if hit is not None:
+                seq, accepted, dig0, _ = hit
+                if dig0 != dig:
+                    self.stats["rejected_requests"] += 1
+                    raise BadRequest(f"Idempotency-Key {key!r} was used for another batch "
+                                     f"(seq {seq}); use a new key for a new batch",
+                                     status=422, seq=seq)
+                self.stats["retried_batches"] += 1
+                result = {"accepted": accepted, "seq": seq, "retried": True}
+            elif n == 0:
+                return {"accepted": 0, "n": self.monitor.n, "seq": self._applied}
+            else:
+                if code == PREDICTIONS:
+                    waiting = self.joiner.n_pending + self._queued_predictions
+                    if waiting + n > self.max_pending:
+                        self.stats["pending_refusals"] += 1
+                        raise BadRequest(
+                            f"{waiting} predictions are waiting for their label and this "
+                            f"batch adds {n}: over max_pending = {self.max_pending}; post "
+                            "their labels, or let them expire (label_ttl), then retry",
+                            status=429, pending=waiting, max_pending=self.max_pending)
+                seq = self._seq + 1
+                now = self._clock()
+                if self._wal is not None:
+                    try:
+                        with self._db_lock:
+                            self._wal.append(seq, batch, key, dig or "", now)
+                            self._appended = seq
+                    except Exception as e:
+                        self._fail(f"could not write the write-ahead log: {e}")
+                        raise Unavailable(self.failed) from e
+                self._seq = seq
+                self._queue.append((seq, batch))
+                if code == PREDICTIONS:
+                    self._queued_predictions += n
+                if key is not None:
+                    self._remember(key, (seq, n, dig, now))
+                result = {"accepted": n, "seq": seq}
+        self._make_durable(result["seq"])
+        result["n"] = self.monitor.n
+        if self.joiner is not None:
+            result["pending"] = self.joiner.n_pending
+        if self.checkpoint_every is not None and (
+                self._acked - self._ckpt_acked >= self.checkpoint_every):
             self._wake.set()
-        return {"accepted": n, "n": total, "seq": seq}
+        return result
+
+    def _remember(self, key: str, entry: tuple) -> None:
+        """Keep ``key`` (under the lock), dropping the keys past the window or the cap."""
+        keys = self._keys
+        keys[key] = entry
+        horizon = entry[3] - self.idempotency_window
+        while keys:
+            oldest = next(iter(keys))
+            if len(keys) > self.max_idempotency_keys or keys[oldest][3] < horizon:
+                del keys[oldest]
+            else:
+                break
 
     def _count_rejected(self) -> None:
         with self._lock:
             self.stats["rejected_requests"] += 1
 
     def _make_durable(self, seq: int) -> None:
-        """Return once a log commit covers batch ``seq`` (group commit: one caller
-        commits for everyone waiting, the others wait for it)."""
+        """Return once batch ``seq`` is durable and applied (group commit: one caller
+        commits and applies for everyone waiting, the others wait for it)."""
         cv = self._durable_cv
         with cv:
-            while self._durable < seq:
+            while self._applied < seq:
                 if self.failed:
                     raise Unavailable(self.failed)
                 if not self._committing:
@@ -352,34 +486,87 @@ class Engine:
                 cv.wait()
             else:
                 return
-        covered = 0
         try:
-            with self._db_lock:
-                covered = self._appended  # every row up to it is in the transaction
-                self._wal.commit()
+            if self._wal is not None:
+                with self._db_lock:
+                    covered = self._appended  # every row up to it is in the transaction
+                    self._wal.commit()
+                self._commits += 1
+                if self._crash_after is not None and self._commits >= self._crash_after:
+                    os._exit(137)  # STREAMEVAL_CRASH_AFTER_COMMIT: durable, not acknowledged
+            else:
+                with self._lock:
+                    covered = self._seq
+            self._apply_through(covered)
         except Exception as e:
-            self._fail(f"could not sync the write-ahead log: {e}")
-            covered = 0
+            self._fail(f"could not sync the write-ahead log: {e}" if self._applied < seq
+                       else f"could not apply a batch: {e!r}")
         finally:
             with cv:
                 self._committing = False
-                self._durable = max(self._durable, covered)
                 cv.notify_all()
-        if self.failed:
-            raise Unavailable(self.failed)
+        if self._applied < seq:
+            raise Unavailable(self.failed or "the batch was not applied")
+
+    def _apply_through(self, covered: int) -> None:
+        """Apply the queued batches up to ``covered`` (durable now), in order."""
+        with self._lock:
+            queue_ = self._queue
+            k = 0
+            while k < len(queue_) and queue_[k][0] <= covered:
+                k += 1
+            if not k:
+                return
+            group = [b for _, b in queue_[:k]]
+            try:
+                self._apply(group)
+            except BaseException as e:  # validated before: a bug; the memory state is suspect
+                self._fail(f"the Monitor failed on a batch: {e!r}")
+                raise
+            del queue_[:k]
+            self._queued_predictions -= sum(len(b) for b in group if b.kind == PREDICTIONS)
+            events = sum(len(b) for b in group)
+            self._applied = covered
+            self._acked += events
+            self.stats["batches"] += len(group)
+            self.stats["events"] += events
+
+    def _apply(self, batches: list) -> None:
+        """Feed batches to the joiner and the Monitor, in order, one ``update_many``
+        each (so the state equals a Monitor fed the acknowledged batches, to the bit:
+        a concatenation would sum weights in another order)."""
+        feed = self.pipeline.feed
+        for b in batches:
+            if b.kind == EVENTS:
+                feed(b)
+                continue
+            joined = self.joiner.process(_partial(b))
+            if len(joined):
+                feed(Batch(joined.label, joined.score, joined.weight, joined.ts, joined.segment))
 
     def _fail(self, reason: str) -> None:
-        """Stop accepting events: the memory state may hold batches the log has not."""
+        """Stop accepting events: the log missed a batch the memory state may need."""
         if self.failed is None:
             self.failed = reason + "; restart the service (it recovers the acknowledged events)"
         with self._durable_cv:
             self._durable_cv.notify_all()
 
-    def _validate(self, events) -> Batch:
+    def _validate(self, events, code: int) -> Batch:
         try:
-            eb = events_to_batch(events, self.fields)
+            eb = events_to_batch(events, self.fields, partial=code != EVENTS)
         except EventError as e:
             raise BadRequest(e.reason, index=e.index) from None
+        if code != EVENTS:
+            want = KIND_PREDICTION if code == PREDICTIONS else KIND_LABEL
+            wrong = np.flatnonzero(eb.kind != want)
+            if len(wrong):
+                i = int(wrong[0])
+                what = ("has a label: complete events go to /events" if code == PREDICTIONS
+                        else "has a score: complete events go to /events, predictions to "
+                             "/predictions")
+                if eb.kind[i] == (KIND_LABEL if code == PREDICTIONS else KIND_PREDICTION):
+                    what = ("has no score" if code == PREDICTIONS else "has no label")
+                raise BadRequest(f"this row {what}", index=i)
         ts = eb.ts
         now = self._clock()
         if len(ts) and np.isnan(ts).any():  # no event time: the time of arrival
@@ -396,15 +583,20 @@ class Engine:
         w = eb.weight
         if w is not None and (w == 1.0).all():
             w = None
-        return Batch(eb.label, eb.score, w, ts, eb.segment)
-
-    def _apply(self, batch: Batch) -> None:
-        # "is positive" bools: the Monitor reads them as its own labels ("spam"/"ham")
-        self.pipeline.feed(batch)
+        batch = Batch(eb.label, eb.score, w, ts, eb.segment, code,
+                      None if code == EVENTS else list(eb.id))
+        # what the Monitor would refuse, refused now: a durable batch is always applied
+        if code != LABELS:
+            try:
+                self.monitor.check_many(eb.label, eb.score, w, ts, eb.segment)
+            except ValueError as e:
+                raise BadRequest(str(e), index=getattr(e, "index", None)) from None
+        return batch
 
     # ------------------------------------------------------------------ reading
     def snapshot(self) -> dict:
-        """The Monitor's snapshot plus a ``service`` section (counters, checkpoint)."""
+        """The Monitor's snapshot plus a ``service`` section (counters, checkpoint,
+        the label join)."""
         with self._lock:
             snap = self.monitor.snapshot()
             snap["service"] = self._service_info()
@@ -423,7 +615,7 @@ class Engine:
         succeeds); ``export_errors`` maps ``/metrics`` or ``/snapshot`` to why its last
         rendering failed (removed once one succeeds).
         """
-        return {"n": self.monitor.n, "seq": self._seq, "checkpoint_seq": self._ckpt_seq,
+        return {"n": self.monitor.n, "seq": self._applied, "checkpoint_seq": self._ckpt_seq,
                 "durable": self._wal is not None, "closed": self._closed, "failed": self.failed,
                 "checkpoint_error": self.checkpoint_error,
                 "checkpoint_errors": self.stats["checkpoint_errors"],
@@ -443,8 +635,8 @@ class Engine:
             return fn(self.monitor, self._service_info())
 
     def _service_info(self) -> dict:
-        return {
-            "seq": self._seq,
+        info = {
+            "seq": self._applied,
             "checkpoint_seq": self._ckpt_seq,
             "checkpoints": self._ckpt_count,
             "last_checkpoint": self._ckpt_time,
@@ -453,8 +645,18 @@ class Engine:
             "replayed_events": self.replayed[1],
             "started": self.started,
             "durable": self._wal is not None,
+            "idempotency_keys": len(self._keys),
             **self.stats,
         }
+        j = self.joiner
+        if j is not None:
+            info["join"] = {"label_ttl": j.label_ttl, "pending": j.n_pending,
+                            "max_pending": self.max_pending, "predictions": j.n_predictions,
+                            "labels": j.n_labels, "joined": j.n_joined,
+                            "expired": j.n_expired, "orphans": j.n_orphans,
+                            "duplicates": j.n_duplicates,
+                            "watermark": j.watermark if j.watermark > -np.inf else None}
+        return info
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self) -> bool:
@@ -462,8 +664,8 @@ class Engine:
 
         Returns False when nothing changed since the last checkpoint (or there is no
         state directory, or the engine has failed). Runtime complexity: `O(size of the
-        Monitor's state)`; the state is serialised under the ingestion lock, written
-        outside it. A failure is counted in ``stats["checkpoint_errors"]``, kept as
+        state)`: copied under the ingestion lock, serialised and written outside it. A
+        failure is counted in ``stats["checkpoint_errors"]``, kept as
         :attr:`checkpoint_error` until a checkpoint succeeds, and raised.
         """
         if self.state_dir is None:
@@ -485,27 +687,64 @@ class Engine:
     def _checkpoint(self) -> bool:
         with self._ckpt_lock:
             with self._lock:
-                seq = self._seq
-                if self.failed:  # the memory state may hold batches that were refused a 200
+                seq = self._applied
+                if self.failed:  # the log missed a batch: the checkpoint would too
                     return False
                 if seq == self._ckpt_seq and (self.state_dir / CHECKPOINT_FILE).exists():
                     return False
                 acked = self._acked
-                stats = dict(self.stats)
-                # serialised under the lock: the live Monitor cannot change the copy that
-                # is written outside it
-                text = json.dumps(self.pipeline.state(), separators=(",", ":"))
-            state = {"seq": seq, "stats": stats, **json.loads(text)}
-            self.pipeline.save(state)
+                head = {"seq": seq, "stats": dict(self.stats)}
+                if _FORK:
+                    # the state as of now, in a child process (copy-on-write pages):
+                    # ingestion goes on while the child serialises and writes it
+                    child = self._fork_save(head)
+                else:  # a copy under the lock, serialised and written outside it
+                    state = self._state(head)
+            if _FORK:
+                _wait_saved(*child)
+            else:
+                self.pipeline.save(state)
+            horizon = self._clock() - self.idempotency_window
             with self._lock:
                 if self._wal is not None:
                     with self._db_lock:
                         self._wal.truncate_through(seq)
+                        self._wal.forget_keys(horizon, self.max_idempotency_keys)
                 self._ckpt_seq = seq
                 self._ckpt_acked = acked
                 self._ckpt_time = self._clock()
                 self._ckpt_count += 1
         return True
+
+    def _state(self, head: dict) -> dict:
+        state = {**head, **self.pipeline.state()}
+        if self.joiner is not None:
+            state["joiner"] = self.joiner.to_state()
+        return state
+
+    def _fork_save(self, head: dict) -> tuple:
+        """Fork (under the lock); the child writes the checkpoint and exits: 0 when
+        written, else 1 with the reason on a pipe. Returns ``(pid, read end)``."""
+        r, w = os.pipe()
+        with warnings.catch_warnings():  # 3.12+: "multi-threaded, fork() may deadlock":
+            warnings.simplefilter("ignore", DeprecationWarning)  # the child takes no lock
+            pid = os.fork()
+        if pid == 0:  # the child: no other thread runs here; exit without cleanup
+            status = 1
+            try:
+                os.close(r)
+                gc.disable()
+                self.pipeline.save(self._state(head))
+                status = 0
+            except BaseException as e:
+                try:
+                    os.write(w, f"{type(e).__name__}: {e}".encode("utf-8", "replace")[:4000])
+                except BaseException:
+                    pass
+            finally:
+                os._exit(status)
+        os.close(w)
+        return pid, r
 
     def _checkpoint_loop(self) -> None:
         every, seconds = self.checkpoint_every, self.checkpoint_seconds
@@ -544,6 +783,60 @@ class Engine:
                     self.stats["sink_errors"] += 1
 
 
+_KINDS = {"events": EVENTS, "predictions": PREDICTIONS, "labels": LABELS}
+#: Longest idempotency key (Stripe's limit too).
+MAX_KEY_LENGTH = 255
+
+
+#: Checkpoints are written by a forked child (POSIX): ingestion is not stalled while
+#: a large state (every score of an exact AUC) is serialised.
+_FORK = hasattr(os, "fork")
+
+
+def _wait_saved(pid: int, r: int) -> None:
+    """Wait for the checkpoint child; raise ``OSError`` with its reason if it failed."""
+    try:
+        _, status = os.waitpid(pid, 0)
+        reason = b""
+        while chunk := os.read(r, 4096):
+            reason += chunk
+    finally:
+        os.close(r)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise OSError(reason.decode("utf-8", "replace")
+                      or f"the checkpoint process ended with status {status}")
+
+
+def _check_key(key) -> None:
+    if (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH
+            or not key.isprintable()):
+        raise BadRequest(f"idempotency key {key!r:.80}: must be 1 to {MAX_KEY_LENGTH} "
+                         "printable characters")
+
+
+def _crash_after() -> int | None:
+    raw = os.environ.get("STREAMEVAL_CRASH_AFTER_COMMIT")
+    return int(raw) if raw else None
+
+
+def _positive_int(name, value, default, number=False):
+    if value is None:
+        return default
+    ok = isinstance(value, (int, float)) if number else isinstance(value, int)
+    if isinstance(value, bool) or not ok or not value > 0:
+        raise ValueError(f"{name} = {value!r}: must be {'a number' if number else 'an int'} > 0")
+    return value
+
+
+def _partial(b: Batch) -> EventBatch:
+    """A logged prediction or label batch as the joiner takes it (lines: 1-based rows)."""
+    n = len(b)
+    kind = np.full(n, KIND_PREDICTION if b.kind == PREDICTIONS else KIND_LABEL, np.int8)
+    weight = np.ones(n) if b.weight is None else b.weight
+    return EventBatch(b.label, b.score, b.ts, weight, np.arange(1, n + 1, dtype=np.int64),
+                      list(b.ids), b.segment, kind)
+
+
 def _unusable(state_dir: Path, e: BaseException) -> str:
     """One line: the state directory and why it cannot be used."""
     reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
@@ -555,6 +848,6 @@ def _unusable(state_dir: Path, e: BaseException) -> str:
 
 def _fields_for(monitor) -> FieldMap:
     """The default event fields, with the Monitor's labels and its ``group_by`` as the
-    segment field; events without an event time get the time of arrival."""
+    segment field (the engine sets ``require_ts`` from ``stamp_arrival_time``)."""
     return FieldMap(segment=monitor.group_by, pos_label=monitor.pos_label,
-                    neg_label=monitor.neg_label, require_ts=False)
+                    neg_label=monitor.neg_label)

@@ -20,7 +20,11 @@ Families:
   (``pending`` or ``firing``); ``streameval_alert_transitions_total``;
 * ``streameval_checkpoints_total``, ``streameval_last_checkpoint_timestamp_seconds``,
   ``streameval_events_since_checkpoint``; ``streameval_checkpoint_errors_total`` --
-  checkpoint attempts that failed (periodic or ``POST /checkpoint``).
+  checkpoint attempts that failed (periodic or ``POST /checkpoint``);
+* ``streameval_retried_batches_total`` -- batches retried with a known idempotency key;
+* with delayed labels: ``streameval_label_join_total{outcome}`` (``joined``,
+  ``expired``, ``orphans``, ``duplicates``), ``streameval_predictions_pending``,
+  ``streameval_predictions_pending_max`` and ``streameval_pending_refusals_total``.
 
 The segment label is ``""`` for the whole stream (no ``group_by``) and, for a segment
 made of several fields, their values joined by ``"|"``.
@@ -166,6 +170,36 @@ class MonitorCollector(Collector):
             "Acknowledged events held only in the write-ahead log",
             value=float(info["events_since_checkpoint"]),
         )
+        yield CounterMetricFamily(
+            "streameval_retried_batches",
+            "Batches retried with an idempotency key already seen (answered, not counted)",
+            value=float(info.get("retried_batches", 0)),
+        )
+        join = info.get("join")
+        if join is not None:
+            outcomes = CounterMetricFamily(
+                "streameval_label_join",
+                "Delayed labels: predictions joined to their label, expired unlabeled "
+                "(label_ttl), orphan labels (no waiting prediction), duplicate prediction ids",
+                labels=["outcome"],
+            )
+            for outcome in ("joined", "expired", "orphans", "duplicates"):
+                outcomes.add_metric([outcome], float(join[outcome]))
+            yield outcomes
+            yield GaugeMetricFamily(
+                "streameval_predictions_pending", "Predictions waiting for their label",
+                value=float(join["pending"]),
+            )
+            yield GaugeMetricFamily(
+                "streameval_predictions_pending_max",
+                "Most predictions that may wait (max_pending; more get 429)",
+                value=float(join["max_pending"]),
+            )
+            yield CounterMetricFamily(
+                "streameval_pending_refusals",
+                "Batches of predictions refused with 429 at max_pending",
+                value=float(info.get("pending_refusals", 0)),
+            )
 
 
 def _gather(monitor, info):

@@ -11,8 +11,13 @@ loses no acknowledged event. SQLite gives the atomic, torn-write-safe append tha
 hand-made log file would have to reimplement (checksums, partial last records).
 
 Rows hold validated columns, never code: labels as bytes, scores, weights and event
-times as little-endian float64 bytes, segments as a JSON list. Nothing read back is
+times as little-endian float64 bytes, segments and ids as JSON lists, and the batch's
+kind (events, predictions waiting for their label, or labels). Nothing read back is
 evaluated or unpickled.
+
+A batch sent with an idempotency key is stored with its key in the ``keys`` table, in
+the same transaction: a retried key is recognised after a ``kill -9`` exactly when its
+batch is durable. Keys older than the service's window are deleted at checkpoints.
 
 Imports: numpy and the standard library (sqlite3, json) only; the engine
 (:mod:`streameval.service.engine`) uses it.
@@ -31,13 +36,18 @@ Imports: numpy and the standard library (sqlite3, json) only; the engine
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from typing import Iterator, NamedTuple
 
 import numpy as np
 
-__all__ = ["Batch", "WriteAheadLog", "StateMismatch"]
+__all__ = ["Batch", "WriteAheadLog", "StateMismatch", "EVENTS", "PREDICTIONS", "LABELS",
+           "digest"]
+
+#: Kinds of batch: complete events, predictions waiting for a label, labels.
+EVENTS, PREDICTIONS, LABELS = 0, 1, 2
 
 _F8 = np.dtype("<f8")
 
@@ -54,6 +64,8 @@ class Batch(NamedTuple):
     weight: np.ndarray | None
     ts: np.ndarray  # float64 epoch seconds
     segment: list | None
+    kind: int = EVENTS
+    ids: list | None = None  # the join's ids (predictions and labels)
 
     def __len__(self) -> int:  # type: ignore[override]
         return len(self.score)
@@ -68,16 +80,29 @@ def _encode(batch: Batch) -> tuple:
         None if batch.weight is None else np.ascontiguousarray(batch.weight, dtype=_F8).tobytes(),
         np.ascontiguousarray(batch.ts, dtype=_F8).tobytes(),
         None if seg is None else json.dumps(seg, separators=(",", ":")),
+        int(batch.kind),
+        None if batch.ids is None else json.dumps(batch.ids, separators=(",", ":")),
     )
 
 
-def _decode(n, label, score, weight, ts, segment) -> Batch:
+def digest(batch: Batch) -> str:
+    """SHA-256 of a batch's stored columns: a retried key must carry the same batch."""
+    h = hashlib.sha256()
+    for part in _encode(batch):
+        h.update(repr(part).encode() if not isinstance(part, bytes) else part)
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def _decode(n, label, score, weight, ts, segment, kind=EVENTS, ids=None) -> Batch:
     b = Batch(
         np.frombuffer(label, dtype=np.bool_).copy(),
         np.frombuffer(score, dtype=_F8).astype(np.float64),
         None if weight is None else np.frombuffer(weight, dtype=_F8).astype(np.float64),
         np.frombuffer(ts, dtype=_F8).astype(np.float64),
         None if segment is None else [tuple(s) if isinstance(s, list) else s for s in json.loads(segment)],
+        EVENTS if kind is None else int(kind),
+        None if ids is None else json.loads(ids),
     )
     if not (len(b.label) == len(b.score) == len(b.ts) == n):
         raise ValueError(f"write-ahead log row of {n} events has columns of other lengths")
@@ -110,8 +135,15 @@ class WriteAheadLog:
         db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         db.execute(
             "CREATE TABLE IF NOT EXISTS batches (seq INTEGER PRIMARY KEY, n INTEGER NOT NULL, "
-            "label BLOB NOT NULL, score BLOB NOT NULL, weight BLOB, ts BLOB NOT NULL, segment TEXT)"
+            "label BLOB NOT NULL, score BLOB NOT NULL, weight BLOB, ts BLOB NOT NULL, segment TEXT, "
+            "kind INTEGER NOT NULL DEFAULT 0, ids TEXT)"
         )
+        columns = {r[1] for r in db.execute("PRAGMA table_info(batches)")}
+        for name, decl in (("kind", "INTEGER NOT NULL DEFAULT 0"), ("ids", "TEXT")):
+            if name not in columns:  # a log written before delayed labels
+                db.execute(f"ALTER TABLE batches ADD COLUMN {name} {decl}")
+        db.execute("CREATE TABLE IF NOT EXISTS keys (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+                   "n INTEGER NOT NULL, digest TEXT NOT NULL, at REAL NOT NULL)")
         row = db.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
         if row is None:
             db.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (fingerprint,))
@@ -123,12 +155,32 @@ class WriteAheadLog:
                 "use another --state-dir or remove this one"
             )
 
-    def append(self, seq: int, batch: Batch) -> None:
-        """Add ``batch`` under ``seq`` to the open transaction (durable after :meth:`commit`)."""
+    def append(self, seq: int, batch: Batch, key: str | None = None, digest: str = "",
+               at: float = 0.0) -> None:
+        """Add ``batch`` under ``seq`` to the open transaction (durable after :meth:`commit`),
+        with its idempotency ``key`` (``digest``: :func:`digest`, ``at``: wall-clock time)."""
         db = self._db
         if not db.in_transaction:
             db.execute("BEGIN")
-        db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)", (seq, *_encode(batch)))
+        db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (seq, *_encode(batch)))
+        if key is not None:
+            db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?)",
+                       (key, seq, len(batch), digest, at))
+
+    def keys(self) -> list:
+        """The stored idempotency keys, oldest first: ``(key, seq, n, digest, at)``."""
+        return self._db.execute("SELECT key, seq, n, digest, at FROM keys ORDER BY at, seq").fetchall()
+
+    def forget_keys(self, before: float, keep: int) -> None:
+        """Delete the keys stored before ``before`` and all but the newest ``keep``; commits."""
+        db = self._db
+        if not db.in_transaction:
+            db.execute("BEGIN")
+        db.execute("DELETE FROM keys WHERE at < ?", (before,))
+        db.execute("DELETE FROM keys WHERE rowid NOT IN "
+                   "(SELECT rowid FROM keys ORDER BY at DESC, seq DESC LIMIT ?)", (keep,))
+        db.execute("COMMIT")
 
     def commit(self) -> None:
         """Make every appended row durable (one fsync with ``synchronous=FULL``)."""
@@ -146,7 +198,8 @@ class WriteAheadLog:
     def after(self, seq: int) -> Iterator[tuple[int, Batch]]:
         """The stored batches after ``seq``, in order, as ``(seq, Batch)``."""
         cur = self._db.execute(
-            "SELECT seq, n, label, score, weight, ts, segment FROM batches WHERE seq > ? ORDER BY seq",
+            "SELECT seq, n, label, score, weight, ts, segment, kind, ids FROM batches "
+            "WHERE seq > ? ORDER BY seq",
             (seq,),
         )
         for row in cur.fetchall():
