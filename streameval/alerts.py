@@ -243,15 +243,34 @@ class Rule:
     name : str, optional
         The rule's name in transitions (default: the rule in the string grammar,
         e.g. ``"recall < 0.8"``).
+    severity : str
+        How urgent a firing alert is (``"warning"`` by default; ``"critical"``,
+        ``"page"``, ... as the team's routing says): the ``severity`` label of the
+        alerts sent to Alertmanager.
+    labels, annotations : dict of str to str, optional
+        More Alertmanager labels (routing: ``team = "fraud"``) and annotations
+        (``runbook_url``, ``summary``, ``description``, overriding the defaults).
+        They do not change the rule's transitions or its name.
     """
 
     kind = "rule"
 
     def __init__(self, metric, *, for_=1, for_seconds=None, min_samples=0, cooldown=0,
-                 cooldown_seconds=None, name=None):
+                 cooldown_seconds=None, name=None, severity="warning", labels=None,
+                 annotations=None):
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"rule name = {name!r}: must be a non-empty string")
         label = name
+        if not isinstance(severity, str) or not severity:
+            raise ValueError(f"{_where(label)}: severity = {severity!r}: must be a non-empty "
+                             "string")
+        self.severity = severity
+        self.labels = _str_table(labels, "labels", label)
+        self.annotations = _str_table(annotations, "annotations", label)
+        reserved = sorted(set(self.labels) & set(RESERVED_LABELS))
+        if reserved:
+            raise ValueError(f"{_where(label)}: labels.{reserved[0]} is set by streameval "
+                             f"(reserved: {list(RESERVED_LABELS)}); use another name")
         self.metric = _metric_name(metric, rule_name=label)
         self.for_ = _number(for_, "for", label, low=1, integer=True)
         self.for_seconds = (
@@ -317,7 +336,8 @@ class Rule:
         kw = {
             "for_": self.for_, "for_seconds": self.for_seconds, "min_samples": self.min_samples,
             "cooldown": self.cooldown, "cooldown_seconds": self.cooldown_seconds,
-            "name": self._name,
+            "name": self._name, "severity": self.severity, "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
         }
         kw.update(self._spec())
         return kw
@@ -330,10 +350,11 @@ class Rule:
         if self.for_ != 1:
             spec["for"] = self.for_
         for key, default in (("for_seconds", None), ("min_samples", 0), ("cooldown", 0),
-                             ("cooldown_seconds", None)):
+                             ("cooldown_seconds", None), ("severity", "warning"),
+                             ("labels", {}), ("annotations", {})):
             value = getattr(self, key)
             if value != default:
-                spec[key] = value
+                spec[key] = dict(value) if isinstance(value, dict) else value
         return spec
 
     def to_state(self):
@@ -917,7 +938,20 @@ def _conf_kwarg(text, kwargs, level):
     return dict(kwargs, confidence=level)
 
 
-_COMMON_KEYS = {"for", "for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name"}
+_COMMON_KEYS = {"for", "for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name",
+                "severity", "labels", "annotations"}
+#: Alertmanager labels streameval sets itself (a rule's ``labels`` may not).
+RESERVED_LABELS = ("alertname", "severity", "metric", "segment")
+
+
+def _str_table(table, what, label):
+    if table is None:
+        return {}
+    if not isinstance(table, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in table.items()):
+        raise ValueError(f"{_where(label)}: {what} = {table!r:.80}: must be a table of "
+                         "strings")
+    return dict(table)
 _KIND_KEYS = {
     "threshold": {"metric", "op", "value", "confidence"},
     "drop": {"metric", "drop", "baseline", "relative", "confidence"},
@@ -986,7 +1020,8 @@ def rule_from_config(table, where="rule"):
     common = {}
     if "for" in table:
         common["for_"] = table["for"]
-    for key in ("for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name"):
+    for key in ("for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name",
+                "severity", "labels", "annotations"):
         if key in table:
             common[key] = table[key]
     try:

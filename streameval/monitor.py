@@ -637,10 +637,10 @@ class Monitor:
         if not self.other_events:
             import warnings
 
-            warnings.warn(
-                f"max_segments = {self.max_segments} reached: the events of new segment "
-                f"values (first {key!r}) are counted under segment {OTHER_SEGMENT!r}",
-                RuntimeWarning, stacklevel=4)
+            msg = (f"max_segments = {self.max_segments} reached: the events of new segment "
+                   f"values (first {key!r}) are counted under segment {OTHER_SEGMENT!r}")
+            self.warnings.append(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=4)
         self.other_events += k
 
     def _time(self, t, where="t"):

@@ -80,7 +80,9 @@ def _need_extra():
 #: deprecated: reads are guarded by default, ``public_reads = true`` opens them).
 SERVE_KEYS = ("webhooks", "checkpoint_events", "checkpoint_seconds", "max_body", "public_reads",
               "header_timeout", "body_timeout", "max_connections", "protect_reads",
-              "allowed_hosts", "max_pending", "idempotency_window", "max_idempotency_keys")
+              "allowed_hosts", "max_pending", "idempotency_window", "max_idempotency_keys",
+              "alertmanager", "alertmanager_resend", "webhook_format", "model", "job",
+              "labels", "runbook_url", "external_url")
 #: Keys of the ``[input]`` table (shared with ``streameval replay``) that the service reads.
 INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts", "max_future",
               "stamp_arrival_time", "label_ttl", "on_duplicate")
@@ -102,7 +104,10 @@ def load_config(config):
     table holds service options (:data:`SERVE_KEYS`): ``webhooks`` (a list of URLs),
     ``checkpoint_events``, ``checkpoint_seconds``, ``max_body``, ``public_reads``,
     ``header_timeout``, ``body_timeout``, ``max_connections``, ``max_pending``,
-    ``idempotency_window``, ``max_idempotency_keys``; command-line options override it.
+    ``idempotency_window``, ``max_idempotency_keys``, and for Alertmanager
+    ``alertmanager`` (URLs), ``alertmanager_resend`` (seconds), ``webhook_format``
+    (``"streameval"`` or ``"alertmanager"``), ``model``, ``job``, ``labels`` (static
+    alert labels), ``runbook_url``, ``external_url``; command-line options override it.
     The segment field is the monitor's ``group_by``, the labels its
     ``pos_label``/``neg_label``.
     """
@@ -125,9 +130,26 @@ def load_config(config):
         unknown = sorted(set(t) - set(keys) - ({"format"} if name == "input" else set()))
         if unknown:
             raise ValueError(f"{name}: unknown key {unknown[0]!r}; expected one of {list(keys)}")
-    webhooks = serve_table.get("webhooks", [])
-    if not isinstance(webhooks, list) or not all(isinstance(u, str) for u in webhooks):
-        raise ValueError(f"serve.webhooks = {webhooks!r:.80}: must be a list of URLs")
+    for key in ("webhooks", "alertmanager"):
+        urls = serve_table.get(key, [])
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise ValueError(f"serve.{key} = {urls!r:.80}: must be a list of URLs")
+    fmt = serve_table.get("webhook_format", "streameval")
+    if fmt not in ("streameval", "alertmanager"):
+        raise ValueError(f"serve.webhook_format = {fmt!r}: must be \"streameval\" (the "
+                         "transitions as they are) or \"alertmanager\" (Alertmanager's "
+                         "webhook body)")
+    for key in ("model", "job", "runbook_url", "external_url"):
+        if key in serve_table and not (isinstance(serve_table[key], str) and serve_table[key]):
+            raise ValueError(f"serve.{key} = {serve_table[key]!r}: must be a non-empty string")
+    extra_labels = serve_table.get("labels", {})
+    if not isinstance(extra_labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in extra_labels.items()):
+        raise ValueError(f"serve.labels = {extra_labels!r:.80}: must be a table of strings")
+    resend = serve_table.get("alertmanager_resend", 60)
+    if isinstance(resend, bool) or not isinstance(resend, (int, float)) or not resend > 0:
+        raise ValueError(f"serve.alertmanager_resend = {resend!r}: must be a number of "
+                         "seconds > 0")
     monitor = Monitor.default() if table is None else Monitor.from_config(table)
     # max_future is checked by the engine, against its clock (the rows' check is off)
     stamp = inp.get("stamp_arrival_time", False)
@@ -162,19 +184,38 @@ def load_config(config):
 
 
 def build_engine(config=None, *, state_dir=None, webhooks=(), sinks=(), checkpoint_every=None,
-                 checkpoint_seconds=None, **kwargs):
+                 checkpoint_seconds=None, alertmanagers=(), external_url=None, **kwargs):
     """An :class:`~streameval.service.engine.Engine` for ``config``, recovered from ``state_dir``.
 
     ``webhooks`` are URLs that receive each alert transition as a JSON ``POST`` (added to
-    the config's); ``sinks`` are more callables (or :mod:`streameval.io` sinks) receiving
-    it. ``checkpoint_every`` / ``checkpoint_seconds``: None takes the config's value or
-    the default; 0 disables.
+    the config's; in Alertmanager's webhook body with ``[serve] webhook_format =
+    "alertmanager"``); ``alertmanagers`` are Alertmanager base URLs that receive the
+    firing and resolved alerts on their API v2 (added to the config's
+    ``alertmanager``); ``sinks`` are more callables (or :mod:`streameval.io` sinks)
+    receiving each transition. ``external_url`` is the service's address, for the
+    alerts' ``generatorURL`` (the config's ``external_url`` wins).
+    ``checkpoint_every`` / ``checkpoint_seconds``: None takes the config's value or the
+    default; 0 disables.
     """
     from streameval.service.engine import Engine
 
     monitor, fields, table, config_id = load_config(config)
+    rules = {}  # filled once the engine exists (its Monitor may come from a checkpoint)
     urls = list(table.get("webhooks", [])) + list(webhooks)
-    all_sinks = [_webhook(u) for u in urls] + list(sinks)
+    am_urls = list(table.get("alertmanager", [])) + list(alertmanagers)
+    alerting = _alerting(table, external_url, rules)
+    if table.get("webhook_format", "streameval") == "alertmanager":
+        from streameval.io.alertmanager import AlertmanagerWebhookSink
+
+        hooks = [AlertmanagerWebhookSink(u, **alerting) for u in urls]
+    else:
+        hooks = [_webhook(u) for u in urls]
+    if am_urls:
+        from streameval.io.alertmanager import AlertmanagerSink
+
+        hooks += [AlertmanagerSink(u, resend_interval=table.get("alertmanager_resend", 60),
+                                   **alerting) for u in am_urls]
+    all_sinks = hooks + list(sinks)
     every = _pick(checkpoint_every, table.get("checkpoint_events"), DEFAULT_CHECKPOINT_EVENTS)
     seconds = _pick(checkpoint_seconds, table.get("checkpoint_seconds"),
                     DEFAULT_CHECKPOINT_SECONDS)
@@ -184,8 +225,23 @@ def build_engine(config=None, *, state_dir=None, webhooks=(), sinks=(), checkpoi
     engine = Engine.open(monitor, fields=fields, state_dir=state_dir,
                          sinks=all_sinks, checkpoint_every=every or None,
                          checkpoint_seconds=seconds or None, config_id=config_id, **kwargs)
+    rules.update({r.name: r for r in engine.monitor.rules})
     engine.serve_options = table
     return engine
+
+
+def _alerting(table: dict, external_url, rules) -> dict:
+    """The Alertmanager sinks' common arguments: the rules, the static labels (``job``
+    defaults to ``streameval``; ``model`` when set; ``[serve] labels``), the runbook and
+    the link back to the service's ``/alerts``."""
+    labels = {}
+    if "model" in table:
+        labels["model"] = table["model"]
+    labels["job"] = table.get("job", "streameval")
+    labels.update(table.get("labels", {}))
+    base = table.get("external_url", external_url)
+    return {"rules": rules, "labels": labels, "runbook_url": table.get("runbook_url"),
+            "generator_url": "" if base is None else base.rstrip("/") + "/alerts"}
 
 
 def _pick(*values):
@@ -311,7 +367,7 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
           body_timeout: float | None = None, max_connections: int | None = None,
           checkpoint_every: int | None = None, checkpoint_seconds: float | None = None,
           webhooks=(), sinks=(), log_level: str = "warning", out=None,
-          allowed_hosts=()) -> int:
+          allowed_hosts=(), alertmanagers=()) -> int:
     """Run the service until SIGTERM or SIGINT; return the exit status (0).
 
     ``config`` is a TOML path, a parsed config dict, or None for the default monitor of
@@ -339,7 +395,8 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
     try:
         engine = build_engine(config, state_dir=state_dir, webhooks=webhooks, sinks=sinks,
                               checkpoint_every=checkpoint_every,
-                              checkpoint_seconds=checkpoint_seconds)
+                              checkpoint_seconds=checkpoint_seconds,
+                              alertmanagers=alertmanagers, external_url=_url(sock))
     except BaseException:
         sock.close()
         raise
@@ -398,7 +455,7 @@ class BackgroundServer:
         _refuse_open(sock, token, insecure)
         try:
             self.engine = engine if engine is not None else build_engine(
-                config, state_dir=state_dir, **engine_kwargs)
+                config, state_dir=state_dir, **{"external_url": _url(sock), **engine_kwargs})
         except BaseException:
             sock.close()
             raise
@@ -482,6 +539,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                              "against DNS rebinding)")
     parser.add_argument("--webhook", action="append", default=[], metavar="URL",
                         help="POST each alert transition to URL (repeatable)")
+    parser.add_argument("--alertmanager", action="append", default=[], metavar="URL",
+                        help="push firing and resolved alerts to the Alertmanager at URL "
+                             "(its API v2, e.g. http://localhost:9093; repeatable)")
     parser.add_argument("--checkpoint-events", type=int, default=None, metavar="N",
                         help=f"checkpoint every N events (default {DEFAULT_CHECKPOINT_EVENTS}; "
                              "0: never by count)")
@@ -528,7 +588,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         body_timeout=args.body_timeout, max_connections=args.max_connections,
         allowed_hosts=args.allowed_hosts,
         checkpoint_every=args.checkpoint_events, checkpoint_seconds=args.checkpoint_seconds,
-        webhooks=args.webhook,
+        webhooks=args.webhook, alertmanagers=args.alertmanager,
         log_level=args.log_level,
     )
 
