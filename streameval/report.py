@@ -1,16 +1,29 @@
 """The replay report: plots of every metric over time, alert spans, final values.
 
 A report is a function over plain rows, never over metric objects: the rows of
-``metrics.jsonl`` (``{"n", "t", "segment", "values": {name: float or null}}``) and of
-``alerts.jsonl`` (``{"rule", "state", "n", "t", "value", "segment"}``), the schemas of
-DESIGN.md section 6. :func:`write_report` draws one PNG per metric (one line per
-segment, x = events counted), shades the spans in which an alert was firing, and
-writes ``report.html`` beside the PNGs with the final values and the alert list.
+``metrics.jsonl`` (``{"n", "t", "segment", "values": {name: float or null}}``, a
+segment's row with ``"stream_n"`` too) and of ``alerts.jsonl`` (``{"rule", "state",
+"n", "t", "value", "segment"}``), the schemas of DESIGN.md section 6.
+:func:`write_report` draws one PNG per metric (:func:`plot_metric`) and writes
+``report.html`` beside the PNGs with the final values and the alert list.
+
+A plot has one line per segment against the stream's events counted (a row's
+``stream_n``, or its ``n`` where it has none, so that segment lines line up with the
+alerts' ``n``); the metric's name on the y axis; each rule's firing spans shaded and
+its pending spans hatched, in one colour per rule and segment (the segment line's
+colour for the first rule of that segment); and a dashed line at each fixed
+threshold of a rule on that metric (``metric op value`` rules and drift rules' ``p <
+p_below`` on ``drift.<name>.p_value``). Thresholds are read from the rule tables
+passed as ``rules`` (as in a config's ``rules``, or :meth:`Rule.to_config`) and from
+the alert transitions' rule names when those are in the rule grammar (``recall@6h <
+0.8``), so a report drawn from the output files alone still shows them. Tables give
+event times as UTC dates and each segment's own ``n``.
 
 matplotlib is the optional extra ``streameval[report]``; it is imported only when a
 report is drawn, and drawn with the Agg canvas through matplotlib's object API (no
 ``pyplot``, so no global backend state is touched). :func:`final_values`,
-:func:`firing_spans` and :func:`read_jsonl` need only the standard library.
+:func:`firing_spans`, :func:`pending_spans` and :func:`read_jsonl` need only the
+standard library.
 
 Imports: the standard library, and matplotlib (lazily, when a report is drawn); nothing
 from streameval, so a report can be drawn from the output files alone.
@@ -28,13 +41,16 @@ import json
 import math
 import os
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 __all__ = [
     "write_report",
     "report_from_dir",
+    "plot_metric",
     "final_values",
     "firing_spans",
+    "pending_spans",
     "metric_names",
     "read_jsonl",
     "FIGSIZE",
@@ -47,6 +63,18 @@ FIGSIZE = (9.0, 3.3)
 DPI = 100
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+# rule names in the grammar of streameval.alerts.parse_rule that carry a fixed threshold
+_NAME = r"[A-Za-z_][A-Za-z0-9_.@:\-]*"
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_RE_THRESHOLD = re.compile(
+    rf"^\s*({_NAME})\s*(<=|>=|<|>)\s*({_NUM})(?:\s+with\s+confidence\s+({_NUM}))?\s*$")
+_RE_DRIFT = re.compile(rf"^\s*({_NAME})\s+drift\s+p\s*<\s*({_NUM})(?:\s+\((rise|any)\))?\s*$")
+
+# line and span colours: tab10 (matplotlib's default cycle), then darker extras
+_PALETTE = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+            "tab:pink", "tab:gray", "tab:olive", "tab:cyan",
+            "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
 
 # ---------------------------------------------------------------------- plain rows
@@ -121,19 +149,146 @@ def firing_spans(alert_rows, end_n=None):
     ...               {"rule": "r", "state": "firing", "n": 50, "segment": None}], end_n=60)
     [('r', None, 10, 30), ('r', None, 50, 60)]
     """
+    return _spans(alert_rows, end_n, "firing", ("resolved",))
+
+
+def pending_spans(alert_rows, end_n=None):
+    """The event ranges in which each alert was pending: ``[(rule, segment, n0, n1)]``.
+
+    A span opens at a ``pending`` transition and closes at the next ``firing`` or
+    ``resolved`` one of the same rule and segment; one still open at the end of the
+    rows closes at ``end_n`` (``None`` when not given).
+
+    >>> pending_spans([{"rule": "r", "state": "pending", "n": 5, "segment": None},
+    ...                {"rule": "r", "state": "firing", "n": 10, "segment": None},
+    ...                {"rule": "r", "state": "resolved", "n": 30, "segment": None},
+    ...                {"rule": "r", "state": "pending", "n": 50, "segment": None}], end_n=60)
+    [('r', None, 5, 10), ('r', None, 50, 60)]
+    """
+    return _spans(alert_rows, end_n, "pending", ("firing", "resolved"))
+
+
+def _spans(alert_rows, end_n, opening, closing):
     open_at = {}
     spans = []
     for row in alert_rows:
         key = (row.get("rule"), _segment_key(row.get("segment")))
         state = row.get("state")
-        if state == "firing":
+        if state == opening:
             open_at.setdefault(key, row.get("n"))
-        elif state == "resolved" and key in open_at:
+        elif state in closing and key in open_at:
             spans.append((key[0], key[1], open_at.pop(key), row.get("n")))
     for key, n0 in open_at.items():
         spans.append((key[0], key[1], n0, end_n))
     spans.sort(key=lambda s: (s[2] if s[2] is not None else -1, str(s[0]), str(s[1])))
     return spans
+
+
+def _x(row):
+    """Where a metrics row sits on the x axis: the stream's events counted at its
+    evaluation (``stream_n`` in a segment's row, ``n`` in the whole stream's)."""
+    return row.get("stream_n", row.get("n"))
+
+
+def _num_text(x):
+    # a number as the rule grammar writes it (0.8, 5000, 1e-05): as in rule names
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+
+
+def _threshold_of(rule):
+    """``(metric, threshold, rule name)`` of a rule with a fixed threshold, else None.
+
+    ``rule`` is a rule table (``{"metric", "op", "value"}``, ``{"drift", "p_below"}``
+    or ``{"rule": "<string>"}``, each with an optional ``"name"``), a rule string, or
+    an object with ``to_config()`` returning such a table.
+    """
+    if hasattr(rule, "to_config"):
+        rule = rule.to_config()
+    name = None
+    if isinstance(rule, dict):
+        name = rule.get("name")
+        if isinstance(rule.get("rule"), str):
+            rule = rule["rule"]
+    if isinstance(rule, str):
+        m = _RE_THRESHOLD.match(rule)
+        if m:
+            metric, op, value, conf = m.group(1), m.group(2), float(m.group(3)), m.group(4)
+            table = {"metric": metric, "op": op, "value": value}
+            if conf is not None:
+                table["confidence"] = float(conf)
+        else:
+            m = _RE_DRIFT.match(rule)
+            if not m:
+                return None
+            table = {"drift": m.group(1), "p_below": float(m.group(2))}
+            if m.group(3):
+                table["direction"] = m.group(3)
+        return _threshold_of({**table, "name": name} if name else table)
+    if not isinstance(rule, dict):
+        return None
+    try:
+        if "op" in rule and "value" in rule and "metric" in rule:
+            value = float(rule["value"])
+            default = f"{rule['metric']} {rule['op']} {_num_text(value)}"
+            if rule.get("confidence") is not None:
+                default += f" with confidence {_num_text(float(rule['confidence']))}"
+            return str(rule["metric"]), value, str(name or default)
+        if "drift" in rule and "p_below" in rule:
+            value = float(rule["p_below"])
+            default = f"{rule['drift']} drift p < {_num_text(value)}"
+            if rule.get("direction", "drop") != "drop":
+                default += f" ({rule['direction']})"
+            return f"drift.{rule['drift']}.p_value", value, str(name or default)
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+def _thresholds(alert_rows, rules):
+    """``{metric: [(rule name, threshold)]}`` from the rule tables and from the rule
+    names of the alert transitions (those in the rule grammar), without repeats."""
+    out = {}
+    found = [_threshold_of(r) for r in (rules or ())]
+    names = dict.fromkeys(r["rule"] for r in alert_rows if isinstance(r.get("rule"), str))
+    found += [_threshold_of(name) for name in names]
+    for item in found:
+        if item is not None:
+            metric, value, name = item
+            lines = out.setdefault(metric, [])
+            if (name, value) not in lines:
+                lines.append((name, value))
+    return out
+
+
+def _colours(metric_rows, alert_rows):
+    """Colours of the segment lines and of each ``(rule, segment)``'s alert spans.
+
+    Segments get the palette in order of first appearance. The first rule that alerts
+    on a segment with a line takes that line's colour; every other ``(rule,
+    segment)`` takes the next colour that no line and no other span uses.
+    """
+    seg_colour = {}
+    for row in metric_rows:
+        seg = _segment_key(row.get("segment"))
+        if seg not in seg_colour:
+            seg_colour[seg] = _PALETTE[len(seg_colour) % len(_PALETTE)]
+    used = set(seg_colour.values())
+    claimed = set()
+    span_colour = {}
+    spare = (c for c in _PALETTE if c not in used)
+    for row in alert_rows:
+        key = (str(row.get("rule")), _segment_key(row.get("segment")))
+        if key in span_colour:
+            continue
+        if key[1] in seg_colour and key[1] not in claimed:
+            claimed.add(key[1])
+            span_colour[key] = seg_colour[key[1]]
+        else:
+            colour = next(spare, None)
+            if colour is None:  # palette spent: cycle through it again
+                colour = _PALETTE[len(span_colour) % len(_PALETTE)]
+            span_colour[key] = colour
+    return seg_colour, span_colour
 
 
 def _segment_key(seg):
@@ -153,6 +308,19 @@ def _fmt(value, digits=6):
             return "undefined"
         return f"{value:.{digits}g}"
     return str(value)
+
+
+def _fmt_time(t):
+    """Event time (epoch seconds) as a UTC date, ``"2024-03-02 23:59:43 UTC"``; ``""``
+    when there is none (None or NaN)."""
+    if t is None or (isinstance(t, float) and math.isnan(t)):
+        return ""
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        return str(t)
+    try:
+        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):  # beyond the dates datetime knows
+        return _fmt(t)
 
 
 def _seg_text(seg):
@@ -183,8 +351,60 @@ def _matplotlib():
     return Figure, FigureCanvasAgg
 
 
-def _plot_metric(name, metric_rows, spans, end_n, path, Figure, Canvas):
-    """Draw one metric, one line per segment, firing spans shaded; save as PNG."""
+def _layout(metric_rows, alert_rows, rules):
+    """What every plot of one report shares: x range, spans, colours, thresholds."""
+    ns = [_x(r) for r in metric_rows] + [r.get("n") for r in alert_rows]
+    ns = [n for n in ns if isinstance(n, (int, float)) and not isinstance(n, bool)]
+    end_n = max(ns) if ns else None
+    seg_colour, span_colour = _colours(metric_rows, alert_rows)
+    return {
+        "end_n": end_n,
+        "firing": firing_spans(alert_rows, end_n=end_n),
+        "pending": pending_spans(alert_rows, end_n=end_n),
+        "seg_colour": seg_colour,
+        "span_colour": span_colour,
+        "thresholds": _thresholds(alert_rows, rules),
+    }
+
+
+def plot_metric(name, metric_rows, alert_rows=(), *, rules=None):
+    """Draw one metric over the stream; return the matplotlib ``Figure`` (Agg canvas).
+
+    One line per segment at x = the stream's events counted (``stream_n``, else
+    ``n``); y labelled with the metric's name; each alert's firing spans shaded and
+    its pending spans hatched, one colour and legend entry per rule and segment; a
+    dashed line, labelled with the rule's name, at each fixed threshold of a rule on
+    this metric (see the module docstring). :func:`write_report` saves one per metric.
+
+    Runtime complexity: `O(m + a)` for ``m`` metric rows and ``a`` alert rows, plus
+    the drawing.
+
+    Parameters
+    ----------
+    name : str
+        The metric (a key of the rows' ``values``).
+    metric_rows, alert_rows : iterable of dict
+        Rows of ``metrics.jsonl`` and ``alerts.jsonl``.
+    rules : iterable, optional
+        Rule tables (``{"metric", "op", "value"}``, ``{"drift", "p_below"}``, ``{"rule":
+        "recall < 0.8"}``, each with an optional ``"name"``), rule strings, or objects
+        with ``to_config()``; their thresholds are drawn even if they never fired.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib (``streameval[report]``) is not installed.
+    """
+    metric_rows = list(metric_rows)
+    alert_rows = list(alert_rows)
+    Figure, Canvas = _matplotlib()
+    return _plot_metric(name, metric_rows, _layout(metric_rows, alert_rows, rules), Figure, Canvas)
+
+
+def _plot_metric(name, metric_rows, layout, Figure, Canvas):
+    """Draw one metric as :func:`plot_metric` says, with the report's shared layout."""
+    from matplotlib.colors import to_rgba
+
     series = {}
     for row in metric_rows:
         values = row.get("values", {})
@@ -192,7 +412,7 @@ def _plot_metric(name, metric_rows, spans, end_n, path, Figure, Canvas):
             continue
         v = values[name]
         xs, ys = series.setdefault(_segment_key(row.get("segment")), ([], []))
-        xs.append(row.get("n"))
+        xs.append(_x(row))
         ys.append(math.nan if v is None else float(v))
 
     fig = Figure(figsize=FIGSIZE, dpi=DPI)
@@ -201,44 +421,60 @@ def _plot_metric(name, metric_rows, spans, end_n, path, Figure, Canvas):
     for seg, (xs, ys) in series.items():
         label = "all events" if seg is None else f"segment {seg}"
         marker = "o" if len(xs) <= 30 else None
-        ax.plot(xs, ys, linewidth=1.4, marker=marker, markersize=3, label=label)
+        ax.plot(xs, ys, linewidth=1.4, marker=marker, markersize=3, label=label,
+                color=layout["seg_colour"].get(seg))
 
-    rules = sorted({str(s[0]) for s in spans})
-    colours = ["tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
-    colour_of = {r: colours[i % len(colours)] for i, r in enumerate(rules)}
+    end_n = layout["end_n"]
     labelled = set()
-    for rule, seg, n0, n1 in spans:
-        rule = str(rule)
-        label = None
-        if (rule, seg) not in labelled:
-            labelled.add((rule, seg))
-            label = f"alert {rule} firing" + ("" if seg is None else f" ({seg})")
-        right = n1 if n1 is not None else end_n
-        if n0 is None or right is None:
-            continue
-        if right <= n0:  # fired and resolved at one evaluation: still show a sliver
-            right = n0 + max(1, (end_n or n0) // 500)
-        ax.axvspan(n0, right, color=colour_of[rule], alpha=0.15, linewidth=0, label=label)
+    for state, spans in (("pending", layout["pending"]), ("firing", layout["firing"])):
+        for rule, seg, n0, n1 in spans:
+            rule = str(rule)
+            right = n1 if n1 is not None else end_n
+            if n0 is None or right is None:
+                continue
+            if right <= n0:  # opened and closed at one evaluation: still show a sliver
+                right = n0 + max(1, (end_n or n0) // 500)
+            label = None
+            if (rule, seg, state) not in labelled:
+                labelled.add((rule, seg, state))
+                label = f"alert {rule} {state}" + ("" if seg is None else f" ({seg})")
+            colour = layout["span_colour"].get((rule, seg), "tab:red")
+            if state == "firing":
+                ax.axvspan(n0, right, facecolor=to_rgba(colour, 0.22), edgecolor="none",
+                           linewidth=0, label=label)
+            else:  # pending: lighter, hatched in the same colour
+                ax.axvspan(n0, right, facecolor=to_rgba(colour, 0.05),
+                           edgecolor=to_rgba(colour, 0.45), hatch="//", linewidth=0,
+                           label=label)
+
+    for rule, value in layout["thresholds"].get(name, ()):
+        ax.axhline(value, color="0.25", linestyle="--", linewidth=1.0, label=rule)
+        ax.annotate(rule, xy=(1.0, value), xycoords=("axes fraction", "data"),
+                    xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom",
+                    fontsize="x-small", color="0.25")
 
     ax.set_title(name)
     if str(name).endswith("p_value"):  # drift p-values: what matters is 0.01 vs 1e-6
         finite = [y for _, ys in series.values() for y in ys if y == y]
         if finite and min(finite) > 0:
             ax.set_yscale("log")
-    ax.set_xlabel("events")
+    ax.set_ylabel(str(name))
+    ax.set_xlabel("events counted (whole stream)")
     ax.grid(True, alpha=0.3)
     if end_n:
         ax.set_xlim(left=0, right=end_n)
-    if series or labelled:
-        ax.legend(loc="best", fontsize="small", framealpha=0.8)
+    entries = len(ax.get_legend_handles_labels()[0])
+    if entries:
+        ax.legend(loc="best", fontsize="small", framealpha=0.8, ncol=1 if entries <= 6 else 2)
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    return fig
 
 
 # -------------------------------------------------------------------------- report
 
 
-def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report", summary=None):
+def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report", summary=None,
+                 rules=None):
     """Write ``report.html`` and one PNG per metric into ``out_dir``; return the HTML path.
 
     Runtime complexity: `O(m + a)` for ``m`` metric rows and ``a`` alert rows, plus
@@ -247,7 +483,8 @@ def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report",
     Parameters
     ----------
     metric_rows : iterable of dict
-        Rows of ``metrics.jsonl``: ``{"n", "t", "segment", "values": {name: float or None}}``.
+        Rows of ``metrics.jsonl``: ``{"n", "t", "segment", "values": {name: float or None}}``
+        (a segment's with ``"stream_n"`` too, or not).
     alert_rows : iterable of dict
         Rows of ``alerts.jsonl``: ``{"rule", "state", "n", "t", "value", "segment"}``.
     out_dir : str or Path
@@ -256,6 +493,10 @@ def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report",
         Heading of the page.
     summary : dict, optional
         Extra facts shown at the top, e.g. ``{"log": ..., "events": ..., "rejected": ...}``.
+    rules : iterable, optional
+        The monitor's alert rules (tables, strings or objects with ``to_config()``, as
+        :func:`plot_metric` takes them), for their threshold lines; without them,
+        only the thresholds named by the alert transitions' rule names are drawn.
 
     Raises
     ------
@@ -268,17 +509,16 @@ def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report",
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    ns = [r.get("n") for r in metric_rows if isinstance(r.get("n"), (int, float))]
-    ns += [r.get("n") for r in alert_rows if isinstance(r.get("n"), (int, float))]
-    end_n = max(ns) if ns else None
-    spans = firing_spans(alert_rows, end_n=end_n)
+    layout = _layout(metric_rows, alert_rows, rules)
+    spans = layout["firing"]
     names = metric_names(metric_rows)
 
     taken = set()
     images = []
     for name in names:
         filename = _safe_filename(name, taken)
-        _plot_metric(name, metric_rows, spans, end_n, out_dir / filename, Figure, Canvas)
+        fig = _plot_metric(name, metric_rows, layout, Figure, Canvas)
+        fig.savefig(out_dir / filename, format="png")
         images.append((name, filename))
 
     finals = final_values(metric_rows)
@@ -290,8 +530,9 @@ def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report",
     return path
 
 
-def report_from_dir(out_dir, *, title="streameval report", summary=None):
-    """Read ``metrics.jsonl`` and ``alerts.jsonl`` in ``out_dir`` and write the report there."""
+def report_from_dir(out_dir, *, title="streameval report", summary=None, rules=None):
+    """Read ``metrics.jsonl`` and ``alerts.jsonl`` in ``out_dir`` and write the report there
+    (``rules``: as :func:`write_report` takes them)."""
     out_dir = Path(out_dir)
     return write_report(
         read_jsonl(out_dir / "metrics.jsonl"),
@@ -299,6 +540,7 @@ def report_from_dir(out_dir, *, title="streameval report", summary=None):
         out_dir,
         title=title,
         summary=summary,
+        rules=rules,
     )
 
 
@@ -338,9 +580,14 @@ def _html(title, summary, names, finals, alert_rows, spans, images):
             head = "all events" if seg is None else f"segment {seg}"
             parts.append(f"<th>{e(head)}</th>")
         parts.append("</tr><tr><td>events (n)</td>")
-        for seg in segs:
+        for seg in segs:  # a segment's own events (the whole stream's in its column)
             parts.append(f"<td>{e(_fmt(finals[seg]['n']))}</td>")
         parts.append("</tr>")
+        if any(finals[seg]["t"] is not None for seg in segs):
+            parts.append("<tr><td>last event time (t)</td>")
+            for seg in segs:
+                parts.append(f"<td>{e(_fmt_time(finals[seg]['t']))}</td>")
+            parts.append("</tr>")
         for name in names:
             parts.append(f"<tr><td>{e(str(name))}</td>")
             for seg in segs:
@@ -355,7 +602,7 @@ def _html(title, summary, names, finals, alert_rows, spans, images):
     else:
         parts.append(f"<p>{len(spans)} firing span(s), {len(alert_rows)} transition(s).</p>")
         parts.append(
-            "<table><tr><th>rule</th><th>state</th><th>n</th><th>t</th>"
+            "<table><tr><th>rule</th><th>state</th><th>n</th><th>event time</th>"
             "<th>value</th><th>segment</th></tr>"
         )
         for row in alert_rows:
@@ -363,7 +610,7 @@ def _html(title, summary, names, finals, alert_rows, spans, images):
             cls = ' class="firing"' if state == "firing" else ""
             parts.append(
                 f"<tr><td>{e(str(row.get('rule')))}</td><td{cls}>{e(state)}</td>"
-                f"<td>{e(_fmt(row.get('n')))}</td><td>{e(_fmt(row.get('t'), 12))}</td>"
+                f"<td>{e(_fmt(row.get('n')))}</td><td>{e(_fmt_time(row.get('t')))}</td>"
                 f"<td>{e(_fmt(row.get('value')))}</td><td>{e(_seg_text(row.get('segment')))}</td></tr>"
             )
         parts.append("</table>")
