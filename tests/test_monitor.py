@@ -1155,3 +1155,40 @@ def test_a_group_by_field_without_values_is_warned_about_once():
         _w.simplefilter("always")
         back.update_many(y[600:1200], s[600:1200])
     assert [str(c.message) for c in caught] == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_check_many_refuses_exactly_what_update_many_refuses(data):
+    """check_many (the service checks a batch before making it durable) raises the
+    error update_many raises, with the same message and index, and a batch it passes
+    is counted by update_many; it changes nothing either way."""
+    import math
+
+    mon = Monitor(dict(_metrics(), p60=se.Sliding(se.Recall(), period=60)),
+                  group_by="country", max_segments=2)
+    mon.update_many([True, False], [0.4, 0.6], t=[1.0, 2.0], segment=["fr", "de"])
+    before = mon.to_state()
+    m = data.draw(st.integers(0, 6))
+    value = st.one_of(st.floats(-1, 2), st.just(math.nan), st.just(math.inf),
+                      st.sampled_from([None, "x", True]))
+    y = data.draw(st.lists(st.sampled_from([True, False, 1, 0, 2, "a", None]), min_size=m,
+                           max_size=m))
+    s = data.draw(st.lists(value, min_size=m, max_size=m))
+    w = data.draw(st.one_of(st.none(), st.lists(value, min_size=m, max_size=m)))
+    t = data.draw(st.one_of(st.none(), st.lists(value, min_size=m, max_size=m)))
+    seg = data.draw(st.one_of(st.none(), st.lists(
+        st.sampled_from(["fr", "de", "us", None, "__other__", 3.5, math.nan, ("a",)]),
+        min_size=m, max_size=m)))
+
+    def outcome(fn):
+        try:
+            fn(y, s, w, t, seg)
+        except ValueError as e:
+            return ("error", str(e), getattr(e, "index", None))
+        return ("ok",)
+
+    checked = outcome(mon.check_many)
+    assert mon.to_state() == before  # check_many counts nothing
+    applied = outcome(mon.update_many)
+    assert checked == applied
