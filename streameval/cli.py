@@ -4,7 +4,7 @@
 
     streameval replay LOG [--config FILE] [--out DIR] [--on-error fail|skip]
                           [--checkpoint PATH [--checkpoint-every N]] [--fail-on-alert]
-                          [--no-report] [--no-progress] [--quiet]
+                          [--follow [--poll S]] [--no-report] [--no-progress] [--quiet]
     streameval run SCENARIO [--check] [--out DIR] [same options as replay]
     streameval serve [--config FILE] [--host H] [--port P] [--state-dir DIR] ...
 
@@ -21,16 +21,35 @@
   alerts fired, final values, elapsed time;
 * ``report.html`` and one PNG per metric (needs ``streameval[report]``).
 
-It prints a summary table on stdout, and a progress bar on stderr when stderr is a
-terminal and ``tqdm`` is installed.
+It prints a summary table on stdout (the alerts fired, each with the ``n`` at which
+it resolved or "still firing at the end"), and a progress bar on stderr when stderr
+is a terminal and ``tqdm`` is installed. Output cut short by its reader
+(``streameval replay ... | head``) ends the command quietly with status 0, as for
+other Unix tools.
 
-Exit status: 0 done; 1 an alert fired with ``--fail-on-alert``, or ``run --check``
+``--follow``: read LOG as it grows, like ``tail -F``: new complete lines are read as
+they are appended (a partial last line waits for its newline), every ``--poll``
+seconds when there is nothing new (default 0.5); when the file is rotated (renamed
+and created again under the same name) or truncated, the rest of the old file is
+read, then the new one from its start. Events are evaluated as they arrive;
+``metrics.jsonl`` and ``alerts.jsonl`` grow as they do. SIGINT or SIGTERM stops it
+cleanly: the lines read so far are evaluated, the final checkpoint (with
+``--checkpoint``; others every ``--checkpoint-every`` events) and ``summary.json``
+are written, the summary printed, exit status 0 (a second signal stops at once).
+Restarted with the same checkpoint, it goes on where it stopped, without counting
+an event twice; if LOG was rotated meanwhile, the new file is read from its start
+(with a notice). For plain JSONL and CSV files only: a compressed log, a Parquet
+file or stdin is refused (exit 2).
+
+Exit status: 0 done (also when stdout's reader closed it early, or a followed replay
+was stopped by SIGINT or SIGTERM); 1 an alert fired with ``--fail-on-alert``, or ``run --check``
 found alerts other than expected; 2 bad input (the message names the line and the
 reason: bad JSON, a missing field, a NaN score, an unknown label, an unparseable
 time, a value a metric refuses such as a score outside [0, 1] for ``log_loss``), a
 log that cannot be read (a directory, an I/O error, a truncated or corrupt ``.gz``,
 ``.bz2`` or ``.xz``, a damaged Parquet file: one line naming the file and the last
-line read whole), a bad config or a checkpoint that cannot be used; 3 an internal
+line read whole), a bad config or a checkpoint that cannot be used, ``serve`` without
+the ``serve`` extra (one line: ``pip install 'streameval[serve]'``); 3 an internal
 error (a bug: its traceback is printed), never mistaken for an alert.
 
 Bad rows: with ``--on-error skip`` every row refused, by the reader, the event
@@ -63,8 +82,16 @@ Checkpoints: ``--checkpoint PATH`` saves the monitor, the read position and the 
 of the output files atomically every ``--checkpoint-every`` events (at the end of the
 batch that reaches it) and at the end. Restarted with the same checkpoint after being
 killed, a replay cuts the outputs back to the checkpoint and goes on from there: the
-outputs equal those of an uninterrupted run. A damaged checkpoint, or one written for
-another log or config, is refused (exit 2), never silently reset.
+outputs equal those of an uninterrupted run. The same holds after the log grew (rows
+appended, to a killed run or to a finished one: the final checkpoint is the state
+before the last evaluation, which the resume redoes after the new rows): the outputs
+equal those of one uninterrupted run over the whole grown log. A damaged checkpoint,
+one written for another config or log name, or for a log that was truncated or
+rewritten since (its first bytes, up to 1 MiB, as read then, and for JSONL the 4 KiB
+before the position reached, are hashed into the checkpoint and compared), is refused
+(exit 2), never silently reset. A compressed log is recognised by its compressed
+bytes: a ``.gz`` appended to with another gzip member (``gzip -c new.jsonl >>
+log.jsonl.gz``) resumes, one compressed again as a whole is refused.
 
 Imports: the standard library, :mod:`streameval.pipeline` (which drives everything
 below it), :mod:`streameval.config`, :mod:`streameval.monitor`, :mod:`streameval.io`,
@@ -87,10 +114,12 @@ and nothing imports it.
 from __future__ import annotations
 
 import argparse
-import hashlib
+import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -99,8 +128,10 @@ from streameval.pipeline import DEFAULT_CHECKPOINT_EVERY
 __all__ = ["main", "build_parser", "replay", "Replay", "run_scenario", "ReplayError", "summarize",
            "load_replay_config",
            "DEFAULT_CHECKPOINT_EVERY"]
-#: bytes of the log hashed to recognise it when resuming from a checkpoint
-_LOG_HEAD_BYTES = 1 << 20
+#: seconds between looks at a followed log when it has nothing new (``--poll``)
+DEFAULT_POLL = 0.5
+#: the modules of the 'serve' extra
+_SERVE_EXTRA = ("starlette", "uvicorn", "prometheus_client")
 _INPUT_KEYS = {"ts", "label", "score", "id", "weight", "require_ts", "format",
                "label_ttl", "labels", "on_duplicate", "max_future"}
 
@@ -173,13 +204,12 @@ def load_replay_config(config, config_dir=None):
 
 
 def _log_identity(log):
-    """What identifies a log for a checkpoint: its name and the hash of its head."""
+    """What identifies a log in a checkpoint's fingerprint: its name. Its content is
+    recognised by the source's state (:meth:`streameval.io.EventSource.to_state`: a
+    hash of the prefix read), so that a log that grew since is still the same."""
     if str(log) == "-":
         raise ValueError("--checkpoint needs a log file, not stdin")
-    h = hashlib.sha256()
-    with open(log, "rb") as f:
-        h.update(f.read(_LOG_HEAD_BYTES))
-    return {"name": Path(log).name, "head_sha256": h.hexdigest()}
+    return {"name": Path(log).name}
 
 
 # ------------------------------------------------------------------------- replay
@@ -210,11 +240,16 @@ class Replay:
     summary, same errors: :class:`ReplayError` from the constructor for a bad config,
     from :meth:`run` for bad input or a checkpoint that cannot be used). Between the
     two, ``pipeline.on_batch`` may be set, e.g. to stop the run after some batch.
+
+    With ``follow=True`` the log is read as it grows (``replay --follow``) until
+    :meth:`stop` is called (from another thread, or a callback), or, when :meth:`run`
+    runs in the main thread, until SIGINT or SIGTERM.
     """
 
     def __init__(self, log, out, *, config=None, on_error="fail", checkpoint=None,
                  checkpoint_every=DEFAULT_CHECKPOINT_EVERY, report=True, progress=True,
-                 title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False):
+                 title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False,
+                 follow=False, poll=DEFAULT_POLL):
         from streameval.io.checkpoint import fingerprint
         from streameval.io.sinks import StdoutSink, WebhookSink
         from streameval.pipeline import Pipeline
@@ -227,6 +262,13 @@ class Replay:
             raise ReplayError(f"--on-error {on_error!r}: expected fail or skip")
         if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
             raise ReplayError(f"--checkpoint-every {checkpoint_every!r}: must be an integer >= 1")
+        if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll <= 3600:
+            raise ReplayError(f"--poll {poll!r}: must be a number of seconds > 0 (at most 3600)")
+        if follow and str(log) == "-":
+            raise ReplayError("--follow follows a file by its name; stdin is read until it "
+                              "closes (leave --follow out)")
+        self.follow = bool(follow)
+        self._stop = threading.Event()
         self.on_error = on_error
         try:
             doc, base_dir = _load_doc(config, config_dir)
@@ -258,17 +300,30 @@ class Replay:
         outputs = {"metrics": self.out / "metrics.jsonl", "alerts": self.out / "alerts.jsonl"}
         if on_error == "skip":
             outputs["rejected"] = self.out / "rejected.jsonl"
+        follow_opts = None
+        if self.follow:
+            from streameval.io.sources import Follow
+
+            follow_opts = Follow(poll=float(poll), stop=self._stop.is_set,
+                                 notice=lambda m: print(f"streameval replay: {m}", file=sys.stderr,
+                                                        flush=True))
         try:
-            source = self._source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every)
+            source = self._source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every,
+                                  follow_opts)
         except ValueError as e:
             raise ReplayError(f"{'-' if str(log) == '-' else log}: {e}") from None
         self.pipeline = Pipeline(monitor, source, outputs=outputs, sinks=sinks,
                                  checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                                  kind="replay", fingerprint=fp, on_error=on_error)
 
+    def stop(self):
+        """End a followed replay (``follow=True``) after the lines read so far: the run
+        then ends as at the end of a log (final checkpoint, flush, summary)."""
+        self._stop.set()
+
     @staticmethod
-    def _source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every):
-        opts = {"format": fmt, "on_error": on_error}
+    def _source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every, follow=None):
+        opts = {"format": fmt, "on_error": on_error, "follow": follow}
         if checkpoint is not None and checkpoint_every:
             from streameval.events import DEFAULT_BATCH_SIZE
 
@@ -287,6 +342,14 @@ class Replay:
 
     def run(self):
         """Run (or resume) the replay; write summary.json and the report; return the summary."""
+        handlers = self._catch_signals() if self.follow else {}
+        try:
+            return self._resume_and_run()
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+
+    def _resume_and_run(self):
         from streameval.io.checkpoint import CheckpointError
 
         pipe, out, log = self.pipeline, self.out, self.log
@@ -303,15 +366,31 @@ class Replay:
             pipe.open()
         except ValueError as e:
             raise ReplayError(f"checkpoint {self.checkpoint}: {e}") from None
-        bar = None if pipe.done else _progress(self.progress, pipe.monitor.n)
+        bar = None if pipe.done and not self.follow else _progress(self.progress, pipe.monitor.n)
+        user = pipe.on_batch
         if bar is not None:
-            user = pipe.on_batch
 
             def on_batch(p, batch):
                 bar.update(len(batch))
                 return None if user is None else user(p, batch)
 
             pipe.on_batch = on_batch
+        return self._run(pipe, log, bar, user, state)
+
+    def _catch_signals(self):
+        """SIGINT and SIGTERM end a followed replay cleanly (:meth:`stop`); a second
+        one interrupts it at once. Returns the former handlers (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def on_signal(signum, frame):
+            if self._stop.is_set():
+                raise KeyboardInterrupt
+            self._stop.set()
+
+        return {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def _run(self, pipe, log, bar, user, state):
         try:
             counts = pipe.run()
         except ValueError as e:  # EventError (a bad row), or a log that cannot be read
@@ -334,20 +413,23 @@ class Replay:
     def _summary(self, counts, resumed):
         return summarize(self.out, self.log, counts, t_start=self.t_start, resumed=resumed,
                          hooks=self.hooks, report=self.report, title=self.title,
-                         delayed=self.delayed)
+                         delayed=self.delayed,
+                         rules=[r.to_config() for r in self.pipeline.monitor.rules])
 
 
 def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True, title=None,
-              delayed=None):
+              delayed=None, rules=None):
     """Write ``summary.json`` (and ``report.html`` with ``report``) for the rows and
     alerts a replay wrote to ``out``; return the summary (the Spark engine's replay
-    writes the same one)."""
+    writes the same one). ``rules``: the monitor's rules (config tables), whose
+    thresholds the report draws."""
     from streameval.report import final_values, read_jsonl
 
     out = Path(out)
     metric_rows = read_jsonl(out / "metrics.jsonl")
     alert_rows = read_jsonl(out / "alerts.jsonl")
     fired = [a for a in alert_rows if a.get("state") == "firing"]
+    episodes = fired_and_resolved(alert_rows)
     elapsed = time.perf_counter() - t_start
     finals = final_values(metric_rows)
     summary = {
@@ -357,7 +439,8 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
         "evaluations": len({r.get("stream_n", r.get("n")) for r in metric_rows}),
         "alert_transitions": len(alert_rows),
         "alerts_fired": len(fired),
-        "fired": [{"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment")} for a in fired],
+        "alerts_resolved": sum(e["resolved_n"] is not None for e in episodes),
+        "fired": episodes,
         "elapsed_seconds": round(elapsed, 3),
         "resumed": resumed,
         "webhook_failures": sum(h.failures for h in hooks),
@@ -377,15 +460,41 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
                 facts["unlabeled at the end"] = counts["unlabeled"]
             summary["report"] = str(write_report(
                 metric_rows, alert_rows, out,
-                title=title or f"streameval replay of {Path(str(log)).name}", summary=facts))
+                title=title or f"streameval replay of {Path(str(log)).name}", summary=facts,
+                rules=rules))
         except ImportError as e:
             print(f"streameval: warning: no report: {e}", file=sys.stderr)
     return summary
 
 
+def fired_and_resolved(alert_rows):
+    """The alerts that fired, in order: ``[{"rule", "n", "segment", "resolved_n"}]``,
+    ``resolved_n`` the ``n`` of the transition that resolved it (the next ``resolved``
+    of the same rule and segment), None if it was still firing at the end.
+
+    >>> fired_and_resolved([{"rule": "r", "state": "pending", "n": 5, "segment": None},
+    ...                     {"rule": "r", "state": "firing", "n": 7, "segment": None},
+    ...                     {"rule": "r", "state": "resolved", "n": 9, "segment": None},
+    ...                     {"rule": "r", "state": "firing", "n": 12, "segment": "a"}])
+    [{'rule': 'r', 'n': 7, 'segment': None, 'resolved_n': 9}, {'rule': 'r', 'n': 12, 'segment': 'a', 'resolved_n': None}]
+    """
+    out, open_ = [], {}
+    for a in alert_rows:
+        key = (a.get("rule"), json.dumps(a.get("segment"), sort_keys=True, default=str))
+        state = a.get("state")
+        if state == "firing":
+            open_[key] = ep = {"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment"),
+                               "resolved_n": None}
+            out.append(ep)
+        elif state == "resolved" and key in open_:
+            open_.pop(key)["resolved_n"] = a.get("n")
+    return out
+
+
 def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
            checkpoint_every=DEFAULT_CHECKPOINT_EVERY, report=True, progress=True,
-           title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False):
+           title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False,
+           follow=False, poll=DEFAULT_POLL):
     """Replay ``log`` through a monitor into ``out``; return the summary dict.
 
     The library form of ``streameval replay`` (see the module docstring for the
@@ -407,8 +516,8 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
     on_error : {"fail", "skip"}
         Stop at the first bad row, or write bad rows to ``rejected.jsonl`` and go on.
     checkpoint : str or Path, optional
-        Checkpoint file: resumed from when it exists, saved every
-        ``checkpoint_every`` events and at the end.
+        Checkpoint file: resumed from when it exists (the log may have grown since),
+        saved every ``checkpoint_every`` events and at the end.
     report : bool
         Write ``report.html`` and the PNGs.
     progress : bool
@@ -425,11 +534,17 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
         once).
     print_alerts : bool
         Also write each alert transition to stdout as a JSON line.
+    follow : bool
+        Read the log as it grows, like ``tail -F`` (a plain JSONL or CSV file; see the
+        module docstring), until SIGINT or SIGTERM (in the main thread; elsewhere use
+        :class:`Replay` and its ``stop()``).
+    poll : float
+        With ``follow``: seconds between looks at the log when it has nothing new.
     """
     return Replay(log, out, config=config, on_error=on_error, checkpoint=checkpoint,
                   checkpoint_every=checkpoint_every, report=report, progress=progress,
                   title=title, config_name=config_name, config_dir=config_dir,
-                  webhooks=webhooks, print_alerts=print_alerts).run()
+                  webhooks=webhooks, print_alerts=print_alerts, follow=follow, poll=poll).run()
 
 
 def _write_json(path, obj):
@@ -465,10 +580,17 @@ def format_summary(summary, max_segments=6):
         lines.append(f"  delayed     expired predictions {_fmt(c['expired'])}, "
                      f"orphan labels {_fmt(c['orphans'])}, "
                      f"still unlabeled at the end {_fmt(c['unlabeled'])}")
-    lines.append(f"  evaluated   {_fmt(c['evaluations'])} times; alerts fired: {c['alerts_fired']}")
-    for a in c["fired"][:10]:
+    fired = c["fired"]
+    resolved = sum(a.get("resolved_n") is not None for a in fired)
+    tally = (f" ({resolved} resolved, {len(fired) - resolved} still firing at the end)"
+             if fired else "")
+    lines.append(f"  evaluated   {_fmt(c['evaluations'])} times; alerts fired: "
+                 f"{c['alerts_fired']}{tally}")
+    for a in fired[:10]:
         seg = "" if a["segment"] is None else f" [segment {a['segment']}]"
-        lines.append(f"              {a['rule']}{seg} at n={_fmt(a['n'])}")
+        end = ("still firing at the end" if a.get("resolved_n") is None
+               else f"resolved at n={_fmt(a['resolved_n'])}")
+        lines.append(f"              {a['rule']}{seg} at n={_fmt(a['n'])}, {end}")
     if len(c["fired"]) > 10:
         lines.append(f"              ... and {len(c['fired']) - 10} more (alerts.jsonl)")
     lines.append(f"  elapsed     {c['elapsed_seconds']:.2f} s ({rate:,.0f} events/s)"
@@ -552,7 +674,8 @@ def _replay_options(p, out_default):
                         "goes to rejected.jsonl with its line and reason (skip)")
     p.add_argument("--checkpoint", metavar="PATH",
                    help="save state to PATH every --checkpoint-every events and at the end; "
-                        "resume from it when it exists")
+                        "resume from it when it exists (the log may have grown since; one "
+                        "truncated or rewritten is refused)")
     p.add_argument("--checkpoint-every", type=int, default=DEFAULT_CHECKPOINT_EVERY, metavar="N",
                    help="events between checkpoints (default %(default)s)")
     p.add_argument("--fail-on-alert", action="store_true",
@@ -567,6 +690,17 @@ def _replay_options(p, out_default):
     p.add_argument("-q", "--quiet", action="store_true", help="no summary table")
 
 
+def _follow_options(p):
+    p.add_argument("--follow", action="store_true",
+                   help="read LOG as it grows, like tail -F (a plain JSONL or CSV file): new "
+                        "whole lines are evaluated as they are appended, a rotated or "
+                        "truncated file is followed from its start; SIGINT or SIGTERM stops "
+                        "it cleanly (final checkpoint, summary, exit status 0)")
+    p.add_argument("--poll", type=float, default=DEFAULT_POLL, metavar="S",
+                   help="with --follow: seconds between looks at LOG when it has nothing new "
+                        "(default %(default)s)")
+
+
 def build_parser():
     """The argument parser of ``streameval`` (subcommands replay, run, serve)."""
     from streameval import __version__
@@ -579,9 +713,10 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    p = sub.add_parser("replay", help="replay an event log through a monitor",
+    p = sub.add_parser("replay", help="replay an event log through a monitor (or follow it)",
                        description="Replay an event log (JSONL, CSV, Parquet; - for stdin) "
-                                   "through a monitor; write metrics.jsonl, alerts.jsonl and a report.")
+                                   "through a monitor, or follow one as it grows (--follow); "
+                                   "write metrics.jsonl, alerts.jsonl and a report.")
     p.add_argument("log", metavar="LOG")
     p.add_argument("--config", metavar="FILE", help="monitor config (TOML); default: the default monitor")
     p.add_argument("--engine", choices=["local", "spark"], default="local",
@@ -591,6 +726,7 @@ def build_parser():
     p.add_argument("--spark-master", metavar="URL", default=None,
                    help="with --engine spark: the master of a new session (default: local[*])")
     _replay_options(p, "streameval-out")
+    _follow_options(p)
     p.set_defaults(func=_cmd_replay, out="streameval-out")
 
     p = sub.add_parser("run", help="run a scenario file (and check its expected alerts)",
@@ -629,7 +765,8 @@ def _cmd_replay(args):
     if args.engine == "spark":
         summary = _spark_replay(args)
     else:
-        summary = replay(args.log, args.out, config=args.config, **_options(args))
+        summary = replay(args.log, args.out, config=args.config, follow=args.follow,
+                         poll=args.poll, **_options(args))
     if not args.quiet:
         print(format_summary(summary))
     if args.fail_on_alert and summary["alerts_fired"]:
@@ -642,6 +779,9 @@ def _cmd_replay(args):
 def _spark_replay(args):
     """``replay --engine spark``: :func:`streameval.spark.replay` with the CLI's options
     (those that follow events one at a time are refused)."""
+    if args.follow:
+        raise ReplayError("--follow reads a log as it grows, in this process: use the local "
+                          "engine (leave --engine spark out)")
     if args.checkpoint:
         raise ReplayError("--checkpoint: the Spark engine replays the whole log in one job "
                           "(a failed task is retried by Spark); leave --checkpoint out")
@@ -695,7 +835,30 @@ def _cmd_run(args):
 def _cmd_serve(args):
     from streameval.service import run_from_args
 
-    return run_from_args(args)
+    try:
+        return run_from_args(args)
+    except ImportError as e:  # the 'serve' extra is not installed: one line, no traceback
+        text = str(e)
+        if "streameval[serve]" not in text:
+            if getattr(e, "name", None) not in _SERVE_EXTRA:
+                raise  # another module: a bug, its traceback says where
+            text = f"needs the 'serve' extra ({e.name} is missing): pip install 'streameval[serve]'"
+        text = text.removeprefix("streameval serve ")
+        print(f"streameval serve: {text}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+def _stdout_to_devnull():
+    """Point stdout at /dev/null: its reader is gone, and Python's flush at exit must
+    not fail again (the idiom of the Python docs on SIGPIPE)."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, sys.stdout.fileno())
+        finally:
+            os.close(fd)
+    except (AttributeError, OSError, ValueError):  # stdout is not a file (captured)
+        pass
 
 
 def main(argv=None):
@@ -707,6 +870,9 @@ def main(argv=None):
         return int(e.code or 0)
     try:
         return args.func(args)
+    except BrokenPipeError:  # stdout's reader went away (``| head``): stop quietly, as Unix tools do
+        _stdout_to_devnull()
+        return EXIT_OK
     except ReplayError as e:
         print(f"streameval {args.command}: error: {e}", file=sys.stderr)
         return EXIT_INPUT

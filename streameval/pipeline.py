@@ -19,7 +19,16 @@ A source is any iterable of :class:`~streameval.events.EventBatch` objects; to b
 resumed it also has ``to_state()``, ``restore(state)`` and ``counts()`` (rows read,
 rows rejected, ...), and a ``rejected`` attribute (callback of bad rows); optionally
 ``fields`` (its :class:`~streameval.events.FieldMap`, for messages), ``on_error`` and
-``raw(line)`` (the raw row of a line of the batch it yielded last).
+``raw(line)`` (the raw row of a line of the batch it yielded last). A source may
+end when asked to rather than at the end of its data (a followed file,
+``EventSource(..., follow=...)``): the run then ends as at the end of a log.
+
+The end of a run is resumable too. The last checkpoint (``"done": true``) holds the
+state *before* the Monitor's final flush (its last evaluation) and the output sizes
+before the rows of that flush: resuming it reads on from where the source ended (a
+log that grew since, a followed file restarted), then flushes again. A log that did
+not grow gives the same outputs again, byte for byte; one that grew gives those of
+one uninterrupted run over the whole of it.
 
 Rows the Monitor refuses. The source validates each row, but a metric may refuse
 more (log loss: a score outside [0, 1]; an event time where the monitor needs one).
@@ -65,6 +74,7 @@ import numpy as np
 
 from streameval.events import EventError
 from streameval.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from streameval.io.follow import LogChangedError
 from streameval.io.sinks import JsonlSink, rejected_callback
 from streameval.validation import Integer, ValidationError, check_param
 
@@ -166,9 +176,11 @@ class Pipeline:
         position, the counters and the output sizes. Returns the checkpoint's state
         (None: no checkpoint, a fresh start).
 
-        Raises :class:`~streameval.io.CheckpointError` for a damaged checkpoint or one
-        of another kind or configuration, and ``KeyError``/``TypeError``/``ValueError``
-        for a state this pipeline cannot use.
+        Raises :class:`~streameval.io.CheckpointError` for a damaged checkpoint, one
+        of another kind or configuration, or one taken from a log that was truncated
+        or rewritten since (the source's
+        :class:`~streameval.io.follow.LogChangedError`), and
+        ``KeyError``/``TypeError``/``ValueError`` for a state this pipeline cannot use.
         """
         if self._opened:
             raise RuntimeError("resume() must come before the pipeline is opened")
@@ -182,7 +194,13 @@ class Pipeline:
         monitor = type(self.monitor).from_state(state["monitor"])
         if self.source is not None:
             counts = {k: state["counts"][k] for k in state["counts"]}
-            self.source.restore(state["source"])
+            try:
+                self.source.restore(state["source"])
+            except LogChangedError as e:
+                what = ("was taken from a log whose last line was being written"
+                        if e.kind == "partial" else "was taken from another log")
+                raise CheckpointError(self.checkpoint_path, f"{what}: {e}; remove the "
+                                      "checkpoint to replay the log from the start") from None
             offsets = {k: int(v) for k, v in state["outputs"].items()} if self.outputs else None
             self._base.update(counts)
             self._offsets = offsets
@@ -241,8 +259,10 @@ class Pipeline:
     def run(self) -> dict:
         """Feed the whole source, checkpointing on the way; return :meth:`counts`.
 
-        A run resumed from a finished checkpoint reads nothing. After the source ends
-        the Monitor is flushed (its last rows written) and the final checkpoint saved.
+        After the source ends the final checkpoint is saved (the state before the
+        flush, see the module docstring), then the Monitor is flushed (its last rows
+        written). A run resumed from a finished checkpoint reads on from where the
+        source ended (nothing, unless the log grew) and flushes again.
         """
         if self.source is None:
             raise ValueError("this pipeline has no source; give it batches with feed()")
@@ -251,8 +271,7 @@ class Pipeline:
                 self.resume()
             self.open()
         try:
-            if not self.done:
-                self._loop()
+            self._loop()
         finally:
             self.close()
         return self.counts()
@@ -271,10 +290,10 @@ class Pipeline:
             if ckpt and self.monitor.n >= next_ckpt:
                 self.checkpoint()
                 next_ckpt = (self.monitor.n // every + 1) * every
-        self.monitor.flush()
         self.done = True
-        if ckpt:
+        if ckpt:  # before the flush: a resume reads on (the log may grow), then flushes
             self.checkpoint(done=True)
+        self.monitor.flush()
 
     # ------------------------------------------------------------------ refusals
     def take(self, batch) -> None:
@@ -500,7 +519,8 @@ class Pipeline:
 
     def state(self, done: bool = False) -> dict:
         """The checkpoint state: the Monitor's, plus, with a source, its position, the
-        output sizes, the counters and whether the run is done."""
+        output sizes, the counters and whether the source ended (``done``: this state
+        is then the one before the final flush)."""
         state: dict = {"monitor": self.monitor.to_state()}
         if self.source is not None:
             state["source"] = self.source.to_state()

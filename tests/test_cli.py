@@ -424,10 +424,17 @@ def test_corrupted_or_mismatched_checkpoint_is_refused(resume_setup, tmp_path, c
     assert main([a if a != str(cfg) else str(other) for a in argv]) == 2
     assert "another configuration" in capsys.readouterr().err
 
-    # another log
+    # another log of the same name: a shorter one, then one as long but rewritten
     log2 = _write(tmp_path / "events.jsonl", _events(100, seed=99))
     assert main([a if a != str(log) else str(log2) for a in argv]) == 2
-    assert "another configuration" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "was taken from another log" in err and "fewer than" in err
+    data = bytearray(log.read_bytes())
+    data[10:14] = b"9999" if data[10:14] != b"9999" else b"8888"
+    log2.write_bytes(bytes(data))
+    assert main([a if a != str(log) else str(log2) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert "was taken from another log" in err and "first 1,048,576 bytes" in err
 
     # a damaged file: truncated, or one byte of the state changed
     ckpt.write_bytes(good[: len(good) // 2])
@@ -446,6 +453,246 @@ def test_corrupted_or_mismatched_checkpoint_is_refused(resume_setup, tmp_path, c
     assert "cannot truncate" in capsys.readouterr().err
     # refused runs never reset the checkpoint
     assert ckpt.read_bytes() == good
+
+
+# ------------------------------------------------------------- a log that grew
+
+
+def _write_rows(path, rows, fmt, append=False):
+    """Rows of ``_events`` as JSONL, CSV (a header first) or gzipped JSONL (appending:
+    another gzip member, as ``gzip -c more >> log.jsonl.gz`` does)."""
+    if fmt == "csv":
+        import csv
+
+        with open(path, "a" if append else "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            if not append:
+                w.writeheader()
+            w.writerows(rows)
+    elif fmt == "jsonl.gz":
+        import gzip
+
+        with gzip.open(path, "ab" if append else "wb") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows).encode())
+    else:
+        with open(path, "a" if append else "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _growing_rows():
+    rows = _events(6_000, seed=13, segments=["a", "b"])
+    for r in rows[2_000:4_000]:  # a recall drop: alerts fire, then resolve
+        if r["label"] == 1 and r["segment"] == "a":
+            r["score"] = round(r["score"] * 0.5, 2)
+    return rows
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "jsonl.gz"])
+@pytest.mark.parametrize("first", ["killed", "finished"])
+def test_resume_after_the_log_grew_equals_one_uninterrupted_replay(tmp_path, fmt, first):
+    """A checkpointed replay of a log shorter than the 1 MiB the fingerprint used to
+    hash, killed or finished, then resumed after rows were appended (twice): the outputs
+    of one uninterrupted replay of the whole grown log."""
+    from streameval.cli import replay
+
+    rows = _growing_rows()
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(METRICS_CONFIG.format(extra='group_by = "segment"', threshold=0.6)
+                   .replace("every = 1000", "every = 250"))
+    log = _write_rows(tmp_path / f"events.{fmt}", rows[:2_500], fmt)
+    assert log.stat().st_size < 1 << 20
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt.json"
+    opts = dict(config=cfg, checkpoint=ckpt, checkpoint_every=500, report=False, progress=False)
+    if first == "killed":
+        with pytest.raises(KeyboardInterrupt):
+            _stopped_replay(log, out, 1_800, **opts)
+        assert not load_checkpoint(ckpt)["done"]
+    else:
+        replay(log, out, **opts)
+        assert load_checkpoint(ckpt)["done"]
+    for k, end in enumerate((4_200, 6_000)):
+        _write_rows(log, rows[{0: 2_500, 1: 4_200}[k]:end], fmt, append=True)
+        summary = replay(log, out, **opts)
+        assert summary["resumed"] and summary["events"] == end
+        whole = _write_rows(tmp_path / f"whole{k}.{fmt}", rows[:end], fmt)
+        ref = tmp_path / f"ref{k}"
+        replay(whole, ref, config=cfg, report=False, progress=False)
+        _same_outputs(out, ref)
+        assert load_checkpoint(ckpt)["counts"]["events"] == end
+    alerts = _rows(out / "alerts.jsonl")
+    assert {"firing", "resolved"} <= {a["state"] for a in alerts}
+
+
+def test_resume_refuses_a_small_log_truncated_or_rewritten_since(tmp_path, capsys):
+    import gzip
+
+    lines = [json.dumps(r) + "\n" for r in _events(3_000, seed=14)]
+    log = tmp_path / "events.jsonl"
+    log.write_text("".join(lines[:2_000]))
+    ckpt = tmp_path / "ckpt.json"
+    argv = ["replay", str(log), "--out", str(tmp_path / "out"), "--quiet", "--no-report",
+            "--checkpoint", str(ckpt), "--checkpoint-every", "500"]
+    assert main(argv) == 0
+    good = ckpt.read_bytes()
+    changed = list(lines)  # one label flipped: the same length, other bytes
+    flip = {'"label": 0': '"label": 1', '"label": 1': '"label": 0'}
+    old = next(k for k in flip if k in lines[700])
+    changed[700] = lines[700].replace(old, flip[old])
+    assert changed[700] != lines[700] and len(changed[700]) == len(lines[700])
+    for text, words in (("".join(lines[:1_500]), "fewer than"),  # truncated
+                        ("".join(changed[:2_000]), "first"),  # one row rewritten
+                        ("".join(changed), "first")):  # rewritten, and longer
+        log.write_text(text)
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "was taken from another log" in err and words in err, err
+        assert ckpt.read_bytes() == good  # a refused run never resets the checkpoint
+
+    # a compressed log compressed again as a whole (not appended to): refused
+    gz = tmp_path / "events.jsonl.gz"
+    gz.write_bytes(gzip.compress("".join(lines[:2_000]).encode(), mtime=1))
+    argv_gz = [a if a != str(log) else str(gz) for a in argv]
+    argv_gz[argv_gz.index(str(ckpt))] = str(tmp_path / "ckpt_gz.json")
+    assert main(argv_gz) == 0
+    gz.write_bytes(gzip.compress("".join(lines).encode(), mtime=1))
+    assert main(argv_gz) == 2
+    assert "was taken from another log" in capsys.readouterr().err
+
+
+def test_a_last_line_read_half_written_is_refused_unless_only_its_newline_came(tmp_path, capsys):
+    lines = [json.dumps(r) + "\n" for r in _events(2_000, seed=15)]
+    lines.insert(1_600, '{"ts": 1, "label": 1, "score": NaN}\n')  # a bad row, set aside
+    full = "".join(lines)
+    ref = tmp_path / "ref"
+    (tmp_path / "full.jsonl").write_text(full)
+    assert main(["replay", str(tmp_path / "full.jsonl"), "--out", str(ref), "--quiet",
+                 "--no-report", "--on-error", "skip"]) == 0
+
+    # the last line whole but its newline not written yet: the resume goes on, with
+    # the same line numbers
+    log = tmp_path / "events.jsonl"
+    ckpt, out = tmp_path / "ckpt.json", tmp_path / "out"
+    argv = ["replay", str(log), "--out", str(out), "--quiet", "--no-report",
+            "--on-error", "skip", "--checkpoint", str(ckpt), "--checkpoint-every", "400"]
+    log.write_text("".join(lines[:1_000]) + lines[1_000].rstrip("\n"))
+    assert main(argv) == 0
+    log.write_text(full)
+    assert main(argv) == 0
+    for name in ("metrics.jsonl", "alerts.jsonl", "rejected.jsonl"):
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name
+    assert [r["line"] for r in _rows(out / "rejected.jsonl")] == [1_601]
+
+    # half a line read (a bad row then), the rest of it written since: refused
+    ckpt.unlink()
+    log.write_text("".join(lines[:1_000]) + lines[1_000][:15])
+    assert main(argv) == 0
+    assert [r["line"] for r in _rows(out / "rejected.jsonl")] == [1_001]
+    log.write_text(full)
+    assert main(argv) == 2
+    assert "being written" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------- summary, pipes, extras
+
+
+def _expected_episodes(alerts):
+    """Brute force: each firing transition, and the n of the next transition of the same
+    rule and segment if it is a resolution (None: none came)."""
+    out = []
+    for i, a in enumerate(alerts):
+        if a["state"] != "firing":
+            continue
+        later = [b for b in alerts[i + 1:] if (b["rule"], b["segment"]) == (a["rule"], a["segment"])]
+        end = later[0]["n"] if later and later[0]["state"] == "resolved" else None
+        out.append((a["rule"], a["segment"], a["n"], end))
+    return out
+
+
+def test_summary_lists_when_each_fired_alert_resolved(resume_setup, tmp_path, capsys):
+    from streameval.cli import main as cli_main
+
+    log, cfg, _ = resume_setup
+    # the recall drop of resume_setup lasts to the end here: some alerts still fire then
+    rows = _rows(log)
+    for r in rows[30_000:]:
+        if r["label"] == 1 and r["segment"] == "a":
+            r["score"] = round(r["score"] * 0.5, 2)
+    log2 = _write(tmp_path / "events2.jsonl", rows)
+    for lg, name in ((log, "out"), (log2, "out2")):
+        out = tmp_path / name
+        assert cli_main(["replay", str(lg), "--config", str(cfg), "--out", str(out),
+                         "--no-report", "--no-progress"]) == 0
+        printed = capsys.readouterr().out
+        expected = _expected_episodes(_rows(out / "alerts.jsonl"))
+        summary = json.loads((out / "summary.json").read_text())
+        assert [(f["rule"], f["segment"], f["n"], f["resolved_n"]) for f in summary["fired"]] == expected
+        resolved = sum(e[3] is not None for e in expected)
+        assert summary["alerts_resolved"] == resolved
+        assert (f"alerts fired: {len(expected)} ({resolved} resolved, "
+                f"{len(expected) - resolved} still firing at the end)") in printed
+        for rule, seg, n, end in expected[:10]:
+            tail = "still firing at the end" if end is None else f"resolved at n={end:,}"
+            where = "" if seg is None else f" [segment {seg}]"
+            assert f"{rule}{where} at n={n:,}, {tail}" in printed
+        if lg == log:
+            assert all(e[3] is not None for e in expected) and expected
+        else:
+            assert any(e[3] is None for e in expected)
+
+
+def test_scenario_summary_shows_the_resolution(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(ROOT / "scenarios" / "phishing.toml"), "--out", str(out),
+                 "--no-report", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    [(rule, seg, n, end)] = _expected_episodes(_rows(out / "alerts.jsonl"))
+    assert rule == "learning" and end is not None
+    assert f"learning at n={n:,}, resolved at n={end:,}" in printed
+
+
+def test_stdout_closed_early_exits_quietly_with_status_0(resume_setup, tmp_path):
+    import os
+
+    log, cfg, _ = resume_setup
+    cmd = [sys.executable, "-m", "streameval", "replay", str(log), "--config", str(cfg),
+           "--out", str(tmp_path / "out"), "--no-report", "--print-alerts"]
+    # the reader gone before the first write
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(cmd, stdout=w, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(w)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and "Broken pipe" not in p.stderr and "error" not in p.stderr
+    # ``| head -n 1``: the reader takes one line and closes the pipe
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = json.loads(p.stdout.readline())
+    p.stdout.close()
+    stderr = p.stderr.read()
+    p.wait(timeout=300)
+    assert first["state"] in ("pending", "firing")
+    assert p.returncode == 0, stderr
+    assert "Traceback" not in stderr and "Broken pipe" not in stderr and "error" not in stderr
+
+
+def test_serve_without_the_serve_extra_says_so_in_one_line(tmp_path):
+    import os
+
+    fake = tmp_path / "no_extra"
+    for mod in ("starlette", "uvicorn"):  # importable no more, as if not installed
+        (fake / mod).mkdir(parents=True)
+        (fake / mod / "__init__.py").write_text(
+            f"raise ModuleNotFoundError(\"No module named '{mod}'\", name={mod!r})\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(fake)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    p = subprocess.run([sys.executable, "-m", "streameval", "serve", "--port", "0"],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr
+    assert "pip install 'streameval[serve]'" in p.stderr and "starlette" in p.stderr
+    assert p.stderr.startswith("streameval serve: ") and p.stdout == ""
 
 
 # -------------------------------------------------------------------- delayed labels

@@ -134,10 +134,36 @@ def test_stopped_and_resumed_run_is_byte_identical(tmp_path, how, stop):
         assert (out / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
     assert [(r["line"], r["reason"]) for r in _rows(out / "rejected.jsonl")] == [
         (1235, "score is NaN")]
-    # a finished checkpoint: a third run reads nothing and changes nothing
+    # a finished checkpoint: a third run reads on from the end (nothing new), flushes
+    # again and changes nothing
     p, again = run(out)
     assert p.resumed and again == ref_counts
     assert (out / "metrics.jsonl").read_bytes() == (tmp_path / "ref/metrics.jsonl").read_bytes()
+
+
+def test_finished_checkpoint_goes_on_in_a_log_that_grew(tmp_path):
+    """The final checkpoint is the state before the flush: a run on the grown log reads
+    the new rows only and gives the outputs of one run over the whole log."""
+    lines = [json.dumps(r) for r in _events(5_000, seed=5)]
+
+    def run(log, out):
+        out.mkdir(exist_ok=True)
+        p = Pipeline(_monitor(), EventSource(log, batch_size=700),
+                     outputs={n: out / f"{n}.jsonl" for n in ("metrics", "alerts")},
+                     checkpoint=out / "ckpt.json", checkpoint_every=1_000)
+        return p, p.run()
+
+    log = _write(tmp_path / "log.jsonl", lines[:3_100])
+    run(log, tmp_path / "out")
+    with open(log, "a") as f:
+        f.write("".join(x + "\n" for x in lines[3_100:]))
+    p, counts = run(log, tmp_path / "out")
+    assert p.resumed and counts["events"] == counts["rows"] == 5_000
+    assert p.source.n_rows == 1_900  # the appended rows only
+    _, ref_counts = run(_write(tmp_path / "whole.jsonl", lines), tmp_path / "ref")
+    assert counts == ref_counts
+    for name in ("metrics.jsonl", "alerts.jsonl"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
 
 
 def test_delayed_label_join_through_the_pipeline(tmp_path):

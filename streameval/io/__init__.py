@@ -1,7 +1,8 @@
 """The input/output edge: log sources, delayed-label join, sinks, checkpoints.
 
 Sources (:mod:`.sources`) turn JSONL, CSV and Parquet logs into validated
-:class:`~streameval.events.EventBatch` objects; :mod:`.delayed` joins
+:class:`~streameval.events.EventBatch` objects (a growing file followed like
+``tail -F``, and logs recognised on resume: :mod:`.follow`); :mod:`.delayed` joins
 prediction rows to label rows that arrive later; :mod:`.sinks` write JSON
 lines, stdout and webhooks; :mod:`.checkpoint` saves state atomically.
 Names are imported on first use so ``import streameval.io`` stays cheap.
@@ -19,6 +20,10 @@ _LAZY = {
     "EventSource": "streameval.io.sources",
     "read_events": "streameval.io.sources",
     "detect_format": "streameval.io.sources",
+    "Follow": "streameval.io.sources",
+    "Tail": "streameval.io.follow",
+    "LogChangedError": "streameval.io.follow",
+    "log_identity": "streameval.io.follow",
     "LabelJoiner": "streameval.io.delayed",
     "DelayedSource": "streameval.io.delayed",
     "read_delayed": "streameval.io.delayed",

@@ -430,8 +430,11 @@ class DelayedSource:
     expected in time order; predictions before labels at equal times; a row
     out of order is placed after the rows already merged, never dropped).
     ``positions`` gives, per input, the last line fully handled, and
-    :meth:`to_state` the joiner state and these positions: pass it as
-    ``state=`` to resume an interrupted replay where it stopped.
+    :meth:`to_state` the joiner state and these positions (with what recognises
+    each file, see :meth:`EventSource.to_state`): pass it as ``state=`` to resume an
+    interrupted replay where it stopped, on files that may have grown since.
+    ``follow`` (:class:`~streameval.io.sources.Follow`): read one file as it grows
+    (not with ``labels_path``: a merge by time cannot wait on two files).
 
     Cost: `O(rows log p)`; memory `O(batch_size + p)` for ``p`` waiting
     predictions.
@@ -453,6 +456,7 @@ class DelayedSource:
         on_expired: Callable[[Any, float, int], None] | None = None,
         on_orphan: Callable[[Any, float, int], None] | None = None,
         state: dict | None = None,
+        follow: Any = None,
     ) -> None:
         self.fields = fm = fields if fields is not None else FieldMap()
         if fm.id is None or fm.ts is None:
@@ -465,7 +469,11 @@ class DelayedSource:
         self.on_error = on_error
         self._rejected = rejected
         opts = dict(batch_size=batch_size, on_error=on_error, rejected=rejected, partial=True)
-        self.sources = [EventSource(path, fm, format=format, **opts)]
+        if follow is not None and labels_path is not None:
+            raise ValueError("a log with its labels in a second file cannot be followed: "
+                             "the merge by time would wait on both files; follow one file "
+                             "holding prediction and label rows")
+        self.sources = [EventSource(path, fm, format=format, follow=follow, **opts)]
         if labels_path is not None:
             self.sources.append(EventSource(labels_path, fm, format=labels_format, **opts))
         self._positions = [0, 0][: len(self.sources)]
@@ -485,9 +493,10 @@ class DelayedSource:
         if joiner.label_ttl != self.label_ttl or joiner.on_duplicate != self.on_duplicate:
             raise ValueError("DelayedSource state was saved with another label_ttl or on_duplicate")
         self.joiner = joiner
-        for src, p in zip(self.sources, positions):
-            src.restore({"position": p})
-        self._positions = positions[: len(self.sources)]
+        inputs = state.get("inputs") or [{"position": p} for p in positions]
+        for src, p, st in zip(self.sources, positions, inputs):
+            src.restore(dict(st, position=p))
+        self._positions = [src.position for src in self.sources]
 
     @property
     def rejected(self) -> Callable[[int, str, Any], None] | None:
@@ -526,8 +535,11 @@ class DelayedSource:
         positions = self.positions
         if len(positions) == 1:
             positions = positions + [0]
+        # each input's resume point and what recognises its file: a byte offset only
+        # where the position is the source's own (one file; a merge keeps rows back)
+        inputs = [src.to_state(p) for src, p in zip(self.sources, self.positions)]
         return {"type": "DelayedSource", "version": STATE_VERSION,
-                "joiner": self.joiner.to_state(), "positions": positions}
+                "joiner": self.joiner.to_state(), "positions": positions, "inputs": inputs}
 
     def __iter__(self) -> Iterator[EventBatch]:
         if len(self.sources) == 1:

@@ -37,7 +37,16 @@ reader classes, measured side by side).
 Each format is one :class:`Reader` subclass (:class:`JsonlReader`,
 :class:`CsvReader`, :class:`ParquetReader`, and :class:`StdinReader` for
 streams) yielding raw :class:`Chunk` objects; :class:`EventSource` picks one by
-format and validates its chunks. This module may import :mod:`streameval.events`
+format and validates its chunks. :class:`FollowReader` reads a plain JSONL or CSV
+file as it grows, like ``tail -F`` (``EventSource(path, follow=Follow(...))``).
+
+Resuming: :meth:`EventSource.to_state` holds the line reached, the byte offset
+where the reader gives one (a plain JSONL file, a followed file: a resume reads
+on from there without reading the lines before again) and what recognises the file
+(:mod:`streameval.io.follow`); :meth:`EventSource.restore` refuses a file
+truncated or rewritten since, and goes on in one that only grew.
+
+This module may import :mod:`streameval.events` and :mod:`streameval.io.follow`
 (and pyarrow, lazily); the pipeline, the CLI and the service import it.
 """
 
@@ -182,7 +191,10 @@ class Chunk:
     missing in every row); ``lines`` the line (or row) number of each row; ``text``
     whether the values are text cells (or a predicate on the field name); ``rejects``
     ``[(line, reason, raw)]`` for rows refused while parsing; ``raw(i)`` the raw row
-    ``i`` for error reports; ``last_line`` the last physical line (or row) consumed.
+    ``i`` for error reports; ``last_line`` the last physical line (or row) consumed;
+    ``offset`` the bytes of the file consumed (None when the reader cannot say: a
+    compressed file, CSV read whole, Parquet, a stream); ``origin`` the followed file
+    (:class:`~streameval.io.follow.Tail`) the chunk comes from, if any.
     """
 
     columns: dict[str, Any]
@@ -191,6 +203,8 @@ class Chunk:
     rejects: list  # [(line, reason, raw)] found while parsing
     raw: Callable[[int], Any]  # row index -> raw row, for error reports
     last_line: int  # last physical line (or row) consumed
+    offset: int | None = None  # bytes of the file consumed, where known
+    origin: Any = None  # the Tail of a followed file
 
 
 class Reader:
@@ -200,7 +214,9 @@ class Reader:
     and the file ``extensions`` that select it, and implements :meth:`chunks`;
     :class:`EventSource` picks the class by format. A new format is one new class.
     ``source`` is a file name or an open binary stream; ``skip`` lines (rows) are
-    passed over without being parsed (a resume).
+    passed over without being parsed (a resume), or, where the reader gives byte
+    offsets (:attr:`Chunk.offset`), the file is read from ``offset``, the byte after
+    line ``skip``.
     """
 
     formats: tuple[str, ...] = ()
@@ -215,9 +231,14 @@ class Reader:
         self.where = where if where is not None else (
             source if isinstance(source, str) else getattr(source, "name", "<stream>"))
 
-    def chunks(self, skip: int = 0) -> Iterator[Chunk]:  # pragma: no cover - interface
-        """Yield the rows after line (row) ``skip`` as :class:`Chunk` objects."""
+    def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:  # pragma: no cover
+        """Yield the rows after line (row) ``skip`` as :class:`Chunk` objects
+        (``offset``: where line ``skip`` ends, if the reader gives offsets)."""
         raise NotImplementedError
+
+    def _plain_file(self) -> bool:
+        """Whether the source is an uncompressed file by name (byte offsets hold)."""
+        return isinstance(self.source, str) and _compression(self.source) is None
 
     def _open_binary(self):
         """The source as a binary file (decompressed: :data:`COMPRESSIONS`), and whether
@@ -283,26 +304,40 @@ class JsonlReader(Reader):
     formats = ("jsonl", "ndjson", "json")
     extensions = (".jsonl", ".ndjson", ".json")
 
-    def chunks(self, skip: int = 0) -> Iterator[Chunk]:
+    def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:
         f, close = self._open_binary()
         try:
-            yield from self._chunks(f, skip)
+            if not self._plain_file():  # offsets in a compressed stream: not kept
+                yield from self._chunks(f, skip)
+            elif offset:  # resume at a byte offset: no line before it is read again
+                f.seek(offset)
+                yield from self._chunks(f, skip, lineno=skip, offset=offset)
+            else:
+                yield from self._chunks(f, skip, offset=0)
         finally:
             if close:
                 f.close()
 
-    def _chunks(self, f, skip: int) -> Iterator[Chunk]:
+    def _chunks(self, f, skip: int, *, lineno: int = 0, offset: int | None = None,
+                wait: Callable[[], bool] | None = None, origin: Any = None) -> Iterator[Chunk]:
+        """Chunks of the lines of ``f`` (an iterator of ``bytes`` lines) after line
+        ``skip``; ``lineno``: the line ``f`` starts after; ``offset``: its byte offset
+        (None: not counted); ``wait``: when ``f`` gives nothing, called to wait for more
+        (True: go on; False or None: the end)."""
         names = self.fields.columns()
         bs = self.batch_size
         loads = _loads
-        lineno = 0
-        first = True
+        first = lineno == 0
         while True:
             lines = list(islice(f, bs))
             if not lines:
+                if wait is not None and wait():
+                    continue
                 return
             start = lineno + 1
             lineno += len(lines)
+            if offset is not None:
+                offset += sum(map(len, lines))
             if first:
                 first = False
                 if lines[0].startswith(b"\xef\xbb\xbf"):
@@ -336,7 +371,8 @@ class JsonlReader(Reader):
                 linenos = np.array(nums, dtype=np.int64)
             if columns is None:
                 columns = {n: [o.get(n, MISSING) for o in objs] for n in names}
-            yield Chunk(columns, linenos, False, rejects, lambda i, _k=kept: _text(_k[i]), lineno)
+            yield Chunk(columns, linenos, False, rejects, lambda i, _k=kept: _text(_k[i]), lineno,
+                        offset, origin)
 
 
 def _fast_columns(objs: list, names: list, lines: list) -> dict | None:
@@ -369,7 +405,7 @@ class CsvReader(Reader):
     formats = ("csv",)
     extensions = (".csv",)
 
-    def chunks(self, skip: int = 0) -> Iterator[Chunk]:
+    def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:
         # bytes that are not UTF-8 become lone surrogates (surrogateescape): the rows
         # holding them in a field read are refused as bad rows, the others read
         src = self.source
@@ -385,15 +421,25 @@ class CsvReader(Reader):
         finally:
             f.detach()  # leave the caller's stream (or stdin) open
 
-    def _chunks(self, f, skip: int) -> Iterator[Chunk]:
+    def _chunks(self, f, skip: int, *, wait: Callable[[], bool] | None = None,
+                offset: int | None = None) -> Iterator[Chunk]:
+        """Chunks of the records of ``f`` (text lines) after line ``skip``. With
+        ``wait`` (a followed file, ``f`` a :class:`~streameval.io.follow.CsvLines`): when
+        ``f`` gives nothing, ``wait()`` says whether to go on; ``offset``: the byte
+        offset of line ``skip``, where ``f`` jumps after the header."""
         fm = self.fields
         bs = self.batch_size
         reader = csv.reader(f)
         header = None
+        shift = 0  # line numbers = reader.line_num + shift (after a jump to ``offset``)
+        tell = getattr(f, "offset", None) if wait is not None else None
+        origin = getattr(f, "tail", None)
         while header is None:
             try:
                 row = next(reader)
             except StopIteration:
+                if wait is not None and wait():
+                    continue
                 return
             except csv.Error as e:
                 raise EventError(f"bad CSV header: {e}", line=reader.line_num) from None
@@ -410,16 +456,21 @@ class CsvReader(Reader):
         self.check_columns(header, header_line, "the CSV header")
         ncols = len(header)
         wanted = [(n, index[n]) for n in fm.columns() if n in index]
-        prev = reader.line_num
+        if offset and tell is not None and offset > f.offset:  # resume after line skip
+            f.seek(offset)
+            shift = skip - reader.line_num
+        prev = reader.line_num + shift
         while True:
             try:
                 rows = list(islice(reader, bs))
             except csv.Error as e:
                 # the csv module cannot resynchronise: the file itself is broken
-                raise EventError(f"bad CSV: {e}", line=reader.line_num + 1) from None
+                raise EventError(f"bad CSV: {e}", line=reader.line_num + shift + 1) from None
             if not rows:
+                if wait is not None and wait():
+                    continue
                 return
-            end = reader.line_num
+            end = reader.line_num + shift
             if end - prev == len(rows):  # one physical line per record
                 nums = np.arange(prev + 1, end + 1, dtype=np.int64)
             else:  # quoted line breaks: count them to find where each record starts
@@ -450,7 +501,8 @@ class CsvReader(Reader):
                 rows = [r for r, b in zip(rows, bad) if not b]
                 nums = nums[~np.array(bad)]
                 columns = {n: list(map(itemgetter(j), rows)) for n, j in wanted}
-            yield Chunk(columns, nums, True, rejects, lambda i, _r=rows: _csv_text(_r[i]), end)
+            yield Chunk(columns, nums, True, rejects, lambda i, _r=rows: _csv_text(_r[i]), end,
+                        None if tell is None else f.offset, origin)
 
 
 @register_reader
@@ -468,7 +520,7 @@ class ParquetReader(Reader):
         _require_pyarrow()
         super().__init__(source, fields, **options)
 
-    def chunks(self, skip: int = 0) -> Iterator[Chunk]:
+    def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:
         pq = _require_pyarrow()
         pf = pq.ParquetFile(self.source)
         all_names = pf.schema_arrow.names
@@ -513,8 +565,73 @@ class StdinReader(Reader):
         options.pop("where", None)
         self.inner = READERS[fmt](source, fields, where=self.where, **options)
 
-    def chunks(self, skip: int = 0) -> Iterator[Chunk]:
+    def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:
         return self.inner.chunks(skip)
+
+
+@dataclass
+class Follow:
+    """How :class:`EventSource` follows a growing file (``tail -F``): seconds between
+    looks when there is nothing new (``poll``), a ``stop()`` callable (True: end the
+    reading after the lines read so far; checked while waiting and before each read),
+    and ``notice(message)`` for what a user should know (the file was replaced,
+    truncated, or not the one a checkpoint saw): a warning on the
+    ``streameval.io`` logger by default."""
+
+    poll: float = 0.5
+    stop: Callable[[], bool] | None = None
+    notice: Callable[[str], None] | None = None
+
+    def say(self, message: str) -> None:
+        (self.notice or logger.warning)(message)
+
+
+class FollowReader(Reader):
+    """A plain JSONL or CSV file read as it grows, like ``tail -F`` (see
+    :class:`~streameval.io.follow.Tail`): whole lines as they are appended; when the
+    file is replaced (rotated) or truncated, the rest of the old one, then the new one
+    from its start (its line numbers start again at 1, a CSV file has its header
+    again). The chunks of a file end when ``follow.stop()`` says so."""
+
+    def __init__(self, source: str, fields: FieldMap, *, format: str, follow: Follow,
+                 **options: Any) -> None:
+        if format not in ("jsonl", "csv"):
+            raise ValueError(f"a {format} file cannot be followed: only JSONL and CSV, "
+                             "whose rows are lines")
+        super().__init__(source, fields, **options)
+        self.inner = READERS[format](source, fields, **options)
+        self.format = format
+        self.follow = follow
+
+    def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:
+        from streameval.io.follow import CsvLines, Tail
+
+        fw = self.follow
+        opts = {"poll": fw.poll, "stop": fw.stop}
+        csv_ = self.format == "csv"
+        tail = Tail(self.source, offset=0 if csv_ else (offset or 0), **opts)
+        while True:
+            try:
+                if csv_:
+                    yield from self.inner._chunks(CsvLines(tail), skip, wait=tail.wait,
+                                                  offset=offset)
+                elif offset:
+                    yield from self.inner._chunks(tail, skip, lineno=skip, offset=offset,
+                                                  wait=tail.wait, origin=tail)
+                else:
+                    yield from self.inner._chunks(tail, skip, offset=0, wait=tail.wait,
+                                                  origin=tail)
+            finally:
+                tail.close()
+            if not tail.ended:  # stopped
+                return
+            fw.say(f"{self.source}: {tail.reason}; following the new file from its start"
+                   if tail.reason == "replaced" else
+                   f"{self.source}: truncated; following it from its start")
+            tail = Tail.open_when_there(self.source, **opts)
+            if tail is None:  # stopped while the name pointed to no file
+                return
+            skip, offset = 0, None
 
 
 class EventSource:
@@ -523,10 +640,20 @@ class EventSource:
     Cost: `O(rows)`; memory `O(batch_size)`. Counters after (or during)
     iteration: ``n_rows`` data rows read, ``n_events`` events yielded,
     ``n_rejected`` bad rows, ``position`` the last line (Parquet: row)
-    consumed. A new iteration re-reads the file from the start (stdin can be
-    read once). ``resume_after=N`` skips lines ``<= N`` without validating
-    them: pass the ``position`` saved in a checkpoint to resume a replay
-    (or :meth:`restore` the dict :meth:`to_state` gave).
+    consumed, ``offset`` the bytes consumed (a plain JSONL file, or a followed
+    file; None otherwise). A new iteration re-reads the file from the start (stdin
+    can be read once). ``resume_after=N`` skips lines ``<= N`` without validating
+    them; to resume a replay, :meth:`restore` the dict :meth:`to_state` gave: it
+    holds the position and what recognises the file
+    (:func:`~streameval.io.follow.log_identity`), so that a log that grew since is
+    read on from there (from the byte offset where there is one) and a log that was
+    truncated or rewritten is refused (:class:`~streameval.io.follow.LogChangedError`).
+
+    ``follow=Follow(...)``: read a plain JSONL or CSV file as it grows, like
+    ``tail -F`` (:class:`FollowReader`): the iteration waits for new lines instead
+    of ending, and ends when ``follow.stop()`` says so. A followed file found
+    replaced on :meth:`restore` (rotated while nothing was reading it) is read from
+    its start, with a notice.
 
     The rows come from a :class:`Reader` chosen by format (``reader``); this class
     validates them (:func:`streameval.events.build_batch`) and routes bad rows.
@@ -548,7 +675,8 @@ class EventSource:
     ``on_error`` (``"fail"`` or ``"skip"``), ``rejected`` (callback for
     skipped rows; by default the first 20 are logged as warnings),
     ``partial`` (rows may lack the label or the score: prediction and label
-    rows for :mod:`streameval.io.delayed`).
+    rows for :mod:`streameval.io.delayed`), ``follow`` (:class:`Follow`: read a
+    growing file).
     """
 
     def __init__(
@@ -562,6 +690,7 @@ class EventSource:
         rejected: RejectedCallback | None = None,
         resume_after: int = 0,
         partial: bool = False,
+        follow: Follow | None = None,
     ) -> None:
         if on_error not in ("fail", "skip"):
             raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
@@ -580,15 +709,30 @@ class EventSource:
         self.n_rejected = 0
         self.n_future = 0
         self.position = resume_after
+        self.offset: int | None = None
+        self.resume_offset: int | None = None
+        self.follow = follow
+        self._ident: dict | None = None  # what recognises the file (for to_state)
         self._chunk: Chunk | None = None  # the chunk of the batch yielded last (raw rows)
         opts = dict(batch_size=batch_size, partial=partial)
-        if isinstance(path, (str, os.PathLike)) and os.fspath(path) != "-":
+        self.by_name = isinstance(path, (str, os.PathLike)) and os.fspath(path) != "-"
+        if follow is not None and not self.by_name:
+            raise ValueError("cannot follow a stream: follow a file by its name")
+        if self.by_name:
             self.path = os.fspath(path)
             fmt = format if format is not None else detect_format(self.path)
             if fmt not in FORMATS:
                 raise ValueError(f"unknown format {fmt!r}; expected one of {sorted(FORMATS)}")
             self.format = FORMATS[fmt]
-            self.reader: Reader = READERS[self.format](self.path, self.fields, **opts)
+            if follow is not None:
+                comp = _compression(self.path)
+                if comp is not None:
+                    raise ValueError(f"a compressed log ({comp}) cannot be followed: only a "
+                                     "plain JSONL or CSV file growing by whole lines")
+                self.reader: Reader = FollowReader(self.path, self.fields, format=self.format,
+                                                   follow=follow, **opts)
+            else:
+                self.reader = READERS[self.format](self.path, self.fields, **opts)
         else:
             self.path = "-" if not hasattr(path, "read") else getattr(path, "name", "<stream>")
             stream = sys.stdin.buffer if not hasattr(path, "read") else path
@@ -613,16 +757,66 @@ class EventSource:
 
     # ------------------------------------------------------------ resume
 
-    def to_state(self) -> dict:
-        """JSON-serialisable resume point: ``{"position": last line consumed}``."""
-        return {"position": self.position}
+    def to_state(self, position: int | None = None) -> dict:
+        """JSON-serialisable resume point: ``{"position": last line consumed}``, plus,
+        for a file by name, its byte ``offset`` where known and what recognises it
+        (``head_bytes``, ``head_sha256``, ``tail_sha256``: see
+        :func:`~streameval.io.follow.log_identity`). ``position``: an earlier line
+        than the last consumed (no offset then: a two-file join's resume point)."""
+        state: dict = {"position": self.position if position is None else position}
+        if not self.by_name:
+            return state
+        from streameval.io.follow import log_identity
+
+        at_end = position is None or position == self.position
+        if at_end and self._ident is not None and self._ident.get("offset") == self.offset:
+            state.update(self._ident)  # a followed file: recognised by its own descriptor
+        elif at_end and self.offset is not None:
+            state.update(log_identity(self.path, self.offset))
+        else:  # the head only (the position read is not where the offset is)
+            head = self._ident
+            if head is None or "offset" in head:
+                head = log_identity(self.path)
+            state.update({k: head[k] for k in ("head_bytes", "head_sha256")})
+        return state
 
     def restore(self, state: dict) -> None:
-        """Go on after the position saved by :meth:`to_state` (before iterating)."""
+        """Go on after the position saved by :meth:`to_state` (before iterating).
+
+        A file that is not the one the state was saved from (truncated or rewritten
+        since, see :func:`~streameval.io.follow.identity_mismatch`) raises
+        :class:`~streameval.io.follow.LogChangedError`; a followed one is read from
+        its start instead (it was rotated), with a notice. A state without the
+        file's identity (written before it was kept) is taken as it is."""
         position = int(state["position"])
         if position < 0:
             raise ValueError(f"position {position} < 0")
+        offset = state.get("offset")
         self.resume_after = self.position = position
+        self.offset = self.resume_offset = None
+        if self.by_name and "head_sha256" in state:
+            from streameval.io.follow import LogChangedError, identity_mismatch
+
+            found = identity_mismatch(self.path, state)
+            if found is not None:
+                kind, reason = found
+                if self.follow is None or kind != "changed":
+                    raise LogChangedError(self.path, reason, kind)
+                self.follow.say(f"{self.path}: not the file the checkpoint was taken from: "
+                                f"{reason}; following it from its start (lines written to "
+                                "the former file after the checkpoint are not read)")
+                self.resume_after = self.position = 0
+                return
+        if offset is not None and self._gives_offsets():
+            from streameval.io.follow import line_start
+
+            self.offset = self.resume_offset = line_start(self.path, int(offset))
+
+    def _gives_offsets(self) -> bool:
+        """Whether the reader resumes at byte offsets (a plain JSONL file, a followed
+        file)."""
+        r = self.reader
+        return isinstance(r, FollowReader) or (isinstance(r, JsonlReader) and r._plain_file())
 
     def counts(self) -> dict:
         """Counters of this reading: ``{"rows", "rejected", "future"}`` (``future``:
@@ -646,7 +840,15 @@ class EventSource:
 
     def _chunks(self) -> Iterator[Chunk]:
         """The reader's chunks; a file that cannot be read raises :class:`SourceError`."""
-        chunks = self.reader.chunks(self.resume_after)
+        if self.by_name and self.follow is None and not self._gives_offsets():
+            # recognised by its head as it is now (the reader gives no offsets)
+            from streameval.io.follow import log_identity
+
+            try:
+                self._ident = log_identity(self.path)
+            except OSError:
+                pass  # the reader says why the file cannot be read
+        chunks = self.reader.chunks(self.resume_after, self.resume_offset)
         while True:
             try:
                 chunk = next(chunks)
@@ -687,6 +889,9 @@ class EventSource:
             self.n_rows += len(chunk.lines) + len(chunk.rejects)
             self.n_events += len(batch)
             self.position = chunk.last_line
+            self.offset = chunk.offset
+            if chunk.origin is not None:  # a followed file, maybe renamed since
+                self._ident = chunk.origin.identity(chunk.offset)
             if len(batch):
                 yield batch
 
