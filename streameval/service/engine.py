@@ -11,9 +11,10 @@ Ingestion of a batch, in order:
 2. under the lock: give it the next sequence number, append it to the write-ahead log
    (with its idempotency key, if any) and queue it;
 3. outside the lock: wait for a log commit (fsync) covering it. One commit serves every
-   batch appended meanwhile (*group commit*): the caller that commits then applies all
-   the batches it made durable, in sequence order, to the Monitor (consecutive
-   unweighted event batches as one ``update_many``);
+   batch appended meanwhile (*group commit*; the caller that commits first waits up to
+   :data:`COMMIT_DELAY` for the requests still being validated): it then applies all
+   the batches made durable, in sequence order, to the Monitor (consecutive unweighted
+   event batches as one ``update_many``);
 4. acknowledge (the HTTP 200) only once the batch is durable and applied.
 
 So the Monitor (and everything read from it: ``/metrics``, ``/snapshot``, alerts)
@@ -133,6 +134,9 @@ DEFAULT_MAX_PENDING = 1_000_000
 PENDING_BYTES = 400
 #: Seconds an idempotency key is remembered (a day, as Stripe's), and at most how many.
 DEFAULT_IDEMPOTENCY_WINDOW = 86_400
+#: Seconds the committing caller waits for the batches still being validated, so that
+#: they share its commit and its Monitor update (PostgreSQL's ``commit_delay``).
+COMMIT_DELAY = 0.005
 DEFAULT_MAX_IDEMPOTENCY_KEYS = 1_000_000
 
 _log = logging.getLogger("streameval.service")
@@ -232,6 +236,7 @@ class Engine:
         self._queue: list = []  # (seq, Batch) appended, not applied yet, in order
         self._queued_predictions = 0
         self._committing = False
+        self._arriving = 0  # requests between their start and their log append (under cv)
         self._closed = False
         self.failed: str | None = None  # why the log failed (the engine then refuses events)
         self._seq = 0  # last sequenced batch
@@ -246,7 +251,8 @@ class Engine:
         self.max_future = max_future
         self.stats = {"batches": 0, "events": 0, "rejected_requests": 0, "alerts": 0,
                       "sink_errors": 0, "future_events": 0, "checkpoint_errors": 0,
-                      "retried_batches": 0, "pending_refusals": 0}
+                      "retried_batches": 0, "pending_refusals": 0, "log_commits": 0,
+                      "monitor_updates": 0}
         self.checkpoint_error: str | None = None  # why the last checkpoint failed
         self.export_errors: dict = {}  # route -> why its last rendering failed
         self.started = clock()
@@ -391,6 +397,37 @@ class Engine:
         (naming the first bad event; 429 past ``max_pending``, 422 for a key reused
         with another batch) with nothing applied, or :class:`Unavailable`.
         """
+        cv = self._durable_cv
+        with cv:
+            self._arriving += 1
+        arrived = False
+        try:
+            result, seq = self._sequence(events, kind, key)
+            with cv:
+                self._arriving -= 1
+                arrived = True
+                if not self._arriving and self._committing:  # the committer waits for it
+                    cv.notify_all()
+            if seq is None:
+                return result
+            self._make_durable(seq)
+        finally:
+            if not arrived:
+                with cv:
+                    self._arriving -= 1
+                    if not self._arriving and self._committing:
+                        cv.notify_all()
+        result["n"] = self.monitor.n
+        if self.joiner is not None:
+            result["pending"] = self.joiner.n_pending
+        if self.checkpoint_every is not None and (
+                self._acked - self._ckpt_acked >= self.checkpoint_every):
+            self._wake.set()
+        return result
+
+    def _sequence(self, events: list, kind: str, key: str | None):
+        """Validate a batch and append it to the log: ``(result, seq to wait for)``,
+        or ``(result, None)`` for an empty batch."""
         code = _KINDS.get(kind)
         if code is None:
             raise ValueError(f"kind = {kind!r}: must be one of {sorted(_KINDS)}")
@@ -421,7 +458,7 @@ class Engine:
                 self.stats["retried_batches"] += 1
                 result = {"accepted": accepted, "seq": seq, "retried": True}
             elif n == 0:
-                return {"accepted": 0, "n": self.monitor.n, "seq": self._applied}
+                return {"accepted": 0, "n": self.monitor.n, "seq": self._applied}, None
             else:
                 if code == PREDICTIONS:
                     waiting = self.joiner.n_pending + self._queued_predictions
@@ -449,14 +486,7 @@ class Engine:
                 if key is not None:
                     self._remember(key, (seq, n, dig, now))
                 result = {"accepted": n, "seq": seq}
-        self._make_durable(result["seq"])
-        result["n"] = self.monitor.n
-        if self.joiner is not None:
-            result["pending"] = self.joiner.n_pending
-        if self.checkpoint_every is not None and (
-                self._acked - self._ckpt_acked >= self.checkpoint_every):
-            self._wake.set()
-        return result
+        return result, result["seq"]
 
     def _remember(self, key: str, entry: tuple) -> None:
         """Keep ``key`` (under the lock), dropping the keys past the window or the cap."""
@@ -489,6 +519,14 @@ class Engine:
                 cv.wait()
             else:
                 return
+            # batches being validated now will be in the log in a moment: wait for them
+            # (at most COMMIT_DELAY) so that one commit and one update carry them all
+            deadline = time.monotonic() + COMMIT_DELAY
+            while self._arriving and not self.failed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                cv.wait(left)
         covered = None
         try:
             if self._wal is not None:
@@ -497,6 +535,7 @@ class Engine:
                     self._wal.commit()
                 covered = appended  # only once the commit returned
                 self._commits += 1
+                self.stats["log_commits"] += 1  # batches / commits: what group commit saves
                 if self._crash_after is not None and self._commits >= self._crash_after:
                     os._exit(137)  # STREAMEVAL_CRASH_AFTER_COMMIT: durable, not acknowledged
             else:
@@ -522,8 +561,10 @@ class Engine:
             raise Unavailable(self.failed or "the batch was not applied")
 
     def _apply_through(self, covered: int) -> None:
-        """Apply the queued batches up to ``covered`` (durable now), in order."""
+        """Apply the queued batches up to ``covered`` (durable now) or further if a
+        later commit made them durable too, in order."""
         with self._lock:
+            covered = max(covered, self._durable)
             queue_ = self._queue
             k = 0
             while k < len(queue_) and queue_[k][0] <= covered:
@@ -551,7 +592,12 @@ class Engine:
         windows are the same as batch by batch, and compensated sums (log loss) agree
         to the last bit but for a rounding tie. Weighted batches go one by one, so
         that their float sums keep the order of a Monitor fed batch by batch."""
-        feed = self.pipeline.feed
+        stats, pipeline_feed = self.stats, self.pipeline.feed
+
+        def feed(batch):
+            pipeline_feed(batch)
+            stats["monitor_updates"] += 1  # batches / updates: what grouping saves
+
         run: list = []
         for b in batches:
             if b.kind == EVENTS and b.weight is None:

@@ -171,6 +171,11 @@ class MonitorCollector(Collector):
             value=float(info["events_since_checkpoint"]),
         )
         yield CounterMetricFamily(
+            "streameval_log_commits",
+            "Commits (fsyncs) of the write-ahead log; batches per commit is group commit's gain",
+            value=float(info.get("log_commits", 0)),
+        )
+        yield CounterMetricFamily(
             "streameval_retried_batches",
             "Batches retried with an idempotency key already seen (answered, not counted)",
             value=float(info.get("retried_batches", 0)),
