@@ -169,7 +169,7 @@ def _split_config(doc):
 
 def _build(doc, base_dir):
     """Monitor, FieldMap and delayed-label options from a config document."""
-    from streameval.config import field_map
+    from streameval.config import field_map, label_ttl
     from streameval.monitor import Monitor
 
     table, inp = _split_config(doc)
@@ -177,10 +177,8 @@ def _build(doc, base_dir):
     fields = field_map(inp, monitor, require_ts=True)
     fmt = inp.get("format")
     delayed = None
-    if "label_ttl" in inp:
-        ttl = inp["label_ttl"]
-        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-            raise ValueError(f"input.label_ttl = {ttl!r}: must be a number of seconds > 0")
+    ttl = label_ttl(inp)
+    if ttl is not None:
         labels = inp.get("labels")
         if labels is not None:
             labels = Path(labels)
@@ -189,7 +187,7 @@ def _build(doc, base_dir):
         dup = inp.get("on_duplicate", "error")
         if dup not in ("error", "keep_first", "keep_last"):
             raise ValueError(f"input.on_duplicate = {dup!r}: expected error, keep_first or keep_last")
-        delayed = {"label_ttl": float(ttl), "labels_path": labels, "on_duplicate": dup}
+        delayed = {"label_ttl": ttl, "labels_path": labels, "on_duplicate": dup}
     elif "labels" in inp or "on_duplicate" in inp:
         raise ValueError("input.labels and input.on_duplicate need input.label_ttl (delayed labels)")
     return monitor, fields, fmt, delayed

@@ -270,6 +270,21 @@ def config_tables(doc):
     return table, inp
 
 
+def label_ttl(inp):
+    """``[input] label_ttl`` (delayed labels: seconds a prediction waits for its label)
+    as a float, or None when the table has none; ``ValueError`` naming it otherwise.
+
+    >>> label_ttl({"label_ttl": 3600}), label_ttl({})
+    (3600.0, None)
+    """
+    if "label_ttl" not in inp:
+        return None
+    ttl = inp["label_ttl"]
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+        raise ValueError(f"input.label_ttl = {ttl!r}: must be a number of seconds > 0")
+    return float(ttl)
+
+
 def field_map(inp, monitor, *, require_ts=True):
     """The :class:`~streameval.events.FieldMap` of an ``[input]`` table for ``monitor``.
 

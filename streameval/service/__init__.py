@@ -166,11 +166,9 @@ def load_config(config):
     extra = {"stamp_arrival_time": stamp}
     if "max_future" in inp:
         extra["max_future"] = fields.max_future
-    if "label_ttl" in inp:
-        ttl = inp["label_ttl"]
-        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-            raise ValueError(f"input.label_ttl = {ttl!r}: must be a number of seconds > 0")
-        extra["label_ttl"] = float(ttl)
+    ttl = _config.label_ttl(inp)
+    if ttl is not None:
+        extra["label_ttl"] = ttl
     if "on_duplicate" in inp:
         dup = inp["on_duplicate"]
         if dup not in ("keep_first", "keep_last"):

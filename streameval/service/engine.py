@@ -45,7 +45,8 @@ The Monitor, its alert sinks and its checkpoint file are a
 resumes with :meth:`Pipeline.resume`.
 
 This module may import :mod:`streameval.pipeline`, :mod:`streameval.events`,
-:mod:`streameval.io` and the service's own modules (``body``, ``wal``).
+:mod:`streameval.io`, :mod:`streameval.validation` (parameter checks) and the
+service's own modules (``body``, ``wal``).
 
 A state directory that cannot be used at start (not creatable, not writable, its log
 not an SQLite database) raises :class:`StateDirError`, one line naming the directory
@@ -115,6 +116,7 @@ from streameval.service.wal import (
     WriteAheadLog,
     digest,
 )
+from streameval.validation import Integer, Real, check_param
 
 __all__ = ["Engine", "Unavailable", "StateMismatch", "StateDirError", "CHECKPOINT_FILE",
            "WAL_FILE", "DEFAULT_MAX_PENDING", "DEFAULT_IDEMPOTENCY_WINDOW",
@@ -217,12 +219,18 @@ class Engine:
                 "cannot be refused for a duplicate id; duplicates are counted)")
         self.joiner = None if label_ttl is None else LabelJoiner(label_ttl,
                                                                  on_duplicate=on_duplicate)
-        self.max_pending = _positive_int("max_pending", max_pending, DEFAULT_MAX_PENDING)
+        self.max_pending = check_param(
+            "max_pending", DEFAULT_MAX_PENDING if max_pending is None else max_pending,
+            Integer(1))
         # idempotency keys: key -> (seq, n, digest, at), oldest first
-        self.idempotency_window = float(_positive_int(
-            "idempotency_window", idempotency_window, DEFAULT_IDEMPOTENCY_WINDOW, number=True))
-        self.max_idempotency_keys = _positive_int("max_idempotency_keys", max_idempotency_keys,
-                                                  DEFAULT_MAX_IDEMPOTENCY_KEYS)
+        self.idempotency_window = check_param(
+            "idempotency_window",
+            DEFAULT_IDEMPOTENCY_WINDOW if idempotency_window is None else idempotency_window,
+            Real(0, open_low=True))
+        self.max_idempotency_keys = check_param(
+            "max_idempotency_keys",
+            DEFAULT_MAX_IDEMPOTENCY_KEYS if max_idempotency_keys is None else max_idempotency_keys,
+            Integer(1))
         self._keys: dict = {}
         self._clock = clock
         self._synchronous = synchronous
@@ -400,23 +408,16 @@ class Engine:
         cv = self._durable_cv
         with cv:
             self._arriving += 1
-        arrived = False
         try:
             result, seq = self._sequence(events, kind, key)
+        finally:
             with cv:
                 self._arriving -= 1
-                arrived = True
                 if not self._arriving and self._committing:  # the committer waits for it
                     cv.notify_all()
-            if seq is None:
-                return result
-            self._make_durable(seq)
-        finally:
-            if not arrived:
-                with cv:
-                    self._arriving -= 1
-                    if not self._arriving and self._committing:
-                        cv.notify_all()
+        if seq is None:
+            return result
+        self._make_durable(seq)
         result["n"] = self.monitor.n
         if self.joiner is not None:
             result["pending"] = self.joiner.n_pending
@@ -888,15 +889,6 @@ def _check_key(key) -> None:
 def _crash_after() -> int | None:
     raw = os.environ.get("STREAMEVAL_CRASH_AFTER_COMMIT")
     return int(raw) if raw else None
-
-
-def _positive_int(name, value, default, number=False):
-    if value is None:
-        return default
-    ok = isinstance(value, (int, float)) if number else isinstance(value, int)
-    if isinstance(value, bool) or not ok or not value > 0:
-        raise ValueError(f"{name} = {value!r}: must be {'a number' if number else 'an int'} > 0")
-    return value
 
 
 def _concat(batches: list) -> Batch:
