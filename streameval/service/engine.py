@@ -552,7 +552,7 @@ class Engine:
                 cv.notify_all()
         if covered is not None:
             try:
-                self._apply_through(covered)  # in sequence order, whoever gets there first
+                self._apply_durable()  # in sequence order, whoever gets there first
             except Exception as e:
                 self._fail(f"could not apply a batch: {e!r}")
             finally:
@@ -561,11 +561,10 @@ class Engine:
         if self._applied < seq:
             raise Unavailable(self.failed or "the batch was not applied")
 
-    def _apply_through(self, covered: int) -> None:
-        """Apply the queued batches up to ``covered`` (durable now) or further if a
-        later commit made them durable too, in order."""
+    def _apply_durable(self) -> None:
+        """Apply the queued batches that a commit made durable, in order."""
         with self._lock:
-            covered = max(covered, self._durable)
+            covered = self._durable
             queue_ = self._queue
             k = 0
             while k < len(queue_) and queue_[k][0] <= covered:
