@@ -597,12 +597,54 @@ def test_half_sent_headers_and_bodies_are_cut_off(tmp_path):
         assert healthz(srv.url)[1]["n"] == 0
 
 
+def test_the_body_deadline_without_asyncio_timeout(monkeypatch):
+    # Python 3.10 has no asyncio.timeout: the body's deadline is then checked per chunk
+    import streameval.service.app as app_module
+
+    monkeypatch.setattr(app_module, "_timeout", None)
+    with BackgroundServer(body_timeout=0.6) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            s.sendall(b"POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: 1000\r\n\r\n[{\"label\": 1")
+            time.sleep(0.3)
+            s.sendall(b", \"score\"")  # a second chunk, inside the deadline
+            t0 = time.monotonic()
+            data = read_until_closed(s, 5)
+            took = time.monotonic() - t0
+        assert data is not None and data.startswith(b"HTTP/1.1 408 "), data
+        body = json.loads(data.split(b"\r\n\r\n", 1)[1])
+        assert "not complete after 0.6 s (21 bytes received)" in body["error"]
+        assert 0.2 <= took < 3, took
+        assert post(srv.url, events(3))[0] == 200
+
+
+def test_unexpected_errors_on_ingestion_are_logged_json_500s(monkeypatch, caplog):
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    with BackgroundServer() as srv:
+        with monkeypatch.context() as m:
+            m.setattr(srv.engine, "ingest_body", boom)  # in the request's worker thread
+            status, hdrs, data = call(srv.url, "POST", "/events", b"[]", JSON)
+            assert (status, hdrs["content-type"]) == (500, "application/json")
+            assert json.loads(data) == {"error": "internal error on /events: RuntimeError: boom"}
+            # in the route itself (an answer that is not JSON): a JSON 500 all the same
+            m.setattr(srv.engine, "ingest_body", lambda *a, **k: {"accepted": object()})
+            status, hdrs, data = call(srv.url, "POST", "/labels", b"[]", JSON)
+            assert (status, hdrs["content-type"]) == (500, "application/json")
+            error = json.loads(data)["error"]
+            assert error.startswith("internal error on /labels: TypeError: "), error
+        assert "POST /labels failed" in caplog.text and "RuntimeError: boom" in caplog.text
+        status, result = post(srv.url, events(3))
+        assert status == 200 and result["n"] == 3
+
+
 def test_unparseable_requests_get_a_json_400_and_are_closed():
     with BackgroundServer() as srv:
         oversized = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Long: " + b"a" * 20_000
         for pieces in ([b"NOT HTTP AT ALL\r\n\r\n"], [oversized[:10_000], oversized[10_000:]]):
             with socket.create_connection(("127.0.0.1", srv.port)) as s:
-                for piece in pieces:  # headers over h11's 16 KiB while incomplete
+                for piece in pieces:  # headers over 16 KiB while incomplete
                     s.sendall(piece)
                     time.sleep(0.05)
                 data = read_until_closed(s, 5)

@@ -66,6 +66,7 @@ TOKEN_ENV = "STREAMEVAL_TOKEN"
 
 def _need_extra():
     try:
+        import httptools  # noqa: F401
         import prometheus_client  # noqa: F401
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
@@ -274,10 +275,12 @@ def _server(app, log_level: str, opts: dict):
 
     from streameval.service.app import Server, protocol_class
 
-    # h11 with a header timeout and a connection cap; no websockets (no route takes them)
+    # httptools with read deadlines, a header limit and a connection cap; no websockets;
+    # no X-Forwarded-* rewriting of the client's address (nothing here reads it, and
+    # its middleware costs every request)
     http = protocol_class(opts["header_timeout"], opts["body_timeout"], opts["max_connections"])
     config = uvicorn.Config(app, http=http, ws="none", log_level=log_level, access_log=False,
-                            lifespan="off", timeout_graceful_shutdown=10)
+                            lifespan="off", timeout_graceful_shutdown=10, proxy_headers=False)
     return Server(config)
 
 
@@ -421,6 +424,7 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
         try:
             server.run(sockets=[sock])
         finally:
+            app.close()
             for sig, h in previous.items():
                 signal.signal(sig, h)
     finally:
@@ -496,6 +500,7 @@ class BackgroundServer:
         """Stop serving, then close the engine (final checkpoint)."""
         self._server.should_exit = True
         self._thread.join(timeout=15)
+        self.app.close()
         self._sock.close()
         self.engine.close()
 

@@ -34,12 +34,12 @@ application/json`` or an NDJSON type (:data:`~.body.JSON_TYPES`): an HTML form o
 preflight, so a web page cannot post to it through a browser. Unknown paths get 404,
 wrong methods 405 (with ``Allow``), an unexpected error 500: always a JSON body.
 
-:class:`GuardedH11Protocol` is uvicorn's h11 protocol with what uvicorn lacks: a
-header read timeout, a deadline for the bodies the app does not read, and a cap on
-connections (503 past it). :class:`Server` is uvicorn's server with a ``Date`` header
-that does not fragment memory (see there).
+:class:`GuardedHttpToolsProtocol` is uvicorn's httptools protocol with what uvicorn
+lacks: a header read timeout, a header size limit, a deadline for the bodies the app
+does not read, and a cap on connections (503 past it). :class:`Server` is uvicorn's
+server with a ``Date`` header that does not fragment memory (see there).
 
-Imports: starlette, uvicorn, h11, prometheus-client (the ``serve`` extra),
+Imports: starlette, uvicorn, httptools, prometheus-client (the ``serve`` extra),
 :mod:`streameval.io.sinks` and the service's own modules (engine, body, exposition).
 """
 
@@ -52,8 +52,8 @@ import gc
 import hmac
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
-import h11
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
@@ -63,17 +63,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from uvicorn import Server as _UvicornServer
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from streameval.io.sinks import dumps
 from streameval.service.body import JSON_TYPES, BadRequest, media_type
 from streameval.service.engine import Unavailable
 from streameval.service.exposition import MonitorCollector
 
-__all__ = ["create_app", "snapshot_json", "resolve_public_reads", "GuardedH11Protocol",
+__all__ = ["create_app", "snapshot_json", "resolve_public_reads", "GuardedHttpToolsProtocol",
            "protocol_class", "Server", "http_date", "release_memory",
            "return_memory_promptly", "DEFAULT_MAX_BODY", "DEFAULT_BODY_TIMEOUT",
-           "DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_CONNECTIONS", "TRIM_AFTER_BYTES"]
+           "DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_CONNECTIONS", "MAX_HEAD_BYTES",
+           "TRIM_AFTER_BYTES", "INGEST_THREADS"]
 
 #: Largest accepted request body: 16 MiB holds about 200 000 JSON events, far above
 #: a sensible batch, and bounds the memory one request can take.
@@ -89,10 +90,18 @@ DEFAULT_BODY_TIMEOUT = 30.0
 #: a file descriptor and a little memory; far above what a few ingesting clients and a
 #: Prometheus need, well below the default limit of open files.
 DEFAULT_MAX_CONNECTIONS = 1000
+#: A request whose headers are still incomplete after this many bytes gets 400 (h11's
+#: limit; nginx's default for a header line is 8 KiB): a client of this service sends
+#: a few hundred bytes of headers.
+MAX_HEAD_BYTES = 16 * 1024
 #: A refused body at least this large is followed by ``malloc_trim`` (glibc): the
 #: memory its parsed events took goes back to the system instead of staying in the
 #: worker thread's malloc arena.
 TRIM_AFTER_BYTES = 1 << 20
+#: Threads serving ingestion requests at once: each waits for the log commit covering
+#: its batch, so one per concurrent client lets every client's batch share a commit
+#: (more concurrent requests wait for a thread).
+INGEST_THREADS = 64
 
 _log = logging.getLogger("streameval.service")
 
@@ -210,11 +219,38 @@ def _in_thread(fn, *args):
         return None, f"{type(e).__name__}: {e}"
 
 
+_timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
+
+
+async def _read_chunks(request: Request, chunks: list, max_body: int,
+                       seconds: float | None) -> None:
+    """Append the body's chunks to ``chunks``: BadRequest (413) past ``max_body``
+    bytes; ``asyncio.TimeoutError`` after ``seconds`` (None: no deadline here)."""
+    size = 0
+    stream = request.stream().__aiter__()
+    loop = asyncio.get_running_loop()
+    deadline = None if seconds is None else loop.time() + seconds
+    while True:
+        try:
+            if deadline is None:
+                chunk = await stream.__anext__()
+            else:
+                chunk = await asyncio.wait_for(stream.__anext__(), deadline - loop.time())
+        except StopAsyncIteration:
+            return
+        size += len(chunk)
+        if size > max_body:
+            raise BadRequest(f"body over the limit of {max_body} bytes", status=413,
+                             limit=max_body)
+        chunks.append(chunk)
+
+
 def create_app(engine, *, token: str | None = None, public_reads: bool = False,
                protect_reads: bool | None = None, max_body: int = DEFAULT_MAX_BODY,
                body_timeout: float = DEFAULT_BODY_TIMEOUT,
                registry: CollectorRegistry | None = None, allowed_hosts=None):
-    """A Starlette application serving ``engine``.
+    """The ASGI application serving ``engine`` (Starlette's, with the ingestion routes
+    served directly: see :class:`_Service`; its ``close()`` stops their threads).
 
     Parameters: ``token`` (bearer token for every route but ``/healthz``; None: no
     auth), ``public_reads`` (``/metrics``, ``/snapshot``, ``/alerts`` need no token;
@@ -241,6 +277,9 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
     )
     expected = None if token is None else token.encode("utf-8")
     accepted_types = sorted(JSON_TYPES)
+    # the ingestion requests' threads: each waits in the engine for the group commit
+    # that covers its batch, so there are enough for every client of a busy service
+    workers = ThreadPoolExecutor(INGEST_THREADS, thread_name_prefix="streameval-ingest")
 
     def authorized(request: Request) -> bool:
         if expected is None:
@@ -280,23 +319,17 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
             if declared > max_body:
                 raise BadRequest(f"body of {declared} bytes is over the limit of {max_body}",
                                  status=413, limit=max_body)
-        chunks, size = [], 0
-        stream = request.stream().__aiter__()
-        deadline = asyncio.get_running_loop().time() + body_timeout
-        while True:
-            try:
-                chunk = await asyncio.wait_for(
-                    stream.__anext__(), deadline - asyncio.get_running_loop().time())
-            except StopAsyncIteration:
-                break
-            except asyncio.TimeoutError:
-                raise BadRequest(f"not complete after {body_timeout:g} s ({size} bytes "
-                                 "received)", status=408, timeout=body_timeout) from None
-            size += len(chunk)
-            if size > max_body:
-                raise BadRequest(f"body over the limit of {max_body} bytes", status=413,
-                                 limit=max_body)
-            chunks.append(chunk)
+        chunks = []
+        try:
+            if _timeout is None:  # Python 3.10: a deadline per chunk
+                await _read_chunks(request, chunks, max_body, body_timeout)
+            else:  # one timer for the whole body (wait_for makes a task per chunk)
+                async with _timeout(body_timeout):
+                    await _read_chunks(request, chunks, max_body, None)
+        except (asyncio.TimeoutError, TimeoutError):
+            size = sum(map(len, chunks))
+            raise BadRequest(f"not complete after {body_timeout:g} s ({size} bytes "
+                             "received)", status=408, timeout=body_timeout) from None
         return b"".join(chunks)
 
     def refused(e: BadRequest) -> Response:
@@ -327,14 +360,15 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
                 return refused(e)
             except ClientDisconnect:
                 return _JSON({"error": "the client went away"}, status_code=400)
-            result, error = await run_in_threadpool(
-                _in_thread, ingest, body, request.headers.get("content-type"),
+            loop = asyncio.get_running_loop()
+            result, error = await loop.run_in_executor(
+                workers, _in_thread, ingest, body, request.headers.get("content-type"),
                 key if key is not None else batch_id)
             size = len(body)
             del body
             if error is not None:
                 if size >= TRIM_AFTER_BYTES:  # the refused batch's objects are all freed now
-                    await run_in_threadpool(release_memory)
+                    await loop.run_in_executor(workers, release_memory)
                 if isinstance(error, str):  # logged in the worker
                     return _JSON({"error": f"internal error on {path}: {error}"},
                                  status_code=500)
@@ -414,10 +448,9 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
         return _JSON({"error": f"internal error on {request.url.path}: "
                                f"{type(exc).__name__}: {str(exc)[:300]}"}, status_code=500)
 
+    ingest_routes = {f"/{kind}": ingestion(kind) for kind in ("events", "predictions", "labels")}
     routes = [
-        Route("/events", ingestion("events"), methods=["POST"]),
-        Route("/predictions", ingestion("predictions"), methods=["POST"]),
-        Route("/labels", ingestion("labels"), methods=["POST"]),
+        *(Route(path, route, methods=["POST"]) for path, route in ingest_routes.items()),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/snapshot", snapshot, methods=["GET"]),
         Route("/alerts", alerts, methods=["GET"]),
@@ -428,9 +461,8 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
                                                        Exception: server_error})
     app.state.engine = engine
     app.state.registry = registry
-    if allowed_hosts is not None:
-        app.add_middleware(_HostGuard, allowed=frozenset(h.lower() for h in allowed_hosts))
-    return app
+    allowed = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
+    return _Service(app, ingest_routes, allowed, workers)
 
 
 def host_name(header: str) -> str:
@@ -445,17 +477,27 @@ def host_name(header: str) -> str:
     return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
 
 
-class _HostGuard:
-    """ASGI middleware: a request whose ``Host`` is not one of ``allowed`` gets a JSON
-    400 (DNS rebinding: a page at evil.example resolved to 127.0.0.1 sends
-    ``Host: evil.example``)."""
+class _Service:
+    """The service's ASGI application.
 
-    def __init__(self, app, allowed):
-        self.app = app
-        self.allowed = allowed
+    A request whose ``Host`` is not one of ``allowed`` (None: any) gets a JSON 400
+    (DNS rebinding: a page at evil.example resolved to 127.0.0.1 sends ``Host:
+    evil.example``). ``POST`` to an ingestion path goes straight to its handler (the
+    hot path: Starlette's middleware, routing and thread hop cost about as much CPU
+    per request as validating 100 events), with the same answers, an unexpected error
+    included (a JSON 500, logged); every other request goes to the Starlette ``app``.
+    ``state`` is the Starlette app's; :meth:`close` stops the ingestion threads.
+    """
+
+    def __init__(self, app, ingest_routes: dict, allowed, workers: ThreadPoolExecutor):
+        self.app, self.state = app, app.state
+        self.ingest_routes, self.allowed, self.workers = ingest_routes, allowed, workers
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.allowed is not None:
             raw = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
             if host_name(raw) not in self.allowed:
                 response = _JSON({"error": f"Host {raw!r} is not served here; allowed: "
@@ -463,7 +505,22 @@ class _HostGuard:
                                  status_code=400, headers={"Connection": "close"})
                 await response(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+        route = self.ingest_routes.get(scope["path"]) if scope["method"] == "POST" else None
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            response = await route(Request(scope, receive))
+        except Exception as exc:  # as Starlette's ServerErrorMiddleware, in JSON
+            _log.error("%s %s failed", scope["method"], scope["path"], exc_info=exc)
+            response = _JSON({"error": f"internal error on {scope['path']}: "
+                                       f"{type(exc).__name__}: {str(exc)[:300]}"},
+                             status_code=500)
+        await response(scope, receive, send)
+
+    def close(self) -> None:
+        """Stop the ingestion threads once their requests are done (not waiting)."""
+        self.workers.shutdown(wait=False)
 
 
 def _check_seconds(name: str, value) -> None:
@@ -479,8 +536,9 @@ _RESPONSE_408 = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/jso
                  % (len(_TIMEOUT_408), _TIMEOUT_408))
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, with read deadlines and a connection cap.
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with read deadlines, a header size limit and a
+    connection cap.
 
     uvicorn times out idle keep-alive connections only: a client that sends half its
     headers, or one byte every few seconds, holds its connection forever. Here:
@@ -489,17 +547,20 @@ class GuardedH11Protocol(H11Protocol):
       the connection's opening (the first request) or of their first byte (the next
       ones on a keep-alive connection); past it the client gets 408 if it sent
       anything, and the connection is closed;
+    * a request whose headers are still incomplete after :data:`MAX_HEAD_BYTES` gets
+      a 400 and the connection is closed (httptools sets no limit);
     * a request answered before its body was read (401, 413, 415: the app does not
       read it) has :attr:`body_timeout` seconds to finish sending it (it is
       discarded), then the connection is closed; the app bounds the reading of the
       bodies it does read (408);
     * a connection opened while :attr:`max_connections` are open answers its request
       with 503 and is closed;
-    * a request h11 cannot parse gets a JSON 400 (uvicorn's is text/plain).
+    * a request httptools cannot parse gets a JSON 400 (uvicorn's is text/plain).
 
-    Use :func:`protocol_class` to set the three. Runtime complexity: one timer per
-    connection, plus one per request whose headers arrive in more than one read or
-    whose body is not read; one attribute check per read.
+    httptools (llhttp, in C) rather than h11 (pure Python): it takes a third of the
+    CPU per request. Use :func:`protocol_class` to set the three limits. Runtime
+    complexity: one timer per connection, plus one per request whose headers arrive
+    in more than one read or whose body is not read; a few attribute checks per read.
     """
 
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
@@ -507,6 +568,9 @@ class GuardedH11Protocol(H11Protocol):
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     _timer: asyncio.TimerHandle | None = None
     _waiting_for: str | None = None  # "headers" or "body" (an unread one, being discarded)
+    _heading = False  # a request has begun and its headers are not all in
+    _head_bytes = 0  # bytes read since it began (at most one read more than its head)
+    _body_open = False  # a request's headers are in, its body is not all read
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -516,15 +580,34 @@ class GuardedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self.conn.their_state is h11.IDLE:  # a request's headers are not all in
-            if self._waiting_for != "headers" and not self.transport.is_closing():
+        if self.transport.is_closing():
+            return
+        if self._heading:  # a request's headers are not all in
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self.send_400_response("Invalid HTTP request received.")
+            elif self._waiting_for != "headers":
                 self._arm("headers", self.header_timeout)
         elif self._waiting_for == "headers":
             self._disarm()
 
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._heading, self._head_bytes = True, 0
+
+    def on_headers_complete(self) -> None:
+        self._heading, self._body_open = False, True
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._body_open = False
+        if self._waiting_for == "body":
+            self._disarm()
+        super().on_message_complete()
+
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+        if self._body_open and not self.transport.is_closing():
             self._arm("body", self.body_timeout)  # answered; the rest of the body is unread
 
     def connection_lost(self, exc) -> None:
@@ -532,17 +615,17 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        """A request h11 cannot parse (malformed, headers over 16 KiB): 400 with a
-        JSON body, like every other error (uvicorn's is text/plain), then close."""
+        """A request httptools cannot parse (or headers over :data:`MAX_HEAD_BYTES`):
+        400 with a JSON body, like every other error (uvicorn's is text/plain), then
+        close."""
         body = dumps({"error": msg}).encode()
-        headers = [(b"content-type", b"application/json"), (b"connection", b"close"),
-                   (b"content-length", str(len(body)).encode())]
-        try:
-            for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
-                          h11.Data(data=body), h11.EndOfMessage()):
-                self.transport.write(self.conn.send(event))
-        except h11.LocalProtocolError:  # a response had begun: nothing to add
-            pass
+        head = [b"HTTP/1.1 400 Bad Request\r\n"]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head.append(b"content-type: application/json\r\nconnection: close\r\n"
+                    b"content-length: %d\r\n\r\n" % len(body))
+        self._disarm()
+        self.transport.write(b"".join(head) + body)
         self.transport.close()
 
     def _arm(self, what: str, seconds: float) -> None:
@@ -559,25 +642,26 @@ class GuardedH11Protocol(H11Protocol):
         self._timer = self._waiting_for = None
         if self.transport.is_closing():
             return
-        state = self.conn.their_state
-        if what == "headers" and state is h11.IDLE:
-            if self.conn.trailing_data[0]:  # part of a request came: say why
+        if what == "headers":
+            if self._heading:  # part of a request came: say why
                 self.transport.write(_RESPONSE_408)
-            self.transport.close()
-        elif what == "body" and state is h11.SEND_BODY:
+                self.transport.close()
+            elif self.cycle is None:  # no request since the connection opened
+                self.transport.close()
+        elif self._body_open:
             self.transport.close()
 
 
 def protocol_class(header_timeout: float = DEFAULT_HEADER_TIMEOUT,
                    body_timeout: float = DEFAULT_BODY_TIMEOUT,
                    max_connections: int = DEFAULT_MAX_CONNECTIONS) -> type:
-    """A :class:`GuardedH11Protocol` with these limits (``uvicorn.Config(http=...)``)."""
+    """A :class:`GuardedHttpToolsProtocol` with these limits (``uvicorn.Config(http=...)``)."""
     _check_seconds("header_timeout", header_timeout)
     _check_seconds("body_timeout", body_timeout)
     if (not isinstance(max_connections, int) or isinstance(max_connections, bool)
             or max_connections < 1):
         raise ValueError(f"max_connections = {max_connections!r}: must be an int >= 1")
-    return type("GuardedH11Protocol", (GuardedH11Protocol,),
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,),
                 {"header_timeout": float(header_timeout), "body_timeout": float(body_timeout),
                  "max_connections": max_connections})
 

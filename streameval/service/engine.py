@@ -237,7 +237,11 @@ class Engine:
         self._lock = threading.Lock()  # the Monitor, the joiner, the sequence, the counters
         self._db_lock = threading.Lock()  # the write-ahead log's connection
         self._ckpt_lock = threading.Lock()  # one checkpoint at a time
-        self._durable_cv = threading.Condition()  # group commit
+        group = threading.RLock()
+        self._durable_cv = threading.Condition(group)  # group commit: the waiters
+        # the committer waiting for the requests still arriving (the same lock: their
+        # departure wakes it alone, not every waiter)
+        self._quiet = threading.Condition(group)
         self._applied = 0  # last batch applied to the Monitor (durable, acknowledged)
         self._durable = 0  # last batch a log commit covered
         self._appended = 0  # last batch appended to the log (under _db_lock)
@@ -414,7 +418,7 @@ class Engine:
             with cv:
                 self._arriving -= 1
                 if not self._arriving and self._committing:  # the committer waits for it
-                    cv.notify_all()
+                    self._quiet.notify()
         if seq is None:
             return result
         self._make_durable(seq)
@@ -527,7 +531,7 @@ class Engine:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                cv.wait(left)
+                self._quiet.wait(left)
         covered = None
         try:
             if self._wal is not None:
@@ -549,7 +553,12 @@ class Engine:
                 self._committing = False
                 if covered is not None:
                     self._durable = max(self._durable, covered)
-                cv.notify_all()
+                # wake the waiters now only if one of them must commit next (a batch
+                # appended after this commit began) or must fail; the others wait for
+                # the apply below, whose notify_all wakes them (each wake-up of every
+                # waiter costs CPU under the GIL)
+                if covered is None or self._seq > covered or self.failed:
+                    cv.notify_all()
         if covered is not None:
             try:
                 self._apply_durable()  # in sequence order, whoever gets there first
@@ -621,6 +630,7 @@ class Engine:
             self.failed = reason + "; restart the service (it recovers the acknowledged events)"
         with self._durable_cv:
             self._durable_cv.notify_all()
+            self._quiet.notify_all()
 
     def _validate(self, events, code: int) -> Batch:
         try:
