@@ -216,6 +216,13 @@ def test_rows_of_the_wrong_kind_and_a_service_without_label_ttl_are_refused(tmp_
     with BackgroundServer(None) as srv:
         status, body = post(srv.url, "/predictions", [pred])
         assert status == 404 and "label_ttl" in body["error"]
+    # on_duplicate without label_ttl would say nothing: refused at start, as replay does
+    config = tmp_path / "dup.toml"
+    config.write_text('[input]\non_duplicate = "keep_last"\n')
+    with pytest.raises(ValueError, match="on_duplicate needs input.label_ttl"):
+        BackgroundServer(config)
+    with pytest.raises(ValueError, match="on_duplicate = 'error': the service takes"):
+        BackgroundServer({"input": {"label_ttl": 60, "on_duplicate": "error"}})
 
 
 def test_the_pending_cap_answers_429_and_drops_nothing(tmp_path):

@@ -172,6 +172,9 @@ def load_config(config):
         extra["label_ttl"] = ttl
     if "on_duplicate" in inp:
         dup = inp["on_duplicate"]
+        if ttl is None:  # as replay: it would say nothing of a service without delayed labels
+            raise ValueError("input.on_duplicate needs input.label_ttl (delayed labels: "
+                             "POST /predictions and /labels)")
         if dup not in ("keep_first", "keep_last"):
             raise ValueError(f"input.on_duplicate = {dup!r}: the service takes keep_first or "
                              "keep_last (duplicates are counted; a durable batch cannot be "
