@@ -60,8 +60,9 @@ it for several fields), :attr:`Monitor.other_events` counts them, ``snapshot()``
 so, and a ``RuntimeWarning`` is issued the first time.
 
 Imports: numpy, the standard library, :mod:`streameval.alerts`, :mod:`streameval.windows`,
-:mod:`streameval.metrics` (the protocol and the shared score order),
-:mod:`streameval.events` (the event-time parser) and :mod:`streameval.validation`;
+:mod:`streameval.metrics` (the protocol, the shared score order and confusion
+matrix), :mod:`streameval.events` (the event-time parser) and
+:mod:`streameval.validation`;
 :mod:`streameval.config` only inside :meth:`Monitor.default` (config imports the
 Monitor's parts, not the Monitor). Never :mod:`streameval.io`, the pipeline, the CLI
 or the service.
@@ -96,7 +97,14 @@ import numpy as np
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
 from streameval.events import as_seconds, as_seconds_array
 from streameval.windows import Sliding
-from streameval.metrics.base import check_bounds, from_state, has_interval, register
+from streameval.metrics.base import (
+    check_bounds,
+    from_state,
+    has_interval,
+    register,
+    shared_batch,
+)
+from streameval.metrics.confusion import CountsView, counts_key
 from streameval.metrics.ranking import OrderView, order_key
 from streameval.validation import (
     Integer,
@@ -135,16 +143,24 @@ def _takes_t(method):
         return False
 
 
-def _order_key(obj):
-    """The key of the score order ``obj`` holds: a binary score-order metric, or a
-    sliding window over one (with its size or period); None for anything else."""
-    if isinstance(obj, Sliding):
-        if obj.on_late is not None:
-            return None
-        key = order_key(obj.metric)
-        return None if key is None else ("sliding", obj.size, obj.period, obj.lateness, key)
-    key = order_key(obj)
-    return None if key is None else ("cumulative", key)
+#: the kinds of shared state: what decides it, and the read-only view of an owner's
+_SHARED = (("order", order_key, OrderView), ("counts", counts_key, CountsView))
+
+
+def _share_key(obj):
+    """The key of the state ``obj`` holds that another metric may share: a binary
+    score-order metric's order, a binary confusion-family metric's matrix, or a sliding
+    window over one (with its size or period); None for anything else."""
+    window = isinstance(obj, Sliding)
+    if window and obj.on_late is not None:
+        return None
+    inner = obj.metric if window else obj
+    for kind, key_of, _ in _SHARED:
+        key = key_of(inner)
+        if key is not None:
+            where = ("sliding", obj.size, obj.period, obj.lateness) if window else ("cumulative",)
+            return (kind, *where, key)
+    return None
 
 
 def _inner(obj):
@@ -152,22 +168,28 @@ def _inner(obj):
 
 
 def share_orders(metrics):
-    """One score order per stream, window and labels: every binary score-order metric
-    (cumulative AUC, AP, curves...; or a sliding window over one) whose order another
-    one before it already holds becomes an :class:`~streameval.metrics.ranking.OrderView`
-    of that one. Values, rows and states are those of unshared metrics; the order is
-    updated once instead of once per metric (the default monitor: 2 orders, not 4)."""
+    """One score order and one confusion matrix per stream, window and labels: every
+    binary score-order metric (cumulative AUC, AP, curves...; or a sliding window over
+    one) whose order another one before it already holds becomes an
+    :class:`~streameval.metrics.ranking.OrderView` of that one, and every binary
+    metric of the confusion family (precision, recall, F1, accuracy...; or a sliding
+    window over one) whose matrix (threshold and labels) another one before it
+    already holds a :class:`~streameval.metrics.confusion.CountsView` of that one.
+    Values, rows and states are those of unshared metrics; the order or matrix is
+    updated once instead of once per metric (the default monitor: 2 orders, not 4,
+    and 2 matrices, not 8)."""
+    views = {kind: view for kind, _, view in _SHARED}
     owners = {}
     out = {}
     for name, obj in metrics.items():
-        key = _order_key(obj)
+        key = _share_key(obj)
         owner = owners.get(key) if key is not None else None
         if owner is None:
             if key is not None:
                 owners[key] = obj
             out[name] = obj
         else:
-            out[name] = OrderView(obj, owner, _inner)
+            out[name] = views[key[0]](obj, owner, _inner)
     return out
 
 
@@ -201,7 +223,7 @@ class _Segment:
     def _bind(self):
         # shared views are read, never updated: their owner is
         objs = [o for o in list(self.metrics.values()) + list(self.drift.values())
-                if not isinstance(o, OrderView)]
+                if not isinstance(o, (OrderView, CountsView))]
         self._plain = [o.update for o in objs if not _takes_t(o.update)]
         self._timed = [o.update for o in objs if _takes_t(o.update)]
         # batches: objects that take the monitor's validated binary columns get them on
@@ -228,10 +250,13 @@ class _Segment:
         """Validated columns: ``y`` bool "is positive", ``s`` float64, ``w`` float64 or
         None, ``t`` float64 or None; ``labels()`` gives the labels as the user's values
         (only for objects without the trusted path)."""
-        for u in self._trusted:
-            u(y, s, w)
-        for u in self._trusted_timed:
-            u(y, s, w, t=t)
+        # one batch for all: what metrics compute from it alike (the cells of two
+        # confusion matrices, the losses of two log losses) is computed once
+        with shared_batch(y, s, w):
+            for u in self._trusted:
+                u(y, s, w)
+            for u in self._trusted_timed:
+                u(y, s, w, t=t)
         if self._plain_many or self._timed_many:
             yl = labels(y)
             for u in self._plain_many:
@@ -776,7 +801,10 @@ class Monitor:
             with np.errstate(invalid="ignore"):
                 trig = np.floor_divide(times, E) > np.floor_divide(before, E)
             points.append(np.flatnonzero(trig))
-        points = np.unique(np.concatenate(points)).tolist() if points else []
+        if len(points) > 1:
+            points = np.unique(np.concatenate(points)).tolist()
+        else:  # (one trigger: its points are distinct and ascending already)
+            points = points[0].tolist() if points else []
 
         # per-segment event indices, in batch order
         groups = None
@@ -867,7 +895,9 @@ class Monitor:
                     labels)
         self.n += b - a
         if tt is not None:
-            top = np.nanmax(tt) if not np.isnan(tt).all() else None
+            top = tt.max()
+            if not top or top != top:  # a NaN (unknown time) or a zero: the NaN-aware max
+                top = np.nanmax(tt) if not np.isnan(tt).all() else None
             if top is not None and (self.t is None or top > self.t):
                 self.t = float(top)
 
@@ -1103,7 +1133,9 @@ class Monitor:
     def segment_metrics(self, segment=None):
         """The live metric objects of a segment (None: the whole stream). A metric
         that reads another's score order is a read-only
-        :class:`~streameval.metrics.ranking.OrderView` (``get``, ``to_state``)."""
+        :class:`~streameval.metrics.ranking.OrderView`, one that reads another's
+        confusion matrix a read-only :class:`~streameval.metrics.confusion.CountsView`
+        (``get``, ``interval``, ``to_state``)."""
         if segment is None:
             if self._overall is None:
                 raise KeyError("this monitor has no whole-stream segment (overall=False)")

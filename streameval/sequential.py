@@ -98,7 +98,6 @@ DEFAULT_KEEP = 8
 #: Beta(1/2, 1/2) for anything larger); a continuous mixture, not a grid of
 #: alternatives, whose cost would grow with the observations after the change
 CONCENTRATIONS = (10.0, 100.0, 1_000.0, 10_000.0, 100_000.0)
-_KAPPA = np.array(CONCENTRATIONS)
 _LOG_K = math.log(len(CONCENTRATIONS) + 1)
 _LOG_PI = math.log(math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -114,14 +113,33 @@ def _lg(x):
     `O(len(x))`."""
     y = np.asarray(x, dtype=np.float64)
     small = y < _STIRLING_FROM
-    z = np.where(small, _STIRLING_FROM, y)
+    few = small.any()
+    z = np.where(small, _STIRLING_FROM, y) if few else np.ascontiguousarray(y)
     inv = 1.0 / z
     inv2 = inv * inv
     series = inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 / 1680)))
     out = (z - 0.5) * np.log(z) - z + _HALF_LOG_2PI + series
-    if small.any():
+    if few:
         idx = np.flatnonzero(small)
         out[idx] = [math.lgamma(v) for v in y[idx].tolist()]
+    return out
+
+
+def _lg_list(x):
+    """:func:`_lg` of a short list of positive floats, as a list: the same operations
+    on each element in Python floats (the logarithm by numpy, over the same array),
+    so the same values, without a dozen numpy calls on a handful of numbers.
+    Runtime complexity: `O(len(x))`."""
+    z = [_STIRLING_FROM if v < _STIRLING_FROM else v for v in x]
+    out = []
+    for v, zz, lz in zip(x, z, np.log(np.array(z)).tolist()):
+        if v < _STIRLING_FROM:
+            out.append(math.lgamma(v))
+        else:
+            inv = 1.0 / zz
+            inv2 = inv * inv
+            series = inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 / 1680)))
+            out.append((zz - 0.5) * lz - zz + _HALF_LOG_2PI + series)
     return out
 
 
@@ -162,6 +180,19 @@ class Change:
         return dataclasses.asdict(self)
 
 
+def _running_max(start, t, stop):
+    """The newest time after the first ``stop`` times ``t`` from ``start``: the last
+    element of ``np.maximum.accumulate`` over ``start`` then ``t[:stop]`` (a NaN, an
+    unknown time, stays NaN), in one reduction unless the maximum is 0 (where the
+    first of the equal values, 0.0 or -0.0, must win) or NaN."""
+    if start != start:
+        return start
+    top = t[:stop].max()
+    if top and top == top:  # the maximum's value and bits are those of the running one
+        return top if top > start else start
+    return np.maximum.accumulate(np.concatenate(([start], t[:stop])))[-1]
+
+
 def _counts(W, X, Q):
     """``(successes, trials)`` of observations with weight sum ``W``, weighted sum
     ``X`` and squared-weight sum ``Q``: the counts for unit weights (``Q == W``),
@@ -190,43 +221,59 @@ def _log_max(s, n):
     return out
 
 
-class _Candidates:
-    """The open candidate change points, as numpy columns (a few dozen rows)."""
+def _column(matrix, j, width=None):
+    """A property reading (and writing) column ``j`` of a candidates' matrix, or the
+    ``width`` columns from ``j`` on."""
+    def get(self):
+        m = getattr(self, matrix)
+        return m[:, j] if width is None else m[:, j:j + width]
 
-    __slots__ = ("b", "W", "X", "Q", "log_pi", "e", "pre", "a", "c", "norm")
+    def set_(self, value):
+        get(self)[...] = value
+
+    return property(get, set_)
+
+
+class _Candidates:
+    """The open candidate change points, as numpy columns (a few dozen rows): the
+    float columns are views of one matrix and the integer ones of another, so that
+    opening a candidate or thinning them is two numpy calls, not one per column."""
+
+    __slots__ = ("f", "i")
+
+    _K = len(CONCENTRATIONS)
+    W = _column("f", 0)                  # sums of the history before it
+    X = _column("f", 1)
+    Q = _column("f", 2)
+    log_pi = _column("f", 3)             # log of its share of the budget
+    pre = _column("f", 4)                # log KT of the history before it
+    a = _column("f", 5, _K)              # Q's Beta(a, c) priors around its rate
+    c = _column("f", 5 + _K, _K)
+    norm = _column("f", 5 + 2 * _K, _K)  # log B(a, c)
+    b = _column("i", 0)                  # block number since the restart
+    e = _column("i", 1)                  # events counted when it opened
 
     def __init__(self):
-        self.b = np.zeros(0, dtype=np.int64)        # block number since the restart
-        self.W = np.zeros(0)                        # sums of the history before it
-        self.X = np.zeros(0)
-        self.Q = np.zeros(0)
-        self.log_pi = np.zeros(0)                   # log of its share of the budget
-        self.e = np.zeros(0, dtype=np.int64)        # events counted when it opened
-        self.pre = np.zeros(0)                      # log KT of the history before it
-        k = len(CONCENTRATIONS)
-        self.a = np.zeros((0, k))                   # Q's Beta(a, c) priors around its rate
-        self.c = np.zeros((0, k))
-        self.norm = np.zeros((0, k))                # log B(a, c)
+        self.f = np.zeros((0, 5 + 3 * self._K))
+        self.i = np.zeros((0, 2), dtype=np.int64)
 
     def __len__(self):
-        return len(self.b)
+        return len(self.i)
+
+    def floats(self):
+        """The float columns, in one call: ``W, X, Q, log_pi, pre, a, c, norm``."""
+        f, k = self.f, self._K
+        return (f[:, 0], f[:, 1], f[:, 2], f[:, 3], f[:, 4], f[:, 5:5 + k],
+                f[:, 5 + k:5 + 2 * k], f[:, 5 + 2 * k:])
 
     def take(self, idx):
-        for name in self.__slots__:
-            setattr(self, name, getattr(self, name)[idx])
+        self.f = self.f[idx]
+        self.i = self.i[idx]
 
     def add(self, b, W, X, Q, log_pi, e):
         pre, a, cc, norm = _prior(W, X, Q)
-        self.b = np.append(self.b, b)
-        self.W = np.append(self.W, W)
-        self.X = np.append(self.X, X)
-        self.Q = np.append(self.Q, Q)
-        self.log_pi = np.append(self.log_pi, log_pi)
-        self.e = np.append(self.e, e)
-        self.pre = np.append(self.pre, pre)
-        self.a = np.vstack((self.a, a))
-        self.c = np.vstack((self.c, cc))
-        self.norm = np.vstack((self.norm, norm))
+        self.f = np.concatenate((self.f, [[W, X, Q, log_pi, pre, *a, *cc, *norm]]))
+        self.i = np.concatenate((self.i, [(b, e)]))
 
     def rebase(self, W, X, Q, b):
         """The history now starts at a candidate with these sums and block number."""
@@ -241,12 +288,16 @@ class _Candidates:
 
 def _prior(W, X, Q):
     """What a candidate keeps of the history before it: log KT, and the Beta priors
-    of ``Q`` around its rate (the add-1/2 estimate) with their log normalisers."""
+    of ``Q`` around its rate (the add-1/2 estimate) with their log normalisers (the
+    priors as lists of floats, one per concentration)."""
     s, n = _counts(float(W), float(X), float(Q))
     p0 = (s + 0.5) / (n + 1.0)
-    a, c = _KAPPA * p0, _KAPPA * (1.0 - p0)
-    g = _lg(np.concatenate((a, c, a + c))).reshape(3, -1)
-    return _log_kt(s, n), a, c, g[0] + g[1] - g[2]
+    q0 = 1.0 - p0
+    a = [kappa * p0 for kappa in CONCENTRATIONS]
+    c = [kappa * q0 for kappa in CONCENTRATIONS]
+    k = len(a)
+    g = _lg_list(a + c + [u + v for u, v in zip(a, c)])
+    return _log_kt(s, n), a, c, [g[i] + g[k + i] - g[2 * k + i] for i in range(k)]
 
 
 class SequentialDrift(BinaryMetric):
@@ -320,7 +371,8 @@ class SequentialDrift(BinaryMetric):
         self._log_alarm = -math.log(self.alpha)
         self._pairs = self.metric == "roc_auc"
         self._table = None if self._pairs else _INDICATORS[self.metric]
-        self._np_table = None if self._pairs else np.array(self._table, dtype=np.int64)
+        # the indicators as floats (the same values, no conversion per batch)
+        self._np_table = None if self._pairs else np.array(self._table, dtype=np.float64)
         self._reset()
 
     def _reset(self):
@@ -404,30 +456,41 @@ class SequentialDrift(BinaryMetric):
         m = len(y)
         if not m:
             return self
-        newest = None
-        if t is not None:
-            start = -math.inf if self._t is None else self._t
-            newest = np.maximum.accumulate(np.concatenate(([start], t)))[1:]
+        start = -math.inf if self._t is None else self._t  # (newest time before)
         if self._pairs:
             ev, xs, ws = self._pairs_of(y, s, w)
         else:
-            codes = 2 * y.astype(np.int64) + (s >= self.threshold)
-            xs = self._np_table[codes]
+            predicted = s >= self.threshold
+            if y.dtype == np.bool_:  # (the validated form: codes in bytes)
+                codes = y.view(np.uint8) * np.uint8(2)
+                codes += predicted.view(np.uint8)
+            else:
+                codes = 2 * y.astype(np.int64) + predicted
+            xs = self._np_table.take(codes)
             keep = xs >= 0
             if w is not None:
                 keep &= w > 0
-            ev = np.flatnonzero(keep)
-            xs = xs[ev].astype(np.float64)
+            ev = keep.nonzero()[0]
+            xs = xs[ev]
             ws = None if w is None else w[ev]
         base, ind0 = self.n, self.n_indicator
         i, k = 0, len(ev)
         while i < k:
             # the sums after each observation, from the current ones, in order (the
-            # same additions as the event loop's)
-            wi = np.ones(k - i) if ws is None else ws[i:]
-            cW = np.cumsum(np.concatenate(([self._W], wi)))[1:]
-            cX = np.cumsum(np.concatenate(([self._X], wi * xs[i:])))[1:]
-            cQ = np.cumsum(np.concatenate(([self._Q], wi * wi)))[1:]
+            # same additions as the event loop's): one running sum per row
+            sums = np.empty((3, k - i + 1))
+            sums[:, 0] = (self._W, self._X, self._Q)
+            if ws is None:  # (weights of 1: w * x is x, w * w is 1)
+                sums[0, 1:] = 1.0
+                sums[1, 1:] = xs[i:]
+                sums[2, 1:] = 1.0
+            else:
+                wi = ws[i:]
+                sums[0, 1:] = wi
+                np.multiply(wi, xs[i:], out=sums[1, 1:])
+                np.multiply(wi, wi, out=sums[2, 1:])
+            np.cumsum(sums, axis=1, out=sums)
+            cW, cX, cQ = sums[:, 1:]
             n0 = self._n
             first = (-n0 - 1) % self.block       # offset of the next boundary
             restarted = False
@@ -437,8 +500,10 @@ class SequentialDrift(BinaryMetric):
                 self._n = n0 + j + 1
                 self.n_indicator = ind0 + i + j + 1
                 self.n = base + e + 1
-                if newest is not None and newest[e] != -math.inf:
-                    self._t = float(newest[e])
+                if t is not None:
+                    newest = _running_max(start, t, e + 1)
+                    if newest != -math.inf:
+                        self._t = float(newest)
                 found = len(self.changes)
                 self._boundary()
                 if len(self.changes) > found:   # restarted: the sums changed
@@ -451,8 +516,10 @@ class SequentialDrift(BinaryMetric):
                 i = k
         self.n = base + m
         self.n_indicator = ind0 + k
-        if newest is not None and newest[-1] != -math.inf:
-            self._t = float(newest[-1])
+        if t is not None:
+            newest = _running_max(start, t, m)
+            if newest != -math.inf:
+                self._t = float(newest)
         return self
 
     def _pairs_of(self, y, s, w):
@@ -484,32 +551,57 @@ class SequentialDrift(BinaryMetric):
         c = self._cands
         if len(c):
             s_all, n_all = _counts(self._W, self._X, self._Q)
-            W1, X1, Q1 = self._W - c.W, self._X - c.X, self._Q - c.Q
+            cW, cX, cQ, clog_pi, cpre, ca, cc, cnorm = c.floats()
+            W1, X1, Q1 = self._W - cW, self._X - cX, self._Q - cQ
             unit = Q1 == W1
-            with np.errstate(divide="ignore", invalid="ignore"):
-                n1 = np.where(unit, W1, W1 * W1 / Q1)
-                s1 = np.where(unit, X1, X1 / W1 * n1)
-            n1 = np.where(W1 > 0.0, n1, 0.0)
-            s1 = np.clip(np.where(W1 > 0.0, s1, 0.0), 0.0, n1)
+            if unit.all():  # unit weights (the usual case): the counts are the sums
+                n1, s1 = W1, X1
+            else:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    n1 = np.where(unit, W1, W1 * W1 / Q1)
+                    s1 = np.where(unit, X1, X1 / W1 * n1)
+            some = W1 > 0.0
+            if not some.all():
+                n1 = np.where(some, n1, 0.0)
+                s1 = np.where(some, s1, 0.0)
+            s1 = np.clip(s1, 0.0, n1)
             # Q: the Beta-binomial likelihoods of what follows each candidate, under
             # the flat prior and the priors around its history's rate, mixed equally
             f1 = n1 - s1
             s1c, f1c = s1[:, None], f1[:, None]
             # every lgamma of the check in one call: KT's three, then the priors' three
-            m = len(c)
-            g = _lg(np.concatenate((s1 + 0.5, f1 + 0.5, n1 + 1.0, (c.a + s1c).ravel(),
-                                    (c.c + f1c).ravel(), (c.a + c.c + s1c + f1c).ravel())))
-            k = c.a.shape[1]
-            kt = g[:m] + g[m:2 * m] - g[2 * m:3 * m] - _LOG_PI
-            beta = g[3 * m:].reshape(3, m, k)
-            parts = np.column_stack((kt, beta[0] + beta[1] - beta[2] - c.norm))
-            top = parts.max(axis=1)
-            mix = top + np.log(np.exp(parts - top[:, None]).sum(axis=1)) - _LOG_K
-            log_e = c.log_pi + c.pre + mix - _log_max(s_all, n_all)
-            best = int(np.argmax(log_e))
+            m, k = ca.shape
+            arg = np.empty(3 * m * (k + 1))
+            np.add(s1, 0.5, out=arg[:m])
+            np.add(f1, 0.5, out=arg[m:2 * m])
+            np.add(n1, 1.0, out=arg[2 * m:3 * m])
+            pa, pc, pac = arg[3 * m:].reshape(3, m, k)
+            np.add(ca, s1c, out=pa)
+            np.add(cc, f1c, out=pc)
+            np.add(ca, cc, out=pac)
+            pac += s1c
+            pac += f1c
+            g = _lg(arg)
+            # per candidate: KT's log likelihood, then each prior's Beta-binomial one
+            parts = np.empty((m, k + 1))
+            kt, beta = parts[:, 0], parts[:, 1:]
+            np.add(g[:m], g[m:2 * m], out=kt)
+            kt -= g[2 * m:3 * m]
+            kt -= _LOG_PI
+            ga, gc, gac = g[3 * m:].reshape(3, m, k)
+            np.add(ga, gc, out=beta)
+            beta -= gac
+            beta -= cnorm
+            # (the reductions by their ufuncs: what ``max`` and ``sum`` call, one layer
+            # of Python less on a few dozen numbers)
+            top = np.maximum.reduce(parts, axis=1)
+            mix = top + np.log(np.add.reduce(np.exp(parts - top[:, None]), axis=1)) - _LOG_K
+            log_e = clog_pi + cpre + mix - _log_max(s_all, n_all)
+            best = int(log_e.argmax())
             # the e-detector: the budget-weighted sum of the candidates' e-values
-            total = float(log_e[best]) + math.log(float(np.exp(log_e - log_e[best]).sum()))
-            s0, n0 = _counts(float(c.W[best]), float(c.X[best]), float(c.Q[best]))
+            total = float(log_e[best]) + math.log(
+                float(np.add.reduce(np.exp(log_e - log_e[best]))))
+            s0, n0 = _counts(float(cW[best]), float(cX[best]), float(cQ[best]))
             before = s0 / n0
             after = float(s1[best] / n1[best]) if n1[best] > 0 else math.nan
             p = math.exp(-total) if total > 0.0 else 1.0
@@ -520,7 +612,7 @@ class SequentialDrift(BinaryMetric):
                     index=self.n - 1, t=self._t, start=int(c.e[best]),
                     direction="drop" if after < before else "rise",
                     before=before, after=after, p_value=p))
-                bw, bx, bq, bb = float(c.W[best]), float(c.X[best]), float(c.Q[best]), int(c.b[best])
+                bw, bx, bq, bb = float(cW[best]), float(cX[best]), float(cQ[best]), int(c.b[best])
                 c.take(np.arange(best + 1, len(c)))
                 c.rebase(bw, bx, bq, bb)
                 self._W -= bw
@@ -536,10 +628,11 @@ class SequentialDrift(BinaryMetric):
         now = self._n // self.block
         # ages [0, 2 keep) keep every block, then every 2nd over [2 keep, 4 keep), ...:
         # ``keep`` candidates per doubling of age
-        age = (now - c.b) // self.keep
+        b = c.b
+        age = (now - b) // self.keep
         bits = np.frexp(age.astype(np.float64))[1]        # bit_length of each age
         step = np.left_shift(1, np.maximum(bits - 1, 0).astype(np.int64))
-        kept = np.flatnonzero(c.b % step == 0)
+        kept = np.flatnonzero(b % step == 0)
         if len(kept) < len(c):
             c.take(kept)
 

@@ -16,6 +16,12 @@ ROCAUC and Gini: DeLong; windows over them), ``NotImplementedError`` elsewhere. 
 summarises what its interval needs in level-independent *interval parts*, which
 :func:`interval_of` turns into an interval at a critical value (:func:`critical_value`).
 
+Shared batches: while a caller hands one batch of validated columns to several
+metrics (a Monitor, inside :class:`shared_batch`), metrics that compute the same
+thing from exactly those columns (a cumulative log loss and a window's) compute it
+once (:func:`batch_memo`); a count window keeps that memo to revert the whole batch
+with when it expires.
+
 Imports: numpy, river's metric base classes (through :mod:`streameval._river`, which
 defers the SciPy submodules river imports and streameval never uses),
 :mod:`streameval.validation` and :mod:`streameval._registry` (the ground floor);
@@ -24,6 +30,7 @@ never the package root, windows, drift or the Monitor.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import inspect
 import math
@@ -75,9 +82,76 @@ __all__ = [
     "critical_value",
     "wilson_interval",
     "interval_of",
+    "shared_batch",
+    "open_memo",
+    "batch_memo",
 ]
 
 _Real = numbers.Real
+
+
+# ----------------------------------------------------------------- shared batches
+
+#: ``(y, s, w, {key: value})`` while a :class:`shared_batch` is open, else None
+_BATCH = contextvars.ContextVar("streameval_shared_batch", default=None)
+_MISSING = object()
+
+
+class shared_batch:
+    """A context in which metrics given exactly the column objects ``y``, ``s``, ``w``
+    (the same objects, left unchanged while it is open) share what they compute from
+    them (:func:`batch_memo`): a Monitor opens one around the trusted updates of a
+    segment's metrics. Per thread (and task): a ``contextvars`` variable.
+
+    ``memo`` (a dict, by default a new one; :attr:`memo`) holds what was computed. A
+    count window keeps it with a batch's columns (copies: other objects, the same
+    values) and opens it again around them when it reverts the whole batch: what its
+    metric computed when the events came in, it needs again when they expire.
+
+    Runtime complexity: `O(1)`.
+    """
+
+    __slots__ = ("_memo", "_token")
+
+    def __init__(self, y, s, w, memo=None):
+        self._memo = (y, s, w, {} if memo is None else memo)
+        self._token = None
+
+    @property
+    def memo(self):
+        """The dict of what was computed from the columns, by key."""
+        return self._memo[3]
+
+    def __enter__(self):
+        self._token = _BATCH.set(self._memo)
+        return self
+
+    def __exit__(self, *exc):
+        _BATCH.reset(self._token)
+
+
+def open_memo(y, s, w):
+    """The :attr:`shared_batch.memo` of the open shared batch if it is for these very
+    column objects, else None. Runtime complexity: `O(1)`."""
+    memo = _BATCH.get()
+    if memo is None or memo[0] is not y or memo[1] is not s or memo[2] is not w:
+        return None
+    return memo[3]
+
+
+def batch_memo(key, y, s, w, compute):
+    """``compute()``: computed once per ``key`` for the columns of the open
+    :class:`shared_batch` when ``y``, ``s`` and ``w`` are its very objects, else every
+    time. ``key`` must name everything but the columns that the result depends on, and
+    callers must not change the result. Runtime complexity: `O(1)` plus ``compute``.
+    """
+    memo = _BATCH.get()
+    if memo is None or memo[0] is not y or memo[1] is not s or memo[2] is not w:
+        return compute()
+    found = memo[3].get(key, _MISSING)
+    if found is _MISSING:
+        found = memo[3][key] = compute()
+    return found
 
 
 def check_bounds(scores, bounds, name="y_pred", why=""):

@@ -24,7 +24,7 @@ from streameval.validation import (
     MAX_WEIGHT, ValidationError, check_real, check_weight, fail, overdrawn,
 )
 
-from .base import Metric, MultiClassMetric, check_unmerge_totals
+from .base import Metric, MultiClassMetric, batch_memo, check_unmerge_totals
 
 __all__ = [
     "DENSE_LABEL_RANGE",
@@ -260,8 +260,10 @@ class WeightedMean(Metric):
 
     def _check_columns(self, a, b, weights):
         if self._bounded_loss:
+            if weights is None:
+                return
             with np.errstate(over="ignore"):  # a sum of weights over 1e308 is inf: checked
-                if weights is None or not float(weights.sum()) > 1e300:
+                if not float(weights.sum()) > 1e300:
                     return
         wx, _ = self._weighted_losses(a, b, weights)
         with np.errstate(over="ignore"):  # a sum past the float range is inf: refused
@@ -272,8 +274,12 @@ class WeightedMean(Metric):
     def _weighted_losses(self, a, b, weights):
         """``(w * loss of each event, 0 for events not counted; the keep mask)``."""
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused after
-            losses = self._losses(a, b)
-            wx = losses if weights is None else losses * weights
+            return self._weighted_losses_raw(a, b, weights)
+
+    def _weighted_losses_raw(self, a, b, weights):
+        """:meth:`_weighted_losses`, floating-point warnings left to the caller."""
+        losses = self._losses(a, b)
+        wx = losses if weights is None else losses * weights
         keep = self._keep(a)
         if keep is not None:
             wx = np.where(keep, wx, 0.0)
@@ -288,12 +294,28 @@ class WeightedMean(Metric):
             fail("y_pred", _item(self._event(a, b, i)[1]), "the weighted loss overflows", i)
         raise ValueError("the sum of the batch's weighted losses overflows")
 
+    #: whether :meth:`_batch_sums` depends on the class and the columns only (its
+    #: ``_losses`` and ``_keep`` read no parameter): metrics of such a class given one
+    #: batch in a :class:`~streameval.metrics.base.shared_batch` (a Monitor's
+    #: cumulative log loss and its window's) then sum it once. Read from the class's
+    #: own body only: a subclass does not inherit it.
+    _sums_by_class = False
+
     def _batch_sums(self, a, b, weights):
         """``(events counted, sum of w * loss, its rounding error, weight, keep mask)``;
         weighted losses that overflow are refused as by :meth:`validate` (columns
         validated by a caller that does not know this family's losses)."""
-        wx, keep = self._weighted_losses(a, b, weights)
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused next
+        cls = type(self)
+        if cls.__dict__.get("_sums_by_class", False):
+            return batch_memo((cls, "batch sums"), a, b, weights,
+                              lambda: self._sum_batch(a, b, weights))
+        return self._sum_batch(a, b, weights)
+
+    def _sum_batch(self, a, b, weights):
+        """:meth:`_batch_sums`, computed."""
+        # (an overflow of a loss or of the sum is refused next)
+        with np.errstate(over="ignore", invalid="ignore"):
+            wx, keep = self._weighted_losses_raw(a, b, weights)
             total, error = sum2(wx)
         if not math.isfinite(total):
             self._refuse_overflow(a, b, wx)
@@ -485,6 +507,7 @@ def sum2(x):
 def _pairwise2(x):
     e = 0.0
     rest = []
+    levels = []  # (a, b, a + b) of each level of the pairwise sum
     while len(x) > 1:
         if len(x) & 1:
             rest.append(float(x[-1]))
@@ -492,9 +515,22 @@ def _pairwise2(x):
         a = x[0::2]
         b = x[1::2]
         t = a + b
-        bb = t - a
-        e += float(((a - (t - bb)) + (b - bb)).sum())
+        levels.append((a, b, t))
         x = t
+    if levels:
+        # the exact error of every addition, all levels at once (TwoSum:
+        # (a - (t - bb)) + (b - bb) with bb = t - a), then summed level by level
+        a, b, t = (np.concatenate(col) for col in zip(*levels))
+        bb = t - a
+        err = t - bb
+        np.subtract(a, err, out=err)
+        np.subtract(b, bb, out=bb)
+        err += bb
+        lo = 0
+        for level in levels:
+            hi = lo + len(level[2])
+            e += float(err[lo:hi].sum())
+            lo = hi
     if len(x):
         rest.append(float(x[0]))
     s = 0.0

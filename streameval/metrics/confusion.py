@@ -10,6 +10,10 @@ Every metric of the family reads one confusion matrix. ``Precision()`` makes its
 ``Precision(cm=cm)`` is a read-only *view* of a shared one, so that several metrics
 cost one update (``cm.update``) without double counting: a view refuses ``update``,
 ``revert``, ``update_many``, ``merge`` and ``subtract`` with a :class:`TypeError`.
+A Monitor shares one matrix among its binary metrics (and among its windows over
+them) of one threshold and labels the same way: the others become read-only
+:class:`CountsView` objects (:func:`counts_key` says which share), whose values and
+states are those of unshared metrics.
 
 Undefined values (a division by zero: precision with no predicted positive, any
 metric before the first event, ...) are ``math.nan``, never 0. The proportions
@@ -55,7 +59,7 @@ from streameval.validation import (
     overdrawn,
 )
 
-from .base import BinaryMetric, Cases, Metric, MultiClassMetric
+from .base import BinaryMetric, Cases, Metric, MultiClassMetric, batch_memo, has_interval
 from .common import DENSE_LABEL_RANGE, as_class, factorize, no_binary_params
 
 __all__ = [
@@ -73,6 +77,8 @@ __all__ = [
     "BalancedAccuracy",
     "MCC",
     "AVERAGES",
+    "counts_key",
+    "CountsView",
 ]
 
 #: the accepted values of ``average=`` for multiclass metrics
@@ -287,24 +293,37 @@ class BinaryCounts(BinaryMetric):
 
         Runtime complexity: `O(m)`, vectorised.
         """
-        idx = self._cells_of(y, s)
-        counts = np.bincount(idx, minlength=4)
-        sums = counts.astype(np.float64) if w is None else np.bincount(
-            idx, weights=w, minlength=4)
+        counts, sums, zc = self._cells_memo(y, s, w)
         self.tp += float(sums[0])
         self.fp += float(sums[1])
         self.fn += float(sums[2])
         self.tn += float(sums[3])
-        self._ntp += int(counts[0])
-        self._nfp += int(counts[1])
-        self._nfn += int(counts[2])
-        self._ntn += int(counts[3])
-        zc = _zero_counts(idx, w)
+        self._ntp += counts[0]
+        self._nfp += counts[1]
+        self._nfn += counts[2]
+        self._ntn += counts[3]
         if zc is not None:
             for c, z in enumerate(zc):
                 self._z[c] += z
                 self._zn += z
         return self
+
+    def _cells_memo(self, y, s, w):
+        """:meth:`_batch_cells`, computed once per batch of a
+        :class:`~streameval.metrics.base.shared_batch` (the matrices of one threshold
+        count a batch alike: a Monitor's and its window's; a window's batch when it
+        comes in and when it expires)."""
+        return batch_memo((type(self)._cells_of, self.threshold, "cells"), y, s, w,
+                          lambda: self._batch_cells(y, s, w))
+
+    def _batch_cells(self, y, s, w):
+        """``(event count, weight, zero-weight count or None)`` per cell of a batch of
+        validated columns, in :data:`CELLS` order, as lists."""
+        idx = self._cells_of(y, s)
+        counts = np.bincount(idx, minlength=4).tolist()
+        # (unweighted: each cell's count as its weight, exactly)
+        sums = counts if w is None else np.bincount(idx, weights=w, minlength=4).tolist()
+        return counts, sums, _zero_counts(idx, w)
 
     def revert_trusted(self, y, s, w=None):
         """Remove validated binary columns counted earlier; same result as a loop of
@@ -317,22 +336,19 @@ class BinaryCounts(BinaryMetric):
 
         Runtime complexity: `O(m)`, vectorised.
         """
-        idx = self._cells_of(y, s)
-        counts = np.bincount(idx, minlength=4).tolist()
-        sums = [float(c) for c in counts] if w is None else np.bincount(
-            idx, weights=w, minlength=4).tolist()
+        counts, sums, zc = self._cells_memo(y, s, w)
         old = [self.tp, self.fp, self.fn, self.tn]
         held = [self._ntp, self._nfp, self._nfn, self._ntn]
-        new = [v - x for v, x in zip(old, sums)]
+        new = [v - float(x) for v, x in zip(old, sums)]
         left = [k - c for k, c in zip(held, counts)]
         if min(left) < 0 or min(new) < 0.0:
-            self._check_revert_batch(idx, y, s, w, old, held)
+            self._check_revert_batch(self._cells_of(y, s), y, s, w, old, held)
         # emptied: exactly 0; a rounding residue below 0 is 0 (a cell's weight is >= 0)
         self.tp, self.fp, self.fn, self.tn = (
             v if k and v > 0.0 else 0.0 for v, k in zip(new, left))
         self._ntp, self._nfp, self._nfn, self._ntn = left
         if self._zn:
-            zc = _zero_counts(idx, w) or (0, 0, 0, 0)
+            zc = zc or (0, 0, 0, 0)
             for c in range(4):
                 self._settle(c, zc[c])
         return self
@@ -1079,6 +1095,105 @@ class _Whole(_View, Cases):
                  cm=None):
         self.multiclass = isinstance(self, MultiClassMetric)
         self._attach(cm, threshold, pos_label, neg_label)
+
+
+def counts_key(metric):
+    """What decides a binary metric's confusion counts (its threshold and labels), as
+    a hashable key, for a metric of this module that counts in its own binary matrix;
+    None for any other (a view of a shared matrix, a multiclass metric, a subclass
+    defined elsewhere): two metrics with the same key fed the same events hold the same
+    counts (precision, recall, F1, accuracy...), so a Monitor keeps one matrix and
+    reads it for all of them (:class:`CountsView`)."""
+    if (isinstance(metric, _BinaryView) and type(metric).__module__ == __name__
+            and not metric._shared and type(metric.cm) is _BinaryConfusionMatrix):
+        cm = metric.cm
+        return (cm.threshold, cm.pos_label, cm.neg_label)
+    return None
+
+
+class CountsView:
+    """A read-only binary metric of the confusion family that reads another one's matrix.
+
+    ``template`` is an empty metric (or a window over one, as the Monitor holds it)
+    of the view's kind, ``owner`` an object of the same structure whose metric has the
+    same :func:`counts_key` and is fed the same events (a Monitor's ``precision``,
+    ``recall``, ``f1`` and ``accuracy``; their ``@10000`` windows). ``inner`` maps such
+    an object to its metric (the object itself, or a window's current ``metric``).
+
+    ``get()`` and ``interval(level)`` are the template's on the owner's matrix, and
+    ``to_state()`` is exactly the state the template would have if it had been fed the
+    owner's events (so checkpoints do not change and load into unshared metrics).
+    Nothing updates a view: ``update``, ``update_many``, ``update_trusted``, ``revert``,
+    ``merge`` and ``subtract`` raise ``TypeError`` (the owner is updated instead;
+    sharing never double counts). Other attributes (``size``, ``late``, ``newest``...)
+    are the owner's; ``clone()`` is a fresh, unshared copy of the template.
+
+    Runtime complexity: ``get`` and ``interval`` are the template kind's, `O(1)`.
+    """
+
+    def __init__(self, template, owner, inner=lambda obj: obj):
+        self.template = template
+        self.owner = owner
+        self._inner = inner
+        self._metric = inner(template)
+        key = counts_key(self._metric)
+        if key is None or key != counts_key(inner(owner)):
+            raise ValueError("a CountsView reads a binary confusion-family metric of the "
+                             "same threshold and labels")
+
+    def _linked(self):
+        """The template, its metric reading the owner's current matrix."""
+        cm = self._inner(self.owner).cm
+        m = self._metric
+        if m.cm is not cm:
+            m.cm = cm
+        return self.template
+
+    def get(self):
+        return self._linked().get()
+
+    @property
+    def _has_interval(self):
+        return has_interval(self.template)
+
+    def interval(self, level=0.95):
+        """The template's ``interval(level)`` on the owner's matrix (the proportions:
+        Wilson); ``NotImplementedError`` for a kind without one (see
+        :func:`streameval.metrics.base.has_interval`)."""
+        return self._linked().interval(level)
+
+    def _interval_parts(self):
+        return self._linked()._interval_parts()
+
+    def to_state(self):
+        self._linked()
+        mine = self._metric.to_state()
+        if self.owner is self._inner(self.owner):
+            return mine
+        state = self.owner.to_state()  # a window: its events, with this kind's metric
+        state["data"] = dict(state["data"], metric=mine)
+        return state
+
+    def clone(self, *args, **kwargs):
+        """A fresh, unshared metric like the template (not a view)."""
+        return self.template.clone(*args, **kwargs)
+
+    def __len__(self):
+        return len(self.owner)
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("a shared confusion-matrix view is read-only: its owner is updated")
+
+    update = update_many = update_trusted = revert = revert_many = revert_trusted = \
+        merge = subtract = _read_only
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.owner, name)
+
+    def __repr__(self):
+        return f"CountsView({type(self._metric).__name__} of the matrix of {self.owner!r})"
 
 
 def _div(a, b):

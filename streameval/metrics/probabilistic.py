@@ -251,6 +251,8 @@ class LogLoss(_Probabilistic):
 
 class _BinaryLogLoss(LogLoss, _BinaryProbabilistic, case="binary"):
 
+    _sums_by_class = True  # (the losses of the columns alone: see WeightedMean)
+
     def _loss(self, y_true, y_pred):
         try:
             y = self._labels[y_true]
@@ -331,6 +333,8 @@ class Brier(_Probabilistic):
 
 
 class _BinaryBrier(Brier, _BinaryProbabilistic, case="binary"):
+
+    _sums_by_class = True  # (the losses of the columns alone: see WeightedMean)
 
     def _loss(self, y_true, y_pred):
         try:

@@ -52,6 +52,7 @@ from streameval.metrics.base import (
     check_unmerge_totals,
     has_interval,
 )
+from streameval.metrics import scoreorder
 from streameval.metrics.scoreorder import ScoreOrder, delong_variance
 from streameval.validation import REVERT_SLACK as _SLACK
 from streameval.validation import (
@@ -606,6 +607,30 @@ class _BinaryRanking(BinaryMetric):
                 "no such event was added") from None
         return self
 
+    def _revert_joined(self, slices):
+        """Revert a count window's expired chunk slices (validated columns, oldest
+        first) in one :meth:`revert_trusted`, and return True, where that leaves
+        exactly the state that reverting them one after another would: every weight 1
+        (here, among the deferred events and in the slices) and a flat order that stays
+        flat, so that every count and sum is an exact integer and ``U`` is computed
+        from the arrays. Otherwise, or if an event was never added, nothing changes and
+        the result is False (the window then reverts the slices one by one). One
+        rebuild of the order instead of one per slice: `O(n + m)` numpy."""
+        so = self._so
+        most = so.size() + self._nchunked  # (stored and deferred: the largest size)
+        if (self._bins or self._ps or so._arrays is None or not so.unit
+                or most > scoreorder.FLAT_MAX or (most >> 1) > DEFER_LIMIT
+                or any(c[2] is not None for c in self._chunks)
+                or any(w is not None for _, _, w in slices)):
+            return False
+        y = np.concatenate([sl[0] for sl in slices])
+        s = np.concatenate([sl[1] for sl in slices])
+        try:
+            self.revert_trusted(y, s)
+        except ValidationError:
+            return False
+        return True
+
     def _merge(self, other):
         self._order.merge(other._order)
 
@@ -834,7 +859,8 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
 
     def get(self):
         """``U / (P * N)``, or NaN. Runtime complexity: `O(1)` (after merging any
-        deferred events, see :data:`DEFER_AFTER`)."""
+        deferred events, see :data:`DEFER_AFTER`; a small order changed by a batch
+        computes ``U`` at this first read, one numpy pass)."""
         if self._ps or self._chunks:
             self._flush()
         self._streak = 0

@@ -7,7 +7,8 @@ weighted Mann–Whitney statistic ``U`` of everything stored:
     U = sum over (positive i, negative j) of w_i * w_j * ([s_i > s_j] + 1/2 [s_i == s_j])
 
 so that ``AUC = U / (P * N)`` (``P``, ``N``: total positive and negative weight) is
-available at any time in `O(1)`.
+available at any time in `O(1)` (a flat order, below, computes ``U`` from its arrays at
+the first read after a batch changed them: one numpy pass, once).
 
 It keeps them in one of three layouts, chosen by the work that comes in (each
 converts to another in `O(n)`, only when the work changes):
@@ -336,8 +337,9 @@ class ScoreOrder:
     Runtime complexity: `O(log(n))` for :meth:`add` and :meth:`remove` (``n`` distinct
     scores; see the module notes for the constant); for :meth:`add_entries` and
     :meth:`remove_entries` of ``m`` entries `O(m log(n))` numpy on a big order (plus
-    amortised merges), `O(n + m)` numpy on a flat one; `O(1)` for :meth:`auc`; `O(n)`
-    (numpy) for :meth:`weights` and :meth:`arrays`.
+    amortised merges), `O(n + m)` numpy on a flat one; `O(1)` for :meth:`auc` (plus
+    one numpy pass at the first read of ``U`` after a batch changed a flat order);
+    `O(n)` (numpy) for :meth:`weights` and :meth:`arrays`.
 
     >>> o = ScoreOrder()
     >>> for s, y in [(0.9, True), (0.8, False), (0.3, False), (0.9, False)]:
@@ -355,9 +357,9 @@ class ScoreOrder:
     """
 
     __slots__ = ("_load", "_twice", "_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp",
-                 "_tn", "_gp", "_gn", "u", "pos_weight", "neg_weight", "n_pos", "n_neg",
-                 "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays", "_trickle",
-                 "_shed_u", "_shed_p", "_shed_n")
+                 "_tn", "_gp", "_gn", "_u", "_u_from", "pos_weight", "neg_weight", "n_pos",
+                 "n_neg", "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays",
+                 "_trickle", "_shed_u", "_shed_p", "_shed_n")
 
     def __init__(self, load=DEFAULT_LOAD):
         if not isinstance(load, int) or load < 4:
@@ -433,6 +435,29 @@ class ScoreOrder:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
+    def u(self):
+        """The weighted Mann–Whitney ``U`` of everything stored. A flat order's ``U``
+        is computed from its arrays when first read after the batch that changed them
+        (:meth:`_install`): a sliding window changes its order at every batch and may
+        be read far less often. Runtime complexity: `O(1)`, or one numpy pass
+        (:func:`mann_whitney_u`) for the first read after such a batch."""
+        if self._u_from is not None:
+            self._compute_u()
+        return self._u
+
+    @u.setter
+    def u(self, value):
+        self._u = value
+        self._u_from = None
+
+    def _compute_u(self):
+        """``U`` from the arrays :meth:`_install` left it to (unchanged since: every
+        path that writes to them installs new ones or sets ``U`` first)."""
+        wp, wn, ints = self._u_from
+        self._u = mann_whitney_u(wp, wn, ints)
+        self._u_from = None
+
+    @property
     def nz_pos(self):
         """Positive events with a weight > 0."""
         return self.n_pos - self.z_pos
@@ -481,11 +506,11 @@ class ScoreOrder:
             else:
                 below += totals[k] - sum(other[i:])
             if found:
-                self.u += w * (below + 0.5 * other[i])
+                self._u += w * (below + 0.5 * other[i])
                 self._wp[k][i] += w
                 self._cp[k][i] += 1
             else:
-                self.u += w * below
+                self._u += w * below
                 keys.insert(i, s)
                 self._wp[k].insert(i, w)
                 other.insert(i, 0.0)
@@ -509,11 +534,11 @@ class ScoreOrder:
             else:
                 below += totals[k] - sum(other[i:])
             if found:
-                self.u += w * (self.pos_weight - below - 0.5 * other[i])
+                self._u += w * (self.pos_weight - below - 0.5 * other[i])
                 self._wn[k][i] += w
                 self._cn[k][i] += 1
             else:
-                self.u += w * (self.pos_weight - below)
+                self._u += w * (self.pos_weight - below)
                 keys.insert(i, s)
                 self._wn[k].insert(i, w)
                 other.insert(i, 0.0)
@@ -565,7 +590,7 @@ class ScoreOrder:
                 below += sum(other[:i])
             else:
                 below += totals[k] - sum(other[i:])
-            self.u -= w * (below + 0.5 * other[i])
+            self._u -= w * (below + 0.5 * other[i])
             totals, groups = self._tp, self._gp
             self.pos_weight -= w
             self.n_pos -= 1
@@ -586,7 +611,7 @@ class ScoreOrder:
                 below += sum(other[:i])
             else:
                 below += totals[k] - sum(other[i:])
-            self.u -= w * (self.pos_weight - below - 0.5 * other[i])
+            self._u -= w * (self.pos_weight - below - 0.5 * other[i])
             totals, groups = self._tn, self._gn
             self.neg_weight -= w
             self.n_neg -= 1
@@ -787,11 +812,13 @@ class ScoreOrder:
                                         np.asarray(cn, dtype=_I8), self.unit, ints,
                                         self.integral)
         self._trickle = 0
-        for name in _BLOCKS:
-            try:
+        try:  # (the blocks' attributes are set and dropped all together)
+            object.__getattribute__(self, _BLOCKS[0])
+        except AttributeError:
+            pass
+        else:
+            for name in _BLOCKS:
                 object.__delattr__(self, name)
-            except AttributeError:
-                pass
         self.stamp += 1
 
     def _levelize(self):
@@ -824,6 +851,8 @@ class ScoreOrder:
 
     def _materialize(self):
         """Build the blocks from the bulk layout."""
+        if self._u_from is not None:  # (the blocks update U event by event)
+            self._compute_u()
         self._set_blocks(*self._owned())
 
     def _set_blocks(self, keys, wp, wn, cp, cn):
@@ -1202,13 +1231,21 @@ class ScoreOrder:
         self.remove_entries(*removed, _checked=True)
 
     def _install(self, arrays):
-        """Rebuild from ``(keys, wp, wn, cp, cn)``; ``U`` and totals recomputed."""
+        """Rebuild from ``(keys, wp, wn, cp, cn)``; ``U`` and totals recomputed (a flat
+        order's ``U`` at its first read, see :attr:`u`)."""
         keys, wp, wn, cp, cn = arrays
         self.pos_weight = float(wp.sum())
         self.neg_weight = float(wn.sum())
-        self.n_pos = int(cp.sum())
-        self.n_neg = int(cn.sum())
-        self.u = mann_whitney_u(wp, wn, self.exact_ints())
+        if cp is wp and cn is wn:  # unit weights: the counts are these same sums
+            self.n_pos = int(self.pos_weight)
+            self.n_neg = int(self.neg_weight)
+        else:
+            self.n_pos = int(cp.sum())
+            self.n_neg = int(cn.sum())
+        if len(keys) <= FLAT_MAX:  # flat (see _rebuild): U when first read
+            self._u_from = (wp, wn, self.exact_ints())
+        else:
+            self.u = mann_whitney_u(wp, wn, self.exact_ints())
         self._shed_u = self._shed_p = self._shed_n = 0.0
         self._rebuild(keys, wp, wn, cp, cn)
 
@@ -1341,7 +1378,8 @@ class ScoreOrder:
         return self.integral and self.pos_weight + self.neg_weight < _EXACT
 
     def auc(self):
-        """``U / (P * N)``, or NaN without positive or negative weight. `O(1)`."""
+        """``U / (P * N)``, or NaN without positive or negative weight. `O(1)` (see
+        :attr:`u`)."""
         self.refresh()
         if self.pos_weight > 0.0 and self.neg_weight > 0.0:
             return self.u / (self.pos_weight * self.neg_weight)

@@ -26,6 +26,9 @@ class Chunk:
     For metrics with numpy validated columns (binary, regression) the columns are
     the validated ones (``metric.validate``: bool labels, float64 scores, float64
     weights), copied; for other metrics they are lists of the values as given.
+    ``memo``: what the window's metric computed from the whole batch when it came in
+    (a :class:`~streameval.metrics.base.shared_batch` memo), to revert all of it
+    with, or None.
 
     >>> ch = Chunk(np.array([True, False, True]), np.array([0.9, 0.2, 0.4]), None)
     >>> ch.pop_front(1)
@@ -33,10 +36,11 @@ class Chunk:
     (2, (array([False]), array([0.2]), None))
     """
 
-    __slots__ = ("y", "s", "w", "lo", "lists")
+    __slots__ = ("y", "s", "w", "lo", "lists", "memo")
 
-    def __init__(self, y, s, w, lo=0):
+    def __init__(self, y, s, w, lo=0, memo=None):
         self.y, self.s, self.w, self.lo = y, s, w, lo
+        self.memo = memo
         # the columns as Python lists, made once by a count window whose events expire
         # one at a time (list reads, not numpy scalars); None until then
         self.lists = None

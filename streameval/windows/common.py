@@ -1,7 +1,8 @@
 """Helpers shared by the window modules: parameter checks, the wrapped metric's
 operations (with fallbacks for metrics outside streameval, e.g. river's), the
-rebuild-vs-revert crossover, a window's batch input and its late-event records,
-value decoding and the JSON encoding of stored events.
+rebuild-vs-revert crossover, a window's batch input and its late-event records, the
+memo of what a metric computed from a batch (kept to revert it with), value decoding
+and the JSON encoding of stored events.
 
 It may import numpy, the standard library, :mod:`streameval.validation`,
 :mod:`streameval.events` (the event-time parser) and :mod:`streameval.metrics.base`
@@ -20,7 +21,13 @@ from operator import itemgetter
 import numpy as np
 
 from streameval.events import as_seconds_array
-from streameval.metrics.base import BinaryMetric, Metric, RegressionMetric
+from streameval.metrics.base import (
+    BinaryMetric,
+    Metric,
+    RegressionMetric,
+    open_memo,
+    shared_batch,
+)
 from streameval.validation import (
     ValidationError,
     check_lateness,
@@ -36,7 +43,7 @@ __all__ = [
     "py", "trusted_columns", "values_equal", "typed", "vectorised_revert", "rebuild_fraction",
     "decoded_columns", "item_columns", "validate_one", "encode", "decode",
     "encode_column", "decoded_events", "encode_record", "decode_record",
-    "batch_input", "report_late",
+    "batch_input", "report_late", "shared_batch", "update_keeping_memo",
 ]
 
 #: For a metric without its own vectorised revert (``revert_trusted`` or
@@ -154,6 +161,22 @@ class MetricOps:
             self.remove_raw = metric.revert_many
         else:
             self.remove_raw = functools.partial(_loop_revert_many, metric)
+
+
+def update_keeping_memo(update, cols):
+    """``update(*cols)`` (a metric's ``update_trusted``) inside a
+    :class:`~streameval.metrics.base.shared_batch` for ``cols`` (the open one if it
+    is for these very columns); returns its memo, what the metric computed from them,
+    for a count window to revert the same events with (see
+    :class:`~streameval.metrics.base.shared_batch`). Runtime complexity: ``update``'s.
+    """
+    memo = open_memo(*cols)
+    if memo is not None:
+        update(*cols)
+        return memo
+    with shared_batch(*cols) as batch:
+        update(*cols)
+    return batch.memo
 
 
 def validate_one(validate, y_true, y_pred, w):

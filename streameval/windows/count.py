@@ -2,9 +2,12 @@
 
 The window keeps a deque of :class:`~streameval.windows.chunks.Chunk` (batches, as
 validated columns) and :class:`~streameval.windows.chunks.EventRun` (events added
-one at a time), oldest first, and reverts expired events a chunk slice at a time. Once
-full, a window over a metric with ``_swap`` (the binary ranking metrics) hands it each
-new event and the one it expires in one call: the per-event path of a sliding AUC.
+one at a time), oldest first, and reverts expired events a chunk slice at a time (in
+one call over a metric with ``_revert_joined`` that gives the same bits that way: exact
+ROC AUC and AP with weights of 1), a whole batch with what the metric computed from it
+when it came in (the chunk's memo, see :class:`~streameval.metrics.base.shared_batch`).
+Once full, a window over a metric with ``_swap`` (the binary ranking metrics) hands it
+each new event and the one it expires in one call: the per-event path of a sliding AUC.
 
 It may import numpy, the standard library, :mod:`streameval.windows.sliding` (the
 front it implements), :mod:`streameval.windows.chunks` and
@@ -26,7 +29,9 @@ from streameval.windows.common import (
     encode,
     encode_column,
     fresh,
+    shared_batch,
     slice_columns,
+    update_keeping_memo,
     weights_or_none,
 )
 from streameval.windows.sliding import Sliding
@@ -159,17 +164,22 @@ class _CountSliding(Sliding, case="count"):
             self._bind()
             self._store(cols, raw)
             return
-        self._ops.update_trusted(*cols)
+        if self._typed:  # (what the metric computes from the batch: kept, to revert it)
+            memo = update_keeping_memo(self._ops.update_trusted, cols)
+        else:
+            self._ops.update_trusted(*cols)
+            memo = None
         if expired > 0:
             self._expire(expired)
-        self._store(cols, raw)
+        self._store(cols, raw, memo)
 
-    def _store(self, cols, raw):
+    def _store(self, cols, raw, memo=None):
         """Keep a batch as a Chunk: validated numpy columns (copied) for binary and
-        regression metrics, else Python values as given."""
+        regression metrics, else Python values as given; ``memo``: what the metric
+        computed from the whole batch (see :class:`Chunk`)."""
         if self._typed:
             y, s, w = cols
-            chunk = Chunk(_copy(y), _copy(s), None if w is None else _copy(w))
+            chunk = Chunk(_copy(y), _copy(s), None if w is None else _copy(w), memo=memo)
         else:
             y, s, w = cols if raw is None else raw
             ys = as_items(y)
@@ -198,14 +208,35 @@ class _CountSliding(Sliding, case="count"):
                 ops.add_raw(y, s, weights_or_none(w))
 
     def _expire(self, k):
-        """Revert the ``k`` oldest events, a chunk slice at a time."""
+        """Revert the ``k`` oldest events, a chunk slice at a time; over a metric that
+        reverts several slices at once to the same bits (``_revert_joined``), in one
+        call when they span several chunks."""
+        if self._joined is not None and self._typed and k > len(self._chunks[0]):
+            slices, left = [], k
+            for ch in self._chunks:
+                if type(ch) is not Chunk:
+                    slices = None
+                    break
+                m = min(left, len(ch))
+                slices.append(ch.front(m))
+                left -= m
+                if not left:
+                    break
+            if slices is not None and self._joined(slices):
+                self._drop(k)
+                return
         self._n -= k
         while k:
             ch = self._chunks[0]
             m = min(k, len(ch))
             y, s, w = ch.front(m)
             if self._typed and type(ch) is Chunk:
-                self._ops.revert_trusted(y, s, w)
+                if ch.memo is not None and not ch.lo and m == len(ch.y):
+                    # the whole batch: what the metric computed from it when it came in
+                    with shared_batch(y, s, w, ch.memo):
+                        self._ops.revert_trusted(y, s, w)
+                else:
+                    self._ops.revert_trusted(y, s, w)
             else:
                 self._ops.remove_raw(y, s, weights_or_none(w))
             self._pop_front(ch, m)

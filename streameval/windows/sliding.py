@@ -62,8 +62,10 @@ class Sliding(Cases):
     ``revert`` of the wrapped metric, plus `O(1)` (or `O(k)` for an event placed
     before ``k`` newer ones); ``get``: the wrapped metric's ``get``. ``update_many`` of
     ``m`` events on a count window: one ``update_trusted`` and one ``revert_trusted``
-    per stored chunk the expired events span (usually one or two), plus `O(m)` to
-    copy the batch's columns.
+    per stored chunk the expired events span (usually one or two; one for them all
+    over exact ROC AUC and AP with weights of 1), plus `O(m)` to copy the batch's
+    columns; a whole stored batch is reverted with what the metric computed from it
+    when it came in (its batch sums, its confusion cells).
 
     Storage (count windows): each batch is kept as one
     :class:`~streameval.windows.chunks.Chunk` of columns, the validated numpy
@@ -166,6 +168,10 @@ class Sliding(Cases):
         self._revert = m.revert
         # update and revert in one call (binary ranking metrics: one layer less per event)
         self._swap = getattr(m, "_swap", None)
+        # several expired slices reverted in one call where the metric gives the same
+        # bits that way (binary ranking metrics with weights of 1: one rebuild of the
+        # score order instead of one per slice); count windows only
+        self._joined = getattr(m, "_revert_joined", None)
         self._get = m.get
         self._ops = MetricOps(m)
         self._typed = typed(m)
