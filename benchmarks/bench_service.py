@@ -66,12 +66,16 @@ keep-alive response then waits for the client's delayed ACK, about 40 ms).
 serves another monitor. Traffic goes to 127.0.0.1 only. Timings are wall-clock on
 whatever machine runs it; compare rows of one run, not runs.
 
-Newest run (after group commit's COMMIT_DELAY and grouped Monitor updates; an idle
-machine, the clients sharing its 2 cores), events/s without / with checkpoints and p99
-ratio: 1 x 8: 591 / 619, 1.1x; 1 x 32: 771 / 674, 1.3x; 100 x 8: 26 700 / 26 560, 1.0x;
-100 x 32: 31 200 / 32 400, 1.05x; 1000 x 8: 71 800 / 71 600, 0.9x; 1000 x 32: 74 200 /
-69 400, 1.2x. Single-cell runs of 100 x 8 gave 27 000-34 400: the 36 000 target is not
-met. The run below is of an earlier state of the engine, on a busier machine.
+Newest run (httptools, the direct ingestion route, the cheaper Monitor update; an idle
+machine, the clients sharing its 2 cores; 144 s), events/s without / with checkpoints
+and p99 ratio: 100 x 8: 47 800 / 48 420, 1.12x; 100 x 32: 47 300 / 49 920, 1.13x;
+1000 x 8: 100 800 / 98 000, 1.09x; 1000 x 32: 95 600 / 84 200, 1.23x (one checkpoint
+in each window). Batch 1, re-run while a test suite took 0.7 of a core: 1 x 8: 761 /
+609, 1.34x; 1 x 32: 1 066 / 849, 1.29x. The 36 000 target for 8 x 100 is met in 5 s
+cells (1.33x) but a 12 s cell gave 35 475: throughput falls as the cumulative AUC/AP
+grow (one entry per distinct score). Before: 26 700 / 26 560 (h11, Starlette's
+routing, the Monitor update of the time). The run below is of an earlier state of the
+engine, on a busier machine.
 
 Results (``python benchmarks/bench_service.py``, 139 s in all; 2 cores (nproc 2),
 Python 3.11.7, uvicorn 0.54 with h11, starlette 1.10, orjson 3.13, SQLite on ext4;
