@@ -214,6 +214,9 @@ def test_prometheus_scrapes_the_auc_and_alertmanager_gets_firing_then_resolved(s
     active = wait_for(lambda: promql(prom, 'streameval_alert_active{state="firing"}'))
     assert active[0]["metric"]["rule"] == "auc@100 < 0.6"
 
+    # Alertmanager notifies its receiver of the firing alert (group_wait): resolving it
+    # before would let its first flush see it resolved, and it sends nothing then
+    wait_for(lambda: [m for m in stack["received"] if m["status"] == "firing"], timeout=90)
     # good events again: resolved, and Alertmanager ends the alert
     post_events(srv.url, events(200, t0 + 550, seed=3))
 
