@@ -65,6 +65,7 @@ __all__ = [
     "RegressionMetric",
     "from_state",
     "register",
+    "SharedView",
     "check_weight",
     "check_real",
     "as_float_array",
@@ -345,6 +346,82 @@ def has_interval(obj):
 
 
 # --------------------------------------------------------------------------- protocol
+
+
+class SharedView:
+    """A read-only metric that reads the state another one keeps (a Monitor's shared
+    score order or confusion matrix): the plumbing of
+    :class:`~streameval.metrics.ranking.OrderView` and
+    :class:`~streameval.metrics.confusion.CountsView`.
+
+    ``template`` is an empty metric (or a window over one) of the view's kind,
+    ``owner`` an object of the same structure, fed the same events, whose metric has
+    the same ``key_of`` key; ``inner`` maps such an object to its metric (the object
+    itself, or a window's current ``metric``). A subclass sets ``key_of`` (a static
+    function), ``what``, ``mismatch`` and ``refusal`` (messages) and ``_linked()``
+    (an object whose ``get``/``interval`` read the owner's current state). Nothing
+    updates a view: ``update``, ``update_many``, ``update_trusted``, ``revert``,
+    ``merge`` and ``subtract`` raise ``TypeError`` (the owner is updated instead);
+    other attributes are the owner's; ``clone()`` is a fresh, unshared copy of the
+    template.
+    """
+
+    key_of = staticmethod(lambda metric: None)
+    what = "state"  # in repr: "OrderView(ROCAUC of the order of ...)"
+    mismatch = "a view reads a metric of the same key"  # the ValueError of __init__
+    refusal = "a shared view is read-only: its owner is updated"  # the TypeError
+
+    def __init__(self, template, owner, inner=lambda obj: obj):
+        self.template = template
+        self.owner = owner
+        self._inner = inner
+        self._metric = inner(template)
+        key = self.key_of(self._metric)
+        if key is None or key != self.key_of(inner(owner)):
+            raise ValueError(self.mismatch)
+
+    def _linked(self):
+        raise NotImplementedError
+
+    def get(self):
+        return self._linked().get()
+
+    def interval(self, level=0.95):
+        return self._linked().interval(level)
+
+    def _interval_parts(self):
+        return self._linked()._interval_parts()
+
+    def _window_state(self, mine):
+        """``to_state()`` from the view's metric state ``mine``: itself for a metric, the
+        owner window's state (its events) with ``mine`` as its metric for a window."""
+        if self.owner is self._inner(self.owner):
+            return mine
+        state = self.owner.to_state()
+        state["data"] = dict(state["data"], metric=mine)
+        return state
+
+    def clone(self, *args, **kwargs):
+        """A fresh, unshared metric like the template (not a view)."""
+        return self.template.clone(*args, **kwargs)
+
+    def __len__(self):
+        return len(self.owner)
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError(self.refusal)
+
+    update = update_many = update_trusted = revert = revert_many = revert_trusted = \
+        merge = subtract = _read_only
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.owner, name)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({type(self._metric).__name__} of the {self.what} "
+                f"of {self.owner!r})")
 
 
 def register(cls):

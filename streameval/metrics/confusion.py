@@ -59,7 +59,8 @@ from streameval.validation import (
     overdrawn,
 )
 
-from .base import BinaryMetric, Cases, Metric, MultiClassMetric, batch_memo, has_interval
+from .base import (BinaryMetric, Cases, Metric, MultiClassMetric, SharedView, batch_memo,
+                   has_interval)
 from .common import DENSE_LABEL_RANGE, as_class, factorize, no_binary_params
 
 __all__ = [
@@ -1111,7 +1112,7 @@ def counts_key(metric):
     return None
 
 
-class CountsView:
+class CountsView(SharedView):
     """A read-only binary metric of the confusion family that reads another one's matrix.
 
     ``template`` is an empty metric (or a window over one, as the Monitor holds it)
@@ -1131,15 +1132,11 @@ class CountsView:
     Runtime complexity: ``get`` and ``interval`` are the template kind's, `O(1)`.
     """
 
-    def __init__(self, template, owner, inner=lambda obj: obj):
-        self.template = template
-        self.owner = owner
-        self._inner = inner
-        self._metric = inner(template)
-        key = counts_key(self._metric)
-        if key is None or key != counts_key(inner(owner)):
-            raise ValueError("a CountsView reads a binary confusion-family metric of the "
-                             "same threshold and labels")
+    key_of = staticmethod(counts_key)
+    what = "matrix"
+    mismatch = ("a CountsView reads a binary confusion-family metric of the same "
+                "threshold and labels")
+    refusal = "a shared confusion-matrix view is read-only: its owner is updated"
 
     def _linked(self):
         """The template, its metric reading the owner's current matrix."""
@@ -1148,9 +1145,6 @@ class CountsView:
         if m.cm is not cm:
             m.cm = cm
         return self.template
-
-    def get(self):
-        return self._linked().get()
 
     @property
     def _has_interval(self):
@@ -1162,38 +1156,9 @@ class CountsView:
         :func:`streameval.metrics.base.has_interval`)."""
         return self._linked().interval(level)
 
-    def _interval_parts(self):
-        return self._linked()._interval_parts()
-
     def to_state(self):
         self._linked()
-        mine = self._metric.to_state()
-        if self.owner is self._inner(self.owner):
-            return mine
-        state = self.owner.to_state()  # a window: its events, with this kind's metric
-        state["data"] = dict(state["data"], metric=mine)
-        return state
-
-    def clone(self, *args, **kwargs):
-        """A fresh, unshared metric like the template (not a view)."""
-        return self.template.clone(*args, **kwargs)
-
-    def __len__(self):
-        return len(self.owner)
-
-    def _read_only(self, *args, **kwargs):
-        raise TypeError("a shared confusion-matrix view is read-only: its owner is updated")
-
-    update = update_many = update_trusted = revert = revert_many = revert_trusted = \
-        merge = subtract = _read_only
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.owner, name)
-
-    def __repr__(self):
-        return f"CountsView({type(self._metric).__name__} of the matrix of {self.owner!r})"
+        return self._window_state(self._metric.to_state())
 
 
 def _div(a, b):

@@ -49,6 +49,7 @@ from streameval.metrics.base import (
     Cases,
     Metric,
     MultiClassMetric,
+    SharedView,
     check_unmerge_totals,
     has_interval,
 )
@@ -683,7 +684,7 @@ def order_key(metric):
     return None
 
 
-class OrderView:
+class OrderView(SharedView):
     """A read-only score-order metric that reads another one's order.
 
     ``template`` is an empty metric (or a window over one, as the Monitor holds it)
@@ -704,13 +705,10 @@ class OrderView:
     (AP: one numpy pass, cached until the order changes; AUC: `O(1)`).
     """
 
-    def __init__(self, template, owner, inner=lambda obj: obj):
-        self.template = template
-        self.owner = owner
-        self._inner = inner
-        self._metric = inner(template)
-        if order_key(self._metric) is None or order_key(self._metric) != order_key(inner(owner)):
-            raise ValueError("an OrderView reads a score-order metric of the same labels and bins")
+    key_of = staticmethod(order_key)
+    what = "order"
+    mismatch = "an OrderView reads a score-order metric of the same labels and bins"
+    refusal = "a shared score-order view is read-only: its owner is updated"
 
     def _linked(self):
         """The template's metric, reading the owner's current (merged) order."""
@@ -722,9 +720,6 @@ class OrderView:
             m._delong_key = None  # (ROCAUC's cached variance: let the old order go)
         return m
 
-    def get(self):
-        return self._linked().get()
-
     @property
     def _has_interval(self):
         return has_interval(self._metric)
@@ -735,39 +730,10 @@ class OrderView:
         kind without one (see :func:`streameval.metrics.base.has_interval`)."""
         return self._linked().interval(level)
 
-    def _interval_parts(self):
-        return self._linked()._interval_parts()
-
     def to_state(self):
-        owner = self._inner(self.owner)
         mine = self._metric.to_state()
-        mine["data"] = owner._get_data()
-        if self.owner is owner:
-            return mine
-        state = self.owner.to_state()  # a window: its events, with this kind's metric
-        state["data"] = dict(state["data"], metric=mine)
-        return state
-
-    def clone(self, *args, **kwargs):
-        """A fresh, unshared metric like the template (not a view)."""
-        return self.template.clone(*args, **kwargs)
-
-    def __len__(self):
-        return len(self.owner)
-
-    def _read_only(self, *args, **kwargs):
-        raise TypeError("a shared score-order view is read-only: its owner is updated")
-
-    update = update_many = update_trusted = revert = revert_many = revert_trusted = \
-        merge = subtract = _read_only
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.owner, name)
-
-    def __repr__(self):
-        return f"OrderView({type(self._metric).__name__} of the order of {self.owner!r})"
+        mine["data"] = self._inner(self.owner)._get_data()
+        return self._window_state(mine)
 
 
 def _average_of(args, kwargs):
