@@ -98,6 +98,7 @@ from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
 from streameval.events import as_seconds, as_seconds_array
 from streameval.windows import Sliding
 from streameval.metrics.base import (
+    SharedView,
     check_bounds,
     from_state,
     has_interval,
@@ -223,7 +224,7 @@ class _Segment:
     def _bind(self):
         # shared views are read, never updated: their owner is
         objs = [o for o in list(self.metrics.values()) + list(self.drift.values())
-                if not isinstance(o, (OrderView, CountsView))]
+                if not isinstance(o, SharedView)]
         self._plain = [o.update for o in objs if not _takes_t(o.update)]
         self._timed = [o.update for o in objs if _takes_t(o.update)]
         # batches: objects that take the monitor's validated binary columns get them on

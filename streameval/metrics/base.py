@@ -146,12 +146,12 @@ def batch_memo(key, y, s, w, compute):
     time. ``key`` must name everything but the columns that the result depends on, and
     callers must not change the result. Runtime complexity: `O(1)` plus ``compute``.
     """
-    memo = _BATCH.get()
-    if memo is None or memo[0] is not y or memo[1] is not s or memo[2] is not w:
+    memo = open_memo(y, s, w)
+    if memo is None:
         return compute()
-    found = memo[3].get(key, _MISSING)
+    found = memo.get(key, _MISSING)
     if found is _MISSING:
-        found = memo[3][key] = compute()
+        found = memo[key] = compute()
     return found
 
 
