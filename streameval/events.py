@@ -47,8 +47,7 @@ import numbers
 import reprlib
 import time as _time_module
 from dataclasses import dataclass, field as _field
-from itertools import compress, repeat
-from operator import contains, itemgetter
+from itertools import compress
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -1129,32 +1128,6 @@ _DEFAULT_FIELDS = FieldMap()
 FIRST_CHUNK = 4096
 
 
-def _columns(rows: list, names: list) -> dict:
-    """The named fields of event dicts as columns: ``{name: [value per row]}``,
-    ``MISSING`` where a row lacks the field.
-
-    The usual body has the same fields in every row: then each column is read by
-    ``itemgetter`` (a C loop), and a name no row has is left out (``build_batch``
-    reads it as missing everywhere). Any other shape (a row lacking a field another
-    has, a dict subclass) takes the per-row ``get``. The same columns either way.
-    Cost: `O(n * len(names))`.
-    """
-    if rows and set(map(type, rows)) == {dict}:
-        first = rows[0]
-        present = [name for name in names if name in first]
-        absent = [name for name in names if name not in first]
-        if present and not any(any(map(contains, rows, repeat(name))) for name in absent):
-            try:
-                values = list(map(itemgetter(*present), rows))
-            except KeyError:  # a row lacks a field the first has
-                pass
-            else:
-                if len(present) == 1:
-                    return {present[0]: values}
-                return {name: list(col) for name, col in zip(present, zip(*values))}
-    return {name: [o.get(name, MISSING) for o in rows] for name in names}
-
-
 def events_to_batch(
     events: Sequence[dict], fields: FieldMap | None = None, *, partial: bool = False
 ) -> EventBatch:
@@ -1180,10 +1153,11 @@ def events_to_batch(
     while start < n or not parts:
         chunk = events[start:start + size]
         # the first non-object ends the events validated: a bad event before it is named first
-        k = next((i for i, o in enumerate(chunk) if type(o) is not dict
-                  and not isinstance(o, dict)), len(chunk))
+        k = len(chunk) if set(map(type, chunk)) <= {dict} else next(
+            (i for i, o in enumerate(chunk) if type(o) is not dict
+             and not isinstance(o, dict)), len(chunk))
         head = chunk[:k] if k < len(chunk) else chunk
-        columns = _columns(head, names)
+        columns = {name: [o.get(name, MISSING) for o in head] for name in names}
         batch, errors = build_batch(
             columns, np.arange(start + 1, start + len(head) + 1, dtype=np.int64), fm,
             partial=partial, first_error=True,

@@ -267,56 +267,6 @@ def test_events_to_batch_values():
     assert list(b.events()) == [parse_event(r) for r in rows]
 
 
-def _per_row_columns(rows, names):
-    """The oracle: each named field read row by row."""
-    return {name: [o.get(name, MISSING) for o in rows] for name in names}
-
-
-def _same_columns(got, rows, names):
-    """``got`` equals the per-row columns, a name left out meaning missing in every row."""
-    want = _per_row_columns(rows, names)
-    full = {name: got.get(name, [MISSING] * len(rows)) for name in names}
-    assert full == want
-    assert all(isinstance(col, list) for col in got.values())
-
-
-def test_columns_match_the_per_row_reading_on_every_shape():
-    """``events_to_batch`` reads uniform rows column by column (``itemgetter``); every
-    other shape must come out as the per-row ``get`` gives it: a row lacking a field
-    the first has, a row having one the first lacks (late ``weight``), extra fields,
-    nulls, dict subclasses (a ``defaultdict`` must not grow keys), a single field."""
-    from collections import defaultdict
-
-    from streameval.events import _columns
-
-    names = FieldMap(id="id", weight="w", segment=("country", "device")).columns()
-    rng = random.Random(5)
-    keys = ["ts", "label", "score", "id", "w", "country", "device", "extra"]
-    for trial in range(400):
-        n = rng.randint(1, 6)
-        base = rng.sample(keys, rng.randint(0, len(keys)))
-        rows = []
-        for i in range(n):
-            ks = list(base)
-            if rng.random() < 0.3:  # this row drops or adds a field
-                k = rng.choice(keys)
-                ks = [x for x in ks if x != k] if k in ks else ks + [k]
-            rows.append({k: (None if rng.random() < 0.1 else f"{k}{trial}.{i}") for k in ks})
-        _same_columns(_columns(rows, names), rows, names)
-    # the fields in another order in each row, and one field only
-    rows = [{"ts": 1, "label": 0, "score": 0.5}, {"score": 0.7, "label": 1, "ts": 2}]
-    _same_columns(_columns(rows, names), rows, names)
-    assert _columns(rows, ["score"]) == {"score": [0.5, 0.7]}
-    # a late weight is not lost: the row with it is read row by row
-    rows = [ev(), ev(weight=3.0)]
-    assert events_to_batch(rows).weight.tolist() == [1.0, 3.0]
-    # dict subclasses: read with get, so a defaultdict grows no key
-    d = defaultdict(lambda: 0, {"ts": 1, "label": 1})
-    got = _columns([{"ts": 2, "label": 0, "score": 0.1}, d], names)
-    assert got["score"] == [0.1, MISSING] and "score" not in d
-    assert _columns([], names) == _per_row_columns([], names)
-
-
 def test_events_to_batch_is_all_or_nothing():
     rows = [ev(), ev(), ev(score=math.nan), ev(label="x")]
     with pytest.raises(EventError) as ei:
