@@ -761,6 +761,85 @@ def test_a_failed_sync_leaves_the_memory_state_at_the_acknowledged_batches(tmp_p
         eng.close()
 
 
+def test_the_committer_path_applies_in_sequence_and_calls_back_once(tmp_path):
+    """``begin_body`` / ``when_applied`` / ``finish`` (what the HTTP route does): six
+    threads begin 60 batches at once; every callback is called once, without error,
+    when its batch is applied; commits are shared; the state equals a Monitor fed the
+    batches in their ``seq`` order, and equals it again after a restart (the log)."""
+    import threading
+
+    events = make_events(600, seed=31)
+    batches = [events[i:i + 10] for i in range(0, 600, 10)]
+    eng = build_engine(CONFIG, state_dir=tmp_path, checkpoint_seconds=0)
+    calls, results, lock = {}, [], threading.Lock()
+
+    def client(part):
+        for batch in part:
+            result, seq = eng.begin_body(json.dumps(batch).encode(), "application/json")
+            done = threading.Event()
+
+            def callback(error, seq=seq, done=done):
+                with lock:
+                    calls[seq] = calls.get(seq, 0) + 1
+                    assert error is None and eng._applied >= seq
+                done.set()
+
+            eng.when_applied(seq, callback)
+            assert done.wait(30)
+            with lock:
+                results.append((seq, eng.finish(result), batch))
+
+    try:
+        threads = [threading.Thread(target=client, args=(batches[k::6],)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(calls) == list(range(1, 61)) and set(calls.values()) == {1}
+        results.sort(key=lambda r: r[0])
+        assert [r[1]["accepted"] for r in results] == [10] * 60
+        assert all(r[1]["n"] >= 10 * r[0] for r in results)  # applied when answered
+        assert eng.stats["log_commits"] <= 60
+        mon, _ = direct_monitor(CONFIG, [r[2] for r in results])
+        assert_same_state(json.loads(json.dumps(snapshot_json(eng.snapshot()))), mon)
+    finally:
+        eng.close()
+    assert eng._committer is None  # ended with the engine
+    eng = build_engine(CONFIG, state_dir=tmp_path, checkpoint_seconds=0)
+    try:
+        assert_same_state(json.loads(json.dumps(snapshot_json(eng.snapshot()))), mon)
+    finally:
+        eng.close()
+
+
+def test_the_committer_path_reports_a_failed_sync_to_its_callbacks(tmp_path):
+    """The commit fails: the waiting callbacks get the error (the route's 503), the
+    batch is not applied, and a later batch is refused (the engine has stopped)."""
+    from streameval.service.engine import Unavailable
+
+    events = make_events(30, seed=32)
+    eng = build_engine(CONFIG, state_dir=tmp_path, checkpoint_seconds=0)
+    eng._wal = _FailingSync(eng._wal, 2)
+    try:
+        got = []
+        for batch in (events[:10], events[10:20]):
+            result, seq = eng.begin_body(json.dumps(batch).encode(), "application/json")
+            box = []
+            eng.when_applied(seq, box.append)
+            deadline = time.monotonic() + 30
+            while not box and time.monotonic() < deadline:
+                time.sleep(0.01)
+            got.append(box)
+        assert got[0] == [None]
+        assert len(got[1]) == 1 and isinstance(got[1][0], Unavailable)
+        assert "No space left" in str(got[1][0])
+        assert eng.monitor.n == 10
+        with pytest.raises(Unavailable, match="restart the service"):
+            eng.begin_body(json.dumps(events[20:]).encode(), "application/json")
+    finally:
+        eng.close()
+
+
 def test_a_log_failure_stops_ingestion_and_a_restart_recovers_the_acknowledged(tmp_path):
     events = make_events(200, seed=16)
     batches = [events[i:i + 50] for i in range(0, 200, 50)]

@@ -624,16 +624,23 @@ def test_unexpected_errors_on_ingestion_are_logged_json_500s(monkeypatch, caplog
 
     with BackgroundServer() as srv:
         with monkeypatch.context() as m:
-            m.setattr(srv.engine, "ingest_body", boom)  # in the request's worker thread
-            status, hdrs, data = call(srv.url, "POST", "/events", b"[]", JSON)
-            assert (status, hdrs["content-type"]) == (500, "application/json")
-            assert json.loads(data) == {"error": "internal error on /events: RuntimeError: boom"}
+            # in the engine: small bodies begin on the event loop, big ones in a thread
+            m.setattr(srv.engine, "begin_body", boom)
+            m.setattr(srv.engine, "ingest_body", boom)
+            big = b"[" + b",".join([b"{}"] * 150_000) + b"]"  # over INLINE_BYTES
+            for body in (b"[]", big):
+                status, hdrs, data = call(srv.url, "POST", "/events", body, JSON)
+                assert (status, hdrs["content-type"]) == (500, "application/json")
+                assert json.loads(data) == {
+                    "error": "internal error on /events: RuntimeError: boom"}
             # in the route itself (an answer that is not JSON): a JSON 500 all the same
+            m.setattr(srv.engine, "begin_body", lambda *a, **k: ({"accepted": object()}, None))
             m.setattr(srv.engine, "ingest_body", lambda *a, **k: {"accepted": object()})
-            status, hdrs, data = call(srv.url, "POST", "/labels", b"[]", JSON)
-            assert (status, hdrs["content-type"]) == (500, "application/json")
-            error = json.loads(data)["error"]
-            assert error.startswith("internal error on /labels: TypeError: "), error
+            for body in (b"[]", big):
+                status, hdrs, data = call(srv.url, "POST", "/labels", body, JSON)
+                assert (status, hdrs["content-type"]) == (500, "application/json")
+                error = json.loads(data)["error"]
+                assert error.startswith("internal error on /labels: TypeError: "), error
         assert "POST /labels failed" in caplog.text and "RuntimeError: boom" in caplog.text
         status, result = post(srv.url, events(3))
         assert status == 200 and result["n"] == 3

@@ -98,10 +98,14 @@ MAX_HEAD_BYTES = 16 * 1024
 #: memory its parsed events took goes back to the system instead of staying in the
 #: worker thread's malloc arena.
 TRIM_AFTER_BYTES = 1 << 20
-#: Threads serving ingestion requests at once: each waits for the log commit covering
-#: its batch, so one per concurrent client lets every client's batch share a commit
-#: (more concurrent requests wait for a thread).
+#: Threads serving ingestion requests with bodies over :data:`INLINE_BYTES` at once:
+#: each waits for the log commit covering its batch, so one per concurrent client lets
+#: every client's batch share a commit (more concurrent requests wait for a thread).
 INGEST_THREADS = 64
+#: Bodies up to this size are decoded, validated and logged on the event loop's thread
+#: (then awaited while the engine's committer thread commits and applies them); bigger
+#: ones on an ingestion thread, so that the loop keeps serving other requests.
+INLINE_BYTES = 256 * 1024
 
 _log = logging.getLogger("streameval.service")
 
@@ -217,6 +221,11 @@ def _in_thread(fn, *args):
         _log.error("%s failed: %s: %s", getattr(fn, "__qualname__", fn), type(e).__name__, e,
                    exc_info=not isinstance(e, OSError))
         return None, f"{type(e).__name__}: {e}"
+
+
+def _settle(fut, error) -> None:
+    if not fut.done():
+        fut.set_result(error)
 
 
 _timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
@@ -343,6 +352,26 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
         def ingest(body, content_type, key):
             return engine.ingest_body(body, content_type, kind=kind, key=key)
 
+        def begin(body, content_type, key):
+            return engine.begin_body(body, content_type, kind=kind, key=key)
+
+        async def ingest_inline(loop, body, content_type, key):
+            """A small body on the event loop's thread: decoded, validated and logged
+            here (no thread hop: every step holds the GIL anyway), then awaited while
+            the engine's committer makes it durable and applies it."""
+            (begun, error) = _in_thread(begin, body, content_type, key)
+            if error is not None:
+                return None, error
+            result, seq = begun
+            if seq is None:
+                return result, None
+            fut = loop.create_future()
+            engine.when_applied(seq, lambda e: loop.call_soon_threadsafe(_settle, fut, e))
+            failure = await fut
+            if failure is not None:
+                return None, (503, {"error": str(failure)})
+            return engine.finish(result), None
+
         async def route(request: Request) -> Response:
             denied = guard_post(request)
             if denied:
@@ -361,10 +390,13 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
             except ClientDisconnect:
                 return _JSON({"error": "the client went away"}, status_code=400)
             loop = asyncio.get_running_loop()
-            result, error = await loop.run_in_executor(
-                workers, _in_thread, ingest, body, request.headers.get("content-type"),
-                key if key is not None else batch_id)
             size = len(body)
+            ctype, key = request.headers.get("content-type"), key if key is not None else batch_id
+            if size <= INLINE_BYTES:
+                result, error = await ingest_inline(loop, body, ctype, key)
+            else:
+                result, error = await loop.run_in_executor(workers, _in_thread, ingest, body,
+                                                           ctype, key)
             del body
             if error is not None:
                 if size >= TRIM_AFTER_BYTES:  # the refused batch's objects are all freed now
@@ -484,8 +516,10 @@ class _Service:
     (DNS rebinding: a page at evil.example resolved to 127.0.0.1 sends ``Host:
     evil.example``). ``POST`` to an ingestion path goes straight to its handler (the
     hot path: Starlette's middleware, routing and thread hop cost about as much CPU
-    per request as validating 100 events), with the same answers, an unexpected error
-    included (a JSON 500, logged); every other request goes to the Starlette ``app``.
+    per request as validating 100 events; a body up to :data:`INLINE_BYTES` is then
+    decoded and logged on the loop's thread and awaited while the engine's committer
+    applies it), with the same answers, an unexpected error included (a JSON 500,
+    logged); every other request goes to the Starlette ``app``.
     ``state`` is the Starlette app's; :meth:`close` stops the ingestion threads.
     """
 

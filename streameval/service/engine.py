@@ -17,6 +17,14 @@ Ingestion of a batch, in order:
    event batches as one ``update_many``);
 4. acknowledge (the HTTP 200) only once the batch is durable and applied.
 
+:meth:`Engine.ingest` does all four on its caller's thread, blocking it in step 3. The
+HTTP service splits them instead: :meth:`Engine.begin_body` (steps 1-2, on the event
+loop's thread for small bodies), :meth:`Engine.when_applied` (step 3 by the engine's
+committer thread, which commits and applies for every waiting batch and calls back),
+:meth:`Engine.finish` (the answer). No thread waits per request: with the GIL, each
+thread hop and wake-up costs CPU that group commit alone does not save (measured: 0.4
+of 2.3 ms of server CPU per 100-event request).
+
 So the Monitor (and everything read from it: ``/metrics``, ``/snapshot``, alerts)
 never holds a batch that is not durable: a log that cannot be written or synced leaves
 the batches it did not cover unapplied, and the engine stops accepting events (503).
@@ -242,6 +250,11 @@ class Engine:
         # the committer waiting for the requests still arriving (the same lock: their
         # departure wakes it alone, not every waiter)
         self._quiet = threading.Condition(group)
+        # the committer thread of the asynchronous path (begin / when_applied): it waits
+        # here for batches to commit, and keeps the callbacks of the batches it owes
+        self._work = threading.Condition(group)
+        self._waiters: list = []  # (seq, callback), under the same lock
+        self._committer: threading.Thread | None = None
         self._applied = 0  # last batch applied to the Monitor (durable, acknowledged)
         self._durable = 0  # last batch a log commit covered
         self._appended = 0  # last batch appended to the log (under _db_lock)
@@ -366,6 +379,8 @@ class Engine:
             self._closed = True
         self._stop.set()
         self._wake.set()
+        with self._durable_cv:  # the committer ends once no callback waits
+            self._work.notify_all()
         for t in self._threads:
             if t.name == "streameval-checkpoint":
                 t.join()
@@ -398,6 +413,81 @@ class Engine:
             raise
         return self.ingest(events, kind=kind, key=key)
 
+    def begin_body(self, body: bytes, content_type: str | None = None, *,
+                   kind: str = "events", key: str | None = None) -> tuple:
+        """The first half of :meth:`ingest_body`, on the caller's thread without waiting:
+        decode, validate and log the batch. Returns ``(result, seq)``: with ``seq`` None
+        the result is final (an empty batch), else pass ``seq`` to :meth:`when_applied`
+        and the result to :meth:`finish` once it reports. Raises as :meth:`ingest`."""
+        try:
+            events = decode_events(body, content_type)
+        except BadRequest:
+            self._count_rejected()
+            raise
+        return self._begin(events, kind, key)
+
+    def when_applied(self, seq: int, callback) -> None:
+        """Call ``callback(error)`` once batch ``seq`` is durable and applied (``error``
+        None) or can no longer be (an :class:`Unavailable`): at once if it is already
+        known, else from the committer thread, which commits and applies for every
+        waiting batch (group commit without a thread per request)."""
+        cv = self._durable_cv
+        with cv:
+            if self._applied < seq and not self.failed:
+                self._waiters.append((seq, callback))
+                if self._committer is None:
+                    self._committer = threading.Thread(
+                        target=self._commit_loop, name="streameval-commit", daemon=True)
+                    self._committer.start()
+                self._work.notify()
+                return
+            error = None if self._applied >= seq else Unavailable(self.failed)
+        callback(error)
+
+    def finish(self, result: dict) -> dict:
+        """Complete the result of an applied batch (its ``n``, ``pending``), and wake
+        the checkpointer when a checkpoint is due."""
+        result["n"] = self.monitor.n
+        if self.joiner is not None:
+            result["pending"] = self.joiner.n_pending
+        if self.checkpoint_every is not None and (
+                self._acked - self._ckpt_acked >= self.checkpoint_every):
+            self._wake.set()
+        return result
+
+    def _commit_loop(self) -> None:
+        """The committer thread: while callbacks wait, make their batches durable and
+        applied (:meth:`_make_durable`, shared with the threads of :meth:`ingest`), then
+        call the callbacks whose batches it covered (all of them, with the error, once
+        the engine failed or closed)."""
+        cv = self._durable_cv
+        while True:
+            with cv:
+                while not self._waiters:
+                    if self._closed:
+                        self._committer = None
+                        return
+                    self._work.wait(1.0)
+                target = max(s for s, _ in self._waiters)
+            try:
+                self._make_durable(target)
+            except Unavailable:
+                pass
+            except Exception as e:  # a bug: no waiter may hang on it
+                self._fail(f"the committer failed: {e!r}")
+            with cv:
+                applied, failed = self._applied, self.failed
+                if failed:
+                    done, self._waiters = self._waiters, []
+                else:
+                    done = [w for w in self._waiters if w[0] <= applied]
+                    self._waiters = [w for w in self._waiters if w[0] > applied]
+            for s, callback in done:
+                try:
+                    callback(None if s <= applied else Unavailable(failed))
+                except Exception:  # (an event loop closed meanwhile): the others still
+                    _log.exception("an ingestion callback failed")
+
     def ingest(self, events: list, *, kind: str = "events", key: str | None = None) -> dict:
         """Validate, log and apply a batch of event dicts, all or nothing.
 
@@ -409,26 +499,25 @@ class Engine:
         (naming the first bad event; 429 past ``max_pending``, 422 for a key reused
         with another batch) with nothing applied, or :class:`Unavailable`.
         """
+        result, seq = self._begin(events, kind, key)
+        if seq is None:
+            return result
+        self._make_durable(seq)
+        return self.finish(result)
+
+    def _begin(self, events: list, kind: str, key: str | None) -> tuple:
+        """Validate and log a batch, counted as arriving meanwhile (a committer waits
+        for it): ``(result, seq to wait for or None)``."""
         cv = self._durable_cv
         with cv:
             self._arriving += 1
         try:
-            result, seq = self._sequence(events, kind, key)
+            return self._sequence(events, kind, key)
         finally:
             with cv:
                 self._arriving -= 1
                 if not self._arriving and self._committing:  # the committer waits for it
                     self._quiet.notify()
-        if seq is None:
-            return result
-        self._make_durable(seq)
-        result["n"] = self.monitor.n
-        if self.joiner is not None:
-            result["pending"] = self.joiner.n_pending
-        if self.checkpoint_every is not None and (
-                self._acked - self._ckpt_acked >= self.checkpoint_every):
-            self._wake.set()
-        return result
 
     def _sequence(self, events: list, kind: str, key: str | None):
         """Validate a batch and append it to the log: ``(result, seq to wait for)``,
@@ -631,6 +720,7 @@ class Engine:
         with self._durable_cv:
             self._durable_cv.notify_all()
             self._quiet.notify_all()
+            self._work.notify_all()
 
     def _validate(self, events, code: int) -> Batch:
         try:
