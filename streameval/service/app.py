@@ -201,7 +201,8 @@ def return_memory_promptly() -> bool:
 
 
 def _in_thread(fn, *args):
-    """Call ``fn(*args)`` (in a worker thread): ``(value, None)``, or ``(None, error)``.
+    """Call ``fn(*args)`` (in a worker thread, or on the event loop for a small body):
+    ``(value, None)``, or ``(None, error)``.
 
     Expected errors (:class:`BadRequest`, :class:`Unavailable`) become ``(status,
     json)``; any other is logged and becomes its ``"Type: message"``. An exception

@@ -406,12 +406,7 @@ class Engine:
     def ingest_body(self, body: bytes, content_type: str | None = None, *,
                     kind: str = "events", key: str | None = None) -> dict:
         """Decode a request body (:func:`decode_events`) and :meth:`ingest` it."""
-        try:
-            events = decode_events(body, content_type)
-        except BadRequest:
-            self._count_rejected()
-            raise
-        return self.ingest(events, kind=kind, key=key)
+        return self._wait(*self.begin_body(body, content_type, kind=kind, key=key))
 
     def begin_body(self, body: bytes, content_type: str | None = None, *,
                    kind: str = "events", key: str | None = None) -> tuple:
@@ -458,8 +453,9 @@ class Engine:
     def _commit_loop(self) -> None:
         """The committer thread: while callbacks wait, make their batches durable and
         applied (:meth:`_make_durable`, shared with the threads of :meth:`ingest`), then
-        call the callbacks whose batches it covered (all of them, with the error, once
-        the engine failed or closed)."""
+        call the callbacks whose batches it covered (all of them once the engine
+        failed, those not applied with the error). It ends when the engine is closed
+        and no callback waits."""
         cv = self._durable_cv
         while True:
             with cv:
@@ -499,7 +495,11 @@ class Engine:
         (naming the first bad event; 429 past ``max_pending``, 422 for a key reused
         with another batch) with nothing applied, or :class:`Unavailable`.
         """
-        result, seq = self._begin(events, kind, key)
+        return self._wait(*self._begin(events, kind, key))
+
+    def _wait(self, result: dict, seq: int | None) -> dict:
+        """The second half of :meth:`ingest` on the caller's thread: wait until batch
+        ``seq`` (None: nothing to wait for) is durable and applied, then answer."""
         if seq is None:
             return result
         self._make_durable(seq)
