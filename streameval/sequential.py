@@ -71,10 +71,16 @@ import it.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 
 import numpy as np
+
+try:  # the ufunc np.clip ends in (its Python layers cost more than a clip of a few dozen)
+    from numpy._core.umath import clip as _clip
+except ImportError:  # pragma: no cover - numpy < 2
+    _clip = np.clip
 
 from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, check_weight
@@ -112,15 +118,32 @@ def _lg(x):
     ``math.lgamma`` in the tests), ``math.lgamma`` below. Runtime complexity:
     `O(len(x))`."""
     y = np.asarray(x, dtype=np.float64)
-    small = y < _STIRLING_FROM
-    few = small.any()
-    z = np.where(small, _STIRLING_FROM, y) if few else np.ascontiguousarray(y)
-    inv = 1.0 / z
-    inv2 = inv * inv
-    series = inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 / 1680)))
-    out = (z - 0.5) * np.log(z) - z + _HALF_LOG_2PI + series
+    # (for speed: one reduction to see if any is small (fmin skips NaN as ``<`` does),
+    # and the series computed in place: the same operations, in the same order, as
+    # inv * (1/12 - inv2 * (1/360 - inv2 * (1/1260 - inv2 / 1680))) and
+    # (z - 1/2) * log(z) - z + log(2 pi) / 2 + series)
+    few = bool(y.size) and np.fmin.reduce(y, axis=None) < _STIRLING_FROM
     if few:
-        idx = np.flatnonzero(small)
+        small = y < _STIRLING_FROM
+        z = np.where(small, _STIRLING_FROM, y)
+    else:
+        z = np.ascontiguousarray(y)
+    inv = np.divide(1.0, z)
+    inv2 = np.multiply(inv, inv)
+    series = np.divide(inv2, 1680)
+    np.subtract(1.0 / 1260, series, out=series)
+    series *= inv2
+    np.subtract(1.0 / 360, series, out=series)
+    series *= inv2
+    np.subtract(1.0 / 12, series, out=series)
+    series *= inv
+    out = np.subtract(z, 0.5)
+    out *= np.log(z, out=inv)
+    out -= z
+    out += _HALF_LOG_2PI
+    out += series
+    if few:
+        idx = small.nonzero()[0]
         out[idx] = [math.lgamma(v) for v in y[idx].tolist()]
     return out
 
@@ -155,6 +178,17 @@ _INDICATORS = {
 }
 #: the metrics a :class:`SequentialDrift` can watch
 METRICS = tuple(_INDICATORS) + ("roc_auc",)
+# the same, on a batch of bool labels ``y`` and predictions ``p``: which events are
+# observations (None: all of them) and their indicators as bools (a few numpy calls
+# less per batch than looking the codes up)
+_SELECT = {
+    "recall": (lambda y, p: y, lambda y, p: p),
+    "precision": (lambda y, p: p, lambda y, p: y),
+    "accuracy": (None, np.equal),
+    "error_rate": (None, np.not_equal),
+    "fpr": (lambda y, p: ~y, lambda y, p: p),
+    "specificity": (lambda y, p: ~y, lambda y, p: ~p),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,7 +221,7 @@ def _running_max(start, t, stop):
     first of the equal values, 0.0 or -0.0, must win) or NaN."""
     if start != start:
         return start
-    top = t[:stop].max()
+    top = np.maximum.reduce(t[:stop])  # (what ``max`` calls, without its Python layers)
     if top and top == top:  # the maximum's value and bits are those of the running one
         return top if top > start else start
     return np.maximum.accumulate(np.concatenate(([start], t[:stop])))[-1]
@@ -235,45 +269,91 @@ def _column(matrix, j, width=None):
 
 
 class _Candidates:
-    """The open candidate change points, as numpy columns (a few dozen rows): the
-    float columns are views of one matrix and the integer ones of another, so that
-    opening a candidate or thinning them is two numpy calls, not one per column."""
+    """The open candidate change points, oldest first, as numpy columns (a few dozen
+    rows): the float columns are views of one matrix and the integer ones of another,
+    so that thinning them is two numpy calls, not one per column. The matrices are the
+    first rows of buffers with room to spare (opening a candidate writes a row in
+    place instead of copying them). Besides its sums and share, each row keeps what
+    the check reads of the candidate unchanged from one boundary to the next (all of
+    it a function of its own sums and share), laid out as :meth:`SequentialDrift._boundary` uses
+    it: ``lead``, and per lgamma of the check (KT's, then each prior's) the constant
+    of its argument and the log normaliser it is divided by."""
 
-    __slots__ = ("f", "i")
+    __slots__ = ("_fbuf", "_ibuf", "f", "i", "unit", "thinned", "blocks")
 
     _K = len(CONCENTRATIONS)
+    _WIDTH = 6 + 2 * (_K + 1) + _K + (_K + 1)   # the columns below
     W = _column("f", 0)                  # sums of the history before it
     X = _column("f", 1)
     Q = _column("f", 2)
     log_pi = _column("f", 3)             # log of its share of the budget
     pre = _column("f", 4)                # log KT of the history before it
-    a = _column("f", 5, _K)              # Q's Beta(a, c) priors around its rate
-    c = _column("f", 5 + _K, _K)
-    norm = _column("f", 5 + 2 * _K, _K)  # log B(a, c)
+    lead = _column("f", 5)               # log_pi + pre
+    # the successes' lgamma arguments less the successes: KT's 1/2, then Q's Beta(a, c)
+    # priors around its rate; the failures' likewise (1/2, then c)
+    base = _column("f", 6, 2 * _K + 2)
+    a = _column("f", 7, _K)
+    c = _column("f", 8 + _K, _K)
+    ac = _column("f", 8 + 2 * _K, _K)    # a + c
+    # what each log likelihood is divided by: KT's B(1/2, 1/2) = pi, then B(a, c) (logs)
+    divide = _column("f", 8 + 3 * _K, _K + 1)
+    norm = _column("f", 9 + 3 * _K, _K)
     b = _column("i", 0)                  # block number since the restart
     e = _column("i", 1)                  # events counted when it opened
 
     def __init__(self):
-        self.f = np.zeros((0, 5 + 3 * self._K))
-        self.i = np.zeros((0, 2), dtype=np.int64)
+        self._fbuf = np.empty((16, self._WIDTH))
+        self._ibuf = np.empty((16, 2), dtype=np.int64)
+        self._resize(0)
+        #: whether every candidate's sums have Q == W (finite): unit weights so far
+        self.unit = True
+        #: the block number at the last thinning, if every candidate passed its rule
+        #: then and none was rebased since (see SequentialDrift._thin)
+        self.thinned = None
+
+    def _resize(self, m):
+        self.f = self._fbuf[:m]
+        self.i = self._ibuf[:m]
+        #: the block numbers, as a list (looked up by the thinning)
+        self.blocks = self.i[:, 0].tolist()
 
     def __len__(self):
         return len(self.i)
 
-    def floats(self):
-        """The float columns, in one call: ``W, X, Q, log_pi, pre, a, c, norm``."""
-        f, k = self.f, self._K
-        return (f[:, 0], f[:, 1], f[:, 2], f[:, 3], f[:, 4], f[:, 5:5 + k],
-                f[:, 5 + k:5 + 2 * k], f[:, 5 + 2 * k:])
+    # (pickle and deepcopy would copy the views apart from their buffers)
+    def __getstate__(self):
+        return self.f.copy(), self.i.copy(), self.unit, self.thinned
+
+    def __setstate__(self, state):
+        self._fbuf, self._ibuf, self.unit, self.thinned = state
+        self._resize(len(self._ibuf))
 
     def take(self, idx):
-        self.f = self.f[idx]
-        self.i = self.i[idx]
+        m = len(idx)
+        self._fbuf[:m] = self.f[idx]
+        self._ibuf[:m] = self.i[idx]
+        self._resize(m)
+
+    def drop(self, r):
+        """Close the candidate in row ``r`` (the rows after it move up)."""
+        m = len(self.i)
+        self._fbuf[r:m - 1] = self._fbuf[r + 1:m]   # (overlapping: numpy copies safely)
+        self._ibuf[r:m - 1] = self._ibuf[r + 1:m]
+        self.f = self._fbuf[:m - 1]
+        self.i = self._ibuf[:m - 1]
+        del self.blocks[r]
 
     def add(self, b, W, X, Q, log_pi, e):
-        pre, a, cc, norm = _prior(W, X, Q)
-        self.f = np.concatenate((self.f, [[W, X, Q, log_pi, pre, *a, *cc, *norm]]))
-        self.i = np.concatenate((self.i, [(b, e)]))
+        m = len(self.i)
+        if m == len(self._fbuf):
+            self._fbuf = np.concatenate((self.f, np.empty((m + 16, self._WIDTH))))
+            self._ibuf = np.concatenate((self.i, np.empty((m + 16, 2), dtype=np.int64)))
+        self._fbuf[m] = [W, X, Q] + _row(W, X, Q, log_pi)
+        self._ibuf[m] = (b, e)
+        self.f = self._fbuf[:m + 1]
+        self.i = self._ibuf[:m + 1]
+        self.blocks.append(b)
+        self.unit = self.unit and Q == W and W < math.inf
 
     def rebase(self, W, X, Q, b):
         """The history now starts at a candidate with these sums and block number."""
@@ -281,9 +361,18 @@ class _Candidates:
         self.X = self.X - X
         self.Q = self.Q - Q
         self.b = self.b - b
-        for i in range(len(self.b)):
-            self.pre[i], self.a[i], self.c[i], self.norm[i] = _prior(
-                self.W[i], self.X[i], self.Q[i])
+        self.blocks = self.b.tolist()
+        self.thinned = None
+        for i, (Wi, Xi, Qi, lp) in enumerate(self.f[:, :4].tolist()):
+            self.f[i, 3:] = _row(Wi, Xi, Qi, lp)
+
+
+def _row(W, X, Q, log_pi):
+    """A candidate's row after its sums (see :class:`_Candidates`): its share, then
+    what :func:`_prior` gives, as the check reads it."""
+    pre, a, c, norm = _prior(W, X, Q)
+    return ([log_pi, pre, log_pi + pre, 0.5, *a, 0.5, *c]
+            + [u + v for u, v in zip(a, c)] + [_LOG_PI, *norm])
 
 
 def _prior(W, X, Q):
@@ -358,6 +447,7 @@ class SequentialDrift(BinaryMetric):
 
     _public_name = "SequentialDrift"
     _state_version = 1
+    _K1 = len(CONCENTRATIONS) + 1   # the parts of Q's mixture
 
     def __init__(self, metric="recall", alpha=0.005, horizon=DEFAULT_HORIZON, threshold=0.5,
                  block=DEFAULT_BLOCK, keep=DEFAULT_KEEP, pos_label=True, neg_label=None):
@@ -461,42 +551,62 @@ class SequentialDrift(BinaryMetric):
             ev, xs, ws = self._pairs_of(y, s, w)
         else:
             predicted = s >= self.threshold
-            if y.dtype == np.bool_:  # (the validated form: codes in bytes)
-                codes = y.view(np.uint8) * np.uint8(2)
-                codes += predicted.view(np.uint8)
+            if y.dtype == np.bool_:  # (the validated form)
+                which, value = _SELECT[self.metric]
+                keep = None if which is None else which(y, predicted)
+                if w is not None:
+                    keep = w > 0 if keep is None else keep & (w > 0)
+                ev = np.arange(m) if keep is None else keep.nonzero()[0]
+                xs = value(y, predicted)
+                xs = (xs if keep is None else xs[ev]).astype(np.float64)
             else:
                 codes = 2 * y.astype(np.int64) + predicted
-            xs = self._np_table.take(codes)
-            keep = xs >= 0
-            if w is not None:
-                keep &= w > 0
-            ev = keep.nonzero()[0]
-            xs = xs[ev]
+                xs = self._np_table.take(codes)
+                keep = xs >= 0
+                if w is not None:
+                    keep &= w > 0
+                ev = keep.nonzero()[0]
+                xs = xs[ev]
             ws = None if w is None else w[ev]
         base, ind0 = self.n, self.n_indicator
         i, k = 0, len(ev)
         while i < k:
-            # the sums after each observation, from the current ones, in order (the
-            # same additions as the event loop's): one running sum per row
-            sums = np.empty((3, k - i + 1))
-            sums[:, 0] = (self._W, self._X, self._Q)
-            if ws is None:  # (weights of 1: w * x is x, w * w is 1)
-                sums[0, 1:] = 1.0
-                sums[1, 1:] = xs[i:]
-                sums[2, 1:] = 1.0
-            else:
-                wi = ws[i:]
-                sums[0, 1:] = wi
-                np.multiply(wi, xs[i:], out=sums[1, 1:])
-                np.multiply(wi, wi, out=sums[2, 1:])
-            np.cumsum(sums, axis=1, out=sums)
-            cW, cX, cQ = sums[:, 1:]
+            W0, X0 = self._W, self._X
+            # unit weights and whole (or half) sums far below 2^51, the usual case: every
+            # running sum is then exact, so that a numpy sum of the observations in any
+            # order equals the event loop's additions (no running sums to build)
+            exact = (ws is None and self._Q == W0 and W0.is_integer()
+                     and (2.0 * X0).is_integer() and W0 + k < 2.0 ** 51
+                     and abs(X0) + k < 2.0 ** 51)
+            if not exact:
+                # the sums after each observation, from the current ones, in order (the
+                # same additions as the event loop's): one running sum per row
+                sums = np.empty((3, k - i + 1))
+                sums[:, 0] = (self._W, self._X, self._Q)
+                if ws is None:  # (weights of 1: w * x is x, w * w is 1)
+                    sums[0, 1:] = 1.0
+                    sums[1, 1:] = xs[i:]
+                    sums[2, 1:] = 1.0
+                else:
+                    wi = ws[i:]
+                    sums[0, 1:] = wi
+                    np.multiply(wi, xs[i:], out=sums[1, 1:])
+                    np.multiply(wi, wi, out=sums[2, 1:])
+                np.cumsum(sums, axis=1, out=sums)
+                cW, cX, cQ = sums[:, 1:]
             n0 = self._n
             first = (-n0 - 1) % self.block       # offset of the next boundary
             restarted = False
+            done = 0                             # (exact: observations added to X0)
             for j in range(first, k - i, self.block):
                 e = int(ev[i + j])
-                self._W, self._X, self._Q = float(cW[j]), float(cX[j]), float(cQ[j])
+                if exact:
+                    X0 += float(np.add.reduce(xs[i + done:i + j + 1]))
+                    done = j + 1
+                    self._W = self._Q = W0 + done
+                    self._X = X0
+                else:
+                    self._W, self._X, self._Q = float(cW[j]), float(cX[j]), float(cQ[j])
                 self._n = n0 + j + 1
                 self.n_indicator = ind0 + i + j + 1
                 self.n = base + e + 1
@@ -511,7 +621,11 @@ class SequentialDrift(BinaryMetric):
                     restarted = True
                     break
             if not restarted:
-                self._W, self._X, self._Q = float(cW[-1]), float(cX[-1]), float(cQ[-1])
+                if exact:
+                    self._X = X0 + float(np.add.reduce(xs[i + done:]))
+                    self._W = self._Q = W0 + (k - i)
+                else:
+                    self._W, self._X, self._Q = float(cW[-1]), float(cX[-1]), float(cQ[-1])
                 self._n = n0 + (k - i)
                 i = k
         self.n = base + m
@@ -548,71 +662,83 @@ class SequentialDrift(BinaryMetric):
     def _boundary(self):
         """Check the open candidates (alarm: record the change and start the history
         again at the best one), then open a candidate here and thin the old ones."""
+        # (for speed, a few dozen numpy calls in all, each on every candidate at once;
+        # every value is computed by the same IEEE operations, in the same order, as
+        # the formulas in the comments)
         c = self._cands
-        if len(c):
+        m = len(c)
+        if m:
             s_all, n_all = _counts(self._W, self._X, self._Q)
-            cW, cX, cQ, clog_pi, cpre, ca, cc, cnorm = c.floats()
-            W1, X1, Q1 = self._W - cW, self._X - cX, self._Q - cQ
-            unit = Q1 == W1
-            if unit.all():  # unit weights (the usual case): the counts are the sums
+            f = c.f
+            W1 = self._W - f[:, 0]
+            X1 = self._X - f[:, 1]
+            if c.unit and self._Q == self._W and self._W < math.inf:
+                # unit weights (the usual case): Q1 == W1, the counts are the sums
                 n1, s1 = W1, X1
             else:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    n1 = np.where(unit, W1, W1 * W1 / Q1)
-                    s1 = np.where(unit, X1, X1 / W1 * n1)
-            some = W1 > 0.0
-            if not some.all():
+                Q1 = self._Q - f[:, 2]
+                unit = Q1 == W1
+                if unit.all():
+                    n1, s1 = W1, X1
+                else:
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        n1 = np.where(unit, W1, W1 * W1 / Q1)
+                        s1 = np.where(unit, X1, X1 / W1 * n1)
+            if not np.minimum.reduce(W1) > 0.0:  # (some W1 <= 0, or NaN)
+                some = W1 > 0.0
                 n1 = np.where(some, n1, 0.0)
                 s1 = np.where(some, s1, 0.0)
-            s1 = np.clip(s1, 0.0, n1)
+            # successes and failures after each candidate
+            sf = np.empty((m, 2))
+            s1 = _clip(s1, 0.0, n1, out=sf[:, 0])
+            f1 = np.subtract(n1, s1, out=sf[:, 1])
+            # every lgamma of the check in one call, per candidate: KT's and each
+            # prior's for the successes (s1 + 1/2, a + s1), the failures (f1 + 1/2,
+            # c + f1) and the trials (n1 + 1, a + c + s1 + f1)
+            arg = np.empty((m, 3, self._K1))
+            np.add(c.base.reshape(m, 2, self._K1), sf[:, :, None], out=arg[:, :2])
+            total_args = arg[:, 2, 1:]
+            np.add(c.ac, sf[:, :1], out=total_args)
+            total_args += sf[:, 1:]
+            np.add(n1, 1.0, out=arg[:, 2, 0])
+            g = _lg(arg.reshape(-1)).reshape(m, 3, self._K1)
             # Q: the Beta-binomial likelihoods of what follows each candidate, under
-            # the flat prior and the priors around its history's rate, mixed equally
-            f1 = n1 - s1
-            s1c, f1c = s1[:, None], f1[:, None]
-            # every lgamma of the check in one call: KT's three, then the priors' three
-            m, k = ca.shape
-            arg = np.empty(3 * m * (k + 1))
-            np.add(s1, 0.5, out=arg[:m])
-            np.add(f1, 0.5, out=arg[m:2 * m])
-            np.add(n1, 1.0, out=arg[2 * m:3 * m])
-            pa, pc, pac = arg[3 * m:].reshape(3, m, k)
-            np.add(ca, s1c, out=pa)
-            np.add(cc, f1c, out=pc)
-            np.add(ca, cc, out=pac)
-            pac += s1c
-            pac += f1c
-            g = _lg(arg)
-            # per candidate: KT's log likelihood, then each prior's Beta-binomial one
-            parts = np.empty((m, k + 1))
-            kt, beta = parts[:, 0], parts[:, 1:]
-            np.add(g[:m], g[m:2 * m], out=kt)
-            kt -= g[2 * m:3 * m]
-            kt -= _LOG_PI
-            ga, gc, gac = g[3 * m:].reshape(3, m, k)
-            np.add(ga, gc, out=beta)
-            beta -= gac
-            beta -= cnorm
+            # the flat prior and the priors around its history's rate, mixed equally;
+            # per candidate: KT's log likelihood g(s1 + 1/2) + g(f1 + 1/2) - g(n1 + 1)
+            # - log pi, then each prior's g(a + s1) + g(c + f1) - g(a + c + n1) - norm
+            parts = np.add(g[:, 0], g[:, 1])
+            parts -= g[:, 2]
+            parts -= c.divide
             # (the reductions by their ufuncs: what ``max`` and ``sum`` call, one layer
             # of Python less on a few dozen numbers)
             top = np.maximum.reduce(parts, axis=1)
-            mix = top + np.log(np.add.reduce(np.exp(parts - top[:, None]), axis=1)) - _LOG_K
-            log_e = clog_pi + cpre + mix - _log_max(s_all, n_all)
+            parts -= top[:, None]
+            np.exp(parts, out=parts)
+            mix = np.log(np.add.reduce(parts, axis=1))
+            mix += top            # (top + log(...) - log K, in that order)
+            mix -= _LOG_K
+            log_e = c.lead + mix  # (log_pi + pre + mix - log max L)
+            log_e -= _log_max(s_all, n_all)
             best = int(log_e.argmax())
             # the e-detector: the budget-weighted sum of the candidates' e-values
-            total = float(log_e[best]) + math.log(
-                float(np.add.reduce(np.exp(log_e - log_e[best]))))
-            s0, n0 = _counts(float(cW[best]), float(cX[best]), float(cQ[best]))
+            top = float(log_e[best])
+            log_e -= top
+            np.exp(log_e, out=log_e)
+            total = top + math.log(float(np.add.reduce(log_e)))
+            bw, bx, bq = f[best, :3].tolist()
+            s0, n0 = _counts(bw, bx, bq)
             before = s0 / n0
-            after = float(s1[best] / n1[best]) if n1[best] > 0 else math.nan
+            sb, nb = float(s1[best]), float(n1[best])
+            after = sb / nb if nb > 0 else math.nan
             p = math.exp(-total) if total > 0.0 else 1.0
-            self._stat = (p, before, after, n0, float(n1[best]), total)
+            self._stat = (p, before, after, n0, nb, total)
             if total >= self._log_alarm:
                 self._drops += after < before
                 self.changes.append(Change(
                     index=self.n - 1, t=self._t, start=int(c.e[best]),
                     direction="drop" if after < before else "rise",
                     before=before, after=after, p_value=p))
-                bw, bx, bq, bb = float(cW[best]), float(cX[best]), float(cQ[best]), int(c.b[best])
+                bb = int(c.b[best])
                 c.take(np.arange(best + 1, len(c)))
                 c.rebase(bw, bx, bq, bb)
                 self._W -= bw
@@ -622,19 +748,42 @@ class SequentialDrift(BinaryMetric):
                 if self._Q <= 0.0 or self._W <= 0.0:  # float residue of weighted sums
                     self._W = self._X = self._Q = 0.0
         # a new candidate: its share of the budget is the events since the previous one
-        c.add(self._n // self.block, self._W, self._X, self._Q,
+        now = self._n // self.block
+        c.add(now, self._W, self._X, self._Q,
               math.log((self.n - self._last_e) / self.horizon), self.n)
         self._last_e = self.n
-        now = self._n // self.block
-        # ages [0, 2 keep) keep every block, then every 2nd over [2 keep, 4 keep), ...:
-        # ``keep`` candidates per doubling of age
-        b = c.b
-        age = (now - b) // self.keep
-        bits = np.frexp(age.astype(np.float64))[1]        # bit_length of each age
-        step = np.left_shift(1, np.maximum(bits - 1, 0).astype(np.int64))
-        kept = np.flatnonzero(b % step == 0)
-        if len(kept) < len(c):
-            c.take(kept)
+        self._thin(now)
+
+    def _thin(self, now):
+        """Thin the candidates at block ``now``: ages [0, 2 keep) keep every block, then
+        every 2nd over [2 keep, 4 keep), ...: ``keep`` candidates per doubling of age
+        (a candidate of block ``b`` stays while ``b`` is a multiple of the largest power
+        of two at most its age ``(now - b) // keep``, or its age is 0)."""
+        c = self._cands
+        if c.thinned == now - 1:
+            # every candidate passed the rule one block ago, so only those whose age
+            # has just reached a power of two 2^j, j >= 1 (their step doubled: now - b
+            # = keep 2^j), can fail it now:
+            # a few lookups instead of a dozen numpy calls over every candidate
+            blocks, j = c.blocks, 1
+            while True:
+                b = now - (self.keep << j)
+                if b <= 0:
+                    break
+                if b % (1 << j):
+                    r = bisect.bisect_left(blocks, b)
+                    if r < len(blocks) and blocks[r] == b:
+                        c.drop(r)
+                j += 1
+        else:
+            b = c.b
+            age = (now - b) // self.keep
+            bits = np.frexp(age.astype(np.float64))[1]        # bit_length of each age
+            step = np.left_shift(1, np.maximum(bits - 1, 0).astype(np.int64))
+            kept = np.flatnonzero(b % step == 0)
+            if len(kept) < len(c):
+                c.take(kept)
+        c.thinned = now
 
     # -- reading -------------------------------------------------------------------
     @property

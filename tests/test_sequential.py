@@ -175,6 +175,57 @@ def test_thinning_keeps_few_candidates_and_only_spends_less():
     assert len(full._cands) == blocks
 
 
+def _histograms(blocks, keep):
+    """The candidates' block numbers after each of ``blocks`` boundaries without an
+    alarm, by the rule (the oracle): each boundary opens one, then a candidate of block
+    ``b`` stays while ``b`` is a multiple of the largest power of two at most its age
+    ``(now - b) // keep`` (or its age is 0)."""
+    kept, out = [], [[]]
+    for now in range(1, blocks + 1):
+        steps = {b: 1 << max(((now - b) // keep).bit_length() - 1, 0) for b in kept + [now]}
+        kept = [b for b, step in steps.items() if b % step == 0]
+        out.append(kept)
+    return out
+
+
+@pytest.mark.parametrize("keep,block,batch", [(1, 1, 7), (2, 3, 1000), (3, 10, 37), (8, 5, 400)])
+def test_thinning_follows_the_rule_at_every_boundary(keep, block, batch):
+    """The candidates left after each batch are those of the rule (no alarm: alpha
+    tiny), also for a detector resumed from its state or a pickled copy mid-stream."""
+    import pickle
+
+    y, s, _ = _stream(11, 12_000)
+    want = _histograms(int(y.sum()) // block, keep)
+    d = SequentialDrift("recall", alpha=1e-300, block=block, keep=keep)
+    for k, a in enumerate(range(0, 12_000, batch)):
+        d.update_many(y[a:a + batch], s[a:a + batch])
+        assert not d.changes
+        assert d._cands.b.tolist() == want[d._n // block]
+        if k % 5 == 2:
+            d = SequentialDrift._from_state(json.loads(json.dumps(d.to_state())))
+        elif k % 5 == 4:
+            d = pickle.loads(pickle.dumps(d))
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_a_copy_mid_stream_goes_on_as_the_original(weights):
+    """A pickled or deep-copied detector (its candidates' buffers included) then fed
+    the rest of a stream with changes (alarms, restarts) ends in the state of the
+    uninterrupted one."""
+    import copy
+    import pickle
+
+    y, s, w = _stream(5, 30_000, recall=(0.9, 0.5), cut=12_000, weights=weights)
+    whole = SequentialDrift("recall", alpha=0.05).update_many(y, s, w)
+    assert whole.changes
+    for cut in (3_000, 12_500, 20_000):
+        part = SequentialDrift("recall", alpha=0.05).update_many(y[:cut], s[:cut], w[:cut])
+        for twin in (pickle.loads(pickle.dumps(part)), copy.deepcopy(part)):
+            twin.update_many(y[cut:], s[cut:], w[cut:])
+            assert twin.to_state() == whole.to_state()
+            assert twin.changes == whole.changes
+
+
 # ----------------------------------------------------------- the guarantee
 
 def _false_alarm_share(metric, rate, streams, n, alpha, block):
