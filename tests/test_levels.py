@@ -419,3 +419,55 @@ def test_single_events_after_a_batch_on_a_small_order_take_the_per_event_path(mo
     assert not m._so.bulk  # blocks
     yy, ss = np.r_[y, y[:50]], np.r_[s, s[:50] + 1e-6]
     assert m.get() == pytest.approx(average_precision_score(yy, ss), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ap_tail_bounds_memo_equals_a_full_search_and_sklearn(seed):
+    # AP read after every batch: the other positive sides' places in the biggest one
+    # come from the memo of the previous read (Levels._tail_bounds); _check() asserts
+    # the memo against a search, AP and AUC are scikit-learn's
+    rng = np.random.default_rng(seed)
+    n = 6000
+    y = rng.random(n) < 0.25
+    s = rng.random(n) if seed != 2 else np.round(rng.random(n), 3)
+    auc = se.ROCAUC()
+    ap = OrderView(se.AveragePrecision(), auc)
+    live = np.zeros(n, dtype=bool)
+    batches = []
+    memo_reads = 0
+    a = 0
+    while a < n:
+        b = min(n, a + int(rng.integers(1, 300)))
+        auc.update_many(y[a:b], s[a:b])
+        live[a:b] = True
+        batches.append((a, b))
+        if rng.random() < 0.2 and len(batches) > 2:  # a removal: a tombstone side
+            ra, rb = batches.pop(int(rng.integers(0, len(batches) - 1)))
+            auc.revert_many(y[ra:rb], s[ra:rb])
+            live[ra:rb] = False
+        lv = auc._order._levels
+        had = lv is not None and bool(lv.pos) and lv.pos[0].places is not None
+        got = ap.get()
+        assert got == pytest.approx(average_precision_score(y[live], s[live]), abs=1e-12)
+        assert auc.get() == pytest.approx(roc_auc_score(y[live], s[live]), abs=1e-12)
+        lv = auc._order._levels
+        memo_reads += had and len(lv.pos) > 1
+        auc._check()
+        a = b
+    assert memo_reads > 5
+
+
+def test_tail_bounds_equal_bounds():
+    rng = np.random.default_rng(4)
+    big = Side.build(np.unique(rng.random(500)), np.ones(500), np.ones(500, dtype=np.int64),
+                     True, True, True)
+    keys = np.sort(rng.random(500))
+    for step in range(6):
+        tail_k = np.unique(np.concatenate([keys[: 60 * (step + 1)],
+                                           big.k[rng.integers(0, big.size, 5)]]))
+        tail = Side.build(tail_k, np.ones(len(tail_k)), np.ones(len(tail_k), dtype=np.int64),
+                          True, True, True)
+        for _ in range(2):  # a new tail, then the same one again
+            lo, hi = levels.Levels._tail_bounds(big, tail)
+            assert lo.tolist() == big.k.searchsorted(tail_k).tolist()
+            assert hi.tolist() == big.k.searchsorted(tail_k, "right").tolist()

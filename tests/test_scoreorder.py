@@ -448,3 +448,58 @@ def test_replace_entries_refuses_and_changes_nothing():
         assert json.dumps(o.to_data()) == state
     o.replace_entries(table_of(added), table_of([(40.0, True, 1.0), (0.5, False, 1.0)]))
     assert o.contains(1.0, False, 1, 2.0) and not o.contains(40.0, True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0, 2.0]), st.booleans()),
+                min_size=1, max_size=40),
+       st.lists(st.tuples(st.sampled_from([0.1, 0.25, 0.6, 1.5, 2.0, 3.0]), st.booleans()),
+                min_size=1, max_size=20),
+       st.data())
+def test_hypothesis_replace_entries_unit_weights_equals_brute_force(stored, added, data):
+    # weights of 1 on a bulk order: the flat layout's one-pass replacement where it
+    # applies (scores all new in, stored ones out), the merge and subtraction elsewhere
+    stored = [(s, p, 1.0) for s, p in stored]
+    added = [(s, p, 1.0) for s, p in added]
+    o = ScoreOrder(load=4)
+    o.add_entries(*table_of(stored))
+    pool = stored + added
+    keep = data.draw(st.lists(st.booleans(), min_size=len(pool), max_size=len(pool)))
+    gone = [e for e, k in zip(pool, keep) if not k]
+    left = [e for e, k in zip(pool, keep) if k]
+    o.replace_entries(table_of(added), table_of(gone))
+    assert_matches(o, left)
+    assert o.u == brute_u(left)  # integer weights: exact
+    assert o.unit
+
+
+def test_replace_entries_unit_weights_window_steps_take_one_pass(monkeypatch, layout):
+    # a sliding window's steps on a flat order of distinct scores (and some ties, some
+    # scores keeping events of the other class): brute force after every step, and the
+    # one-pass replacement is what ran on the flat layout
+    taken = []
+    real = scoreorder._replaced_unit
+
+    def spy(*args):
+        out = real(*args)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(scoreorder, "_replaced_unit", spy)
+    rng = random.Random(11)
+    stream = [(rng.choice([rng.random(), round(rng.random(), 2)]), rng.random() < 0.3, 1.0)
+              for _ in range(3000)]
+    o = ScoreOrder()
+    o.add_entries(*table_of(stream[:600]))
+    lo, hi = 0, 600
+    while hi < len(stream):
+        step = rng.choice([1, 7, 40, 150])
+        gone = stream[lo:lo + step]
+        o.replace_entries(table_of(stream[hi:hi + step]), table_of(gone))
+        lo, hi = lo + step, hi + step
+        assert_matches(o, stream[lo:hi])
+        assert o.u == brute_u(stream[lo:hi])
+    if layout == "flat":
+        assert any(taken) and not o.levelled
+    else:
+        assert not taken

@@ -431,3 +431,60 @@ def test_time_window_flag_store_reads_old_states():
     assert win.get() == 0.0
     win._check()
 
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_count_window_defers_expired_ranking_events_to_the_next_read(seed):
+    # a window of exact AUC (and AP sharing its order) fed batches and read every few:
+    # the expired events' removal waits for the read (the metric's _gone); every read
+    # equals scikit-learn over the window's events, whatever came in between (single
+    # events, weighted batches, state round trips), and so does a window fed the same
+    # events without deferral (a read after every batch)
+    from streameval.monitor import share_orders
+
+    def shared(win):  # AP over the window's order (as a Monitor builds it)
+        return share_orders({"auc": win, "ap": Sliding(streameval.AveragePrecision(),
+                                                       size=size)})["ap"]
+
+    rng = np.random.default_rng(seed)
+    n, size = 12000, 2000
+    y = rng.random(n) < 0.2
+    s = 1.0 / (1.0 + np.exp(1.0 - 2.0 * y - rng.standard_normal(n)))
+    if seed:
+        s = np.round(s, 3)  # ties
+    w = np.ones(n)
+    win = Sliding(streameval.ROCAUC(), size=size)
+    ap = shared(win)
+    eager = Sliding(streameval.ROCAUC(), size=size)
+    deferred = 0
+    a = 0
+    while a < n:
+        kind = rng.random()
+        b = min(n, a + int(rng.choice([1, 5, 150, 400, 700])))
+        if kind < 0.1:
+            for i in range(a, b):
+                win.update(bool(y[i]), float(s[i]))
+        elif kind < 0.2:  # weights given: all 1, then (late: no deferral after) 1 or 2
+            if a > 2 * n // 3:
+                w[a:b] = rng.integers(1, 3, b - a)
+            win.update_many(y[a:b], s[a:b], w[a:b])
+        else:
+            win.update_many(y[a:b], s[a:b])
+        eager.update_many(y[a:b], s[a:b], None if (w[a:b] == 1).all() else w[a:b])
+        deferred += bool(win.metric._gone)
+        if rng.random() < 0.05:
+            win = from_state(json.loads(json.dumps(win.to_state())))
+            ap = shared(win)
+        a = b
+        if rng.random() < 0.3 or a == n:
+            lo = max(0, a - size)
+            yy, ss, ww = y[lo:a], s[lo:a], w[lo:a]
+            assert win.get() == pytest.approx(skm.roc_auc_score(yy, ss, sample_weight=ww),
+                                              abs=1e-12)
+            assert ap.get() == pytest.approx(
+                skm.average_precision_score(yy, ss, sample_weight=ww), abs=1e-12)
+            assert win.get() == eager.get()
+            assert win.metric.to_state() == eager.metric.to_state()
+            assert not win.metric._gone
+            win._check()
+    assert deferred > 5

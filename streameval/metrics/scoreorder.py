@@ -49,8 +49,10 @@ their numpy calls have cost about what the conversion does (:data:`TRICKLE_RATIO
 Memory per distinct score with unit weights (tracemalloc, ``tests/test_levels.py`` and
 ``benchmarks/bench_ranking.py``): at most 24 bytes in the bulk layouts (levels: 16 per
 stored (score, class) entry plus 8 per positive score while AP is read; flat: score and
-one weight per class); about 47 in blocks (five 8-byte values and block overhead: the
-price of the per-event path). Weights other than 1 add the counts (8 bytes per entry),
+one weight per class), 28 with AP's memo (up to 4 more per positive score while AP is
+read: where the newer positive scores fall, see :mod:`streameval.metrics.levels`);
+about 47 in blocks (five 8-byte values and block overhead: the price of the per-event
+path). Weights other than 1 add the counts (8 bytes per entry),
 fractional ones each score's exact weight (8 more).
 
 Memory grows with distinct scores, not with events: a score whose last event is
@@ -312,6 +314,67 @@ def _subtracted(stored, keys, wp, wn, cp, cn, scale_p, scale_n):
             return k0, p0, n0, p0, n0
         return k0, p0, n0, c0[keep], d0[keep]
     return k0, p0, n0, c0, d0
+
+
+def _replaced_unit(stored, added, removed):
+    """A flat order's unit-weight arrays ``stored`` with the entries ``added`` merged in
+    and ``removed`` taken out (``(keys, wp, wn, cp, cn)`` each, every weight 1), as
+    :func:`_subtracted` of :func:`_merged` gives them, or None where that is not the
+    simple case this handles: every added score new to ``stored``, every removed one
+    stored there with at least the events removed (then the two functions run instead,
+    and refuse what they refuse).
+
+    Why: a sliding window's batch in and its expired events out, every batch, on the
+    flat order. The two functions make two `O(n)` passes per column (insert, then
+    compact) and search the removed scores in the merged arrays; here the removed
+    scores are searched in the stored ones and each column is one gather through one
+    index. The same bits: with weights of 1 every value is an exact integer count, and
+    each output value is the stored or added one, or the stored one less the removed
+    one, the same subtraction."""
+    k0, p0, n0 = stored[:3]
+    ak, ap, an = added[:3]
+    rk, rp, rn = removed[:3]
+    n, a = len(k0), len(ak)
+    if not n:
+        return None
+    pa = k0.searchsorted(ak)
+    if (k0[np.minimum(pa, n - 1)] == ak).any():  # an added score is stored: add to it
+        return None
+    pr = k0.searchsorted(rk)
+    if pr[-1] >= n or (k0[pr] != rk).any():  # a removed score is not stored
+        return None
+    sp = p0[pr] - rp
+    sn = n0[pr] - rn
+    if (sp < 0.0).any() or (sn < 0.0).any():  # more removed than stored: refused
+        return None
+    left = (sp + sn) != 0.0
+    gone = pr[~left]  # scores left without events (ascending)
+    # the output is the kept stored entries and the added ones, in score order: each
+    # added entry lands after the kept stored entries below it and the added before it
+    g = len(gone)
+    size = n - g + a
+    src = np.empty(size, dtype=_I8)  # per output entry: its index in (stored, added)
+    dest = pa + np.arange(a)
+    if g:
+        dest -= gone.searchsorted(pa)
+        keep = np.ones(n, dtype=bool)
+        keep[gone] = False
+        kept = np.flatnonzero(keep)
+    else:
+        kept = np.arange(n)
+    fresh = np.zeros(size, dtype=bool)
+    fresh[dest] = True
+    src[~fresh] = kept
+    src[dest] = np.arange(n, n + a)
+    p = np.concatenate((p0, ap))
+    q = np.concatenate((n0, an))
+    if left.any():  # scores that keep events of one class or both: what is left there
+        at = pr[left]
+        p[at] = sp[left]
+        q[at] = sn[left]
+    keys = np.concatenate((k0, ak))[src]
+    p, q = p[src], q[src]
+    return keys, p, q, p, q
 
 
 def _count(k, cls):
@@ -1216,10 +1279,14 @@ class ScoreOrder:
         if self._arrays is not None:  # small: one merge, one subtraction, one rebuild
             self._note_weights(ap, an, acp, acn)  # (flags and layout only: atomic)
             self._note_weights(rp, rn, rcp, rcn)
-            merged = _merged(self._arrays, ak, ap, an, acp, acn, inplace=False)
-            arrays = _subtracted(merged, rk, rp, rn, rcp, rcn,  # (checks before writing)
-                                 self.pos_weight + float(ap.sum()),
-                                 self.neg_weight + float(an.sum()))
+            arrays = None
+            if self.unit:  # (one pass for both, the common case: see _replaced_unit)
+                arrays = _replaced_unit(self._arrays, added, removed)
+            if arrays is None:
+                merged = _merged(self._arrays, ak, ap, an, acp, acn, inplace=False)
+                arrays = _subtracted(merged, rk, rp, rn, rcp, rcn,  # (checks first)
+                                     self.pos_weight + float(ap.sum()),
+                                     self.neg_weight + float(an.sum()))
             self._install(arrays)
             self.z_pos, self.z_neg = z_pos - rzp, z_neg - rzn
             self._batch_done()

@@ -4,8 +4,11 @@ The window keeps a deque of :class:`~streameval.windows.chunks.Chunk` (batches, 
 validated columns) and :class:`~streameval.windows.chunks.EventRun` (events added
 one at a time), oldest first, and reverts expired events a chunk slice at a time (in
 one call over a metric with ``_revert_joined`` that gives the same bits that way: exact
-ROC AUC and AP with weights of 1), a whole batch with what the metric computed from it
-when it came in (the chunk's memo, see :class:`~streameval.metrics.base.shared_batch`).
+ROC AUC and AP with weights of 1; or handed over to a metric with ``_revert_later``
+that defers their removal to its next read, to the same bits: the same metrics, on a
+window small enough for their flat layout), a whole batch with what the metric
+computed from it when it came in (the chunk's memo, see
+:class:`~streameval.metrics.base.shared_batch`).
 Once full, a window over a metric with ``_swap`` (the binary ranking metrics) hands it
 each new event and the one it expires in one call: the per-event path of a sliding AUC.
 
@@ -209,9 +212,11 @@ class _CountSliding(Sliding, case="count"):
 
     def _expire(self, k):
         """Revert the ``k`` oldest events, a chunk slice at a time; over a metric that
-        reverts several slices at once to the same bits (``_revert_joined``), in one
-        call when they span several chunks."""
-        if self._joined is not None and self._typed and k > len(self._chunks[0]):
+        defers their removal to its next read to the same bits (``_revert_later``), in
+        one call; over one that reverts several slices at once to the same bits
+        (``_revert_joined``), in one call when they span several chunks."""
+        joined = self._joined is not None and k > len(self._chunks[0])
+        if self._typed and (self._later is not None or joined):
             slices, left = [], k
             for ch in self._chunks:
                 if type(ch) is not Chunk:
@@ -222,7 +227,9 @@ class _CountSliding(Sliding, case="count"):
                 left -= m
                 if not left:
                     break
-            if slices is not None and self._joined(slices):
+            if slices is not None and (
+                    (self._later is not None and self._later(slices))
+                    or (joined and self._joined(slices))):
                 self._drop(k)
                 return
         self._n -= k

@@ -63,9 +63,11 @@ class Sliding(Cases):
     before ``k`` newer ones); ``get``: the wrapped metric's ``get``. ``update_many`` of
     ``m`` events on a count window: one ``update_trusted`` and one ``revert_trusted``
     per stored chunk the expired events span (usually one or two; one for them all
-    over exact ROC AUC and AP with weights of 1), plus `O(m)` to copy the batch's
-    columns; a whole stored batch is reverted with what the metric computed from it
-    when it came in (its batch sums, its confusion cells).
+    over exact ROC AUC and AP with weights of 1, which on windows of up to
+    :data:`~streameval.metrics.scoreorder.FLAT_MAX` events defer it, with the batch,
+    to their next read: one rebuild of their order per read), plus `O(m)` to copy the
+    batch's columns; a whole stored batch is reverted with what the metric computed
+    from it when it came in (its batch sums, its confusion cells).
 
     Storage (count windows): each batch is kept as one
     :class:`~streameval.windows.chunks.Chunk` of columns, the validated numpy
@@ -172,6 +174,10 @@ class Sliding(Cases):
         # bits that way (binary ranking metrics with weights of 1: one rebuild of the
         # score order instead of one per slice); count windows only
         self._joined = getattr(m, "_revert_joined", None)
+        # expired slices whose removal the metric may defer to its next read, to the
+        # same bits (binary ranking metrics, weights of 1, a small order: one rebuild
+        # per read instead of one per batch); count windows only
+        self._later = getattr(m, "_revert_later", None)
         self._get = m.get
         self._ops = MetricOps(m)
         self._typed = typed(m)
