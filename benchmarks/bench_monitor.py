@@ -21,6 +21,7 @@ one run, not runs.
     python benchmarks/bench_monitor.py                      # 1 000 000 events
     python benchmarks/bench_monitor.py --events 200000 --decimals -1
     python benchmarks/bench_monitor.py --compare --batch 1000 --baseline-src /tmp/old
+    python benchmarks/bench_monitor.py --growth --events 6000000 --batch 800
 
 Results: see README.md, "Performance" (``--compare``: the monitor on 3-decimal,
 4-decimal and continuous scores, with the continuous / 3-decimal speed ratio that issue
@@ -124,6 +125,50 @@ print(json.dumps({"cpu": time.process_time() - c0}))
 """
 
 
+def growth(args):
+    """CPU per event against the stream's length: the default monitor on the stream of
+    ``bench_service.py`` (labels ~ Bernoulli(0.2), scores a full-precision logistic of
+    ``2 y - 1`` plus a standard normal: one distinct score per event, AUC about 0.8),
+    fed batches of ``--batch``, evaluated every ``--every`` events and, for
+    comparison, every 10x as many; the evaluations' share timed around
+    ``Monitor._evaluate``. Exact cumulative AUC/AP cost `O(positive scores)` per
+    evaluation, so the per-event cost grows linearly with the stream."""
+    from streameval.monitor import Monitor
+
+    n, step = args.events, args.growth_step
+    rng = np.random.default_rng(SEED)
+    y = rng.random(n) < 0.2
+    s = 1.0 / (1.0 + np.exp(1.0 - 2.0 * y - rng.standard_normal(n)))
+    t = 1_700_000_000 + np.cumsum(rng.exponential(0.05, n))
+    print(f"default monitor, bench_service.py's stream, batches of {args.batch}: CPU us "
+          f"per event over each {step:,} events (of which evaluations)")
+    everies = (args.every, 10 * args.every)
+    print(f"{'events':>10} " + " ".join(f"{f'every={e}':>22}" for e in everies))
+    mons, spent = [], []
+    for e in everies:
+        mon = Monitor.default(every=e)
+        box = [0.0]
+
+        def timed(orig=mon._evaluate, box=box):
+            c = time.process_time()
+            orig()
+            box[0] += time.process_time() - c
+        mon._evaluate = timed
+        mons.append(mon)
+        spent.append(box)
+    for a in range(0, n, step):
+        cells = []
+        for mon, box in zip(mons, spent):
+            before, c = box[0], time.process_time()
+            for b in range(a, min(n, a + step), args.batch):
+                c2 = min(n, a + step, b + args.batch)
+                mon.update_many(y[b:c2], s[b:c2], t=t[b:c2])
+            cpu = time.process_time() - c
+            k = min(n, a + step) - a
+            cells.append(f"{cpu / k * 1e6:>9.1f} ({(box[0] - before) / k * 1e6:>9.1f})")
+        print(f"{min(n, a + step):>10,} " + " ".join(f"{c:>22}" for c in cells), flush=True)
+
+
 def compare(args):
     """This checkout against ``--baseline-src`` (each case in a fresh subprocess):
     bool and string labels, rounded and continuous scores."""
@@ -173,7 +218,13 @@ def main(argv=None):
     ap.add_argument("--baseline-src", type=Path, default=None,
                     help="a checkout of older code for --compare")
     ap.add_argument("--repeat", type=int, default=1, help="runs per --compare case (best)")
+    ap.add_argument("--growth", action="store_true",
+                    help="CPU per event against the stream's length (continuous scores)")
+    ap.add_argument("--growth-step", type=int, default=500_000, help="events per --growth row")
     args = ap.parse_args(argv)
+    if args.growth:
+        growth(args)
+        return
     if args.compare:
         compare(args)
         return

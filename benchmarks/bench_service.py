@@ -66,93 +66,46 @@ keep-alive response then waits for the client's delayed ACK, about 40 ms).
 serves another monitor. Traffic goes to 127.0.0.1 only. Timings are wall-clock on
 whatever machine runs it; compare rows of one run, not runs.
 
-Newest run (httptools, the direct ingestion route, the cheaper Monitor update; an idle
-machine, the clients sharing its 2 cores; 144 s), events/s without / with checkpoints
-and p99 ratio: 100 x 8: 47 800 / 48 420, 1.12x; 100 x 32: 47 300 / 49 920, 1.13x;
-1000 x 8: 100 800 / 98 000, 1.09x; 1000 x 32: 95 600 / 84 200, 1.23x (one checkpoint
-in each window). Batch 1, re-run while a test suite took 0.7 of a core: 1 x 8: 761 /
-609, 1.34x; 1 x 32: 1 066 / 849, 1.29x. The 36 000 target for 8 x 100 is met in 5 s
-cells (1.33x) but a 12 s cell gave 35 475: throughput falls as the cumulative AUC/AP
-grow (one entry per distinct score). Before: 26 700 / 26 560 (h11, Starlette's
-routing, the Monitor update of the time). The run below is of an earlier state of the
-engine, on a busier machine.
-
-Results (``python benchmarks/bench_service.py``, 139 s in all; 2 cores (nproc 2),
-Python 3.11.7, uvicorn 0.54 with h11, starlette 1.10, orjson 3.13, SQLite on ext4;
-default monitor; the engine of the working tree on top of fee9e5b, whose checkpoint
-forks a child that serialises and writes the state; the machine shared with other
-jobs' test suites, which took about one of the two cores throughout, the ``other
-cpu`` column: expect more on an idle machine, and compare rows, not runs):
+Results (``python benchmarks/bench_service.py``, 12 cells, 2 cores (nproc 2), Python
+3.11.7, uvicorn with httptools, SQLite on ext4, default monitor, the committer path; an
+idle machine but for the clients):
 
 | batch | clients | checkpoints | ckpts | events/s | requests/s | p50 ms | p99 ms | max ms | state MB | lost | srv cpu | cli cpu | cli max | other cpu |
 | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
-| 1 | 8 | off | 0/0 | 348 | 348 | 19.5 | 81.2 | 155 | 0.9 | 0 | 0.73 | 0.15 | 0.04 | 1.09 |
-| 1 | 8 | on | 3/4 | 240 | 240 | 20.5 | 235.2 | 522 | 0.7 | 0 | 0.61 | 0.10 | 0.03 | 1.27 |
-| 1 | 32 | off | 0/0 | 447 | 447 | 66.9 | 216.4 | 264 | 1.2 | 0 | 0.81 | 0.17 | 0.04 | 0.97 |
-| 1 | 32 | on | 3/4 | 312 | 312 | 88.9 | 252.2 | 285 | 0.9 | 0 | 0.77 | 0.13 | 0.03 | 1.07 |
-| 100 | 8 | off | 0/0 | 16,200 | 162 | 47.7 | 94.8 | 121 | 9.3 | 0 | 0.77 | 0.15 | 0.04 | 1.08 |
-| 100 | 8 | on | 1/1 | 12,360 | 124 | 58.7 | 153.0 | 182 | 7.9 | 0 | 0.77 | 0.12 | 0.03 | 1.11 |
-| 100 | 32 | off | 0/0 | 23,620 | 236 | 132.6 | 238.1 | 286 | 11.3 | 0 | 0.87 | 0.20 | 0.05 | 0.90 |
-| 100 | 32 | on | 1/1 | 18,640 | 186 | 162.8 | 347.9 | 393 | 10.6 | 0 | 0.86 | 0.15 | 0.04 | 0.98 |
-| 1000 | 8 | off | 0/0 | 67,600 | 68 | 107.8 | 162.0 | 198 | 29.6 | 0 | 0.75 | 0.29 | 0.07 | 0.95 |
-| 1000 | 8 | on | 1/1 | 48,400 | 48 | 149.6 | 271.5 | 281 | 22.5 | 0 | 0.82 | 0.21 | 0.05 | 0.96 |
-| 1000 | 32 | off | 0/0 | 71,400 | 71 | 397.2 | 758.5 | 776 | 32.3 | 0 | 0.73 | 0.29 | 0.07 | 0.98 |
-| 1000 | 32 | on | 1/1 | 44,600 | 45 | 677.5 | 1248.5 | 1350 | 23.2 | 0 | 0.86 | 0.21 | 0.05 | 0.92 |
+| 1 | 8 | off | 0/0 | 1,026 | 1,026 | 7.3 | 17.5 | 25 | 2.4 | 0 | 0.86 | 0.40 | 0.11 | 0.09 |
+| 1 | 8 | on | 3/4 | 1,017 | 1,017 | 7.3 | 17.6 | 40 | 2.4 | 0 | 1.11 | 0.38 | 0.10 | 0.04 |
+| 1 | 32 | off | 0/0 | 1,304 | 1,304 | 24.1 | 41.1 | 51 | 2.9 | 0 | 0.87 | 0.42 | 0.11 | 0.11 |
+| 1 | 32 | on | 3/4 | 1,234 | 1,234 | 25.2 | 46.8 | 60 | 2.7 | 0 | 1.08 | 0.40 | 0.10 | 0.07 |
+| 100 | 8 | off | 0/0 | 51,020 | 510 | 14.8 | 27.2 | 37 | 22.8 | 0 | 0.86 | 0.41 | 0.10 | 0.05 |
+| 100 | 8 | on | 1/1 | 46,360 | 464 | 16.4 | 33.6 | 48 | 21.2 | 0 | 1.05 | 0.36 | 0.09 | 0.32 |
+| 100 | 32 | off | 0/0 | 58,480 | 585 | 52.5 | 94.4 | 106 | 26.3 | 0 | 0.84 | 0.41 | 0.10 | 0.02 |
+| 100 | 32 | on | 1/1 | 53,840 | 538 | 55.3 | 141.0 | 181 | 24.2 | 0 | 1.05 | 0.42 | 0.11 | 0.37 |
+| 1000 | 8 | off | 0/0 | 83,800 | 84 | 88.8 | 152.9 | 171 | 38.3 | 0 | 0.85 | 0.37 | 0.10 | 0.07 |
+| 1000 | 8 | on | 1/1 | 86,200 | 86 | 82.9 | 156.0 | 172 | 38.9 | 0 | 1.25 | 0.38 | 0.10 | 0.19 |
+| 1000 | 32 | off | 0/0 | 77,800 | 78 | 374.2 | 660.5 | 1454 | 37.0 | 0 | 0.82 | 0.39 | 0.10 | 0.13 |
+| 1000 | 32 | on | 1/1 | 85,800 | 86 | 332.9 | 1315.7 | 1797 | 38.3 | 0 | 1.21 | 0.39 | 0.10 | 0.25 |
 
 | batch | clients | p99 off ms | p99 on ms | p99 ratio | target met | events/s ratio |
 | ---: | ---: | ---: | ---: | ---: | --- | ---: |
-| 1 | 8 | 81.2 | 235.2 | 2.90x | NO | 0.69 |
-| 1 | 32 | 216.4 | 252.2 | 1.17x | yes | 0.70 |
-| 100 | 8 | 94.8 | 153.0 | 1.61x | yes (only 1 checkpoint(s) in the window) | 0.76 |
-| 100 | 32 | 238.1 | 347.9 | 1.46x | yes (only 1 checkpoint(s) in the window) | 0.79 |
-| 1000 | 8 | 162.0 | 271.5 | 1.68x | yes (only 1 checkpoint(s) in the window) | 0.72 |
-| 1000 | 32 | 758.5 | 1248.5 | 1.65x | yes (only 1 checkpoint(s) in the window) | 0.62 |
+| 1 | 8 | 17.5 | 17.6 | 1.01x | yes | 0.99 |
+| 1 | 32 | 41.1 | 46.8 | 1.14x | yes | 0.95 |
+| 100 | 8 | 27.2 | 33.6 | 1.24x | yes (only 1 checkpoint(s) in the window) | 0.91 |
+| 100 | 32 | 94.4 | 141.0 | 1.49x | yes (only 1 checkpoint(s) in the window) | 0.92 |
+| 1000 | 8 | 152.9 | 156.0 | 1.02x | yes (only 1 checkpoint(s) in the window) | 1.03 |
+| 1000 | 32 | 660.5 | 1315.7 | 1.99x | yes (only 1 checkpoint(s) in the window) | 1.10 |
 
-8 clients x 100 events: 16 200 events/s without checkpoints (0.45x the 36 000
-target), 12 360 with (0.34x). The clients are never the limit: the busiest client
-process used at most 0.07 of a core, all of them together at most 0.29. The server
-is: one Python process whose request threads share one GIL; it used 0.6-0.9 of a
-core, what the other jobs left (server + clients + other came to 1.9-2.0 cores in
-every cell). 8 or 32 clients give about the same events/s (requests queue: p50 grows
-3-4x). The server spends about 2 ms of CPU on a request of 1 event, 4-5 ms on 100
-events, 10-11 ms on 1000, where ``Engine.ingest_body`` alone (decode, validate,
-``Monitor.update_many``; no HTTP, no log; measured in a loop on the committed engine)
-takes 0.7, 1.5 and 7.4 ms: the rest is uvicorn/h11, Starlette, the thread-pool hop,
-the write-ahead log and the GIL's hand-overs between request threads. Of a batch of
-1 event's ~2 ms, ``Monitor.update_many`` alone takes 0.65 ms (a fixed cost per batch:
-its 16 objects are updated whatever the batch size).
-
-Checkpoints, forked: p99 within 2x in 5 cells of 6, but "every 1 s" gave one
-checkpoint per ~5 s (1 in the 6.3 s of a cell of 100 or 1000 events; 3 in 15 s with
-``--seconds 15``, p99 ratio 1.59x): the child takes seconds to serialise 8-23 MB of
-JSON on a shared 2-core machine, and the next one starts 1 s after it ends. The
-child's core is taken from ingestion: events/s with checkpoints is 0.62-0.79x of
-without.
-
-On the committed engine (fee9e5b: the state serialised in the server process, the
-ingestion lock held for part of it), a full run of this script 20 minutes earlier, on
-the same machine under the same load, gave (8 x 100: 16 120 events/s without
-checkpoints, 8 400 with):
-
-| batch | clients | p99 off ms | p99 on ms | p99 ratio | target met | events/s ratio |
-| ---: | ---: | ---: | ---: | ---: | --- | ---: |
-| 1 | 8 | 47.3 | 241.4 | 5.10x | NO | 0.75 |
-| 1 | 32 | 185.3 | 386.5 | 2.09x | NO | 0.91 |
-| 100 | 8 | 112.6 | 1799.5 | 15.98x | NO | 0.52 |
-| 100 | 32 | 264.2 | 1652.3 | 6.25x | NO | 0.50 |
-| 1000 | 8 | 301.8 | 2457.0 | 8.14x | NO | 0.35 |
-| 1000 | 32 | 737.7 | 2369.7 | 3.21x | NO | 0.32 |
-
-There the p99 with checkpoints was the checkpoint itself (close to the max, 1.6-2.5 s
-with states of 7-16 MB of JSON), 2-3 checkpoints per cell because each took about 2 s.
-Profiled with py-spy (``--gil``, 8 x 100, checkpoints on): 80% of the GIL's time went
-to checkpointing, and only a fifth of that under the ingestion lock
-(``Pipeline.state`` and one ``json.dumps``); the rest ran outside the lock but held
-the GIL all the same: ``json.loads`` of that text, then ``save_checkpoint``, whose
-checksum (``_canonical``: ``dumps``, ``loads``, ``dumps(sort_keys=True)``) and file
-write (``dumps``) encode the state three times more. Measured alone on a
-100 000-event monitor (9 MB): ``state()`` 0.15 s + ``dumps`` 0.36 s under the lock,
-then ``loads`` 0.37 s + ``save`` 1.6 s (of which ``_canonical`` 1.1 s) outside it.
+8 clients x 100 events: 51 020 events/s without checkpoints (1.42x the 36 000 target),
+46 360 with (1.29x). The server is the limit (one process, 0.8-0.9 of a core for its
+Python thread under the GIL; above 1.0 with checkpoints is the forked child). Against
+the stream's length (``--batch 100 --clients 8 --seconds S``, the same morning):
+``--seconds 30`` gave 38 300 and 43 500 events/s, ``--seconds 120`` (about 4 M events)
+33 100 without checkpoints and 35 300 with (six in the window, p99 ratio 0.90x), and
+50 600 with a monitor evaluated every 10 000 events (``--config`` of ``[monitor]
+every = 10000``): the default monitor's exact cumulative AUC/AP cost `O(positive
+scores)` per evaluation (``bench_monitor.py --growth``; README, "Performance"). The
+code of stop 23, when issue 14 measured 12 000, served by this script on that morning:
+16 360 (5 s), 19 100 (30 s), 16 455 (120 s), 5.7 ms of server CPU per request against
+1.7-2.0 ms now.
 """
 
 from __future__ import annotations
