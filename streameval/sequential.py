@@ -77,11 +77,6 @@ import math
 
 import numpy as np
 
-try:  # the ufunc np.clip ends in (its Python layers cost more than a clip of a few dozen)
-    from numpy._core.umath import clip as _clip
-except ImportError:  # pragma: no cover - numpy < 2
-    _clip = np.clip
-
 from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, check_weight
 from streameval.validation import Integer, Options, check_level, check_param, check_threshold
@@ -690,7 +685,7 @@ class SequentialDrift(BinaryMetric):
                 s1 = np.where(some, s1, 0.0)
             # successes and failures after each candidate
             sf = np.empty((m, 2))
-            s1 = _clip(s1, 0.0, n1, out=sf[:, 0])
+            s1 = np.clip(s1, 0.0, n1, out=sf[:, 0])
             f1 = np.subtract(n1, s1, out=sf[:, 1])
             # every lgamma of the check in one call, per candidate: KT's and each
             # prior's for the successes (s1 + 1/2, a + s1), the failures (f1 + 1/2,

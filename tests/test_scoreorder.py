@@ -406,6 +406,18 @@ def test_mann_whitney_u_int64_prefix_sums_equal_float():
         [(s, p, 1.0) for s, p, w in events for _ in range(int(w))])
 
 
+def _replace_some(o, stored, added, data):
+    """A window's step on ``o`` (holding ``stored``): ``added`` in, a drawn part of
+    ``stored + added`` out; checks ``o`` against the events left, and returns them."""
+    pool = stored + added
+    keep = data.draw(st.lists(st.booleans(), min_size=len(pool), max_size=len(pool)))
+    gone = [e for e, k in zip(pool, keep) if not k]
+    left = [e for e, k in zip(pool, keep) if k]
+    o.replace_entries(table_of(added), table_of(gone))
+    assert_matches(o, left)
+    return left
+
+
 @settings(max_examples=120, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0, 2.0]), st.booleans(),
                           st.sampled_from([0.0, 0.5, 1.0, 3.0])), max_size=40),
@@ -417,12 +429,7 @@ def test_hypothesis_replace_entries_equals_brute_force(stored, added, data):
     o = ScoreOrder(load=4)
     for e in stored:
         o.add(*e)
-    pool = stored + added
-    keep = data.draw(st.lists(st.booleans(), min_size=len(pool), max_size=len(pool)))
-    gone = [e for e, k in zip(pool, keep) if not k]
-    left = [e for e, k in zip(pool, keep) if k]
-    o.replace_entries(table_of(added), table_of(gone))
-    assert_matches(o, left)
+    left = _replace_some(o, stored, added, data)
     assert o.u == brute_u(left)  # dyadic weights: exact
     zp = sum(1 for _, p, w in left if p and w == 0.0)
     zn = sum(1 for _, p, w in left if not p and w == 0.0)
@@ -463,12 +470,7 @@ def test_hypothesis_replace_entries_unit_weights_equals_brute_force(stored, adde
     added = [(s, p, 1.0) for s, p in added]
     o = ScoreOrder(load=4)
     o.add_entries(*table_of(stored))
-    pool = stored + added
-    keep = data.draw(st.lists(st.booleans(), min_size=len(pool), max_size=len(pool)))
-    gone = [e for e, k in zip(pool, keep) if not k]
-    left = [e for e, k in zip(pool, keep) if k]
-    o.replace_entries(table_of(added), table_of(gone))
-    assert_matches(o, left)
+    left = _replace_some(o, stored, added, data)
     assert o.u == brute_u(left)  # integer weights: exact
     assert o.unit
 
