@@ -686,7 +686,7 @@ class SequentialDrift(BinaryMetric):
             # successes and failures after each candidate
             sf = np.empty((m, 2))
             s1 = np.clip(s1, 0.0, n1, out=sf[:, 0])
-            f1 = np.subtract(n1, s1, out=sf[:, 1])
+            np.subtract(n1, s1, out=sf[:, 1])  # (f1)
             # every lgamma of the check in one call, per candidate: KT's and each
             # prior's for the successes (s1 + 1/2, a + s1), the failures (f1 + 1/2,
             # c + f1) and the trials (n1 + 1, a + c + s1 + f1)

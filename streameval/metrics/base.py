@@ -387,6 +387,10 @@ class SharedView:
         return self._linked().get()
 
     def interval(self, level=0.95):
+        """The template kind's ``interval(level)`` on the owner's state (the proportions
+        on a matrix: Wilson; ROCAUC and Gini on an order: DeLong, cached until the order
+        changes); ``NotImplementedError`` for a kind without one (see
+        :func:`has_interval`)."""
         return self._linked().interval(level)
 
     def _interval_parts(self):

@@ -1150,12 +1150,6 @@ class CountsView(SharedView):
     def _has_interval(self):
         return has_interval(self.template)
 
-    def interval(self, level=0.95):
-        """The template's ``interval(level)`` on the owner's matrix (the proportions:
-        Wilson); ``NotImplementedError`` for a kind without one (see
-        :func:`streameval.metrics.base.has_interval`)."""
-        return self._linked().interval(level)
-
     def to_state(self):
         self._linked()
         return self._window_state(self._metric.to_state())

@@ -136,10 +136,15 @@ def _bounds(K, q):
     if len(q) < 256:  # few queries: a second search is cheaper than four numpy calls
         return K.searchsorted(q), K.searchsorted(q, "right")
     lo = K.searchsorted(q)
+    return lo, _right_of(K, q, lo)
+
+
+def _right_of(K, q, lo):
+    """``searchsorted(K, q, "right")`` from the left bounds ``lo`` (distinct ``K``)."""
     hi = lo.copy()
     if len(K):
         hi += K[np.minimum(lo, len(K) - 1)] == q
-    return lo, hi
+    return hi
 
 
 def _runs(hi, n):
@@ -678,10 +683,7 @@ class Levels:
                 miss = ~hit
                 lo[miss] = K.searchsorted(q[miss])
         big.places = (q, lo)
-        hi = lo.copy()  # (as _bounds: the right bound is the left one past an equal key)
-        if len(K):
-            hi += K[np.minimum(lo, len(K) - 1)] == q
-        return lo, hi
+        return lo, _right_of(K, q, lo)
 
     def check(self):
         """Assert the layout's invariants (tests)."""

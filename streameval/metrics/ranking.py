@@ -782,12 +782,6 @@ class OrderView(SharedView):
     def _has_interval(self):
         return has_interval(self._metric)
 
-    def interval(self, level=0.95):
-        """The template kind's ``interval(level)`` on the owner's order (ROCAUC and
-        Gini: DeLong, cached until the order changes); ``NotImplementedError`` for a
-        kind without one (see :func:`streameval.metrics.base.has_interval`)."""
-        return self._linked().interval(level)
-
     def to_state(self):
         mine = self._metric.to_state()
         mine["data"] = self._inner(self.owner)._get_data()
