@@ -2,7 +2,8 @@
 
 An *event* is one scored, labeled prediction: a binary label, a finite score,
 an event time, a weight, and optionally an id and a segment. Sources
-(:mod:`streameval.io.sources`) read log rows into :class:`EventBatch` objects
+(:mod:`streameval.io.sources`) read log rows into :class:`Batch` objects (the one
+batch type from a source to the Monitor; ``EventBatch`` is its older name)
 through :func:`build_batch`; an HTTP service validates posted objects with
 :func:`parse_event` or :func:`events_to_batch`. Every path applies the same
 rules, checked in the same order (ts, label, score, weight, id, segment), so
@@ -62,7 +63,9 @@ __all__ = [
     "EventError",
     "FieldMap",
     "Event",
+    "Batch",
     "EventBatch",
+    "segment_codes",
     "parse_event",
     "events_to_batch",
     "build_batch",
@@ -78,7 +81,7 @@ __all__ = [
 #: (a batch is validated by a handful of vectorised passes).
 DEFAULT_BATCH_SIZE = 65536
 
-#: ``EventBatch.kind`` values in partial (delayed-label) mode.
+#: ``Batch.kind`` values in partial (delayed-label) mode.
 KIND_EVENT = 0  #: a complete row: label and score.
 KIND_PREDICTION = 1  #: a prediction waiting for its label: score, no label.
 KIND_LABEL = 2  #: a label for an earlier prediction: label, no score.
@@ -716,67 +719,79 @@ def parse_event(obj: dict, fields: FieldMap | None = None, where: str = "event")
 # ---------------------------------------------------------------- batches
 
 
-class EventBatch:
-    """A batch of validated events as columns.
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """A batch of validated events as columns: the one batch type between a source and
+    the Monitor.
 
-    Attributes: ``label`` (bool), ``score``, ``ts`` (NaN where absent),
-    ``weight`` (float64), ``line`` (int64: 1-based line in the log, row of a
-    Parquet file, or position in a list), ``id`` and ``segment`` (Python
-    lists, or None when the field is not configured or absent from every
-    row of the batch). Partial (delayed-label) batches also carry ``kind``
-    (int8, ``KIND_*``); joined batches carry ``pred_ts``, the prediction time.
+    Sources (:class:`~streameval.io.EventSource`, :func:`build_batch`,
+    :func:`events_to_batch`, Spark partitions) build it; the delayed-label join reads
+    and writes it; the service's write-ahead log stores it; the Monitor admits it
+    (:meth:`Monitor.admit <streameval.monitor.Monitor.admit>`) without validating its
+    columns again. Frozen: a batch is never changed in place (:func:`dataclasses.replace`
+    makes a changed copy).
+
+    Columns: ``label`` (bool: is positive), ``score`` (float64, finite), ``ts`` (float64
+    epoch seconds, NaN where absent), ``weight`` (float64, or None: every weight is 1),
+    ``line`` (int64: 1-based line in the log, row of a Parquet file, or position in a
+    list), ``id`` and ``segment`` (Python lists, or None when the field is not
+    configured or absent from every row of the batch). Partial (delayed-label) batches
+    also carry ``kind`` (int8, ``KIND_*``); joined batches carry ``pred_ts``, the
+    prediction time. :meth:`segment_codes` gives the segment column as codes into its
+    distinct values (computed once).
 
     >>> b = events_to_batch([{"label": 1, "score": 0.9, "ts": 5}, {"label": 0, "score": 0.2, "ts": 6}])
     >>> len(b), b.label.tolist(), b.score.tolist(), b.line.tolist()
     (2, [True, False], [0.9, 0.2], [1, 2])
     """
 
-    __slots__ = ("label", "score", "ts", "weight", "line", "id", "segment", "kind", "pred_ts")
-
-    def __init__(
-        self,
-        label: np.ndarray,
-        score: np.ndarray,
-        ts: np.ndarray,
-        weight: np.ndarray,
-        line: np.ndarray,
-        id: list | None = None,
-        segment: list | None = None,
-        kind: np.ndarray | None = None,
-        pred_ts: np.ndarray | None = None,
-    ) -> None:
-        self.label = label
-        self.score = score
-        self.ts = ts
-        self.weight = weight
-        self.line = line
-        self.id = id
-        self.segment = segment
-        self.kind = kind
-        self.pred_ts = pred_ts
+    label: np.ndarray
+    score: np.ndarray
+    ts: np.ndarray
+    weight: np.ndarray | None
+    line: np.ndarray
+    id: list | None = None
+    segment: list | None = None
+    kind: np.ndarray | None = None
+    pred_ts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.score)
 
     def __repr__(self) -> str:
         lines = f", lines {self.line[0]}..{self.line[-1]}" if len(self) else ""
-        return f"EventBatch({len(self)} events{lines})"
+        return f"Batch({len(self)} events{lines})"
 
     @classmethod
-    def empty(cls) -> "EventBatch":
+    def empty(cls) -> "Batch":
         """A batch of zero events."""
         f = np.empty(0, np.float64)
         return cls(np.empty(0, bool), f, f.copy(), f.copy(), np.empty(0, np.int64))
 
-    def select(self, keep: np.ndarray) -> "EventBatch":
+    def weights(self) -> np.ndarray:
+        """The weight column as an array (ones where ``weight`` is None)."""
+        return np.ones(len(self)) if self.weight is None else self.weight
+
+    def segment_codes(self) -> tuple[np.ndarray, list, list]:
+        """:func:`segment_codes` of the segment column (``ValueError`` without one),
+        computed once per batch. Cost: `O(n)` the first time, then `O(1)`."""
+        codes = self.__dict__.get("_codes")
+        if codes is None:
+            if self.segment is None:
+                raise ValueError("this batch has no segment column")
+            codes = segment_codes(self.segment)
+            object.__setattr__(self, "_codes", codes)
+        return codes
+
+    def select(self, keep: np.ndarray) -> "Batch":
         """The events where the boolean mask ``keep`` is True. Cost: `O(n)`."""
         keep = np.asarray(keep, dtype=bool)
         k = keep.tolist()
-        return EventBatch(
+        return Batch(
             self.label[keep],
             self.score[keep],
             self.ts[keep],
-            self.weight[keep],
+            None if self.weight is None else self.weight[keep],
             self.line[keep],
             None if self.id is None else list(compress(self.id, k)),
             None if self.segment is None else list(compress(self.segment, k)),
@@ -789,22 +804,23 @@ class EventBatch:
         n = len(self)
         ids = self.id if self.id is not None else [None] * n
         segs = self.segment if self.segment is not None else [None] * n
+        weight = self.weights()
         for i in range(n):
             yield Event(
                 bool(self.label[i]),
                 float(self.score[i]),
                 float(self.ts[i]),
-                float(self.weight[i]),
+                float(weight[i]),
                 ids[i],
                 segs[i],
             )
 
     @staticmethod
-    def concat(batches: Sequence["EventBatch"]) -> "EventBatch":
+    def concat(batches: Sequence["Batch"]) -> "Batch":
         """One batch holding the events of ``batches`` in order. Cost: `O(n)`."""
         batches = [b for b in batches if len(b)]
         if not batches:
-            return EventBatch.empty()
+            return Batch.empty()
         if len(batches) == 1:
             return batches[0]
         n = [len(b) for b in batches]
@@ -826,17 +842,54 @@ class EventBatch:
                 [v if v is not None else np.full(k, fill, dtype) for v, k in zip(vals, n)]
             )
 
-        return EventBatch(
+        return Batch(
             np.concatenate([b.label for b in batches]),
             np.concatenate([b.score for b in batches]),
             np.concatenate([b.ts for b in batches]),
-            np.concatenate([b.weight for b in batches]),
+            cat_opt("weight", np.float64, 1.0),
             np.concatenate([b.line for b in batches]),
             cat_list("id"),
             cat_list("segment"),
             cat_opt("kind", np.int8, KIND_EVENT),
             cat_opt("pred_ts", np.float64, np.nan),
         )
+
+
+#: The batch type's older name (same class).
+EventBatch = Batch
+
+
+def segment_codes(values: Sequence) -> tuple[np.ndarray, list, list]:
+    """``(codes, distinct, first)`` of a column of segment values: ``codes[i]`` (int64) is
+    the index in ``distinct`` of ``values[i]``, ``distinct`` holds the values in order of
+    first appearance (None included) and ``first[c]`` the index of ``distinct[c]``'s first
+    event. Equal values share a code (``1``, ``1.0`` and ``True`` too, as in a dict); an
+    unhashable value gets a code of its own. Cost: `O(n)`, one dict lookup per value.
+
+    >>> c, d, f = segment_codes(["fr", "de", None, "fr"])
+    >>> c.tolist(), d, f
+    ([0, 1, 2, 0], ['fr', 'de', None], [0, 1, 2])
+    """
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
+    index: dict = {}
+    distinct: list = []
+    first: list = []
+    codes = np.empty(len(values), np.int64)
+    for i, v in enumerate(values):
+        try:
+            c = index.get(v)
+        except TypeError:  # unhashable: its own code
+            c = len(distinct)
+            distinct.append(v)
+            first.append(i)
+        else:
+            if c is None:
+                c = index[v] = len(distinct)
+                distinct.append(v)
+                first.append(i)
+        codes[i] = c
+    return codes, distinct, first
 
 
 # Columnar validators: each takes a column (list of raw values, or a numpy
@@ -982,8 +1035,8 @@ def build_batch(
     text: bool | Callable[[str], bool] = False,
     partial: bool = False,
     first_error: bool = False,
-) -> tuple[EventBatch, list[tuple[int, str]]]:
-    """Validate columns of raw values into an :class:`EventBatch`.
+) -> tuple[Batch, list[tuple[int, str]]]:
+    """Validate columns of raw values into a :class:`Batch`.
 
     ``columns`` maps field names to equal-length lists of raw values
     (``MISSING`` where a row lacks the field; a name absent from ``columns``
@@ -991,7 +1044,7 @@ def build_batch(
     CSV cells (or is a predicate on the field name). Returns the batch of good
     rows and ``[(row index, reason)]`` for the bad ones, in row order. With
     ``partial=True`` rows may lack the label or the score (delayed labels; see
-    ``EventBatch.kind``). Cost: `O(n)`, a few vectorised passes per column;
+    ``Batch.kind``). Cost: `O(n)`, a few vectorised passes per column;
     only a column with a bad value is walked in Python. The reason of each bad row
     is found by the row validator; with ``first_error=True`` (a batch refused as a
     whole) only the first bad row's, so that a body of a million bad rows costs no
@@ -1095,7 +1148,7 @@ def build_batch(
         for i in idx:
             errors.append((i, _diagnose(columns, i, fm, is_text, partial, now)))
     label = codes == 1
-    batch = EventBatch(label, score, ts, weight, np.asarray(lines, np.int64), ids, segs, kind)
+    batch = Batch(label, score, ts, weight, np.asarray(lines, np.int64), ids, segs, kind)
     if errors:
         batch = batch.select(~bad)
     return batch, errors
@@ -1130,7 +1183,7 @@ FIRST_CHUNK = 4096
 
 def events_to_batch(
     events: Sequence[dict], fields: FieldMap | None = None, *, partial: bool = False
-) -> EventBatch:
+) -> Batch:
     """Validate a list of event dicts into one batch, all or nothing.
 
     Raises :class:`EventError` for the first bad event, naming its 0-based
@@ -1175,4 +1228,4 @@ def events_to_batch(
         parts.append(batch)
         start += len(chunk)
         size *= 2
-    return parts[0] if len(parts) == 1 else EventBatch.concat(parts)
+    return parts[0] if len(parts) == 1 else Batch.concat(parts)

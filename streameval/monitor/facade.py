@@ -1,122 +1,44 @@
-"""The Monitor: named metrics, windows, drift tests and alert rules over one event stream.
+"""The Monitor's façade: :class:`Monitor`, which holds the configuration and the scopes
+and wires intake, scopes and evaluation together.
 
-A :class:`Monitor` takes scored, labelled events one at a time (:meth:`Monitor.update`)
-or in batches (:meth:`Monitor.update_many`), feeds them to its metrics, and at each
-*evaluation point* emits one metrics row per segment and evaluates its alert rules.
+* :meth:`Monitor.admit` runs the Monitor's own checks once
+  (:mod:`streameval.monitor.intake`); :meth:`Monitor.apply` counts an admitted batch in
+  every scope (:mod:`streameval.monitor.scopes`), capping new segments, and evaluates
+  at the evaluation points inside it (:mod:`streameval.monitor.evaluation`);
+  :meth:`Monitor.update_many` is ``apply(admit(...))`` of raw columns.
+* :meth:`Monitor.update` counts one event, with the same checks.
+* Reading (``snapshot``, ``segment_metrics``, ``scopes``) and the JSON state
+  (``to_state``/``from_state``).
 
-Evaluation points
------------------
-* every ``every`` events (after the ``every``-th, ``2 * every``-th, ... event);
-* every ``every_seconds`` of event time: when an event's time enters a new period
-  (periods are aligned to multiples of ``every_seconds`` since the epoch, so hourly means
-  on the hour), the monitor evaluates *before* counting that event;
-* :meth:`Monitor.flush` (end of the stream) always leaves the final state in the
-  timeline: it evaluates unless the last evaluation was at the current ``n`` (whose rows
-  already are the final ones).
+The rows, transitions, evaluation points and segments are described in
+:mod:`streameval.monitor`.
 
-Two triggers at the same ``n`` give one evaluation. The batch path finds the same
-points as the event path, feeds each metric ``update_many`` with the slice of events
-between two points, and evaluates there: same rows, same alerts, far faster.
-
-Output
-------
-``on_metrics`` and ``on_alert`` are lists of callables (sinks), called at each
-evaluation with plain JSON-ready dicts (DESIGN.md section 6):
-
-* metrics row: ``{"n", "t", "segment", "values": {name: float or None}}``, plus
-  ``"late": {name: count}`` when the monitor has windows by ``period``: the events each
-  window refused as late (older than its ``lateness`` allows), in that segment, so far;
-* alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
-  "value", "segment"}``.
-
-``n`` is the number of events the row counts: the monitor's (all segments: the
-stream's clock) in the whole-stream row and in alert transitions, the segment's own in
-a segment row, which also carries ``"stream_n"``, the monitor's count at that
-evaluation (shared by the rows of one evaluation); ``t`` the newest event time seen (None
-without event times), ``values`` the metrics' values with NaN (undefined: no positives,
-empty window) written as None; a :class:`~streameval.Tumbling` window's value is that
-of its last closed window (a partial window is not closed by :meth:`Monitor.flush`).
-Each drift test adds ``"drift.<name>.p_value"`` and
-``"drift.<name>.delta"`` to ``values`` (None until the test is ready). At an evaluation the rows of every segment are
-emitted first, then the transitions.
-
-Segments
---------
-With ``group_by`` (a field name, or a list of names), each distinct segment value gets
-its own copy of every metric, drift test and rule; with ``overall=True`` (default) the
-whole stream (segment None) is monitored too. The ``segment`` of an event is the value
-of its field (a str, int, float or bool), or for several fields a tuple of values in
-``group_by`` order (in rows, a JSON list). An event whose segment is None counts in
-the whole stream only. Rows are emitted whole stream first, then segments in order of
-first appearance. A segment's ``min_samples`` counts that segment's events; ``n`` and
-``cooldown`` use the stream's clock.
-
-At most ``max_segments`` segments (default :data:`DEFAULT_MAX_SEGMENTS`) get their own
-copy: every segment is a full set of metrics (tens of kB, and series in
-Prometheus), and a client that sends a new value in every event must not be able to
-grow the monitor without bound. Once that many exist, the events of a new segment
-value are counted under the segment :data:`OTHER_SEGMENT` (``"__other__"``, a tuple of
-it for several fields), :attr:`Monitor.other_events` counts them, ``snapshot()`` says
-so, and a ``RuntimeWarning`` is issued the first time.
-
-Imports: numpy, the standard library, :mod:`streameval.alerts`, :mod:`streameval.windows`,
-:mod:`streameval.metrics` (the protocol, the shared score order and confusion
-matrix), :mod:`streameval.events` (the event-time parser) and
-:mod:`streameval.validation`;
-:mod:`streameval.config` only inside :meth:`Monitor.default` (config imports the
-Monitor's parts, not the Monitor). Never :mod:`streameval.io`, the pipeline, the CLI
-or the service.
-
->>> from streameval.alerts import Threshold
->>> import streameval as se
->>> m = Monitor({"recall": se.Recall()}, rules=[Threshold("recall", "<", 0.6)], every=2)
->>> rows, alerts = [], []
->>> m.on_metrics.append(rows.append); m.on_alert.append(alerts.append)
->>> for y, s in [(True, 0.9), (True, 0.2), (True, 0.8), (False, 0.1), (True, 0.3)]:
-...     m.update(y, s)
->>> m.flush()
->>> [(r["n"], r["values"]["recall"]) for r in rows]
-[(2, 0.5), (4, 0.666667), (5, 0.5)]
->>> [(a["state"], a["n"]) for a in alerts]
-[('firing', 2), ('resolved', 4), ('firing', 5)]
-
-Cost: :meth:`Monitor.update` is one ``update`` per metric of the whole stream and of
-the event's segment; :meth:`Monitor.update_many` one ``update_many`` per metric and
-segment per slice between evaluation points, plus `O(m)` numpy work; an evaluation is
-one ``get`` per metric and segment plus `O(1)` per rule.
+Imports: numpy, the standard library, :mod:`streameval.alerts`,
+:mod:`streameval.metrics.base` (the registry, ``has_interval``),
+:mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes and
+evaluation modules, and :mod:`streameval.config` only inside :meth:`Monitor.default` and
+:meth:`Monitor.from_config` (config imports the Monitor's parts, not the Monitor).
+Never :mod:`streameval.io`, the pipeline, the CLI or the service.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 
 import numpy as np
 
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
-from streameval.events import as_seconds, as_seconds_array
-from streameval.windows import Sliding
-from streameval.metrics.base import (
-    SharedView,
-    check_bounds,
-    from_state,
-    has_interval,
-    register,
-    shared_batch,
-)
-from streameval.metrics.confusion import CountsView, counts_key
-from streameval.metrics.ranking import OrderView, order_key
+from streameval.metrics.base import from_state, has_interval, register
+from streameval.monitor.evaluation import Evaluator, evaluation_points
+from streameval.monitor.intake import OTHER_SEGMENT, Admitted, Intake
+from streameval.monitor.scopes import Scope, fresh, report_dict, trusted
 from streameval.validation import (
     Integer,
     Real,
     ValidationError,
     check_param,
-    as_binary_labels,
-    as_float_array,
-    as_weight_array,
     check_real,
-    check_same_length,
     check_weight,
     fail,
     label_sets,
@@ -126,180 +48,19 @@ __all__ = ["Monitor", "DEFAULT_MAX_SEGMENTS", "OTHER_SEGMENT", "GROUP_BY_PROBE"]
 
 #: Default cap on the number of segments with their own metrics.
 DEFAULT_MAX_SEGMENTS = 1000
-#: The segment that counts the events of new segment values beyond ``max_segments``.
-OTHER_SEGMENT = "__other__"
 #: A ``group_by`` field that holds no value in any of the first this many events (or
 #: in a shorter whole stream, at :meth:`Monitor.flush`) is warned about: a typo in the
 #: field name otherwise only shows as segments that never appear.
 GROUP_BY_PROBE = 1000
 
 _Real = numbers.Real
-_SCALARS = (str, bool, int, float)
-
-
-def _takes_t(method):
-    try:
-        return "t" in inspect.signature(method).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins
-        return False
-
-
-#: the kinds of shared state: what decides it, and the read-only view of an owner's
-_SHARED = (("order", order_key, OrderView), ("counts", counts_key, CountsView))
-
-
-def _share_key(obj):
-    """The key of the state ``obj`` holds that another metric may share: a binary
-    score-order metric's order, a binary confusion-family metric's matrix, or a sliding
-    window over one (with its size or period); None for anything else."""
-    window = isinstance(obj, Sliding)
-    if window and obj.on_late is not None:
-        return None
-    inner = obj.metric if window else obj
-    for kind, key_of, _ in _SHARED:
-        key = key_of(inner)
-        if key is not None:
-            where = ("sliding", obj.size, obj.period, obj.lateness) if window else ("cumulative",)
-            return (kind, *where, key)
-    return None
-
-
-def _inner(obj):
-    return obj.metric if isinstance(obj, Sliding) else obj
-
-
-def share_orders(metrics):
-    """One score order and one confusion matrix per stream, window and labels: every
-    binary score-order metric (cumulative AUC, AP, curves...; or a sliding window over
-    one) whose order another one before it already holds becomes an
-    :class:`~streameval.metrics.ranking.OrderView` of that one, and every binary
-    metric of the confusion family (precision, recall, F1, accuracy...; or a sliding
-    window over one) whose matrix (threshold and labels) another one before it
-    already holds a :class:`~streameval.metrics.confusion.CountsView` of that one.
-    Values, rows and states are those of unshared metrics; the order or matrix is
-    updated once instead of once per metric (the default monitor: 2 orders, not 4,
-    and 2 matrices, not 8)."""
-    views = {kind: view for kind, _, view in _SHARED}
-    owners = {}
-    out = {}
-    for name, obj in metrics.items():
-        key = _share_key(obj)
-        owner = owners.get(key) if key is not None else None
-        if owner is None:
-            if key is not None:
-                owners[key] = obj
-            out[name] = obj
-        else:
-            out[name] = views[key[0]](obj, owner, _inner)
-    return out
-
-
-def _trusted(obj):
-    """Whether ``obj`` takes a Monitor's validated binary columns on its trusted path."""
-    return getattr(obj, "columns", None) == "binary" and callable(
-        getattr(obj, "update_trusted", None))
-
-
-def _value(v):
-    """A metric value as a JSON number, or None where it is undefined (NaN)."""
-    v = float(v)
-    return None if v != v else v
-
-
-class _Segment:
-    """One segment's metrics, drift tests and rule instances."""
-
-    __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
-                 "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues")
-
-    def __init__(self, key, label, metrics, drift, rules, share=True):
-        self.key = key          # hashable (None: the whole stream)
-        self.label = label      # JSON form, written in rows
-        self.n = 0
-        self.metrics = share_orders(metrics) if share else metrics
-        self.drift = drift
-        self.rules = rules
-        self._bind()
-
-    def _bind(self):
-        # shared views are read, never updated: their owner is
-        objs = [o for o in list(self.metrics.values()) + list(self.drift.values())
-                if not isinstance(o, SharedView)]
-        self._plain = [o.update for o in objs if not _takes_t(o.update)]
-        self._timed = [o.update for o in objs if _takes_t(o.update)]
-        # batches: objects that take the monitor's validated binary columns get them on
-        # their trusted path (no second validation); others (a user's own metric) get
-        # update_many with the labels as given
-        trusted = [o for o in objs if _trusted(o)]
-        self._trusted = [o.update_trusted for o in trusted if not _takes_t(o.update_trusted)]
-        self._trusted_timed = [o.update_trusted for o in trusted if _takes_t(o.update_trusted)]
-        other = [o for o in objs if not _trusted(o)]
-        self._plain_many = [o.update_many for o in other if not _takes_t(o.update)]
-        self._timed_many = [o.update_many for o in other if _takes_t(o.update)]
-        # tumbling windows queue their closed windows' records until drained: the rows
-        # carry get() (the last closed window), so the records are dropped at evaluation
-        self._queues = [o.closed for o in objs if callable(getattr(o, "closed", None))]
-
-    def update(self, y, s, w, t):
-        for u in self._plain:
-            u(y, s, w)
-        for u in self._timed:
-            u(y, s, w, t=t)
-        self.n += 1
-
-    def update_many(self, y, s, w, t, labels):
-        """Validated columns: ``y`` bool "is positive", ``s`` float64, ``w`` float64 or
-        None, ``t`` float64 or None; ``labels()`` gives the labels as the user's values
-        (only for objects without the trusted path)."""
-        # one batch for all: what metrics compute from it alike (the cells of two
-        # confusion matrices, the losses of two log losses) is computed once
-        with shared_batch(y, s, w):
-            for u in self._trusted:
-                u(y, s, w)
-            for u in self._trusted_timed:
-                u(y, s, w, t=t)
-        if self._plain_many or self._timed_many:
-            yl = labels(y)
-            for u in self._plain_many:
-                u(yl, s, w)
-            for u in self._timed_many:
-                u(yl, s, w, t=t)
-        self.n += len(s)
-
-    def values(self, reports):
-        for closed in self._queues:
-            for _ in closed():
-                pass
-        out = {name: _value(m.get()) for name, m in self.metrics.items()}
-        for name, rep in reports.items():
-            out[f"drift.{name}.p_value"] = rep.get("p_value")
-            out[f"drift.{name}.delta"] = rep.get("delta")
-        return out
-
-    def reports(self):
-        return {name: _report_dict(d.report()) for name, d in self.drift.items()}
-
-    def late(self, names):
-        """``{name: events refused as late}`` for the windows ``names``."""
-        return {name: int(self.metrics[name].late) for name in names}
-
-    def rule_input(self, name, rep):
-        """What a drift rule reads: the p-value and delta, or no data (None) until the
-        test is ready and both effective sample sizes reach its ``min_count``."""
-        need = getattr(self.drift[name], "min_count", 0) or 0
-        ready = rep.get("ready", True)
-        sizes = [rep.get("n_current"), rep.get("n_reference")]
-        if not ready or rep.get("n_current") is None or any(
-                x is not None and x < need for x in sizes):
-            return {"p_value": None, "delta": rep.get("delta")}
-        return {"p_value": rep.get("p_value"), "delta": rep.get("delta")}
 
 
 def _check_rule_input(rule, obj):
     """Refuse a rule whose metric or detector cannot give what it reads: an interval
     (rules with ``confidence``), or a sequential detector's report (``alarm``)."""
     if rule.kind == "alarm":
-        if "change" not in _report_dict(_fresh(obj).report()):
+        if "change" not in report_dict(fresh(obj).report()):
             raise ValueError(
                 f"rule {rule.name!r}: {rule.metric!r} ({type(obj).__name__}) is not a "
                 "sequential detector (an alarm rule reads a SequentialDrift: "
@@ -314,28 +75,6 @@ def _check_rule_input(rule, obj):
         )
 
 
-def _report_dict(rep):
-    """A drift report as a JSON-ready dict (NaN -> None, inf -> None)."""
-    if isinstance(rep, dict):
-        d = dict(rep)
-    elif callable(getattr(rep, "to_dict", None)):
-        d = rep.to_dict()
-    else:  # pragma: no cover - defensive
-        d = dict(vars(rep))
-    for k, v in d.items():
-        if isinstance(v, float) and not math.isfinite(v):
-            d[k] = None
-        elif isinstance(v, np.generic):
-            d[k] = v.item()
-    return d
-
-
-def _fresh(obj):
-    """A new, empty object with the same parameters (``clone()`` where it exists)."""
-    clone = getattr(obj, "clone", None)
-    if callable(clone):
-        return clone()
-    return type(obj)(**obj._params())
 
 
 class Monitor:
@@ -355,6 +94,14 @@ class Monitor:
     >>> m.update_many([1, 0, 1, 0], [0.9, 0.3, 0.6, 0.7])
     >>> m.snapshot()["segments"][None]["values"]["roc_auc"]
     0.75
+
+    A source's validated batch goes in through :meth:`admit` (the Monitor's own checks,
+    once) and :meth:`apply`:
+
+    >>> from streameval.events import events_to_batch
+    >>> m.apply(m.admit(events_to_batch([{"label": 1, "score": 0.2, "ts": 5}])))
+    >>> m.n, m.snapshot()["segments"][None]["values"]["roc_auc"]
+    (5, 0.5)
 
     Parameters
     ----------
@@ -421,7 +168,7 @@ class Monitor:
                 if key in metrics:
                     raise ValueError(f"metric name {key!r} is the name of drift test {name!r}'s value")
         for name, obj in metrics.items():
-            v = _fresh(obj).get()
+            v = fresh(obj).get()
             if not isinstance(v, _Real):
                 raise ValueError(
                     f"metric {name!r} ({type(obj).__name__}) does not give a single number "
@@ -465,11 +212,6 @@ class Monitor:
         self.overall = overall
         self.max_segments = check_param("max_segments", max_segments,
                                         Integer(1, allow_none=True))
-        if self._fields is not None:
-            self._other_key = (OTHER_SEGMENT if len(self._fields) == 1
-                               else (OTHER_SEGMENT,) * len(self._fields))
-        else:
-            self._other_key = None
         #: events counted under OTHER_SEGMENT because max_segments was reached
         self.other_events = 0
         #: what the monitor warned about (in snapshots, states and replay summaries)
@@ -493,36 +235,65 @@ class Monitor:
                 self._time_needed.append(f"rule {rule.name!r}")
         # metrics of probabilities (log loss, Brier) refuse scores outside [0, 1]: the
         # monitor checks that up front, so that no metric is left half-updated
-        self._column_checks = [o.check_columns for o in list(self.metrics.values())
-                               + list(self.drift.values())
-                               if _trusted(o) and callable(getattr(o, "check_columns", None))]
-        self._proba = []
-        self._bounds = None
+        column_checks = [o.check_columns for o in list(self.metrics.values())
+                         + list(self.drift.values())
+                         if trusted(o) and callable(getattr(o, "check_columns", None))]
+        proba = []
+        bounds = None
         for name, obj in list(self.metrics.items()) + list(self.drift.items()):
-            bounds = getattr(obj, "score_bounds", None)
-            if bounds is not None:
-                self._proba.append(name)
-                lo, hi = bounds if self._bounds is None else self._bounds
-                self._bounds = (max(lo, bounds[0]), min(hi, bounds[1]))
-        # bool labels can be passed to the metrics as is when they use the default ones
-        self._bool_labels = (True in self._pos_set and False in self._neg_set
-                             and all(isinstance(p, bool) or p in (0, 1) for p in self._pos_set))
-
-        self.on_metrics = []
-        self.on_alert = []
+            b = getattr(obj, "score_bounds", None)
+            if b is not None:
+                proba.append(name)
+                lo, hi = b if bounds is None else bounds
+                bounds = (max(lo, b[0]), min(hi, b[1]))
+        self._intake = Intake(pos_set=self._pos_set, neg_set=self._neg_set, bounds=bounds,
+                              proba=proba, column_checks=column_checks,
+                              time_needed=self._time_needed, fields=self._fields,
+                              max_segments=self.max_segments)
+        self._evaluator = Evaluator(late=self._late_names)
         self.n = 0
         self.t = None
         self._last_eval_n = None
         self._segments = {}
         self._overall = self._new_segment(None) if overall else None
 
+
     @property
     def score_bounds(self):
         """``(low, high)``: the narrowest ``score_bounds`` of the metrics and drift
         tests, which every score must lie in (log loss: ``(0, 1)``), or None."""
-        return self._bounds
+        return self._intake.bounds
 
-    # ------------------------------------------------------------------ construction
+    @property
+    def other_key(self):
+        """The key of :data:`OTHER_SEGMENT` for this monitor's ``group_by`` (a tuple of it
+        for several fields), or None without ``group_by``."""
+        return self._intake.other_key
+
+    @property
+    def on_metrics(self):
+        """Sinks of the metrics rows: callables, each called with one row dict."""
+        return self._evaluator.on_metrics
+
+    @on_metrics.setter
+    def on_metrics(self, sinks):
+        self._evaluator.on_metrics = sinks
+
+    @property
+    def on_alert(self):
+        """Sinks of the alert transitions: callables, each called with one dict."""
+        return self._evaluator.on_alert
+
+    @on_alert.setter
+    def on_alert(self, sinks):
+        self._evaluator.on_alert = sinks
+
+    @property
+    def evaluator(self):
+        """The :class:`~streameval.monitor.evaluation.Evaluator` writing this monitor's
+        rows and transitions to its sinks (:attr:`on_metrics`, :attr:`on_alert`)."""
+        return self._evaluator
+
     def _check_labels(self, name, obj):
         inner = obj
         for _ in range(3):  # a window over a metric (over a metric...)
@@ -588,16 +359,21 @@ class Monitor:
             raise TypeError(f"Monitor.default() got unexpected arguments {sorted(kwargs)}")
         return cls(**_config.build(table))
 
-    def _new_segment(self, key):
-        label = key
-        if isinstance(key, tuple):
-            label = list(key)
-        seg = _Segment(
+
+    def new_scope(self, key):
+        """A fresh :class:`~streameval.monitor.scopes.Scope` for segment ``key`` (None:
+        the whole stream) with new copies of the metrics, drift tests and rules; the
+        monitor does not keep it (Spark's replay builds its scopes this way)."""
+        label = list(key) if isinstance(key, tuple) else key
+        return Scope(
             key, label,
-            {name: _fresh(m) for name, m in self.metrics.items()},
-            {name: _fresh(d) for name, d in self.drift.items()},
+            {name: fresh(m) for name, m in self.metrics.items()},
+            {name: fresh(d) for name, d in self.drift.items()},
             [r.clone() for r in self.rules],
         )
+
+    def _new_segment(self, key):
+        seg = self.new_scope(key)
         if key is not None:
             self._segments[key] = seg
         return seg
@@ -607,41 +383,17 @@ class Monitor:
             yield self._overall
         yield from self._segments.values()
 
+    def scopes(self):
+        """The monitor's scopes (:class:`~streameval.monitor.scopes.Scope`): the whole
+        stream's first (when ``overall``), then the segments' in order of first
+        appearance. Their metrics are live: read them, do not update them."""
+        return list(self._all_segments())
+
     # -------------------------------------------------------------------- validation
-    def _segment_key(self, segment, where="segment", reserved_ok=False):
-        """The hashable key of an event's segment, or None (the whole stream only).
-
-        With a segment cap, :data:`OTHER_SEGMENT`'s key is reserved: an event cannot
-        name it (``reserved_ok``: a reader or a saved state may)."""
-        if segment is None:
-            return None
-        fields = self._fields
-        if fields is None:
-            raise ValueError(f"{where} = {segment!r}: this monitor has no group_by")
-        key = self._key_of(segment, where, fields)
-        if key == self._other_key and not reserved_ok and self.max_segments is not None:
-            raise ValueError(f"{where} = {segment!r}: {OTHER_SEGMENT!r} is reserved for the "
-                             f"events of segment values past max_segments")
-        return key
-
-    def _key_of(self, segment, where, fields):
-        if len(fields) == 1:
-            return _scalar(segment, where, fields[0])
-        if isinstance(segment, dict):
-            missing = [f for f in fields if f not in segment]
-            if missing:
-                raise ValueError(f"{where} = {segment!r}: no value for group_by field {missing[0]!r}")
-            segment = [segment[f] for f in fields]
-        elif isinstance(segment, np.ndarray):
-            segment = segment.tolist()
-        if not isinstance(segment, (tuple, list)) or len(segment) != len(fields):
-            raise ValueError(
-                f"{where} = {segment!r}: must be a tuple of {len(fields)} values "
-                f"(group_by = {list(fields)})"
-            )
-        return tuple(
-            None if v is None else _scalar(v, where, f) for v, f in zip(segment, fields)
-        )
+    def segment_key(self, segment, where="segment"):
+        """The hashable key of a segment value for this monitor's ``group_by`` (None: the
+        whole stream only); ``ValueError`` naming ``where`` for a value it refuses."""
+        return self._intake.segment_key(segment, where)
 
     def _segment_of(self, key):
         seg = self._segments.get(key)
@@ -657,7 +409,7 @@ class Monitor:
         if len(self._segments) < self.max_segments:
             return key
         self._note_other(key, 1)
-        return self._other_key
+        return self._intake.other_key
 
     def _note_other(self, key, k):
         if not self.other_events:
@@ -668,16 +420,6 @@ class Monitor:
             self.warnings.append(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=4)
         self.other_events += k
-
-    def _time(self, t, where="t"):
-        if t is None or (isinstance(t, float) and t != t):
-            if self._time_needed:
-                raise ValueError(
-                    f"{where} = {t!r}: this monitor needs event times "
-                    f"({', '.join(self._time_needed)})"
-                )
-            return None
-        return as_seconds(t, where)
 
     # ---------------------------------------------------------------------- updates
     def update(self, y_true, y_pred, w=1.0, t=None, segment=None):
@@ -722,21 +464,23 @@ class Monitor:
             s = float(s)
         else:
             s = check_real(y_pred, "y_pred", "score")
-        if self._bounds is not None and not self._bounds[0] <= s <= self._bounds[1]:
-            lo, hi = self._bounds
+        intake = self._intake
+        bounds = intake.bounds
+        if bounds is not None and not bounds[0] <= s <= bounds[1]:
+            lo, hi = bounds
             fail("y_pred", y_pred, f"probability must be in [{lo:g}, {hi:g}] "
-                 f"(metric {self._proba[0]!r} needs probabilities)")
+                 f"(metric {intake.proba[0]!r} needs probabilities)")
         if w != 1.0 or type(w) is not float:
             w = check_weight(w)
-            if w > 1e300 and self._column_checks:  # a weighted loss may overflow
+            if w > 1e300 and intake.column_checks:  # a weighted loss may overflow
                 cols = (np.array([y_true in self._pos_set]), np.array([s]), np.array([w]))
                 try:
-                    for check in self._column_checks:
+                    for check in intake.column_checks:
                         check(*cols)
                 except ValidationError as e:
                     fail(e.name, e.value, e.reason)
-        t = self._time(t)
-        key = self._segment_key(segment)
+        t = intake.time(t)
+        key = intake.segment_key(segment)
 
         E = self.every_seconds
         if E is not None and self.t is not None and t // E > self.t // E:
@@ -755,13 +499,14 @@ class Monitor:
         if self.every and self.n % self.every == 0:
             self._evaluate()
 
+
     def update_many(self, y_true, y_pred, w=None, t=None, segment=None):
         """Count a batch: same rows, alerts and state as a loop of :meth:`update`.
 
-        The whole batch is validated first (``ValueError`` naming the first bad
-        element and its index; nothing is counted). The evaluation points inside the
-        batch are found with numpy; each metric gets ``update_many`` on the slices
-        between them.
+        ``apply(admit(...))`` of raw columns: the whole batch is validated first
+        (``ValueError`` naming the first bad element and its index; nothing is
+        counted). The evaluation points inside the batch are found with numpy; each
+        metric gets its trusted ``update`` on the slices between them.
 
         Runtime complexity: `O(m)` numpy work plus one ``update_many`` per metric,
         segment and slice, plus the evaluations.
@@ -771,7 +516,7 @@ class Monitor:
         y_true, y_pred : sequences or numpy arrays
             Labels and scores (scores may be river probability dicts). With labels
             other than booleans (``pos_label="spam"``), a numpy bool array is read as
-            "is positive" (the labels of :class:`streameval.events.EventBatch`).
+            "is positive" (the labels of :class:`streameval.events.Batch`).
         w : sequence, optional
             Weights (None: all 1).
         t : sequence, optional
@@ -779,10 +524,48 @@ class Monitor:
         segment : sequence, optional
             One segment value per event (None entries: whole stream only).
         """
-        y, scores, weights = self.validate(y_true, y_pred, w)
+        self.apply(self._intake.admit_columns(y_true, y_pred, w, t, segment))
+
+    def admit(self, batch):
+        """The Monitor's own checks on a validated :class:`streameval.events.Batch`, once:
+        scores inside the metrics' ``score_bounds``, what a metric's trusted path would
+        still refuse (``check_columns``), an event time on every event when the monitor
+        needs times, and segment values that make valid keys. Its columns (labels,
+        finite scores, weights) are not validated again: the source did.
+
+        Returns the :class:`~streameval.monitor.intake.Admitted` batch that
+        :meth:`apply` takes, on this or any later state of a monitor of the same
+        configuration (the segment cap is applied by :meth:`apply`). A refused event
+        raises :class:`~streameval.validation.ValidationError` naming it and its
+        ``index``; :meth:`refused` lists every one. Nothing is counted.
+
+        Runtime complexity: `O(m)` numpy, plus one key check per distinct segment value.
+        """
+        return self._intake.admit(batch)
+
+    def refused(self, batch):
+        """``[(row, ValidationError)]``: every row of ``batch`` that :meth:`admit` would
+        refuse, in row order, each with the first of the Monitor's checks it fails (the
+        error's ``index`` is the row). The rows not listed are admitted together: a
+        replay with ``--on-error skip`` sets these aside and feeds the others.
+
+        Runtime complexity: `O(m)` numpy per check."""
+        return self._intake.refused(batch)
+
+    def apply(self, admitted):
+        """Count an admitted batch (:meth:`admit`) in every scope: the whole stream's and
+        each event's segment (new segments past ``max_segments`` under
+        :data:`OTHER_SEGMENT`), evaluating at every evaluation point inside it. Same
+        rows, alerts and state as a loop of :meth:`update`.
+
+        Runtime complexity: `O(m)` numpy plus one trusted update per metric, scope and
+        slice between evaluation points, plus the evaluations."""
+        if not isinstance(admitted, Admitted):
+            raise TypeError(f"apply takes what admit() returns, not {type(admitted).__name__}")
+        y, scores, weights, times = (admitted.is_positive, admitted.score, admitted.weight,
+                                     admitted.time)
+        codes, keys = admitted.codes, list(admitted.keys)
         m = len(scores)
-        times = self._times(t, m)
-        codes, keys = self._segment_codes(segment, m)
         if m == 0:
             return
         if keys and self.max_segments is not None:
@@ -791,21 +574,7 @@ class Monitor:
             self._check_group_by(keys, codes, GROUP_BY_PROBE - self.n)
 
         # evaluation points: after the first p events of the batch
-        points = []
-        if self.every:
-            first = self.every - self.n % self.every
-            points.append(np.arange(first, m + 1, self.every))
-        E = self.every_seconds
-        if E is not None:
-            prev = np.nan if self.t is None else self.t
-            before = np.fmax.accumulate(np.concatenate(([prev], times[:-1])))
-            with np.errstate(invalid="ignore"):
-                trig = np.floor_divide(times, E) > np.floor_divide(before, E)
-            points.append(np.flatnonzero(trig))
-        if len(points) > 1:
-            points = np.unique(np.concatenate(points)).tolist()
-        else:  # (one trigger: its points are distinct and ascending already)
-            points = points[0].tolist() if points else []
+        points = evaluation_points(self.n, self.t, times, m, self.every, self.every_seconds)
 
         # per-segment event indices, in batch order
         groups = None
@@ -828,13 +597,9 @@ class Monitor:
 
         Raises the ``ValueError`` that ``update_many`` would raise for it, naming the
         first bad element; a batch that passes is accepted by ``update_many`` on any
-        state of this monitor (a service checks a batch before making it durable, and
-        applies it after). Runtime complexity: `O(m)`, numpy.
+        state of this monitor. Runtime complexity: `O(m)`, numpy.
         """
-        _, scores, _ = self.validate(y_true, y_pred, w)
-        m = len(scores)
-        self._times(t, m)
-        self._segment_codes(segment, m)
+        self._intake.admit_columns(y_true, y_pred, w, t, segment)
 
     def validate(self, y_true, y_pred, w=None):
         """Check a batch once for every metric, window and drift test of the monitor.
@@ -845,44 +610,17 @@ class Monitor:
         ``index``; scores must also lie in the narrowest ``score_bounds`` of the
         metrics (log loss: probabilities). With labels other than booleans
         (``pos_label="spam"``), a numpy bool array is read as "is positive" (the labels
-        of :class:`streameval.events.EventBatch`).
+        of :class:`streameval.events.Batch`).
 
         Runtime complexity: `O(m)`, numpy.
         """
-        m = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
-        if (not self._bool_labels and isinstance(y_true, np.ndarray)
-                and y_true.dtype.kind == "b"):
-            # labels already read as "is positive" (streameval.events batches): the
-            # configured labels can never be booleans here, so there is no ambiguity
-            labels = y_true
-        else:
-            labels = as_binary_labels(y_true, self._pos_set, self._neg_set)
-        (pos,) = self._pos_set
-        scores = as_float_array(y_pred, scalar=lambda v, i: _dict_score(v, i, pos))
-        if self._bounds is not None and m:
-            check_bounds(scores, self._bounds,
-                         why=f" (metric {self._proba[0]!r} needs probabilities)")
-        weights = as_weight_array(w, m)
-        # what a metric's trusted path would still refuse (a weighted loss that
-        # overflows): checked on every metric before any is updated
-        for check in self._column_checks:
-            check(labels, scores, weights)
-        return labels, scores, weights
-
-    def _labels(self, y):
-        """The user's labels for a bool "is positive" array (for objects without the
-        trusted path): the array itself with the default labels."""
-        if self._bool_labels:
-            return y
-        (pos,) = self._pos_set
-        (neg,) = self._neg_set
-        return np.where(y, np.array(pos, dtype=object), np.array(neg, dtype=object))
+        return self._intake.validate(y_true, y_pred, w)
 
     def _feed(self, y, s, w, t, groups, a, b):
         sl = slice(a, b)
         tt = None if t is None else t[sl]
         ws = None if w is None else w[sl]
-        labels = self._labels
+        labels = self._intake.labels
         if self._overall is not None:
             self._overall.update_many(y[sl], s[sl], ws, tt, labels)
         if groups is not None:
@@ -902,90 +640,6 @@ class Monitor:
             if top is not None and (self.t is None or top > self.t):
                 self.t = float(top)
 
-    def _times(self, t, m):
-        """Event times as float64 (NaN: unknown), or None when no event has one."""
-        if t is None:
-            if self._time_needed and m:
-                raise ValueError(
-                    f"t = None: this monitor needs event times ({', '.join(self._time_needed)})"
-                )
-            return None
-        if isinstance(t, (str, bytes)) or not hasattr(t, "__len__"):
-            raise ValueError(f"t = {t!r:.80}: update_many takes one event time per event")
-        if len(t) != m:
-            raise ValueError(f"y_true has {m} elements but t has {len(t)}")
-        if isinstance(t, np.ndarray) and t.ndim == 1 and t.dtype.kind in "fiu":
-            arr = t.astype(np.float64, copy=False)
-        elif isinstance(t, np.ndarray) and t.ndim == 1 and t.dtype.kind == "M":
-            arr = as_seconds_array(t, m)
-        else:
-            arr = np.empty(m, dtype=np.float64)
-            for i, v in enumerate(t.tolist() if isinstance(t, np.ndarray) else t):
-                if v is None or (isinstance(v, float) and v != v):
-                    arr[i] = np.nan
-                else:
-                    try:
-                        arr[i] = as_seconds(v, f"t[{i}]")
-                    except ValidationError as e:
-                        if e.index is None:
-                            e.index, e.name = i, "t"
-                        raise
-                    except ValueError as e:
-                        raise ValidationError("t", v, str(e), i, message=str(e)) from None
-        inf = np.isinf(arr)
-        if inf.any():
-            i = int(np.argmax(inf))
-            fail("t", float(arr[i]), "event time must be a finite number", i)
-        nan = np.isnan(arr)
-        if nan.any():
-            if self._time_needed:
-                i = int(np.argmax(nan))
-                fail("t", t[i], f"this monitor needs event times ({', '.join(self._time_needed)})", i)
-            if nan.all():
-                return None
-        return arr
-
-    def _segment_codes(self, segment, m):
-        """Per-event segment codes (-1: none) and the keys, in order of first appearance."""
-        if segment is None:
-            return None, []
-        if self._fields is None:
-            raise ValueError(f"segment = {segment!r:.80}: this monitor has no group_by")
-        if isinstance(segment, (str, bytes)) or not hasattr(segment, "__len__"):
-            raise ValueError(
-                f"segment = {segment!r:.80}: update_many takes one segment value per event"
-            )
-        if len(segment) != m:
-            raise ValueError(f"y_true has {m} elements but segment has {len(segment)}")
-        items = segment.tolist() if isinstance(segment, np.ndarray) else segment
-        raw = {}     # raw value -> code (-1: no segment), for hashable raw values
-        index = {}   # segment key -> code
-        keys = []
-        codes = np.empty(m, dtype=np.int64)
-        for i, v in enumerate(items):
-            try:
-                codes[i] = raw[v]
-                continue
-            except KeyError:
-                hashable = True
-            except TypeError:
-                hashable = False
-            try:
-                key = self._segment_key(v, f"segment[{i}]")
-            except ValueError as e:
-                raise ValidationError("segment", v, str(e), i, message=str(e)) from None
-            if key is None:
-                c = -1
-            else:
-                c = index.get(key)
-                if c is None:
-                    c = index[key] = len(keys)
-                    keys.append(key)
-            if hashable:
-                raw[v] = c
-            codes[i] = c
-        return codes, keys
-
     def _cap_codes(self, codes, keys):
         """Codes and keys with the new segments beyond ``max_segments`` (in order of
         first appearance, as a loop of :meth:`update` would meet them) mapped to
@@ -995,7 +649,7 @@ class Monitor:
         over = new[max(room, 0):]
         if not over:
             return codes, keys
-        other = self._other_key
+        other = self._intake.other_key
         if other in keys:
             target = keys.index(other)
         else:
@@ -1016,41 +670,14 @@ class Monitor:
         return codes, keys
 
     # ------------------------------------------------------------------- evaluation
+
+    # ------------------------------------------------------------------- evaluation
     def _evaluate(self):
         """One evaluation point: a row per segment, then the rules. Idempotent per n."""
         if self._last_eval_n == self.n:
             return
         self._last_eval_n = self.n
-        n, t = self.n, self.t
-        segs = list(self._all_segments())
-        reports = [seg.reports() for seg in segs]
-        values = [seg.values(reps) for seg, reps in zip(segs, reports)]
-        late = self._late_names
-        for seg, vals in zip(segs, values):
-            # a segment row counts the segment's events; stream_n places it in the stream
-            row = ({"n": n, "t": t, "segment": None, "values": vals} if seg.key is None else
-                   {"n": seg.n, "stream_n": n, "t": t, "segment": seg.label, "values": vals})
-            if late:
-                row["late"] = seg.late(late)
-            for cb in self.on_metrics:
-                cb(dict(row, values=dict(vals)))
-        for seg, vals, reps in zip(segs, values, reports):
-            for rule in seg.rules:
-                kind = rule.kind
-                if kind == "drift":
-                    value = seg.rule_input(rule.metric, reps[rule.metric])
-                elif kind == "alarm":
-                    value = reps[rule.metric]
-                elif getattr(rule, "confidence", None) is not None:
-                    lo, hi = seg.metrics[rule.metric].interval(rule.confidence)
-                    value = {"value": vals[rule.metric], "low": lo, "high": hi}
-                else:
-                    value = vals[rule.metric]
-                tr = rule.evaluate(value, n=n, t=t, samples=seg.n)
-                if tr is not None:
-                    tr["segment"] = seg.label
-                    for cb in self.on_alert:
-                        cb(dict(tr))
+        self._evaluator.evaluate(list(self._all_segments()), self.n, self.t)
 
     def evaluate(self):
         """Evaluate now (rows and rules), unless already done at this ``n``."""
@@ -1141,7 +768,7 @@ class Monitor:
             if self._overall is None:
                 raise KeyError("this monitor has no whole-stream segment (overall=False)")
             return dict(self._overall.metrics)
-        key = self._segment_key(segment, reserved_ok=True)
+        key = self._intake.segment_key(segment, reserved_ok=True)
         if key not in self._segments:
             raise KeyError(f"no events seen in segment {segment!r}")
         return dict(self._segments[key].metrics)
@@ -1163,8 +790,8 @@ class Monitor:
         Runtime complexity: `O(size of every metric's state)`.
         """
         params = {
-            "metrics": {name: _fresh(m).to_state() for name, m in self.metrics.items()},
-            "drift": {name: _fresh(d).to_state() for name, d in self.drift.items()},
+            "metrics": {name: fresh(m).to_state() for name, m in self.metrics.items()},
+            "drift": {name: fresh(d).to_state() for name, d in self.drift.items()},
             "rules": [r.to_config() for r in self.rules],
             "group_by": self.group_by,
             "every": self.every,
@@ -1223,8 +850,8 @@ class Monitor:
             if s["overall"]:
                 key = None
             else:
-                key = mon._segment_key(s["segment"], reserved_ok=True)
-            seg = _Segment(
+                key = mon._intake.segment_key(s["segment"], reserved_ok=True)
+            seg = Scope(
                 key, None if key is None else (list(key) if isinstance(key, tuple) else key),
                 {name: from_state(ms) for name, ms in s["metrics"].items()},
                 {name: from_state(ds) for name, ds in s["drift"].items()},
@@ -1238,33 +865,6 @@ class Monitor:
         return mon
 
 
+
+
 register(Monitor)
-
-
-def _scalar(v, where, field):
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        raise ValueError(f"{where} = {v!r}: segment value of {field!r} must be finite")
-    if isinstance(v, str):
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError as e:  # could be neither checkpointed nor exported
-            raise ValueError(f"{where} = {v!r}: segment value of {field!r} is not valid "
-                             f"Unicode ({e.reason})") from None
-    if not isinstance(v, _SCALARS):
-        raise ValueError(
-            f"{where} = {v!r}: segment value of {field!r} must be a string, number or bool"
-        )
-    return v
-
-
-def _dict_score(v, i, pos):
-    if isinstance(v, dict):
-        s = v.get(pos, 0.0)
-        if isinstance(s, bool) or not isinstance(s, _Real) or not math.isfinite(s):
-            fail("y_pred", v, "probability must be a finite number", i)
-        return float(s)
-    if not isinstance(v, _Real):
-        fail("y_pred", v, "score must be a finite number or a probability dict", i)
-    return float(v)

@@ -1,0 +1,239 @@
+"""Scopes: what the Monitor keeps for the whole stream and for each segment.
+
+A :class:`Scope` holds one copy of every metric, window, drift test and rule instance
+of a Monitor, for the whole stream (``key`` None) or for one segment, and its own event
+count ``n``. It feeds admitted columns to its objects (the metrics' trusted path, once
+per batch, inside one :class:`~streameval.metrics.base.shared_batch`), and reads their
+values, drift reports and late counts for the evaluator
+(:mod:`streameval.monitor.evaluation`).
+
+:func:`share_orders` makes the score-order and confusion-family metrics of a scope that
+hold the same state share it (one order, one matrix, read through views).
+
+Imports: numpy, the standard library, :mod:`streameval.windows` and
+:mod:`streameval.metrics` (the protocol, the shared score order and confusion matrix).
+Never another part of the Monitor's package, the pipeline, ``io``, the CLI or the
+service.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+
+from streameval.metrics.base import SharedView, shared_batch
+from streameval.metrics.confusion import CountsView, counts_key
+from streameval.metrics.ranking import OrderView, order_key
+from streameval.windows import Sliding
+
+__all__ = ["Scope", "share_orders", "inner", "fresh", "report_dict", "trusted"]
+
+
+def _takes_t(method):
+    try:
+        return "t" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
+
+
+#: the kinds of shared state: what decides it, and the read-only view of an owner's
+_SHARED = (("order", order_key, OrderView), ("counts", counts_key, CountsView))
+
+
+def _share_key(obj):
+    """The key of the state ``obj`` holds that another metric may share: a binary
+    score-order metric's order, a binary confusion-family metric's matrix, or a sliding
+    window over one (with its size or period); None for anything else."""
+    window = isinstance(obj, Sliding)
+    if window and obj.on_late is not None:
+        return None
+    inner_ = obj.metric if window else obj
+    for kind, key_of, _ in _SHARED:
+        key = key_of(inner_)
+        if key is not None:
+            where = ("sliding", obj.size, obj.period, obj.lateness) if window else ("cumulative",)
+            return (kind, *where, key)
+    return None
+
+
+def inner(obj):
+    """The metric a sliding window holds, or ``obj`` itself."""
+    return obj.metric if isinstance(obj, Sliding) else obj
+
+
+def share_orders(metrics):
+    """One score order and one confusion matrix per stream, window and labels: every
+    binary score-order metric (cumulative AUC, AP, curves...; or a sliding window over
+    one) whose order another one before it already holds becomes an
+    :class:`~streameval.metrics.ranking.OrderView` of that one, and every binary
+    metric of the confusion family (precision, recall, F1, accuracy...; or a sliding
+    window over one) whose matrix (threshold and labels) another one before it
+    already holds a :class:`~streameval.metrics.confusion.CountsView` of that one.
+    Values, rows and states are those of unshared metrics; the order or matrix is
+    updated once instead of once per metric (the default monitor: 2 orders, not 4,
+    and 2 matrices, not 8)."""
+    views = {kind: view for kind, _, view in _SHARED}
+    owners = {}
+    out = {}
+    for name, obj in metrics.items():
+        key = _share_key(obj)
+        owner = owners.get(key) if key is not None else None
+        if owner is None:
+            if key is not None:
+                owners[key] = obj
+            out[name] = obj
+        else:
+            out[name] = views[key[0]](obj, owner, inner)
+    return out
+
+
+def trusted(obj):
+    """Whether ``obj`` takes a Monitor's validated binary columns on its trusted path."""
+    return getattr(obj, "columns", None) == "binary" and callable(
+        getattr(obj, "update_trusted", None))
+
+
+def fresh(obj):
+    """A new, empty object with the same parameters (``clone()`` where it exists)."""
+    clone = getattr(obj, "clone", None)
+    if callable(clone):
+        return clone()
+    return type(obj)(**obj._params())
+
+
+def report_dict(rep):
+    """A drift report as a JSON-ready dict (NaN -> None, inf -> None)."""
+    if isinstance(rep, dict):
+        d = dict(rep)
+    elif callable(getattr(rep, "to_dict", None)):
+        d = rep.to_dict()
+    else:  # pragma: no cover - defensive
+        d = dict(vars(rep))
+    for k, v in d.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            d[k] = None
+        elif isinstance(v, np.generic):
+            d[k] = v.item()
+    return d
+
+
+def _value(v):
+    """A metric value as a JSON number, or None where it is undefined (NaN)."""
+    v = float(v)
+    return None if v != v else v
+
+
+class Scope:
+    """The whole stream's or one segment's metrics, drift tests and rule instances.
+
+    ``key`` is the hashable segment key (None: the whole stream), ``label`` its JSON
+    form (written in rows), ``n`` the events this scope counted. ``metrics`` and
+    ``drift`` map names to the scope's own objects (``share=True``: through
+    :func:`share_orders`), ``rules`` are its rule instances. The objects are bound once,
+    at construction: a scope feeds every object that is not a read-only view.
+
+    Runtime complexity: :meth:`update` one ``update`` per object; :meth:`update_many`
+    one ``update_trusted`` (or ``update_many``) per object; :meth:`values` one ``get``
+    per metric.
+
+    >>> import numpy as np, streameval as se
+    >>> sc = Scope(None, None, {"auc": se.ROCAUC(), "recall": se.Recall()}, {}, [])
+    >>> sc.update_many(np.array([True, False, True]), np.array([0.9, 0.2, 0.4]), None, None,
+    ...                lambda y: y)
+    >>> sc.n, sc.values({})
+    (3, {'auc': 1.0, 'recall': 0.5})
+    """
+
+    __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
+                 "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues")
+
+    def __init__(self, key, label, metrics, drift, rules, share=True):
+        self.key = key          # hashable (None: the whole stream)
+        self.label = label      # JSON form, written in rows
+        self.n = 0
+        self.metrics = share_orders(metrics) if share else dict(metrics)
+        self.drift = drift
+        self.rules = rules
+        self._bind()
+
+    def _bind(self):
+        # shared views are read, never updated: their owner is
+        objs = [o for o in list(self.metrics.values()) + list(self.drift.values())
+                if not isinstance(o, SharedView)]
+        self._plain = [o.update for o in objs if not _takes_t(o.update)]
+        self._timed = [o.update for o in objs if _takes_t(o.update)]
+        # batches: objects that take the monitor's validated binary columns get them on
+        # their trusted path (no second validation); others (a user's own metric) get
+        # update_many with the labels as given
+        ok = [o for o in objs if trusted(o)]
+        self._trusted = [o.update_trusted for o in ok if not _takes_t(o.update_trusted)]
+        self._trusted_timed = [o.update_trusted for o in ok if _takes_t(o.update_trusted)]
+        other = [o for o in objs if not trusted(o)]
+        self._plain_many = [o.update_many for o in other if not _takes_t(o.update)]
+        self._timed_many = [o.update_many for o in other if _takes_t(o.update)]
+        # tumbling windows queue their closed windows' records until drained: the rows
+        # carry get() (the last closed window), so the records are dropped at evaluation
+        self._queues = [o.closed for o in objs if callable(getattr(o, "closed", None))]
+
+    def update(self, y, s, w, t):
+        """Count one validated event (``y`` the user's label, ``s`` a float score)."""
+        for u in self._plain:
+            u(y, s, w)
+        for u in self._timed:
+            u(y, s, w, t=t)
+        self.n += 1
+
+    def update_many(self, y, s, w, t, labels):
+        """Count admitted columns: ``y`` bool "is positive", ``s`` float64, ``w`` float64
+        or None, ``t`` float64 or None; ``labels(y)`` gives the labels as the user's
+        values (only for objects without the trusted path)."""
+        # one batch for all: what metrics compute from it alike (the cells of two
+        # confusion matrices, the losses of two log losses) is computed once
+        with shared_batch(y, s, w):
+            for u in self._trusted:
+                u(y, s, w)
+            for u in self._trusted_timed:
+                u(y, s, w, t=t)
+        if self._plain_many or self._timed_many:
+            yl = labels(y)
+            for u in self._plain_many:
+                u(yl, s, w)
+            for u in self._timed_many:
+                u(yl, s, w, t=t)
+        self.n += len(s)
+
+    def values(self, reports):
+        """``{name: value or None}`` of every metric, plus each drift test's p-value and
+        delta from ``reports`` (:meth:`reports`); drains closed tumbling windows."""
+        for closed in self._queues:
+            for _ in closed():
+                pass
+        out = {name: _value(m.get()) for name, m in self.metrics.items()}
+        for name, rep in reports.items():
+            out[f"drift.{name}.p_value"] = rep.get("p_value")
+            out[f"drift.{name}.delta"] = rep.get("delta")
+        return out
+
+    def reports(self):
+        """``{name: report dict}`` of every drift test (JSON-ready)."""
+        return {name: report_dict(d.report()) for name, d in self.drift.items()}
+
+    def late(self, names):
+        """``{name: events refused as late}`` for the windows ``names``."""
+        return {name: int(self.metrics[name].late) for name in names}
+
+    def rule_input(self, name, rep):
+        """What a drift rule reads: the p-value and delta, or no data (None) until the
+        test is ready and both effective sample sizes reach its ``min_count``."""
+        need = getattr(self.drift[name], "min_count", 0) or 0
+        ready = rep.get("ready", True)
+        sizes = [rep.get("n_current"), rep.get("n_reference")]
+        if not ready or rep.get("n_current") is None or any(
+                x is not None and x < need for x in sizes):
+            return {"p_value": None, "delta": rep.get("delta")}
+        return {"p_value": rep.get("p_value"), "delta": rep.get("delta")}
+
+    def __repr__(self):
+        return f"Scope({self.label!r}, n={self.n}, {len(self.metrics)} metrics)"
