@@ -15,7 +15,7 @@ It may import :mod:`streameval.monitor`, :mod:`streameval.io`, :mod:`streameval.
 :mod:`streameval.events` and :mod:`streameval.config`; ``cli`` and ``service``
 import it, never the reverse.
 
-A source is any iterable of :class:`~streameval.events.EventBatch` objects; to be
+A source is any iterable of :class:`~streameval.events.Batch` objects; to be
 resumed it also has ``to_state()``, ``restore(state)`` and ``counts()`` (rows read,
 rows rejected, ...), and a ``rejected`` attribute (callback of bad rows); optionally
 ``fields`` (its :class:`~streameval.events.FieldMap`, for messages), ``on_error`` and
@@ -30,26 +30,19 @@ log that grew since, a followed file restarted), then flushes again. A log that 
 not grow gives the same outputs again, byte for byte; one that grew gives those of
 one uninterrupted run over the whole of it.
 
-Rows the Monitor refuses. The source validates each row, but a metric may refuse
-more (log loss: a score outside [0, 1]; an event time where the monitor needs one).
-The Monitor's ``update_many`` is all or nothing and names the first bad event's
-``index``; :meth:`Pipeline.run` maps it to the row's ``line`` and, with
-``on_error="skip"``, sends that row to the ``rejected`` callback (its line, the
-reason naming the field and value, its raw row) and feeds the other rows of the
-batch, in order: the Monitor's state and rows are those of the log without the
-refused rows. With ``on_error="fail"`` the run stops with an
-:class:`~streameval.events.EventError` naming the line.
-
-Finding the refused rows of a batch of `m` costs `O(m)` rows checked in all, plus a
-few calls per refused row, never `O(m)` per refused row: the Monitor's stateless
-``validate`` sweeps the batch first, then ``update_many`` feeds the rest in order.
-Rows refused for the reason the Monitor names are found in one vectorised pass where
-the reason allows (a score outside the metrics' ``score_bounds``, a missing event
-time); otherwise the rows before the one named are tried next and the part tried
-doubles after each success (halves for a refusal without index). Measured on one
-batch of 65 536 rows with 10% refused (log loss, a period window), against the same
-batch without refusals (0.07-0.11 s): 1.3x for scores outside [0, 1] (one vectorised
-pass), 3.5-4x for weights over the maximum (found one by one).
+Rows the Monitor refuses. The source validates each row (:class:`~streameval.events.Batch`),
+and the Monitor adds its own checks once (:meth:`Monitor.admit
+<streameval.monitor.Monitor.admit>`: a score outside a probability metric's range, an event
+time missing where the monitor needs one, a segment value it cannot key). A batch goes
+in as ``monitor.apply(monitor.admit(batch))``, all or nothing. When ``admit`` refuses it,
+:meth:`Pipeline.take` asks the Monitor which rows it refuses and why
+(:meth:`Monitor.refused <streameval.monitor.Monitor.refused>`), and, with
+``on_error="skip"``, sends those rows to the ``rejected`` callback (its line, the reason
+naming the log's field and the value, its raw row) and feeds the other rows of the batch,
+in order: the Monitor's state and rows are those of the log without the refused rows.
+With ``on_error="fail"`` the run stops with an :class:`~streameval.events.EventError`
+naming the first refused row's line. Finding the refused rows of a batch of `m` costs
+`O(m)` numpy work per check, plus a few calls per refused row.
 
 >>> import json, os, tempfile
 >>> from streameval.io import EventSource
@@ -108,7 +101,7 @@ class Pipeline:
     ----------
     monitor : Monitor
         The monitor (replaced by the checkpoint's on :meth:`resume`).
-    source : iterable of EventBatch, optional
+    source : iterable of Batch, optional
         None: batches come through :meth:`feed` only.
     outputs : dict, optional
         JSONL files this pipeline writes, by role: ``"metrics"`` (the Monitor's rows),
@@ -239,22 +232,16 @@ class Pipeline:
 
     # ------------------------------------------------------------------ running
     def feed(self, batch) -> None:
-        """Give one validated batch (``label`` "is positive" bools, ``score``,
-        ``weight``, ``ts``, ``segment``) to the Monitor, all or nothing.
+        """Give one validated :class:`~streameval.events.Batch` to the Monitor, all or
+        nothing: ``monitor.apply(monitor.admit(batch))``.
 
-        Weights all 1 are passed as None and event times all unknown (NaN) as None,
-        so the Monitor takes its fast paths. ``ValueError`` (with ``index`` when the
-        Monitor names one) if the Monitor refuses the batch; nothing is counted then.
+        ``ValueError`` (a :class:`~streameval.validation.ValidationError` with ``index``)
+        if the Monitor refuses the batch; nothing is counted then.
         """
         if not self._opened:
             self.open()
-        w = batch.weight
-        if w is not None and not (w != 1.0).any():
-            w = None
-        ts = batch.ts
-        if ts is not None and ts.dtype.kind == "f" and np.isnan(ts).all():
-            ts = None  # a log without event times
-        self.monitor.update_many(batch.label, batch.score, w, ts, batch.segment)
+        monitor = self.monitor
+        monitor.apply(monitor.admit(batch))
 
     def run(self) -> dict:
         """Feed the whole source, checkpointing on the way; return :meth:`counts`.
@@ -298,141 +285,44 @@ class Pipeline:
     # ------------------------------------------------------------------ refusals
     def take(self, batch) -> None:
         """Feed a batch of the source as :meth:`run` does: all of it at once, or, if the
-        Monitor refuses it, row by row as the module docstring says (``on_error``:
-        refused rows go to the source's ``rejected`` callback, or the first one raises).
-        The Structured Streaming sink feeds its micro-batches this way."""
-        n = self.monitor.n
+        Monitor refuses some of its rows, the others (``on_error="skip"``: the refused
+        rows go to the source's ``rejected`` callback; ``"fail"``: the first one raises
+        an :class:`~streameval.events.EventError` naming its line). The Structured
+        Streaming sink feeds its micro-batches this way."""
+        monitor = self.monitor
+        n = monitor.n
         try:
             self.feed(batch)
+            return
         except ValueError as e:
-            _all_or_nothing(self.monitor, n, batch, e)
-            self._feed_around(batch, e)
-
-    def _feed_around(self, batch, err: ValueError) -> None:
-        """Feed the rows of ``batch`` the Monitor takes, in order, after it refused the
-        whole batch (``err``); refuse the others (skip: in line order, after the
-        rows fed) or raise for the first one found (fail).
-
-        Two sweeps: the Monitor's ``validate`` (stateless, cheap) finds the rows its
-        validation refuses, then ``update_many`` feeds the others and finds the rest
-        (event times, segments)."""
-        refused: list = []
-        todo = np.arange(len(batch))
-        validate = getattr(self.monitor, "validate", None)
-        if callable(validate):
-            todo = self._sweep(batch, todo, lambda part: validate(*self._columns(batch, part, 3)),
-                               refused, feeds=False)
-        if len(todo):
-            update = self.monitor.update_many
-            self._sweep(batch, todo, lambda part: update(*self._columns(batch, part)),
-                        refused, feeds=True)
-        refused.sort(key=lambda r: r[0])
-        self._refuse(batch, refused)
-
-    def _sweep(self, batch, todo: np.ndarray, probe, refused: list, feeds: bool) -> np.ndarray:
-        """Give the rows ``todo`` of ``batch`` to ``probe`` (the Monitor's ``validate``,
-        or its ``update_many`` when ``feeds``) in parts, in order; add the rows it
-        refuses to ``refused`` as ``(row, reason)`` (fail: raise for the first one);
-        return the rows it took.
-
-        ``todo[:size]`` is the part tried next. A refused part names its first bad
-        row (its ``index``): that row, and every row of ``todo`` refused for the same
-        reason when one vectorised pass finds them (:meth:`_same_refusal`), are
-        refused; the rows before it are tried next, and the part doubles after each
-        part taken. A refusal without an index halves the part (bisection)."""
-        skip = self.on_error == "skip"
-        monitor = self.monitor
-        expected = monitor.n
-        taken = []
-        pos = 0  # todo[:pos]: taken or refused; todo[pos:]: still to try
-        size = len(todo)
-        while pos < len(todo):
-            part = todo[pos:pos + size]
+            _all_or_nothing(monitor, n, batch, e)
+            err = e
+        refused = monitor.refused(batch)
+        if not refused:  # refused for a reason admit() does not name per row
+            raise err
+        reasons = [(j, self._refusal(e)) for j, e in refused]
+        if self.on_error != "skip":
+            j, reason = reasons[0]
+            raise EventError(reason, line=int(batch.line[j]), raw=self._raw(batch, j)) from None
+        keep = np.ones(len(batch), bool)
+        keep[[j for j, _ in refused]] = False
+        if keep.any():
+            rest = batch.select(keep)
             try:
-                probe(part)
+                monitor.apply(monitor.admit(rest))
             except ValueError as e:
-                err = e
-            else:
-                if feeds:
-                    expected += len(part)
-                taken.append(part)
-                pos += len(part)
-                size = min(2 * size, len(todo) - pos)
-                continue
-            if feeds:
-                _all_or_nothing(monitor, expected, batch, err)
-            i = _index(err, len(part))
-            if i is None:  # the Monitor does not say which event: bisect
-                if len(part) > 1:
-                    size = len(part) // 2
-                    continue
-                i = 0
-            rest = todo[pos:]
-            bad, reasons = self._same_refusal(batch, rest, i, err)
-            if bad is not None:  # all of them at once, then the rest again
-                rows = rest[bad]
-                todo = rest[~bad]
-                pos = 0
-                size = len(todo)
-            else:
-                rows = rest[i:i + 1]
-                reasons = [self._reason(err)]
-                # the rows before it passed the check that refused it: they go next
-                # (moved up by one over the refused row: `O(i)`, like the probe)
-                j = int(rows[0])
-                todo[pos + 1:pos + i + 1] = todo[pos:pos + i].copy()
-                rows = np.array([j])
-                pos += 1
-                size = i if i > 0 else max(1, len(part) // 2)
-            if not skip:
-                j = int(rows[0])
-                raise EventError(reasons[0], line=int(batch.line[j]), raw=self._raw(batch, j))
-            refused.extend(zip(rows.tolist(), reasons))
-            size = min(size, len(todo) - pos)
-        return np.concatenate(taken) if taken else todo[:0]
+                _all_or_nothing(monitor, n, batch, e)
+                raise
+        self._refuse(batch, reasons)
 
-    @staticmethod
-    def _columns(batch, part: np.ndarray, k: int = 5) -> tuple:
-        """The Monitor's first ``k`` columns (label, score, weight, time, segment) of
-        rows ``part`` of ``batch``; missing event times stay NaN (so that a Monitor
-        needing them names the event)."""
-        w = batch.weight[part]
-        if not (w != 1.0).any():
-            w = None
-        if k == 3:
-            return batch.label[part], batch.score[part], w
-        seg = batch.segment
-        if seg is not None:
-            seg = [seg[j] for j in part.tolist()]
-        return batch.label[part], batch.score[part], w, batch.ts[part], seg
-
-    def _same_refusal(self, batch, todo: np.ndarray, i: int, err: ValueError):
-        """``(mask over todo, reasons of its rows)`` of every row refused for the reason
-        row ``todo[i]`` was, found in one vectorised pass (a score outside the metrics'
-        ``score_bounds``; a missing event time), or ``(None, None)`` for other refusals.
-        The mask must agree with the Monitor: its first row in ``todo[:i + 1]`` is i."""
-        if not isinstance(err, ValidationError):
-            return None, None
-        row = int(todo[i])
-        if err.name == "y_pred":
-            bounds = getattr(self.monitor, "score_bounds", None)
-            if bounds is None or bounds[0] <= batch.score[row] <= bounds[1]:
-                return None, None
-            s = batch.score[todo]
-            bad = ~((s >= bounds[0]) & (s <= bounds[1]))
-            name = self._field("y_pred")
-            fmt = (lambda j: f"{name} = {float(batch.score[j])!r}: {err.reason}")
-        elif err.name == "t":
-            if not np.isnan(batch.ts[row]):
-                return None, None
-            bad = np.isnan(batch.ts[todo])
-            name = self._field("t")
-            fmt = (lambda j: f"{name} is missing: {err.reason}")
-        else:
-            return None, None
-        if not bad[i] or bad[:i].any():
-            return None, None
-        return bad, [fmt(j) for j in todo[bad].tolist()]
+    def _refusal(self, err: ValueError) -> str:
+        """The reason of a row the Monitor refuses, in the log's words: its field name
+        instead of the Monitor's argument (``score = 1.5: ...``), and a missing event
+        time as missing (``ts is missing: ...``)."""
+        if isinstance(err, ValidationError) and err.name == "t" and isinstance(
+                err.value, float) and err.value != err.value:
+            return f"{self._field('t')} is missing: {err.reason}"
+        return self._reason(err)
 
     def _field(self, arg: str) -> str:
         """The log's name of a Monitor argument (``y_pred`` -> the score field)."""
@@ -475,7 +365,7 @@ class Pipeline:
         label = bool(batch.label[j])
         row[name("y_true")] = label if fm is None else (fm.pos_label if label else fm.neg_label)
         row[name("y_pred")] = float(batch.score[j])
-        row[name("w")] = float(batch.weight[j])
+        row[name("w")] = 1.0 if batch.weight is None else float(batch.weight[j])
         if batch.id is not None and batch.id[j] is not None:
             row[(getattr(fm, "id", None) or "id")] = batch.id[j]
         if batch.segment is not None and batch.segment[j] is not None:
@@ -549,14 +439,6 @@ def _all_or_nothing(monitor, n: int, batch, err: BaseException) -> None:
         raise RuntimeError(
             f"the Monitor counted {monitor.n - n} event(s) of a batch it refused (lines "
             f"{int(batch.line[0])}..{int(batch.line[-1])}): {type(err).__name__}: {err}") from err
-
-
-def _index(err: BaseException, size: int) -> int | None:
-    """The batch index the Monitor's error names, if it is one of ``size`` events."""
-    i = getattr(err, "index", None)
-    if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < size:
-        return int(i)
-    return None
 
 
 def as_writer(sink):
