@@ -243,6 +243,14 @@ class Pipeline:
         monitor = self.monitor
         monitor.apply(monitor.admit(batch))
 
+    def apply(self, admitted) -> None:
+        """Give the Monitor a batch it admitted already (:meth:`Monitor.admit
+        <streameval.monitor.Monitor.admit>`, maybe on an earlier state: the service
+        admits a batch when it arrives and applies it once it is durable)."""
+        if not self._opened:
+            self.open()
+        self.monitor.apply(admitted)
+
     def run(self) -> dict:
         """Feed the whole source, checkpointing on the way; return :meth:`counts`.
 

@@ -216,7 +216,7 @@ class LabelJoiner:
         kind_l = kind.tolist()
         score_l = batch.score.tolist()
         label_l = batch.label.tolist()
-        weight_l = batch.weight.tolist()
+        weight_l = batch.weights().tolist()
         line_l = batch.line.tolist()
         segs = batch.segment if batch.segment is not None else None
         o_label, o_score, o_ts, o_w, o_line, o_id, o_seg, o_pts = [], [], [], [], [], [], [], []
@@ -375,7 +375,8 @@ _COUNTERS = ("predictions", "labels", "joined", "complete", "expired", "orphans"
 def _take(b: EventBatch, idx: np.ndarray) -> EventBatch:
     il = idx.tolist()
     return EventBatch(
-        b.label[idx], b.score[idx], b.ts[idx], b.weight[idx], b.line[idx],
+        b.label[idx], b.score[idx], b.ts[idx], None if b.weight is None else b.weight[idx],
+        b.line[idx],
         None if b.id is None else [b.id[i] for i in il],
         None if b.segment is None else [b.segment[i] for i in il],
         None if b.kind is None else b.kind[idx],

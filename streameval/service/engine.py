@@ -5,16 +5,18 @@ dicts, so that its durability and atomicity can be read (and tested) on their ow
 
 Ingestion of a batch, in order:
 
-1. validate every event (:func:`streameval.events.events_to_batch`, then
-   :meth:`Monitor.check_many <streameval.monitor.Monitor.check_many>`), outside the
-   lock; a bad event refuses the whole batch, naming its index;
+1. validate every event into one :class:`streameval.events.Batch`
+   (:func:`streameval.events.events_to_batch`), then let the Monitor admit it
+   (:meth:`Monitor.admit <streameval.monitor.Monitor.admit>`: its own checks, once),
+   outside the lock; a bad event refuses the whole batch, naming its index;
 2. under the lock: give it the next sequence number, append it to the write-ahead log
    (with its idempotency key, if any) and queue it;
 3. outside the lock: wait for a log commit (fsync) covering it. One commit serves every
    batch appended meanwhile (*group commit*; the caller that commits first waits up to
    :data:`COMMIT_DELAY` for the requests still being validated): it then applies all
-   the batches made durable, in sequence order, to the Monitor (consecutive unweighted
-   event batches as one ``update_many``);
+   the batches made durable, in sequence order, to the Monitor
+   (:meth:`Monitor.apply <streameval.monitor.Monitor.apply>` of the admitted batch;
+   consecutive unweighted event batches as one);
 4. acknowledge (the HTTP 200) only once the batch is durable and applied.
 
 :meth:`Engine.ingest` does all four on its caller's thread, blocking it in step 3. The
@@ -53,8 +55,9 @@ The Monitor, its alert sinks and its checkpoint file are a
 resumes with :meth:`Pipeline.resume`.
 
 This module may import :mod:`streameval.pipeline`, :mod:`streameval.events`,
-:mod:`streameval.io`, :mod:`streameval.validation` (parameter checks) and the
-service's own modules (``body``, ``wal``).
+:mod:`streameval.monitor` (its public ``Admitted`` batch), :mod:`streameval.io`,
+:mod:`streameval.validation` (parameter checks) and the service's own modules (``body``,
+``wal``).
 
 A state directory that cannot be used at start (not creatable, not writable, its log
 not an SQLite database) raises :class:`StateDirError`, one line naming the directory
@@ -106,20 +109,20 @@ from streameval.events import (
     DEFAULT_MAX_FUTURE,
     KIND_LABEL,
     KIND_PREDICTION,
-    EventBatch,
+    Batch,
     EventError,
     FieldMap,
     events_to_batch,
 )
 from streameval.io.checkpoint import fingerprint
 from streameval.io.delayed import LabelJoiner
+from streameval.monitor import Admitted
 from streameval.pipeline import Pipeline, as_writer
 from streameval.service.body import BadRequest, decode_events
 from streameval.service.wal import (
     EVENTS,
     LABELS,
     PREDICTIONS,
-    Batch,
     StateMismatch,
     WriteAheadLog,
     digest,
@@ -258,7 +261,7 @@ class Engine:
         self._applied = 0  # last batch applied to the Monitor (durable, acknowledged)
         self._durable = 0  # last batch a log commit covered
         self._appended = 0  # last batch appended to the log (under _db_lock)
-        self._queue: list = []  # (seq, Batch) appended, not applied yet, in order
+        self._queue: list = []  # (seq, Batch, Admitted or None) appended, not applied yet
         self._queued_predictions = 0
         self._committing = False
         self._arriving = 0  # requests between their start and their log append (under cv)
@@ -340,7 +343,7 @@ class Engine:
         batches = events = 0
         for seq, batch in self._wal.after(self._seq):
             try:
-                self._apply([batch])
+                self._apply([(batch, None)])
             except ValueError as e:  # applied once, so only another streameval refuses it
                 self._wal.close()
                 raise ValueError(
@@ -532,7 +535,7 @@ class Engine:
                 raise BadRequest(f"/{kind}: this service joins no delayed labels; set "
                                  "[input] label_ttl in its config, or post complete events "
                                  "to /events", status=404)
-            batch = self._validate(events, code)
+            batch, admitted = self._validate(events, code)
         except BadRequest:
             self._count_rejected()
             raise
@@ -574,7 +577,7 @@ class Engine:
                         self._fail(f"could not write the write-ahead log: {e}")
                         raise Unavailable(self.failed) from e
                 self._seq = seq
-                self._queue.append((seq, batch))
+                self._queue.append((seq, batch, admitted))
                 if code == PREDICTIONS:
                     self._queued_predictions += n
                 if key is not None:
@@ -669,49 +672,59 @@ class Engine:
                 k += 1
             if not k:
                 return
-            group = [b for _, b in queue_[:k]]
+            group = [(b, a) for _, b, a in queue_[:k]]
             try:
                 self._apply(group)
             except BaseException as e:  # validated before: a bug; the memory state is suspect
                 self._fail(f"the Monitor failed on a batch: {e!r}")
                 raise
             del queue_[:k]
-            self._queued_predictions -= sum(len(b) for b in group if b.kind == PREDICTIONS)
-            events = sum(len(b) for b in group)
+            self._queued_predictions -= sum(len(b) for b, _ in group
+                                            if _kind(b) == PREDICTIONS)
+            events = sum(len(b) for b, _ in group)
             self._applied = covered
             self._acked += events
             self.stats["batches"] += len(group)
             self.stats["events"] += events
 
     def _apply(self, batches: list) -> None:
-        """Feed batches to the joiner and the Monitor, in order. Consecutive unweighted
-        event batches go in as one ``update_many`` (group commit's other half: the
-        Monitor's cost per call is paid once per group); counts, score orders and
-        windows are the same as batch by batch, and compensated sums (log loss) agree
-        to the last bit but for a rounding tie. Weighted batches go one by one, so
-        that their float sums keep the order of a Monitor fed batch by batch."""
-        stats, pipeline_feed = self.stats, self.pipeline.feed
+        """Feed ``[(batch, admitted or None)]`` to the joiner and the Monitor, in order:
+        an event batch as the Monitor admitted it when it arrived (None: admitted now, a
+        batch read back from the log), a prediction or label batch through the joiner,
+        whose joined events the Monitor admits then. Consecutive unweighted event
+        batches go in as one ``apply`` (group commit's other half: the Monitor's cost
+        per call is paid once per group); counts, score orders and windows are the same
+        as batch by batch, and compensated sums (log loss) agree to the last bit but
+        for a rounding tie. Weighted batches go one by one, so that their float sums
+        keep the order of a Monitor fed batch by batch."""
+        stats, pipeline = self.stats, self.pipeline
+        admit = self.monitor.admit
 
-        def feed(batch):
-            pipeline_feed(batch)
+        def apply(admitted):
+            pipeline.apply(admitted)
             stats["monitor_updates"] += 1  # batches / updates: what grouping saves
 
         run: list = []
-        for b in batches:
-            if b.kind == EVENTS and b.weight is None:
-                run.append(b)
-                continue
+        for b, admitted in batches:
+            kind = _kind(b)
+            if kind == EVENTS:
+                if admitted is None:
+                    admitted = admit(b)
+                if b.weight is None:
+                    run.append(admitted)
+                    continue
             if run:
-                feed(_concat(run))
+                apply(Admitted.concat(run))
                 run = []
-            if b.kind == EVENTS:
-                feed(b)
+            if kind == EVENTS:
+                apply(admitted)
                 continue
-            joined = self.joiner.process(_partial(b))
+            joined = self.joiner.process(b)
             if len(joined):
-                feed(Batch(joined.label, joined.score, joined.weight, joined.ts, joined.segment))
+                stats["monitor_updates"] += 1
+                pipeline.feed(joined)
         if run:
-            feed(_concat(run))
+            apply(Admitted.concat(run))
 
     def _fail(self, reason: str) -> None:
         """Stop accepting events: the log missed a batch the memory state may need."""
@@ -722,7 +735,12 @@ class Engine:
             self._quiet.notify_all()
             self._work.notify_all()
 
-    def _validate(self, events, code: int) -> Batch:
+    def _validate(self, events, code: int) -> tuple:
+        """``(batch, admitted)``: the events validated into one Batch (event times the
+        arrival time where absent, weights None where all 1) and, for complete events,
+        the Monitor's admitted form of it (None for predictions and labels: their
+        joined events are admitted when they join). ``BadRequest`` naming the first bad
+        event otherwise."""
         try:
             eb = events_to_batch(events, self.fields, partial=code != EVENTS)
         except EventError as e:
@@ -754,15 +772,15 @@ class Engine:
         w = eb.weight
         if w is not None and (w == 1.0).all():
             w = None
-        batch = Batch(eb.label, eb.score, w, ts, eb.segment, code,
-                      None if code == EVENTS else list(eb.id))
+        batch = dataclasses.replace(eb, ts=ts, weight=w)
         # what the Monitor would refuse, refused now: a durable batch is always applied
+        admitted = None
         if code != LABELS:
             try:
-                self.monitor.check_many(eb.label, eb.score, w, ts, eb.segment)
+                admitted = self.monitor.admit(batch)
             except ValueError as e:
                 raise BadRequest(str(e), index=getattr(e, "index", None)) from None
-        return batch
+        return batch, (admitted if code == EVENTS else None)
 
     # ------------------------------------------------------------------ reading
     def snapshot(self) -> dict:
@@ -990,27 +1008,9 @@ def _crash_after() -> int | None:
     return int(raw) if raw else None
 
 
-def _concat(batches: list) -> Batch:
-    """Consecutive unweighted event batches as one (segments None where absent)."""
-    if len(batches) == 1:
-        return batches[0]
-    segment = None
-    if any(b.segment is not None for b in batches):
-        segment = []
-        for b in batches:
-            segment.extend([None] * len(b) if b.segment is None else b.segment)
-    return Batch(np.concatenate([b.label for b in batches]),
-                 np.concatenate([b.score for b in batches]), None,
-                 np.concatenate([b.ts for b in batches]), segment)
-
-
-def _partial(b: Batch) -> EventBatch:
-    """A logged prediction or label batch as the joiner takes it (lines: 1-based rows)."""
-    n = len(b)
-    kind = np.full(n, KIND_PREDICTION if b.kind == PREDICTIONS else KIND_LABEL, np.int8)
-    weight = np.ones(n) if b.weight is None else b.weight
-    return EventBatch(b.label, b.score, b.ts, weight, np.arange(1, n + 1, dtype=np.int64),
-                      list(b.ids), b.segment, kind)
+def _kind(batch: Batch) -> int:
+    """The kind of a service batch (events, predictions or labels: one for all rows)."""
+    return EVENTS if batch.kind is None or not len(batch.kind) else int(batch.kind[0])
 
 
 def _unusable(state_dir: Path, e: BaseException) -> str:

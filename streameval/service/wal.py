@@ -10,7 +10,8 @@ service loads the checkpoint and replays the committed rows after it, so a ``kil
 loses no acknowledged event. SQLite gives the atomic, torn-write-safe append that a
 hand-made log file would have to reimplement (checksums, partial last records).
 
-Rows hold validated columns, never code: labels as bytes, scores, weights and event
+Rows hold the validated columns of a :class:`streameval.events.Batch` (the one batch type
+from a source to the Monitor), never code: labels as bytes, scores, weights and event
 times as little-endian float64 bytes, segments and ids as JSON lists, and the batch's
 kind (events, predictions waiting for their label, or labels). Nothing read back is
 evaluated or unpickled.
@@ -19,13 +20,14 @@ A batch sent with an idempotency key is stored with its key in the ``keys`` tabl
 the same transaction: a retried key is recognised after a ``kill -9`` exactly when its
 batch is durable. Keys older than the service's window are deleted at checkpoints.
 
-Imports: numpy and the standard library (sqlite3, json) only; the engine
-(:mod:`streameval.service.engine`) uses it.
+Imports: numpy, the standard library (sqlite3, json) and :mod:`streameval.events` (the
+batch type) only; the engine (:mod:`streameval.service.engine`) uses it.
 
 >>> import tempfile, numpy as np
 >>> d = tempfile.mkdtemp()
 >>> wal = WriteAheadLog(d + "/wal.sqlite3", fingerprint="demo")
->>> wal.append(1, Batch(np.array([True, False]), np.array([0.9, 0.2]), None, np.array([5.0, 6.0]), None))
+>>> wal.append(1, Batch(np.array([True, False]), np.array([0.9, 0.2]), np.array([5.0, 6.0]), None,
+...                     np.array([1, 2])))
 >>> wal.commit()
 >>> [(seq, b.label.tolist(), b.score.tolist()) for seq, b in wal.after(0)]
 [(1, [True, False], [0.9, 0.2])]
@@ -39,9 +41,11 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 import numpy as np
+
+from streameval.events import Batch
 
 __all__ = ["Batch", "WriteAheadLog", "StateMismatch", "EVENTS", "PREDICTIONS", "LABELS",
            "digest"]
@@ -56,32 +60,30 @@ class StateMismatch(ValueError):
     """The state directory was written by a service with another configuration."""
 
 
-class Batch(NamedTuple):
-    """One validated batch, as the Monitor takes it (``weight``/``segment`` may be None)."""
-
-    label: np.ndarray  # bool
-    score: np.ndarray  # float64
-    weight: np.ndarray | None
-    ts: np.ndarray  # float64 epoch seconds
-    segment: list | None
-    kind: int = EVENTS
-    ids: list | None = None  # the join's ids (predictions and labels)
-
-    def __len__(self) -> int:  # type: ignore[override]
-        return len(self.score)
+def _kind(batch: Batch) -> int:
+    """The kind of a batch (one for all its rows: the service logs each kind apart)."""
+    if batch.kind is None or not len(batch.kind):
+        return EVENTS
+    kind = int(batch.kind[0])
+    if (batch.kind != kind).any():
+        raise ValueError("a write-ahead log row holds one kind of rows")
+    return kind
 
 
 def _encode(batch: Batch) -> tuple:
     seg = batch.segment
+    kind = _kind(batch)
+    w = batch.weight
+    ids = None if kind == EVENTS else batch.id
     return (
         len(batch.score),
         np.ascontiguousarray(batch.label, dtype=np.bool_).tobytes(),
         np.ascontiguousarray(batch.score, dtype=_F8).tobytes(),
-        None if batch.weight is None else np.ascontiguousarray(batch.weight, dtype=_F8).tobytes(),
+        None if w is None or not (w != 1.0).any() else np.ascontiguousarray(w, dtype=_F8).tobytes(),
         np.ascontiguousarray(batch.ts, dtype=_F8).tobytes(),
         None if seg is None else json.dumps(seg, separators=(",", ":")),
-        int(batch.kind),
-        None if batch.ids is None else json.dumps(batch.ids, separators=(",", ":")),
+        kind,
+        None if ids is None else json.dumps(ids, separators=(",", ":")),
     )
 
 
@@ -95,14 +97,16 @@ def digest(batch: Batch) -> str:
 
 
 def _decode(n, label, score, weight, ts, segment, kind=EVENTS, ids=None) -> Batch:
+    kind = EVENTS if kind is None else int(kind)
     b = Batch(
         np.frombuffer(label, dtype=np.bool_).copy(),
         np.frombuffer(score, dtype=_F8).astype(np.float64),
-        None if weight is None else np.frombuffer(weight, dtype=_F8).astype(np.float64),
         np.frombuffer(ts, dtype=_F8).astype(np.float64),
-        None if segment is None else [tuple(s) if isinstance(s, list) else s for s in json.loads(segment)],
-        EVENTS if kind is None else int(kind),
+        None if weight is None else np.frombuffer(weight, dtype=_F8).astype(np.float64),
+        np.arange(1, n + 1, dtype=np.int64),
         None if ids is None else json.loads(ids),
+        None if segment is None else [tuple(s) if isinstance(s, list) else s for s in json.loads(segment)],
+        None if kind == EVENTS else np.full(n, kind, np.int8),
     )
     if not (len(b.label) == len(b.score) == len(b.ts) == n):
         raise ValueError(f"write-ahead log row of {n} events has columns of other lengths")
