@@ -587,7 +587,7 @@ def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels, 
         "auc_bins": se.ROCAUC(bins=10, **kw), "ap_bins": se.AveragePrecision(bins=10, **kw),
     }
     mon = Monitor(metrics, every=250, **kw)
-    seg = mon._overall
+    seg = mon.scopes()[0]
     views = {k for k, v in seg.metrics.items() if isinstance(v, OrderView)}
     # one owner per (window, labels, bins): the first of each group
     assert views == {"ap", "iap", "gini", "ap11", "ap@500", "auc@60s", "ap_bins"}
@@ -628,8 +628,8 @@ def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels, 
     assert len(seg.metrics["ap@500"]) == len(seg.metrics["auc@500"]) == 500
     # a checkpoint resumes with the same sharing and the same values
     back = Monitor.from_state(json.loads(json.dumps(mon.to_state())))
-    assert {k for k, v in back._overall.metrics.items() if isinstance(v, OrderView)} == views
-    for k, m in back._overall.metrics.items():
+    assert {k for k, v in back.scopes()[0].metrics.items() if isinstance(v, OrderView)} == views
+    for k, m in back.scopes()[0].metrics.items():
         assert m.to_state() == seg.metrics[k].to_state(), k
 
 

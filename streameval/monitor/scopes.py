@@ -132,7 +132,11 @@ class Scope:
     form (written in rows), ``n`` the events this scope counted. ``metrics`` and
     ``drift`` map names to the scope's own objects (``share=True``: through
     :func:`share_orders`), ``rules`` are its rule instances. The objects are bound once,
-    at construction: a scope feeds every object that is not a read-only view.
+    at construction: a scope feeds every object that is not a read-only view. With
+    ``feed=False`` the scope is read only (:meth:`values`, :meth:`reports`, its rules):
+    its owner feeds the objects (Spark's replay merges partition states into them), which
+    then need only ``get`` (and ``interval`` for rules with a confidence, ``late`` for
+    windows by period).
 
     Runtime complexity: :meth:`update` one ``update`` per object; :meth:`update_many`
     one ``update_trusted`` (or ``update_many``) per object; :meth:`values` one ``get``
@@ -149,14 +153,18 @@ class Scope:
     __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
                  "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues")
 
-    def __init__(self, key, label, metrics, drift, rules, share=True):
+    def __init__(self, key, label, metrics, drift, rules, share=True, feed=True):
         self.key = key          # hashable (None: the whole stream)
         self.label = label      # JSON form, written in rows
         self.n = 0
         self.metrics = share_orders(metrics) if share else dict(metrics)
         self.drift = drift
         self.rules = rules
-        self._bind()
+        if feed:
+            self._bind()
+        else:
+            self._plain = self._timed = self._trusted = self._trusted_timed = ()
+            self._plain_many = self._timed_many = self._queues = ()
 
     def _bind(self):
         # shared views are read, never updated: their owner is

@@ -58,6 +58,7 @@ It may import pyspark (on use), pandas, pyarrow, numpy and any streameval module
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -122,7 +123,7 @@ class _Plan:
         self.group_by = monitor.group_by
         self.max_segments = monitor.max_segments
         self.overall = monitor.overall
-        self.other_key = monitor._other_key
+        self.other_key = monitor.other_key
         self.probe = _probe_monitor(monitor)
 
     def windows(self):
@@ -246,8 +247,7 @@ def _parse_block(blk, kind, names, fm, probe, before=0):
                           rejected=lambda line, reason, raw: rejects.append(
                               (line + before, reason, raw)))
         for b in src:
-            b.line = b.line + before  # positions within the split
-            batches.append(b)
+            batches.append(dataclasses.replace(b, line=b.line + before))  # within the split
         nrows = src.n_rows  # blank lines are not rows
         raws = lines
     else:
@@ -395,7 +395,7 @@ def _segment_json(batch, probe, fm):
             s = cache[v]
         except (KeyError, TypeError):
             try:
-                key = probe._segment_key(v, f"segment[{j}]")
+                key = probe.segment_key(v, f"segment[{j}]")
             except ValueError as e:  # as Monitor.update_many names it, then the Pipeline
                 err = ValidationError("segment", v, str(e), j, message=str(e))
                 refused.append((j, Pipeline(probe, _FieldsOnly(fm))._reason(err)))
@@ -750,14 +750,14 @@ def _run(spark, parsed, kind, plan, monitor, fields, log, out, on_error, report,
         for line, reason, raw in rejected_rows:
             cb(line, reason, raw)
         rejected_sink.close()
-    records = _walk(monitor, plan, timeline, blocks, ordered.toLocalIterator())
+    records, n_events = _walk(monitor, plan, timeline, blocks, ordered.toLocalIterator())
     pipe.close()
     stats.update(buckets=len(timeline["buckets"]), records=records, passes=3,
                  state_seconds=round(time.perf_counter() - t3, 3))
-    counts = {"rows": blocks["rows"], "events": monitor.n, "rejected": n_rejected,
+    counts = {"rows": blocks["rows"], "events": n_events, "rejected": n_rejected,
               "expired": 0, "orphans": 0, "unlabeled": 0,
               "future": sum(1 for _, r, _ in rejected_rows if "ahead of" in r),
-              "other_events": monitor.other_events, "warnings": list(monitor.warnings)}
+              "other_events": blocks["other_events"], "warnings": list(monitor.warnings)}
     return _summary(out, log, counts, t0, report, title)
 
 
@@ -869,9 +869,11 @@ def _timeline(agg, plan):
 
 
 def _walk(monitor, plan, timeline, blocks, records):
-    """Give the Monitor's segments each bucket's states and evaluate (see the module
-    docstring); returns the number of records read."""
+    """Give scopes like the Monitor's each bucket's states and evaluate them with the
+    Monitor's evaluator (see the module docstring); returns ``(records read, events
+    counted)``."""
     from streameval.metrics.base import from_state
+    from streameval.monitor import Scope
 
     counts = timeline["counts"]
     appear = {}  # evaluation index -> [(first line, scope)] of segments appearing there
@@ -879,10 +881,12 @@ def _walk(monitor, plan, timeline, blocks, records):
         n = counts.get(sc)
         if n is not None and n[-1] > 0:
             appear.setdefault(int(np.argmax(n > 0)), []).append((first, sc))
-    scopes = {}  # scope -> (the Monitor's segment, last closed tumbling window per name)
+    scopes = {}  # scope name -> (its Scope, last closed tumbling window per name, feeds)
+    order = []   # the Scopes in the Monitor's order: the whole stream, then by appearance
     windows = list(plan.sliding) + list(plan.tumbling)
+    evaluator = monitor.evaluator
 
-    def attach(seg, sc):
+    def attach(key, sc):
         metrics = {}
         for name, obj in monitor.metrics.items():  # the config's order
             if name in plan.cumulative:
@@ -893,33 +897,45 @@ def _walk(monitor, plan, timeline, blocks, records):
                 metrics[name] = _WindowValue(None)
             else:  # a count window: the real one, fed the events in order
                 metrics[name] = obj.clone()
-        seg.metrics = metrics
-        feeds = [metrics[n] for n in plan.ordered] + list(seg.drift.values())
-        scopes[sc] = (seg, {}, [(o.update_trusted, _takes_t(o.update_trusted)) for o in feeds])
+        fresh = monitor.new_scope(key)  # the drift tests and rule instances of a new scope
+        scope = Scope(key, fresh.label, metrics, fresh.drift, fresh.rules, share=False,
+                      feed=False)
+        feeds = [metrics[n] for n in plan.ordered] + list(scope.drift.values())
+        scopes[sc] = (scope, {}, [(o.update_trusted, _takes_t(o.update_trusted))
+                                  for o in feeds])
+        order.append(scope)
 
-    if monitor._overall is not None:
-        attach(monitor._overall, "*")
+    last = [None]  # the count of the last evaluation: one per count, as the Monitor's
+
+    def evaluate(n, t):
+        if last[0] != n:
+            last[0] = n
+            evaluator.evaluate(order, n, t)
+
+    if monitor.overall:
+        attach(None, "*")
+    n_events = 0
     if not timeline["buckets"]:  # no event: the local replay's flush still writes a row
-        monitor._evaluate()
+        evaluate(0, None)
     it = iter(records)
     pending = next(it, None)
     nrec = 0
     for i in range(len(timeline["buckets"])):
         for _, sc in sorted(appear.get(i, [])):
-            attach(monitor._new_segment(_key_of(sc)), sc)
+            attach(_key_of(sc), sc)
         while pending is not None and pending["idx"] == i:
             r = pending
             nrec += 1
-            seg, tum, feeds = scopes[r["scope"]]
+            scope, tum, feeds = scopes[r["scope"]]
             state = json.loads(r["state"])
             role = r["role"]
             if role == "cum":
                 for name, st in state.items():
-                    seg.metrics[name].merge(from_state(st))
+                    scope.metrics[name].merge(from_state(st))
             elif role == "add":
-                seg.metrics[r["name"]].metric.merge(from_state(state))
+                scope.metrics[r["name"]].metric.merge(from_state(state))
             elif role == "sub":
-                seg.metrics[r["name"]].metric.subtract(from_state(state))
+                scope.metrics[r["name"]].metric.subtract(from_state(state))
             elif role == "ord":
                 y = _unpack(state["y"], bool)
                 sc_ = _unpack(state["s"], np.float64)
@@ -932,23 +948,21 @@ def _walk(monitor, plan, timeline, blocks, records):
                         update(y, sc_, ww)
             elif r["k"] >= tum.get(r["name"], -math.inf):  # a tumbling window closed here
                 tum[r["name"]] = r["k"]
-                seg.metrics[r["name"]].metric = from_state(state)
+                scope.metrics[r["name"]].metric = from_state(state)
             pending = next(it, None)
-        for sc, (seg, _, _) in scopes.items():
-            seg.n = int(counts[sc][i])
+        for sc, (scope, _, _) in scopes.items():
+            scope.n = int(counts[sc][i])
             for name in windows:
-                seg.metrics[name].late = int(timeline["late"][sc][name][i])
-        monitor.n = int(counts["#"][i])
-        monitor.t = float(timeline["newest"]["#"][i])
-        monitor._evaluate()
-        for seg, _, _ in scopes.values():  # closed count windows: read by get(), not queued
+                scope.metrics[name].late = int(timeline["late"][sc][name][i])
+        n_events = int(counts["#"][i])
+        evaluate(n_events, float(timeline["newest"]["#"][i]))
+        for scope, _, _ in scopes.values():  # closed count windows: read by get(), not queued
             for name in plan.ordered:
-                closed = getattr(seg.metrics[name], "closed", None)
+                closed = getattr(scope.metrics[name], "closed", None)
                 if callable(closed):
                     for _ in closed():
                         pass
-    monitor.other_events = blocks["other_events"]
-    return nrec
+    return nrec, n_events
 
 
 def _takes_t(method):
