@@ -875,20 +875,21 @@ def segment_codes(values: Sequence) -> tuple[np.ndarray, list, list]:
     index: dict = {}
     distinct: list = []
     first: list = []
-    codes = np.empty(len(values), np.int64)
+    out: list = []
+    append = out.append
     for i, v in enumerate(values):
         try:
-            c = index.get(v)
-        except TypeError:  # unhashable: its own code
-            c = len(distinct)
+            append(index[v])
+        except KeyError:
+            c = index[v] = len(distinct)
             distinct.append(v)
             first.append(i)
-        else:
-            if c is None:
-                c = index[v] = len(distinct)
-                distinct.append(v)
-                first.append(i)
-        codes[i] = c
+            append(c)
+        except TypeError:  # unhashable: its own code
+            distinct.append(v)
+            first.append(i)
+            append(len(distinct) - 1)
+    codes = np.array(out, dtype=np.int64)
     return codes, distinct, first
 
 

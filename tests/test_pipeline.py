@@ -294,3 +294,59 @@ def test_stdin_reader_sniffs_the_format_and_names_a_bad_line(fmt):
     assert chunk.lines.tolist() == ([1, 2] if fmt == "jsonl" else [2, 3])
     with pytest.raises(EventError, match=f"line {2 if fmt == 'jsonl' else 3}: {reason}"):
         list(EventSource(io.BufferedReader(io.BytesIO(data))))
+
+
+@pytest.mark.parametrize("on_error", ["skip", "fail"])
+def test_rows_the_monitor_refuses_are_named_in_the_logs_words(tmp_path, on_error):
+    """Rows the source accepts but the Monitor refuses (a probability out of range for
+    the log loss; no event time where a window by period needs one): skipped rows go to
+    rejected.jsonl with the log's field names, the others are counted as a Monitor fed
+    them alone would; with fail, the first refused line stops the run."""
+    rows = []
+    for i in range(300):
+        r = {"when": 1_700_000_000 + i, "y": i % 3 == 0, "p": ((i * 37) % 100) / 100}
+        if i in (7, 150, 200):
+            r["p"] = 1.25
+        if i in (40, 151, 200):
+            del r["when"]
+        rows.append(r)
+    log = _write(tmp_path / "log.jsonl", rows)
+    fm = FieldMap(ts="when", label="y", score="p", require_ts=False)
+    mon = Monitor.from_config(tomllib.loads("""
+        every = 100
+        [metrics]
+        log_loss = "log_loss"
+        roc_auc = "roc_auc"
+        "recall@60s" = { metric = "recall", period = 60 }
+    """))
+    rejected = []
+    src = EventSource(log, fm, batch_size=128, on_error=on_error,
+                      rejected=lambda line, reason, raw: rejected.append((line, reason)))
+    p = Pipeline(mon, src, on_error=on_error)
+    why_p = "p = 1.25: probability must be in [0, 1] (metric 'log_loss' needs probabilities)"
+    why_t = "when is missing: this monitor needs event times ('recall@60s' (a window by period))"
+    if on_error == "fail":
+        with pytest.raises(EventError) as e:
+            p.run()
+        assert (e.value.line, e.value.reason) == (8, why_p)
+        return
+    counts = p.run()
+    # line 201 has both: the score's reason, as admit() checks scores first
+    assert rejected == [(8, why_p), (41, why_t), (151, why_p), (152, why_t), (201, why_p)]
+    assert counts["rejected"] == 5 and counts["events"] == 295
+    # the oracle: a Monitor fed the other rows directly
+    good = [r for i, r in enumerate(rows) if i not in (7, 40, 150, 151, 200)]
+    ref = Monitor.from_config(tomllib.loads("""
+        every = 100
+        [metrics]
+        log_loss = "log_loss"
+        roc_auc = "roc_auc"
+        "recall@60s" = { metric = "recall", period = 60 }
+    """))
+    for r in good:
+        ref.update(r["y"], r["p"], 1.0, r["when"])
+    y = [r["y"] for r in good]
+    assert p.monitor.segment_metrics()["roc_auc"].get() == pytest.approx(
+        roc_auc_score(y, [r["p"] for r in good]), abs=1e-12)
+    assert p.monitor.segment_metrics()["recall@60s"].get() == ref.segment_metrics()[
+        "recall@60s"].get()

@@ -45,7 +45,7 @@ from streameval.events import (
     KIND_EVENT,
     KIND_LABEL,
     KIND_PREDICTION,
-    EventBatch,
+    Batch,
     EventError,
     FieldMap,
 )
@@ -166,7 +166,7 @@ class LabelJoiner:
         self.n_expired += k
         return k
 
-    def process(self, batch: EventBatch) -> EventBatch:
+    def process(self, batch: Batch) -> Batch:
         """Apply a batch of rows in order; return the events that became complete.
 
         ``batch`` comes from a partial read (``EventSource(..., partial=True)``
@@ -208,7 +208,7 @@ class LabelJoiner:
                      "n_joined", "n_complete", "n_expired", "n_orphans", "n_duplicates"):
             setattr(self, name, getattr(fresh, name))
 
-    def _process(self, batch: EventBatch, kind: np.ndarray, ids: list, reports: list) -> EventBatch:
+    def _process(self, batch: Batch, kind: np.ndarray, ids: list, reports: list) -> Batch:
         pending = self._pending
         heap = self._heap
         push = heapq.heappush
@@ -292,7 +292,7 @@ class LabelJoiner:
         self.n_complete += n_comp
         self.n_orphans += n_orph
         self.n_duplicates += n_dup
-        return EventBatch(
+        return Batch(
             np.array(o_label, dtype=bool),
             np.array(o_score, dtype=np.float64),
             np.array(o_ts, dtype=np.float64),
@@ -372,9 +372,9 @@ _COUNTERS = ("predictions", "labels", "joined", "complete", "expired", "orphans"
 # ---------------------------------------------------------------- sources
 
 
-def _take(b: EventBatch, idx: np.ndarray) -> EventBatch:
+def _take(b: Batch, idx: np.ndarray) -> Batch:
     il = idx.tolist()
-    return EventBatch(
+    return Batch(
         b.label[idx], b.score[idx], b.ts[idx], None if b.weight is None else b.weight[idx],
         b.line[idx],
         None if b.id is None else [b.id[i] for i in il],
@@ -390,7 +390,7 @@ class _Stream:
     def __init__(self, src: EventSource) -> None:
         self.src = src
         self.batches = iter(src)
-        self.buf: EventBatch | None = None
+        self.buf: Batch | None = None
         self.done = False
         self.rejects: deque = deque()
         self.consumed = src.resume_after  # last line whose row (or reject) is fully handled
@@ -404,7 +404,7 @@ class _Stream:
                 self.done = True
                 self.buf = None
 
-    def take(self, k: int) -> EventBatch:
+    def take(self, k: int) -> Batch:
         buf = self.buf
         head = _take(buf, np.arange(k))
         self.buf = _take(buf, np.arange(k, len(buf))) if k < len(buf) else None
@@ -426,7 +426,7 @@ class _Stream:
 class DelayedSource:
     """Read a delayed-label log (one file, or predictions + labels files) as joined batches.
 
-    Yields :class:`EventBatch` objects of joined events (with ``pred_ts``).
+    Yields :class:`Batch` objects of joined events (with ``pred_ts``).
     With ``labels_path`` the two files are merged by event time (each is
     expected in time order; predictions before labels at equal times; a row
     out of order is placed after the rows already merged, never dropped).
@@ -542,7 +542,7 @@ class DelayedSource:
         return {"type": "DelayedSource", "version": STATE_VERSION,
                 "joiner": self.joiner.to_state(), "positions": positions, "inputs": inputs}
 
-    def __iter__(self) -> Iterator[EventBatch]:
+    def __iter__(self) -> Iterator[Batch]:
         if len(self.sources) == 1:
             src = self.sources[0]
             for batch in src:
@@ -554,13 +554,13 @@ class DelayedSource:
             return
         yield from self._merged()
 
-    def _merged(self) -> Iterator[EventBatch]:
+    def _merged(self) -> Iterator[Batch]:
         a, b = _Stream(self.sources[0]), _Stream(self.sources[1])
         # by default each source logs its own rows (its path: a line alone is ambiguous)
         report_a = self.rejected if self.rejected is not None else a.src.log_rejected
         report_b = self.rejected if self.rejected is not None else b.src.log_rejected
         joiner = self.joiner
-        pending_out: list[EventBatch] = []
+        pending_out: list[Batch] = []
         n_out = 0
         while True:
             a.fill()
@@ -583,7 +583,7 @@ class DelayedSource:
                 if len(parts) == 1:
                     chunk = parts[0]
                 else:
-                    merged = EventBatch.concat(parts)
+                    merged = Batch.concat(parts)
                     stream = np.repeat(np.array([0, 1], np.int8), [len(pa_), len(pb_)])
                     order = np.lexsort((np.arange(len(merged)), stream, merged.ts))
                     chunk = _take(merged, order)
@@ -595,13 +595,13 @@ class DelayedSource:
                 pending_out.append(out)
                 n_out += len(out)
             if n_out >= self.batch_size:
-                yield EventBatch.concat(pending_out)
+                yield Batch.concat(pending_out)
                 pending_out, n_out = [], 0
         a.settle(report_a)
         b.settle(report_b)
         self._positions = [a.consumed, b.consumed]
         if pending_out:
-            yield EventBatch.concat(pending_out)
+            yield Batch.concat(pending_out)
 
 
 def _prefix(ts: np.ndarray, h: float, strict: bool) -> int:
