@@ -459,3 +459,21 @@ def test_nothing_outside_the_monitor_package_touches_its_private_names():
             for line, what in private_uses(path.read_text(), names, ambiguous):
                 bad.append(f"{path.relative_to(ROOT)}:{line}: {what}")
     assert not bad, "\n".join(bad)
+
+
+def test_a_batch_built_by_hand_cannot_break_a_metric():
+    """The source's rules are not checked again, but a score that is not finite or a
+    weight out of range (a Batch built by hand) is refused by one vectorised pass, with
+    the message update_many gives."""
+    mon = Monitor({"auc": se.ROCAUC()}, every=0)
+    s = np.array([0.1, math.nan, 0.3, 0.4])
+    w = np.array([1.0, 1.0, -2.0, 1e13])
+    b = Batch(np.array([True, False, True, False]), s, np.zeros(4), w, np.arange(1, 5))
+    with pytest.raises(ValidationError, match=r"y_pred\[1\] = nan: score must be a finite"):
+        mon.admit(b)
+    got = [(j, str(e)) for j, e in mon.refused(b)]
+    assert [j for j, _ in got] == [1, 2, 3]
+    with pytest.raises(ValidationError) as e:
+        mon.update_many([True], [0.4], [1e13])
+    assert got[2][1] == str(e.value).replace("w[0]", "w[3]")
+    assert mon.n == 0

@@ -530,8 +530,10 @@ class Monitor:
         """The Monitor's own checks on a validated :class:`streameval.events.Batch`, once:
         scores inside the metrics' ``score_bounds``, what a metric's trusted path would
         still refuse (``check_columns``), an event time on every event when the monitor
-        needs times, and segment values that make valid keys. Its columns (labels,
-        finite scores, weights) are not validated again: the source did.
+        needs times, and segment values that make valid keys. Its columns are not
+        validated again (the source did): labels must be a bool array (is positive),
+        scores float64; one vectorised pass each refuses a score that is not finite
+        or a weight outside ``[0, MAX_WEIGHT]`` (a batch built by hand).
 
         Returns the :class:`~streameval.monitor.intake.Admitted` batch that
         :meth:`apply` takes, on this or any later state of a monitor of the same

@@ -14,6 +14,10 @@ Monitor needs beyond that:
 * segment values that make valid keys for its ``group_by`` fields (the reserved
   :data:`OTHER_SEGMENT` refused when segments are capped).
 
+The source's own rules are not checked again, but for one vectorised pass each that
+refuses a score that is not finite or a weight outside ``[0, MAX_WEIGHT]``: a batch built
+by hand cannot break a metric.
+
 It returns an :class:`Admitted` batch: the columns the metrics' trusted path takes, the
 event times, and per event a segment code into a list of keys. An admitted batch is
 accepted by :meth:`Monitor.apply <streameval.monitor.Monitor.apply>` on any state of a
@@ -41,6 +45,7 @@ import numpy as np
 from streameval.events import as_seconds, as_seconds_array, segment_codes
 from streameval.metrics.base import check_bounds
 from streameval.validation import (
+    MAX_WEIGHT,
     ValidationError,
     as_binary_labels,
     as_float_array,
@@ -374,6 +379,7 @@ class Intake:
         refused event's ``index``, as :meth:`refused` lists them."""
         y, s, w, ts = _columns(batch)
         m = len(s)
+        _check_values(s, w)
         if self.bounds is not None and m:
             check_bounds(s, self.bounds, why=self._why())
         for check in self.column_checks:
@@ -418,9 +424,18 @@ class Intake:
                     reason[j] = err_of(j)
             bad[rows] = True
 
+        # what the batch's source checks already (a batch built by hand may break it)
+        wrong = ~np.isfinite(s)
+        if wrong.any():
+            mark(np.flatnonzero(wrong), lambda j: _error_of(as_float_array, s, j, "y_pred"))
+        if w is not None:
+            wrong = ~_good_weights(w)
+            if wrong.any():
+                mark(np.flatnonzero(wrong), lambda j: _error_of(
+                    lambda a: as_weight_array(a, 1), w, j, "w"))
         if self.bounds is not None and m:
             lo, hi = self.bounds
-            out = ~((s >= lo) & (s <= hi))
+            out = ~((s >= lo) & (s <= hi)) & ~bad
             if out.any():
                 what = "probability" if (lo, hi) == (0.0, 1.0) else "score"
                 why = f"{what} must be in [{lo:g}, {hi:g}]{self._why()}"
@@ -428,6 +443,8 @@ class Intake:
         if self.column_checks:
             while True:
                 ok = np.flatnonzero(~bad)
+                if not len(ok):
+                    break
                 try:
                     for check in self.column_checks:
                         check(y[ok], s[ok], None if w is None else w[ok])
@@ -476,6 +493,29 @@ class Intake:
         (pos,) = self.pos_set
         (neg,) = self.neg_set
         return np.where(y, np.array(pos, dtype=object), np.array(neg, dtype=object))
+
+
+def _good_weights(w):
+    return np.isfinite(w) & (w >= 0) & (w <= MAX_WEIGHT)
+
+
+def _check_values(s, w):
+    """Refuse, naming the first, a score that is not finite or a weight outside
+    ``[0, MAX_WEIGHT]``: the rules a source's batch obeys already, checked in one
+    vectorised pass each so that a batch built by hand cannot break a metric."""
+    if not np.isfinite(s).all():
+        as_float_array(s)
+    if w is not None and not _good_weights(w).all():
+        as_weight_array(w, len(w))
+
+
+def _error_of(check, col, j, name):
+    """The error ``check`` raises for element ``j`` of ``col`` alone, at index ``j``."""
+    try:
+        check(col[j:j + 1])
+    except ValidationError as e:
+        return ValidationError(name, e.value, e.reason, j)
+    raise AssertionError("a refused value passed")  # pragma: no cover
 
 
 def _segment_error(intake, v, j):
