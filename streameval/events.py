@@ -772,7 +772,7 @@ class Batch:
         """The weight column as an array (ones where ``weight`` is None)."""
         return np.ones(len(self)) if self.weight is None else self.weight
 
-    def segment_codes(self) -> tuple[np.ndarray, list, list]:
+    def segment_codes(self) -> tuple[np.ndarray, list]:
         """:func:`segment_codes` of the segment column (``ValueError`` without one),
         computed once per batch. Cost: `O(n)` the first time, then `O(1)`."""
         codes = self.__dict__.get("_codes")
@@ -859,38 +859,50 @@ class Batch:
 EventBatch = Batch
 
 
-def segment_codes(values: Sequence) -> tuple[np.ndarray, list, list]:
-    """``(codes, distinct, first)`` of a column of segment values: ``codes[i]`` (int64) is
-    the index in ``distinct`` of ``values[i]``, ``distinct`` holds the values in order of
-    first appearance (None included) and ``first[c]`` the index of ``distinct[c]``'s first
-    event. Equal values share a code (``1``, ``1.0`` and ``True`` too, as in a dict); an
-    unhashable value gets a code of its own. Cost: `O(n)`, one dict lookup per value.
+def segment_codes(values: Sequence) -> tuple[np.ndarray, list]:
+    """``(codes, distinct)`` of a column of segment values: ``codes[i]`` (int64) is the
+    index in ``distinct`` of ``values[i]``, and ``distinct`` holds the values in order of
+    first appearance (None included). Equal values share a code (``1``, ``1.0`` and
+    ``True`` too, as in a dict: the first one stands for them); an unhashable value gets
+    a code of its own. Cost: `O(n)`, dict operations at C speed (a Python loop only
+    for unhashable values).
 
-    >>> c, d, f = segment_codes(["fr", "de", None, "fr"])
-    >>> c.tolist(), d, f
-    ([0, 1, 2, 0], ['fr', 'de', None], [0, 1, 2])
+    >>> c, d = segment_codes(["fr", "de", None, "fr"])
+    >>> c.tolist(), d
+    ([0, 1, 2, 0], ['fr', 'de', None])
     """
     if isinstance(values, np.ndarray):
         values = values.tolist()
+    try:
+        index = dict.fromkeys(values)
+    except TypeError:  # unhashable values: each gets its own code
+        return _segment_codes_slow(values)
+    distinct = list(index)
+    for c, v in enumerate(distinct):
+        index[v] = c
+    codes = np.fromiter(map(index.__getitem__, values), np.int64, len(values))
+    return codes, distinct
+
+
+def _segment_codes_slow(values: Sequence) -> tuple[np.ndarray, list]:
     index: dict = {}
     distinct: list = []
-    first: list = []
     out: list = []
-    append = out.append
-    for i, v in enumerate(values):
+    for v in values:
         try:
-            append(index[v])
-        except KeyError:
-            c = index[v] = len(distinct)
+            c = index.get(v)
+        except TypeError:
+            c = None
+            hashable = False
+        else:
+            hashable = True
+        if c is None:
+            c = len(distinct)
             distinct.append(v)
-            first.append(i)
-            append(c)
-        except TypeError:  # unhashable: its own code
-            distinct.append(v)
-            first.append(i)
-            append(len(distinct) - 1)
-    codes = np.array(out, dtype=np.int64)
-    return codes, distinct, first
+            if hashable:
+                index[v] = c
+        out.append(c)
+    return np.array(out, dtype=np.int64), distinct
 
 
 # Columnar validators: each takes a column (list of raw values, or a numpy

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,15 +63,14 @@ _Real = numbers.Real
 _SCALARS = (str, bool, int, float)
 
 
-@dataclass(frozen=True, eq=False)
-class Admitted:
+class Admitted(NamedTuple):
     """A batch that passed a Monitor's own checks, as its scopes take it.
 
     ``is_positive`` (bool), ``score`` (float64), ``weight`` (float64, or None: all 1),
     ``time`` (float64 epoch seconds, NaN: unknown; None: no event has one), ``codes``
     (int64 per event: an index into ``keys``, -1 for no segment; None without segments)
-    and ``keys`` (the segment keys, in order of first appearance). Frozen: the columns
-    are read, never written.
+    and ``keys`` (the segment keys, in order of first appearance). Immutable (a named
+    tuple: cheap to build once per batch); the columns are read, never written.
 
     Runtime complexity: :meth:`concat` `O(m)`.
     """
@@ -83,7 +82,7 @@ class Admitted:
     codes: np.ndarray | None
     keys: tuple
 
-    def __len__(self) -> int:
+    def __len__(self) -> int:  # type: ignore[override]
         return len(self.score)
 
     @staticmethod
@@ -311,38 +310,44 @@ class Intake:
             None if v is None else _scalar(v, where, f) for v, f in zip(segment, fields)
         )
 
-    def _keys_of(self, values, first):
-        """``(remap, keys, bad)`` for distinct segment values: ``remap[c]`` the key code
-        of value ``c`` (-1: no segment or refused), ``keys`` in order of first
-        appearance, ``bad`` ``[(value code, ValidationError)]`` of the refused values
-        (``first[c]``: the batch index of value ``c``'s first event)."""
+    def _keys_of(self, raw, values):
+        """``(remap, keys, bad, identity)`` for the distinct segment values of a batch
+        (``raw``: each event's index into ``values``): ``remap[c]`` the key code of value
+        ``c`` (-1: no segment or refused), ``keys`` in order of first appearance, ``bad``
+        ``[(value code, ValidationError)]`` of the refused values, named at their first
+        event, and whether ``remap`` maps every value to its own code."""
         remap = np.empty(len(values) + 1, np.int64)
         remap[-1] = -1
         index: dict = {}
         keys: list = []
         bad = []
+        segment_key = self.segment_key
+        identity = True
         for c, v in enumerate(values):
-            i = first[c]
             try:
-                key = self.segment_key(v, f"segment[{i}]")
-            except ValueError as e:
-                bad.append((c, ValidationError("segment", v, str(e), i, message=str(e))))
+                key = segment_key(v)
+            except ValueError:
+                i = int(np.argmax(raw == c))  # its first event
+                bad.append((c, _segment_error(self, v, i)))
                 remap[c] = -1
                 continue
             if key is None:
                 remap[c] = -1
+                identity = False
                 continue
             code = index.get(key)
             if code is None:
                 code = index[key] = len(keys)
                 keys.append(key)
+            if code != c:
+                identity = False
             remap[c] = code
-        return remap, keys, bad
+        return remap, keys, bad, identity
 
     def segment_codes(self, segment, m, codes=None):
         """``(codes, keys)``: per-event key codes (-1: none) and the keys in order of
         first appearance, or ``(None, ())`` without segments; the first bad value
-        raises naming its index. ``codes``: the batch's ``(codes, values, first)``
+        raises naming its index. ``codes``: the batch's ``(codes, values)``
         (:func:`streameval.events.segment_codes`), if known."""
         if segment is None:
             return None, ()
@@ -356,10 +361,12 @@ class Intake:
             if len(segment) != m:
                 raise ValueError(f"y_true has {m} elements but segment has {len(segment)}")
             codes = segment_codes(segment)
-        raw, values, first = codes
-        remap, keys, bad = self._keys_of(values, first)
+        raw, values = codes
+        remap, keys, bad, identity = self._keys_of(raw, values)
         if bad:
-            raise bad[0][1]
+            raise min(bad, key=lambda b: b[1].index)[1]
+        if identity:
+            return raw, tuple(keys)  # every value its own key, in the same order
         return remap[raw], tuple(keys)
 
     # ------------------------------------------------------------------ batches
@@ -377,11 +384,17 @@ class Intake:
         columns. Weights all 1 become None and event times all unknown None, so the
         metrics take their fast paths. Raises ``ValidationError`` naming the first
         refused event's ``index``, as :meth:`refused` lists them."""
-        y, s, w, ts = _columns(batch)
+        y, s, w, ts = _columns(batch, nan_times=False)
         m = len(s)
-        _check_values(s, w)
-        if self.bounds is not None and m:
-            check_bounds(s, self.bounds, why=self._why())
+        bounds = self.bounds
+        # one pass when every score is good (NaN fails the comparisons too); else the
+        # checks in order, for the message of the first bad score
+        if bounds is None or not ((s >= bounds[0]) & (s <= bounds[1])).all():
+            _check_values(s, None)
+            if bounds is not None and m:
+                check_bounds(s, bounds, why=self._why())
+        if w is not None:
+            _check_values(s, w)
         for check in self.column_checks:
             check(y, s, w)
         times = self._batch_times(ts, m)
@@ -395,6 +408,8 @@ class Intake:
             if self.time_needed and m:
                 fail("t", math.nan, self._needs_times(), 0)
             return None
+        if np.isfinite(ts).all():  # (one pass when every event has a time)
+            return ts
         nan = np.isnan(ts)
         if self.time_needed and nan.any():
             i = int(np.argmax(nan))
@@ -477,8 +492,8 @@ class Intake:
                 mark(np.arange(m), lambda j: ValidationError("segment", batch.segment, msg, j,
                                                              message=msg))
             else:
-                raw, values, first = batch.segment_codes()
-                _, _, wrong = self._keys_of(values, first)
+                raw, values = batch.segment_codes()
+                _, _, wrong, _ = self._keys_of(raw, values)
                 for c, _ in wrong:
                     rows = np.flatnonzero(raw == c)
                     v = values[c]
@@ -527,9 +542,10 @@ def _segment_error(intake, v, j):
     raise AssertionError("a refused segment value passed")  # pragma: no cover
 
 
-def _columns(batch):
+def _columns(batch, nan_times=True):
     """``(is_positive, score, weight or None, ts or None)`` of a validated batch: weights
-    all 1 as None, times all unknown as None (a log without event times)."""
+    all 1 as None, times all unknown as None (a log without event times; with
+    ``nan_times=False`` the caller finds that out itself)."""
     y, s = batch.label, batch.score
     if not (isinstance(y, np.ndarray) and y.dtype.kind == "b" and y.ndim == 1):
         raise ValueError(f"batch.label must be a 1-D bool array (is positive), not {y!r:.80}")
@@ -539,8 +555,8 @@ def _columns(batch):
     if w is not None and not (w != 1.0).any():
         w = None
     ts = batch.ts
-    if ts is not None and ts.dtype.kind == "f" and np.isnan(ts).all():
-        ts = None
-    elif ts is not None:
+    if ts is not None:
         ts = ts.astype(np.float64, copy=False)
+        if nan_times and np.isnan(ts).all():
+            ts = None
     return y, s, w, ts
