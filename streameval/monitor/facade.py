@@ -80,7 +80,7 @@ def _check_rule_input(rule, obj):
 class Monitor:
     """Named metrics, windows, drift tests and alert rules over one stream, per segment.
 
-    See the module docstring for evaluation points, rows and segments; the TOML schema
+    See :mod:`streameval.monitor` for evaluation points, rows and segments; the TOML schema
     is in :mod:`streameval.config`.
 
     Runtime complexity: :meth:`update` costs one ``update`` per metric (whole stream

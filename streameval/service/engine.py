@@ -166,8 +166,9 @@ class StateDirError(OSError):
 class Engine:
     """A Monitor fed by HTTP batches, serialised by one lock, made durable by a WAL.
 
-    Runtime complexity: `ingest` is `O(n)` validation, at most one fsync (shared with
-    concurrent batches) and the Monitor's ``update_many`` (vectorised, shared too);
+    Runtime complexity: `ingest` is `O(n)` validation (the events, then the Monitor's
+    ``admit``), at most one fsync (shared with concurrent batches) and the Monitor's
+    ``apply`` (vectorised, shared too);
     `snapshot` is the Monitor's ``snapshot``; `checkpoint` is `O(size of the state)`.
 
     Build it with :meth:`open` (which recovers from ``state_dir``). Parameters:
