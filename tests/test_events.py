@@ -422,6 +422,38 @@ def test_batch_select_and_concat():
     assert c.line.tolist() == [1, 3, 5, 1]
 
 
+def test_batch_is_frozen_and_weights_may_be_none():
+    """One batch type from a source to the Monitor: frozen (a changed copy with
+    dataclasses.replace), weights None meaning all 1 (a service's unweighted batch) kept
+    through select, concat and events()."""
+    import dataclasses
+
+    from streameval.events import Batch
+
+    assert EventBatch is Batch
+    b = events_to_batch([ev(ts=i, score=i / 10, weight=2.0) for i in range(4)])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.ts = np.zeros(4)
+    u = dataclasses.replace(b, weight=None)
+    assert u.weights().tolist() == [1.0] * 4 and b.weight.tolist() == [2.0] * 4
+    assert u.select(np.array([True, False, True, True])).weight is None
+    assert [e.weight for e in u.events()] == [1.0] * 4
+    c = Batch.concat([u, b])  # one weighted part: the other's weights are 1
+    assert c.weight.tolist() == [1.0] * 4 + [2.0] * 4
+    assert Batch.concat([u, u]).weight is None
+    assert c.score.tolist() == [0.0, 0.1, 0.2, 0.3] * 2
+
+
+def test_batch_segment_codes_are_computed_once():
+    fm = FieldMap(segment="country")
+    b = events_to_batch([ev(ts=i, country=c) for i, c in enumerate(["fr", "de", None, "fr"])], fm)
+    codes, distinct = b.segment_codes()
+    assert codes.tolist() == [0, 1, 2, 0] and distinct == ["fr", "de", None]
+    assert b.segment_codes()[0] is codes  # cached on the batch
+    with pytest.raises(ValueError, match="no segment column"):
+        events_to_batch([ev(ts=1)]).segment_codes()
+
+
 def test_a_deeply_nested_value_is_named_without_overflowing_the_stack():
     """orjson parses up to 1 024 levels; repr of such a value overflowed the stack
     while the error message was written (a replay crashed with exit 3)."""
