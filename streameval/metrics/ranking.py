@@ -25,7 +25,7 @@ never added is refused by index) and removes it entry by entry or in bulk;
 metric updated many times without being read defers the events and merges them in
 bulk at the next read (:data:`DEFER_AFTER`); one read after every event never defers.
 A count window's expired events are deferred the same way where that gives the same
-bits (``_revert_later``: weights of 1, a small order), so that a window fed batches
+bits (the declared ``revert_later``: weights of 1, a small order), so that a window fed batches
 and read every few of them rebuilds its order once per read.
 Memory grows with distinct scores, not with events. ``bins=N`` (``ROCAUC``, ``Gini``,
 ``AveragePrecision``) bounds it to ``N`` equal-width bins over ``[0, 1]``, and
