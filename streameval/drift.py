@@ -51,7 +51,13 @@ import statistics
 import numpy as np
 
 from streameval.events import as_seconds, as_seconds_array
-from streameval.metrics.base import BinaryMetric, check_weight, from_state, wilson_interval
+from streameval.metrics.base import (
+    BinaryMetric,
+    Capabilities,
+    check_weight,
+    from_state,
+    wilson_interval,
+)
 from streameval.metrics.confusion import CELLS, BinaryCounts
 from streameval.validation import (
     Integer,
@@ -527,6 +533,8 @@ class PrecisionRecallDrift(BinaryMetric):
     """
 
     _public_name = "PrecisionRecallDrift"
+    #: its update and update_trusted take the event time t= (see metrics.base.Capabilities)
+    capabilities = Capabilities(takes_time=True)
     _state_version = 1
 
     def __init__(self, metric="recall", reference="baseline", size=None, period=None,
@@ -967,6 +975,8 @@ class ChangePointDetector(BinaryMetric):
     """
 
     _public_name = "ChangePointDetector"
+    #: its update and update_trusted take the event time t= (see metrics.base.Capabilities)
+    capabilities = Capabilities(takes_time=True)
     _state_version = 1
 
     def __init__(self, detector="adwin", indicator="recall", threshold=0.5,

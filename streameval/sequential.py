@@ -78,7 +78,7 @@ import math
 import numpy as np
 
 from streameval.events import as_seconds, as_seconds_array
-from streameval.metrics.base import BinaryMetric, check_weight
+from streameval.metrics.base import BinaryMetric, Capabilities, check_weight
 from streameval.validation import Integer, Options, check_level, check_param, check_threshold
 
 __all__ = ["SequentialDrift", "Change", "METRICS", "DEFAULT_HORIZON", "DEFAULT_BLOCK",
@@ -441,6 +441,8 @@ class SequentialDrift(BinaryMetric):
     """
 
     _public_name = "SequentialDrift"
+    #: its update and update_trusted take the event time t= (see metrics.base.Capabilities)
+    capabilities = Capabilities(takes_time=True)
     _state_version = 1
     _K1 = len(CONCENTRATIONS) + 1   # the parts of Q's mixture
 

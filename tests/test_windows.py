@@ -22,7 +22,7 @@ from river import metrics as river_metrics
 from sklearn import metrics as skm
 
 import streameval
-from streameval.metrics.base import Metric, check_real, check_weight, from_state
+from streameval.metrics.base import Metric, capabilities, check_real, check_weight, from_state
 from streameval.windows import Sliding, Tumbling, as_seconds, as_seconds_array
 
 HYP = settings(max_examples=60, deadline=None)
@@ -532,7 +532,7 @@ def test_sliding_ranking_float_weights(name):
 @pytest.mark.parametrize("name", ["ROCAUC", "AveragePrecision"])
 def test_full_count_window_of_a_ranking_metric_swaps_events_exactly(name):
     """A full count window over a ranking metric takes each new event and expires the
-    oldest in one call (``_swap``): after a batch (expiring from its chunk, labels
+    oldest in one call (the ``swap`` its metric declares): after a batch (expiring from its chunk, labels
     decoded) and after single events, with string labels, ties and weights, the value
     is scikit-learn's on the last ``size`` events; a refused new event changes nothing;
     an old event that is not stored is refused and changes nothing."""
@@ -541,7 +541,7 @@ def test_full_count_window_of_a_ranking_metric_swaps_events_exactly(name):
     y, s, w = stream(21, 900)
     labels = ["spam" if v else "ham" for v in y]
     win = Sliding(metric(pos_label="spam", neg_label="ham"), size=120)
-    assert win._swap is not None
+    assert capabilities(win.metric).swap is not None
     win.update_many(labels[:300], s[:300], w[:300])  # batch: a chunk expires first
     for i in range(300, len(y)):
         win.update(labels[i], s[i], w=w[i])
@@ -556,7 +556,7 @@ def test_full_count_window_of_a_ranking_metric_swaps_events_exactly(name):
     assert (win.get(), json.dumps(win.to_state())) == before
     m = win.metric
     with pytest.raises(ValueError, match="no such event"):
-        m._swap("spam", 0.25, 1.0, "ham", 12.5, 1.0)  # 12.5 was never added
+        capabilities(m).swap("spam", 0.25, 1.0, "ham", 12.5, 1.0)  # 12.5 was never added
     assert (win.get(), json.dumps(win.to_state())) == before
 
 

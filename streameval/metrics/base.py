@@ -22,6 +22,14 @@ thing from exactly those columns (a cumulative log loss and a window's) compute 
 once (:func:`batch_memo`); a count window keeps that memo to revert the whole batch
 with when it expires.
 
+Declared capabilities: what windows, the Monitor, Spark and the exposition need from a
+metric beyond the protocol (swapping an expiring event, deferred removal, event times,
+range composition, a window's kind) is declared on it (:class:`Capabilities`, its
+``capabilities`` attribute) and read through :func:`capabilities` and
+:func:`needs_time`, never found by name, signature or class name; :func:`params_of`
+and :func:`check_invariants` are the protocol's parameters and invariant check for
+callers outside the metrics package.
+
 Imports: numpy, river's metric base classes (through :mod:`streameval._river`, which
 defers the SciPy submodules river imports and streameval never uses),
 :mod:`streameval.validation` and :mod:`streameval._registry` (the ground floor);
@@ -36,6 +44,7 @@ import inspect
 import math
 import numbers
 import statistics
+from typing import NamedTuple
 
 import numpy as np
 
@@ -86,6 +95,12 @@ __all__ = [
     "shared_batch",
     "open_memo",
     "batch_memo",
+    "Capabilities",
+    "NO_CAPABILITIES",
+    "capabilities",
+    "needs_time",
+    "params_of",
+    "check_invariants",
 ]
 
 _Real = numbers.Real
@@ -345,6 +360,191 @@ def has_interval(obj):
         return False
 
 
+# ------------------------------------------------------------ declared capabilities
+
+
+class Capabilities(NamedTuple):
+    """What a metric or window offers beyond the protocol, declared on it.
+
+    Windows, the Monitor, Spark and the Prometheus exposition need more from some
+    metrics than the protocol table: a faster way to expire an event, whether to pass
+    event times, how a value composes over score ranges, what to call a window. A
+    metric says so in its :attr:`Metric.capabilities` (a class attribute, or a property
+    where the answer depends on its parameters or binds its methods), and they read it
+    through :func:`capabilities` (or :func:`needs_time`), once, when they bind the
+    metric: never by a private method's name, a signature or a class name. The default,
+    :data:`NO_CAPABILITIES`, declares nothing: the protocol alone, always correct, at
+    its own cost. A metric may declare a fast path only where it gives the same bits as
+    the protocol calls it replaces (``tests/test_capabilities.py`` checks every
+    declaration of every registered metric against them).
+
+    Fast paths of a count window (bound methods, or None):
+
+    ``swap(y_true, y_pred, w, y_old, s_old, w_old)``
+        ``update(y_true, y_pred, w)`` then ``revert(y_old, s_old, w_old)`` in one call:
+        the same checks, the same bits. The old event must be one the metric holds (a
+        full window's oldest); if it is not, ``ValueError`` and nothing changed. Cost:
+        the two calls' work with one layer of calls less per event (exact ROC AUC and
+        AP: two `O(log(n))` bisections).
+    ``revert_joined(slices) -> bool``
+        Revert several expired chunk slices (validated columns ``(y, s, w)``, oldest
+        first) in one call and return True where that leaves exactly the bits of
+        reverting them one after another; otherwise change nothing and return False
+        (the window then reverts them one by one). Cost: one revert of the joined
+        slices (exact ROC AUC and AP with weights of 1: one rebuild of the order,
+        `O(n + m)`, instead of one per slice).
+    ``revert_later(slices) -> bool``
+        Take over the removal of a window's expired slices (its own events: not
+        checked) and defer it to the metric's next read, returning True, where that
+        gives the bits of reverting them now; otherwise change nothing and return
+        False. Cost: `O(k)` for ``k`` slices now; the removal is paid at the next read
+        together with the batches deferred since (one rebuild per read, not per batch).
+    ``rebuild_fraction``
+        The fraction of a window one batch may expire above which the window rebuilds
+        the metric from the events left instead of reverting the expired ones (the
+        crossover measured for this metric); None: the window's rule
+        (:data:`streameval.windows.REBUILD_FRACTION` without a vectorised revert, else
+        never).
+
+    For the Monitor, replay and Spark replay:
+
+    ``takes_time``
+        ``update`` and ``update_trusted`` take the event time as the keyword ``t=``,
+        which callers must then pass (windows: time windows place events by it, count
+        and tumbling windows accept it; drift detectors). Read it with
+        :func:`needs_time`.
+
+    For Spark (:func:`streameval.spark.evaluate`):
+
+    ``ranges``
+        A :class:`~streameval.metrics.ranges.RangeComposition`: the exact value
+        composes from a few totals per disjoint score range (exact ROC AUC, Gini,
+        average precision, ROC and PR curves), so per-score state is never collected;
+        None: the metric is merged by its state.
+    ``per_score``
+        For a metric whose state grows with the distinct scores and that does not
+        compose over score ranges: the rest of Spark's refusal after "would ship one
+        entry per distinct score to the driver " (why not, and what to use instead);
+        None otherwise.
+    ``error_bound``
+        ``get()`` may differ from the exact value by at most ``error_bound()``, a
+        guaranteed bound (binned score orders): reported beside the value.
+
+    For the Prometheus exposition (:mod:`streameval.service.exposition`):
+
+    ``window_kind``
+        ``"sliding"`` or ``"tumbling"`` for a window (its ``size`` or ``period``
+        completes the label: ``sliding_size_10000``), None for a cumulative metric.
+
+    >>> import streameval as se
+    >>> capabilities(se.ROCAUC()).swap is not None, capabilities(se.Recall()).swap
+    (True, None)
+    >>> needs_time(se.Sliding(se.Recall(), period=60)), needs_time(se.Recall())
+    (True, False)
+    """
+
+    swap: object = None
+    revert_joined: object = None
+    revert_later: object = None
+    rebuild_fraction: float | None = None
+    takes_time: bool = False
+    ranges: object = None
+    per_score: str | None = None
+    error_bound: bool = False
+    window_kind: str | None = None
+
+
+#: What a metric declares by default (:attr:`Metric.capabilities`): nothing beyond the
+#: protocol.
+NO_CAPABILITIES = Capabilities()
+
+
+def capabilities(obj):
+    """The :class:`Capabilities` that ``obj`` (a metric, window, drift detector or
+    shared view) declares in its ``capabilities`` attribute.
+
+    An object that declares none (a user's own metric, a river metric) has no fast
+    paths, no range composition, no window kind, and takes the event time ``t=``
+    exactly when its ``update`` has a parameter named ``t``: the one place a signature
+    is read, and only for such objects (a river metric's ``update`` has none). Give it a
+    ``capabilities = Capabilities(...)`` attribute to declare otherwise.
+
+    Runtime complexity: `O(1)` (the signature of a foreign ``update``: once per call;
+    callers read this when they bind a metric, never per event).
+
+    >>> import streameval as se
+    >>> capabilities(se.Tumbling(se.MAE(), size=10)).window_kind
+    'tumbling'
+    >>> class Mine:
+    ...     def update(self, y_true, y_pred, w=1.0, t=None): ...
+    >>> capabilities(Mine()) == Capabilities(takes_time=True)
+    True
+    """
+    try:
+        declared = obj.capabilities
+    except Exception:  # an object whose attribute lookup fails declares nothing
+        declared = None
+    if isinstance(declared, Capabilities):
+        return declared
+    return _FOREIGN_TIMED if _update_takes_t(obj) else NO_CAPABILITIES
+
+
+#: what an object that declares nothing but whose ``update`` takes ``t`` is read as
+_FOREIGN_TIMED = Capabilities(takes_time=True)
+
+
+def _update_takes_t(obj):
+    """Whether an object that declares nothing has an ``update`` taking ``t``."""
+    update = getattr(obj, "update", None)
+    if update is None:
+        return False
+    try:
+        return "t" in inspect.signature(update).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
+
+
+def needs_time(obj):
+    """Whether ``obj``'s ``update`` and ``update_trusted`` take the event time ``t=``
+    (``capabilities(obj).takes_time``): True for windows (``Sliding``, ``Tumbling``,
+    count windows included: they accept it) and drift detectors, False for metrics and
+    shared views; for an object that declares nothing, whether its ``update`` has a
+    parameter ``t`` (see :func:`capabilities`).
+
+    Runtime complexity: `O(1)`; read it once per object, when binding its methods.
+
+    >>> import streameval as se
+    >>> needs_time(se.Sliding(se.ROCAUC(), size=100)), needs_time(se.ROCAUC())
+    (True, False)
+    """
+    return capabilities(obj).takes_time
+
+
+def params_of(obj):
+    """The parameters that decide whether two metrics may be merged: a streameval
+    metric's or window's (its state's ``params``), a river metric's
+    (``river.base.Base``'s), None for any other object. Runtime complexity: `O(1)`
+    per parameter."""
+    if isinstance(obj, Metric):
+        return obj._params()
+    if isinstance(obj, _river_bases()):
+        return obj._get_params()
+    return None
+
+
+def _river_bases():
+    import river.base  # (river is imported already: the metric bases come from it)
+
+    return river.base.Base
+
+
+def check_invariants(obj):
+    """Assert a streameval metric's or window's internal invariants (its ``_check``;
+    tests call this after every operation); nothing for other objects."""
+    if isinstance(obj, Metric):
+        obj._check()
+
+
 # --------------------------------------------------------------------------- protocol
 
 
@@ -382,6 +582,13 @@ class SharedView:
 
     def _linked(self):
         raise NotImplementedError
+
+    @property
+    def capabilities(self):
+        """A view declares no fast path and takes no event time (nothing updates it);
+        its window kind is its template's (see :class:`Capabilities`)."""
+        kind = capabilities(self.template).window_kind
+        return NO_CAPABILITIES if kind is None else Capabilities(window_kind=kind)
 
     def get(self):
         return self._linked().get()
@@ -469,6 +676,10 @@ class Metric:
     #: (log loss and Brier take probabilities: ``(0.0, 1.0)``). :meth:`validate`
     #: checks it; a Monitor checks the narrowest range of its metrics once.
     score_bounds = None
+    #: What this metric offers beyond the protocol (fast paths for windows, event
+    #: times, range composition for Spark, a window's kind for the exposition): see
+    #: :class:`Capabilities`; read it through :func:`capabilities`. Nothing by default.
+    capabilities = NO_CAPABILITIES
 
     def validate(self, y_true, y_pred, w=None):
         """Check a batch without changing anything; return its validated columns.

@@ -25,7 +25,7 @@ never added is refused by index) and removes it entry by entry or in bulk;
 metric updated many times without being read defers the events and merges them in
 bulk at the next read (:data:`DEFER_AFTER`); one read after every event never defers.
 A count window's expired events are deferred the same way where that gives the same
-bits (``_revert_later``: weights of 1, a small order), so that a window fed batches
+bits (the declared ``revert_later``: weights of 1, a small order), so that a window fed batches
 and read every few of them rebuilds its order once per read.
 Memory grows with distinct scores, not with events. ``bins=N`` (``ROCAUC``, ``Gini``,
 ``AveragePrecision``) bounds it to ``N`` equal-width bins over ``[0, 1]``, and
@@ -37,8 +37,16 @@ event's ``y_pred`` is a dict of class probabilities (a missing class scores 0).
 ``ROCAUC`` and ``AveragePrecision`` are :class:`~streameval.metrics.base.Cases` fronts:
 ``ROCAUC(average="macro")`` is an instance of ``ROCAUC`` (of its multiclass case).
 
-Imports: numpy, :mod:`streameval.validation`, :mod:`streameval.metrics.base` and
-:mod:`streameval.metrics.scoreorder`.
+What windows and Spark use beyond the protocol is declared in each metric's
+``capabilities`` (:class:`~streameval.metrics.base.Capabilities`): a count window's
+``swap``, ``revert_joined`` and ``revert_later`` and its rebuild crossover (every binary
+metric here), and for Spark the composition over score ranges
+(:mod:`streameval.metrics.ranges`: exact ``ROCAUC``, ``Gini``, ``AveragePrecision``,
+``ROCCurve``, ``PRCurve``), the refusal of the others' per-score state, and the error
+bound of binned ones.
+
+Imports: numpy, :mod:`streameval.validation`, :mod:`streameval.metrics.base`,
+:mod:`streameval.metrics.ranges` and :mod:`streameval.metrics.scoreorder`.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ import numpy as np
 
 from streameval.metrics.base import (
     BinaryMetric,
+    Capabilities,
     Cases,
     Metric,
     MultiClassMetric,
@@ -56,7 +65,7 @@ from streameval.metrics.base import (
     check_unmerge_totals,
     has_interval,
 )
-from streameval.metrics import scoreorder
+from streameval.metrics import ranges, scoreorder
 from streameval.metrics.scoreorder import ScoreOrder, delong_variance
 from streameval.validation import REVERT_SLACK as _SLACK
 from streameval.validation import (
@@ -374,7 +383,12 @@ class _BinaryRanking(BinaryMetric):
     #: with all-distinct scores they tie at 0.01 and a rebuild wins above (1.3x at 0.1,
     #: 3.5x at 0.5).
     _window_rebuild_fraction = 0.25
-
+    #: how the exact value composes over score ranges (:mod:`streameval.metrics.ranges`),
+    #: declared by each kind that does; None: it does not (see ``_per_score``)
+    _ranges = None
+    #: why an exact metric of this kind is not composed over score ranges, and what to
+    #: use instead (Spark's refusal of its per-score state); None where it is
+    _per_score = None
 
     def __init__(self, pos_label=True, neg_label=None, bins=None):
         super().__init__(pos_label, neg_label)
@@ -396,6 +410,22 @@ class _BinaryRanking(BinaryMetric):
         self._streak = 0  # updates since the last read or revert
         self._cached_stamp = -1
         self._cached = None
+
+    @property
+    def capabilities(self):
+        """What this metric declares beyond the protocol (see
+        :class:`~streameval.metrics.base.Capabilities`): a count window's ``swap``
+        (:meth:`_swap`), ``revert_joined`` (:meth:`_revert_joined`), ``revert_later``
+        (:meth:`_revert_later`) and rebuild crossover; without ``bins``, its composition
+        over score ranges (or why there is none); with ``bins``, its error bound."""
+        binned = bool(self._bins)
+        return Capabilities(
+            swap=self._swap, revert_joined=self._revert_joined,
+            revert_later=self._revert_later,
+            rebuild_fraction=self._window_rebuild_fraction,
+            ranges=None if binned else self._ranges,
+            per_score=None if binned else self._per_score,
+            error_bound=binned)
 
     @property
     def _order(self):
@@ -871,6 +901,8 @@ class ROCAUC(_RankingFront):
 class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
     """Binary :class:`ROCAUC` (``average=None``): ``U / (P * N)`` from the score order."""
 
+    _ranges = ranges.AUC  # U = U_hi + U_lo + P_hi * N_lo over score ranges
+
     def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
         _BinaryRanking.__init__(self, pos_label, neg_label, bins)
         self.bins = self._bins
@@ -979,6 +1011,8 @@ class Gini(_BinaryROCAUC):
         The positive and negative labels.
     """
 
+    _ranges = ranges.GINI
+
     def __init__(self, bins=None, pos_label=True, neg_label=None):
         _BinaryRanking.__init__(self, pos_label, neg_label, bins)
         self.bins = self._bins
@@ -1060,6 +1094,8 @@ class AveragePrecision(_RankingFront):
 class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
     """Binary :class:`AveragePrecision` (``average=None``), from the score order."""
 
+    _ranges = ranges.AP  # the ranges' sums of precision at each positive, over P
+
     def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
         _BinaryRanking.__init__(self, pos_label, neg_label, bins)
         self.bins = self._bins
@@ -1077,6 +1113,12 @@ class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
         if not self._bins:
             return 0.0 if self._order.nz_pos else _NAN
         return _ap_bound(self._order)
+
+
+#: why Spark does not compose the interpolated APs over score ranges (its refusal)
+_ENVELOPE_NOT_RANGED = ("(its precision envelope is not composed over score ranges); use "
+                        "AveragePrecision, exact over score ranges, or "
+                        "AveragePrecision(bins=N)")
 
 
 class InterpolatedAP(_BinaryRanking):
@@ -1100,6 +1142,8 @@ class InterpolatedAP(_BinaryRanking):
     pos_label, neg_label
         The positive and negative labels.
     """
+
+    _per_score = _ENVELOPE_NOT_RANGED
 
     def __init__(self, pos_label=True, neg_label=None):
         super().__init__(pos_label, neg_label)
@@ -1147,6 +1191,7 @@ class ElevenPointAP(_BinaryRanking):
     """
 
     _levels = np.arange(11) / 10.0
+    _per_score = _ENVELOPE_NOT_RANGED
 
     def __init__(self, pos_label=True, neg_label=None):
         super().__init__(pos_label, neg_label)
@@ -1188,6 +1233,8 @@ class ROCCurve(_BinaryRanking):
         The positive and negative labels.
     """
 
+    _ranges = ranges.ROC_CURVE
+
     def __init__(self, pos_label=True, neg_label=None):
         super().__init__(pos_label, neg_label)
 
@@ -1227,6 +1274,8 @@ class PRCurve(_BinaryRanking):
     pos_label, neg_label
         The positive and negative labels.
     """
+
+    _ranges = ranges.PR_CURVE
 
     def __init__(self, pos_label=True, neg_label=None):
         super().__init__(pos_label, neg_label)

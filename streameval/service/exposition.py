@@ -29,8 +29,11 @@ Families:
 The segment label is ``""`` for the whole stream (no ``group_by``) and, for a segment
 made of several fields, their values joined by ``"|"``.
 
-Imports: prometheus-client only; it reads the Monitor's plain snapshots, never metric
-internals.
+The ``window`` label is what each metric declares (the ``window_kind`` of its
+:class:`~streameval.metrics.base.Capabilities`), never its class name.
+
+Imports: prometheus-client and :mod:`streameval.metrics.base` (a metric's declared
+capabilities); it reads the Monitor's plain snapshots, never metric internals.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ import math
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from streameval.metrics.base import capabilities
 
 __all__ = ["MonitorCollector", "window_label", "segment_label"]
 
@@ -57,13 +62,20 @@ def segment_label(segment) -> str:
 
 
 def window_label(metric) -> str:
-    """A short description of the window of a Monitor metric.
+    """A short description of the window of a Monitor metric, from the window kind it
+    declares (:func:`streameval.metrics.base.capabilities`) and its ``size`` or
+    ``period``.
 
-    ``"cumulative"`` for a bare metric; ``"sliding_size_10000"``,
-    ``"sliding_period_3600s"``, ``"tumbling_size_1000"`` for windows.
+    ``"cumulative"`` for a bare metric (or any object that declares no window kind);
+    ``"sliding_size_10000"``, ``"sliding_period_3600s"``, ``"tumbling_size_1000"`` for
+    windows.
+
+    >>> import streameval as se
+    >>> window_label(se.ROCAUC()), window_label(se.Sliding(se.ROCAUC(), period=3600))
+    ('cumulative', 'sliding_period_3600s')
     """
-    kind = type(metric).__name__.lower()
-    if kind not in ("sliding", "tumbling"):
+    kind = capabilities(metric).window_kind
+    if kind is None:
         return "cumulative"
     size = getattr(metric, "size", None)
     if size is not None:

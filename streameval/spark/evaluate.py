@@ -7,11 +7,13 @@ JSON state, and tree-merges the states on the executors (``treeReduce``, or
 streameval binary metric whose state is bounded (the confusion family, log loss,
 Brier, and the score-order metrics with ``bins=N``) goes this way.
 
-Exact score-order metrics (``ROCAUC``, ``Gini``, ``AveragePrecision``, ``ROCCurve``,
-``PRCurve`` without ``bins``) keep one entry per distinct score: over all-distinct
-float scores that state is as large as the data, so it is never collected. The
-DataFrame is range-partitioned by (segment, score descending) instead, and each
-partition sends its totals only:
+Exact score-order metrics that declare a composition over score ranges (the
+``ranges`` of their :class:`~streameval.metrics.base.Capabilities`: ``ROCAUC``,
+``Gini``, ``AveragePrecision``, ``ROCCurve``, ``PRCurve`` without ``bins``) keep one
+entry per distinct score: over all-distinct float scores that state is as large as the
+data, so it is never collected. The DataFrame is range-partitioned by (segment, score
+descending) instead, and each partition sends its totals only; the arithmetic is
+:mod:`streameval.metrics.ranges`, beside the metrics it composes:
 
 * AUC: partition ``i`` of a segment sends its positive and negative weight ``P_i``,
   ``N_i`` and its own Mann–Whitney statistic ``U_i`` (ties count 1/2). Ranges are
@@ -25,6 +27,10 @@ partition sends its totals only:
 * Curves: the same offsets place each partition's points; ``curve_points=K`` keeps
   about ``K`` of them, evenly spaced in the global order (for plotting).
 
+Which metric goes which way, whether a binned one reports ``error_bound()`` beside its
+value, and which metrics are refused is read from each metric's declared capabilities,
+never from its class name.
+
 Driver memory is `O(partitions x segments)` numbers for these metrics, whatever the
 number of distinct scores (:func:`evaluate` records what it collected in ``stats``);
 a partition holds its score range in memory while it sorts it.
@@ -34,8 +40,9 @@ metric's range, a null or negative weight) fail the job with the single-process
 message, the column, the row and the number of bad rows, before anything is merged;
 ``on_error="skip"`` leaves them out, counts them and gives them back as a DataFrame.
 
-``InterpolatedAP`` and ``ElevenPointAP`` are refused (their precision envelope is not
-composed over score ranges: their state would be per score).
+Metrics that declare a per-score state without a composition (``InterpolatedAP`` and
+``ElevenPointAP``: their precision envelope is not composed over score ranges) are
+refused.
 
 It may import pyspark (on use), pandas, numpy, :mod:`streameval.metrics`,
 :mod:`streameval.validation` and :mod:`streameval.spark.columns`.
@@ -44,12 +51,12 @@ It may import pyspark (on use), pandas, numpy, :mod:`streameval.metrics`,
 from __future__ import annotations
 
 import json
-import math
 from collections import namedtuple
 
 import numpy as np
 
-from streameval.metrics.base import from_state
+from streameval.metrics import ranges
+from streameval.metrics.base import capabilities, from_state
 from streameval.spark.columns import AGG_BAD as _AGG_BAD
 from streameval.spark.columns import AGG_WEIGHT as _AGG_W
 from streameval.spark.columns import Spec, columns, is_null, refusal
@@ -61,15 +68,12 @@ __all__ = ["evaluate", "Skipped", "ranged"]
 #: rows left out (the input's columns read plus ``reason``) and their number.
 Skipped = namedtuple("Skipped", ["values", "rejected", "n_rejected"])
 
-_RANGED = ("ROCAUC", "Gini", "AveragePrecision", "ROCCurve", "PRCurve")
-
 
 def ranged(metric):
-    """Whether ``metric`` is computed over score ranges (an exact binary score-order
-    metric: its per-score state would grow with the data)."""
-    return (metric._public_name in _RANGED and getattr(metric, "_bins", None) is None
-            and getattr(metric, "average", None) is None
-            and hasattr(metric, "_order"))
+    """Whether ``metric`` is computed over score ranges: it declares a
+    :class:`~streameval.metrics.ranges.RangeComposition` (an exact binary score-order
+    metric, whose per-score state would grow with the data)."""
+    return capabilities(metric).ranges is not None
 
 
 # ------------------------------------------------------------------ partitions
@@ -91,33 +95,6 @@ def _segment_groups(pdf, group_by, integral=()):
                     for k, c in zip(key, group_by))
         out.append((key, np.asarray(idx, dtype=np.int64)))
     return out
-
-
-def _distinct_desc(y, s, w):
-    """Distinct scores high to low with their positive and negative weight."""
-    if not len(s):
-        return np.zeros(0), np.zeros(0), np.zeros(0)
-    order = np.argsort(-s, kind="stable")
-    ss = s[order]
-    ww = np.ones(len(ss)) if w is None else w[order]
-    yy = y[order]
-    start = np.flatnonzero(np.concatenate(([True], ss[1:] != ss[:-1])))
-    keys = ss[start]
-    wp = np.add.reduceat(np.where(yy, ww, 0.0), start)
-    wn = np.add.reduceat(np.where(yy, 0.0, ww), start)
-    return keys, wp, wn
-
-
-def _totals(y, s, w):
-    """A partition's ``(P, N, U, distinct scores of non-zero weight, max, min)``."""
-    keys, wp, wn = _distinct_desc(y, s, w)
-    if not len(keys):
-        return 0.0, 0.0, 0.0, 0, None, None
-    # negatives strictly below each distinct score (scores are high to low)
-    below = np.concatenate((np.cumsum(wn[::-1])[::-1][1:], [0.0]))
-    u = float(np.sum(wp * (below + 0.5 * wn)))
-    nz = int(np.count_nonzero((wp > 0.0) | (wn > 0.0)))
-    return float(wp.sum()), float(wn.sum()), u, nz, float(keys[0]), float(keys[-1])
 
 
 def _partition_segments(batches, spec):
@@ -162,7 +139,7 @@ def _first_pass(spec, templates, want_ranked):
             states = {}
             for name, m in templates.items():
                 states[name] = m.clone().update_trusted(yy, ss, ww).to_state()
-            tot = _totals(yy, ss, ww) if want_ranked else None
+            tot = ranges.range_totals(yy, ss, ww) if want_ranked else None
             out.append({"part": part, "segment": json.dumps(list(key)),
                         "states": json.dumps(states), "totals": json.dumps(tot),
                         "rows": int(len(idx)), "bad": nbad, "first_bad": first})
@@ -198,28 +175,15 @@ def _second_pass(spec, offsets, want_ap, curves, step):
                 continue
             t0, f0, d0, p_i, n_i = off
             idx = idx[~bad[idx]]
-            keys, wp, wn = _distinct_desc(y[idx], s[idx], None if w is None else w[idx])
+            keys, wp, wn = ranges.distinct_desc(y[idx], s[idx], None if w is None else w[idx])
             if float(wp.sum()) != p_i or float(wn.sum()) != n_i:
                 raise RuntimeError(
                     f"score range {part} of segment {seg} changed between the two passes "
                     f"(positive/negative weight {p_i}/{n_i}, now {wp.sum()}/{wn.sum()}): the "
                     "range-partitioned data was recomputed differently; persist the input "
                     "DataFrame (or make its row order deterministic) and retry")
-            tp = t0 + np.cumsum(wp)
-            allw = t0 + f0 + np.cumsum(wp + wn)
-            ap = None
-            if want_ap:
-                prec = tp / np.maximum(allw, 1e-300)
-                ap = float(np.sum(wp * prec))
-            pts = None
-            if curves:
-                nz = (wp > 0.0) | (wn > 0.0)
-                k, tpk, fpk = keys[nz], tp[nz], (f0 + np.cumsum(wn))[nz]
-                g = d0 + np.arange(1, len(k) + 1)  # global point numbers (1-based)
-                keep = (g % step == 0) if step > 1 else np.ones(len(k), bool)
-                if len(k):
-                    keep[-1] = True  # a range's last point: kept, so the curve ends right
-                pts = [k[keep].tolist(), tpk[keep].tolist(), fpk[keep].tolist()]
+            ap = ranges.range_ap_sum(wp, wn, t0, f0) if want_ap else None
+            pts = ranges.range_points(keys, wp, wn, t0, f0, d0, step) if curves else None
             out.append({"part": part, "segment": seg, "ap": ap,
                         "points": None if pts is None else json.dumps(pts)})
         yield pd.DataFrame(out, columns=["part", "segment", "ap", "points"])
@@ -339,11 +303,10 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
                                      or not isinstance(curve_points, int) or curve_points < 2):
         raise ValueError(f"curve_points = {curve_points!r}: expected an integer >= 2 or None")
     for n, m in metrics.items():
-        if m._public_name in ("InterpolatedAP", "ElevenPointAP"):
-            raise ValueError(
-                f"metric {n!r}: {m._public_name} would ship one entry per distinct score to "
-                "the driver (its precision envelope is not composed over score ranges); use "
-                "AveragePrecision, exact over score ranges, or AveragePrecision(bins=N)")
+        why = capabilities(m).per_score
+        if why:
+            raise ValueError(f"metric {n!r}: {type(m).__name__} would ship one entry per "
+                             f"distinct score to the driver {why}")
     if aggregate not in ("auto", True, False):
         raise ValueError(f"aggregate = {aggregate!r}: expected 'auto', True or False")
     if aggregate == "auto":
@@ -389,7 +352,7 @@ def _evaluate_aggregated(df, metrics, spec, partitions, curve_points, stats):
     aspec.integral, aspec.aggregated = spec.integral, True
     st = {}
     try:
-        curves = any(m._public_name in ("ROCCurve", "PRCurve") for m in metrics.values())
+        curves = any(_second_pass_of(m) == "points" for m in metrics.values())
         out = None
         if not (curves and curve_points):
             out = _on_driver(agg, df, metrics, aspec, st)
@@ -440,7 +403,7 @@ def _values(objs):
     out = {}
     for name, obj in objs.items():
         out[name] = _value(obj)
-        if getattr(obj, "_bins", None):
+        if capabilities(obj).error_bound:
             out[f"{name}_error_bound"] = float(obj.error_bound())
     return out
 
@@ -462,7 +425,7 @@ def _names(metrics):
     names = []
     for n in metrics:
         names.append(n)
-        if getattr(metrics[n], "_bins", None):
+        if capabilities(metrics[n]).error_bound:
             names.append(f"{n}_error_bound")
     return names
 
@@ -521,8 +484,8 @@ def _evaluate(df, metrics, spec, on_error, partitions, curve_points, stats):
                                     for name, m in mergeable.items()})
         if exact:
             offsets, totals = _offsets(summary)
-            want_ap = any(m._public_name == "AveragePrecision" for m in exact.values())
-            curves = any(m._public_name in ("ROCCurve", "PRCurve") for m in exact.values())
+            want_ap = any(_second_pass_of(m) == "ap" for m in exact.values())
+            curves = any(_second_pass_of(m) == "points" for m in exact.values())
             sums, points = {}, {}
             if want_ap or curves:
                 passes += 1
@@ -537,8 +500,10 @@ def _evaluate(df, metrics, spec, on_error, partitions, curve_points, stats):
                         points.setdefault(r["segment"], []).append((r["part"], r["points"]))
             for seg in segments:
                 P, N, U, _ = totals.get(seg, (0.0, 0.0, 0.0, 0))
+                pts = [json.loads(blob) for _, blob in sorted(points.get(seg) or [])]
                 for name, m in exact.items():
-                    results[seg][name] = _exact_value(m, P, N, U, sums.get(seg), points.get(seg))
+                    results[seg][name] = capabilities(m).ranges.value(P, N, U, sums.get(seg),
+                                                                      pts)
         stats.update(driver_rows=len(summary), driver_bytes=nbytes, passes=passes,
                      partitions=len({r["part"] for r in summary}), aggregated=False)
     finally:
@@ -585,9 +550,18 @@ def _segments_in_order(summary, group_by):
                                        for v in json.loads(s)])
 
 
+def _second_pass_of(metric):
+    """What a ranged metric needs from the second pass (None, "ap", "points"); None
+    for a metric merged by its state."""
+    composition = capabilities(metric).ranges
+    return None if composition is None else composition.second_pass
+
+
 def _offsets(summary):
-    """``{(part, segment): (pos weight above, neg weight above, points above)}`` and
-    ``{segment: (P, N, U, points)}`` from the first pass's per-range totals."""
+    """``{(part, segment): (pos weight above, neg weight above, points above, P_i,
+    N_i)}`` and ``{segment: (P, N, U, points)}`` from the first pass's per-range totals
+    (:func:`streameval.metrics.ranges.compose`; partition ids follow the score ranges,
+    high to low)."""
     by_seg = {}
     for r in summary:
         tot = json.loads(r["totals"]) if r["totals"] else None
@@ -596,24 +570,8 @@ def _offsets(summary):
         by_seg.setdefault(r["segment"], []).append((r["part"], tot))
     offsets, totals = {}, {}
     for seg, parts in by_seg.items():
-        parts.sort()  # range order: partition ids follow the score ranges, high to low
-        live = [(p, t) for p, t in parts if t[4] is not None]
-        for (_, a), (_, b) in zip(live, live[1:]):
-            if not a[5] > b[4]:  # ranges must be disjoint and descending
-                raise RuntimeError(f"score ranges overlap in segment {seg}: {a} then {b}")
-        P = math.fsum(t[0] for _, t in parts)
-        N = math.fsum(t[1] for _, t in parts)
-        U_own = math.fsum(t[2] for _, t in parts)
-        tp = fp = 0.0
-        d = 0
-        cross = []
-        for p, t in parts:
-            offsets[(p, seg)] = (tp, fp, d, t[0], t[1])
-            cross.append(t[0] * (N - fp - t[1]))  # its positives above every lower negative
-            tp += t[0]
-            fp += t[1]
-            d += t[3]
-        totals[seg] = (P, N, U_own + math.fsum(cross), d)
+        mine, totals[seg] = ranges.compose(parts, where=f"segment {seg}")
+        offsets.update(((p, seg), off) for p, off in mine.items())
     return offsets, totals
 
 
@@ -633,34 +591,6 @@ def _value(obj):
 
 def _empty_value(m):
     return _value(m.clone())
-
-
-def _exact_value(m, P, N, U, sums, points):
-    name = m._public_name
-    if name in ("ROCAUC", "Gini"):
-        auc = U / (P * N) if P > 0.0 and N > 0.0 else math.nan
-        return 2.0 * auc - 1.0 if name == "Gini" else auc
-    if name == "AveragePrecision":
-        if not P > 0.0:
-            return math.nan
-        return min(1.0, max(0.0, math.fsum(sums or []) / P))
-    keys, tps, fps = [], [], []
-    for _, blob in sorted(points or []):
-        k, t, f = json.loads(blob)
-        keys += k
-        tps += t
-        fps += f
-    keys, tps, fps = np.asarray(keys, float), np.asarray(tps, float), np.asarray(fps, float)
-    if name == "ROCCurve":
-        tps, fps = np.concatenate(([0.0], tps)), np.concatenate(([0.0], fps))
-        fpr = fps / N if N > 0 else np.full(len(fps), np.nan)
-        tpr = tps / P if P > 0 else np.full(len(tps), np.nan)
-        return fpr, tpr, np.concatenate(([np.inf], keys))
-    # PRCurve, as the single-process one: ascending thresholds, ending with (1, 0)
-    ps = tps + fps
-    precision = np.divide(tps, ps, out=np.zeros_like(tps), where=ps > 0.0)
-    recall = tps / P if P > 0 else np.ones(len(tps))
-    return (np.append(precision[::-1], 1.0), np.append(recall[::-1], 0.0), keys[::-1].copy())
 
 
 def _frame(spark, df, group_by, segments, results, names, metrics):

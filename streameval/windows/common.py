@@ -25,7 +25,9 @@ from streameval.metrics.base import (
     BinaryMetric,
     Metric,
     RegressionMetric,
+    capabilities,
     open_memo,
+    params_of,
     shared_batch,
 )
 from streameval.validation import (
@@ -53,8 +55,9 @@ __all__ = [
 #: ``revert_many`` (``python benchmarks/bench_windows.py --batches``): reverting wins
 #: below about 5% of the window, rebuilding above 10%. A metric with its own
 #: vectorised revert is reverted a slice at a time whatever the fraction (the
-#: confusion family: 3x faster than a rebuild at 10%, 2x at 50%), unless it sets
-#: ``_window_rebuild_fraction`` to the crossover it measured.
+#: confusion family: 3x faster than a rebuild at 10%, 2x at 50%), unless it declares
+#: the crossover it measured (``rebuild_fraction`` in its
+#: :class:`~streameval.metrics.base.Capabilities`).
 REBUILD_FRACTION = 0.1
 
 
@@ -130,9 +133,11 @@ def vectorised_update(metric):
 
 
 def rebuild_fraction(metric):
-    """The expired fraction of a window above which a batch rebuilds the metric."""
+    """The expired fraction of a window above which a batch rebuilds the metric: the
+    one it declares (``capabilities(metric).rebuild_fraction``), else
+    :data:`REBUILD_FRACTION` without a vectorised revert, else never (inf)."""
     default = math.inf if vectorised_revert(metric) else REBUILD_FRACTION
-    fraction = getattr(metric, "_window_rebuild_fraction", None)
+    fraction = capabilities(metric).rebuild_fraction
     return default if fraction is None else fraction
 
 
@@ -202,11 +207,7 @@ def same_metric(a, b):
     """Whether two metrics have one type and one set of parameters (mergeable)."""
     if type(a) is not type(b):
         return False
-    params = getattr(a, "_params", None) or getattr(a, "_get_params", None)
-    if params is None:
-        return True
-    other = getattr(b, "_params", None) or getattr(b, "_get_params", None)
-    return params() == other()
+    return params_of(a) == params_of(b)
 
 
 def state_of(metric):

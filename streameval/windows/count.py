@@ -3,14 +3,16 @@
 The window keeps a deque of :class:`~streameval.windows.chunks.Chunk` (batches, as
 validated columns) and :class:`~streameval.windows.chunks.EventRun` (events added
 one at a time), oldest first, and reverts expired events a chunk slice at a time (in
-one call over a metric with ``_revert_joined`` that gives the same bits that way: exact
-ROC AUC and AP with weights of 1; or handed over to a metric with ``_revert_later``
-that defers their removal to its next read, to the same bits: the same metrics, on a
-window small enough for their flat layout), a whole batch with what the metric
-computed from it when it came in (the chunk's memo, see
+one call over a metric that declares ``revert_joined``, where that gives the same
+bits: exact ROC AUC and AP with weights of 1; or handed over to a metric that declares
+``revert_later`` and defers their removal to its next read, to the same bits: the same
+metrics, on a window small enough for their flat layout), a whole batch with what the
+metric computed from it when it came in (the chunk's memo, see
 :class:`~streameval.metrics.base.shared_batch`).
-Once full, a window over a metric with ``_swap`` (the binary ranking metrics) hands it
-each new event and the one it expires in one call: the per-event path of a sliding AUC.
+Once full, a window over a metric that declares ``swap`` (the binary ranking metrics)
+hands it each new event and the one it expires in one call: the per-event path of a
+sliding AUC. The fast paths are the metric's declared
+:class:`~streameval.metrics.base.Capabilities`, bound when the window binds the metric.
 
 It may import numpy, the standard library, :mod:`streameval.windows.sliding` (the
 front it implements), :mod:`streameval.windows.chunks` and
@@ -66,8 +68,8 @@ class _CountSliding(Sliding, case="count"):
         if self._n == self.size:
             first = self._chunks[0]
             old = first[0] if type(first) is EventRun else self._oldest_of(first)
-            if self._swap is not None:  # the new event in and the oldest out, one call
-                self._swap(y_true, y_pred, w, old[0], old[1], old[2])
+            if self._replace is not None:  # the new event in, the oldest out: one call
+                self._replace(y_true, y_pred, w, old[0], old[1], old[2])
             else:
                 self._update(y_true, y_pred, w=w)
                 self._revert(old[0], old[1], w=old[2])
@@ -212,9 +214,10 @@ class _CountSliding(Sliding, case="count"):
 
     def _expire(self, k):
         """Revert the ``k`` oldest events, a chunk slice at a time; over a metric that
-        defers their removal to its next read to the same bits (``_revert_later``), in
-        one call; over one that reverts several slices at once to the same bits
-        (``_revert_joined``), in one call when they span several chunks."""
+        defers their removal to its next read to the same bits (its declared
+        ``revert_later``), in one call; over one that reverts several slices at once to
+        the same bits (its declared ``revert_joined``), in one call when they span
+        several chunks."""
         joined = self._joined is not None and k > len(self._chunks[0])
         if self._typed and (self._later is not None or joined):
             slices, left = [], k

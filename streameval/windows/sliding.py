@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import math
 
-from streameval.metrics.base import Cases, Metric, from_state, has_interval
+from streameval.metrics.base import (
+    Capabilities,
+    Cases,
+    Metric,
+    capabilities,
+    check_invariants,
+    from_state,
+    has_interval,
+)
 from streameval.validation import ValidationError
 from streameval.windows.common import (
     batch_input,
@@ -128,6 +136,9 @@ class Sliding(Cases):
     """
 
     _state_version = 1
+    #: a window takes the event time ``t=`` (a count window accepts and ignores it) and
+    #: is labelled "sliding" by the exposition (see metrics.base.Capabilities)
+    capabilities = Capabilities(takes_time=True, window_kind="sliding")
 
     @classmethod
     def _case(cls, args, kwargs):
@@ -168,16 +179,18 @@ class Sliding(Cases):
         m = self.metric
         self._update = m.update
         self._revert = m.revert
+        # the fast paths the metric declares (see metrics.base.Capabilities), bound once:
+        caps = capabilities(m)
         # update and revert in one call (binary ranking metrics: one layer less per event)
-        self._swap = getattr(m, "_swap", None)
+        self._replace = caps.swap
         # several expired slices reverted in one call where the metric gives the same
         # bits that way (binary ranking metrics with weights of 1: one rebuild of the
         # score order instead of one per slice); count windows only
-        self._joined = getattr(m, "_revert_joined", None)
+        self._joined = caps.revert_joined
         # expired slices whose removal the metric may defer to its next read, to the
         # same bits (binary ranking metrics, weights of 1, a small order: one rebuild
         # per read instead of one per batch); count windows only
-        self._later = getattr(m, "_revert_later", None)
+        self._later = caps.revert_later
         self._get = m.get
         self._ops = MetricOps(m)
         self._typed = typed(m)
@@ -329,7 +342,7 @@ class Sliding(Cases):
         """
         if not isinstance(other, Sliding) or self._params() != other._params():
             raise ValueError(
-                f"cannot merge a window {getattr(other, '_params', lambda: other)()} "
+                f"cannot merge a window {other._params() if isinstance(other, Metric) else other} "
                 f"into a window {self._params()}"
             )
         if not same_metric(self.metric, other.metric):
@@ -365,9 +378,7 @@ class Sliding(Cases):
     def _check_metric(self, args):
         """Assert the wrapped metric's invariants and that it equals a fresh one fed
         with exactly ``args``, the window's events."""
-        check = getattr(self.metric, "_check", None)
-        if check is not None:
-            check()
+        check_invariants(self.metric)
         other = fresh(self.metric)
         for yt, yp, w in args:
             other.update(yt, yp, w=w)

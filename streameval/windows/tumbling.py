@@ -14,7 +14,14 @@ import math
 import numpy as np
 
 from streameval.events import as_seconds
-from streameval.metrics.base import Metric, from_state, has_interval, interval_parts
+from streameval.metrics.base import (
+    Capabilities,
+    Metric,
+    check_invariants,
+    from_state,
+    has_interval,
+    interval_parts,
+)
 from streameval.validation import ValidationError, take_columns
 from streameval.windows.common import (
     batch_input,
@@ -101,6 +108,9 @@ class Tumbling(Metric):
     """
 
     _state_version = 1
+    #: a tumbling window takes the event time ``t=`` (a count window accepts and ignores
+    #: it) and is labelled "tumbling" by the exposition (see metrics.base.Capabilities)
+    capabilities = Capabilities(takes_time=True, window_kind="tumbling")
 
     def __init__(self, metric, size=None, period=None, lateness=0.0, origin=0.0,
                  on_close=None, on_late=None):
@@ -463,9 +473,7 @@ class Tumbling(Metric):
                 start = self.origin + k * self.period
                 assert start - self.period < self._newest, (k, self._newest)
         for m in [self.metric] + [e[0] for e in self._open.values()]:
-            check = getattr(m, "_check", None)
-            if check is not None:
-                check()
+            check_invariants(m)
 
     def __repr__(self):
         what = f"size={self.size}" if self.size is not None else f"period={self.period:g}"
