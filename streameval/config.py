@@ -92,8 +92,11 @@ of any false alarm within a million events of a segment. Giving a table replaces
 adds to them: with ``[monitor.metrics]`` there are no default drift tests or rules.
 
 Metric names may hold letters, digits and ``_ . @ : -`` (they are what rules refer to).
-A TOML file is read with :mod:`tomllib` (``tomli`` on Python 3.10); a file with a
+A TOML file is read with :func:`streameval.runconfig.load_toml`; a file with a
 ``[monitor]`` table uses that table, a file without one is read as the table itself.
+The types, defaults and allowed values of the top-level keys above are declared in
+:mod:`streameval.runconfig` (:func:`~streameval.runconfig.monitor_options` checks
+them); this module builds the ``metrics``, ``drift`` and ``rules`` tables.
 
 >>> kw = build({"every": 500, "metrics": {"auc": "roc_auc"}, "rules": ["auc < 0.7"]})
 >>> kw["every"], list(kw["metrics"]), [r.name for r in kw["rules"]]
@@ -103,10 +106,12 @@ Traceback (most recent call last):
 ...
 ValueError: monitor: unknown key 'evrey'; expected one of [...]
 
-Imports: :mod:`streameval._registry` (the metric kinds), :mod:`streameval.validation`,
-:mod:`streameval.alerts`, and on use the metric modules, :mod:`streameval.windows`,
-:mod:`streameval.drift`, :mod:`streameval.sequential` and :mod:`streameval.events`;
-the Monitor and the pipeline import it.
+Imports: :mod:`streameval._registry` (the metric kinds), :mod:`streameval.runconfig`
+(the ``[monitor]`` table's own keys and the config file's tables are declared there),
+:mod:`streameval.validation`, :mod:`streameval.alerts`, :mod:`streameval.drift`,
+:mod:`streameval.sequential`, and the metric and window classes through the package's
+public names (loaded on first use); the Monitor imports it when it is built from a
+config, and nothing it imports imports it.
 """
 
 from __future__ import annotations

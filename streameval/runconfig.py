@@ -89,6 +89,9 @@ __all__ = [
     "refuse",
     "unknown_key",
     "keys",
+    "stream_keys",
+    "SCENARIO_SECTIONS",
+    "DUPLICATE_MODES",
     "reference_markdown",
 ]
 
@@ -113,7 +116,8 @@ class Key:
     ``default`` is the value of an absent key, or a dict ``{edge: default}`` where
     edges differ; ``default_text`` says it in words where it is not a value.
     ``refused`` maps an edge that does not take the key to the reason given with the
-    refusal.
+    refusal. ``kinds``: in a scenario's ``[stream]`` table, the stream kinds that take
+    the key (empty: every kind).
     """
 
     name: str
@@ -125,6 +129,7 @@ class Key:
     check: Callable[[Any, str], Any] | None = None
     refused: dict = dataclasses.field(default_factory=dict)
     default_text: str = ""
+    kinds: tuple = ()
 
     def default_for(self, edge):
         """The default of this key for ``edge``."""
@@ -412,9 +417,104 @@ CONFIG_TABLES = ("monitor", "input", "serve")
 FIELD_KEYS = ("ts", "label", "score", "id", "weight")
 
 
+_RUN = ("run",)
+_RIVER = ("river_dataset", "river_generator")
+
+#: The tables of a scenario file (``streameval run``) besides its config tables:
+#: what the scenario is, how its stream is made, the alerts it expects.
+SCENARIO_SECTIONS = {s.name: s for s in (
+    Section("scenario", "What the scenario shows.", (
+        Key("name", "string", "the scenario's name", default_text="the file's stem", edges=_RUN),
+        Key("description", "string", "what it shows", default="", edges=_RUN),
+        Key("strict", "bool", "a firing no [[expect]] covers is a failure", default=True,
+            allowed="true, false", edges=_RUN),
+    ), edges=_RUN),
+    Section("stream", "How the events are made (deterministic by seed).", (
+        Key("kind", "string", "how the stream is made", default_text="required",
+            allowed="river_dataset, river_generator, stationary, log", edges=_RUN),
+        Key("seed", "integer", "seed of every random draw", default=0, allowed=">= 0",
+            edges=_RUN),
+        Key("start", "number", "epoch seconds of the first event", default=1_700_000_000,
+            edges=_RUN),
+        Key("interval", "number", "seconds between events", default=1, allowed=">= 0",
+            edges=_RUN),
+        Key("decimals", "integer", "round scores (logged scores have ties)",
+            default_text="not rounded", allowed="0 to 15", edges=_RUN),
+        Key("delay", "table", "delayed labels: min, max seconds, missing share "
+            "([stream.delay]; not for a log)", default_text="none", edges=_RUN),
+        Key("n", "integer", "number of events", default_text="required (river_dataset: "
+            "the dataset's)", allowed=">= 1", edges=_RUN, kinds=_RIVER + ("stationary",)),
+        Key("dataset", "string", "a dataset that ships inside river", edges=_RUN,
+            default_text="required", kinds=("river_dataset",)),
+        Key("generator", "string", "a river.datasets.synth generator", edges=_RUN,
+            default_text="required", kinds=("river_generator",)),
+        Key("params", "table", "the generator's parameters", default={}, edges=_RUN,
+            kinds=("river_generator",)),
+        Key("drift", "table", "a planted concept drift: generator, params, position, width, "
+            "seed ([stream.drift])", default_text="none", edges=_RUN,
+            kinds=("river_generator",)),
+        Key("model", "string", "the river model scoring the events prequentially",
+            default_text="required", edges=_RUN, kinds=_RIVER),
+        Key("model_params", "table", "the model's parameters", default={}, edges=_RUN,
+            kinds=_RIVER),
+        Key("preprocessing", "array", "river preprocessing steps before the model",
+            default=[], edges=_RUN, kinds=_RIVER),
+        Key("learn_until", "integer", "freeze the model after N events", default_text="never",
+            allowed=">= 0", edges=_RUN, kinds=_RIVER),
+        Key("prevalence", "number", "share of positive labels", default=0.3,
+            allowed="0 to 1", edges=_RUN, kinds=("stationary",)),
+        Key("separation", "number", "how far apart the classes' scores are", default=2.0,
+            edges=_RUN, kinds=("stationary",)),
+        Key("segments", "array", "segment values drawn uniformly", default_text="none",
+            edges=_RUN, kinds=("stationary",)),
+        Key("path", "string", "the bundled log, relative to the scenario file",
+            default_text="required", edges=_RUN, kinds=("log",)),
+    ), edges=_RUN),
+    Section("stream.drift", "A planted concept drift (river's ConceptDriftStream).", (
+        Key("generator", "string", "the generator after the drift", edges=_RUN,
+            default_text="the stream's"),
+        Key("params", "table", "its parameters", default={}, edges=_RUN),
+        Key("position", "integer", "event of the drift's centre", default_text="required",
+            allowed=">= 0", edges=_RUN),
+        Key("width", "integer", "events over which the drift happens", default=1000,
+            allowed=">= 1", edges=_RUN),
+        Key("seed", "integer", "seed of the drift's draws", default_text="the stream's",
+            edges=_RUN),
+    ), edges=_RUN),
+    Section("stream.delay", "Delayed labels: a prediction row per event and a label row "
+            "later.", (
+        Key("min", "number", "least delay of a label, seconds", default=0, allowed=">= 0",
+            edges=_RUN),
+        Key("max", "number", "largest delay of a label, seconds", default_text="min",
+            allowed=">= min", edges=_RUN),
+        Key("missing", "number", "share of predictions never labelled", default=0,
+            allowed="0 to 1", edges=_RUN),
+    ), edges=_RUN),
+    Section("expect", "The alerts that must happen ([[expect]], one table each).", (
+        Key("rule", "string", "the rule's name", default_text="required", edges=_RUN),
+        Key("state", "string", "the transition expected", default="firing",
+            allowed="pending, firing, resolved", edges=_RUN),
+        Key("n_min", "integer", "the transition's n at least", default=0, allowed=">= 0",
+            edges=_RUN),
+        Key("n_max", "integer", "the transition's n at most", default_text="the end",
+            allowed=">= n_min", edges=_RUN),
+        Key("segment", "any", "the transition's segment", default_text="any", edges=_RUN),
+        Key("none", "bool", "no alert may fire (no other key, no other [[expect]])",
+            default=False, edges=_RUN),
+    ), edges=_RUN),
+)}
+
+
 def keys(section, edge=None):
-    """The key names of ``section`` (those ``edge`` takes, when given)."""
-    return SECTIONS[section].names(edge)
+    """The key names of ``section`` (those ``edge`` takes, when given); scenario
+    tables (:data:`SCENARIO_SECTIONS`) too."""
+    sec = SECTIONS.get(section) or SCENARIO_SECTIONS[section]
+    return sec.names(edge)
+
+
+def stream_keys(kind):
+    """The ``[stream]`` keys of a scenario of stream kind ``kind``."""
+    return [k.name for k in SCENARIO_SECTIONS["stream"].keys if not k.kinds or kind in k.kinds]
 
 
 # ------------------------------------------------------------------ errors
@@ -722,12 +822,23 @@ def reference_markdown():
            "(`replay --engine spark` and the streaming sink). A key refused by an edge is "
            "refused with the edges that take it.", ""]
     for sec in SECTIONS.values():
-        out += [f"## [{sec.name}]", "", sec.doc, "",
-                "| key | type | default | allowed values | edges | description |",
-                "| --- | --- | --- | --- | --- | --- |"]
-        for k in sec.keys:
-            out.append("| " + " | ".join(_cell(c) for c in (
-                f"`{k.name}`", k.type, _default_text(k), k.allowed or "any",
-                ", ".join(k.edges), k.doc)) + " |")
-        out.append("")
+        out += _table(sec, "edges", lambda k: ", ".join(k.edges))
+    out += ["# Scenario files", "",
+            "A scenario file (`streameval run`) holds the config tables above and these; "
+            "`[stream]` keys apply to the stream kinds listed.", ""]
+    for sec in SCENARIO_SECTIONS.values():
+        out += _table(sec, "stream kinds", lambda k: ", ".join(k.kinds) or "all")
     return "\n".join(out)
+
+
+def _table(sec, last, column):
+    brackets = "[[{}]]" if sec.name == "expect" else "[{}]"
+    out = [f"## {brackets.format(sec.name)}", "", sec.doc, "",
+           f"| key | type | default | allowed values | {last} | description |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for k in sec.keys:
+        out.append("| " + " | ".join(_cell(c) for c in (
+            f"`{k.name}`", k.type, _default_text(k), k.allowed or "any", column(k),
+            k.doc)) + " |")
+    out.append("")
+    return out
