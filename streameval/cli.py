@@ -60,23 +60,12 @@ either ``--on-error``: the outputs then hold the rows of what was read before (c
 back to the last checkpoint on a resume), and no ``summary.json`` or ``report.html``
 is left (those of a former run in ``--out`` are removed when a replay starts).
 
-Config file (TOML): the ``[monitor]`` table (schema in :mod:`streameval.config`) and
-an optional ``[input]`` table saying how to read the log::
-
-    [input]
-    ts = "event_time"      # field names (defaults: ts, label, score, id, weight)
-    label = "is_fraud"
-    score = "p_fraud"
-    require_ts = true      # a row without time is bad input (default true)
-    format = "csv"         # default: from the file extension
-    label_ttl = 86400      # delayed labels: prediction rows {id, ts, score} and
-                           # label rows {id, ts, label}, joined by id; predictions
-                           # unlabeled after label_ttl seconds are expired and counted
-    labels = "labels.jsonl"   # optional: label rows in a second file (relative to the config)
-    on_duplicate = "error"    # a second prediction with a waiting id: error, keep_first, keep_last
-
-The segment field is the monitor's ``group_by``; the labels its ``pos_label`` /
-``neg_label``.
+Config file (TOML): the ``[monitor]`` table, an optional ``[input]`` table saying how to
+read the log (field names, ``require_ts``, ``format``, delayed labels: ``label_ttl``,
+``labels``, ``on_duplicate``) and an optional ``[serve]`` table (read by ``serve``
+alone). One schema, :mod:`streameval.runconfig`, declares every key for every
+subcommand (``streameval.runconfig.reference_markdown()`` renders it); the segment
+field is the monitor's ``group_by``, the labels its ``pos_label`` / ``neg_label``.
 
 Checkpoints: ``--checkpoint PATH`` saves the monitor, the read position and the sizes
 of the output files atomically every ``--checkpoint-every`` events (at the end of the
