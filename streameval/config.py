@@ -92,8 +92,11 @@ of any false alarm within a million events of a segment. Giving a table replaces
 adds to them: with ``[monitor.metrics]`` there are no default drift tests or rules.
 
 Metric names may hold letters, digits and ``_ . @ : -`` (they are what rules refer to).
-A TOML file is read with :mod:`tomllib` (``tomli`` on Python 3.10); a file with a
+A TOML file is read with :func:`streameval.runconfig.load_toml`; a file with a
 ``[monitor]`` table uses that table, a file without one is read as the table itself.
+The types, defaults and allowed values of the top-level keys above are declared in
+:mod:`streameval.runconfig` (:func:`~streameval.runconfig.monitor_options` checks
+them); this module builds the ``metrics``, ``drift`` and ``rules`` tables.
 
 >>> kw = build({"every": 500, "metrics": {"auc": "roc_auc"}, "rules": ["auc < 0.7"]})
 >>> kw["every"], list(kw["metrics"]), [r.name for r in kw["rules"]]
@@ -103,33 +106,24 @@ Traceback (most recent call last):
 ...
 ValueError: monitor: unknown key 'evrey'; expected one of [...]
 
-Imports: :mod:`streameval._registry` (the metric kinds), :mod:`streameval.validation`,
-:mod:`streameval.alerts`, and on use the metric modules, :mod:`streameval.windows`,
-:mod:`streameval.drift`, :mod:`streameval.sequential` and :mod:`streameval.events`;
-the Monitor and the pipeline import it.
+Imports: :mod:`streameval._registry` (the metric kinds), :mod:`streameval.runconfig`
+(the ``[monitor]`` table's own keys and the config file's tables are declared there),
+:mod:`streameval.validation`, :mod:`streameval.alerts`, :mod:`streameval.drift`,
+:mod:`streameval.sequential`, and the metric and window classes through the package's
+public names (loaded on first use); the Monitor imports it when it is built from a
+config, and nothing it imports imports it.
 """
 
 from __future__ import annotations
 
 import inspect
-import os
-import sys
 
-from streameval import _registry
-from streameval.validation import (
-    Integer,
-    Real,
-    check_param,
-    check_period,
-    check_size,
-    check_threshold,
-)
+import streameval
+from streameval import _registry, runconfig
 from streameval.alerts import rule_from_config
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from streameval.drift import PrecisionRecallDrift
+from streameval.sequential import SequentialDrift
+from streameval.validation import check_period, check_size
 
 __all__ = [
     "KINDS",
@@ -172,9 +166,8 @@ DEFAULT_DETECTORS = ("recall", "precision")
 KINDS = _registry.config_kinds()
 _CLASS_TO_KIND = {v: k for k, v in KINDS.items()}
 
-#: the keys of the ``[monitor]`` table
-MONITOR_KEYS = ("every", "every_seconds", "group_by", "overall", "threshold", "size", "window",
-                "pos_label", "neg_label", "metrics", "drift", "rules", "max_segments")
+#: the keys of the ``[monitor]`` table (declared in :mod:`streameval.runconfig`)
+MONITOR_KEYS = tuple(runconfig.keys("monitor"))
 
 _WINDOW_KEYS = ("window", "size", "period", "lateness")
 # metric parameters a binary monitor sets itself (labels) or does not support
@@ -201,122 +194,29 @@ def _unknown(where, keys, allowed):
         raise ValueError(f"{where}: unknown key {key!r}; expected one of {sorted(allowed)}")
 
 
-def _int(value, where, low=0):
-    return check_param(where, value, Integer(low))
+# ------------------------------------------------------------- the run schema
 
-
-def _pos_float(value, where):
-    return check_param(where, value, Real(0, open_low=True))
-
-
-# --------------------------------------------------------------------------- TOML
-
-
-def load_toml(path):
-    """Read a TOML file; ValueError naming the file and the line of a syntax error.
-
-    >>> load_toml("/nonexistent.toml")
-    Traceback (most recent call last):
-    ...
-    ValueError: /nonexistent.toml: no such file
-    """
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: not valid TOML: {e}") from None
-
-
-def monitor_table(doc):
-    """The ``[monitor]`` table of a parsed config file (or the document itself)."""
-    if not isinstance(doc, dict):
-        raise ValueError(f"monitor config must be a table, got {type(doc).__name__}")
-    if "monitor" in doc:
-        table = doc["monitor"]
-        if not isinstance(table, dict):
-            raise ValueError(f"monitor = {table!r:.80}: must be a table ([monitor])")
-        return table
-    return doc
-
-
-#: The tables a config file may hold: ``[monitor]`` and ``[input]`` (read by ``replay``,
-#: ``run`` and ``serve``) and ``[serve]`` (read by ``serve`` alone).
-CONFIG_TABLES = ("monitor", "input", "serve")
-#: The ``[input]`` keys that name event fields.
-FIELD_KEYS = ("ts", "label", "score", "id", "weight")
+# The config file's tables, its ``[input]`` keys and reading a TOML file belong to the
+# run schema (:mod:`streameval.runconfig`); their names stay importable from here.
+load_toml = runconfig.load_toml
+monitor_table = runconfig.monitor_table
+label_ttl = runconfig.label_ttl
+field_map = runconfig.field_map
+CONFIG_TABLES = runconfig.CONFIG_TABLES
+FIELD_KEYS = runconfig.FIELD_KEYS
 
 
 def config_tables(doc):
-    """``(monitor table or None, input table)`` of a parsed config file.
-
-    A document with any of :data:`CONFIG_TABLES` may hold no other table; a document
-    with none of them is a bare ``[monitor]`` table (None when empty: the default
-    monitor). The caller checks the keys of ``[input]`` (and of ``[serve]``).
-    """
-    if any(k in doc for k in CONFIG_TABLES):
-        unknown = sorted(set(doc) - set(CONFIG_TABLES))
-        if unknown:
-            raise ValueError(f"config: unknown table(s) {', '.join(unknown)}; "
-                             f"expected {', '.join(f'[{t}]' for t in CONFIG_TABLES)}")
-        table = doc.get("monitor")
-    else:
-        table = doc or None
-    inp = doc.get("input", {})
-    if not isinstance(inp, dict):
-        raise ValueError(f"input = {inp!r:.80}: must be a table ([input])")
+    """``(monitor table or None, input table)`` of a parsed config file
+    (:func:`streameval.runconfig.split` without the ``[serve]`` table)."""
+    table, inp, _ = runconfig.split(doc)
     return table, inp
-
-
-def label_ttl(inp):
-    """``[input] label_ttl`` (delayed labels: seconds a prediction waits for its label)
-    as a float, or None when the table has none; ``ValueError`` naming it otherwise.
-
-    >>> label_ttl({"label_ttl": 3600}), label_ttl({})
-    (3600.0, None)
-    """
-    if "label_ttl" not in inp:
-        return None
-    ttl = inp["label_ttl"]
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-        raise ValueError(f"input.label_ttl = {ttl!r}: must be a number of seconds > 0")
-    return float(ttl)
-
-
-def field_map(inp, monitor, *, require_ts=True):
-    """The :class:`~streameval.events.FieldMap` of an ``[input]`` table for ``monitor``.
-
-    Field names come from ``inp`` (:data:`FIELD_KEYS`), the segment field is the
-    monitor's ``group_by`` and the labels its ``pos_label``/``neg_label``;
-    ``require_ts`` is the default when ``inp`` does not set it; ``max_future``
-    (seconds ahead of the wall clock an event time may be; ``0``: no limit) defaults
-    to :data:`streameval.events.DEFAULT_MAX_FUTURE`.
-    """
-    from streameval.events import DEFAULT_MAX_FUTURE, FieldMap
-
-    max_future = DEFAULT_MAX_FUTURE
-    if "max_future" in inp:
-        max_future = check_param("input.max_future", inp["max_future"], Real(0)) or None
-
-    names = {k: inp[k] for k in FIELD_KEYS if k in inp}
-    for k, v in names.items():
-        if not isinstance(v, str) or not v:
-            raise ValueError(f"input.{k} = {v!r}: must be a field name")
-    require_ts = inp.get("require_ts", require_ts)
-    if not isinstance(require_ts, bool):
-        raise ValueError(f"input.require_ts = {require_ts!r}: must be true or false")
-    return FieldMap(**names, segment=monitor.group_by, pos_label=monitor.pos_label,
-                    neg_label=monitor.neg_label, require_ts=require_ts, max_future=max_future)
 
 
 # ------------------------------------------------------------------------ metrics
 
 
 def _metric_class(kind, where):
-    import streameval
-
     if not isinstance(kind, str):
         raise ValueError(f"{where} = {kind!r}: must be a metric kind such as \"roc_auc\"")
     cls_name = KINDS.get(kind, kind if kind in _CLASS_TO_KIND else None)
@@ -379,8 +279,6 @@ def make_metric(spec, *, name="metric", threshold=None, pos_label=True, neg_labe
 
 
 def _make_window(metric, window, where):
-    import streameval
-
     kind = window.pop("window", "sliding")
     if kind not in ("sliding", "tumbling"):
         raise ValueError(f"{where}.window = {kind!r}: must be \"sliding\" or \"tumbling\"")
@@ -459,9 +357,6 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
     ...
     ValueError: monitor.drift.recall: give size or its alias window, not both
     """
-    from streameval.drift import PrecisionRecallDrift
-    from streameval.validation import check_period, check_size
-
     where = where or f"monitor.drift.{_q(name)}"
     if not isinstance(spec, dict):
         raise ValueError(f"{where} = {spec!r}: must be a table")
@@ -491,8 +386,6 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
 
 
 def _make_sequential(spec, name, threshold, pos_label, neg_label, where):
-    from streameval.sequential import SequentialDrift
-
     _unknown(where, spec, _SEQUENTIAL_KEYS)
     kwargs = {k: v for k, v in spec.items() if k != "test"}
     kwargs.setdefault("metric", name)
@@ -535,40 +428,10 @@ def build(table, where="monitor"):
 
     Runtime complexity: `O(size of the table)`.
     """
-    if not isinstance(table, dict):
-        raise ValueError(f"{where} must be a table, got {type(table).__name__}")
-    _unknown(where, table, MONITOR_KEYS)
-    kw = {}
-    every = table.get("every", DEFAULT_EVERY)
-    kw["every"] = _int(every, f"{where}.every", low=0)
-    if "every_seconds" in table:
-        kw["every_seconds"] = _pos_float(table["every_seconds"], f"{where}.every_seconds")
-    group_by = table.get("group_by")
-    if group_by is not None:
-        fields = [group_by] if isinstance(group_by, str) else group_by
-        if (not isinstance(fields, list) or not fields
-                or not all(isinstance(f, str) and f for f in fields)
-                or len(set(fields)) != len(fields)):
-            raise ValueError(
-                f"{where}.group_by = {group_by!r}: must be a field name or a list of distinct names"
-            )
-        kw["group_by"] = group_by
-    if "overall" in table:
-        if not isinstance(table["overall"], bool):
-            raise ValueError(f"{where}.overall = {table['overall']!r}: must be true or false")
-        kw["overall"] = table["overall"]
-    if "max_segments" in table:
-        kw["max_segments"] = check_param(f"{where}.max_segments", table["max_segments"],
-                                         Integer(1))
-    threshold = check_threshold(table.get("threshold", DEFAULT_THRESHOLD), name=f"{where}.threshold")
-    if "size" in table and "window" in table:
-        raise ValueError(f"{where}: give size (the default windows' size) or its alias window, "
-                         "not both")
-    key = "size" if "size" in table else "window"
-    window = check_size(table.get(key, DEFAULT_SIZE), f"{where}.{key}")
-    pos_label = table.get("pos_label", True)
-    neg_label = table.get("neg_label")
-    kw["pos_label"], kw["neg_label"] = pos_label, neg_label
+    opts = runconfig.monitor_options(table, where)
+    threshold, window = opts.pop("threshold"), opts.pop("size")
+    kw = opts
+    pos_label, neg_label = kw["pos_label"], kw["neg_label"]
     labels = {"pos_label": pos_label, "neg_label": neg_label}
 
     metrics = table.get("metrics")

@@ -56,9 +56,10 @@ Generated streams are written as JSONL event logs with the default field names
 (``ts``, ``id``, ``label``, ``score``, ``segment``) and replayed like any log:
 ``streameval run`` is ``replay`` of the materialised log with the scenario's config.
 
-Imports: numpy, the standard library and river (its generators and datasets, on first
-use); nothing from streameval's monitor or pipeline (the CLI's ``run`` joins a
-scenario's stream and its config).
+Imports: numpy, the standard library, :mod:`streameval.runconfig` (the keys of each
+table) and river (its generators and datasets, on first use: an optional dependency
+of the river kinds); nothing from streameval's monitor or pipeline
+(:func:`streameval.replay.run_scenario` joins a scenario's stream and its config).
 
 >>> import tempfile, os
 >>> d = tempfile.mkdtemp(); p = os.path.join(d, "s.toml")
@@ -94,6 +95,8 @@ from pathlib import Path
 
 import numpy as np
 
+from streameval import runconfig
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -105,16 +108,12 @@ KINDS = ("river_dataset", "river_generator", "stationary", "log")
 
 DEFAULT_START = 1_700_000_000.0
 
-_SCENARIO_KEYS = {"name", "description", "strict"}
-_STREAM_KEYS = {
-    "river_dataset": {"dataset", "model", "model_params", "preprocessing", "n", "learn_until"},
-    "river_generator": {"generator", "params", "n", "drift", "model", "model_params",
-                        "preprocessing", "learn_until"},
-    "stationary": {"n", "prevalence", "separation", "segments"},
-    "log": {"path"},
-}
-_COMMON_KEYS = {"kind", "seed", "start", "interval", "decimals", "delay"}
-_EXPECT_KEYS = {"rule", "state", "n_min", "n_max", "segment", "none"}
+# the keys of each table, from the schema of scenario files (streameval.runconfig)
+_SCENARIO_KEYS = set(runconfig.keys("scenario"))
+_STREAM_KEYS = {kind: set(runconfig.stream_keys(kind)) for kind in KINDS}
+_DRIFT_KEYS = set(runconfig.keys("stream.drift"))
+_DELAY_KEYS = set(runconfig.keys("stream.delay"))
+_EXPECT_KEYS = set(runconfig.keys("expect"))
 _STATES = ("pending", "firing", "resolved")
 
 
@@ -176,7 +175,7 @@ def load(path):
     kind = stream.get("kind")
     if kind not in KINDS:
         raise _err(path, f"[stream] kind = {kind!r}: expected one of {', '.join(KINDS)}")
-    _unknown(path, "[stream]", stream, _STREAM_KEYS[kind] | _COMMON_KEYS)
+    _unknown(path, "[stream]", stream, _STREAM_KEYS[kind])
     _check_stream(path, stream)
 
     expect = doc.get("expect", [])
@@ -250,7 +249,7 @@ def _check_stream(path, s):
         if drift is not None:
             if not isinstance(drift, dict):
                 raise _err(path, "[stream.drift] must be a table")
-            _unknown(path, "[stream.drift]", drift, {"generator", "params", "position", "width", "seed"})
+            _unknown(path, "[stream.drift]", drift, _DRIFT_KEYS)
             pos = _num(path, "[stream.drift] position", drift.get("position"), 0, integer=True)
             width = _num(path, "[stream.drift] width", drift.get("width", 1000), 1, integer=True)
             # river's ConceptDriftStream computes exp(4 * position / width): keep it finite
@@ -274,7 +273,7 @@ def _check_stream(path, s):
     if delay is not None:
         if not isinstance(delay, dict):
             raise _err(path, "[stream.delay] must be a table")
-        _unknown(path, "[stream.delay]", delay, {"min", "max", "missing"})
+        _unknown(path, "[stream.delay]", delay, _DELAY_KEYS)
         lo = _num(path, "[stream.delay] min", delay.get("min", 0.0), 0)
         _num(path, "[stream.delay] max", delay.get("max", lo), lo)
         _num(path, "[stream.delay] missing", delay.get("missing", 0.0), 0, 1)

@@ -955,3 +955,17 @@ def test_a_group_by_typo_is_warned_about_in_the_summary_and_on_stderr(tmp_path):
         if not warned:
             assert {m["segment"] for m in metrics} == {None, "fr", "de"}
             assert [f["n"] for f in summary["final"]] == [1500, 375, 1125]  # de first
+
+
+def test_the_cli_reexports_the_replay_library():
+    """The library moved to streameval.replay; its public names stay importable from
+    streameval.cli as the same objects."""
+    import streameval.cli as cli
+    import streameval.replay as lib
+
+    for name in ("Replay", "ReplayError", "replay", "summarize", "load_replay_config",
+                 "run_scenario", "format_summary", "fired_and_resolved",
+                 "DEFAULT_CHECKPOINT_EVERY", "DEFAULT_POLL"):
+        assert getattr(cli, name) is getattr(lib, name), name
+    assert set(cli.__all__) >= {"main", "build_parser", "replay", "Replay", "run_scenario",
+                                "ReplayError", "summarize", "load_replay_config"}

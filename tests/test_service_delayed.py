@@ -221,7 +221,7 @@ def test_rows_of_the_wrong_kind_and_a_service_without_label_ttl_are_refused(tmp_
     config.write_text('[input]\non_duplicate = "keep_last"\n')
     with pytest.raises(ValueError, match="on_duplicate needs input.label_ttl"):
         BackgroundServer(config)
-    with pytest.raises(ValueError, match="on_duplicate = 'error': the service takes"):
+    with pytest.raises(ValueError, match=r"on_duplicate = 'error': not supported by serve \(supported by replay, run\)"):
         BackgroundServer({"input": {"label_ttl": 60, "on_duplicate": "error"}})
 
 

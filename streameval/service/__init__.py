@@ -12,9 +12,10 @@ Needs the ``serve`` extra (``pip install 'streameval[serve]'``: starlette, uvico
 prometheus-client). This module imports none of them until the server is started, so
 that the CLI can declare its arguments without them.
 
-Imports: the standard library; :mod:`streameval.config`, :mod:`streameval.monitor`,
-:mod:`streameval.io` and its own :mod:`.app` and :mod:`.engine` when a server is built,
-the ``serve`` extra when it is started.
+Imports: the standard library, :mod:`streameval.runconfig` (the config file's
+schema: this module builds the engine and the server from a parsed config),
+:mod:`streameval.monitor`, :mod:`streameval.io` and its own :mod:`.engine`; its
+:mod:`.app` and the ``serve`` extra when a server is started.
 
 Guarded by default (README, "Security"): loopback only; with a token (``--token-file``)
 every route but ``/healthz`` needs it, reads included unless ``--public-reads``; a
@@ -37,12 +38,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import os
 import signal
 import socket
 import sys
 import threading
 import time
+
+from streameval import runconfig
+from streameval.io.alertmanager import AlertmanagerSink, AlertmanagerWebhookSink
+from streameval.io.sinks import WebhookSink
+from streameval.monitor import Monitor
+from streameval.service.engine import Engine
 
 __all__ = [
     "serve",
@@ -78,15 +86,11 @@ def _need_extra():
 
 
 #: Keys of the optional ``[serve]`` table of a config file (``protect_reads`` is
-#: deprecated: reads are guarded by default, ``public_reads = true`` opens them).
-SERVE_KEYS = ("webhooks", "checkpoint_events", "checkpoint_seconds", "max_body", "public_reads",
-              "header_timeout", "body_timeout", "max_connections", "protect_reads",
-              "allowed_hosts", "max_pending", "idempotency_window", "max_idempotency_keys",
-              "alertmanager", "alertmanager_resend", "webhook_format", "model", "job",
-              "labels", "runbook_url", "external_url")
+#: deprecated: reads are guarded by default, ``public_reads = true`` opens them);
+#: declared, with their types and defaults, in :mod:`streameval.runconfig`.
+SERVE_KEYS = tuple(runconfig.keys("serve"))
 #: Keys of the ``[input]`` table (shared with ``streameval replay``) that the service reads.
-INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts", "max_future",
-              "stamp_arrival_time", "label_ttl", "on_duplicate")
+INPUT_KEYS = tuple(k for k in runconfig.keys("input", "serve") if k != "format")
 #: ``[serve]`` keys passed to the engine as they are.
 ENGINE_KEYS = ("max_pending", "idempotency_window", "max_idempotency_keys")
 
@@ -94,95 +98,31 @@ ENGINE_KEYS = ("max_pending", "idempotency_window", "max_idempotency_keys")
 def load_config(config):
     """``(monitor, fields, serve_table, monitor_table)`` from a TOML path, a dict or None.
 
-    The config file is the one of ``streameval replay``: a ``[monitor]`` table (schema in
-    :mod:`streameval.config`; a file without one is read as that table) and an optional
-    ``[input]`` table naming the event fields (``ts``, ``label``, ``score``, ``id``,
-    ``weight``; ``stamp_arrival_time``, default false: an event without ``ts`` is
-    refused, true gives it its time of arrival; ``max_future``, seconds an event time
-    may be ahead of the server's clock, default 3600, 0 for no limit; ``label_ttl``:
-    delayed labels on ``/predictions`` and ``/labels``, joined by ``id``;
-    ``on_duplicate``: ``keep_first`` (default) or ``keep_last``). An optional ``[serve]``
-    table holds service options (:data:`SERVE_KEYS`): ``webhooks`` (a list of URLs),
-    ``checkpoint_events``, ``checkpoint_seconds``, ``max_body``, ``public_reads``,
-    ``header_timeout``, ``body_timeout``, ``max_connections``, ``max_pending``,
-    ``idempotency_window``, ``max_idempotency_keys``, and for Alertmanager
-    ``alertmanager`` (URLs), ``alertmanager_resend`` (seconds), ``webhook_format``
-    (``"streameval"`` or ``"alertmanager"``), ``model``, ``job``, ``labels`` (static
-    alert labels), ``runbook_url``, ``external_url``; command-line options override it.
-    The segment field is the monitor's ``group_by``, the labels its
-    ``pos_label``/``neg_label``.
+    The config file is the one of ``streameval replay``, read with the run schema
+    (:mod:`streameval.runconfig`, edge ``serve``): a ``[monitor]`` table (a file without
+    one is read as that table), an optional ``[input]`` table naming the event fields
+    (``ts``, ``label``, ``score``, ``id``, ``weight``; ``stamp_arrival_time``, default
+    false: an event without ``ts`` is refused, true gives it its time of arrival;
+    ``max_future``, seconds an event time may be ahead of the server's clock, default
+    3600, 0 for no limit; ``label_ttl``: delayed labels on ``/predictions`` and
+    ``/labels``, joined by ``id``; ``on_duplicate``: ``keep_first`` (default) or
+    ``keep_last``), and an optional ``[serve]`` table of service options
+    (:data:`SERVE_KEYS`; their types and defaults are in the schema); command-line
+    options override it. ``serve_table`` holds the ``[serve]`` values given and the
+    engine's ``[input]`` options (``stamp_arrival_time``, and ``max_future``,
+    ``label_ttl``, ``on_duplicate`` when given). The segment field is the monitor's
+    ``group_by``, the labels its ``pos_label``/``neg_label``.
     """
-    from streameval import config as _config
-    from streameval.monitor import Monitor
-
-    if config is None:
-        config = {}
-    doc = _config.load_toml(config) if isinstance(config, (str, os.PathLike)) else config
-    if not isinstance(doc, dict):
-        raise ValueError(f"config must be a TOML path, a dict or None, got {type(doc).__name__}")
-    table, inp = _config.config_tables(doc)
-    serve_table = doc.get("serve", {})
-    for name, t, keys in (("input", inp, INPUT_KEYS), ("serve", serve_table, SERVE_KEYS)):
-        if not isinstance(t, dict):
-            raise ValueError(f"{name} = {t!r:.80}: must be a table ([{name}])")
-        if name == "input" and "labels" in t:
-            raise ValueError("input.labels: streameval serve takes labels on POST /labels, "
-                             "not from a file")
-        unknown = sorted(set(t) - set(keys) - ({"format"} if name == "input" else set()))
-        if unknown:
-            raise ValueError(f"{name}: unknown key {unknown[0]!r}; expected one of {list(keys)}")
-    for key in ("webhooks", "alertmanager"):
-        urls = serve_table.get(key, [])
-        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-            raise ValueError(f"serve.{key} = {urls!r:.80}: must be a list of URLs")
-    fmt = serve_table.get("webhook_format", "streameval")
-    if fmt not in ("streameval", "alertmanager"):
-        raise ValueError(f"serve.webhook_format = {fmt!r}: must be \"streameval\" (the "
-                         "transitions as they are) or \"alertmanager\" (Alertmanager's "
-                         "webhook body)")
-    for key in ("model", "job", "runbook_url", "external_url"):
-        if key in serve_table and not (isinstance(serve_table[key], str) and serve_table[key]):
-            raise ValueError(f"serve.{key} = {serve_table[key]!r}: must be a non-empty string")
-    extra_labels = serve_table.get("labels", {})
-    if not isinstance(extra_labels, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in extra_labels.items()):
-        raise ValueError(f"serve.labels = {extra_labels!r:.80}: must be a table of strings")
-    resend = serve_table.get("alertmanager_resend", 60)
-    if isinstance(resend, bool) or not isinstance(resend, (int, float)) or not resend > 0:
-        raise ValueError(f"serve.alertmanager_resend = {resend!r}: must be a number of "
-                         "seconds > 0")
-    monitor = Monitor.default() if table is None else Monitor.from_config(table)
+    run = runconfig.parse(config, "serve")
+    monitor = Monitor.default() if run.monitor is None else Monitor.from_config(run.monitor)
+    inp, given = run.input, run.doc.get("input", {})
     # max_future is checked by the engine, against its clock (the rows' check is off)
-    stamp = inp.get("stamp_arrival_time", False)
-    if not isinstance(stamp, bool):
-        raise ValueError(f"input.stamp_arrival_time = {stamp!r}: must be true or false")
-    if stamp and inp.get("require_ts") is True:
-        raise ValueError("input.require_ts = true and input.stamp_arrival_time = true "
-                         "contradict each other")
-    if inp.get("require_ts") is False and not stamp:
-        raise ValueError("input.require_ts = false: the service stamps events without ts "
-                         "only with input.stamp_arrival_time = true (the wall clock then "
-                         "moves the stream's clock)")
-    fields = _config.field_map(inp, monitor, require_ts=not stamp)
-    extra = {"stamp_arrival_time": stamp}
-    if "max_future" in inp:
-        extra["max_future"] = fields.max_future
-    ttl = _config.label_ttl(inp)
-    if ttl is not None:
-        extra["label_ttl"] = ttl
-    if "on_duplicate" in inp:
-        dup = inp["on_duplicate"]
-        if ttl is None:  # as replay: it would say nothing of a service without delayed labels
-            raise ValueError("input.on_duplicate needs input.label_ttl (delayed labels: "
-                             "POST /predictions and /labels)")
-        if dup not in ("keep_first", "keep_last"):
-            raise ValueError(f"input.on_duplicate = {dup!r}: the service takes keep_first or "
-                             "keep_last (duplicates are counted; a durable batch cannot be "
-                             "refused for one)")
-        extra["on_duplicate"] = dup
-    serve_table = {**serve_table, **extra}
-    fields = dataclasses.replace(fields, max_future=None)
-    return monitor, fields, serve_table, table
+    extra = {"stamp_arrival_time": inp["stamp_arrival_time"]}
+    for key in ("max_future", "label_ttl", "on_duplicate"):
+        if key in given:
+            extra[key] = inp[key]
+    fields = dataclasses.replace(run.fields(monitor), max_future=None)
+    return monitor, fields, {**run.serve, **extra}, run.monitor
 
 
 def build_engine(config=None, *, state_dir=None, webhooks=(), sinks=(), checkpoint_every=None,
@@ -199,22 +139,16 @@ def build_engine(config=None, *, state_dir=None, webhooks=(), sinks=(), checkpoi
     ``checkpoint_every`` / ``checkpoint_seconds``: None takes the config's value or the
     default; 0 disables.
     """
-    from streameval.service.engine import Engine
-
     monitor, fields, table, config_id = load_config(config)
     rules = {}  # filled once the engine exists (its Monitor may come from a checkpoint)
     urls = list(table.get("webhooks", [])) + list(webhooks)
     am_urls = list(table.get("alertmanager", [])) + list(alertmanagers)
     alerting = _alerting(table, external_url, rules)
     if table.get("webhook_format", "streameval") == "alertmanager":
-        from streameval.io.alertmanager import AlertmanagerWebhookSink
-
         hooks = [AlertmanagerWebhookSink(u, **alerting) for u in urls]
     else:
         hooks = [_webhook(u) for u in urls]
     if am_urls:
-        from streameval.io.alertmanager import AlertmanagerSink
-
         hooks += [AlertmanagerSink(u, resend_interval=table.get("alertmanager_resend", 60),
                                    **alerting) for u in am_urls]
     all_sinks = hooks + list(sinks)
@@ -254,8 +188,6 @@ def _pick(*values):
 
 
 def _webhook(url):
-    from streameval.io import WebhookSink
-
     return WebhookSink(url, retries=3, backoff=0.5, timeout=5)
 
 
@@ -290,36 +222,30 @@ def _server(app, log_level: str, opts: dict):
 def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=None,
              header_timeout=None, body_timeout=None, max_connections=None,
              allowed_hosts=None) -> dict:
-    """The HTTP options: each argument, else the ``[serve]`` table's value, else the
-    default; checked, naming where a bad value came from."""
-    from streameval.service import app as _app
+    """The HTTP options: each argument, else the ``[serve]`` table's value (checked by
+    the run schema), else the default; an argument is checked as its key is, naming
+    the argument."""
+    from streameval.service import app as _app  # the 'serve' extra: only when serving
 
     if public_reads is None and protect_reads is None:  # from the config file
-        pr = table.get("public_reads")
-        if pr is not None and not isinstance(pr, bool):
-            raise ValueError(f"serve.public_reads = {pr!r}: must be true or false")
-        public = _app.resolve_public_reads(pr, table.get("protect_reads"),
+        public = _app.resolve_public_reads(table.get("public_reads"), table.get("protect_reads"),
                                            "serve.protect_reads")
     else:
         public = _app.resolve_public_reads(public_reads, protect_reads)
     out = {"public_reads": public}
-    for name, value, default, kind in (
-        ("max_body", max_body, _app.DEFAULT_MAX_BODY, int),
-        ("header_timeout", header_timeout, _app.DEFAULT_HEADER_TIMEOUT, float),
-        ("body_timeout", body_timeout, _app.DEFAULT_BODY_TIMEOUT, float),
-        ("max_connections", max_connections, _app.DEFAULT_MAX_CONNECTIONS, int),
+    serve = runconfig.SECTIONS["serve"]
+    for name, value, default in (
+        ("max_body", max_body, _app.DEFAULT_MAX_BODY),
+        ("header_timeout", header_timeout, _app.DEFAULT_HEADER_TIMEOUT),
+        ("body_timeout", body_timeout, _app.DEFAULT_BODY_TIMEOUT),
+        ("max_connections", max_connections, _app.DEFAULT_MAX_CONNECTIONS),
     ):
-        where = name if value is not None else f"serve.{name}"
-        v = _pick(value, table.get(name), default)
-        ok = (isinstance(v, int) if kind is int else isinstance(v, (int, float)))
-        if isinstance(v, bool) or not ok or not v > 0:
-            what = "an int >= 1" if kind is int else "a number of seconds > 0"
-            raise ValueError(f"{where} = {v!r}: must be {what}")
-        out[name] = v
-    extra = list(allowed_hosts or ()) or table.get("allowed_hosts", [])
-    if not isinstance(extra, list) or not all(isinstance(h, str) and h for h in extra):
-        raise ValueError(f"serve.allowed_hosts = {extra!r:.80}: must be a list of host names")
-    out["allowed_hosts"] = extra
+        if value is not None:
+            value = serve.key(name).check(value, name)
+        out[name] = _pick(value, table.get(name), default)
+    if allowed_hosts:
+        allowed_hosts = serve.key("allowed_hosts").check(list(allowed_hosts), "allowed_hosts")
+    out["allowed_hosts"] = list(allowed_hosts or ()) or table.get("allowed_hosts", [])
     return out
 
 
@@ -352,8 +278,6 @@ def _refuse_open(sock: socket.socket, token, insecure: bool) -> None:
 
 
 def _is_loopback(sock: socket.socket) -> bool:
-    import ipaddress
-
     return ipaddress.ip_address(sock.getsockname()[0].split("%")[0]).is_loopback
 
 

@@ -659,7 +659,7 @@ def replay(log, out, config=None, *, spark=None, order_by=None, format=None,
     dict
         The summary (as :func:`streameval.cli.replay`'s).
     """
-    from streameval.cli import load_replay_config
+    from streameval.replay import load_replay_config
 
     t0 = time.perf_counter()
     stats = stats if stats is not None else {}
@@ -975,7 +975,7 @@ def _takes_t(method):
 
 
 def _summary(out, log, counts, t0, report, title):
-    from streameval.cli import summarize
+    from streameval.replay import summarize
 
     return summarize(out, log, counts, t_start=t0, resumed=False, hooks=(), report=report,
                      title=title or f"streameval replay of {Path(str(log)).name} (Spark)",

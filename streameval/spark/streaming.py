@@ -98,8 +98,9 @@ checkpoint on first use); Spark Connect, whose server runs ``foreachBatch`` func
 a Python process of its own, would need that, and paths on the server's file system
 (not tested here).
 
-It may import pyarrow (on use), numpy and any streameval module; pyspark is never
-imported (the sink only calls methods of the DataFrame it is given).
+It may import pyarrow (on use), numpy and any streameval module below the edges (its
+config through :mod:`streameval.runconfig`); pyspark is never imported (the sink only
+calls methods of the DataFrame it is given).
 """
 
 from __future__ import annotations
@@ -113,19 +114,17 @@ from typing import Any, Callable
 
 import numpy as np
 
+from streameval import runconfig
 from streameval.events import FUTURE_MARK, EventBatch, EventError, FieldMap, build_batch
 from streameval.io.checkpoint import fingerprint as _fingerprint
+from streameval.io.sources import arrow_column
+from streameval.monitor import Monitor
 from streameval.pipeline import COUNTS, Pipeline
 
 __all__ = ["MonitorSink", "KIND"]
 
 #: the ``kind`` of the sink's checkpoints (a replay's checkpoint is refused, and back)
 KIND = "spark-stream"
-
-#: ``[input]`` keys of the CLI's config that the sink reads (``format`` is Spark's
-#: business and is ignored; delayed labels are refused)
-_INPUT_KEYS = {"ts", "label", "score", "id", "weight", "require_ts", "max_future", "format"}
-_DELAYED_KEYS = {"label_ttl", "labels", "on_duplicate"}
 
 #: characters of a raw row shown in an error message
 _RAW_SHOWN = 300
@@ -181,12 +180,10 @@ class MonitorSink:
                  outputs: dict | str | os.PathLike | None = None, sinks=(), on_error: str = "fail",
                  fingerprint: str | None = None, order_by: str | list | tuple | None = None,
                  on_batch: Callable[["MonitorSink", int, EventBatch], Any] | None = None) -> None:
-        from streameval.config import field_map
-
         if on_error not in ("fail", "skip"):
             raise ValueError(f"on_error = {on_error!r}: expected 'fail' or 'skip'")
         if fields is None:
-            fields = field_map({}, monitor)
+            fields = runconfig.field_map({}, monitor)
         elif not isinstance(fields, FieldMap):
             raise ValueError(f"fields must be a FieldMap, got {type(fields).__name__}")
         group = monitor.group_by
@@ -229,33 +226,18 @@ class MonitorSink:
     @classmethod
     def from_config(cls, config, checkpoint: str | os.PathLike, *, outputs=None, sinks=(),
                     on_error: str = "fail", order_by=None, on_batch=None) -> "MonitorSink":
-        """A sink from a config file (a TOML path) or a parsed config document, read as
-        ``streameval replay --config`` reads it: the ``[monitor]`` table (absent: the
-        default monitor) and the ``[input]`` table's field names, ``require_ts`` and
-        ``max_future`` (``format`` is ignored: Spark reads the stream). Delayed labels
-        (``label_ttl``) are refused: join predictions and labels in Spark first."""
-        from streameval.config import config_tables, field_map, load_toml
-        from streameval.monitor import Monitor
-
-        if isinstance(config, dict):
-            doc = config
-        elif isinstance(config, (str, os.PathLike)):
-            doc = load_toml(config)
-        else:
+        """A sink from a config file (a TOML path) or a parsed config document, read
+        with the run schema (:mod:`streameval.runconfig`, edge ``spark``) as ``streameval
+        replay --config`` reads it: the ``[monitor]`` table (absent: the default monitor)
+        and the ``[input]`` table's field names, ``require_ts`` and ``max_future``
+        (``format`` is ignored: Spark reads the stream). Delayed labels (``label_ttl``)
+        are refused: join predictions and labels in Spark first."""
+        if not isinstance(config, (dict, str, os.PathLike)):
             raise ValueError(f"config must be a TOML path or a dict, got {type(config).__name__}")
-        table, inp = config_tables(doc)
-        delayed = sorted(set(inp) & _DELAYED_KEYS)
-        if delayed:
-            raise ValueError(f"input: {', '.join(delayed)}: delayed labels are not supported by "
-                             "the streaming sink; join predictions and labels in Spark first")
-        extra = sorted(set(inp) - _INPUT_KEYS)
-        if extra:
-            raise ValueError(f"input: unknown key(s) {', '.join(extra)}; "
-                             f"expected one of {sorted(_INPUT_KEYS)}")
-        monitor = Monitor.default() if table is None else Monitor.from_config(table)
-        fields = field_map(inp, monitor, require_ts=True)
-        return cls(monitor, checkpoint, fields=fields, outputs=outputs, sinks=sinks,
-                   on_error=on_error, order_by=order_by, on_batch=on_batch)
+        run = runconfig.parse(config, "spark")
+        monitor = Monitor.default() if run.monitor is None else Monitor.from_config(run.monitor)
+        return cls(monitor, checkpoint, fields=run.fields(monitor), outputs=outputs,
+                   sinks=sinks, on_error=on_error, order_by=order_by, on_batch=on_batch)
 
     # ------------------------------------------------------------------ state
     def _load(self) -> None:
@@ -339,8 +321,6 @@ class MonitorSink:
                 raise
 
     def _count(self, batch_df, batch_id: int) -> None:
-        from streameval.io.sources import arrow_column
-
         table = self._collect(batch_df)
         pipe, rows = self._pipe, self._rows
         first = pipe.counts()["rows"]  # rows of the batches before
@@ -377,7 +357,7 @@ class MonitorSink:
     def _collect(self, df):
         """The micro-batch's columns read, on the driver as one Arrow table, in the
         order of the module docstring."""
-        import pyarrow.compute as pc
+        import pyarrow.compute as pc  # the 'spark' extra brings pyarrow; the core needs none
 
         fm = self.fields
         have = list(df.columns)
