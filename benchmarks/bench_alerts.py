@@ -111,6 +111,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+import _results as R
+
 import numpy as np
 from scipy.stats import beta as beta_dist
 from scipy.stats import norm
@@ -531,7 +533,19 @@ def fmt_delay(d):
     return "missed" if d == math.inf else f"{d:,.0f}"
 
 
+_SECTION = ["Alerts"]
+
+
+def heading(text):
+    """Print a section heading; the tables after it are recorded under its title."""
+    _SECTION[0] = text.strip().lstrip("#").strip()
+    print(text)
+
+
 def table(head, rows):
+    t = R.table(f"t{len(R.current().tables)}", _SECTION[0], list(head))
+    for r in rows:
+        t.add(*r)
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
@@ -567,11 +581,13 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 4 streams of 100 000 events, 4 delay streams "
                          "(100 000 + up to 300 000 events)")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
     if args.quick:
         args.streams, args.events, args.delay_streams = 4, 100_000, 4
         args.pre, args.post, args.check_events = 100_000, 300_000, 50_000
     t_start = time.perf_counter()
+    run = R.start(__file__, args)
     N = args.streams
     configs = [(rate, nseg) for nseg in (20, 1) for rate in RATES]   # heavy ones first
 
@@ -592,7 +608,7 @@ def main(argv=None):
             rows.append((f"{rate:.0%}", case[0], f"{a0:.3f}, {a1:.3f} -> {b0:.3f}, {b1:.3f}",
                          f"{r0:.3f}", f"{p0:.3f}", f"{u0:.3f}",
                          f"{r1:.3f}", f"{p1:.3f}", f"{u1:.3f}"))
-    print("## Stream models (binormal logits, threshold 0.5)\n")
+    heading("## Stream models (binormal logits, threshold 0.5)\n")
     print(table(("rate", "stream", "mu_0, mu_1", "recall", "precision", "AUC",
                  "recall after", "precision after", "AUC after"), rows))
     print()
@@ -606,7 +622,7 @@ def main(argv=None):
         fa[rate, nseg] = [ex.submit(false_alarm_task, rate, nseg, off + i, args.events)
                           for i in range(N)]
 
-    print("## Check: full Monitor.default() vs the reduced monitor used below\n")
+    heading("## Check: full Monitor.default() vs the reduced monitor used below\n")
     print(f"20 segments, {args.check_events:,} events, recall 0.85 -> 0.70 from the "
           "middle (so that rules fire); transitions compared as dicts, in order.\n")
     for rate, f in zip(RATES, checks):
@@ -625,7 +641,7 @@ def main(argv=None):
                                                  zip(r[f"{kind} recall"], r[f"{kind} precision"])]
 
     # ---- 1. false alarms
-    print("## 1. False alarms on stationary streams\n")
+    heading("## 1. False alarms on stationary streams\n")
     print(f"Share of streams with any alarm (any rule / any detector instance: the whole "
           f"stream and, with 20 segments, every segment), Clopper-Pearson 95% interval; "
           f"{args.events:,} events per stream.\n")
@@ -659,7 +675,7 @@ def main(argv=None):
     print()
 
     # the alpha grid on the one-segment streams (traced p-values)
-    print("## Alpha grid: SequentialDrift's false-alarm share on the 1-segment streams\n")
+    heading("## Alpha grid: SequentialDrift's false-alarm share on the 1-segment streams\n")
     print("A detector at alpha alarms on a stream iff its traced p-value reaches alpha; "
           "ADWIN's share (or, with none, the upper end of its 95% interval) is the "
           "allowance; the chosen alpha is the largest with a share within it.\n")
@@ -724,7 +740,7 @@ def main(argv=None):
     ex.shutdown()
 
     # ---- 2. delays
-    print("## 2. Detection delay on planted drops\n")
+    heading("## 2. Detection delay on planted drops\n")
     print(f"Events from the change to the first alarm after it (nearest-rank median and "
           f"90th percentile, a miss counting as infinite); missed: no alarm within "
           f"{args.post:,} events after the change; early: streams with an alarm in the "
@@ -766,7 +782,7 @@ def main(argv=None):
     print(f"\nTraced p-values vs the real alpha = {SD_ALPHA:g} detector on the delay "
           f"streams: {trace_bad} disagreements.\n")
 
-    print("## SequentialDrift at ADWIN's false-alarm rate\n")
+    heading("## SequentialDrift at ADWIN's false-alarm rate\n")
     rows = []
     ratios = {}
     for case in CASES:
@@ -809,7 +825,7 @@ def main(argv=None):
     print()
 
     # ---- 3. targets
-    print("## 3. Targets\n")
+    heading("## 3. Targets\n")
     for rate, nseg in configs:
         res = fa_res[rate, nseg]
         k = sum(any(r["new rules"]) for r in res)
@@ -844,6 +860,7 @@ def main(argv=None):
                   f"(with alpha < 1, alpha {'none' if al is None else f'{al:g}'}: "
                   f"{ratio:.2f}; at alpha {SD_ALPHA:g}: {ratio01:.2f})")
     print(f"\nTotal wall time: {time.perf_counter() - t_start:,.0f} s")
+    run.write(args.json)
     return 0
 
 

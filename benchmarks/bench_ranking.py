@@ -64,6 +64,7 @@ from river import metrics as rm
 from sklearn import metrics as skm
 
 import streameval as se
+import _results as R
 from streameval.metrics import scoreorder
 from streameval.metrics.scoreorder import ScoreOrder
 
@@ -124,6 +125,9 @@ def batches_read_each(n, kinds, batch=1000):
               f"{'error':>9} {'target':>10}")
     print(header)
     print("-" * len(header))
+    tab = R.table("batches_read_each", f"Cumulative AUC and AP in batches of {batch:,}, "
+                  f"get() after each, {n:,} events",
+                  ["scores", "what", "events/s", "vs river ROCAUC (x)", "abs error vs sklearn"])
     for kind in kinds:
         y, s = make_stream(n, 10, kind)
         sk_auc, sk_ap = skm.roc_auc_score(y, s), skm.average_precision_score(y, s)
@@ -163,6 +167,13 @@ def batches_read_each(n, kinds, batch=1000):
         for what, t, err, ok in rows:
             print(f"{kind:>10} {what:<52} {n / t:>12,.0f} {t_river / t:>8.2f}x {err:>9.1e} "
                   f"{ok:>10}", flush=True)
+            tab.add(kind, what, n / t, t_river / t, err)
+        if kind == "continuous":
+            R.figure("auc_batches_continuous",
+                     f"Exact cumulative `ROCAUC`, batches of {batch:,} read after each, "
+                     "continuous scores", n / rows[1][1], "events/s",
+                     peer="river `ROCAUC` (approximate), read every 1 000",
+                     peer_value=n / t_river)
         # AP's get at n distinct scores: one more batch, then get (cache invalidated)
         ap = se.AveragePrecision().update_many(y, s)
         ap.get()
@@ -179,6 +190,8 @@ def batches_read_each(n, kinds, batch=1000):
         ok = "" if kind != "continuous" else ("<=2 ms ok" if ms <= 2.0 else "<=2 ms MISS")
         print(f"{kind:>10} {'AveragePrecision.get() after a batch, at ' + f'{stored:,}' + ' scores':<52} "
               f"{ms:>9.2f} ms (median of {len(times)}, wall) {ok:>10}", flush=True)
+        R.table(f"ap_get_{kind}", f"AveragePrecision.get() after one more batch, {kind} scores",
+                ["distinct scores", "ms per get (median)", "reads"]).add(stored, ms, len(times))
 
 
 # ----------------------------------------------------------------- section 1
@@ -231,9 +244,13 @@ def cumulative(n, kinds):
                      abs(ap_batch.get() - sk_ap)))
         t = best_of(3, lambda: skm.roc_auc_score(y, s))
         rows.append(("sklearn roc_auc_score (whole array, once)", t, 0.0))
+        tab = R.table(f"cumulative_{kind}", f"Cumulative exact AUC and AP, {n:,} events, "
+                      f"{kind} scores", ["what", "events/s", "vs river ROCAUC.update (x)",
+                                         "abs error vs sklearn"])
         for what, t, err in rows:
             print(f"{kind:>10} {what:<50} {n / t:>12,.0f} {t_river / t:>8.2f}x {err:>9.1e}",
                   flush=True)
+            tab.add(what, n / t, t_river / t, err)
 
 
 # ----------------------------------------------------------------- section 2
@@ -246,6 +263,9 @@ def get_every_event(n, kinds, every=1000):
               f"{'us/value':>10} {'speed-up':>9}")
     print(header)
     print("-" * len(header))
+    tab = R.table("get_every_event", f"get() after every event over {n:,} events, against "
+                  f"scikit-learn recomputing the prefix every {every:,} events",
+                  ["scores", "what", "values", "total s", "us per value", "speed-up (x)"])
     for kind in kinds:
         y, s = make_stream(n, 2, kind)
         yl, sl = y.tolist(), s.tolist()
@@ -278,6 +298,9 @@ def get_every_event(n, kinds, every=1000):
                   f"{per_sk / per_ours:>8.0f}x", flush=True)
             print(f"{kind:>10} {'sklearn ' + sk.__name__ + ' on prefix':<40} {len(checks):>8,} "
                   f"{t_sk:>9.2f} {per_sk:>10.1f} {'':>9}", flush=True)
+            tab.add(kind, label, timed, t_ours, per_ours, per_sk / per_ours)
+            tab.add(kind, "sklearn " + sk.__name__ + " on prefix", len(checks), t_sk, per_sk,
+                    None)
 
 
 # ----------------------------------------------------------------- section 3
@@ -339,11 +362,14 @@ def memory(n):
     rows.append(("sklearn's input: bool labels + float64 scores", n, b))
     river_auc, b = traced(lambda: rm.ROCAUC())
     rows.append(("river ROCAUC (10 thresholds, approximate, fixed)", 0, b))
+    tab = R.table("memory", f"Memory (tracemalloc), {n:,} events",
+                  ["what", "stored", "bytes", "bytes per stored", "bytes per event"])
     for row in rows:
         what, stored, size = row[:3]
         events = row[3] if len(row) > 3 else n
         per = f"{size / stored:>9.1f}" if stored else f"{'-':>9}"
         print(f"{what:<58} {stored:>10,} {size:>12,} {per} {size / events:>8.2f}", flush=True)
+        tab.add(what, stored, size, size / stored if stored else None, size / events)
 
 
 # ----------------------------------------------------------------- section 4
@@ -357,6 +383,9 @@ def revert_batches(sizes, kinds):
               f"{'speed-up':>9} {'window step':>12}")
     print(header)
     print("-" * len(header))
+    tab = R.table("revert_batches", "revert_many of m events out of n stored (ROCAUC), "
+                  "ms, best of 5", ["scores", "n", "m", "revert loop", "revert_many",
+                                    "speed-up (x)", "window step"])
     for kind in kinds:
         for n, m in sizes:
             y, s = make_stream(n + m, 7, kind)
@@ -385,6 +414,7 @@ def revert_batches(sizes, kinds):
                 times.append(best * 1e3)
             print(f"{kind:>10} {n:>8,} {m:>7,} {times[0]:>12.2f} {times[1]:>12.2f} "
                   f"{times[0] / times[1]:>8.1f}x {times[2]:>12.2f}", flush=True)
+            tab.add(kind, n, m, times[0], times[1], times[0] / times[1], times[2])
 
 
 # ----------------------------------------------------------------- tuning
@@ -438,14 +468,16 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
     parser.add_argument("--tune", action="store_true", help="only the tuning tables")
     parser.add_argument("--scores", choices=["rounded", "continuous", "both"], default="both")
+    R.add_json_argument(parser, __file__)
     args = parser.parse_args(argv)
+    res = R.start(__file__, args)
     kinds = ["rounded", "continuous"] if args.scores == "both" else [args.scores]
     print(f"python {platform.python_version()}, numpy {np.__version__}, river "
           f"{river.__version__}, scikit-learn {sklearn.__version__}, "
           f"{platform.machine()}; CPU seconds")
     if args.tune:
         tune(20_000 if args.quick else 200_000)
-        return
+        return  # tuning tables are printed only
     quick = args.quick
     batches_read_each(50_000 if quick else 1_000_000, kinds)
     cumulative(50_000 if quick else 1_000_000, kinds)
@@ -453,6 +485,7 @@ def main(argv=None):
     memory(50_000 if quick else 1_000_000)
     sizes = [(10_000, 100), (10_000, 1_000), (100_000, 1_000), (100_000, 10_000)]
     revert_batches(sizes[:2] if quick else sizes, kinds)
+    res.write(args.json)
 
 
 if __name__ == "__main__":

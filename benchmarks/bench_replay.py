@@ -64,6 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
+import _results as R
+
 SEED = 20240601
 
 
@@ -184,7 +186,9 @@ def main(argv=None):
     ap.add_argument("--baseline-src", type=Path, default=None, metavar="DIR",
                     help="also time the streameval stages with DIR first on PYTHONPATH "
                          "(an older checkout) and print the ratio")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    res = R.start(__file__, args)
 
     kinds = ["rounded", "continuous"] if args.scores == "both" else [args.scores]
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench_replay_"))
@@ -193,6 +197,7 @@ def main(argv=None):
     if args.keep is None:
         import shutil
         shutil.rmtree(root, ignore_errors=True)
+    res.write(args.json)
 
 
 def run_kind(args, kind, tmp):
@@ -222,6 +227,12 @@ def run_kind(args, kind, tmp):
         results[stage] = run_stage(stage, log, out, args.src)
 
     n = args.events
+    tab = R.table(f"replay_{kind}", f"Replay of a {n:,}-row JSONL log, {kind} scores "
+                  f"({len(np.unique(scores)):,} distinct), default monitor",
+                  ["stage", "wall s", "CPU s", "events per CPU s", "peak RSS MB"]
+                  + (["baseline wall s", "ratio"] if base else []),
+                  note="each stage in a fresh process; river timed on 100 000 events and "
+                       "scaled to the log; scikit-learn: the two calls once on arrays in memory")
     head = f"{'stage':<34}{'wall s':>8}{'CPU s':>8}{'events/CPU s':>14}{'peak RSS MB':>13}"
     if base:
         head += f"{'base wall s':>13}{'ratio':>7}"
@@ -246,10 +257,21 @@ def run_kind(args, kind, tmp):
             secs = secs - r["parse"]
             cpu = secs
         line = f"{labels_of[stage]:<34}{secs:>8.2f}{cpu:>8.2f}{n / cpu:>14,.0f}{r['rss_mb']:>13.0f}"
+        cells = [labels_of[stage].strip(), secs, cpu, n / cpu, r["rss_mb"]]
         if stage in base:
             b = base[stage]["seconds"]
             line += f"{b:>13.2f}{secs / b:>7.2f}"
+            cells += [b, secs / b]
+        elif base:
+            cells += [None, None]
         print(line)
+        tab.add(*cells)
+    if kind == "continuous" and "replay" in results and "river" in results:
+        rv = results["river"]
+        R.figure("replay_continuous", f"`streameval replay` of a {n:,}-row JSONL log, "
+                 "default monitor, continuous scores", n / results["replay"]["seconds"],
+                 "events/s (wall)", peer="river `ROCAUC.update` alone, per event",
+                 peer_value=rv["n"] / rv["seconds"])
     if kind == "continuous" and "replay" in results and n == 1_000_000:
         secs = results["replay"]["seconds"]
         print(f"\nissue 11 target, a 1 000 000-row float-score replay in at most 5 s: "

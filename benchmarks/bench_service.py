@@ -126,6 +126,8 @@ import tempfile
 import threading
 import time
 
+import _results as R
+
 #: Runs ``streameval serve`` with the listening socket made as before issue 15
 #: (protocol 0: asyncio then leaves Nagle's algorithm on for every connection).
 OLD_BIND_SHIM = """
@@ -440,13 +442,15 @@ def main(argv=None):
     ap.add_argument("--config", metavar="FILE",
                     help="monitor config (default: the default monitor)")
     ap.add_argument("--old-socket", action="store_true",
-                    help="listening socket as before issue 15 (no TCP_NODELAY)")
+                    help="listening socket without TCP_NODELAY (Nagle's algorithm on)")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
     if args.seconds is None:
         args.seconds = 2.0 if args.quick else 5.0
     if args.warmup is None:
         args.warmup = 0.5 if args.quick else 1.0
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.checkpoints]
+    res = R.start(__file__, args)
 
     t0 = time.monotonic()
     print(f"nproc {os.cpu_count()}, Python {sys.version.split()[0]}, load average "
@@ -470,6 +474,18 @@ def main(argv=None):
     print()
     print(summary(rows))
     print(f"\n{time.monotonic() - t0:.0f} s in all")
+    tab = R.table("cells", "streameval serve under load: durable (write-ahead log), "
+                  "default monitor, loopback clients",
+                  ["batch", "clients", "checkpoints", "checkpoints in window", "events/s",
+                   "requests/s", "p50 ms", "p99 ms", "max ms", "state MB", "lost",
+                   "server cores", "client cores", "other cores"],
+                  note=f"{args.seconds:g} s measured per cell after {args.warmup:g} s of "
+                       "warm-up; 'other cores': what the rest of the machine used meanwhile")
+    for r in rows:
+        tab.add(r["batch"], r["clients"], "on" if r["ckpt"] else "off", r["ckpts_in_window"],
+                r["events_s"], r["req_s"], r["p50"], r["p99"], r["max"], r["state_mb"],
+                r["lost"], r["srv_cpu"], r["cli_cpu"], r["other_cpu"])
+    res.write(args.json)
     return 1 if any(r["lost"] for r in rows) else 0
 
 

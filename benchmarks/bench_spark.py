@@ -144,6 +144,8 @@ import threading
 import time
 from pathlib import Path
 
+import _results as R
+
 SEED = 20240611
 #: score ranges of ``evaluate`` and shuffle width of every method (8 per core: each
 #: range of 10M all-distinct rows is then 625 000 rows, sorted in one Python worker)
@@ -654,6 +656,7 @@ def main(argv=None):
     # internal: one method (or the data) in this process
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--path", default=None, help=argparse.SUPPRESS)
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
 
     if args.one == "generate":
@@ -679,6 +682,10 @@ def main(argv=None):
     import pyspark
     import sklearn
 
+    res = R.start(__file__, args, parameters={"sizes": sizes, "partitions": PARTITIONS,
+                                              "driver_memory": DRIVER_MEMORY,
+                                              "master": "local[2]"},
+                  extra_versions=("pyspark",))
     print(f"# {_checkout()}")
     print(f"# bench_spark: local[2], {os.cpu_count()} cores, driver memory {DRIVER_MEMORY}, "
           f"{PARTITIONS} shuffle partitions; Python {platform.python_version()}, "
@@ -734,6 +741,38 @@ def main(argv=None):
               f"{s.get('driver_bytes'):,} bytes reached the driver, {s.get('passes')} passes, "
               f"{s.get('partitions')} score ranges")
     print(f"\ntotal run time: {time.perf_counter() - t_all:.0f} s", flush=True)
+    for kind in kinds:
+        tab = R.table(f"methods_{kind}", f"Exact AUC and AP over a DataFrame, {KINDS[kind]}",
+                      ["method", "rows", "wall s", "driver RSS MB", "JVM RSS MB",
+                       "abs(AUC - sklearn)", "abs(AP - sklearn)"],
+                      note="wall: from the Parquet read to the values on the driver, in a "
+                           "fresh JVM; Spark's AP is areaUnderPR, a trapezoid, not AP")
+        for n in sizes:
+            ref = results.get((n, kind, "sklearn"), {}).get("values", {})
+            for m in METHODS:
+                r = results.get((n, kind, m))
+                if r is None or "error" in r:
+                    continue
+                v = r["values"]
+                d = [abs(v[k] - ref[k]) if ref.get(k) is not None and v.get(k) is not None
+                     else None for k in ("auc", "ap")]
+                tab.add(LABELS[m], n, r["wall"], r["driver_mb"], r["jvm_mb"], *d)
+        ours = results.get((sizes[-1], kind, "streameval"))
+        peer = results.get((sizes[-1], kind, "spark_exact"))
+        if kind == "distinct" and ours and peer and "wall" in ours and "wall" in peer:
+            R.figure("spark_distinct", f"`streameval.spark.evaluate`, exact AUC + AP + "
+                     f"confusion, {sizes[-1]:,} rows, all-distinct scores", ours["wall"],
+                     "s (wall)", peer="Spark `BinaryClassificationMetrics`, `numBins=0`",
+                     peer_value=peer["wall"], better="lower")
+        lines = {}
+        for m in SCALING:
+            walls = [results.get((n, kind, m), {}).get("wall") for n in sizes]
+            if all(w is not None for w in walls):
+                lines[LABELS[m]] = walls
+        if len(sizes) > 1 and lines:
+            R.curve(f"scaling_{kind}", f"Wall time against rows, {KINDS[kind]}", "rows",
+                    "wall s", sizes, lines, log_x=True, log_y=True)
+    res.write(args.json)
 
 
 if __name__ == "__main__":
