@@ -114,12 +114,17 @@ def ratio(fig):
 
 def headline_table(results):
     """The README's table of :data:`HEADLINE` figures, each with its peer."""
-    lines = ["| what | streameval | peer, same run | ratio |", "| --- | ---: | ---: | ---: |"]
+    lines = ["| what | streameval | peer, in the same run | peer's figure | streameval's advantage |",
+             "| --- | ---: | --- | ---: | ---: |"]
     for name, key in HEADLINE:
-        fig = results[name]["figures"][key]
+        try:
+            fig = results[name]["figures"][key]
+        except KeyError:
+            raise KeyError(f"benchmarks/results/{name}.json has no figure {key!r}: run "
+                           f"python benchmarks/{name}.py") from None
         r = ratio(fig)
-        lines.append(f"| {fig['label']} | {fmt(fig['value'])} {fig['unit']} | "
-                     f"{fmt(fig['peer_value'])} ({fig['peer']}) | "
+        lines.append(f"| {fig['label']} | {fmt(fig['value'])} {fig['unit']} | {fig['peer']} | "
+                     f"{fmt(fig['peer_value'])} {fig['unit']} | "
                      f"{'-' if r is None else f'{r:.1f}x'} |")
     return "\n".join(lines)
 

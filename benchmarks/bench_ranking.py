@@ -170,7 +170,7 @@ def batches_read_each(n, kinds, batch=1000):
             tab.add(kind, what, n / t, t_river / t, err)
         if kind == "continuous":
             R.figure("auc_batches_continuous",
-                     f"Exact cumulative `ROCAUC`, batches of {batch:,} read after each, "
+                     f"Exact cumulative `ROCAUC`, batches of {batch:_} read after each, ".replace("_", " ")
                      "continuous scores", n / rows[1][1], "events/s",
                      peer="river `ROCAUC` (approximate), read every 1 000",
                      peer_value=n / t_river)

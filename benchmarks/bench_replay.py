@@ -268,7 +268,7 @@ def run_kind(args, kind, tmp):
         tab.add(*cells)
     if kind == "continuous" and "replay" in results and "river" in results:
         rv = results["river"]
-        R.figure("replay_continuous", f"`streameval replay` of a {n:,}-row JSONL log, "
+        R.figure("replay_continuous", f"`streameval replay` of a {n:_}-row JSONL log, ".replace("_", " ")
                  "default monitor, continuous scores", n / results["replay"]["seconds"],
                  "events/s (wall)", peer="river `ROCAUC.update` alone, per event",
                  peer_value=rv["n"] / rv["seconds"])

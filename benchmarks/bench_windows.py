@@ -239,7 +239,7 @@ def main(argv=None):
                 if every == 1 and kind == "auc" and scores == "continuous" \
                         and window == max(windows):
                     R.figure("sliding_auc_continuous",
-                             f"Exact sliding `ROCAUC`, window {window:,}, `get()` after every "
+                             f"Exact sliding `ROCAUC`, window {window:_}, `get()` after every ".replace("_", " ")
                              "event, continuous scores", ours_eps, "events/s",
                              peer="river `RollingROCAUC`", peer_value=river_eps)
         print(f"  (peer: river {peer_name})")
