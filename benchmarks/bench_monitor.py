@@ -23,10 +23,8 @@ one run, not runs.
     python benchmarks/bench_monitor.py --compare --batch 1000 --baseline-src /tmp/old
     python benchmarks/bench_monitor.py --growth --events 6000000 --batch 800
 
-Results: see README.md, "Performance" (``--compare``: the monitor on 3-decimal,
-4-decimal and continuous scores, with the continuous / 3-decimal speed ratio that issue
-11 asks to be at least 0.5: 0.54-0.67 over the latest runs, 0.49-0.53 before sides
-were merged by sorting).
+Results: ``benchmarks/results/bench_monitor.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 """
 
 from __future__ import annotations

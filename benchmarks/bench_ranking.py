@@ -2,7 +2,7 @@
 
 Sections (each prints a table):
 
-0. Issue 11's targets: batches of 1 000 read after each (a monitor's pattern), ROCAUC,
+0. A monitor's pattern: batches of 1 000 read after each (a monitor's pattern), ROCAUC,
    AveragePrecision and the pair sharing one order, both score kinds, river's
    ``ROCAUC`` read every 1 000 events in the same run; then AP's ``get`` alone after one
    more batch, at about 10**6 distinct scores (median of 20, wall clock).
@@ -26,23 +26,8 @@ processes on a shared machine disturb them less.
    a sliding window's step (``update_many`` of the new events, ``revert_many`` of the
    expired ones, ``get``).
 
-Figures (python 3.11, numpy 2.4, 2 shared cores, CPU time; noisy to +-30%):
-
-- Section 0, continuous scores (issue 11: ROCAUC >= 1 000 000 events/s, AP >= 200 000,
-  AP's get <= 2 ms at 10**6 scores): ROCAUC 1 963 000, AP 1 007 000, the pair 1 009 000
-  events/s; AP's get 1.02 ms at 978 710 scores. Rounded: 14.1 M, 10.9 M, 0.02 ms.
-  river: 448 000-453 000 events/s (approximate, 6.2e-3 from sklearn). A later run on
-  a busier machine (river 384 000), after sides merged by sorting: ROCAUC 2 114 000,
-  AP 838 000, the pair 700 000 (962 000 alone on the machine), AP's get 1.45 ms.
-- Section 3, continuous: 16.0 bytes per distinct score (ROCAUC), 18.4 with AP reading
-  the same order after every batch (issue 11: at most 24).
-- Section 2, AP ``update`` + ``get`` after each event at 100 000 all-distinct scores:
-  391 us/value (997 before the int64 prefix sums of integer weights); 3-decimal
-  scores 16 us; ROCAUC 1.8-2.7 us.
-- Section 4, ``revert_many`` against a revert loop: 3-decimal scores 1.8x at
-  (n, m) = (10 000, 100), 14x at (100 000, 1 000), 65x at (100 000, 10 000);
-  all-distinct 0.8-0.9x at m = 100 (validation and aggregation overhead), 6.5x at
-  (10 000, 1 000), 0.8-1.7x at (100 000, 1 000), 2.4-3.5x at (100 000, 10 000).
+Results: ``benchmarks/results/bench_ranking.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 
     python benchmarks/bench_ranking.py            # full run (about five minutes)
     python benchmarks/bench_ranking.py --quick    # smaller, for a smoke test
@@ -116,7 +101,7 @@ def per_event(metric, y, s, read_every=None):
 
 
 def batches_read_each(n, kinds, batch=1000):
-    """Issue 11's targets: batches of ``batch`` events, ``get()`` after each (what a
+    """A monitor's pattern: batches of ``batch`` events, ``get()`` after each (what a
     monitor does), AUC and AP, both score kinds, river in the same run; and AP's
     ``get`` at n distinct scores after one more batch."""
     print(f"\n0. Batches of {batch:,}, get() after each, {n:,} events: events/s "
@@ -170,7 +155,7 @@ def batches_read_each(n, kinds, batch=1000):
             tab.add(kind, what, n / t, t_river / t, err)
         if kind == "continuous":
             R.figure("auc_batches_continuous",
-                     f"Exact cumulative `ROCAUC`, batches of {batch:_} read after each, ".replace("_", " ")
+                     f"Exact cumulative `ROCAUC`, batches of {format(batch, ',').replace(',', ' ')} read after each, "
                      "continuous scores", n / rows[1][1], "events/s",
                      peer="river `ROCAUC` (approximate), read every 1 000",
                      peer_value=n / t_river)

@@ -8,8 +8,8 @@ each in a fresh subprocess (so peak RSS is that stage's alone):
 
 * ``streameval replay`` (default monitor, report off; ``--with-report`` adds it),
 * the same replay with custom labels: a log whose labels are ``"spam"``/``"ham"`` and a
-  config ``[monitor] pos_label = "spam"``, ``neg_label = "ham"`` (issue 10: at most 1.2x
-  the bool-label replay),
+  config ``[monitor] pos_label = "spam"``, ``neg_label = "ham"`` (target: at most
+  1.2x the bool-label replay),
 * the same replay with a checkpoint every 100 000 events,
 * reading and validating the log only (``streameval.io.EventSource``: the floor),
 * peers on the same data: scikit-learn's ``roc_auc_score`` + ``average_precision_score``
@@ -30,25 +30,8 @@ machine are not. The code measured is the checkout holding this script (or
     python benchmarks/bench_replay.py --events 200000
     python benchmarks/bench_replay.py --skip-peers --baseline-src /work/wt/baseline
 
-Results (1 000 000 events; 2-core machine shared with other jobs, Python 3.11; wall
-seconds of each stage's process, imports included):
-
-====================================  ==============  ===================
-stage                                 4 decimals      continuous (10**6
-                                      (9 679 scores)  distinct scores)
-====================================  ==============  ===================
-read + validate log (floor)           0.93            1.00
-``streameval replay`` (default)       2.02            2.56
-  labels ``"spam"``/``"ham"``         2.04            2.75
-  + checkpoint every 100 000          4.65            45.3
-sklearn AUC + AP once (calls only)    0.45            0.46
-river ``ROCAUC`` per event (x10)      9.57            10.25
-====================================  ==============  ===================
-
-Issue 11's target, a million-row float-score replay in at most 5 s: 2.56 s. Slow:
-checkpoints of a continuous-score monitor write the cumulative score order as JSON
-(64 MB, about 4.5 s each; AUC and AP each write the order they share). The issue 10
-comparison with the code before (0.53x-0.56x over seven runs) is in README.md.
+Results: ``benchmarks/results/bench_replay.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 """
 
 from __future__ import annotations
@@ -268,7 +251,7 @@ def run_kind(args, kind, tmp):
         tab.add(*cells)
     if kind == "continuous" and "replay" in results and "river" in results:
         rv = results["river"]
-        R.figure("replay_continuous", f"`streameval replay` of a {n:_}-row JSONL log, ".replace("_", " ")
+        R.figure("replay_continuous", f"`streameval replay` of a {format(n, ',').replace(',', ' ')}-row JSONL log, "
                  "default monitor, continuous scores", n / results["replay"]["seconds"],
                  "events/s (wall)", peer="river `ROCAUC.update` alone, per event",
                  peer_value=rv["n"] / rv["seconds"])

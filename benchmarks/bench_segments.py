@@ -1,6 +1,6 @@
 """A service engine with its segment cap full: ingestion, reads and checkpoints.
 
-A client that sends a new segment value in every event used to grow the monitor
+A client that sends a new segment value in every event would grow the monitor
 without bound (at 49 000 segments: 3.5 GB, a 195 s checkpoint under the ingestion
 lock). ``max_segments`` (default 1 000) caps it. This script measures what the cap
 costs when it is full, with the default monitor (``Monitor.default(group_by=...)``:
@@ -19,20 +19,8 @@ Each row runs in a fresh subprocess so that its peak RSS is its own.
     python benchmarks/bench_segments.py               # 10 and 100 events per segment
     python benchmarks/bench_segments.py --per 10 --segments 200
 
-Results (2-core machine shared with other jobs, Python 3.11; one run):
-
-=================  ==========  ===========  ==========  ===========  ==========  ========
-segments x events  ingest      past cap     known segs  ``/metrics``  checkpoint  peak RSS
-                   (events/s)  (events/s)   (events/s)  (s, MB)       (s, MB)     (MB)
-=================  ==========  ===========  ==========  ===========  ==========  ========
-1 000 x 10         2 163       20 712       3 312       0.16, 1.7    9.0, 31     654
-1 000 x 100        2 720       22 140       3 014       0.14, 1.8    24.8, 81    1 713
-=================  ==========  ===========  ==========  ===========  ==========  ========
-
-Each segment is a whole default monitor: ingestion is bound by the evaluations (a row
-per segment every 1 000 events), and the checkpoint builds and serialises the state
-under the ingestion lock, then parses and serialises it again to write it (issue 14). Events past the cap go to one
-segment, ``__other__``, and cost what one segment's events cost.
+Results: ``benchmarks/results/bench_segments.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The per-event path must not slow down when code changes around it. This script times a
 Python loop of ``update(y, s, w)`` for each metric on the same seeded stream, in two
-fresh subprocesses per metric: this checkout, and ``--baseline-src DIR`` (a checkout of
-the code before the change, put first on ``PYTHONPATH``), and prints the ratio. Each
+fresh subprocesses per metric: this checkout, and ``--baseline-src DIR`` (an older
+checkout, put first on ``PYTHONPATH``), and prints the ratio. Each
 metric is timed on continuous float scores (nearly all distinct, what models emit)
 and on scores rounded to 3 decimals; with ``get()`` only at the end. CPU seconds, best
 of ``--repeat`` runs in each of ``--rounds`` processes per checkout, the two checkouts'

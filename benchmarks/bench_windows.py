@@ -11,11 +11,8 @@ to 3 decimals by default, as logged model scores often are: many ties).
 river's RollingROCAUC / RollingPRAUC recompute over the window on ``get``: at 100 000
 with ``get`` after every event they are measured on a bounded number of events.
 
-Measured (``--windows 100000 --kinds auc``, 2 shared cores, three runs): sliding AUC
-with ``get`` after every event, continuous scores 125 600-140 900 events/s against
-RollingROCAUC's 2 240-2 270 (56x-62x; 47x-52x before a full window swapped events in
-one call), rounded 224 400 against 3 150 (71x, one run), all equal to scikit-learn; sliding AP at 100 000, continuous, 2 908 events/s
-against RollingPRAUC's 2 436 (an earlier run).
+Results: ``benchmarks/results/bench_windows.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 
     python benchmarks/bench_windows.py            # full run (a few minutes)
     python benchmarks/bench_windows.py --quick    # smaller, for a smoke test
@@ -239,7 +236,7 @@ def main(argv=None):
                 if every == 1 and kind == "auc" and scores == "continuous" \
                         and window == max(windows):
                     R.figure("sliding_auc_continuous",
-                             f"Exact sliding `ROCAUC`, window {window:_}, `get()` after every ".replace("_", " ")
+                             f"Exact sliding `ROCAUC`, window {format(window, ',').replace(',', ' ')}, `get()` after every "
                              "event, continuous scores", ours_eps, "events/s",
                              peer="river `RollingROCAUC`", peer_value=river_eps)
         print(f"  (peer: river {peer_name})")

@@ -327,8 +327,8 @@ OWNED_ELSEWHERE = {
 }
 
 MEASUREMENT = re.compile(
-    r"\b\d+(?:\.\d+)?(?:\s*[–-]\s*\d+(?:\.\d+)?)?x (?:faster|slower|the\b)|\b[Mm]easured[:)]"
-    r"|\(measured\b|\bREADME\b")
+    r"\b\d+(?:\.\d+)?(?:\s*[–-]\s*\d+(?:\.\d+)?)?x (?:faster|slower|the\b)"
+    r"|\b[Mm]easured\b(?!\s+(?:at validation|by\b))|\bREADME\b")
 
 
 def _docstring_findings(paths):
