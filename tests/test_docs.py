@@ -291,7 +291,7 @@ def history_in(text):
     """``[(what, excerpt)]`` of every reference to the project's history in ``text``.
 
     >>> history_in("2.8x faster than Spark (issue 11 asked for 2x; see 4f83e9f)")
-    [('an issue reference', '...Spark (issue 11 asked fo...'), ('a commit hash', '...for 2x; see 4f83e9f)...')]
+    [('an issue reference', '...er than Spark (issue 11 asked for...'), ('a commit hash', '...ed for 2x; see 4f83e9f)...')]
     >>> history_in("AUC 0.875, 1e-12 from sklearn, 1000000 events, #metrics")
     []
     """
@@ -358,3 +358,34 @@ def test_docstrings_speak_of_the_product():
                    "and empties OWNED_ELSEWHERE")
 def test_docstrings_of_other_owners_speak_of_the_product():
     assert _docstring_findings(_source_files(owned_elsewhere=True)) == []
+
+
+def test_doc_tooling_examples():
+    """The doctests of the docs' own tools: the reST-to-Markdown docstring rewrite, the
+    result table formatting, and the history check above."""
+    import importlib.util
+
+    for path in (DOCS / "hooks" / "rst_docstrings.py", ROOT / "benchmarks" / "_report.py"):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, path
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner()
+    for test in finder.find(history_in, "history_in", globs={"history_in": history_in}):
+        runner.run(test)
+    assert runner.failures == 0 and runner.tries > 0
+
+
+def test_benchmark_results_record_how_they_were_run():
+    import json
+
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        r = json.loads(path.read_text())
+        assert r["command"].startswith("python benchmarks/bench_"), path.name
+        assert {"cpu", "cores", "ram_gib"} <= set(r["machine"]), path.name
+        assert {"python", "numpy", "river", "streameval"} <= set(r["versions"]), path.name
+        assert r["date"] and r["tables"], path.name
+        for t in r["tables"]:
+            assert all(len(row) == len(t["columns"]) for row in t["rows"]), (path.name, t["key"])
