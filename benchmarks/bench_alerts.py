@@ -641,6 +641,7 @@ def main(argv=None):
     print("Per instance, 20 segments: the share of (stream, segment) pairs with an alarm "
           f"(each segment has ~{args.events // 20:,} events), and of the whole-stream "
           "instance.\n")
+    _SECTION[0] = "1. False alarms, 20 segments: per (stream, segment) pair and whole stream"
     rows = []
     for key, label in FA_ROWS:
         cells = [label]
@@ -695,6 +696,7 @@ def main(argv=None):
                              else f"{chosen_ext[rate, metric]:g}"])
     print(table(["rate", "metric", "ADWIN alarms", "allowance"]
                 + [f"alpha {a:g}" for a in GRID] + ["chosen alpha"], rows))
+    _SECTION[0] = "Beyond the grid: false-alarm share at budgets above 1"
     print("\nBeyond the grid: SequentialDrift's false-alarm share at budgets (expected "
           "false alarms per million events) above 1, and the smallest and median nominal "
           "p-value of the streams (the budget at which that stream would alarm).\n")

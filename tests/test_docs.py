@@ -365,12 +365,18 @@ def test_doc_tooling_examples():
     result table formatting, and the history check above."""
     import importlib.util
 
+    parser, runner = doctest.DocTestParser(), doctest.DocTestRunner()
     for path in (DOCS / "hooks" / "rst_docstrings.py", ROOT / "benchmarks" / "_report.py"):
-        spec = importlib.util.spec_from_file_location(path.stem, path)
+        spec = importlib.util.spec_from_file_location(f"doc_tool_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        result = doctest.testmod(module)
-        assert result.attempted > 0 and result.failed == 0, path
+        tried = runner.tries
+        for name, obj in vars(module).items():
+            if callable(obj) and ">>>" in (getattr(obj, "__doc__", None) or ""):
+                runner.run(parser.get_doctest(obj.__doc__, dict(vars(module)), name,
+                                              str(path), 0))
+        assert runner.tries > tried, path
+    assert runner.failures == 0
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner()
     for test in finder.find(history_in, "history_in", globs={"history_in": history_in}):
