@@ -14,7 +14,8 @@ import re
 from griffe import Extension
 
 ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj|ref|py:\w+):`~?([^`]+)`")
-DOUBLE = re.compile(r"``(.+?)``")
+DOUBLE = re.compile(r"``(.+?)``", re.S)
+CODE = "\x00"                                # marks lines of code blocks while rewriting
 DIRECTIVE = re.compile(r"^(\s*)\.\. code-block::\s*(\w*)\s*$")
 
 
@@ -29,6 +30,8 @@ def to_markdown(text: str) -> str:
     ['Sum `a` (`Y`):', '', '```text', 'a + b', '```']
     >>> to_markdown(">" * 3 + " 1 + 1\n2\n").splitlines()
     ['```pycon', '>>> 1 + 1', '2', '```']
+    >>> to_markdown("``AUC = U / (P N)`` with ``U = sum\nof pairs``.")
+    '`AUC = U / (P N)` with `U = sum\nof pairs`.'
     """
     lines = text.splitlines()
     out = []
@@ -42,7 +45,8 @@ def to_markdown(text: str) -> str:
             while i < len(lines) and lines[i].strip():
                 block.append(lines[i][ind:] if _indent(lines[i]) >= ind else lines[i].strip())
                 i += 1
-            out += [" " * ind + "```pycon"] + [" " * ind + b for b in block] + [" " * ind + "```"]
+            out += [CODE + " " * ind + "```pycon"] + [CODE + " " * ind + b for b in block] \
+                + [CODE + " " * ind + "```"]
             continue
         m = DIRECTIVE.match(line)
         literal = stripped.endswith("::") and not stripped.startswith("..")
@@ -52,7 +56,7 @@ def to_markdown(text: str) -> str:
             if literal:
                 head = line.rstrip()[:-1]            # "Example::" -> "Example:"
                 if head.strip() != ":":
-                    out.append(_spans(head))
+                    out.append(head)
             j = i + 1
             while j < len(lines) and not lines[j].strip():
                 j += 1
@@ -66,15 +70,25 @@ def to_markdown(text: str) -> str:
                 while block and not block[-1].strip():
                     block.pop()
                     k -= 1
-                out += ["", " " * ind + f"```{lang}"] + [" " * ind + b for b in block] \
-                    + [" " * ind + "```"]
+                out += ["", CODE + " " * ind + f"```{lang}"] \
+                    + [CODE + " " * ind + b for b in block] + [CODE + " " * ind + "```"]
                 i = k
                 continue
             i += 1
             continue
-        out.append(_spans(line))
+        out.append(line)
         i += 1
-    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+    result, run = [], []
+    for line in out + [CODE]:                   # spans may cross lines, never code
+        if line.startswith(CODE):
+            if run:
+                result.append(_spans("\n".join(run)))
+                run = []
+            result.append(line[len(CODE):])
+        else:
+            run.append(line)
+    result.pop()                                # the sentinel
+    return "\n".join(result) + ("\n" if text.endswith("\n") else "")
 
 
 def _spans(line):
