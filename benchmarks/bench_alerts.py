@@ -11,7 +11,7 @@ river's ADWIN and Page-Hinkley on the same indicator streams:
    rule fires / any detector instance (whole stream or segment) detects a change.
    Shares with Clopper-Pearson 95% intervals, for:
 
-   * the old default rules: window z-tests of the last 10 000 events against the
+   * the window z-test rules: window z-tests of the last 10 000 events against the
      first 10 000 (``recall drift p < 0.01``, ``precision drift p < 0.01``) evaluated
      every 1 000 events;
    * the new default rules (``recall alarm``, ``precision alarm``: SequentialDrift on
@@ -80,27 +80,8 @@ the detector at b is run for real (it restarts after an alarm).
     python benchmarks/bench_alerts.py                  # 100 x 1M events, 50 delay streams
     python benchmarks/bench_alerts.py --jobs 4 --streams 200
 
-Results (default run, 2-core machine, 966 s wall with the test suite running beside
-it; 686-761 s alone; the full tables are what a run prints):
-
-* false alarms per stream of 1M events (100 streams per cell; 30% / 1% positives):
-  old default rules 42% / 43% (1 segment), 92% / 91% (20 segments); new default
-  rules 0% everywhere (95% upper bound 3.6%; per segment 0 of 2 000, upper bound
-  0.2%); SequentialDrift alone 0% at alpha 0.01 and still 0% at alpha 0.9; ADWIN
-  9% / 0% (recall or precision, 1 segment), 22% / 1% (20 segments); Page-Hinkley
-  100% / 85%.
-* SequentialDrift's nominal p-values are far from tight: the first of 100
-  stationary streams alarms only at a budget of 5-140 expected false alarms per
-  million events, the median stream at 210-2 900.
-* median delays, new default rules / SequentialDrift at 0.01 / ADWIN (events):
-  recall 0.85 -> 0.80: 9 000 / 8 796 / 4 066 at 30%, 369 000 / 354 392 / 160 793
-  at 1% (every stream found within 2M events, 96-98% within 1M);
-  recall 0.85 -> 0.70: 2 000 / 1 203 / 674 and 34 000 / 33 165 / 20 937;
-  precision 0.60 -> 0.50: 3 000 / 2 315 / 1 067 and 59 000 / 57 242 / 30 792;
-  AUC 0.90 -> 0.85: 6 000 / 6 094 / 2 822 and 80 000 / 199 472 / 109 172.
-* at ADWIN's false-alarm rate the ratio to ADWIN's median is 0.74-1.15 (budgets
-  20-200); 1.09-1.63 with alpha < 1 (alpha 0.9: a lower false-alarm rate than
-  ADWIN's); 1.58-2.20 at alpha 0.01.
+Results: ``benchmarks/results/bench_alerts.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 """
 
 from __future__ import annotations
@@ -110,6 +91,8 @@ import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+
+import _results as R
 
 import numpy as np
 from scipy.stats import beta as beta_dist
@@ -531,15 +514,27 @@ def fmt_delay(d):
     return "missed" if d == math.inf else f"{d:,.0f}"
 
 
+_SECTION = ["Alerts"]
+
+
+def heading(text):
+    """Print a section heading; the tables after it are recorded under its title."""
+    _SECTION[0] = text.strip().lstrip("#").strip()
+    print(text)
+
+
 def table(head, rows):
+    t = R.table(f"t{len(R.current().tables)}", _SECTION[0], list(head))
+    for r in rows:
+        t.add(*r)
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 
 
 FA_ROWS = (
-    ("old rules", "old default rules (window z-tests, p < 0.01)"),
-    ("new rules", "new default rules (SequentialDrift recall + precision, alpha 0.005 each)"),
+    ("old rules", "window z-test rules (recall and precision drift p < 0.01)"),
+    ("new rules", "default rules (SequentialDrift recall + precision, alpha 0.005 each)"),
     ("SD recall", "SequentialDrift recall, alpha 0.01"),
     ("SD precision", "SequentialDrift precision, alpha 0.01"),
     ("SD roc_auc", "SequentialDrift roc_auc, alpha 0.01"),
@@ -567,11 +562,13 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 4 streams of 100 000 events, 4 delay streams "
                          "(100 000 + up to 300 000 events)")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
     if args.quick:
         args.streams, args.events, args.delay_streams = 4, 100_000, 4
         args.pre, args.post, args.check_events = 100_000, 300_000, 50_000
     t_start = time.perf_counter()
+    run = R.start(__file__, args)
     N = args.streams
     configs = [(rate, nseg) for nseg in (20, 1) for rate in RATES]   # heavy ones first
 
@@ -592,7 +589,7 @@ def main(argv=None):
             rows.append((f"{rate:.0%}", case[0], f"{a0:.3f}, {a1:.3f} -> {b0:.3f}, {b1:.3f}",
                          f"{r0:.3f}", f"{p0:.3f}", f"{u0:.3f}",
                          f"{r1:.3f}", f"{p1:.3f}", f"{u1:.3f}"))
-    print("## Stream models (binormal logits, threshold 0.5)\n")
+    heading("## Stream models (binormal logits, threshold 0.5)\n")
     print(table(("rate", "stream", "mu_0, mu_1", "recall", "precision", "AUC",
                  "recall after", "precision after", "AUC after"), rows))
     print()
@@ -606,7 +603,7 @@ def main(argv=None):
         fa[rate, nseg] = [ex.submit(false_alarm_task, rate, nseg, off + i, args.events)
                           for i in range(N)]
 
-    print("## Check: full Monitor.default() vs the reduced monitor used below\n")
+    heading("## Check: full Monitor.default() vs the reduced monitor used below\n")
     print(f"20 segments, {args.check_events:,} events, recall 0.85 -> 0.70 from the "
           "middle (so that rules fire); transitions compared as dicts, in order.\n")
     for rate, f in zip(RATES, checks):
@@ -625,7 +622,7 @@ def main(argv=None):
                                                  zip(r[f"{kind} recall"], r[f"{kind} precision"])]
 
     # ---- 1. false alarms
-    print("## 1. False alarms on stationary streams\n")
+    heading("## 1. False alarms on stationary streams\n")
     print(f"Share of streams with any alarm (any rule / any detector instance: the whole "
           f"stream and, with 20 segments, every segment), Clopper-Pearson 95% interval; "
           f"{args.events:,} events per stream.\n")
@@ -644,6 +641,7 @@ def main(argv=None):
     print("Per instance, 20 segments: the share of (stream, segment) pairs with an alarm "
           f"(each segment has ~{args.events // 20:,} events), and of the whole-stream "
           "instance.\n")
+    _SECTION[0] = "1. False alarms, 20 segments: per (stream, segment) pair and whole stream"
     rows = []
     for key, label in FA_ROWS:
         cells = [label]
@@ -659,7 +657,7 @@ def main(argv=None):
     print()
 
     # the alpha grid on the one-segment streams (traced p-values)
-    print("## Alpha grid: SequentialDrift's false-alarm share on the 1-segment streams\n")
+    heading("## Alpha grid: SequentialDrift's false-alarm share on the 1-segment streams\n")
     print("A detector at alpha alarms on a stream iff its traced p-value reaches alpha; "
           "ADWIN's share (or, with none, the upper end of its 95% interval) is the "
           "allowance; the chosen alpha is the largest with a share within it.\n")
@@ -698,6 +696,7 @@ def main(argv=None):
                              else f"{chosen_ext[rate, metric]:g}"])
     print(table(["rate", "metric", "ADWIN alarms", "allowance"]
                 + [f"alpha {a:g}" for a in GRID] + ["chosen alpha"], rows))
+    _SECTION[0] = "Beyond the grid: false-alarm share at budgets above 1"
     print("\nBeyond the grid: SequentialDrift's false-alarm share at budgets (expected "
           "false alarms per million events) above 1, and the smallest and median nominal "
           "p-value of the streams (the budget at which that stream would alarm).\n")
@@ -724,7 +723,7 @@ def main(argv=None):
     ex.shutdown()
 
     # ---- 2. delays
-    print("## 2. Detection delay on planted drops\n")
+    heading("## 2. Detection delay on planted drops\n")
     print(f"Events from the change to the first alarm after it (nearest-rank median and "
           f"90th percentile, a miss counting as infinite); missed: no alarm within "
           f"{args.post:,} events after the change; early: streams with an alarm in the "
@@ -741,7 +740,7 @@ def main(argv=None):
             keys = ["new rules", f"SD {metric} a={SD_ALPHA:g}", "ADWIN", "PH"]
             if case[2] != "auc":
                 keys.append("old rules")
-            labels = {"new rules": "new default rules", "old rules": "old default rules",
+            labels = {"new rules": "default rules", "old rules": "window z-test rules",
                       "ADWIN": f"ADWIN ({metric} indicator)",
                       "PH": f"Page-Hinkley ({metric} indicator)",
                       f"SD {metric} a={SD_ALPHA:g}":
@@ -766,7 +765,7 @@ def main(argv=None):
     print(f"\nTraced p-values vs the real alpha = {SD_ALPHA:g} detector on the delay "
           f"streams: {trace_bad} disagreements.\n")
 
-    print("## SequentialDrift at ADWIN's false-alarm rate\n")
+    heading("## SequentialDrift at ADWIN's false-alarm rate\n")
     rows = []
     ratios = {}
     for case in CASES:
@@ -809,7 +808,7 @@ def main(argv=None):
     print()
 
     # ---- 3. targets
-    print("## 3. Targets\n")
+    heading("## 3. Targets\n")
     for rate, nseg in configs:
         res = fa_res[rate, nseg]
         k = sum(any(r["new rules"]) for r in res)
@@ -844,6 +843,7 @@ def main(argv=None):
                   f"(with alpha < 1, alpha {'none' if al is None else f'{al:g}'}: "
                   f"{ratio:.2f}; at alpha {SD_ALPHA:g}: {ratio01:.2f})")
     print(f"\nTotal wall time: {time.perf_counter() - t_start:,.0f} s")
+    run.write(args.json)
     return 0
 
 

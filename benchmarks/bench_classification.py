@@ -2,18 +2,18 @@
 and the regression metrics, against river's equivalents (and sklearn's function on
 the whole batch), in one run.
 
-Targets (DESIGN.md, issue 2): per-event ``update`` at least as fast as river's
-equivalent metric; ``update_many`` at least 20x a Python loop of ``update``.
+Targets (DESIGN.md): per-event ``update`` at least as fast as river's equivalent
+metric; ``update_many`` at least 20x a Python loop of ``update``.
 
 Run: ``python benchmarks/bench_classification.py [--quick]``. Times are the best of
 ``--repeat`` runs; river gets its intended input (predicted labels for its label
 metrics, probabilities for LogLoss), streameval a score it thresholds itself.
 
 The batch table also times ``revert_many`` on slices of 1000 events of a filled metric
-(how a sliding window expires a monitor's slices). Measured (``--quick``, 100 000
-events, 2-core machine shared with other jobs): Precision 71 M events/s (43 M
-weighted), LogLoss 19 M, Brier 21 M, MAE 22 M, multiclass confusion 10 M; a loop of
-per-event ``revert`` runs at 4-6 M events/s.
+(how a sliding window expires a monitor's slices).
+
+Results: ``benchmarks/results/bench_classification.json`` (``--json PATH`` writes
+elsewhere), shown on the documentation's performance page.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from river import metrics as rm
 from sklearn import metrics as skm
 
 import streameval as se
+from _results import Results, add_json_argument
 
 
 def best_time(func, repeat):
@@ -93,11 +94,18 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a few seconds)")
     ap.add_argument("--repeat", type=int, default=None)
+    add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
     n_event = 20_000 if args.quick else 200_000
     n_batch = 100_000 if args.quick else 1_000_000
     repeat = args.repeat or (3 if args.quick else 5)
     rng = np.random.default_rng(0)
+    res = Results(__file__, args, parameters={"events_per_event": n_event,
+                                              "events_per_batch": n_batch, "repeat": repeat})
+    t_event = res.table("per_event", "Per-event update and revert against river (ns per event)",
+                        ["metric", "update", "river update", "ratio", "revert", "river revert",
+                         "revert ratio"],
+                        note="ratio = river / streameval: above 1, streameval is faster")
 
     print(f"python {platform.python_version()}, numpy {np.__version__}, river "
           f"{river.__version__}, sklearn {sklearn.__version__}; "
@@ -138,6 +146,12 @@ def main(argv=None):
         r_river = per_revert(theirs, a, b_river, repeat)
         print(f"{name:<18}{t_ours * 1e9:>8.0f}{t_river * 1e9:>8.0f}{t_river / t_ours:>7.2f}"
               f"{r_ours * 1e9:>9.0f}{r_river * 1e9:>8.0f}{r_river / r_ours:>7.2f}")
+        t_event.add(name, t_ours * 1e9, t_river * 1e9, t_river / t_ours, r_ours * 1e9,
+                    r_river * 1e9, r_river / r_ours)
+        if name == "Precision":
+            res.figure("precision_update", "`Precision.update`, one event", t_ours * 1e9,
+                       "ns/event", peer="river `Precision.update`", peer_value=t_river * 1e9,
+                       better="lower")
 
     # ------------------------------------------------------------- batches
     y, s = binary_data(n_batch, rng)
@@ -173,6 +187,9 @@ def main(argv=None):
           "slices of 1000 events (M events/s)")
     print(f"{'metric':<20}{'update_many':>12}{'loop':>8}{'speedup':>9}{'sklearn fn':>12}"
           f"{'revert_many/1000':>18}")
+    t_many = res.table("update_many", "update_many over numpy arrays (M events/s)",
+                       ["metric", "update_many", "loop of update", "speed-up",
+                        "sklearn function", "revert_many of 1 000"])
     for name, factory, arrays, sk in batches:
         t_batch = best_time(lambda: factory().update_many(*arrays), repeat)
         if name.startswith("LogLoss multi"):
@@ -191,6 +208,9 @@ def main(argv=None):
         t_rev = revert_slices(factory, arrays, max(1, repeat // 2))
         print(f"{name:<20}{n_batch / t_batch / 1e6:>12.1f}{n_batch / t_loop / 1e6:>8.2f}"
               f"{t_loop / t_batch:>8.0f}x{n_batch / t_sk / 1e6:>12.1f}{n_batch / t_rev / 1e6:>18.1f}")
+        t_many.add(name, n_batch / t_batch / 1e6, n_batch / t_loop / 1e6, t_loop / t_batch,
+                   n_batch / t_sk / 1e6, n_batch / t_rev / 1e6)
+    res.write(args.json)
 
 
 if __name__ == "__main__":

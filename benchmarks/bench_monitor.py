@@ -23,10 +23,8 @@ one run, not runs.
     python benchmarks/bench_monitor.py --compare --batch 1000 --baseline-src /tmp/old
     python benchmarks/bench_monitor.py --growth --events 6000000 --batch 800
 
-Results: see README.md, "Performance" (``--compare``: the monitor on 3-decimal,
-4-decimal and continuous scores, with the continuous / 3-decimal speed ratio that issue
-11 asks to be at least 0.5: 0.54-0.67 over the latest runs, 0.49-0.53 before sides
-were merged by sorting).
+Results: ``benchmarks/results/bench_monitor.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 """
 
 from __future__ import annotations
@@ -41,6 +39,8 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+
+import _results as R
 
 SEED = 20240601
 
@@ -144,6 +144,11 @@ def growth(args):
           f"per event over each {step:,} events (of which evaluations)")
     everies = (args.every, 10 * args.every)
     print(f"{'events':>10} " + " ".join(f"{f'every={e}':>22}" for e in everies))
+    tab = R.table("growth", f"CPU per event against the stream's length, default monitor, "
+                  f"continuous scores, batches of {args.batch}", ["events"] + [
+                      x for e in everies for x in (f"us/event, every={e}",
+                                                   f"of which evaluations, every={e}")])
+    xs, ys = [], {f"every={e}": [] for e in everies}
     mons, spent = [], []
     for e in everies:
         mon = Monitor.default(every=e)
@@ -157,7 +162,7 @@ def growth(args):
         mons.append(mon)
         spent.append(box)
     for a in range(0, n, step):
-        cells = []
+        cells, vals = [], []
         for mon, box in zip(mons, spent):
             before, c = box[0], time.process_time()
             for b in range(a, min(n, a + step), args.batch):
@@ -166,7 +171,14 @@ def growth(args):
             cpu = time.process_time() - c
             k = min(n, a + step) - a
             cells.append(f"{cpu / k * 1e6:>9.1f} ({(box[0] - before) / k * 1e6:>9.1f})")
+            vals.extend([cpu / k * 1e6, (box[0] - before) / k * 1e6])
         print(f"{min(n, a + step):>10,} " + " ".join(f"{c:>22}" for c in cells), flush=True)
+        tab.add(min(n, a + step), *vals)
+        xs.append(min(n, a + step))
+        for i, e in enumerate(everies):
+            ys[f"every={e}"].append(vals[2 * i])
+    R.curve("growth", "Default monitor: CPU per event against the stream's length "
+            "(continuous scores)", "events in the stream", "CPU us per event", xs, ys)
 
 
 def compare(args):
@@ -178,6 +190,10 @@ def compare(args):
           f"every={args.every}; CPU s (best of {args.repeat})")
     head = f"{'labels':<8} {'scores':<12}" + "".join(f" {name:>10}" for name, _ in srcs)
     print(head + ("   this/baseline" if len(srcs) > 1 else ""))
+    tab = R.table("compare", f"Monitor.default().update_many, {args.events:,} events, "
+                  f"batches of {args.batch}, CPU s (best of {args.repeat})",
+                  ["labels", "scores"] + [name for name, _ in srcs]
+                  + (["this / baseline"] if len(srcs) > 1 else []))
     best_of = {}
     for decimals, sname in ((3, "3 decimals"), (4, "4 decimals"), (-1, "continuous")):
         for labels in ("bool", "spam"):
@@ -197,10 +213,10 @@ def compare(args):
             if len(cpu) > 1:
                 line += f"   {cpu[0] / cpu[1]:.2f}"
             print(line, flush=True)
+            tab.add(labels, sname, *cpu, *([cpu[0] / cpu[1]] if len(cpu) > 1 else []))
     for labels in ("bool", "spam"):
         r = best_of[labels, 3] / best_of[labels, -1]
-        print(f"{labels} labels: speed on continuous scores / speed on 3 decimals = {r:.2f} "
-              f"(issue 11 target: at least 0.5: {'met' if r >= 0.5 else 'MISSED'})")
+        print(f"{labels} labels: speed on continuous scores / speed on 3 decimals = {r:.2f}")
 
 
 def main(argv=None):
@@ -221,12 +237,16 @@ def main(argv=None):
     ap.add_argument("--growth", action="store_true",
                     help="CPU per event against the stream's length (continuous scores)")
     ap.add_argument("--growth-step", type=int, default=500_000, help="events per --growth row")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    res = R.start(__file__, args)
     if args.growth:
         growth(args)
+        res.write(str(args.json).replace(".json", "_growth.json"))
         return
     if args.compare:
         compare(args)
+        res.write(str(args.json).replace(".json", "_compare.json"))
         return
 
     n = args.events
@@ -261,13 +281,21 @@ def main(argv=None):
           f"{'full floats' if args.decimals < 0 else f'rounded to {args.decimals} decimals'}, "
           f"every={args.every}, batch={args.batch}")
     print(f"{'path':<50} {'events':>10} {'wall s':>8} {'CPU s':>8} {'events/CPU s':>13}  notes")
+    tab = R.table("paths", f"Default monitor, {n:,} events, scores "
+                  f"{'full floats' if args.decimals < 0 else f'rounded to {args.decimals} decimals'}"
+                  f", every={args.every}, batch={args.batch}",
+                  ["path", "events", "wall s", "CPU s", "events per CPU s", "notes"])
     for name, count, sec, cpu, note in table:
         print(f"{name:<50} {count:>10,} {sec:>8.2f} {cpu:>8.2f} {count / cpu:>13,.0f}  {note}")
+        tab.add(name, count, sec, cpu, count / cpu, note)
     ours = table[0][1] / table[0][3]
     river = table[2][1] / table[2][3]
     print(f"update_many vs river per-event loop: {ours / river:.1f}x events per CPU second")
     print(f"peak traced memory of update_many over {k:,} events: {peak / 2**20:.1f} MiB "
           f"({peak / k:.0f} bytes/event; the windows hold 10 000 events each)")
+    R.table("memory", "Peak traced memory of update_many", ["events", "MiB", "bytes per event"]
+            ).add(k, peak / 2**20, peak / k)
+    res.write(args.json)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Sections (each prints a table):
 
-0. Issue 11's targets: batches of 1 000 read after each (a monitor's pattern), ROCAUC,
+0. A monitor's pattern: batches of 1 000 read after each (a monitor's pattern), ROCAUC,
    AveragePrecision and the pair sharing one order, both score kinds, river's
    ``ROCAUC`` read every 1 000 events in the same run; then AP's ``get`` alone after one
    more batch, at about 10**6 distinct scores (median of 20, wall clock).
@@ -26,23 +26,8 @@ processes on a shared machine disturb them less.
    a sliding window's step (``update_many`` of the new events, ``revert_many`` of the
    expired ones, ``get``).
 
-Figures (python 3.11, numpy 2.4, 2 shared cores, CPU time; noisy to +-30%):
-
-- Section 0, continuous scores (issue 11: ROCAUC >= 1 000 000 events/s, AP >= 200 000,
-  AP's get <= 2 ms at 10**6 scores): ROCAUC 1 963 000, AP 1 007 000, the pair 1 009 000
-  events/s; AP's get 1.02 ms at 978 710 scores. Rounded: 14.1 M, 10.9 M, 0.02 ms.
-  river: 448 000-453 000 events/s (approximate, 6.2e-3 from sklearn). A later run on
-  a busier machine (river 384 000), after sides merged by sorting: ROCAUC 2 114 000,
-  AP 838 000, the pair 700 000 (962 000 alone on the machine), AP's get 1.45 ms.
-- Section 3, continuous: 16.0 bytes per distinct score (ROCAUC), 18.4 with AP reading
-  the same order after every batch (issue 11: at most 24).
-- Section 2, AP ``update`` + ``get`` after each event at 100 000 all-distinct scores:
-  391 us/value (997 before the int64 prefix sums of integer weights); 3-decimal
-  scores 16 us; ROCAUC 1.8-2.7 us.
-- Section 4, ``revert_many`` against a revert loop: 3-decimal scores 1.8x at
-  (n, m) = (10 000, 100), 14x at (100 000, 1 000), 65x at (100 000, 10 000);
-  all-distinct 0.8-0.9x at m = 100 (validation and aggregation overhead), 6.5x at
-  (10 000, 1 000), 0.8-1.7x at (100 000, 1 000), 2.4-3.5x at (100 000, 10 000).
+Results: ``benchmarks/results/bench_ranking.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 
     python benchmarks/bench_ranking.py            # full run (about five minutes)
     python benchmarks/bench_ranking.py --quick    # smaller, for a smoke test
@@ -64,6 +49,7 @@ from river import metrics as rm
 from sklearn import metrics as skm
 
 import streameval as se
+import _results as R
 from streameval.metrics import scoreorder
 from streameval.metrics.scoreorder import ScoreOrder
 
@@ -115,7 +101,7 @@ def per_event(metric, y, s, read_every=None):
 
 
 def batches_read_each(n, kinds, batch=1000):
-    """Issue 11's targets: batches of ``batch`` events, ``get()`` after each (what a
+    """A monitor's pattern: batches of ``batch`` events, ``get()`` after each (what a
     monitor does), AUC and AP, both score kinds, river in the same run; and AP's
     ``get`` at n distinct scores after one more batch."""
     print(f"\n0. Batches of {batch:,}, get() after each, {n:,} events: events/s "
@@ -124,6 +110,9 @@ def batches_read_each(n, kinds, batch=1000):
               f"{'error':>9} {'target':>10}")
     print(header)
     print("-" * len(header))
+    tab = R.table("batches_read_each", f"Cumulative AUC and AP in batches of {batch:,}, "
+                  f"get() after each, {n:,} events",
+                  ["scores", "what", "events/s", "vs river ROCAUC (x)", "abs error vs sklearn"])
     for kind in kinds:
         y, s = make_stream(n, 10, kind)
         sk_auc, sk_ap = skm.roc_auc_score(y, s), skm.average_precision_score(y, s)
@@ -163,6 +152,13 @@ def batches_read_each(n, kinds, batch=1000):
         for what, t, err, ok in rows:
             print(f"{kind:>10} {what:<52} {n / t:>12,.0f} {t_river / t:>8.2f}x {err:>9.1e} "
                   f"{ok:>10}", flush=True)
+            tab.add(kind, what, n / t, t_river / t, err)
+        if kind == "continuous":
+            R.figure("auc_batches_continuous",
+                     f"Exact cumulative `ROCAUC`, batches of {format(batch, ',').replace(',', ' ')} read after each, "
+                     "continuous scores", n / rows[1][1], "events/s",
+                     peer="river `ROCAUC` (approximate), read every 1 000",
+                     peer_value=n / t_river)
         # AP's get at n distinct scores: one more batch, then get (cache invalidated)
         ap = se.AveragePrecision().update_many(y, s)
         ap.get()
@@ -179,6 +175,8 @@ def batches_read_each(n, kinds, batch=1000):
         ok = "" if kind != "continuous" else ("<=2 ms ok" if ms <= 2.0 else "<=2 ms MISS")
         print(f"{kind:>10} {'AveragePrecision.get() after a batch, at ' + f'{stored:,}' + ' scores':<52} "
               f"{ms:>9.2f} ms (median of {len(times)}, wall) {ok:>10}", flush=True)
+        R.table(f"ap_get_{kind}", f"AveragePrecision.get() after one more batch, {kind} scores",
+                ["distinct scores", "ms per get (median)", "reads"]).add(stored, ms, len(times))
 
 
 # ----------------------------------------------------------------- section 1
@@ -231,9 +229,13 @@ def cumulative(n, kinds):
                      abs(ap_batch.get() - sk_ap)))
         t = best_of(3, lambda: skm.roc_auc_score(y, s))
         rows.append(("sklearn roc_auc_score (whole array, once)", t, 0.0))
+        tab = R.table(f"cumulative_{kind}", f"Cumulative exact AUC and AP, {n:,} events, "
+                      f"{kind} scores", ["what", "events/s", "vs river ROCAUC.update (x)",
+                                         "abs error vs sklearn"])
         for what, t, err in rows:
             print(f"{kind:>10} {what:<50} {n / t:>12,.0f} {t_river / t:>8.2f}x {err:>9.1e}",
                   flush=True)
+            tab.add(what, n / t, t_river / t, err)
 
 
 # ----------------------------------------------------------------- section 2
@@ -246,6 +248,9 @@ def get_every_event(n, kinds, every=1000):
               f"{'us/value':>10} {'speed-up':>9}")
     print(header)
     print("-" * len(header))
+    tab = R.table("get_every_event", f"get() after every event over {n:,} events, against "
+                  f"scikit-learn recomputing the prefix every {every:,} events",
+                  ["scores", "what", "values", "total s", "us per value", "speed-up (x)"])
     for kind in kinds:
         y, s = make_stream(n, 2, kind)
         yl, sl = y.tolist(), s.tolist()
@@ -278,6 +283,9 @@ def get_every_event(n, kinds, every=1000):
                   f"{per_sk / per_ours:>8.0f}x", flush=True)
             print(f"{kind:>10} {'sklearn ' + sk.__name__ + ' on prefix':<40} {len(checks):>8,} "
                   f"{t_sk:>9.2f} {per_sk:>10.1f} {'':>9}", flush=True)
+            tab.add(kind, label, timed, t_ours, per_ours, per_sk / per_ours)
+            tab.add(kind, "sklearn " + sk.__name__ + " on prefix", len(checks), t_sk, per_sk,
+                    None)
 
 
 # ----------------------------------------------------------------- section 3
@@ -339,11 +347,14 @@ def memory(n):
     rows.append(("sklearn's input: bool labels + float64 scores", n, b))
     river_auc, b = traced(lambda: rm.ROCAUC())
     rows.append(("river ROCAUC (10 thresholds, approximate, fixed)", 0, b))
+    tab = R.table("memory", f"Memory (tracemalloc), {n:,} events",
+                  ["what", "stored", "bytes", "bytes per stored", "bytes per event"])
     for row in rows:
         what, stored, size = row[:3]
         events = row[3] if len(row) > 3 else n
         per = f"{size / stored:>9.1f}" if stored else f"{'-':>9}"
         print(f"{what:<58} {stored:>10,} {size:>12,} {per} {size / events:>8.2f}", flush=True)
+        tab.add(what, stored, size, size / stored if stored else None, size / events)
 
 
 # ----------------------------------------------------------------- section 4
@@ -357,6 +368,9 @@ def revert_batches(sizes, kinds):
               f"{'speed-up':>9} {'window step':>12}")
     print(header)
     print("-" * len(header))
+    tab = R.table("revert_batches", "revert_many of m events out of n stored (ROCAUC), "
+                  "ms, best of 5", ["scores", "n", "m", "revert loop", "revert_many",
+                                    "speed-up (x)", "window step"])
     for kind in kinds:
         for n, m in sizes:
             y, s = make_stream(n + m, 7, kind)
@@ -385,6 +399,7 @@ def revert_batches(sizes, kinds):
                 times.append(best * 1e3)
             print(f"{kind:>10} {n:>8,} {m:>7,} {times[0]:>12.2f} {times[1]:>12.2f} "
                   f"{times[0] / times[1]:>8.1f}x {times[2]:>12.2f}", flush=True)
+            tab.add(kind, n, m, times[0], times[1], times[0] / times[1], times[2])
 
 
 # ----------------------------------------------------------------- tuning
@@ -438,14 +453,16 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
     parser.add_argument("--tune", action="store_true", help="only the tuning tables")
     parser.add_argument("--scores", choices=["rounded", "continuous", "both"], default="both")
+    R.add_json_argument(parser, __file__)
     args = parser.parse_args(argv)
+    res = R.start(__file__, args)
     kinds = ["rounded", "continuous"] if args.scores == "both" else [args.scores]
     print(f"python {platform.python_version()}, numpy {np.__version__}, river "
           f"{river.__version__}, scikit-learn {sklearn.__version__}, "
           f"{platform.machine()}; CPU seconds")
     if args.tune:
         tune(20_000 if args.quick else 200_000)
-        return
+        return  # tuning tables are printed only
     quick = args.quick
     batches_read_each(50_000 if quick else 1_000_000, kinds)
     cumulative(50_000 if quick else 1_000_000, kinds)
@@ -453,6 +470,7 @@ def main(argv=None):
     memory(50_000 if quick else 1_000_000)
     sizes = [(10_000, 100), (10_000, 1_000), (100_000, 1_000), (100_000, 10_000)]
     revert_batches(sizes[:2] if quick else sizes, kinds)
+    res.write(args.json)
 
 
 if __name__ == "__main__":

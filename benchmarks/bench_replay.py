@@ -8,8 +8,8 @@ each in a fresh subprocess (so peak RSS is that stage's alone):
 
 * ``streameval replay`` (default monitor, report off; ``--with-report`` adds it),
 * the same replay with custom labels: a log whose labels are ``"spam"``/``"ham"`` and a
-  config ``[monitor] pos_label = "spam"``, ``neg_label = "ham"`` (issue 10: at most 1.2x
-  the bool-label replay),
+  config ``[monitor] pos_label = "spam"``, ``neg_label = "ham"`` (target: at most
+  1.2x the bool-label replay),
 * the same replay with a checkpoint every 100 000 events,
 * reading and validating the log only (``streameval.io.EventSource``: the floor),
 * peers on the same data: scikit-learn's ``roc_auc_score`` + ``average_precision_score``
@@ -30,25 +30,8 @@ machine are not. The code measured is the checkout holding this script (or
     python benchmarks/bench_replay.py --events 200000
     python benchmarks/bench_replay.py --skip-peers --baseline-src /work/wt/baseline
 
-Results (1 000 000 events; 2-core machine shared with other jobs, Python 3.11; wall
-seconds of each stage's process, imports included):
-
-====================================  ==============  ===================
-stage                                 4 decimals      continuous (10**6
-                                      (9 679 scores)  distinct scores)
-====================================  ==============  ===================
-read + validate log (floor)           0.93            1.00
-``streameval replay`` (default)       2.02            2.56
-  labels ``"spam"``/``"ham"``         2.04            2.75
-  + checkpoint every 100 000          4.65            45.3
-sklearn AUC + AP once (calls only)    0.45            0.46
-river ``ROCAUC`` per event (x10)      9.57            10.25
-====================================  ==============  ===================
-
-Issue 11's target, a million-row float-score replay in at most 5 s: 2.56 s. Slow:
-checkpoints of a continuous-score monitor write the cumulative score order as JSON
-(64 MB, about 4.5 s each; AUC and AP each write the order they share). The issue 10
-comparison with the code before (0.53x-0.56x over seven runs) is in README.md.
+Results: ``benchmarks/results/bench_replay.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 """
 
 from __future__ import annotations
@@ -63,6 +46,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+import _results as R
 
 SEED = 20240601
 
@@ -184,7 +169,9 @@ def main(argv=None):
     ap.add_argument("--baseline-src", type=Path, default=None, metavar="DIR",
                     help="also time the streameval stages with DIR first on PYTHONPATH "
                          "(an older checkout) and print the ratio")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    res = R.start(__file__, args)
 
     kinds = ["rounded", "continuous"] if args.scores == "both" else [args.scores]
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench_replay_"))
@@ -193,6 +180,7 @@ def main(argv=None):
     if args.keep is None:
         import shutil
         shutil.rmtree(root, ignore_errors=True)
+    res.write(args.json)
 
 
 def run_kind(args, kind, tmp):
@@ -222,6 +210,12 @@ def run_kind(args, kind, tmp):
         results[stage] = run_stage(stage, log, out, args.src)
 
     n = args.events
+    tab = R.table(f"replay_{kind}", f"Replay of a {n:,}-row JSONL log, {kind} scores "
+                  f"({len(np.unique(scores)):,} distinct), default monitor",
+                  ["stage", "wall s", "CPU s", "events per CPU s", "peak RSS MB"]
+                  + (["baseline wall s", "ratio"] if base else []),
+                  note="each stage in a fresh process; river timed on 100 000 events and "
+                       "scaled to the log; scikit-learn: the two calls once on arrays in memory")
     head = f"{'stage':<34}{'wall s':>8}{'CPU s':>8}{'events/CPU s':>14}{'peak RSS MB':>13}"
     if base:
         head += f"{'base wall s':>13}{'ratio':>7}"
@@ -246,10 +240,21 @@ def run_kind(args, kind, tmp):
             secs = secs - r["parse"]
             cpu = secs
         line = f"{labels_of[stage]:<34}{secs:>8.2f}{cpu:>8.2f}{n / cpu:>14,.0f}{r['rss_mb']:>13.0f}"
+        cells = [labels_of[stage].strip(), secs, cpu, n / cpu, r["rss_mb"]]
         if stage in base:
             b = base[stage]["seconds"]
             line += f"{b:>13.2f}{secs / b:>7.2f}"
+            cells += [b, secs / b]
+        elif base:
+            cells += [None, None]
         print(line)
+        tab.add(*cells)
+    if kind == "continuous" and "replay" in results and "river" in results:
+        rv = results["river"]
+        R.figure("replay_continuous", f"`streameval replay` of a {format(n, ',').replace(',', ' ')}-row JSONL log, "
+                 "default monitor, continuous scores", n / results["replay"]["seconds"],
+                 "events/s (wall)", peer="river `ROCAUC.update` alone, per event",
+                 peer_value=rv["n"] / rv["seconds"])
     if kind == "continuous" and "replay" in results and n == 1_000_000:
         secs = results["replay"]["seconds"]
         print(f"\nissue 11 target, a 1 000 000-row float-score replay in at most 5 s: "

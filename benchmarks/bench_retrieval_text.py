@@ -29,6 +29,8 @@ import argparse
 import math
 import time
 
+import _results as R
+
 import numpy as np
 
 SEED = 20240601
@@ -81,6 +83,9 @@ def bench_ndcg(n, n_re, rows):
         ("", f"sklearn ndcg_score on the prefix, every step (first {n_re})", n_re, t_re, n_re / t_re),
         ("", "sklearn ndcg_score once over all (no timeline)", n, t_1, n / t_1),
     ]
+    R.figure("ndcg_stream", "`NDCG(k=10)`, value after every query of 100 candidates",
+             ours, "queries/s", peer=f"scikit-learn `ndcg_score` on the prefix at every step "
+             f"(first {n_re})", peer_value=n_re / t_re)
     return ours / (n_re / t_re)
 
 
@@ -191,19 +196,29 @@ def main(argv=None):
     ap.add_argument("--events", type=int, default=None, help="queries / sentences (default 2000)")
     ap.add_argument("--recompute", type=int, default=None,
                     help="steps of peer recomputation timed (default 300, quick 100)")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
     n = args.events or (300 if args.quick else 2000)
     n_re = min(n, args.recompute or (100 if args.quick else 300))
+    res = R.start(__file__, args, parameters={"events_used": n, "recompute_steps": n_re})
     rows = []
     r_ndcg = bench_ndcg(n, n_re, rows)
     r_bleu = bench_text(n, n_re, rows)
     w = max(len(r[1]) for r in rows)
     print(f"{'metric':<26} {'method':<{w}} {'events':>7} {'seconds':>9} {'events/s':>10}")
+    tab = R.table("streaming", "Streaming updates against recomputation and the peers' "
+                  "per-sentence calls", ["metric", "method", "events", "seconds", "events/s"],
+                  note=f"recomputation timed on the first {n_re} steps (its cost grows with "
+                       "the stream)")
     for metric, method, ev, sec, rate in rows:
         print(f"{metric:<26} {method:<{w}} {ev:>7} {sec:>9.3f} {rate:>10,.0f}")
+        tab.add(metric, method, ev, sec, rate)
     print()
     print(f"streaming vs recompute-every-step (at {n_re} steps; grows with the stream): "
           f"NDCG@10 x{r_ndcg:,.0f}, BLEU x{r_bleu:,.0f}")
+    R.table("speedup", f"Streaming against recomputing at every step (at {n_re} steps)",
+            ["metric", "speed-up (x)"]).add("NDCG@10", r_ndcg).add("BLEU", r_bleu)
+    res.write(args.json)
 
 
 if __name__ == "__main__":

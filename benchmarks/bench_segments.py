@@ -1,6 +1,6 @@
 """A service engine with its segment cap full: ingestion, reads and checkpoints.
 
-A client that sends a new segment value in every event used to grow the monitor
+A client that sends a new segment value in every event would grow the monitor
 without bound (at 49 000 segments: 3.5 GB, a 195 s checkpoint under the ingestion
 lock). ``max_segments`` (default 1 000) caps it. This script measures what the cap
 costs when it is full, with the default monitor (``Monitor.default(group_by=...)``:
@@ -19,20 +19,8 @@ Each row runs in a fresh subprocess so that its peak RSS is its own.
     python benchmarks/bench_segments.py               # 10 and 100 events per segment
     python benchmarks/bench_segments.py --per 10 --segments 200
 
-Results (2-core machine shared with other jobs, Python 3.11; one run):
-
-=================  ==========  ===========  ==========  ===========  ==========  ========
-segments x events  ingest      past cap     known segs  ``/metrics``  checkpoint  peak RSS
-                   (events/s)  (events/s)   (events/s)  (s, MB)       (s, MB)     (MB)
-=================  ==========  ===========  ==========  ===========  ==========  ========
-1 000 x 10         2 163       20 712       3 312       0.16, 1.7    9.0, 31     654
-1 000 x 100        2 720       22 140       3 014       0.14, 1.8    24.8, 81    1 713
-=================  ==========  ===========  ==========  ===========  ==========  ========
-
-Each segment is a whole default monitor: ingestion is bound by the evaluations (a row
-per segment every 1 000 events), and the checkpoint builds and serialises the state
-under the ingestion lock, then parses and serialises it again to write it (issue 14). Events past the cap go to one
-segment, ``__other__``, and cost what one segment's events cost.
+Results: ``benchmarks/results/bench_segments.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 """
 
 from __future__ import annotations
@@ -46,6 +34,8 @@ import sys
 import tempfile
 import time
 
+import _results as R
+
 
 def one(segments: int, per: int, extra: int) -> dict:
     import numpy as np
@@ -57,7 +47,7 @@ def one(segments: int, per: int, extra: int) -> dict:
 
     rng = np.random.default_rng(0)
     state = tempfile.mkdtemp(prefix="bench-segments-")
-    eng = Engine.open(Monitor.default(group_by="seg"), state_dir=state,
+    eng = Engine.open(Monitor.default(group_by="seg", max_segments=segments), state_dir=state,
                       checkpoint_every=None, checkpoint_seconds=None)
     n = segments * per
     t0 = time.time() - 10 * n
@@ -104,29 +94,53 @@ def one(segments: int, per: int, extra: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--segments", type=int, default=1000)
+    p.add_argument("--segments", type=int, nargs="+", default=[1000],
+                   help="segment caps to fill (several: a curve of cost against segments)")
     p.add_argument("--per", type=int, action="append",
                    help="events per segment (repeatable; default 10 and 100)")
     p.add_argument("--extra", type=int, default=20_000,
                    help="events past the cap, and as many of known segments")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    R.add_json_argument(p, __file__)
     args = p.parse_args(argv)
     pers = args.per or [10, 100]
     if args.one:
-        print(json.dumps(one(args.segments, pers[0], args.extra)))
+        print(json.dumps(one(args.segments[0], pers[0], args.extra)))
         return 0
+    res = R.start(__file__, args, parameters={"per": pers})
+    tab = R.table("segments", "An engine with its segment cap full, default monitor per "
+                  "segment", ["segments", "events per segment", "ingest events/s",
+                              "known segments events/s", "past the cap events/s",
+                              "snapshot s", "/metrics s", "/metrics MB", "checkpoint s",
+                              "state MB", "peak RSS MB"],
+                  note="each row in a fresh process")
+    eps = {}
     print(f"{'segments x events':>18} {'ingest ev/s':>12} {'known ev/s':>11} "
           f"{'past cap ev/s':>14} {'snapshot s':>11} {'/metrics s':>11} {'MB':>6} "
           f"{'checkpoint s':>13} {'state MB':>9} {'peak RSS MB':>12}")
-    for per in pers:
-        out = subprocess.run([sys.executable, __file__, "--one", "--segments", str(args.segments),
-                              "--per", str(per), "--extra", str(args.extra)],
+    for per, segs in [(per, segs) for per in pers for segs in args.segments]:
+        out = subprocess.run([sys.executable, __file__, "--one", "--segments", str(segs),
+                              "--per", str(per), "--extra", str(args.extra), "--json", "-"],
                              capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
+        tab.add(r["segments"], r["per"], r["ingest_eps"], r["known_eps"], r["past_cap_eps"],
+                r["snapshot_s"], r["metrics_s"], r["metrics_mb"], r["checkpoint_s"],
+                r["state_mb"], r["rss_mb"])
+        eps[per, segs] = (r["ingest_eps"], r["checkpoint_s"])
         print(f"{r['segments']:>8} x {r['per']:<7} {r['ingest_eps']:>12,.0f} "
               f"{r['known_eps']:>11,.0f} {r['past_cap_eps']:>14,.0f} {r['snapshot_s']:>11.3f} "
               f"{r['metrics_s']:>11.3f} {r['metrics_mb']:>6.1f} {r['checkpoint_s']:>13.2f} "
               f"{r['state_mb']:>9.1f} {r['rss_mb']:>12,.0f}", flush=True)
+    if len(args.segments) > 1:
+        R.curve("ingest_by_segments", "Ingestion against the number of segments",
+                "segments", "events/s", args.segments,
+                {f"{per} events per segment": [eps[per, g][0] for g in args.segments]
+                 for per in pers})
+        R.curve("checkpoint_by_segments", "Checkpoint time against the number of segments",
+                "segments", "seconds", args.segments,
+                {f"{per} events per segment": [eps[per, g][1] for g in args.segments]
+                 for per in pers})
+    res.write(args.json)
     return 0
 
 

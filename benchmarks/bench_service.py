@@ -59,53 +59,15 @@ without (target: at most 2x) and the throughput ratio; and the events/s of
     python benchmarks/bench_service.py --batch 100 --clients 8 --checkpoints on --seconds 10
     python benchmarks/bench_service.py --old-socket --batch 100 --clients 8 --checkpoints off
 
-``--old-socket`` starts the server with its listening socket made as before issue 15
+``--old-socket`` starts the server with its listening socket made without TCP_NODELAY
 (protocol 0, so asyncio leaves Nagle's algorithm on for accepted connections: every
 keep-alive response then waits for the client's delayed ACK, about 40 ms).
 ``--checkpoint-seconds`` / ``--checkpoint-events`` change the "on" setting; ``--config``
 serves another monitor. Traffic goes to 127.0.0.1 only. Timings are wall-clock on
 whatever machine runs it; compare rows of one run, not runs.
 
-Results (``python benchmarks/bench_service.py``, 12 cells, 2 cores (nproc 2), Python
-3.11.7, uvicorn with httptools, SQLite on ext4, default monitor, the committer path; an
-idle machine but for the clients):
-
-| batch | clients | checkpoints | ckpts | events/s | requests/s | p50 ms | p99 ms | max ms | state MB | lost | srv cpu | cli cpu | cli max | other cpu |
-| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
-| 1 | 8 | off | 0/0 | 1,026 | 1,026 | 7.3 | 17.5 | 25 | 2.4 | 0 | 0.86 | 0.40 | 0.11 | 0.09 |
-| 1 | 8 | on | 3/4 | 1,017 | 1,017 | 7.3 | 17.6 | 40 | 2.4 | 0 | 1.11 | 0.38 | 0.10 | 0.04 |
-| 1 | 32 | off | 0/0 | 1,304 | 1,304 | 24.1 | 41.1 | 51 | 2.9 | 0 | 0.87 | 0.42 | 0.11 | 0.11 |
-| 1 | 32 | on | 3/4 | 1,234 | 1,234 | 25.2 | 46.8 | 60 | 2.7 | 0 | 1.08 | 0.40 | 0.10 | 0.07 |
-| 100 | 8 | off | 0/0 | 51,020 | 510 | 14.8 | 27.2 | 37 | 22.8 | 0 | 0.86 | 0.41 | 0.10 | 0.05 |
-| 100 | 8 | on | 1/1 | 46,360 | 464 | 16.4 | 33.6 | 48 | 21.2 | 0 | 1.05 | 0.36 | 0.09 | 0.32 |
-| 100 | 32 | off | 0/0 | 58,480 | 585 | 52.5 | 94.4 | 106 | 26.3 | 0 | 0.84 | 0.41 | 0.10 | 0.02 |
-| 100 | 32 | on | 1/1 | 53,840 | 538 | 55.3 | 141.0 | 181 | 24.2 | 0 | 1.05 | 0.42 | 0.11 | 0.37 |
-| 1000 | 8 | off | 0/0 | 83,800 | 84 | 88.8 | 152.9 | 171 | 38.3 | 0 | 0.85 | 0.37 | 0.10 | 0.07 |
-| 1000 | 8 | on | 1/1 | 86,200 | 86 | 82.9 | 156.0 | 172 | 38.9 | 0 | 1.25 | 0.38 | 0.10 | 0.19 |
-| 1000 | 32 | off | 0/0 | 77,800 | 78 | 374.2 | 660.5 | 1454 | 37.0 | 0 | 0.82 | 0.39 | 0.10 | 0.13 |
-| 1000 | 32 | on | 1/1 | 85,800 | 86 | 332.9 | 1315.7 | 1797 | 38.3 | 0 | 1.21 | 0.39 | 0.10 | 0.25 |
-
-| batch | clients | p99 off ms | p99 on ms | p99 ratio | target met | events/s ratio |
-| ---: | ---: | ---: | ---: | ---: | --- | ---: |
-| 1 | 8 | 17.5 | 17.6 | 1.01x | yes | 0.99 |
-| 1 | 32 | 41.1 | 46.8 | 1.14x | yes | 0.95 |
-| 100 | 8 | 27.2 | 33.6 | 1.24x | yes (only 1 checkpoint(s) in the window) | 0.91 |
-| 100 | 32 | 94.4 | 141.0 | 1.49x | yes (only 1 checkpoint(s) in the window) | 0.92 |
-| 1000 | 8 | 152.9 | 156.0 | 1.02x | yes (only 1 checkpoint(s) in the window) | 1.03 |
-| 1000 | 32 | 660.5 | 1315.7 | 1.99x | yes (only 1 checkpoint(s) in the window) | 1.10 |
-
-8 clients x 100 events: 51 020 events/s without checkpoints (1.42x the 36 000 target),
-46 360 with (1.29x). The server is the limit (one process, 0.8-0.9 of a core for its
-Python thread under the GIL; above 1.0 with checkpoints is the forked child). Against
-the stream's length (``--batch 100 --clients 8 --seconds S``, the same morning):
-``--seconds 30`` gave 38 300 and 43 500 events/s, ``--seconds 120`` (about 4 M events)
-33 100 without checkpoints and 35 300 with (six in the window, p99 ratio 0.90x), and
-50 600 with a monitor evaluated every 10 000 events (``--config`` of ``[monitor]
-every = 10000``): the default monitor's exact cumulative AUC/AP cost `O(positive
-scores)` per evaluation (``bench_monitor.py --growth``; README, "Performance"). The
-code of stop 23, when issue 14 measured 12 000, served by this script on that morning:
-16 360 (5 s), 19 100 (30 s), 16 455 (120 s), 5.7 ms of server CPU per request against
-1.7-2.0 ms now.
+Results: ``benchmarks/results/bench_service.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 """
 
 from __future__ import annotations
@@ -126,7 +88,9 @@ import tempfile
 import threading
 import time
 
-#: Runs ``streameval serve`` with the listening socket made as before issue 15
+import _results as R
+
+#: Runs ``streameval serve`` with the listening socket made without TCP_NODELAY
 #: (protocol 0: asyncio then leaves Nagle's algorithm on for every connection).
 OLD_BIND_SHIM = """
 import socket, sys
@@ -440,13 +404,15 @@ def main(argv=None):
     ap.add_argument("--config", metavar="FILE",
                     help="monitor config (default: the default monitor)")
     ap.add_argument("--old-socket", action="store_true",
-                    help="listening socket as before issue 15 (no TCP_NODELAY)")
+                    help="listening socket without TCP_NODELAY (Nagle's algorithm on)")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
     if args.seconds is None:
         args.seconds = 2.0 if args.quick else 5.0
     if args.warmup is None:
         args.warmup = 0.5 if args.quick else 1.0
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.checkpoints]
+    res = R.start(__file__, args)
 
     t0 = time.monotonic()
     print(f"nproc {os.cpu_count()}, Python {sys.version.split()[0]}, load average "
@@ -470,6 +436,18 @@ def main(argv=None):
     print()
     print(summary(rows))
     print(f"\n{time.monotonic() - t0:.0f} s in all")
+    tab = R.table("cells", "streameval serve under load: durable (write-ahead log), "
+                  "default monitor, loopback clients",
+                  ["batch", "clients", "checkpoints", "checkpoints in window", "events/s",
+                   "requests/s", "p50 ms", "p99 ms", "max ms", "state MB", "lost",
+                   "server cores", "client cores", "other cores"],
+                  note=f"{args.seconds:g} s measured per cell after {args.warmup:g} s of "
+                       "warm-up; 'other cores': what the rest of the machine used meanwhile")
+    for r in rows:
+        tab.add(r["batch"], r["clients"], "on" if r["ckpt"] else "off", r["ckpts_in_window"],
+                r["events_s"], r["req_s"], r["p50"], r["p99"], r["max"], r["state_mb"],
+                r["lost"], r["srv_cpu"], r["cli_cpu"], r["other_cpu"])
+    res.write(args.json)
     return 1 if any(r["lost"] for r in rows) else 0
 
 

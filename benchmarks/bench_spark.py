@@ -80,54 +80,8 @@ saves the curve's size, not the shuffle. scikit-learn needs every row in one pro
 (1.16 GB of driver RSS at 10**7 rows, about 115 bytes a row: ~1.2 TB at 10**10):
 impossible, and what ``evaluate`` exists to avoid.
 
-Results (10 000 000 rows; Python 3.11, pyspark 4.3.0, Java 17; 2 cores; wall seconds
-in a fresh JVM. All-distinct: the full runs of two sessions; 3 decimals: the full run,
-then the range of seven paired runs of the two compared methods, after the
-pre-aggregation went in; the rows marked warm: the same again in that JVM):
-
-========================================  ===========  ===============
-method                                    distinct     3 decimals
-========================================  ===========  ===============
-``streameval.spark.evaluate`` (6 metrics)  19.5, 19.6   5.0 [4.3-5.4]
-  the same again in that JVM (warm)        10.5         1.2
-Spark ``numBins=0`` (exact)                55.0, 60.9   6.0 [5.1-6.0]
-  warm                                     45.0         1.8
-Spark ``numBins=1000``                     57.5, 65.2   6.0
-PySpark's wrapper (1 000 bins, Python)     77.0, 88.0   28.2
-scikit-learn, ``toPandas`` included        12.5, 13.8   10.4
-========================================  ===========  ===============
-
-Peak RSS: the Python driver stays at 183 MB for every Spark method at every size
-(scikit-learn's: 1.0-1.2 GB at 10M rows); the JVM (driver and executors) takes
-0.8-1.5 GB for ``evaluate``, 6.9-8.3 GB for Spark's exact or binned mode over
-all-distinct scores (0.9-1.6 GB with 3 decimals). Exactness: ``evaluate``'s AUC and AP
-are within 2.2e-16 of scikit-learn's at 1M, 3M and 10M rows, both score kinds, and
-precision, recall, F1 and accuracy equal; Spark's exact AUC within 3.6e-14, its binned
-AUC 2.2e-7 off over all-distinct scores (exact with 993 distinct scores: fewer than its
-bins); its ``areaUnderPR`` is 7e-8 (all-distinct) and 4.0e-4 (3 decimals, ties) from AP.
-
-Target, no slower than Spark's exact mode: met over all-distinct scores (0.32-0.35x at
-10M rows, 0.45-0.53x at 3M, about even at 1M where start-up dominates both); with
-3-decimal scores 0.92x its time at 10M rows (median of seven paired runs, 0.83-1.04x)
-and even at 1M and 3M. Without pre-aggregation (``aggregate=False``) evaluate took
-3.1-3.6x Spark's time there: Spark's map-side ``combineByKey`` leaves at most 993 keys
-per task and never leaves the JVM, where the score ranges shuffle every row and move
-it through Arrow to Python twice. ``aggregate="auto"`` does the same map-side
-aggregation (a ``groupBy`` of segment, label and score), after a sample of the first
-20 000 rows (``collect()`` of a limit: Spark's incremental take reads the first
-partition only) finds at most 5% distinct scores; the aggregated rows are taken with
-``collect()`` of a limit over the un-cached aggregate (cached, its 16 shuffle
-partitions are not coalesced and the take runs a job per few of them; Arrow's
-``toPandas`` moves the limited rows to one partition first: each cost 0.2-0.8 s).
-``--stages`` at 10M rows, 3 decimals: the Parquet schema 0.5 s, the sample 0.3 s, scan
-and partial aggregation 1.2 s, the final aggregation 0.1 s; the rest of the 4.8 s is
-the first job's code generation and py4j. Also: PySpark's wrapper, the documented
-Python API, is binned and pickles every row (77-88 s).
-
-    python benchmarks/bench_spark.py --quick     # 200 000 rows (~2-4 min: a JVM per method)
-    python benchmarks/bench_spark.py             # 1M, 3M, 10M rows (~10 min on 2 cores)
-    python benchmarks/bench_spark.py --stages    # + Spark stages and driver actions
-    python benchmarks/bench_spark.py --rows 10000000 --methods streameval,spark_exact,sklearn --warm
+Results: ``benchmarks/results/bench_spark.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 """
 
 from __future__ import annotations
@@ -143,6 +97,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import _results as R
 
 SEED = 20240611
 #: score ranges of ``evaluate`` and shuffle width of every method (8 per core: each
@@ -654,6 +610,7 @@ def main(argv=None):
     # internal: one method (or the data) in this process
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--path", default=None, help=argparse.SUPPRESS)
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
 
     if args.one == "generate":
@@ -679,6 +636,10 @@ def main(argv=None):
     import pyspark
     import sklearn
 
+    res = R.start(__file__, args, parameters={"sizes": sizes, "partitions": PARTITIONS,
+                                              "driver_memory": DRIVER_MEMORY,
+                                              "master": "local[2]"},
+                  extra_versions=("pyspark",))
     print(f"# {_checkout()}")
     print(f"# bench_spark: local[2], {os.cpu_count()} cores, driver memory {DRIVER_MEMORY}, "
           f"{PARTITIONS} shuffle partitions; Python {platform.python_version()}, "
@@ -734,6 +695,38 @@ def main(argv=None):
               f"{s.get('driver_bytes'):,} bytes reached the driver, {s.get('passes')} passes, "
               f"{s.get('partitions')} score ranges")
     print(f"\ntotal run time: {time.perf_counter() - t_all:.0f} s", flush=True)
+    for kind in kinds:
+        tab = R.table(f"methods_{kind}", f"Exact AUC and AP over a DataFrame, {KINDS[kind]}",
+                      ["method", "rows", "wall s", "driver RSS MB", "JVM RSS MB",
+                       "abs(AUC - sklearn)", "abs(AP - sklearn)"],
+                      note="wall: from the Parquet read to the values on the driver, in a "
+                           "fresh JVM; Spark's AP is areaUnderPR, a trapezoid, not AP")
+        for n in sizes:
+            ref = results.get((n, kind, "sklearn"), {}).get("values", {})
+            for m in METHODS:
+                r = results.get((n, kind, m))
+                if r is None or "error" in r:
+                    continue
+                v = r["values"]
+                d = [abs(v[k] - ref[k]) if ref.get(k) is not None and v.get(k) is not None
+                     else None for k in ("auc", "ap")]
+                tab.add(LABELS[m], n, r["wall"], r["driver_mb"], r["jvm_mb"], *d)
+        ours = results.get((sizes[-1], kind, "streameval"))
+        peer = results.get((sizes[-1], kind, "spark_exact"))
+        if kind == "distinct" and ours and peer and "wall" in ours and "wall" in peer:
+            R.figure("spark_distinct", f"`streameval.spark.evaluate`, exact AUC + AP + "
+                     f"confusion, {sizes[-1]:,} rows, all-distinct scores", ours["wall"],
+                     "s (wall)", peer="Spark `BinaryClassificationMetrics`, `numBins=0`",
+                     peer_value=peer["wall"], better="lower")
+        lines = {}
+        for m in SCALING:
+            walls = [results.get((n, kind, m), {}).get("wall") for n in sizes]
+            if all(w is not None for w in walls):
+                lines[LABELS[m]] = walls
+        if len(sizes) > 1 and lines:
+            R.curve(f"scaling_{kind}", f"Wall time against rows, {KINDS[kind]}", "rows",
+                    "wall s", sizes, lines, log_x=True, log_y=True)
+    res.write(args.json)
 
 
 if __name__ == "__main__":

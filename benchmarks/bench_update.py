@@ -1,10 +1,9 @@
 """Per-event ``update`` of every binary and regression metric, against an older checkout.
 
-Issue 10 moved validation to one boundary and gave every family a trusted batch path;
-its promise for the per-event path is "no slower than before". This script times a
+The per-event path must not slow down when code changes around it. This script times a
 Python loop of ``update(y, s, w)`` for each metric on the same seeded stream, in two
-fresh subprocesses per metric: this checkout, and ``--baseline-src DIR`` (a checkout of
-the code before the change, put first on ``PYTHONPATH``), and prints the ratio. Each
+fresh subprocesses per metric: this checkout, and ``--baseline-src DIR`` (an older
+checkout, put first on ``PYTHONPATH``), and prints the ratio. Each
 metric is timed on continuous float scores (nearly all distinct, what models emit)
 and on scores rounded to 3 decimals; with ``get()`` only at the end. CPU seconds, best
 of ``--repeat`` runs in each of ``--rounds`` processes per checkout, the two checkouts'
@@ -17,7 +16,8 @@ moves a loop of 100 000 calls by 5-10%).
     python benchmarks/bench_update.py --baseline-src /tmp/baseline --metrics "ROCAUC()" \
         --read-every 1 --window 100000 --events 300000     # update + revert + get per event
 
-Results: see README.md, "Performance".
+Results: ``benchmarks/results/bench_update.json`` (``--json``), shown on the
+documentation's performance page.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import _results as R
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -95,12 +97,20 @@ def main(argv=None):
                          "window's per-event work, without the window object)")
     ap.add_argument("--metrics", default=None,
                     help="comma-separated subset, e.g. ROCAUC(),AveragePrecision()")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    res = R.start(__file__, args)
     metrics = METRICS if args.metrics is None else args.metrics.split(",")
     cols = ["metric", "scores", "events/CPU s (this)"]
     if args.baseline_src:
         cols += ["events/CPU s (baseline)", "this / baseline"]
     rows = []
+    tab = R.table("update", f"Per-event update, {args.events:,} events, get() "
+                  + ("at the end" if not args.read_every else f"every {args.read_every}")
+                  + (f", revert of the event {args.window:,} back" if args.window else "")
+                  + f"; CPU, best of {args.repeat} x {args.rounds} processes",
+                  ["metric", "scores", "events per CPU s"]
+                  + (["baseline events per CPU s", "speed-up (x)"] if args.baseline_src else []))
     for spec in metrics:
         for decimals, label in ((-1, "continuous"), (3, "3 decimals")):
             cur = base = float("inf")
@@ -114,6 +124,8 @@ def main(argv=None):
             if args.baseline_src:
                 row += [f"{args.events / base:,.0f}", f"{base / cur:.2f}x"]
             rows.append(row)
+            tab.add(spec, label, args.events / cur,
+                    *([args.events / base, base / cur] if args.baseline_src else []))
             print(" | ".join(row), flush=True)
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     print()
@@ -121,6 +133,7 @@ def main(argv=None):
     print("  ".join("-" * w for w in widths))
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+    res.write(args.json)
 
 
 if __name__ == "__main__":

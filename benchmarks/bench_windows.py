@@ -11,11 +11,8 @@ to 3 decimals by default, as logged model scores often are: many ties).
 river's RollingROCAUC / RollingPRAUC recompute over the window on ``get``: at 100 000
 with ``get`` after every event they are measured on a bounded number of events.
 
-Measured (``--windows 100000 --kinds auc``, 2 shared cores, three runs): sliding AUC
-with ``get`` after every event, continuous scores 125 600-140 900 events/s against
-RollingROCAUC's 2 240-2 270 (56x-62x; 47x-52x before a full window swapped events in
-one call), rounded 224 400 against 3 150 (71x, one run), all equal to scikit-learn; sliding AP at 100 000, continuous, 2 908 events/s
-against RollingPRAUC's 2 436 (an earlier run).
+Results: ``benchmarks/results/bench_windows.json`` (``--json PATH`` writes elsewhere), shown on
+the documentation's performance page with the parameters, machine and versions of the run.
 
     python benchmarks/bench_windows.py            # full run (a few minutes)
     python benchmarks/bench_windows.py --quick    # smaller, for a smoke test
@@ -42,6 +39,7 @@ from river import metrics as rm
 from river import utils
 from sklearn import metrics as skm
 
+import _results as R
 import streameval as se
 from streameval import windows
 from streameval.windows import Sliding
@@ -175,32 +173,44 @@ def bench_batches(window, quick):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer events per row")
-    ap.add_argument("--scores", choices=["rounded", "continuous"], default="rounded")
+    ap.add_argument("--scores", choices=["rounded", "continuous", "both"], default="both",
+                    help="rounded: 3 decimals (many ties); continuous: all distinct")
     ap.add_argument("--noise", action="store_true",
                     help="uniform random scores (AUC 0.5) instead of a model's")
     ap.add_argument("--windows", default="1000,10000,100000")
     ap.add_argument("--kinds", default="auc,ap,precision,recall")
     ap.add_argument("--batches", action="store_true", help="only the update_many table")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    res = R.start(__file__, args)
     if args.batches:
         bench_batches(2_000 if args.quick else 20_000, args.quick)
-        return
+        return  # printed only
     windows = [int(w) for w in args.windows.split(",")]
     kinds = args.kinds.split(",")
     ours_events = 2_000 if args.quick else 10_000
     # river's O(window) get: bound its events so the row takes seconds, not hours
     river_budget = 400_000 if args.quick else 3_000_000  # window * events, for get-every-1
+    R.param(events_timed=ours_events, repeats=REPEATS, river_budget=river_budget)
+    score_kinds = ["rounded", "continuous"] if args.scores == "both" else [args.scores]
+    tab = R.table("sliding", "Sliding windows, events/s with get() after every event "
+                  "(get 1) or every 1 000 events", [
+                      "metric", "scores", "window", "get every", "streameval events/s",
+                      "river events/s", "ratio (x)", "river events timed",
+                      "abs(streameval - sklearn)", "abs(river - sklearn)"])
+    eps_by = {}
     print(f"python {platform.python_version()}, numpy {np.__version__}, river {river.__version__}, "
-          f"scores {args.scores}, {'uniform noise' if args.noise else 'a model (AUC ~0.86)'}")
+          f"scores {', '.join(score_kinds)}, "
+          f"{'uniform noise' if args.noise else 'a model (AUC ~0.86)'}")
     header = (f"{'metric':<10} {'window':>7} {'get':>5} {'streameval ev/s':>16} {'river ev/s':>12} "
               f"{'ratio':>7} {'river n':>8} {'|ours-sk|':>10} {'|river-sk|':>10}")
     print(header)
     print("-" * len(header))
-    for kind in kinds:
+    for kind, scores in [(k, sc) for sc in score_kinds for k in kinds]:
         peer_name = {"auc": "RollingROCAUC", "ap": "RollingPRAUC"}.get(kind, f"Rolling({kind.title()})")
         for window in windows:
             total = window + REPEATS * ours_events
-            y, s = make_stream(total, seed=window, scores=args.scores, model=not args.noise)
+            y, s = make_stream(total, seed=window, scores=scores, model=not args.noise)
             for every in (1, 1000):
                 a = ours(kind, window)
                 prefill(a, y, s, window, river_style=False)
@@ -219,8 +229,29 @@ def main(argv=None):
                 print(f"{kind:<10} {window:>7} {every:>5} {ours_eps:>16,.0f} {river_eps:>12,.0f} "
                       f"{ours_eps / river_eps:>7.1f} {n_river:>8} {err_a:>10.2e} {err_b:>10.2e}",
                       flush=True)
+                tab.add(kind, scores, window, every, ours_eps, river_eps, ours_eps / river_eps,
+                        n_river, err_a, err_b)
+                if every == 1:
+                    eps_by[(kind, scores, window)] = (ours_eps, river_eps)
+                if every == 1 and kind == "auc" and scores == "continuous" \
+                        and window == max(windows):
+                    R.figure("sliding_auc_continuous",
+                             f"Exact sliding `ROCAUC`, window {format(window, ',').replace(',', ' ')}, `get()` after every "
+                             "event, continuous scores", ours_eps, "events/s",
+                             peer="river `RollingROCAUC`", peer_value=river_eps)
         print(f"  (peer: river {peer_name})")
     assert all(math.isfinite(v) for v in (ours_eps, river_eps))
+    for scores in score_kinds:
+        lines = {}
+        for kind in kinds:
+            if all((kind, scores, w) in eps_by for w in windows):
+                lines[f"streameval {kind}"] = [eps_by[(kind, scores, w)][0] for w in windows]
+                lines[f"river {kind}"] = [eps_by[(kind, scores, w)][1] for w in windows]
+        if len(windows) > 1 and lines:
+            R.curve(f"window_size_{scores}", f"Cost against window size ({scores} scores, "
+                    "get() after every event)", "window (events)", "events/s", windows, lines,
+                    log_x=True, log_y=True)
+    res.write(args.json)
 
 
 if __name__ == "__main__":

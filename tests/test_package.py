@@ -105,12 +105,13 @@ def test_default_revert_many_equals_a_revert_loop_and_is_atomic():
 
 
 def test_readme_examples_run_as_written():
-    """Every ``>>>`` example in README.md is a doctest."""
+    """Every ``>>>`` example in README.md is a doctest (tests/test_docs.py runs those of
+    the documentation site too)."""
     import doctest
 
     result = doctest.testfile(
         str(ROOT / "README.md"), module_relative=False,
         optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
     )
-    assert result.attempted >= 15
+    assert result.attempted >= 8
     assert result.failed == 0

@@ -257,20 +257,6 @@ def test_an_integer_segment_column_with_nulls_keeps_integer_keys(spark):
     assert rows[1]["auc"] == 1.0 and rows[2]["auc"] == 0.0
 
 
-def test_the_readme_example_runs_as_written(spark, capsys):
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = text.split("## Running on Spark", 1)[1].split("\n## ", 1)[0]
-    code = re.findall(r"```python\n(.*?)\n```", section, flags=re.S)[0]
-    exec(compile(code, "README.md", "exec"), {})
-    out = capsys.readouterr().out
-    printed = out.splitlines()[0]
-    want = re.search(r"print\(evaluate\(df, metrics\)\)\s+# (\{.*\})", code).group(1)
-    assert printed == want
-    assert "|     us|" in out and "|     de|" in out  # the per-country table
-
-
 @pytest.mark.parametrize("weights", [False, "float"], ids=["unweighted", "float"])
 def test_pre_aggregated_scores_give_the_same_values(spark, weights):
     y, s, w, g = _data(21, n=4000, distinct=False, weights=weights)
