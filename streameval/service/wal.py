@@ -306,6 +306,26 @@ class WriteAheadLog:
         db.executemany("DELETE FROM keys WHERE key = ?", [(k,) for k in keys])
         db.execute("COMMIT")
 
+    def quick_check(self) -> list:
+        """SQLite's ``PRAGMA quick_check``: ``["ok"]``, or the problems found."""
+        try:
+            return [r[0] for r in self._db.execute("PRAGMA quick_check(5)").fetchall()]
+        except sqlite3.DatabaseError as e:
+            return [str(e)]
+
+    def adopt(self, log_id: str, keys) -> None:
+        """Take over ``log_id`` and the idempotency ``keys`` (``(key, seq, n, digest,
+        at)``) of a log this new one replaces (its damaged file moved aside); commits."""
+        db = self._db
+        db.execute("BEGIN")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'log_id'", (log_id,))
+        for key, seq, n, dig, at in keys:
+            at = float(at)
+            db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)",
+                       (key, seq, n, dig, at, _crc(seq, (key, n, dig, at))))
+        db.execute("COMMIT")
+        self.log_id = log_id
+
     def commit(self) -> None:
         """Make every appended row durable (one fsync with ``synchronous=FULL``)."""
         if self._db.in_transaction:
@@ -349,10 +369,7 @@ class WriteAheadLog:
         if self._meta_damage is not None:
             damage.append(Damage(f"{name}: its record of deleted batches is damaged "
                                  f"({self._meta_damage!r})", after + 1, None))
-        try:
-            problems = [r[0] for r in db.execute("PRAGMA quick_check(5)").fetchall()]
-        except sqlite3.DatabaseError as e:
-            problems = [str(e)]
+        problems = self.quick_check()
         if problems != ["ok"]:
             damage.append(Damage(f"{name} fails SQLite's integrity check "
                                  f"({'; '.join(map(str, problems))[:300]})", after + 1, None))
