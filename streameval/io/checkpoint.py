@@ -20,7 +20,8 @@ Two generations are kept: :func:`save_checkpoint` moves the checkpoint it
 replaces to :func:`previous_path` (``ckpt.json`` -> ``ckpt.prev.json``) before
 renaming the new one in, and :func:`load_checkpoint` falls back to that
 previous generation when the newest is damaged (a
-:class:`CheckpointFallback` warning says so); a resumed replay is then one
+:class:`CheckpointFallback` warning says so, and the damaged file is set aside
+as ``<name>.damaged``); a resumed replay is then one
 checkpoint further back, with the same results. Damage is anything that makes
 the file unreadable as a checkpoint: bytes that are not UTF-8 JSON, nesting
 deeper than the reader allows, an envelope of the wrong shape, a state that
@@ -268,8 +269,16 @@ def load_checkpoint(
         raise CheckpointError(path, f"{error.reason}; its previous generation {prev} is "
                               f"unusable too ({e.reason}): restore them from a backup, or "
                               "remove both to start from scratch", damaged=True) from None
-    warnings.warn(CheckpointFallback(f"checkpoint {path}: {error.reason}; loaded its "
-                                     f"previous generation {prev} instead"), stacklevel=2)
+    # set the damaged file aside (kept for the operator), so that the next save does
+    # not keep it as the previous generation in place of the sound one
+    aside = path + ".damaged"
+    try:
+        os.replace(path, aside)
+    except OSError:
+        aside = None
+    warnings.warn(CheckpointFallback(
+        f"checkpoint {path}: {error.reason}; loaded its previous generation {prev} instead"
+        + (f" (the damaged file is kept as {aside})" if aside else "")), stacklevel=2)
     return state
 
 

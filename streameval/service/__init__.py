@@ -83,12 +83,12 @@ SERVE_KEYS = ("webhooks", "checkpoint_events", "checkpoint_seconds", "max_body",
               "header_timeout", "body_timeout", "max_connections", "protect_reads",
               "allowed_hosts", "max_pending", "idempotency_window", "max_idempotency_keys",
               "alertmanager", "alertmanager_resend", "webhook_format", "model", "job",
-              "labels", "runbook_url", "external_url")
+              "labels", "runbook_url", "external_url", "accept_loss")
 #: Keys of the ``[input]`` table (shared with ``streameval replay``) that the service reads.
 INPUT_KEYS = ("ts", "label", "score", "id", "weight", "require_ts", "max_future",
               "stamp_arrival_time", "label_ttl", "on_duplicate")
 #: ``[serve]`` keys passed to the engine as they are.
-ENGINE_KEYS = ("max_pending", "idempotency_window", "max_idempotency_keys")
+ENGINE_KEYS = ("max_pending", "idempotency_window", "max_idempotency_keys", "accept_loss")
 
 
 def load_config(config):
@@ -108,7 +108,9 @@ def load_config(config):
     ``idempotency_window``, ``max_idempotency_keys``, and for Alertmanager
     ``alertmanager`` (URLs), ``alertmanager_resend`` (seconds), ``webhook_format``
     (``"streameval"`` or ``"alertmanager"``), ``model``, ``job``, ``labels`` (static
-    alert labels), ``runbook_url``, ``external_url``; command-line options override it.
+    alert labels), ``runbook_url``, ``external_url``, and ``accept_loss`` (start over a
+    damaged state directory from what can be read, counting the loss; see
+    :mod:`streameval.service.engine`); command-line options override it.
     The segment field is the monitor's ``group_by``, the labels its
     ``pos_label``/``neg_label``.
     """
@@ -371,7 +373,7 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
           body_timeout: float | None = None, max_connections: int | None = None,
           checkpoint_every: int | None = None, checkpoint_seconds: float | None = None,
           webhooks=(), sinks=(), log_level: str = "warning", out=None,
-          allowed_hosts=(), alertmanagers=()) -> int:
+          allowed_hosts=(), alertmanagers=(), accept_loss: bool | None = None) -> int:
     """Run the service until SIGTERM or SIGINT; return the exit status (0).
 
     ``config`` is a TOML path, a parsed config dict, or None for the default monitor of
@@ -385,8 +387,10 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
     :func:`~streameval.service.app.resolve_public_reads`). A non-loopback ``host``
     without a token raises ValueError unless ``insecure=True``. ``max_body`` (bytes),
     ``header_timeout`` and ``body_timeout`` (seconds) and ``max_connections`` bound
-    what a client can take (defaults in :mod:`streameval.service.app`). Each None
-    takes the config's ``[serve]`` value or the default.
+    what a client can take (defaults in :mod:`streameval.service.app`).
+    ``accept_loss`` starts over a damaged state directory (see
+    :mod:`streameval.service.engine`). Each None takes the config's ``[serve]`` value
+    or the default.
     """
     _need_extra()
     from streameval.service.app import create_app, return_memory_promptly
@@ -400,7 +404,8 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
         engine = build_engine(config, state_dir=state_dir, webhooks=webhooks, sinks=sinks,
                               checkpoint_every=checkpoint_every,
                               checkpoint_seconds=checkpoint_seconds,
-                              alertmanagers=alertmanagers, external_url=_url(sock))
+                              alertmanagers=alertmanagers, external_url=_url(sock),
+                              **({} if accept_loss is None else {"accept_loss": accept_loss}))
     except BaseException:
         sock.close()
         raise
@@ -554,6 +559,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--checkpoint-seconds", type=float, default=None, metavar="S",
                         help=f"checkpoint every S seconds (default {DEFAULT_CHECKPOINT_SECONDS:g}; "
                              "0: never by time)")
+    parser.add_argument("--accept-loss", action="store_true", default=None,
+                        help="start over a damaged state directory from what can be read; "
+                             "the loss is counted in /healthz and /metrics (default: refuse "
+                             "to start, exit status 2)")
     parser.add_argument("--max-body", type=int, default=None, metavar="BYTES",
                         help="largest request body (default 16 MiB); larger ones get 413")
     parser.add_argument("--header-timeout", type=float, default=None, metavar="S",
@@ -595,7 +604,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         allowed_hosts=args.allowed_hosts,
         checkpoint_every=args.checkpoint_events, checkpoint_seconds=args.checkpoint_seconds,
         webhooks=args.webhook, alertmanagers=args.alertmanager,
-        log_level=args.log_level,
+        log_level=args.log_level, accept_loss=getattr(args, "accept_loss", None),
     )
 
 

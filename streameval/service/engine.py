@@ -323,7 +323,8 @@ class Engine:
         self.stats = {"batches": 0, "events": 0, "rejected_requests": 0, "alerts": 0,
                       "sink_errors": 0, "future_events": 0, "checkpoint_errors": 0,
                       "retried_batches": 0, "pending_refusals": 0, "log_commits": 0,
-                      "monitor_updates": 0, "lost_batches": 0, "lost_events": 0}
+                      "monitor_updates": 0, "lost_batches": 0, "lost_events": 0,
+                      "damage_accepted": 0}
         self.checkpoint_error: str | None = None  # why the last checkpoint failed
         self.export_errors: dict = {}  # route -> why its last rendering failed
         self.started = clock()
@@ -464,6 +465,7 @@ class Engine:
             lost_e = sum(x.events for x in damage)
             self.stats["lost_batches"] += lost_b
             self.stats["lost_events"] += lost_e
+            self.stats["damage_accepted"] += len(damage) + len(file_damage)
             _log.warning("state directory %s: started with accept_loss over damage (%s); "
                          "lost %d batches, %d events known", d,
                          "; ".join(self.recovery_notes), lost_b, lost_e)
@@ -1015,7 +1017,8 @@ class Engine:
         ``recovered_from`` the checkpoint file the start loaded (None: none),
         ``recovery_notes`` what it fell back from or accepted, ``lost_batches`` and
         ``lost_events`` what starts with ``accept_loss`` counted lost (events: those
-        known; a damaged record may hide its size);
+        known; a damaged record may hide its size), ``damage_accepted`` the findings
+        they accepted (a damaged ``-wal`` file hides how many batches it held);
         ``checkpoint_error`` why the last checkpoint attempt failed (None once one
         succeeds); ``export_errors`` maps ``/metrics`` or ``/snapshot`` to why its last
         rendering failed (removed once one succeeds).
@@ -1028,6 +1031,7 @@ class Engine:
                 "recovery_notes": list(self.recovery_notes),
                 "lost_batches": self.stats["lost_batches"],
                 "lost_events": self.stats["lost_events"],
+                "damage_accepted": self.stats["damage_accepted"],
                 "export_errors": dict(self.export_errors)}
 
     def record_export(self, route: str, error: BaseException | None) -> None:
