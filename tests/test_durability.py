@@ -529,3 +529,27 @@ def test_replay_checkpoints_fall_back_and_refuse_hand_edits_with_exit_2(tmp_path
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "nested deeper" in proc.stderr
     assert "restore them from a backup, or remove both" in proc.stderr
+
+
+def test_a_log_that_cannot_be_written_is_refused_at_start_in_one_line(tmp_path, monkeypatch):
+    """SQLite opens the log read-only (as it does for a file without write permission,
+    which root ignores): the start is refused, naming the file, with no traceback."""
+    import streameval.service.wal as wal_module
+
+    eng = engine(tmp_path)
+    eng.ingest(make_events(10, seed=5))
+    eng.close()
+    real = sqlite3.connect
+
+    def read_only(path, *args, **kwargs):
+        return real(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
+
+    monkeypatch.setattr(wal_module.sqlite3, "connect", read_only)
+    with pytest.raises(StateDirError) as e:
+        engine(tmp_path)
+    msg = str(e.value)
+    assert str(tmp_path / WAL_FILE) in msg and "readonly database" in msg and "\n" not in msg
+    monkeypatch.undo()
+    eng = engine(tmp_path)  # nothing lost
+    assert eng.monitor.n == 10
+    eng.close()

@@ -87,7 +87,7 @@ the log, without loss (``recovered_from`` in :meth:`Engine.health`).
 digests, a gap in sequence numbers, SQLite's integrity, commits SQLite would drop
 from its ``-wal`` file, a log that is not the one the checkpoint relies on. On damage
 the engine refuses to start (:class:`DataLoss`: the file, the sequence numbers at risk
-and the next step), changing nothing, unless ``accept_loss`` is set: it then starts
+and the next step), leaving the damaged files as they are, unless ``accept_loss`` is set: it then starts
 from what can be read, counts what was lost (``lost_batches``, ``lost_events`` in
 :meth:`Engine.health` and the Prometheus counters), forgets the lost batches'
 idempotency keys (so that clients can send them again), writes a checkpoint, and
@@ -203,7 +203,7 @@ class StateDirError(OSError):
 class DataLoss(StateDirError):
     """The state directory is damaged: acknowledged batches may be lost. One line: the
     file, the sequence numbers at risk, and the next step (a backup, or
-    ``accept_loss``). Nothing in the directory was changed."""
+    ``accept_loss``). The damaged files and records are left as they are."""
 
 
 class Engine:
@@ -233,7 +233,9 @@ class Engine:
     ``on_duplicate`` (``"keep_first"`` or ``"keep_last"``), ``max_pending``
     (predictions waiting at most, :data:`DEFAULT_MAX_PENDING`), ``idempotency_window``
     (seconds a key is remembered, :data:`DEFAULT_IDEMPOTENCY_WINDOW`) and
-    ``max_idempotency_keys`` (:data:`DEFAULT_MAX_IDEMPOTENCY_KEYS`).
+    ``max_idempotency_keys`` (:data:`DEFAULT_MAX_IDEMPOTENCY_KEYS`). ``accept_loss``
+    (False: a damaged state directory is refused with :class:`DataLoss`) starts from
+    what can be read instead, counting what was lost (see the module docs).
     """
 
     def __init__(self, monitor, *, fields=None, state_dir=None, checkpoint_every=100_000,
@@ -1298,8 +1300,8 @@ def _child_hygiene(parent: int, keep: int) -> None:
 def _loss_message(state_dir: Path, name: str, reason: str, span: str) -> str:
     """One line: what is damaged, what is at risk, and what to do."""
     return (f"state directory {state_dir}: {name}: acknowledged batches may be lost: "
-            f"{reason}. At risk: {span}. Nothing was changed. Restore the state directory "
-            "from a backup, or start with --accept-loss ([serve] accept_loss = true) to go "
+            f"{reason}. At risk: {span}. The damaged files are left as they are. Restore "
+            "the state directory from a backup, or start with --accept-loss ([serve] accept_loss = true) to go "
             "on from what can be read: the loss is counted (lost_batches, lost_events in "
             "/healthz; streameval_lost_events_total) and the lost batches' idempotency "
             "keys are forgotten, so that clients can send them again")

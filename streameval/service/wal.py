@@ -255,10 +255,11 @@ class WriteAheadLog:
                 f"(fingerprint {meta['fingerprint'][:12]}, now {fingerprint[:12]}); "
                 "use another --state-dir or remove this one"
             )
-        self.log_id = meta.get("log_id")
-        if self.log_id is None:
-            self.log_id = uuid.uuid4().hex
-            db.execute("INSERT INTO meta VALUES ('log_id', ?)", (self.log_id,))
+        self.log_id = meta.get("log_id") or uuid.uuid4().hex
+        # a write at every open: a log that cannot be written is refused now, not at the
+        # first batch (and the meta row says which process opened it last)
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('log_id', ?)", (self.log_id,))
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('opened_by', ?)", (str(os.getpid()),))
         try:
             self.truncated_through = int(meta.get("truncated_through", 0))
         except ValueError:
