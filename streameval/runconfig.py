@@ -407,6 +407,9 @@ SERVE = Section("serve", "The HTTP service's options (command-line options overr
     Key("external_url", "string", "the service's address, for the alerts' generatorURL",
         default=None, default_text="the address bound", check=_nonempty_str,
         allowed="a non-empty string", edges=_SERVE),
+    Key("accept_loss", "bool", "start over a damaged state directory from what can be "
+        "read, counting and exporting what is lost (default: refuse to start and say what "
+        "is at risk)", default=False, check=_bool, allowed="true, false", edges=_SERVE),
 ), edges=_SERVE)
 
 #: Every section of the run configuration, by table name.

@@ -36,6 +36,9 @@ def test_save_atomic_writes_json_and_leaves_no_temp(tmp_path):
     save_atomic(p, {"a": 2})
     assert json.loads(p.read_text()) == {"a": 2}
     assert os.listdir(tmp_path) == ["state.json"]
+    save_atomic(p, {"a": 3}, keep_previous=True)
+    assert json.loads(p.read_text()) == {"a": 3}
+    assert json.loads((tmp_path / "state.prev.json").read_text()) == {"a": 2}
 
 
 def test_save_atomic_failure_keeps_old_content(tmp_path):
@@ -84,13 +87,13 @@ def _damaged(tmp_path, edit):
 @pytest.mark.parametrize("edit,reason", [
     (lambda env, text: text[: len(text) // 2], r"corrupted: not valid JSON \(.* at byte \d+ of \d+\)"),
     (lambda env, text: "", r"corrupted: not valid JSON"),
-    (lambda env, text: json.dumps([1, 2]), r"not a streameval checkpoint$"),
-    (lambda env, text: json.dumps({"n": 1}), r"not a streameval checkpoint$"),
+    (lambda env, text: json.dumps([1, 2]), r"not a streameval checkpoint; "),
+    (lambda env, text: json.dumps({"n": 1}), r"not a streameval checkpoint; "),
     (lambda env, text: json.dumps({k: v for k, v in env.items() if k != "state"}),
-     r"corrupted: missing key 'state'$"),
+     r"corrupted: missing key 'state'; "),
     (lambda env, text: json.dumps({**env, "version": 2}), r"version 2 is not supported"),
     (lambda env, text: text.replace("12345", "12346"),
-     r"corrupted: the state does not match its checksum$"),
+     r"corrupted: the state does not match its checksum; "),
 ])
 def test_damaged_checkpoints_are_refused(tmp_path, edit, reason):
     p = _damaged(tmp_path, edit)
@@ -98,6 +101,10 @@ def test_damaged_checkpoints_are_refused(tmp_path, edit, reason):
         load_checkpoint(p, expected_kind="monitor", expected_fingerprint="f1")
     assert str(ei.value).startswith(f"checkpoint {p}: ")
     assert isinstance(ei.value, ValueError)
+    if "version" not in reason:  # damage names the next step
+        assert str(ei.value).endswith("no previous generation (" + str(p).replace(
+            "ckpt.json", "ckpt.prev.json") + ") to fall back to: restore it from a backup, "
+            "or remove it to start from scratch")
 
 
 def test_mismatched_checkpoints_are_refused(tmp_path):

@@ -213,8 +213,8 @@ def test_the_serve_table_is_checked_by_the_schema(tmp_path):
         assert str(e.value) == message
     with pytest.raises(ValueError) as e:
         load("serve", {"serve": {"max_bdoy": 5}}, tmp_path)
-    assert str(e.value).startswith("serve: unknown key 'max_bdoy'; expected one of "
-                                   "['alertmanager', 'alertmanager_resend', ")
+    assert str(e.value).startswith("serve: unknown key 'max_bdoy'; expected one of ['accept_loss', "
+                                   "'alertmanager', 'alertmanager_resend', ")
     # replay and Spark leave [serve] aside: one file configures every edge
     doc = {"serve": {"max_body": 1024, "webhooks": ["http://x"]}}
     for edge in ("replay", "run", "spark"):

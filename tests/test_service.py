@@ -538,11 +538,17 @@ def test_checkpoints_by_count_and_by_time(server, tmp_path):
     for i in range(5):
         assert post(by_count.url, make_events(50, seed=10, start=50 * i))[0] == 200
     assert wait_for(lambda: get_json(by_count.url, "/healthz")["checkpoint_seq"] >= 4)
-    assert wal_rows(tmp_path / "a") <= 1
+    # two generations are kept; the log holds the rows since the older one
+    prev = json.loads((tmp_path / "a" / "checkpoint.prev.json").read_text())["state"]["seq"]
+    newest = json.loads((tmp_path / "a" / CHECKPOINT_FILE).read_text())["state"]["seq"]
+    assert 2 <= prev < newest >= 4
+    with sqlite3.connect(tmp_path / "a" / WAL_FILE) as db:
+        seqs = [r[0] for r in db.execute("SELECT seq FROM batches ORDER BY seq")]
+    assert seqs == list(range(prev + 1, 6))
     by_time = server(state_dir=tmp_path / "b", checkpoint_every=0, checkpoint_seconds=0.2)
     assert post(by_time.url, make_events(10, seed=11))[0] == 200
     assert wait_for(lambda: get_json(by_time.url, "/healthz")["checkpoint_seq"] == 1)
-    assert wal_rows(tmp_path / "b") == 0
+    assert wal_rows(tmp_path / "b") == 1  # no older generation yet: the row stays
 
 
 def test_state_dir_belongs_to_one_config(tmp_path):
@@ -647,7 +653,9 @@ def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0
     assert "stopped" in proc.stdout.read().decode()
-    assert (state / CHECKPOINT_FILE).exists() and wal_rows(state) == 0
+    # the final checkpoint is the only generation: the log keeps the rows it covers
+    assert (state / CHECKPOINT_FILE).exists() and wal_rows(state) == 2
+    assert not (state / "checkpoint.prev.json").exists()
     proc, url, replayed = start_process(config_path, state, *token, "--public-reads", cli=True)
     try:
         assert replayed == 0
@@ -915,6 +923,7 @@ def test_engine_state_equals_a_direct_monitor_of_the_accepted_batches(sizes, bad
                     for t in eng._threads:
                         t.join(10)
                     eng._wal.close()
+                    eng._release_lock()  # as the kernel does for a process that died
                 else:
                     eng.close()
                 eng = build_engine(SMALL, state_dir=state, checkpoint_every=20,

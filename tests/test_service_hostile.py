@@ -357,7 +357,8 @@ def test_an_unusable_state_directory_exits_2_with_one_line(tmp_path):
     with pytest.raises(StateDirError) as e:
         build_engine(None, state_dir=tmp_path / "s2")
     assert str(tmp_path / "s2" / WAL_FILE) in str(e.value)
-    assert "unable to open database file" in str(e.value) and "\n" not in str(e.value)
+    # (the log's files are read before SQLite opens them: the OS names the problem)
+    assert "Is a directory" in str(e.value) and "\n" not in str(e.value)
     # a checkpoint path taken by a directory
     (tmp_path / "s3" / CHECKPOINT_FILE).mkdir(parents=True)
     with pytest.raises(StateDirError, match="Is a directory"):

@@ -12,9 +12,23 @@ mix. :func:`save_checkpoint` wraps a state in an envelope::
 and :func:`load_checkpoint` checks all of it: bad JSON, a missing key, an
 unknown version, a state whose checksum does not match, another kind, or
 another configuration (``fingerprint``) raise :class:`CheckpointError` with
-the reason. It never returns an empty state in place of a damaged one: the
-caller decides what to do (a missing file raises ``FileNotFoundError``, the
-usual "first run" signal).
+the reason and the next step. It never returns an empty state in place of a
+damaged one (a missing file raises ``FileNotFoundError``, the usual "first
+run" signal).
+
+Two generations are kept: :func:`save_checkpoint` moves the checkpoint it
+replaces to :func:`previous_path` (``ckpt.json`` -> ``ckpt.prev.json``) before
+renaming the new one in, and :func:`load_checkpoint` falls back to that
+previous generation when the newest is damaged (a
+:class:`CheckpointFallback` warning says so, and the damaged file is set aside
+as ``<name>.damaged``); a resumed replay is then one
+checkpoint further back, with the same results. Damage is anything that makes
+the file unreadable as a checkpoint: bytes that are not UTF-8 JSON, nesting
+deeper than the reader allows, an envelope of the wrong shape, a state that
+does not match its SHA-256. A checkpoint of another kind or configuration is
+not damage and is refused as it is. The service keeps its own generations
+(:mod:`streameval.service.engine`) with :func:`read_checkpoint` and
+:func:`install`.
 
 States are JSON: NaN and infinities are written as the ``NaN``/``Infinity``
 literals Python's json reads back, so a state round-trips exactly.
@@ -29,6 +43,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from typing import Any
 
 __all__ = [
@@ -39,6 +54,11 @@ __all__ = [
     "save_atomic",
     "save_checkpoint",
     "load_checkpoint",
+    "read_checkpoint",
+    "write_checkpoint",
+    "install",
+    "previous_path",
+    "CheckpointFallback",
 ]
 
 FORMAT = "streameval-checkpoint"
@@ -47,12 +67,34 @@ _KEYS = ("format", "version", "kind", "fingerprint", "sha256", "state")
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: damaged, of another version, kind or config."""
+    """A checkpoint that cannot be used: damaged, of another version, kind or config.
 
-    def __init__(self, path: str | os.PathLike, reason: str) -> None:
+    ``damaged`` is True when the file itself is damaged (as opposed to a sound
+    checkpoint of another version, kind or configuration)."""
+
+    def __init__(self, path: str | os.PathLike, reason: str, damaged: bool = False) -> None:
         self.path = os.fspath(path)
         self.reason = reason
+        self.damaged = damaged
         super().__init__(f"checkpoint {self.path}: {reason}")
+
+
+class CheckpointFallback(UserWarning):
+    """The newest checkpoint was damaged; the previous generation was loaded instead."""
+
+
+def previous_path(path: str | os.PathLike) -> str:
+    """Where the previous generation of the checkpoint at ``path`` is kept: the same
+    name with ``.prev`` before its extension.
+
+    >>> previous_path("/state/checkpoint.json"), previous_path("ckpt")
+    ('/state/checkpoint.prev.json', 'ckpt.prev')
+    """
+    path = os.fspath(path)
+    head, name = os.path.split(path)
+    stem, dot, ext = name.rpartition(".")
+    new = f"{stem}.prev.{ext}" if dot and stem else f"{name}.prev"
+    return os.path.join(head, new)
 
 
 def _canonical(obj: Any) -> bytes:
@@ -91,13 +133,9 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def save_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically (temp file, fsync, rename, fsync dir).
-
-    Cost: `O(size of obj)` plus two fsyncs. The temporary file is removed if
-    anything fails; the previous content of ``path`` is then untouched.
-    """
-    path = os.fspath(path)
+def _write_temp(path: str, obj: Any) -> str:
+    """Write ``obj`` as JSON to a new temporary file beside ``path`` (a dot-name ending
+    in ``.tmp``), fsynced; return its path. Removed again if anything fails."""
     directory = os.path.dirname(os.path.abspath(path))
     data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
@@ -107,28 +145,75 @@ def save_atomic(path: str | os.PathLike, obj: Any) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink(tmp)
         raise
-    _fsync_dir(directory)
+    return tmp
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def install(tmp: str | os.PathLike, path: str | os.PathLike, keep_previous: bool = True) -> None:
+    """Rename the finished file ``tmp`` to ``path``; with ``keep_previous``, the file it
+    replaces (if a regular file) first moves to :func:`previous_path`. Then fsync the
+    directory. Two renames, no copy: `O(1)` plus one fsync. Between the two renames
+    ``path`` is briefly absent and the previous generation present."""
+    tmp, path = os.fspath(tmp), os.fspath(path)
+    if keep_previous and os.path.isfile(path) and not os.path.islink(path):
+        os.replace(path, previous_path(path))
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def save_atomic(path: str | os.PathLike, obj: Any, keep_previous: bool = False) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (temp file, fsync, rename, fsync dir);
+    with ``keep_previous`` the file replaced is kept at :func:`previous_path`.
+
+    Cost: `O(size of obj)` plus two fsyncs. The temporary file is removed if
+    anything fails; the previous content of ``path`` is then untouched.
+    """
+    path = os.fspath(path)
+    tmp = _write_temp(path, obj)
+    try:
+        install(tmp, path, keep_previous)
+    except BaseException:
+        _unlink(tmp)
+        raise
 
 
 def save_checkpoint(
-    path: str | os.PathLike, state: Any, *, kind: str, fingerprint: str | None = None
+    path: str | os.PathLike, state: Any, *, kind: str, fingerprint: str | None = None,
+    keep_previous: bool = True,
 ) -> None:
     """Save ``state`` atomically in a checked envelope (see the module docs).
 
     ``kind`` names what the state is (``"monitor"``, ``"replay"``, ...);
     ``fingerprint`` identifies the configuration it belongs to (see
-    :func:`fingerprint`). Cost: `O(size of state)`.
+    :func:`fingerprint`). The checkpoint it replaces is kept as the previous
+    generation (:func:`previous_path`) unless ``keep_previous`` is False.
+    Cost: `O(size of state)` plus two fsyncs.
     """
+    save_atomic(path, _envelope(state, kind, fingerprint), keep_previous=keep_previous)
+
+
+def write_checkpoint(path: str | os.PathLike, state: Any, *, kind: str,
+                     fingerprint: str | None = None) -> str:
+    """Write ``state`` in its envelope to a new fsynced temporary file beside ``path``
+    and return that file's name, for :func:`install` to rename in (by whoever may:
+    the service renames in the parent process what a child process wrote).
+    Cost: `O(size of state)` plus one fsync."""
+    return _write_temp(os.fspath(path), _envelope(state, kind, fingerprint))
+
+
+def _envelope(state: Any, kind: str, fingerprint: str | None) -> dict:
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"kind must be a non-empty string, got {kind!r}")
-    envelope = {
+    return {
         "format": FORMAT,
         "version": VERSION,
         "kind": kind,
@@ -137,7 +222,6 @@ def save_checkpoint(
         "sha256": hashlib.sha256(_canonical(state)).hexdigest(),
         "state": state,
     }
-    save_atomic(path, envelope)
 
 
 def load_checkpoint(
@@ -145,11 +229,14 @@ def load_checkpoint(
     *,
     expected_kind: str | None = None,
     expected_fingerprint: str | None = None,
+    fallback: bool = True,
 ) -> Any:
     """The state saved by :func:`save_checkpoint`, after checking everything.
 
-    Raises :class:`CheckpointError` naming the problem (damaged file, missing
-    key, unsupported version, checksum, kind or fingerprint mismatch) and
+    A damaged newest checkpoint falls back (with ``fallback``) to the previous
+    generation, with a :class:`CheckpointFallback` warning naming both. Raises
+    :class:`CheckpointError` naming the problem and the next step (damaged file,
+    missing key, unsupported version, checksum, kind or fingerprint mismatch) and
     ``FileNotFoundError`` when there is no file. Cost: `O(size of file)`.
 
     >>> import tempfile, os
@@ -163,30 +250,88 @@ def load_checkpoint(
     streameval.io.checkpoint.CheckpointError: checkpoint ...: written with another configuration (fingerprint abc, expected xyz); remove it or run with the original configuration
     """
     path = os.fspath(path)
+    try:
+        return read_checkpoint(path, expected_kind=expected_kind,
+                               expected_fingerprint=expected_fingerprint)
+    except CheckpointError as e:
+        if not (e.damaged and fallback):
+            raise
+        error = e
+    prev = previous_path(path)
+    try:
+        state = read_checkpoint(prev, expected_kind=expected_kind,
+                                expected_fingerprint=expected_fingerprint)
+    except FileNotFoundError:
+        raise CheckpointError(path, f"{error.reason}; no previous generation ({prev}) to "
+                              "fall back to: restore it from a backup, or remove it to "
+                              "start from scratch", damaged=True) from None
+    except CheckpointError as e:
+        raise CheckpointError(path, f"{error.reason}; its previous generation {prev} is "
+                              f"unusable too ({e.reason}): restore them from a backup, or "
+                              "remove both to start from scratch", damaged=True) from None
+    # set the damaged file aside (kept for the operator), so that the next save does
+    # not keep it as the previous generation in place of the sound one
+    aside = path + ".damaged"
+    try:
+        os.replace(path, aside)
+    except OSError:
+        aside = None
+    warnings.warn(CheckpointFallback(
+        f"checkpoint {path}: {error.reason}; loaded its previous generation {prev} instead"
+        + (f" (the damaged file is kept as {aside})" if aside else "")), stacklevel=2)
+    return state
+
+
+def read_checkpoint(
+    path: str | os.PathLike,
+    *,
+    expected_kind: str | None = None,
+    expected_fingerprint: str | None = None,
+) -> Any:
+    """:func:`load_checkpoint` of exactly ``path``, without a fallback.
+
+    Raises :class:`CheckpointError` (``damaged`` set for damage),
+    ``FileNotFoundError`` when there is no file, and other ``OSError`` when it cannot
+    be read. Cost: `O(size of file)`.
+    """
+    path = os.fspath(path)
     with open(path, "rb") as f:
         data = f.read()
+
+    def damaged(reason):
+        return CheckpointError(path, f"corrupted: {reason}", damaged=True)
+
     try:
         env = json.loads(data)
     except UnicodeDecodeError:
-        raise CheckpointError(path, "corrupted: not UTF-8 text") from None
+        raise damaged("not UTF-8 text") from None
     except json.JSONDecodeError as e:
-        raise CheckpointError(
-            path, f"corrupted: not valid JSON ({e.msg} at byte {e.pos} of {len(data)})"
-        ) from None
+        raise damaged(f"not valid JSON ({e.msg} at byte {e.pos} of {len(data)})") from None
+    except RecursionError:
+        raise damaged("nested deeper than a checkpoint can be") from None
     if not isinstance(env, dict) or env.get("format") != FORMAT:
-        raise CheckpointError(path, "not a streameval checkpoint")
+        raise CheckpointError(path, "not a streameval checkpoint", damaged=True)
     for key in _KEYS:
         if key not in env:
-            raise CheckpointError(path, f"corrupted: missing key {key!r}")
+            raise damaged(f"missing key {key!r}")
     if env["version"] != VERSION:
         raise CheckpointError(
-            path, f"version {env['version']!r} is not supported (this streameval reads {VERSION})"
-        )
-    if hashlib.sha256(_canonical(env["state"])).hexdigest() != env["sha256"]:
-        raise CheckpointError(path, "corrupted: the state does not match its checksum")
+            path, f"version {env['version']!r:.40} is not supported (this streameval reads "
+                  f"{VERSION})", damaged=not isinstance(env["version"], int))
+    for key in ("kind", "sha256"):
+        if not isinstance(env[key], str):
+            raise damaged(f"{key} = {env[key]!r:.40} is not a string")
+    if env["fingerprint"] is not None and not isinstance(env["fingerprint"], str):
+        raise damaged(f"fingerprint = {env['fingerprint']!r:.40} is not a string")
+    try:
+        ok = hashlib.sha256(_canonical(env["state"])).hexdigest() == env["sha256"]
+    except RecursionError:
+        raise damaged("nested deeper than a checkpoint can be") from None
+    if not ok:
+        raise damaged("the state does not match its checksum")
     if expected_kind is not None and env["kind"] != expected_kind:
         raise CheckpointError(
-            path, f"is a {env['kind']!r} checkpoint, expected {expected_kind!r}"
+            path, f"is a {env['kind']!r:.40} checkpoint, expected {expected_kind!r}"
         )
     if expected_fingerprint is not None and env["fingerprint"] != expected_fingerprint:
         raise CheckpointError(

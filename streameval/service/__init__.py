@@ -92,7 +92,7 @@ SERVE_KEYS = tuple(runconfig.keys("serve"))
 #: Keys of the ``[input]`` table (shared with ``streameval replay``) that the service reads.
 INPUT_KEYS = tuple(k for k in runconfig.keys("input", "serve") if k != "format")
 #: ``[serve]`` keys passed to the engine as they are.
-ENGINE_KEYS = ("max_pending", "idempotency_window", "max_idempotency_keys")
+ENGINE_KEYS = ("max_pending", "idempotency_window", "max_idempotency_keys", "accept_loss")
 
 
 def load_config(config):
@@ -110,7 +110,9 @@ def load_config(config):
     (:data:`SERVE_KEYS`; their types and defaults are in the schema); command-line
     options override it. ``serve_table`` holds the ``[serve]`` values given and the
     engine's ``[input]`` options (``stamp_arrival_time``, and ``max_future``,
-    ``label_ttl``, ``on_duplicate`` when given). The segment field is the monitor's
+    ``label_ttl``, ``on_duplicate`` when given). ``accept_loss`` starts over a damaged
+    state directory from what can be read, counting the loss (see
+    :mod:`streameval.service.engine`). The segment field is the monitor's
     ``group_by``, the labels its ``pos_label``/``neg_label``.
     """
     run = runconfig.parse(config, "serve")
@@ -295,7 +297,7 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
           body_timeout: float | None = None, max_connections: int | None = None,
           checkpoint_every: int | None = None, checkpoint_seconds: float | None = None,
           webhooks=(), sinks=(), log_level: str = "warning", out=None,
-          allowed_hosts=(), alertmanagers=()) -> int:
+          allowed_hosts=(), alertmanagers=(), accept_loss: bool | None = None) -> int:
     """Run the service until SIGTERM or SIGINT; return the exit status (0).
 
     ``config`` is a TOML path, a parsed config dict, or None for the default monitor of
@@ -309,8 +311,10 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
     :func:`~streameval.service.app.resolve_public_reads`). A non-loopback ``host``
     without a token raises ValueError unless ``insecure=True``. ``max_body`` (bytes),
     ``header_timeout`` and ``body_timeout`` (seconds) and ``max_connections`` bound
-    what a client can take (defaults in :mod:`streameval.service.app`). Each None
-    takes the config's ``[serve]`` value or the default.
+    what a client can take (defaults in :mod:`streameval.service.app`).
+    ``accept_loss`` starts over a damaged state directory (see
+    :mod:`streameval.service.engine`). Each None takes the config's ``[serve]`` value
+    or the default.
     """
     _need_extra()
     from streameval.service.app import create_app, return_memory_promptly
@@ -324,7 +328,8 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
         engine = build_engine(config, state_dir=state_dir, webhooks=webhooks, sinks=sinks,
                               checkpoint_every=checkpoint_every,
                               checkpoint_seconds=checkpoint_seconds,
-                              alertmanagers=alertmanagers, external_url=_url(sock))
+                              alertmanagers=alertmanagers, external_url=_url(sock),
+                              **({} if accept_loss is None else {"accept_loss": accept_loss}))
     except BaseException:
         sock.close()
         raise
@@ -478,6 +483,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--checkpoint-seconds", type=float, default=None, metavar="S",
                         help=f"checkpoint every S seconds (default {DEFAULT_CHECKPOINT_SECONDS:g}; "
                              "0: never by time)")
+    parser.add_argument("--accept-loss", action="store_true", default=None,
+                        help="start over a damaged state directory from what can be read; "
+                             "the loss is counted in /healthz and /metrics (default: refuse "
+                             "to start, exit status 2)")
     parser.add_argument("--max-body", type=int, default=None, metavar="BYTES",
                         help="largest request body (default 16 MiB); larger ones get 413")
     parser.add_argument("--header-timeout", type=float, default=None, metavar="S",
@@ -519,7 +528,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         allowed_hosts=args.allowed_hosts,
         checkpoint_every=args.checkpoint_events, checkpoint_seconds=args.checkpoint_seconds,
         webhooks=args.webhook, alertmanagers=args.alertmanager,
-        log_level=args.log_level,
+        log_level=args.log_level, accept_loss=getattr(args, "accept_loss", None),
     )
 
 

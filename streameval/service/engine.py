@@ -60,17 +60,41 @@ This module may import :mod:`streameval.pipeline`, :mod:`streameval.events`,
 ``wal``).
 
 A state directory that cannot be used at start (not creatable, not writable, its log
-not an SQLite database) raises :class:`StateDirError`, one line naming the directory
-and the reason. A checkpoint that fails later (disk full, a file in the way) is counted
-(``stats["checkpoint_errors"]``), its reason kept in :meth:`Engine.health` until one
-succeeds, and retried; the log keeps every acknowledged batch meanwhile.
+not an SQLite database, another service holding it) raises :class:`StateDirError`, one
+line naming the directory and the reason. A checkpoint that fails later (disk full, a
+file in the way) is counted (``stats["checkpoint_errors"]``), its reason kept in
+:meth:`Engine.health` until one succeeds, and retried; the log keeps every acknowledged
+batch meanwhile.
 
-A checkpoint (every ``checkpoint_every`` events or ``checkpoint_seconds`` seconds, on
-``POST /checkpoint`` and at shutdown) writes the Monitor's and the joiner's state with
-the sequence number of the last batch they hold, atomically, then deletes the log rows
-it covers. The state is copied under the lock and serialised and written outside it.
-Starting on a state directory loads the checkpoint and replays the rows after it: no
-acknowledged event is lost by a ``kill -9``.
+**Checkpoints.** A checkpoint (every ``checkpoint_every`` events or
+``checkpoint_seconds`` seconds, on ``POST /checkpoint`` and at shutdown) writes the
+Monitor's and the joiner's state with the sequence number of the last batch they hold
+and a generation number. On POSIX a forked child serialises it (copy-on-write pages:
+ingestion goes on) to a temporary file; the child closes every inherited descriptor
+but its pipe (the listening socket, the log, the directory lock), dies with its parent
+(``PR_SET_PDEATHSIG`` on Linux, checked against the race), and keeps the default
+SIGTERM. Only the parent renames the file in, after checking that its generation and
+sequence number are above those of the checkpoint installed: a writer that outlived
+its server can leave a temporary file (removed at the next start), never replace a
+newer checkpoint. The process holds an exclusive ``flock`` on ``lock`` in the state
+directory for its whole life, so two services never share one.
+
+Two generations are kept, ``checkpoint.json`` and ``checkpoint.prev.json``
+(:func:`streameval.io.checkpoint.previous_path`), and the log keeps its rows since the
+older one: a damaged or deleted newest checkpoint falls back to the previous one plus
+the log, without loss (``recovered_from`` in :meth:`Engine.health`).
+
+**Damage is never silent.** At start the log is checked
+(:meth:`~streameval.service.wal.WriteAheadLog.recover`,
+:func:`~streameval.service.wal.inspect_files`): record checksums, keyed batches'
+digests, a gap in sequence numbers, SQLite's integrity, commits SQLite would drop
+from its ``-wal`` file, a log that is not the one the checkpoint relies on. On damage
+the engine refuses to start (:class:`DataLoss`: the file, the sequence numbers at risk
+and the next step), leaving the damaged files as they are, unless ``accept_loss`` is set: it then starts
+from what can be read, counts what was lost (``lost_batches``, ``lost_events`` in
+:meth:`Engine.health` and the Prometheus counters), forgets the lost batches'
+idempotency keys (so that clients can send them again), writes a checkpoint, and
+drops the damaged records.
 
 For tests of that claim, the environment variable ``STREAMEVAL_CRASH_AFTER_COMMIT=K``
 makes the process exit at once (``os._exit(137)``, as a ``kill -9``) right after its
@@ -96,7 +120,9 @@ import gc
 import logging
 import os
 import queue
+import signal
 import sqlite3
+import sys
 import tempfile
 import threading
 import time
@@ -114,7 +140,14 @@ from streameval.events import (
     FieldMap,
     events_to_batch,
 )
-from streameval.io.checkpoint import fingerprint
+from streameval.io.checkpoint import (
+    CheckpointError,
+    fingerprint,
+    install,
+    previous_path,
+    read_checkpoint,
+    write_checkpoint,
+)
 from streameval.io.delayed import LabelJoiner
 from streameval.monitor import Admitted
 from streameval.pipeline import Pipeline, as_writer
@@ -126,16 +159,23 @@ from streameval.service.wal import (
     StateMismatch,
     WriteAheadLog,
     digest,
+    inspect_files,
+    readable_through,
 )
+from streameval.service.wal import Damage as _Damage
 from streameval.validation import Integer, Real, check_param
 
-__all__ = ["Engine", "Unavailable", "StateMismatch", "StateDirError", "CHECKPOINT_FILE",
-           "WAL_FILE", "DEFAULT_MAX_PENDING", "DEFAULT_IDEMPOTENCY_WINDOW",
+__all__ = ["Engine", "Unavailable", "StateMismatch", "StateDirError", "DataLoss",
+           "CHECKPOINT_FILE", "PREVIOUS_CHECKPOINT_FILE", "LOCK_FILE", "WAL_FILE", "DEFAULT_MAX_PENDING", "DEFAULT_IDEMPOTENCY_WINDOW",
            "DEFAULT_MAX_IDEMPOTENCY_KEYS", "PENDING_BYTES"]
 
 #: File names inside the state directory.
 CHECKPOINT_FILE = "checkpoint.json"
+#: The previous checkpoint generation (the log keeps its rows since this one).
+PREVIOUS_CHECKPOINT_FILE = os.path.basename(previous_path(CHECKPOINT_FILE))
 WAL_FILE = "wal.sqlite3"
+#: Held with an exclusive ``flock`` while a service uses the directory (holds its pid).
+LOCK_FILE = "lock"
 #: ``kind`` of the service's checkpoints (:func:`streameval.io.save_checkpoint`).
 CHECKPOINT_KIND = "service"
 #: Predictions waiting for their label, at most (``max_pending``): at most
@@ -161,6 +201,12 @@ class Unavailable(RuntimeError):
 
 class StateDirError(OSError):
     """The state directory cannot be used (one line: the directory and the reason)."""
+
+
+class DataLoss(StateDirError):
+    """The state directory is damaged: acknowledged batches may be lost. One line: the
+    file, the sequence numbers at risk, and the next step (a backup, or
+    ``accept_loss``). The damaged files and records are left as they are."""
 
 
 class Engine:
@@ -191,14 +237,16 @@ class Engine:
     ``on_duplicate`` (``"keep_first"`` or ``"keep_last"``), ``max_pending``
     (predictions waiting at most, :data:`DEFAULT_MAX_PENDING`), ``idempotency_window``
     (seconds a key is remembered, :data:`DEFAULT_IDEMPOTENCY_WINDOW`) and
-    ``max_idempotency_keys`` (:data:`DEFAULT_MAX_IDEMPOTENCY_KEYS`).
+    ``max_idempotency_keys`` (:data:`DEFAULT_MAX_IDEMPOTENCY_KEYS`). ``accept_loss``
+    (False: a damaged state directory is refused with :class:`DataLoss`) starts from
+    what can be read instead, counting what was lost (see the module docs).
     """
 
     def __init__(self, monitor, *, fields=None, state_dir=None, checkpoint_every=100_000,
                  checkpoint_seconds=60.0, sinks=(), config_id=None, synchronous="FULL",
                  clock=time.time, max_future=DEFAULT_MAX_FUTURE, stamp_arrival_time=False,
                  label_ttl=None, on_duplicate="keep_first", max_pending=None,
-                 idempotency_window=None, max_idempotency_keys=None):
+                 idempotency_window=None, max_idempotency_keys=None, accept_loss=False):
         if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
             raise ValueError(f"checkpoint_every = {checkpoint_every!r}: must be an int >= 1 or None")
         if checkpoint_seconds is not None and not (
@@ -207,6 +255,9 @@ class Engine:
             raise ValueError(f"checkpoint_seconds = {checkpoint_seconds!r}: must be > 0 or None")
         if not isinstance(stamp_arrival_time, bool):
             raise ValueError(f"stamp_arrival_time = {stamp_arrival_time!r}: must be true or false")
+        if not isinstance(accept_loss, bool):
+            raise ValueError(f"accept_loss = {accept_loss!r}: must be true or false")
+        self.accept_loss = accept_loss
         self.stamp_arrival_time = stamp_arrival_time
         fields = fields if fields is not None else _fields_for(monitor)
         # an event without ts is refused unless its arrival time may stand in for it
@@ -219,10 +270,7 @@ class Engine:
         self.serve_options: dict = {}
         self.config_id = fingerprint(config_id)
         # the Monitor and its checkpoint file; alert transitions go to the delivery queue
-        self.pipeline = Pipeline(
-            monitor, sinks=[self._on_alert], checkpoint_every=None, kind=CHECKPOINT_KIND,
-            fingerprint=self.config_id,
-            checkpoint=None if self.state_dir is None else self.state_dir / CHECKPOINT_FILE)
+        self.pipeline = self._make_pipeline(monitor)
         # delayed labels
         if on_duplicate not in ("keep_first", "keep_last"):
             raise ValueError(
@@ -281,11 +329,18 @@ class Engine:
         self.stats = {"batches": 0, "events": 0, "rejected_requests": 0, "alerts": 0,
                       "sink_errors": 0, "future_events": 0, "checkpoint_errors": 0,
                       "retried_batches": 0, "pending_refusals": 0, "log_commits": 0,
-                      "monitor_updates": 0}
+                      "monitor_updates": 0, "lost_batches": 0, "lost_events": 0,
+                      "damage_accepted": 0}
         self.checkpoint_error: str | None = None  # why the last checkpoint failed
         self.export_errors: dict = {}  # route -> why its last rendering failed
         self.started = clock()
         self._wal = None
+        self._lock_fd: int | None = None  # the state directory's flock
+        self._gen = 0  # generation of the newest checkpoint installed
+        self._newest: tuple | None = None  # (generation, seq) of checkpoint.json on disk
+        self._prev: tuple | None = None  # (generation, seq) of checkpoint.prev.json
+        self.recovered_from: str | None = None  # the checkpoint file the start loaded
+        self.recovery_notes: list = []  # what the start fell back from or accepted
         self._outbox: queue.Queue = queue.Queue()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -295,6 +350,12 @@ class Engine:
     def monitor(self):
         """The Monitor (the checkpoint's after a restart)."""
         return self.pipeline.monitor
+
+    def _make_pipeline(self, monitor) -> Pipeline:
+        return Pipeline(
+            monitor, sinks=[self._on_alert], checkpoint_every=None, kind=CHECKPOINT_KIND,
+            fingerprint=self.config_id,
+            checkpoint=None if self.state_dir is None else self.state_dir / CHECKPOINT_FILE)
 
     # ------------------------------------------------------------------ life cycle
     @classmethod
@@ -309,58 +370,230 @@ class Engine:
         if self.state_dir is None:
             self.pipeline.open()
             return
+        d = self.state_dir
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
+            d.mkdir(parents=True, exist_ok=True)
+            self._take_lock()
+            self._remove_temporaries()
             # a file can be created and synced there (the checkpoint's temporary file)
-            fd, probe = tempfile.mkstemp(dir=self.state_dir, prefix=".probe.")
+            fd, probe = tempfile.mkstemp(dir=d, prefix=".probe.")
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
                 os.unlink(probe)
-            # the log first: it refuses another configuration with StateMismatch
-            self._wal = WriteAheadLog(self.state_dir / WAL_FILE, self.config_id,
-                                      self._synchronous)
-        except (OSError, sqlite3.Error) as e:
-            raise StateDirError(_unusable(self.state_dir, e)) from None
-        try:
-            ckpt = self.pipeline.resume()
-            if ckpt is not None and self.joiner is not None and ckpt.get("joiner"):
-                self.joiner = LabelJoiner.from_state(ckpt["joiner"])
-            horizon = self._clock() - self.idempotency_window
-            for key, seq, n, dig, at in self._wal.keys():
-                if at >= horizon:
-                    self._keys[key] = (seq, n, dig, at)
-        except (OSError, sqlite3.Error) as e:
-            self._wal.close()
-            raise StateDirError(_unusable(self.state_dir, e)) from None
-        except BaseException:
-            self._wal.close()
+        except StateDirError:
+            self._release_lock()
             raise
+        except (OSError, sqlite3.Error) as e:
+            self._release_lock()
+            raise StateDirError(_unusable(d, e)) from None
+        try:
+            self._recover_locked()
+        except BaseException:
+            if self._wal is not None:
+                self._wal.close()
+                self._wal = None
+            self._release_lock()
+            raise
+
+    def _recover_locked(self) -> None:
+        d = self.state_dir
+        wal_path = d / WAL_FILE
+        # what SQLite would drop without a word, checked before SQLite touches the files
+        try:
+            file_damage = inspect_files(wal_path)
+        except OSError as e:
+            raise StateDirError(_unusable(d, e)) from None
+        if file_damage and not self.accept_loss:
+            last = readable_through(str(wal_path))
+            raise DataLoss(_loss_message(d, WAL_FILE, "; ".join(file_damage),
+                                         f"batches from seq {last + 1} on (the log reads "
+                                         f"up to seq {last})"))
+        try:
+            # the log first: it refuses another configuration with StateMismatch
+            self._wal = WriteAheadLog(wal_path, self.config_id, self._synchronous)
+            ckpt, notes = self._load_checkpoint()
+            after = 0 if ckpt is None else int(ckpt["seq"])
+            rec = self._wal.recover(after)
+        except (OSError, sqlite3.Error) as e:
+            raise StateDirError(_unusable(d, e)) from None
+        damage = list(rec.damage)
+        log_id = None if ckpt is None else ckpt.get("log_id")
+        if log_id is not None and log_id != self._wal.log_id:
+            damage.append(_Damage(f"{WAL_FILE} is not the log {CHECKPOINT_FILE} relies on "
+                                  "(it was replaced or recreated)", after + 1, None))
+        if damage and not self.accept_loss:
+            unbounded = [x for x in damage if x.last is None]
+            span = (f"batches from seq {min(x.first for x in unbounded)} on" if unbounded
+                    else ", ".join(x.span() for x in damage))
+            raise DataLoss(_loss_message(
+                d, WAL_FILE, "; ".join([*notes, *(x.reason for x in damage)]), span))
+        # -- from here on the start goes ahead (nothing lost, or the loss accepted)
+        self.recovery_notes = notes + file_damage + [x.reason for x in damage]
+        if self.recovered_from != CHECKPOINT_FILE:
+            # a damaged newest checkpoint is set aside (kept for the operator), so that
+            # the next checkpoint does not keep it as the older generation
+            newest = d / CHECKPOINT_FILE
+            if newest.is_file():
+                os.replace(newest, d / "checkpoint.damaged.json")
+            if self.recovered_from is None and (d / PREVIOUS_CHECKPOINT_FILE).is_file():
+                os.replace(d / PREVIOUS_CHECKPOINT_FILE, d / "checkpoint.prev.damaged.json")
         if ckpt is not None:
-            self._seq = self._ckpt_seq = int(ckpt["seq"])
+            self._seq = self._ckpt_seq = after
+            self._gen = int(ckpt.get("generation", 0))
             self.stats.update(ckpt.get("stats", {}))
         self.pipeline.open()
+        horizon = self._clock() - self.idempotency_window
+        for key, seq, n, dig, at in rec.keys:
+            if at >= horizon:
+                self._keys[key] = (seq, n, dig, at)
         batches = events = 0
-        for seq, batch in self._wal.after(self._seq):
+        for seq, batch in rec.batches:
             try:
                 self._apply([(batch, None)])
             except ValueError as e:  # applied once, so only another streameval refuses it
-                self._wal.close()
                 raise ValueError(
-                    f"{self.state_dir / WAL_FILE}: batch {seq} of the write-ahead log is "
+                    f"{d / WAL_FILE}: batch {seq} of the write-ahead log is "
                     f"refused on replay ({e}); was the state written by another version?"
                 ) from None
-            self._seq = seq
             batches += 1
             events += len(batch)
+        self._seq = max(self._seq, rec.last_seq, self._wal.truncated_through)
         self.stats["batches"] += batches
         self.stats["events"] += events
-        self._wal.truncate_through(self._ckpt_seq)
         self.replayed = (batches, events)
         self._applied = self._appended = self._durable = self._seq
         self._acked = events
         self._ckpt_acked = 0
+        if self.recovery_notes and (damage or file_damage):
+            lost_b = sum(x.batches for x in damage)
+            lost_e = sum(x.events for x in damage)
+            self.stats["lost_batches"] += lost_b
+            self.stats["lost_events"] += lost_e
+            self.stats["damage_accepted"] += len(damage) + len(file_damage)
+            _log.warning("state directory %s: started with accept_loss over damage (%s); "
+                         "lost %d batches, %d events known", d,
+                         "; ".join(self.recovery_notes), lost_b, lost_e)
+            try:
+                self._settle_loss(rec)
+            except (OSError, sqlite3.Error) as e:
+                raise StateDirError(_unusable(d, e)) from None
+        elif notes:
+            _log.warning("state directory %s: %s", d, "; ".join(notes))
+
+    def _settle_loss(self, rec) -> None:
+        """After an accepted loss: forget the lost batches' keys, checkpoint everything
+        applied, and drop the damaged records (a log SQLite still finds damaged is moved
+        aside and started anew, under the same log id), so that the next start is
+        clean."""
+        wal = self._wal
+        kept = {k for k, *_ in rec.keys}
+        wal.drop_keys([k for k, *_ in wal.keys() if k not in kept])
+        self._ckpt_seq = -1  # force the checkpoint
+        self._checkpoint(fork=False)
+        if wal.quick_check() != ["ok"]:
+            log_id, keys = wal.log_id, wal.keys()
+            wal.close()
+            self._wal = None
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            for suffix in ("", "-wal", "-shm"):
+                src = self.state_dir / (WAL_FILE + suffix)
+                if src.exists():
+                    os.replace(src, self.state_dir / f"damaged-{stamp}.{WAL_FILE}{suffix}")
+            wal = self._wal = WriteAheadLog(self.state_dir / WAL_FILE, self.config_id,
+                                            self._synchronous)
+            wal.adopt(log_id, keys)
+        wal.truncate_through(self._seq)
+
+    def _load_checkpoint(self) -> tuple:
+        """The newest usable checkpoint's state (None: none) and notes on what was
+        skipped. Falls back to the previous generation when the newest is damaged or
+        absent; a sound checkpoint of another configuration or version is refused."""
+        d, notes = self.state_dir, []
+        newest, prev = d / CHECKPOINT_FILE, d / PREVIOUS_CHECKPOINT_FILE
+        state = None
+        for path in (newest, prev):
+            try:
+                state = read_checkpoint(path, expected_kind=CHECKPOINT_KIND,
+                                        expected_fingerprint=self.config_id)
+            except FileNotFoundError:
+                if path == newest and prev.exists():
+                    notes.append(f"{CHECKPOINT_FILE} is missing")
+                continue
+            except CheckpointError as e:
+                if not e.damaged:
+                    raise
+                notes.append(f"{path.name} is damaged ({e.reason})")
+                continue
+            try:
+                seq = state["seq"]
+                if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+                    raise ValueError(f"seq = {seq!r:.40}")
+                monitor = type(self.monitor).from_state(state["monitor"])
+                joiner = (LabelJoiner.from_state(state["joiner"])
+                          if self.joiner is not None and state.get("joiner") else None)
+            except (KeyError, TypeError, ValueError, RecursionError) as e:
+                notes.append(f"{path.name} holds an unusable state ({type(e).__name__}: "
+                             f"{str(e)[:200]})")
+                state = None
+                continue
+            self.pipeline = self._make_pipeline(monitor)
+            if joiner is not None:
+                self.joiner = joiner
+            self.recovered_from = path.name
+            gen = int(state.get("generation", 0))
+            if path == newest:
+                self._newest = (gen, seq)
+            else:  # the newest is set aside below; this one stays the older generation
+                self._prev = (gen, seq)
+            break
+        if notes and state is not None and self.recovered_from == PREVIOUS_CHECKPOINT_FILE:
+            notes.append(f"started from {PREVIOUS_CHECKPOINT_FILE} and the log")
+        elif notes:
+            notes.append("no checkpoint can be used")
+        return state, notes
+
+    def _take_lock(self) -> None:
+        import fcntl
+
+        path = self.state_dir / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise StateDirError(
+                f"state directory {self.state_dir}: in use by another streameval serve "
+                f"(pid {holder}, holding {path}); stop it first, or use another "
+                "--state-dir") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the last descriptor releases the flock
+            self._lock_fd = None
+
+    def _remove_temporaries(self) -> int:
+        """Remove the temporary files of checkpoint writers that were killed (under the
+        directory's lock, so none of them is being written). Returns how many."""
+        n = 0
+        for entry in os.scandir(self.state_dir):
+            name = entry.name
+            if (name.startswith("." + CHECKPOINT_FILE + ".") and name.endswith(".tmp")
+                    or name.startswith(".probe.")) and entry.is_file(follow_symlinks=False):
+                try:
+                    os.unlink(entry.path)
+                    n += 1
+                except FileNotFoundError:
+                    pass
+        return n
 
     def _start_threads(self) -> None:
         t = threading.Thread(target=self._deliver_loop, name="streameval-alerts", daemon=True)
@@ -403,6 +636,7 @@ class Engine:
                 close()
         if self._wal is not None:
             self._wal.close()
+        self._release_lock()
         if error is not None:  # closed all the same; the caller learns why
             raise error
 
@@ -801,6 +1035,11 @@ class Engine:
         """Counters read without the lock (cheap; for ``/healthz``).
 
         ``failed`` is why the engine stopped accepting events (None: it accepts them);
+        ``recovered_from`` the checkpoint file the start loaded (None: none),
+        ``recovery_notes`` what it fell back from or accepted, ``lost_batches`` and
+        ``lost_events`` what starts with ``accept_loss`` counted lost (events: those
+        known; a damaged record may hide its size), ``damage_accepted`` the findings
+        they accepted (a damaged ``-wal`` file hides how many batches it held);
         ``checkpoint_error`` why the last checkpoint attempt failed (None once one
         succeeds); ``export_errors`` maps ``/metrics`` or ``/snapshot`` to why its last
         rendering failed (removed once one succeeds).
@@ -809,6 +1048,11 @@ class Engine:
                 "durable": self._wal is not None, "closed": self._closed, "failed": self.failed,
                 "checkpoint_error": self.checkpoint_error,
                 "checkpoint_errors": self.stats["checkpoint_errors"],
+                "checkpoint_generation": self._gen, "recovered_from": self.recovered_from,
+                "recovery_notes": list(self.recovery_notes),
+                "lost_batches": self.stats["lost_batches"],
+                "lost_events": self.stats["lost_events"],
+                "damage_accepted": self.stats["damage_accepted"],
                 "export_errors": dict(self.export_errors)}
 
     def record_export(self, route: str, error: BaseException | None) -> None:
@@ -874,37 +1118,73 @@ class Engine:
             self.checkpoint_error = None
         return written
 
-    def _checkpoint(self) -> bool:
+    def _checkpoint(self, fork: bool = True) -> bool:
+        path = self.state_dir / CHECKPOINT_FILE
         with self._ckpt_lock:
             with self._lock:
                 seq = self._applied
                 if self.failed:  # the log missed a batch: the checkpoint would too
                     return False
-                if seq == self._ckpt_seq and (self.state_dir / CHECKPOINT_FILE).exists():
+                if seq == self._ckpt_seq and path.exists():
                     return False
                 acked = self._acked
-                head = {"seq": seq, "stats": dict(self.stats)}
-                if _FORK:
+                gen = self._gen + 1
+                head = {"seq": seq, "stats": dict(self.stats), "generation": gen,
+                        "log_id": None if self._wal is None else self._wal.log_id}
+                if fork and _FORK:
                     # the state as of now, in a child process (copy-on-write pages):
                     # ingestion goes on while the child serialises and writes it
                     child = self._fork_save(head)
                 else:  # a copy under the lock, serialised and written outside it
                     state = self._state(head)
-            if _FORK:
-                _wait_saved(*child)
+            if fork and _FORK:
+                try:
+                    tmp = _wait_saved(*child)
+                except BaseException:
+                    self._remove_temporaries()  # what a failed child left
+                    raise
             else:
-                self.pipeline.save(state)
+                tmp = write_checkpoint(path, state, kind=CHECKPOINT_KIND,
+                                       fingerprint=self.config_id)
+            self._install(tmp, gen, seq)
             horizon = self._clock() - self.idempotency_window
             with self._lock:
                 if self._wal is not None:
                     with self._db_lock:
-                        self._wal.truncate_through(seq)
+                        # keep the rows since the older kept generation
+                        older = 0 if self._prev is None else self._prev[1]
+                        if older > self._wal.truncated_through:
+                            self._wal.truncate_through(older)
                         self._wal.forget_keys(horizon, self.max_idempotency_keys)
                 self._ckpt_seq = seq
                 self._ckpt_acked = acked
                 self._ckpt_time = self._clock()
                 self._ckpt_count += 1
         return True
+
+    def _install(self, tmp: str, gen: int, seq: int) -> None:
+        """Rename a written checkpoint in (the parent only, under the checkpoint lock
+        and the directory's flock): refused unless its generation and sequence number
+        are above the installed checkpoint's. The one it replaces becomes the older
+        generation."""
+        path = self.state_dir / CHECKPOINT_FILE
+        try:
+            if gen <= self._gen or (self._newest is not None and seq < self._newest[1]):
+                raise RuntimeError(
+                    f"checkpoint generation {gen} (seq {seq}) is not newer than the "
+                    f"installed generation {self._gen}; not installed")
+            moved = path.is_file() and not path.is_symlink()
+            install(tmp, path, keep_previous=True)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        if moved:  # the older generation is what was the newest (unknown: keep all rows)
+            self._prev = self._newest if self._newest is not None else (0, 0)
+        self._newest = (gen, seq)
+        self._gen = gen
 
     def _state(self, head: dict) -> dict:
         state = {**head, **self.pipeline.state()}
@@ -913,9 +1193,11 @@ class Engine:
         return state
 
     def _fork_save(self, head: dict) -> tuple:
-        """Fork (under the lock); the child writes the checkpoint and exits: 0 when
-        written, else 1 with the reason on a pipe. Returns ``(pid, read end)``."""
+        """Fork (under the lock); the child writes the checkpoint to a temporary file
+        and exits: 0 with the file's name on a pipe, else 1 with the reason. It holds
+        nothing of the server (:func:`_child_hygiene`). Returns ``(pid, read end)``."""
         r, w = os.pipe()
+        parent = os.getpid()
         with warnings.catch_warnings():  # 3.12+: "multi-threaded, fork() may deadlock":
             warnings.simplefilter("ignore", DeprecationWarning)  # the child takes no lock
             pid = os.fork()
@@ -923,8 +1205,11 @@ class Engine:
             status = 1
             try:
                 os.close(r)
+                _child_hygiene(parent, keep=w)
                 gc.disable()
-                self.pipeline.save(self._state(head))
+                tmp = write_checkpoint(self.state_dir / CHECKPOINT_FILE, self._state(head),
+                                       kind=CHECKPOINT_KIND, fingerprint=self.config_id)
+                os.write(w, b"\x00" + os.fsencode(tmp))
                 status = 0
             except BaseException as e:
                 try:
@@ -983,8 +1268,9 @@ MAX_KEY_LENGTH = 255
 _FORK = hasattr(os, "fork")
 
 
-def _wait_saved(pid: int, r: int) -> None:
-    """Wait for the checkpoint child; raise ``OSError`` with its reason if it failed."""
+def _wait_saved(pid: int, r: int) -> str:
+    """Wait for the checkpoint child; return the temporary file it wrote, or raise
+    ``OSError`` with its reason if it failed."""
     try:
         _, status = os.waitpid(pid, 0)
         reason = b""
@@ -992,9 +1278,52 @@ def _wait_saved(pid: int, r: int) -> None:
             reason += chunk
     finally:
         os.close(r)
-    if os.waitstatus_to_exitcode(status) != 0:
+    if os.waitstatus_to_exitcode(status) != 0 or not reason.startswith(b"\x00"):
         raise OSError(reason.decode("utf-8", "replace")
                       or f"the checkpoint process ended with status {status}")
+    return os.fsdecode(reason[1:])
+
+
+def _child_hygiene(parent: int, keep: int) -> None:
+    """In a forked checkpoint writer: die with the parent, take SIGTERM and SIGINT by
+    default, and close every inherited descriptor but 0-2 and ``keep`` (the listening
+    socket, connections, the log, the directory's lock), so that a writer that
+    outlives its server holds nothing a restart needs."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no prctl
+            pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (ValueError, OSError):  # pragma: no cover
+            pass
+    try:
+        fds = [int(f) for f in os.listdir("/proc/self/fd")]
+    except OSError:  # pragma: no cover - no /proc
+        fds = range(3, 4096)
+    for fd in fds:
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _loss_message(state_dir: Path, name: str, reason: str, span: str) -> str:
+    """One line: what is damaged, what is at risk, and what to do."""
+    return (f"state directory {state_dir}: {name}: acknowledged batches may be lost: "
+            f"{reason}. At risk: {span}. The damaged files are left as they are. Restore "
+            "the state directory from a backup, or start with --accept-loss ([serve] accept_loss = true) to go "
+            "on from what can be read: the loss is counted (lost_batches, lost_events in "
+            "/healthz; streameval_lost_events_total) and the lost batches' idempotency "
+            "keys are forgotten, so that clients can send them again")
 
 
 def _check_key(key) -> None:

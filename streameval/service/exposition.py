@@ -21,6 +21,8 @@ Families:
 * ``streameval_checkpoints_total``, ``streameval_last_checkpoint_timestamp_seconds``,
   ``streameval_events_since_checkpoint``; ``streameval_checkpoint_errors_total`` --
   checkpoint attempts that failed (periodic or ``POST /checkpoint``);
+  ``streameval_lost_batches_total`` / ``streameval_lost_events_total`` -- acknowledged
+  batches and events that a start with ``accept_loss`` found damaged or missing;
 * ``streameval_retried_batches_total`` -- batches retried with a known idempotency key;
 * with delayed labels: ``streameval_label_join_total{outcome}`` (``joined``,
   ``expired``, ``orphans``, ``duplicates``), ``streameval_predictions_pending``,
@@ -171,6 +173,16 @@ class MonitorCollector(Collector):
         yield CounterMetricFamily(
             "streameval_checkpoint_errors", "Checkpoint attempts that failed since start",
             value=float(info.get("checkpoint_errors", 0)),
+        )
+        yield CounterMetricFamily(
+            "streameval_lost_batches",
+            "Acknowledged batches found damaged or missing at a start that accepted the loss",
+            value=float(info.get("lost_batches", 0)),
+        )
+        yield CounterMetricFamily(
+            "streameval_lost_events",
+            "Events of those batches (where a damaged record still says how many)",
+            value=float(info.get("lost_events", 0)),
         )
         yield GaugeMetricFamily(
             "streameval_last_checkpoint_timestamp_seconds",

@@ -1,14 +1,30 @@
-"""The service's write-ahead log: acknowledged batches since the last checkpoint.
+"""The service's write-ahead log: acknowledged batches since the older kept checkpoint.
 
 Each applied batch is stored as one row of an SQLite table; the service acknowledges
 it only after a :meth:`WriteAheadLog.commit` that covers it has returned (with
 ``synchronous=FULL``, after SQLite's fsync). Commits are shared: rows appended by
 several requests while one commit runs are made durable together by the next one
-(*group commit*), so concurrent clients do not pay one fsync each. A checkpoint
-records the sequence number it covers; rows up to it are then deleted. On start the
-service loads the checkpoint and replays the committed rows after it, so a ``kill -9``
-loses no acknowledged event. SQLite gives the atomic, torn-write-safe append that a
-hand-made log file would have to reimplement (checksums, partial last records).
+(*group commit*), so concurrent clients do not pay one fsync each. The service keeps
+two checkpoint generations; rows up to the older one's sequence number are deleted
+(:meth:`WriteAheadLog.truncate_through`), so a damaged newest checkpoint can fall back
+to the older one plus the log. On start the service loads a checkpoint and replays the
+rows after it, so a ``kill -9`` loses no acknowledged event.
+
+**Damage is never silent.** As in PostgreSQL's WAL, every record carries its own
+checksum: a CRC-32 (:func:`zlib.crc32`, the IEEE polynomial) over its sequence number
+and its encoded columns, stored beside the row; idempotency keys carry one too, and the
+stored SHA-256 digest of a keyed batch is compared with its batch. :meth:`recover`
+checks, at start: SQLite's ``PRAGMA quick_check``; every record's checksum and
+decoding; that sequence numbers run without a gap from the checkpoint's up (a gap
+below the last deletion means a checkpoint is missing); and the keys. Before SQLite
+opens the file, :func:`inspect_files` checks what SQLite itself would silently skip:
+a main file that is not a whole number of pages, and, in its ``-wal`` file, committed
+frames after one whose checksum fails (SQLite stops at the first bad frame and drops
+every later commit) or a commit frame cut short. A frame cut short or left without its
+commit frame by a ``kill -9`` during a write was never acknowledged, and is not damage.
+What is found is returned as :class:`Damage` (the reason, the sequence numbers at
+risk, what is known lost); the service refuses to start on it unless told to accept
+the loss.
 
 Rows hold the validated columns of a :class:`streameval.events.Batch` (the one batch type
 from a source to the Monitor), never code: labels as bytes, scores, weights and event
@@ -20,8 +36,13 @@ A batch sent with an idempotency key is stored with its key in the ``keys`` tabl
 the same transaction: a retried key is recognised after a ``kill -9`` exactly when its
 batch is durable. Keys older than the service's window are deleted at checkpoints.
 
-Imports: numpy, the standard library (sqlite3, json) and :mod:`streameval.events` (the
-batch type) only; the engine (:mod:`streameval.service.engine`) uses it.
+Logs written before checksums (no ``crc`` columns, ``user_version`` 0) open as they
+are: their columns are added (``ALTER TABLE``), their old rows are read without a
+check, new rows carry one.
+
+Imports: numpy, the standard library (sqlite3, json, zlib, struct) and
+:mod:`streameval.events` (the batch type) only; the engine
+(:mod:`streameval.service.engine`) uses it.
 
 >>> import tempfile, numpy as np
 >>> d = tempfile.mkdtemp()
@@ -31,8 +52,10 @@ batch type) only; the engine (:mod:`streameval.service.engine`) uses it.
 >>> wal.commit()
 >>> [(seq, b.label.tolist(), b.score.tolist()) for seq, b in wal.after(0)]
 [(1, [True, False], [0.9, 0.2])]
->>> wal.truncate_through(1); list(wal.after(0))
+>>> wal.recover(0).damage
 []
+>>> wal.truncate_through(1); list(wal.after(0)), wal.truncated_through
+([], 1)
 >>> wal.close()
 """
 
@@ -40,15 +63,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import sqlite3
-from typing import Iterator
+import struct
+import tempfile
+import uuid
+import zlib
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
 from streameval.events import Batch
 
 __all__ = ["Batch", "WriteAheadLog", "StateMismatch", "EVENTS", "PREDICTIONS", "LABELS",
-           "digest"]
+           "digest", "Damage", "Recovered", "inspect_files", "SCHEMA_VERSION"]
+
+#: ``PRAGMA user_version`` of a log whose records carry checksums.
+SCHEMA_VERSION = 2
 
 #: Kinds of batch: complete events, predictions waiting for a label, labels.
 EVENTS, PREDICTIONS, LABELS = 0, 1, 2
@@ -113,11 +145,65 @@ def _decode(n, label, score, weight, ts, segment, kind=EVENTS, ids=None) -> Batc
     return b
 
 
-class WriteAheadLog:
-    """An SQLite table of acknowledged batches, keyed by sequence number.
+class Damage(NamedTuple):
+    """Damage found in the log at start: ``reason`` (one sentence), the sequence
+    numbers at risk (``first`` to ``last``; ``last`` None: every batch after
+    ``first - 1`` that may have been acknowledged), and what is known lost for certain
+    (``batches`` and ``events``; 0 where the damage hides how many)."""
 
-    Runtime complexity: `append` is `O(n)` in the batch size; `commit` one fsync,
-    shared by every row appended since the last one.
+    reason: str
+    first: int
+    last: int | None
+    batches: int = 0
+    events: int = 0
+
+    def span(self) -> str:
+        """The sequence numbers at risk, in words."""
+        if self.last is None:
+            return f"batches from seq {self.first} on"
+        return (f"batch seq {self.first}" if self.first == self.last
+                else f"batches seq {self.first}-{self.last}")
+
+
+class Recovered(NamedTuple):
+    """What :meth:`WriteAheadLog.recover` read: the good ``batches`` after the
+    checkpoint, as ``(seq, Batch)`` in order; the ``damage`` found; the highest
+    sequence number the log holds (``last_seq``, damaged records included); the
+    idempotency ``keys`` that may be trusted, as ``(key, seq, n, digest, at)``; and the
+    ``lost`` sequence numbers (damaged or missing records after the checkpoint)."""
+
+    batches: list
+    damage: list
+    last_seq: int
+    keys: list
+    lost: set
+
+
+def _crc(seq: int, parts) -> int:
+    """CRC-32 of a record: its sequence number and its columns, each tagged and
+    length-prefixed (so that moving bytes between columns changes it)."""
+    c = zlib.crc32(struct.pack("<q", seq))
+    for part in parts:
+        if part is None:
+            c = zlib.crc32(b"N", c)
+        elif isinstance(part, (bytes, str)):
+            b = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part
+            c = zlib.crc32(b"B" + struct.pack("<q", len(b)), c)
+            c = zlib.crc32(b, c)
+        elif isinstance(part, float):
+            c = zlib.crc32(b"F" + struct.pack("<d", part), c)
+        else:
+            c = zlib.crc32(b"I" + struct.pack("<q", int(part)), c)
+    return c
+
+
+class WriteAheadLog:
+    """An SQLite table of acknowledged batches, keyed by sequence number, each with a
+    CRC-32.
+
+    Runtime complexity: `append` is `O(n)` in the batch size (one CRC pass over the
+    encoded columns); `commit` one fsync, shared by every row appended since the last
+    one; `recover` `O(size of the log)`.
 
     Not thread-safe by itself: the service calls it under a lock.
 
@@ -126,6 +212,10 @@ class WriteAheadLog:
     :class:`StateMismatch` (a state directory belongs to one configuration).
     ``synchronous`` is SQLite's setting: ``"FULL"`` (default) survives power loss,
     ``"NORMAL"`` survives a process crash only.
+
+    ``log_id`` is a random identifier made when the log is created: checkpoints record
+    it, so that a log replaced by another (deleted, restored from elsewhere) is not
+    taken for the one whose records they rely on.
     """
 
     def __init__(self, path, fingerprint: str, synchronous: str = "FULL"):
@@ -133,6 +223,13 @@ class WriteAheadLog:
             raise ValueError(f"synchronous = {synchronous!r}: must be 'FULL' or 'NORMAL'")
         self.path = str(path)
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            self._setup(fingerprint, synchronous)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _setup(self, fingerprint: str, synchronous: str) -> None:
         db = self._db
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous}")
@@ -140,40 +237,61 @@ class WriteAheadLog:
         db.execute(
             "CREATE TABLE IF NOT EXISTS batches (seq INTEGER PRIMARY KEY, n INTEGER NOT NULL, "
             "label BLOB NOT NULL, score BLOB NOT NULL, weight BLOB, ts BLOB NOT NULL, segment TEXT, "
-            "kind INTEGER NOT NULL DEFAULT 0, ids TEXT)"
+            "kind INTEGER NOT NULL DEFAULT 0, ids TEXT, crc INTEGER)"
         )
-        columns = {r[1] for r in db.execute("PRAGMA table_info(batches)")}
-        for name, decl in (("kind", "INTEGER NOT NULL DEFAULT 0"), ("ids", "TEXT")):
-            if name not in columns:  # a log written before delayed labels
-                db.execute(f"ALTER TABLE batches ADD COLUMN {name} {decl}")
         db.execute("CREATE TABLE IF NOT EXISTS keys (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
-                   "n INTEGER NOT NULL, digest TEXT NOT NULL, at REAL NOT NULL)")
-        row = db.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
-        if row is None:
+                   "n INTEGER NOT NULL, digest TEXT NOT NULL, at REAL NOT NULL, crc INTEGER)")
+        # logs of earlier versions: add the columns they lack (old rows keep NULL there)
+        for table, wanted in (("batches", (("kind", "INTEGER NOT NULL DEFAULT 0"),
+                                           ("ids", "TEXT"), ("crc", "INTEGER"))),
+                              ("keys", (("crc", "INTEGER"),))):
+            columns = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+            for name, decl in wanted:
+                if name not in columns:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+        if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if "fingerprint" not in meta:
             db.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (fingerprint,))
-        elif row[0] != fingerprint:
-            db.close()
+        elif meta["fingerprint"] != fingerprint:
             raise StateMismatch(
                 f"{self.path} was written by a service with another monitor configuration "
-                f"(fingerprint {row[0][:12]}, now {fingerprint[:12]}); "
+                f"(fingerprint {meta['fingerprint'][:12]}, now {fingerprint[:12]}); "
                 "use another --state-dir or remove this one"
             )
+        self.log_id = meta.get("log_id") or uuid.uuid4().hex
+        # a write at every open: a log that cannot be written is refused now, not at the
+        # first batch (and the meta row says which process opened it last)
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('log_id', ?)", (self.log_id,))
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('opened_by', ?)", (str(os.getpid()),))
+        try:
+            self.truncated_through = int(meta.get("truncated_through", 0))
+        except ValueError:
+            self.truncated_through = 0  # reported by recover() (a damaged meta row)
+        self._meta_damage = None if str(self.truncated_through) == meta.get(
+            "truncated_through", "0") else meta.get("truncated_through")
 
     def append(self, seq: int, batch: Batch, key: str | None = None, digest: str = "",
                at: float = 0.0) -> None:
         """Add ``batch`` under ``seq`` to the open transaction (durable after :meth:`commit`),
-        with its idempotency ``key`` (``digest``: :func:`digest`, ``at``: wall-clock time)."""
+        with its checksum and its idempotency ``key`` (``digest``: :func:`digest`, ``at``:
+        wall-clock time)."""
         db = self._db
         if not db.in_transaction:
             db.execute("BEGIN")
-        db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (seq, *_encode(batch)))
+        cols = _encode(batch)
+        db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (seq, *cols, _crc(seq, cols)))
         if key is not None:
-            db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?)",
-                       (key, seq, len(batch), digest, at))
+            at = float(at)
+            db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)",
+                       (key, seq, len(batch), digest, at,
+                        _crc(seq, (key, len(batch), digest, at))))
 
     def keys(self) -> list:
-        """The stored idempotency keys, oldest first: ``(key, seq, n, digest, at)``."""
+        """The stored idempotency keys, oldest first: ``(key, seq, n, digest, at)``
+        (unchecked; :meth:`recover` returns the checked ones)."""
         return self._db.execute("SELECT key, seq, n, digest, at FROM keys ORDER BY at, seq").fetchall()
 
     def forget_keys(self, before: float, keep: int) -> None:
@@ -186,21 +304,54 @@ class WriteAheadLog:
                    "(SELECT rowid FROM keys ORDER BY at DESC, seq DESC LIMIT ?)", (keep,))
         db.execute("COMMIT")
 
+    def drop_keys(self, keys) -> None:
+        """Delete the given idempotency keys (their batches were lost); commits."""
+        db = self._db
+        if not db.in_transaction:
+            db.execute("BEGIN")
+        db.executemany("DELETE FROM keys WHERE key = ?", [(k,) for k in keys])
+        db.execute("COMMIT")
+
+    def quick_check(self) -> list:
+        """SQLite's ``PRAGMA quick_check``: ``["ok"]``, or the problems found."""
+        try:
+            return [r[0] for r in self._db.execute("PRAGMA quick_check(5)").fetchall()]
+        except sqlite3.DatabaseError as e:
+            return [str(e)]
+
+    def adopt(self, log_id: str, keys) -> None:
+        """Take over ``log_id`` and the idempotency ``keys`` (``(key, seq, n, digest,
+        at)``) of a log this new one replaces (its damaged file moved aside); commits."""
+        db = self._db
+        db.execute("BEGIN")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'log_id'", (log_id,))
+        for key, seq, n, dig, at in keys:
+            at = float(at)
+            db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)",
+                       (key, seq, n, dig, at, _crc(seq, (key, n, dig, at))))
+        db.execute("COMMIT")
+        self.log_id = log_id
+
     def commit(self) -> None:
         """Make every appended row durable (one fsync with ``synchronous=FULL``)."""
         if self._db.in_transaction:
             self._db.execute("COMMIT")
 
     def truncate_through(self, seq: int) -> None:
-        """Delete every batch up to and including ``seq`` (covered by a checkpoint); commits."""
+        """Delete every batch up to and including ``seq`` (covered by the older kept
+        checkpoint) and record that they were; commits."""
         db = self._db
         if not db.in_transaction:
             db.execute("BEGIN")
         db.execute("DELETE FROM batches WHERE seq <= ?", (seq,))
+        high = max(self.truncated_through, int(seq))
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('truncated_through', ?)", (str(high),))
         db.execute("COMMIT")
+        self.truncated_through = high
 
     def after(self, seq: int) -> Iterator[tuple[int, Batch]]:
-        """The stored batches after ``seq``, in order, as ``(seq, Batch)``."""
+        """The stored batches after ``seq``, in order, as ``(seq, Batch)`` (unchecked;
+        :meth:`recover` checks them)."""
         cur = self._db.execute(
             "SELECT seq, n, label, score, weight, ts, segment, kind, ids FROM batches "
             "WHERE seq > ? ORDER BY seq",
@@ -209,8 +360,215 @@ class WriteAheadLog:
         for row in cur.fetchall():
             yield row[0], _decode(*row[1:])
 
+    def recover(self, after: int) -> Recovered:
+        """Read and check the log for a start from a checkpoint covering ``after``.
+
+        Checks SQLite's ``quick_check``, each record's CRC and decoding, that the
+        records run from ``after + 1`` without a gap (and that no record past ``after``
+        was deleted), each key's CRC, and each keyed batch's digest. Never raises for
+        damage: returns it. Runtime complexity: `O(size of the log)`.
+        """
+        db, name = self._db, os.path.basename(self.path)
+        damage: list = []
+        lost: set = set()
+        good: list = []
+        if self._meta_damage is not None:
+            damage.append(Damage(f"{name}: its record of deleted batches is damaged "
+                                 f"({self._meta_damage!r})", after + 1, None))
+        problems = self.quick_check()
+        if problems != ["ok"]:
+            damage.append(Damage(f"{name} fails SQLite's integrity check "
+                                 f"({'; '.join(map(str, problems))[:300]})", after + 1, None))
+        if self.truncated_through > after:  # deleted as covered by a checkpoint we lack
+            damage.append(Damage(
+                f"{name}: batches up to seq {self.truncated_through} were deleted as covered "
+                f"by a checkpoint, and the checkpoint loaded covers only up to seq {after}",
+                after + 1, self.truncated_through, self.truncated_through - after))
+            lost.update(range(after + 1, self.truncated_through + 1))
+        expected = max(after, self.truncated_through) + 1
+        last = after
+        bad: list = []  # (seq, n) of damaged records
+        try:
+            cur = db.execute("SELECT seq, n, label, score, weight, ts, segment, kind, ids, crc "
+                             "FROM batches WHERE seq > ? ORDER BY seq", (after,))
+            for row in cur:
+                seq, cols, crc = row[0], row[1:9], row[9]
+                if not isinstance(seq, int):
+                    continue
+                if seq > expected:  # a gap: records between are missing
+                    damage.append(Damage(f"{name}: records seq {expected}-{seq - 1} are "
+                                         "missing", expected, seq - 1, seq - expected))
+                    lost.update(range(expected, seq))
+                last = max(last, seq)
+                expected = max(expected, seq + 1)
+                if crc is not None and _crc(seq, cols) != crc:
+                    bad.append((seq, cols[0], "fails its checksum"))
+                    continue
+                try:
+                    batch = _decode(*cols)
+                except (ValueError, TypeError) as e:
+                    bad.append((seq, cols[0], f"cannot be decoded ({e})"))
+                    continue
+                good.append((seq, batch))
+        except sqlite3.DatabaseError as e:
+            damage.append(Damage(f"{name}: the records after seq {last} cannot be read ({e})",
+                                 last + 1, None))
+        for seq, n, why in bad:
+            damage.append(Damage(f"{name}: record seq {seq} {why}", seq, seq, 1,
+                                 n if isinstance(n, int) and n >= 0 else 0))
+            lost.add(seq)
+        keys = self._checked_keys(name, dict(good), lost, damage)
+        return Recovered(good, damage, last, keys, lost)
+
+    def _checked_keys(self, name, batches, lost, damage) -> list:
+        """The keys whose record passes its CRC and whose batch (when the log still
+        holds it) matches its digest; the others are reported and left out."""
+        out = []
+        try:
+            rows = self._db.execute(
+                "SELECT key, seq, n, digest, at, crc FROM keys ORDER BY at, seq").fetchall()
+        except sqlite3.DatabaseError as e:
+            damage.append(Damage(f"{name}: the idempotency keys cannot be read ({e})", 1, None))
+            return out
+        for key, seq, n, dig, at, crc in rows:
+            if crc is not None and _crc(seq, (key, n, dig, float(at))) != crc:
+                damage.append(Damage(f"{name}: the idempotency key of batch seq {seq} fails "
+                                     "its checksum", seq, seq))
+                continue
+            if seq in lost:
+                continue  # its batch is lost: a client may send it again under its key
+            b = batches.get(seq)
+            if b is not None and dig and digest(b) != dig:
+                damage.append(Damage(f"{name}: batch seq {seq} does not match the digest "
+                                     "stored with its idempotency key", seq, seq))
+                continue
+            out.append((key, seq, n, dig, at))
+        return out
+
     def close(self) -> None:
         """Close the database (rows not committed are dropped)."""
         if self._db.in_transaction:
             self._db.execute("ROLLBACK")
         self._db.close()
+
+
+# --------------------------------------------------------------------- the -wal file
+
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+
+
+def _checksum(data: bytes, big: bool, s0: int, s1: int) -> tuple[int, int]:
+    """SQLite's WAL checksum (two 32-bit Fibonacci-weighted sums) of ``data``."""
+    words = struct.unpack((">" if big else "<") + f"{len(data) // 4}I", data)
+    m = 0xFFFFFFFF
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & m
+        s1 = (s1 + words[i + 1] + s0) & m
+    return s0, s1
+
+
+def _wal_file_damage(wal_path: str) -> str | None:
+    """What SQLite would silently drop from its ``-wal`` file, or None.
+
+    SQLite replays the frames of its ``-wal`` file up to the first one whose checksum
+    fails, and keeps only whole transactions (up to the last commit frame): that is
+    right after a crash during a write, wrong when the bytes were damaged later. A
+    ``kill -9`` stops the writes of a transaction between two ``write`` calls: what it
+    leaves after the last commit is whole frames of the transaction (checksums right,
+    no commit frame) and perhaps one frame without its page. So these are damage: a
+    frame that is whole but fails its checksum, a commit frame after it, and a commit
+    frame whose page is cut short. Frames of an older generation of the file (other
+    salts) are left-overs SQLite ignores by design.
+    """
+    try:
+        with open(wal_path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    if len(data) <= 32:
+        return None  # empty, or a header being written: no frame was ever committed
+    magic, _, page, _, salt1, salt2, c0, c1 = struct.unpack(">8I", data[:32])
+    name = os.path.basename(wal_path)
+    if magic not in _WAL_MAGIC:
+        return f"{name}: its header is damaged (every commit in it is unreadable)"
+    big = magic & 1 == 1
+    page = 65536 if page == 1 else page
+    if page < 512 or page > 65536 or page & (page - 1):
+        return f"{name}: its header is damaged (page size {page})"
+    if _checksum(data[:24], big, 0, 0) != (c0, c1):
+        return f"{name}: its header fails its checksum (every commit in it is unreadable)"
+    size = 24 + page
+    s = (c0, c1)
+    off, frame, broken = 32, 0, None
+    while off + 24 <= len(data):
+        pgno, commit, fs1, fs2, k0, k1 = struct.unpack(">6I", data[off:off + 24])
+        if (fs1, fs2) != (salt1, salt2):
+            break  # a frame of an older generation of the file: SQLite's end of log
+        frame += 1
+        if off + size > len(data):  # the last frame, cut short
+            if commit and len(data) > off + 24:
+                return (f"{name}: its last commit (frame {frame}) is cut short "
+                        f"({len(data) - off - 24} of {page} bytes of its page)")
+            break
+        body = data[off + 24:off + size]
+        expect = _checksum(data[off:off + 8] + body, big, *s)
+        if expect != (k0, k1):
+            if broken is None:
+                broken = frame
+            # the frames after are checked from this one's stored checksum
+        elif broken is not None and commit:
+            return (f"{name}: frame {broken} fails its checksum, and commit frames after "
+                    f"it (frame {frame}) hold acknowledged batches SQLite would drop")
+        s = (k0, k1)
+        off += size
+    if broken is not None:
+        return f"{name}: frame {broken} is whole but fails its checksum"
+    return None
+
+
+def inspect_files(path) -> list:
+    """Damage in an SQLite log's files that SQLite itself would skip without a word,
+    checked before SQLite opens them: a main file that is not a whole number of pages,
+    and a damaged ``-wal`` file (:func:`_wal_file_damage`). Returns reasons (strings);
+    empty when the files are sound or absent. Runtime complexity: `O(size of the
+    -wal file)`, a Python loop over its 32-bit words (its size is bounded by SQLite's
+    automatic checkpoint, 1 000 pages by default).
+    """
+    path = str(path)
+    out = []
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        header, size = b"", 0
+    if len(header) >= 18 and header.startswith(b"SQLite format 3\x00"):
+        page = int.from_bytes(header[16:18], "big")
+        page = 65536 if page == 1 else page
+        if page and size % page:
+            out.append(f"{os.path.basename(path)}: {size} bytes, not a whole number of "
+                       f"{page}-byte pages (cut short or extended)")
+    wal = _wal_file_damage(path + "-wal")
+    if wal:
+        out.append(wal)
+    return out
+
+
+def readable_through(path) -> int:
+    """The highest sequence number SQLite can read from the log at ``path``, read
+    from a copy (SQLite rewrites the files it opens; these stay as they are for the
+    operator). 0 when none can be read."""
+    with tempfile.TemporaryDirectory(prefix="streameval-log-") as d:
+        copy = os.path.join(d, "wal.sqlite3")
+        for suffix in ("", "-wal"):
+            if os.path.exists(path + suffix):
+                shutil.copyfile(path + suffix, copy + suffix)
+        try:
+            db = sqlite3.connect(copy)
+            try:
+                row = db.execute("SELECT MAX(seq) FROM batches").fetchone()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return 0
+        return int(row[0] or 0)
