@@ -553,12 +553,6 @@ def test_spark_dispatches_on_the_declared_composition():
 PRIVATE_HOOKS = {"_swap", "_revert_joined", "_revert_later", "_window_rebuild_fraction",
                  "_bins", "_order", "_so", "_ranges", "_per_score"}
 
-#: modules that still decide on ``t`` from a signature, to be switched to
-#: ``needs_time(obj)`` by their owners (the Monitor and Spark replay are being
-#: restructured at the same time); remove an entry when its module is switched
-SIGNATURE_PENDING = {"streameval/monitor.py", "streameval/spark/replay.py"}
-
-
 def _class_name_expr(node):
     """Whether ``node`` is (a method call on) ``x.__name__`` or ``x._public_name`` of
     another object than ``self`` or ``cls`` (a class checking a state's type against
@@ -637,19 +631,8 @@ def test_no_module_outside_metrics_reaches_a_metrics_private_hooks():
         if rel.startswith("streameval/metrics/"):
             continue
         for line, what in reaching_in(path.read_text()):
-            if what.startswith("'t'") and rel in SIGNATURE_PENDING:
-                continue
             bad.append(f"{rel}:{line}: {what}")
     assert not bad, "\n".join(bad)
-
-
-def test_the_pending_signature_readers_still_exist():
-    # once a pending module reads needs_time instead (or is gone), its entry must go
-    for rel in SIGNATURE_PENDING:
-        path = ROOT.parent / rel
-        found = reaching_in(path.read_text()) if path.exists() else []
-        assert any(what.startswith("'t'") for _, what in found), (
-            f"{rel} no longer reads 't' from a signature: remove it from SIGNATURE_PENDING")
 
 
 def test_every_metrics_module_documents_its_capabilities_source():

@@ -379,6 +379,9 @@ def _monitor_private_names():
 
 #: names a registered class of any kind has (the registry reads them on every class)
 _SHARED_CONVENTIONS = {"_public_name", "_state_version", "_from_state", "_params"}
+#: the public API of named tuples (``Capabilities._fields``): a Monitor's private name
+#: of the same spelling is flagged only on a Monitor-like receiver
+_NAMEDTUPLE_API = {"_fields", "_replace", "_asdict", "_make", "_field_defaults"}
 #: receivers that hold a Monitor or one of its scopes where the name alone is ambiguous
 _MONITORISH = {"monitor", "mon", "probe", "seg", "segment", "scope", "sc", "back",
                "loop", "got", "self.monitor", "pipeline.monitor", "p.monitor", "eng.monitor"}
@@ -429,7 +432,7 @@ def private_uses(source, monitor_names, ambiguous):
 
 def _scan_setup():
     names = _monitor_private_names() - _SHARED_CONVENTIONS
-    return names, _other_private_names(names)
+    return names, _other_private_names(names) | (_NAMEDTUPLE_API & names)
 
 
 def test_the_scanner_knows_the_monitors_private_names_and_catches_their_use():

@@ -18,24 +18,16 @@ service.
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
 
-from streameval.metrics.base import SharedView, shared_batch
+from streameval.metrics.base import SharedView, needs_time, shared_batch
 from streameval.metrics.confusion import CountsView, counts_key
 from streameval.metrics.ranking import OrderView, order_key
 from streameval.windows import Sliding
 
 __all__ = ["Scope", "share_orders", "inner", "fresh", "report_dict", "trusted"]
-
-
-def _takes_t(method):
-    try:
-        return "t" in inspect.signature(method).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins
-        return False
 
 
 #: the kinds of shared state: what decides it, and the read-only view of an owner's
@@ -170,17 +162,17 @@ class Scope:
         # shared views are read, never updated: their owner is
         objs = [o for o in list(self.metrics.values()) + list(self.drift.values())
                 if not isinstance(o, SharedView)]
-        self._plain = [o.update for o in objs if not _takes_t(o.update)]
-        self._timed = [o.update for o in objs if _takes_t(o.update)]
+        self._plain = [o.update for o in objs if not needs_time(o)]
+        self._timed = [o.update for o in objs if needs_time(o)]
         # batches: objects that take the monitor's validated binary columns get them on
         # their trusted path (no second validation); others (a user's own metric) get
         # update_many with the labels as given
         ok = [o for o in objs if trusted(o)]
-        self._trusted = [o.update_trusted for o in ok if not _takes_t(o.update_trusted)]
-        self._trusted_timed = [o.update_trusted for o in ok if _takes_t(o.update_trusted)]
+        self._trusted = [o.update_trusted for o in ok if not needs_time(o)]
+        self._trusted_timed = [o.update_trusted for o in ok if needs_time(o)]
         other = [o for o in objs if not trusted(o)]
-        self._plain_many = [o.update_many for o in other if not _takes_t(o.update)]
-        self._timed_many = [o.update_many for o in other if _takes_t(o.update)]
+        self._plain_many = [o.update_many for o in other if not needs_time(o)]
+        self._timed_many = [o.update_many for o in other if needs_time(o)]
         # tumbling windows queue their closed windows' records until drained: the rows
         # carry get() (the last closed window), so the records are dropped at evaluation
         self._queues = [o.closed for o in objs if callable(getattr(o, "closed", None))]

@@ -872,7 +872,7 @@ def _walk(monitor, plan, timeline, blocks, records):
     """Give scopes like the Monitor's each bucket's states and evaluate them with the
     Monitor's evaluator (see the module docstring); returns ``(records read, events
     counted)``."""
-    from streameval.metrics.base import from_state
+    from streameval.metrics.base import from_state, needs_time
     from streameval.monitor import Scope
 
     counts = timeline["counts"]
@@ -901,7 +901,7 @@ def _walk(monitor, plan, timeline, blocks, records):
         scope = Scope(key, fresh.label, metrics, fresh.drift, fresh.rules, share=False,
                       feed=False)
         feeds = [metrics[n] for n in plan.ordered] + list(scope.drift.values())
-        scopes[sc] = (scope, {}, [(o.update_trusted, _takes_t(o.update_trusted))
+        scopes[sc] = (scope, {}, [(o.update_trusted, needs_time(o))
                                   for o in feeds])
         order.append(scope)
 
@@ -963,15 +963,6 @@ def _walk(monitor, plan, timeline, blocks, records):
                     for _ in closed():
                         pass
     return nrec, n_events
-
-
-def _takes_t(method):
-    import inspect
-
-    try:
-        return "t" in inspect.signature(method).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins
-        return False
 
 
 def _summary(out, log, counts, t0, report, title):
