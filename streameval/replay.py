@@ -134,7 +134,7 @@ def _build(run):
     monitor = _monitor(run)
     fields = run.fields(monitor)
     delayed = None
-    if run.input["label_ttl"] is not None:
+    if run.input.get("label_ttl") is not None:  # (Spark takes no delayed-label keys)
         delayed = {"label_ttl": run.input["label_ttl"], "labels_path": run.labels_path(),
                    "on_duplicate": run.input["on_duplicate"]}
     return monitor, fields, run.input["format"], delayed

@@ -657,7 +657,7 @@ def replay(log, out, config=None, *, spark=None, order_by=None, format=None,
     Returns
     -------
     dict
-        The summary (as :func:`streameval.cli.replay`'s).
+        The summary (as :func:`streameval.replay.replay`'s).
     """
     from streameval.replay import load_replay_config
 
@@ -666,12 +666,10 @@ def replay(log, out, config=None, *, spark=None, order_by=None, format=None,
     if on_error not in ("fail", "skip"):
         raise SparkReplayError(f"on_error = {on_error!r}: expected 'fail' or 'skip'")
     try:
-        monitor, fields, fmt0, delayed = load_replay_config(config, config_dir)
+        # edge "spark": the schema refuses what Spark does not do (delayed labels)
+        monitor, fields, fmt0, _ = load_replay_config(config, config_dir, edge="spark")
     except ValueError as e:
         raise SparkReplayError(f"{config if not isinstance(config, dict) else 'config'}: {e}") from None
-    if delayed is not None:
-        raise SparkReplayError("delayed labels ([input] label_ttl) are joined in order by the "
-                               "single-process replay; the Spark engine takes joined logs")
     plan = _Plan(monitor, fields)
     spark = spark or _session()
     df, kind = _read(spark, log, format or fmt0, order_by)
