@@ -479,8 +479,9 @@ def test_a_state_directory_of_the_previous_format_still_loads(tmp_path):
         db.execute("CREATE TABLE keys (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
                    "n INTEGER NOT NULL, digest TEXT NOT NULL, at REAL NOT NULL)")
         for seq, b in enumerate(batches[2:], start=3):
-            batch = Batch(np.array([e["label"] for e in b]), np.array([e["score"] for e in b]),
-                          None, np.array([float(e["ts"]) for e in b]), None)
+            batch = Batch(label=np.array([e["label"] for e in b]),
+                          score=np.array([e["score"] for e in b]), weight=None,
+                          ts=np.array([float(e["ts"]) for e in b]), segment=None)
             db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (seq, *_encode(batch)))
     eng = engine(old)
