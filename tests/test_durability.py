@@ -481,7 +481,8 @@ def test_a_state_directory_of_the_previous_format_still_loads(tmp_path):
         for seq, b in enumerate(batches[2:], start=3):
             batch = Batch(label=np.array([e["label"] for e in b]),
                           score=np.array([e["score"] for e in b]), weight=None,
-                          ts=np.array([float(e["ts"]) for e in b]), segment=None)
+                          ts=np.array([float(e["ts"]) for e in b]), segment=None,
+                          line=np.arange(1, len(b) + 1))
             db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (seq, *_encode(batch)))
     eng = engine(old)
