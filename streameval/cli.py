@@ -192,7 +192,7 @@ def build_parser():
     p.add_argument("--engine", choices=["local", "spark"], default="local",
                    help="local (default): this process; spark: the log's splits in parallel on "
                         "Apache Spark (streameval[spark]; a config evaluating every period of "
-                        "event time, see README 'Running on Spark')")
+                        "event time, see the Spark guide)")
     p.add_argument("--spark-master", metavar="URL", default=None,
                    help="with --engine spark: the master of a new session (default: local[*])")
     _replay_options(p, "streameval-out")

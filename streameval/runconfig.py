@@ -5,7 +5,7 @@ A config file (TOML, or its parsed dict) configures a run of ``streameval replay
 entry points (``replay --engine spark`` and the Structured Streaming sink
 :class:`~streameval.spark.streaming.MonitorSink`). Its tables:
 
-* ``[monitor]``: what is measured (metrics, windows, drift tests, rules); its
+* ``[monitor]``: what is monitored (metrics, windows, drift tests, rules); its
   ``metrics``, ``drift`` and ``rules`` tables are built by :mod:`streameval.config`,
   its other keys are declared here. A file without any of the tables below is read
   as a bare ``[monitor]`` table.

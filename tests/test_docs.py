@@ -317,15 +317,6 @@ def _docstrings(path):
                 yield doc
 
 
-#: Files of other owners whose docstrings carry measurements or the project's history;
-#: the replacement texts are listed for the lead. Empty this list once applied.
-OWNED_ELSEWHERE = {
-    "streameval/cli.py", "streameval/pipeline.py", "streameval/service/engine.py",
-    "streameval/service/__init__.py", "streameval/spark/evaluate.py",
-    "streameval/metrics/levels.py", "streameval/metrics/ranking.py",
-    "streameval/metrics/scoreorder.py", "streameval/metrics/common.py",
-}
-
 MEASUREMENT = re.compile(
     r"\b\d+(?:\.\d+)?(?:\s*[–-]\s*\d+(?:\.\d+)?)?x (?:faster|slower|the\b)"
     r"|\b[Mm]easured\b(?!\s+(?:at validation|by\b))|\bREADME\b")
@@ -342,22 +333,14 @@ def _docstring_findings(paths):
     return found
 
 
-def _source_files(owned_elsewhere):
-    return [p for p in sorted((ROOT / "streameval").rglob("*.py"))
-            if (str(p.relative_to(ROOT)) in OWNED_ELSEWHERE) == owned_elsewhere]
+def _source_files():
+    return sorted((ROOT / "streameval").rglob("*.py"))
 
 
 def test_docstrings_speak_of_the_product():
     """Docstrings say what a thing does and costs; measurements live in
     benchmarks/results, the project's history nowhere."""
-    assert _docstring_findings(_source_files(owned_elsewhere=False)) == []
-
-
-@pytest.mark.xfail(strict=True, reason="docstrings of files owned by other work still carry "
-                   "measurements or README pointers; the lead applies the listed replacements "
-                   "and empties OWNED_ELSEWHERE")
-def test_docstrings_of_other_owners_speak_of_the_product():
-    assert _docstring_findings(_source_files(owned_elsewhere=True)) == []
+    assert _docstring_findings(_source_files()) == []
 
 
 def test_doc_tooling_examples():

@@ -402,7 +402,7 @@ class Capabilities(NamedTuple):
     ``rebuild_fraction``
         The fraction of a window one batch may expire above which the window rebuilds
         the metric from the events left instead of reverting the expired ones (the
-        crossover measured for this metric); None: the window's rule
+        crossover ``benchmarks/bench_windows.py`` finds for this metric); None: the window's rule
         (:data:`streameval.windows.REBUILD_FRACTION` without a vectorised revert, else
         never).
 

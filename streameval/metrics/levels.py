@@ -24,8 +24,8 @@ Why this shape:
   a batch of ``m`` scores, and each class's scores are searched only among the other
   class's sides;
 - two sides of comparable sizes (what the merge rule makes) merge by one stable sort
-  of both: numpy's timsort merges two sorted runs in linear time, 2-5x faster than
-  searching one in the other; with one event of weight 1 per score (all-distinct
+  of both: numpy's timsort merges two sorted runs in linear time, cheaper than
+  searching one in the other (`O(n + m)` against `O(m log n)` plus the placement); with one event of weight 1 per score (all-distinct
   scores) the running sum of the result is a countdown and needs no pass at all. A
   small side merging into a big one (AP's compaction) adds a step function to the big
   one's running sums (``np.repeat``) and inserts the new scores instead: a few `O(n)`
@@ -55,7 +55,7 @@ class may hold that score's events, and goes with the class's last merge into on
 negative or zero; the sums over all sides are the order's.
 
 No ``np.dot`` here: for long vectors OpenBLAS runs it on several threads, which then
-spin and double the CPU time of everything around (measured); products are summed by
+spin and take CPU time from everything around; products are summed by
 numpy itself (pairwise summation, also more accurate).
 
 Imports: numpy only. :mod:`streameval.metrics.scoreorder` keeps a :class:`Levels`.
@@ -103,7 +103,7 @@ AP_RENT = 4
 def above(w, ints):
     """Running sums "at or above" of per-entry values ``w`` (ascending scores): an
     array one longer than ``w``, ending with 0. ``ints``: the values are integers whose
-    sums stay below ``2**53``, so the sums run in int64 (exact, and 10x faster than
+    sums stay below ``2**53``, so the sums run in int64 (exact, and cheaper than
     a float64 ``cumsum``)."""
     n = len(w)
     out = np.empty(n + 1)

@@ -25,7 +25,7 @@ How each metric's value composes from these is a :class:`RangeComposition`, decl
 by the metric (the ``ranges`` field of its
 :class:`~streameval.metrics.base.Capabilities`): :data:`AUC`, :data:`GINI`, :data:`AP`,
 :data:`ROC_CURVE`, :data:`PR_CURVE`. The values equal the single-process metric's up to
-the order of float additions (measured within 1e-12). :mod:`streameval.spark.evaluate`
+the order of float additions (the tests check 1e-12). :mod:`streameval.spark.evaluate`
 runs the ranges on a cluster; memory beyond a range's sort is `O(ranges)` numbers.
 
 Imports: numpy and the standard library only.

@@ -253,7 +253,7 @@ def _desc_precision(order):
     """``(wp, precision)`` at the distinct scores from high to low, in one pass each
     of a few numpy operations (AP's ``get`` runs this after every change). With
     integer weights (``ScoreOrder.exact_ints``) the prefix sums run in int64: exact,
-    and 10x faster than numpy's float64 ``cumsum``."""
+    and cheaper than numpy's float64 ``cumsum``."""
     wp, wn = order.weights()  # fresh arrays: reused in place below
     wp = wp[::-1]
     tot = wn[::-1]
@@ -284,9 +284,9 @@ def _average_precision(order):
 def _average_precision_ints(order):
     """AP with integer weights, in ascending order (no reversed views): the weight at or
     above score ``k`` is the total less the exclusive prefix sum below ``k``; every sum
-    exact in int64. About ten numpy passes over the ``n`` distinct scores (measured:
-    0.3 ms at 10**5, against 1 ms with float64 ``cumsum`` on reversed views; reading the
-    positive scores only measured slower here, up to 16 000 scores: more numpy calls).
+    exact in int64. About ten numpy passes over the ``n`` distinct scores: `O(n)`, with no reversed
+    views (reading the positive scores only takes more numpy calls, which do not pay on
+    orders this small).
     Big orders are in levels and take :meth:`ScoreOrder.ap_numerator` instead."""
     wp, wn = order.weights(copy=False)
     n = len(wp)
@@ -854,11 +854,10 @@ class ROCAUC(_RankingFront):
     ``update_many`` of ``m`` events `O(m log(n))` numpy on a million distinct scores
     (the score order's numpy levels, see :mod:`streameval.metrics.scoreorder`). Memory
     with unit weights (tracemalloc, ``benchmarks/bench_ranking.py``): at most 24 bytes
-    per distinct score stored when events come in batches or unread (16 measured; with
-    AP read from the same order, at most 28 per distinct positive score, 18.5 measured
-    on a fifth of positives), about 47 when the order is read after every single event
-    (its per-event layout); repeated scores cost nothing (10**6 events with 3-decimal
-    scores: 24 kB).
+    per distinct score stored when events come in batches or unread (with AP read from
+    the same order, at most 28 per distinct positive score), about 47 when the order is
+    read after every single event (its per-event layout); repeated scores cost
+    nothing.
 
     >>> from streameval import ROCAUC
     >>> auc = ROCAUC()
@@ -1066,8 +1065,8 @@ class AveragePrecision(_RankingFront):
     pass over the distinct scores that hold positives, `O(n)`, cached until the next
     change (in the score order's levels it reads a running sum of the negatives above
     each positive score, kept up to date by every batch; its sums run in int64 while
-    every weight is an integer). Measured (``benchmarks/bench_ranking.py``, section 0):
-    about 0.5 ms after a batch of 1 000 at 10**6 distinct scores, 30% positives. Memory:
+    every weight is an integer). ``benchmarks/bench_ranking.py`` (section 0) times it
+    after a batch at 10**6 distinct scores. Memory:
     as :class:`ROCAUC`.
 
     >>> from streameval import AveragePrecision

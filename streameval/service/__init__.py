@@ -17,7 +17,7 @@ schema: this module builds the engine and the server from a parsed config),
 :mod:`streameval.monitor`, :mod:`streameval.io` and its own :mod:`.engine`; its
 :mod:`.app` and the ``serve`` extra when a server is started.
 
-Guarded by default (README, "Security"): loopback only; with a token (``--token-file``)
+Guarded by default (the security guide): loopback only; with a token (``--token-file``)
 every route but ``/healthz`` needs it, reads included unless ``--public-reads``; a
 non-loopback address without a token refuses to start unless ``--insecure``. ``POST``
 bodies must say ``Content-Type: application/json`` (or NDJSON), and are bounded in

@@ -24,8 +24,8 @@ HTTP service splits them instead: :meth:`Engine.begin_body` (steps 1-2, on the e
 loop's thread for small bodies), :meth:`Engine.when_applied` (step 3 by the engine's
 committer thread, which commits and applies for every waiting batch and calls back),
 :meth:`Engine.finish` (the answer). No thread waits per request: with the GIL, each
-thread hop and wake-up costs CPU that group commit alone does not save (measured: 0.4
-of 2.3 ms of server CPU per 100-event request).
+thread hop and wake-up costs CPU that group commit alone does not save (``benchmarks/bench_service.py`` measures the
+server's CPU per request).
 
 So the Monitor (and everything read from it: ``/metrics``, ``/snapshot``, alerts)
 never holds a batch that is not durable: a log that cannot be written or synced leaves

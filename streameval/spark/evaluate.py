@@ -237,7 +237,7 @@ def evaluate(df, metrics, label="label", score="score", weight=None, group_by=No
 
     Exact: each value equals the single-process metric fed every row (AUC and AP equal
     scikit-learn's, ties and weights included), up to the order of float additions
-    (measured within 1e-12; see the README's "Running on Spark").
+    (the tests check 1e-12; see the Spark guide).
 
     Runtime complexity: one pass over the data for the mergeable metrics (each
     partition's ``update_trusted``, then a tree-merge of states); with exact
