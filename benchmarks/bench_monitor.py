@@ -131,7 +131,7 @@ def growth(args):
     ``2 y - 1`` plus a standard normal: one distinct score per event, AUC about 0.8),
     fed batches of ``--batch``, evaluated every ``--every`` events and, for
     comparison, every 10x as many; the evaluations' share timed around
-    ``Monitor._evaluate``. Exact cumulative AUC/AP cost `O(positive scores)` per
+    the monitor's evaluator (``Monitor.evaluator.evaluate``). Exact cumulative AUC/AP cost `O(positive scores)` per
     evaluation, so the per-event cost grows linearly with the stream."""
     from streameval.monitor import Monitor
 
@@ -154,11 +154,11 @@ def growth(args):
         mon = Monitor.default(every=e)
         box = [0.0]
 
-        def timed(orig=mon._evaluate, box=box):
+        def timed(*a, orig=mon.evaluator.evaluate, box=box):
             c = time.process_time()
-            orig()
+            orig(*a)
             box[0] += time.process_time() - c
-        mon._evaluate = timed
+        mon.evaluator.evaluate = timed
         mons.append(mon)
         spent.append(box)
     for a in range(0, n, step):
