@@ -305,7 +305,8 @@ def _parse_block(blk, kind, names, fm, probe, before=0):
         out = pd.DataFrame({
             "file": file, "block": block, "pos": batch.line.astype(np.int64),
             "kind": np.int32(_KIND_EVENT), "label": batch.label.astype(bool),
-            "score": batch.score, "weight": batch.weight, "ts": ts, "seg": segs,
+            "score": batch.score,
+            "weight": 1.0 if batch.weight is None else batch.weight, "ts": ts, "seg": segs,
             "reason": None, "raw": None, "info": None})
         out_rows.append(out)
     if rejects:
