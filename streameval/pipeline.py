@@ -71,7 +71,8 @@ from streameval.io.follow import LogChangedError
 from streameval.io.sinks import JsonlSink, rejected_callback
 from streameval.validation import Integer, ValidationError, check_param
 
-__all__ = ["Pipeline", "COUNTS", "DEFAULT_CHECKPOINT_EVERY", "CheckpointError", "as_writer"]
+__all__ = ["Pipeline", "COUNTS", "DEFAULT_CHECKPOINT_EVERY", "CheckpointError", "as_writer",
+           "refusal_reason", "field_name"]
 
 #: checkpoint every 100 000 events: a checkpoint of the default monitor costs a few
 #: tens of ms (its sorted score stores), so this keeps the overhead near 1% while a
@@ -89,6 +90,54 @@ logger = logging.getLogger("streameval.pipeline")
 
 #: the Monitor's argument names -> the FieldMap attribute naming the log's field
 _ARG_FIELDS = {"y_true": "label", "y_pred": "score", "w": "weight", "t": "ts", "segment": "segment"}
+
+
+def field_name(arg: str, fields=None) -> str:
+    """The log's name of a Monitor argument: ``"y_pred"`` -> the score field of
+    ``fields`` (a :class:`~streameval.events.FieldMap`, or None: the default names
+    ``label``, ``score``, ``weight``, ``ts``; the segment: its ``group_by`` fields
+    joined by commas). Any other name is returned as it is.
+
+    >>> field_name("y_pred"), field_name("t"), field_name("segment")
+    ('score', 'ts', 'segment')
+    """
+    key = _ARG_FIELDS.get(arg)
+    if key is None:
+        return arg
+    if key == "segment":
+        names = getattr(fields, "segment_fields", ()) if fields is not None else ()
+        return ",".join(names) or "segment"
+    return (getattr(fields, key, None) if fields is not None else None) or key
+
+
+def refusal_reason(err: ValueError, fields=None) -> str:
+    """The reason a replay gives for a row the Monitor refuses (``rejected.jsonl``'s
+    ``reason``), from the error :meth:`Monitor.refused
+    <streameval.monitor.Monitor.refused>` gives it: the Monitor's message with the log's
+    field name (:func:`field_name` of ``fields``) instead of the argument and the batch
+    index (``y_pred[7] = 1.5: ...`` -> ``score = 1.5: ...``), an ``event 7: `` prefix
+    dropped, and a missing event time said as missing (``ts is missing: ...``). Any
+    other error gives its message unchanged. The single-process and Spark replays both
+    use it, so their reasons are the same word for word.
+
+    >>> from streameval.validation import ValidationError
+    >>> refusal_reason(ValidationError("y_pred", 1.5, "probability must be in [0, 1]", 7))
+    'score = 1.5: probability must be in [0, 1]'
+
+    Runtime complexity: `O(length of the message)`.
+    """
+    if isinstance(err, ValidationError) and err.name == "t" and isinstance(
+            err.value, float) and err.value != err.value:
+        return f"{field_name('t', fields)} is missing: {err.reason}"
+    msg = str(err)
+    if isinstance(err, ValidationError) and err.index is not None:
+        head = f"{err.name}[{err.index}]"
+        if err.name is not None and msg.startswith(head):
+            return field_name(err.name, fields) + msg[len(head):]
+        head = f"event {err.index}: "
+        if msg.startswith(head):
+            return msg[len(head):]
+    return msg
 
 
 class Pipeline:
@@ -324,38 +373,13 @@ class Pipeline:
         self._refuse(batch, reasons)
 
     def _refusal(self, err: ValueError) -> str:
-        """The reason of a row the Monitor refuses, in the log's words: its field name
-        instead of the Monitor's argument (``score = 1.5: ...``), and a missing event
-        time as missing (``ts is missing: ...``)."""
-        if isinstance(err, ValidationError) and err.name == "t" and isinstance(
-                err.value, float) and err.value != err.value:
-            return f"{self._field('t')} is missing: {err.reason}"
-        return self._reason(err)
+        """The reason of a row the Monitor refuses, in the log's words
+        (:func:`refusal_reason` with the source's field names)."""
+        return refusal_reason(err, getattr(self.source, "fields", None))
 
     def _field(self, arg: str) -> str:
-        """The log's name of a Monitor argument (``y_pred`` -> the score field)."""
-        key = _ARG_FIELDS.get(arg)
-        if key is None:
-            return arg
-        fm = getattr(self.source, "fields", None)
-        if key == "segment":
-            names = getattr(fm, "segment_fields", ()) if fm is not None else ()
-            return ",".join(names) or "segment"
-        return (getattr(fm, key, None) if fm is not None else None) or key
-
-    def _reason(self, err: ValueError) -> str:
-        """The Monitor's message about one event, with the log's field name instead of
-        the argument and its batch index (``y_pred[7] = 1.5: ...`` -> ``score = 1.5:
-        ...``)."""
-        msg = str(err)
-        if isinstance(err, ValidationError) and err.index is not None:
-            head = f"{err.name}[{err.index}]"
-            if err.name is not None and msg.startswith(head):
-                return self._field(err.name) + msg[len(head):]
-            head = f"event {err.index}: "
-            if msg.startswith(head):
-                return msg[len(head):]
-        return msg
+        """The log's name of a Monitor argument (:func:`field_name`)."""
+        return field_name(arg, getattr(self.source, "fields", None))
 
     def _raw(self, batch, j: int):
         """The raw row of event ``j`` of ``batch``: the source's (``raw(line)``), else

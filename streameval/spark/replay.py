@@ -10,8 +10,10 @@ buckets in time order with the Monitor's own segments and rules:
 
 1. **Parse** (one pass, persisted): each split of the log is read with streameval's own
    reader and validator (:class:`~streameval.io.EventSource` on the split's lines,
-   ``build_batch`` on Parquet/DataFrame columns) and the Monitor's ``validate``, so bad
-   rows get the single-process reasons. Each split sends its line count, its largest
+   ``build_batch`` on Parquet/DataFrame columns) into one
+   :class:`~streameval.events.Batch`, and the Monitor's own checks
+   (:meth:`Monitor.refused <streameval.monitor.Monitor.refused>`), so bad rows get the
+   single-process reasons (:func:`streameval.pipeline.refusal_reason`). Each split sends its line count, its largest
    event time, and per segment its largest time, first line and count.
 2. **Buckets** (one pass): from the maxima of the splits before it, each event gets its
    bucket and, for every window by period, whether the window refuses it as late
@@ -134,7 +136,7 @@ class _Plan:
 
 
 def _probe_monitor(monitor):
-    """A fresh copy of the Monitor (its ``validate`` and segment keys), picklable."""
+    """A fresh copy of the Monitor (its ``refused`` and segment keys), picklable."""
     from streameval.monitor import Monitor
 
     return Monitor.from_state(monitor.to_state())
@@ -275,19 +277,13 @@ def _parse_block(blk, kind, names, fm, probe, before=0):
     batch = EventBatch.concat(batches) if batches else None
     segs = None
     if batch is not None and len(batch):
-        batch, more = _monitor_refusals(batch, probe, fm)
+        more = _monitor_refusals(batch, probe, fm)
         if more:
             keep = np.ones(len(batch), bool)
             keep[[j for j, _ in more]] = False
             more = [(int(batch.line[j]), reason) for j, reason in more]
             batch = batch.select(keep)
-        segs, also = _segment_json(batch, probe, fm)
-        if also:
-            keep = np.ones(len(batch), bool)
-            keep[[j for j, _ in also]] = False
-            more += [(int(batch.line[j]), reason) for j, reason in also]
-            batch = batch.select(keep)
-            segs = [sg for sg, k in zip(segs, keep.tolist()) if k]
+        segs = _segment_json(batch, probe)
         for line, reason in more:
             raw = _text(raws[line - 1 - before]) if raws is not None else _row(
                 blk, int(np.searchsorted(blk["_pos"].to_numpy(), line)), None)
@@ -309,7 +305,8 @@ def _parse_block(blk, kind, names, fm, probe, before=0):
         out = pd.DataFrame({
             "file": file, "block": block, "pos": batch.line.astype(np.int64),
             "kind": np.int32(_KIND_EVENT), "label": batch.label.astype(bool),
-            "score": batch.score, "weight": batch.weight, "ts": ts, "seg": segs,
+            "score": batch.score,
+            "weight": 1.0 if batch.weight is None else batch.weight, "ts": ts, "seg": segs,
             "reason": None, "raw": None, "info": None})
         out_rows.append(out)
     if rejects:
@@ -347,67 +344,26 @@ def _row(blk, i, present):
 
 
 def _monitor_refusals(batch, probe, fm):
-    """``(batch, [(row, reason)])``: the rows the Monitor's ``validate`` refuses (a
-    score outside a probability metric's range, ...), with the single-process reason
-    (the log's field name in front, as :class:`~streameval.pipeline.Pipeline` says)."""
-    from streameval.pipeline import Pipeline
-    from streameval.validation import ValidationError
+    """``[(row, reason)]``: the rows of ``batch`` the Monitor refuses
+    (:meth:`Monitor.refused <streameval.monitor.Monitor.refused>`: a score outside a
+    probability metric's range, a segment value it cannot key, ...), with the
+    single-process reason (:func:`streameval.pipeline.refusal_reason`)."""
+    from streameval.pipeline import refusal_reason
 
-    w = batch.weight if (batch.weight != 1.0).any() else None
-    try:
-        probe.validate(batch.label, batch.score, w)
-        return batch, []
-    except ValidationError:
-        pass
-    reasoner = Pipeline(probe, _FieldsOnly(fm))
-    refused = []
-    for j in range(len(batch)):
-        try:
-            probe.validate(batch.label[j:j + 1], batch.score[j:j + 1],
-                           None if w is None else w[j:j + 1])
-        except ValidationError as e:
-            refused.append((j, reasoner._reason(e)))
-    return batch, refused
+    return [(j, refusal_reason(e, fm)) for j, e in probe.refused(batch)]
 
 
-class _FieldsOnly:
-    """A stand-in source that only names the log's fields (for refusal reasons)."""
-
-    on_error = "skip"
-
-    def __init__(self, fields):
-        self.fields = fields
-
-
-def _segment_json(batch, probe, fm):
-    """Each event's segment key as JSON (``null``: the whole stream only), and the rows
-    whose segment value the Monitor refuses (``[(row, reason)]``: the reserved
-    ``"__other__"`` with a segment cap), with the single-process reason."""
+def _segment_json(batch, probe):
+    """Each event's segment key as JSON (``null``: the whole stream only), for a batch
+    whose segment values the Monitor admits. One key per distinct value."""
     if batch.segment is None:
-        return ["null"] * len(batch), []
-    from streameval.pipeline import Pipeline
-    from streameval.validation import ValidationError
-
-    out, refused = [], []
-    cache = {}
-    for j, v in enumerate(batch.segment):
-        try:
-            s = cache[v]
-        except (KeyError, TypeError):
-            try:
-                key = probe.segment_key(v, f"segment[{j}]")
-            except ValueError as e:  # as Monitor.update_many names it, then the Pipeline
-                err = ValidationError("segment", v, str(e), j, message=str(e))
-                refused.append((j, Pipeline(probe, _FieldsOnly(fm))._reason(err)))
-                out.append(None)
-                continue
-            s = json.dumps(list(key) if isinstance(key, tuple) else key)
-            try:
-                cache[v] = s
-            except TypeError:
-                pass
-        out.append(s)
-    return out, refused
+        return ["null"] * len(batch)
+    codes, values = batch.segment_codes()
+    keys = []
+    for v in values:
+        key = probe.segment_key(v)
+        keys.append(json.dumps(list(key) if isinstance(key, tuple) else key))
+    return [keys[c] for c in codes.tolist()]
 
 
 def _key_of(s):
