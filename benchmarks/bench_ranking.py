@@ -105,7 +105,7 @@ def batches_read_each(n, kinds, batch=1000):
     monitor does), AUC and AP, both score kinds, river in the same run; and AP's
     ``get`` at n distinct scores after one more batch."""
     print(f"\n0. Batches of {batch:,}, get() after each, {n:,} events: events/s "
-          "(error = |value - sklearn| at the end; target: issue 11, all-distinct scores)")
+          "(error = |value - sklearn| at the end; target: all-distinct scores)")
     header = (f"{'scores':>10} {'what':<52} {'events/s':>12} {'vs river':>9} "
               f"{'error':>9} {'target':>10}")
     print(header)

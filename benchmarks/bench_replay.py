@@ -257,7 +257,7 @@ def run_kind(args, kind, tmp):
                  peer_value=rv["n"] / rv["seconds"])
     if kind == "continuous" and "replay" in results and n == 1_000_000:
         secs = results["replay"]["seconds"]
-        print(f"\nissue 11 target, a 1 000 000-row float-score replay in at most 5 s: "
+        print(f"\ntarget: a 1 000 000-row float-score replay in at most 5 s: "
               f"{secs:.2f} s, {'met' if secs <= 5.0 else 'MISSED'}")
     if "replay+labels" in results:
         ratio = results["replay+labels"]["seconds"] / results["replay"]["seconds"]
