@@ -37,6 +37,11 @@ __all__ = [
     "label_sets",
     "REVERT_SLACK",
     "overdrawn",
+    "MAX_ID_BYTES",
+    "MAX_SEGMENT_BYTES",
+    "MAX_LABEL_BYTES",
+    "MAX_LINE_BYTES",
+    "check_text_bytes",
     "check_same_length",
     "first_bad",
     "as_float_array",
@@ -224,6 +229,48 @@ def _hashable_label(label, name):
         raise ValueError(f"{name} = {label!r}: a label must be hashable") from None
     if label is None or (isinstance(label, float) and label != label):
         raise ValueError(f"{name} = {label!r}: not a valid label")
+
+
+#: Byte limits on what a client or a file controls, checked at the first boundary
+#: (the HTTP body parser, the file readers) so that a hostile or broken producer cannot
+#: make one value cost more memory than a real deployment ever needs. Ids (UUIDs are 36
+#: bytes, composite keys a few hundred) stay far below :data:`MAX_ID_BYTES`; segment
+#: values (a country, a model version, a tenant) below :data:`MAX_SEGMENT_BYTES`; class
+#: labels below :data:`MAX_LABEL_BYTES`. A line or row of a log holds one event: a few
+#: hundred bytes, or a document's text for text metrics, far below
+#: :data:`MAX_LINE_BYTES`. Each is a default the configuration can change where the
+#: layer that checks it says so.
+MAX_ID_BYTES = 1024
+MAX_SEGMENT_BYTES = 256
+MAX_LABEL_BYTES = 256
+MAX_LINE_BYTES = 1 << 20
+
+
+def check_text_bytes(value, name, limit, index=None):
+    """Return ``value`` if its UTF-8 encoding (a ``str``) or its length (``bytes``) is at
+    most ``limit`` bytes; otherwise raise :class:`ValidationError` naming the field, the
+    size and the limit, with the value shortened to 40 characters.
+
+    >>> check_text_bytes("br", "segment", MAX_SEGMENT_BYTES)
+    'br'
+    >>> try:
+    ...     check_text_bytes("x" * 300, "segment", MAX_SEGMENT_BYTES, index=4)
+    ... except ValidationError as e:
+    ...     print(e.reason, "| index", e.index)
+    300 bytes, more than the limit of 256 bytes | index 4
+    """
+    if isinstance(value, str):
+        n = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        n = len(value)
+    else:
+        return value
+    if n > limit:
+        shown = value[:40] + ("..." if len(value) > 40 else "")
+        raise ValidationError(
+            name, shown, f"{n} bytes, more than the limit of {limit} bytes", index
+        )
+    return value
 
 
 #: How far below zero, as a share of the metric's total weight, a weighted sum may go
