@@ -272,7 +272,7 @@ def build() -> md.Dashboard:
                                    "pending {{instance}}")], "short", span=24)))
     built = d.build()
     for i, panel in enumerate(built.panels, 1):     # unique ids, rows included
-        panel.id = i
+        panel.id_val = i
     return built
 
 
