@@ -167,6 +167,23 @@ def test_every_alert_has_a_severity_and_a_runbook_section():
         assert f"`{a['alert']}`" in guide or a["alert"] in guide
 
 
+def test_the_guides_prometheus_configuration_loads_the_rules(tmp_path):
+    """The guide's prometheus.yml, beside a copy of the rule files as the guide says,
+    is valid and finds both rule files."""
+    need(PROMTOOL, "promtool")
+    text = GUIDE.read_text()
+    (body,) = [b for b in re.findall(r"```yaml\n(.*?)\n```", text, re.S)
+               if "scrape_configs" in b]
+    (tmp_path / "streameval").mkdir()
+    for path in RULE_FILES:
+        shutil.copy(path, tmp_path / "streameval" / path.name)
+    (tmp_path / "prometheus.yml").write_text(body)
+    out = subprocess.run([PROMTOOL, "check", "config", str(tmp_path / "prometheus.yml")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS: 2 rule files found" in out.stdout
+
+
 def test_recording_rule_names_follow_the_convention():
     for name in recorded():
         level, metric, *ops = name.split(":")
