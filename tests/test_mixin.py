@@ -143,12 +143,15 @@ def test_promtool_unit_tests_pass():
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("SUCCESS") == len(tests)
-    # every alert is exercised firing at least once by the unit tests
-    tested = set()
+    # every alert is exercised firing, and every recorded series checked, at least once
+    fired, checked = set(), set()
     for path in tests:
         for case in yaml.safe_load(path.read_text())["tests"]:
-            tested |= {a["alertname"] for a in case.get("alert_rule_test", ()) if a["exp_alerts"]}
-    assert tested == {a["alert"] for a in alerts()}
+            fired |= {a["alertname"] for a in case.get("alert_rule_test", ()) if a["exp_alerts"]}
+            checked |= {e["exp_samples"][0]["labels"].split("{")[0]
+                        for e in case.get("promql_expr_test", ()) if e["exp_samples"]}
+    assert fired == {a["alert"] for a in alerts()}
+    assert checked >= recorded()
 
 
 # ---------------------------------------------------------------------- rules' shape
