@@ -67,7 +67,7 @@ def series(title: str, description: str, targets, unit: str = "short", *,
     return p
 
 
-def single(title: str, description: str, expr: str, unit: str = "short", *, span: int = 4,
+def single(title: str, description: str, expr: str, unit: str = "short", *, span: int = 3,
            steps=((None, "green"),)):
     th = (dashboard.ThresholdsConfig().mode(md.ThresholdsMode.ABSOLUTE)
           .steps([md.Threshold(value=v, color=c) for v, c in steps]))
@@ -118,6 +118,9 @@ def build() -> md.Dashboard:
                             "(alert StreamevalDown).",
                             f'min(up{{{SEL}}})', "none",
                             steps=((None, "red"), (1, "green"))))
+         .with_panel(single("Since last scrape", "Wall clock since Prometheus's newest sample "
+                            "of up (no value once the target is stale, after 5 minutes).",
+                            f'time() - max(timestamp(up{{{SEL}}}))', "s"))
          .with_panel(single("Events counted", "Events acknowledged by the service "
                             "(streameval_events_total).",
                             f'sum(streameval_events_total{{{SEL}}})', "short"))
@@ -129,6 +132,10 @@ def build() -> md.Dashboard:
                             "(instance:streameval_alerts_firing:count).",
                             f'sum(instance:streameval_alerts_firing:count{{{SEL}}})', "none",
                             steps=((None, "green"), (1, "red"))))
+         .with_panel(single("Pending alerts", "Rules of the service's monitor pending now "
+                            "(instance:streameval_alerts_pending:count).",
+                            f'sum(instance:streameval_alerts_pending:count{{{SEL}}})', "none",
+                            steps=((None, "green"), (1, "orange"))))
          .with_panel(single("Segments", "Segments with series of their own "
                             "(instance:streameval_segments:count); at most max_segments.",
                             f'sum(instance:streameval_segments:count{{{SEL}}})', "none"))
