@@ -470,6 +470,11 @@ scrape_configs:
         assert {x["metric"]["reason"] for x in refused} == {"bad_request", "future", "late",
                                                             "pending_full"}
         assert all(not math.isnan(float(x["value"][1])) for x in refused)
+        # every dashboard query, its variables at "All", runs in Prometheus and has data
+        for p in dashboard()["panels"]:
+            for t in p.get("targets", ()):
+                q = re.sub(r"\$(job|model|instance|segment|metric)\b", ".*", as_promql(t["expr"]))
+                assert _promql(url, q), f"{p['title']}: no data for {q}"
     finally:
         prom.terminate()
         try:
