@@ -167,7 +167,10 @@ def test_every_alert_has_a_severity_and_a_runbook_section():
         url = ann["runbook_url"]
         assert url == f"https://streameval.example/guides/monitoring/#{a['alert'].lower()}"
         assert a["alert"].lower() in headings, f"no runbook section for {a['alert']}"
-        assert f"`{a['alert']}`" in guide or a["alert"] in guide
+        # the guide's table of alerts states the rule's severity and "for" as written
+        row = re.search(rf"^\| `{a['alert']}` \| (\w+) \| (\w+) \|", guide, re.M)
+        assert row, f"{a['alert']} is not in the guide's table of alerts"
+        assert row.groups() == (a["labels"]["severity"], a.get("for", "0")), a["alert"]
 
 
 def test_the_guides_prometheus_configuration_loads_the_rules(tmp_path):
