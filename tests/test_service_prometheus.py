@@ -5,6 +5,8 @@ Prometheus scrapes ``streameval serve`` every second and a PromQL query returns 
 AUC the service computed (to the bit: the exposition writes floats in full); the
 service pushes its alerts to Alertmanager's API v2, and Alertmanager's own API shows
 the alert firing, with the rule's severity, labels and annotations, then resolved.
+Prometheus loads the monitoring mixin's rules (``mixin/``): its recorded count of firing
+alerts equals the service's, and every rule evaluates without error.
 Skipped where the binaries are missing, unless ``STREAMEVAL_REQUIRE_PROMETHEUS=1``
 (CI), where that is a failure.
 """
@@ -30,6 +32,8 @@ from sklearn.metrics import roc_auc_score
 pytest.importorskip("starlette")
 
 from streameval.service import BackgroundServer  # noqa: E402
+
+MIXIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mixin")
 
 PROMETHEUS = shutil.which("prometheus")
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -152,6 +156,10 @@ receivers:
     (tmp_path / "prometheus.yml").write_text(f"""\
 global:
   scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - {os.path.join(MIXIN, "prometheus_rules.yaml")}
+  - {os.path.join(MIXIN, "prometheus_alerts.yaml")}
 scrape_configs:
   - job_name: streameval
     static_configs:
@@ -213,6 +221,15 @@ def test_prometheus_scrapes_the_auc_and_alertmanager_gets_firing_then_resolved(s
     # PromQL sees the same alert as active
     active = wait_for(lambda: promql(prom, 'streameval_alert_active{state="firing"}'))
     assert active[0]["metric"]["rule"] == "auc@100 < 0.6"
+    # the mixin's recorded count of firing alerts is the service's own count
+    snap_firing = sum(a["state"] == "firing" for a in get_json(srv.url + "/snapshot")["alerts"])
+    recorded = wait_for(lambda: [r for r in promql(prom, "instance:streameval_alerts_firing:count")
+                                 if float(r["value"][1]) == 1])
+    assert float(recorded[0]["value"][1]) == snap_firing == 1
+    groups = get_json(prom + "/api/v1/rules")["data"]["groups"]
+    assert {g["name"] for g in groups} >= {"streameval.rules", "streameval.quality"}
+    for rule in (r for g in groups for r in g["rules"]):
+        assert rule["health"] in ("ok", "unknown"), (rule["name"], rule.get("lastError"))
 
     # Alertmanager notifies its receiver of the firing alert (group_wait): resolving it
     # before would let its first flush see it resolved, and it sends nothing then
