@@ -407,32 +407,32 @@ def test_wrong_methods_and_paths(server):
 
 
 def test_bearer_token_guards_ingestion_and_admin(server, tmp_path):
-    srv = server(token="s3cret", state_dir=tmp_path / "s")
+    srv = server(token="s3cret-s3cret-s3cret", state_dir=tmp_path / "s")
     events = make_events(20, seed=7)
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-s3cret-s3cret"}):
         status, hdrs, data = call(srv.url, "POST", "/events", json.dumps(events).encode(), headers)
         assert status == 401 and hdrs["www-authenticate"].startswith("Bearer")
         assert call(srv.url, "POST", "/checkpoint", b"", headers)[0] == 401
     assert get_json(srv.url, "/healthz")["n"] == 0  # nothing applied
-    assert post(srv.url, events, token="s3cret")[0] == 200
+    assert post(srv.url, events, token="s3cret-s3cret-s3cret")[0] == 200
     status, _, data = call(srv.url, "POST", "/checkpoint", b"",
-                           {"Authorization": "Bearer s3cret", **JSON})
+                           {"Authorization": "Bearer s3cret-s3cret-s3cret", **JSON})
     assert status == 200 and json.loads(data)["written"] is True
     assert (tmp_path / "s" / CHECKPOINT_FILE).exists()
     # with a token, reads need it too (unless public_reads)
     assert call(srv.url, "GET", "/metrics")[0] == 401
-    assert get_json(srv.url, "/snapshot", token="s3cret")["n"] == 20
+    assert get_json(srv.url, "/snapshot", token="s3cret-s3cret-s3cret")["n"] == 20
 
 
 def test_reads_are_guarded_by_default_and_public_reads_opens_them(server):
-    guarded = server(token="tok")
+    guarded = server(token="tok-tok-tok-tok-tok")
     with pytest.warns(DeprecationWarning, match="protect_reads is deprecated"):
-        alias = server(token="tok", protect_reads=True)  # the deprecated no-op alias
-    public = server(token="tok", public_reads=True)
+        alias = server(token="tok-tok-tok-tok-tok", protect_reads=True)  # the deprecated no-op alias
+    public = server(token="tok-tok-tok-tok-tok", public_reads=True)
     for path in ("/metrics", "/snapshot", "/alerts"):
         for srv in (guarded, alias):
             assert call(srv.url, "GET", path)[0] == 401
-            assert call(srv.url, "GET", path, headers={"Authorization": "Bearer tok"})[0] == 200
+            assert call(srv.url, "GET", path, headers={"Authorization": "Bearer tok-tok-tok-tok-tok"})[0] == 200
         assert call(public.url, "GET", path)[0] == 200
     for srv in (guarded, alias, public):
         assert call(srv.url, "GET", "/healthz")[0] == 200
@@ -641,15 +641,15 @@ def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
     """Through the ``streameval serve`` command, with a token file."""
     config_path = toml_config(tmp_path)
     state = tmp_path / "state"
-    (tmp_path / "token").write_text("t0ken\n")
+    (tmp_path / "token").write_text("t0ken-t0ken-t0ken\n")
     token = ("--token-file", str(tmp_path / "token"))
     proc, url, _ = start_process(config_path, state, "--checkpoint-seconds", "0", *token,
                                  cli=True)
     events = make_events(120, seed=14)
     assert post(url, events[:70])[0] == 401
-    assert post(url, events[:70], token="t0ken")[0] == 200
-    assert post(url, events[70:], ndjson=True, token="t0ken")[0] == 200
-    before = get_json(url, "/snapshot", token="t0ken")  # reads need the token too
+    assert post(url, events[:70], token="t0ken-t0ken-t0ken")[0] == 200
+    assert post(url, events[70:], ndjson=True, token="t0ken-t0ken-t0ken")[0] == 200
+    before = get_json(url, "/snapshot", token="t0ken-t0ken-t0ken")  # reads need the token too
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0
     assert "stopped" in proc.stdout.read().decode()

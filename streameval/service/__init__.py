@@ -60,6 +60,8 @@ __all__ = [
     "add_serve_arguments",
     "run_from_args",
     "main",
+    "check_token",
+    "MIN_TOKEN_BYTES",
 ]
 
 #: Defaults of the command line and of :func:`serve`.
@@ -70,6 +72,31 @@ DEFAULT_PORT = 8000
 DEFAULT_CHECKPOINT_EVENTS = 100_000
 DEFAULT_CHECKPOINT_SECONDS = 60.0
 TOKEN_ENV = "STREAMEVAL_TOKEN"
+#: Shortest token accepted: 16 bytes (128 bits when random, as
+#: ``python -c "import secrets; print(secrets.token_urlsafe(32))"`` makes them) are out of
+#: reach of guessing over HTTP; a shorter one is refused at start.
+MIN_TOKEN_BYTES = 16
+_MAKE_TOKEN = ("python -c \"import secrets; print(secrets.token_urlsafe(32))\" > token.txt")
+
+
+def check_token(token, where: str = "token") -> None:
+    """Refuse (ValueError, one line) a token that is not a string of at least
+    :data:`MIN_TOKEN_BYTES` UTF-8 bytes; None (no token) passes.
+
+    >>> check_token("correct-horse-battery-staple")
+    >>> check_token("s3cret")
+    Traceback (most recent call last):
+    ...
+    ValueError: token of 6 bytes: a token needs at least 16 bytes; make one with python -c "import secrets; print(secrets.token_urlsafe(32))" > token.txt
+    """
+    if token is None:
+        return
+    if not isinstance(token, str) or not token:
+        raise ValueError(f"{where} must be a non-empty string or None")
+    n = len(token.encode("utf-8"))
+    if n < MIN_TOKEN_BYTES:
+        raise ValueError(f"{where} of {n} bytes: a token needs at least {MIN_TOKEN_BYTES} "
+                         f"bytes; make one with {_MAKE_TOKEN}")
 
 
 def _need_extra():
@@ -241,6 +268,9 @@ def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=Non
         ("header_timeout", header_timeout, _app.DEFAULT_HEADER_TIMEOUT),
         ("body_timeout", body_timeout, _app.DEFAULT_BODY_TIMEOUT),
         ("max_connections", max_connections, _app.DEFAULT_MAX_CONNECTIONS),
+        ("max_id_bytes", None, _app.MAX_ID_BYTES),
+        ("max_segment_bytes", None, _app.MAX_SEGMENT_BYTES),
+        ("max_label_bytes", None, _app.MAX_LABEL_BYTES),
     ):
         if value is not None:
             value = serve.key(name).check(value, name)
@@ -249,6 +279,10 @@ def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=Non
         allowed_hosts = serve.key("allowed_hosts").check(list(allowed_hosts), "allowed_hosts")
     out["allowed_hosts"] = list(allowed_hosts or ()) or table.get("allowed_hosts", [])
     return out
+
+
+def _byte_limits(opts: dict) -> dict:
+    return {k: opts[k] for k in ("max_id_bytes", "max_segment_bytes", "max_label_bytes")}
 
 
 #: Host names a loopback-bound service answers to (``Host`` header, port aside).
@@ -317,6 +351,7 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
     or the default.
     """
     _need_extra()
+    check_token(token)
     from streameval.service.app import create_app, return_memory_promptly
 
     out = sys.stdout if out is None else out
@@ -340,7 +375,8 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
                         max_connections=max_connections, allowed_hosts=allowed_hosts)
         app = create_app(engine, token=token, public_reads=opts["public_reads"],
                          max_body=opts["max_body"], body_timeout=opts["body_timeout"],
-                         allowed_hosts=_hosts(sock, opts["allowed_hosts"]))
+                         allowed_hosts=_hosts(sock, opts["allowed_hosts"]),
+                         own_process=True, **_byte_limits(opts))
         server = _server(app, log_level, opts)
         replayed = engine.replayed
         print(f"streameval serve: listening on {_url(sock)}"
@@ -383,6 +419,7 @@ class BackgroundServer:
                  body_timeout: float | None = None, max_connections: int | None = None,
                  log_level: str = "warning", allowed_hosts=(), **engine_kwargs):
         _need_extra()
+        check_token(token)
         from streameval.service.app import create_app
 
         sock = _bind(host, port)
@@ -403,7 +440,8 @@ class BackgroundServer:
                                   public_reads=self.options["public_reads"],
                                   max_body=self.options["max_body"],
                                   body_timeout=self.options["body_timeout"],
-                                  allowed_hosts=_hosts(sock, self.options["allowed_hosts"]))
+                                  allowed_hosts=_hosts(sock, self.options["allowed_hosts"]),
+                                  **_byte_limits(self.options))
             self._server = _server(self.app, log_level, self.options)
         except BaseException:
             sock.close()
@@ -503,13 +541,26 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 
 def _token(args) -> str | None:
-    if args.token_file:
-        with open(args.token_file, encoding="utf-8") as f:
-            token = f.read().strip()
+    """The token of ``--token-file`` (or ``STREAMEVAL_TOKEN``), checked: one line
+    (ValueError) for a file that cannot be read, is empty, or holds a short token."""
+    path = args.token_file
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                token = f.read().strip()
+        except FileNotFoundError:
+            raise ValueError(f"--token-file {path}: no such file; make one with "
+                             f"{_MAKE_TOKEN}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise ValueError(f"--token-file {path}: cannot read it: {why}") from None
         if not token:
-            raise ValueError(f"{args.token_file}: the token file is empty")
+            raise ValueError(f"--token-file {path}: the token file is empty")
+        check_token(token, f"--token-file {path}: the token")
         return token
-    return os.environ.get(TOKEN_ENV) or None
+    token = os.environ.get(TOKEN_ENV) or None
+    check_token(token, f"{TOKEN_ENV}: the token")
+    return token
 
 
 def run_from_args(args: argparse.Namespace) -> int:
