@@ -415,6 +415,10 @@ SERVE = Section("serve", "The HTTP service's options (command-line options overr
         default=256, check=_count_int, allowed=">= 1", edges=_SERVE),
     Key("max_label_bytes", "integer", "UTF-8 bytes of a label string at most (a longer "
         "one: 400)", default=256, check=_count_int, allowed=">= 1", edges=_SERVE),
+    Key("refusal_penalty", "number", "a client host whose body over 256 KiB was refused "
+        "after d seconds of work waits this many times d before its next large body is "
+        "read (0: never); refused large bodies then take at most 1 / (1 + it) of the "
+        "service's time", default=9.0, check=_real_min(0), allowed=">= 0", edges=_SERVE),
     Key("accept_loss", "bool", "start over a damaged state directory from what can be "
         "read, counting and exporting what is lost (default: refuse to start and say what "
         "is at risk)", default=False, check=_bool, allowed="true, false", edges=_SERVE),

@@ -271,6 +271,7 @@ def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=Non
         ("max_id_bytes", None, _app.MAX_ID_BYTES),
         ("max_segment_bytes", None, _app.MAX_SEGMENT_BYTES),
         ("max_label_bytes", None, _app.MAX_LABEL_BYTES),
+        ("refusal_penalty", None, _app.REFUSAL_PENALTY),
     ):
         if value is not None:
             value = serve.key(name).check(value, name)
@@ -282,7 +283,8 @@ def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=Non
 
 
 def _byte_limits(opts: dict) -> dict:
-    return {k: opts[k] for k in ("max_id_bytes", "max_segment_bytes", "max_label_bytes")}
+    return {k: opts[k] for k in ("max_id_bytes", "max_segment_bytes", "max_label_bytes",
+                                 "refusal_penalty")}
 
 
 #: Host names a loopback-bound service answers to (``Host`` header, port aside).

@@ -573,7 +573,8 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
                body_timeout: float = DEFAULT_BODY_TIMEOUT,
                registry: CollectorRegistry | None = None, allowed_hosts=None,
                max_id_bytes: int = MAX_ID_BYTES, max_segment_bytes: int = MAX_SEGMENT_BYTES,
-               max_label_bytes: int = MAX_LABEL_BYTES, own_process: bool = False):
+               max_label_bytes: int = MAX_LABEL_BYTES, own_process: bool = False,
+               refusal_penalty: float = REFUSAL_PENALTY):
     """The ASGI application serving ``engine`` (Starlette's, with the ingestion routes
     served directly: see :class:`_Service`; its ``close()`` stops their threads).
 
@@ -588,7 +589,8 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
     it cannot post events to a loopback service without a token; None: any),
     ``max_id_bytes``, ``max_segment_bytes``, ``max_label_bytes`` (the UTF-8 bytes of an
     id, a segment value, a label string at most; a body holding a longer one gets 400
-    naming the event, the field and the limit: :func:`~.body.field_limits`).
+    naming the event, the field and the limit: :func:`~.body.field_limits`),
+    ``refusal_penalty`` (:data:`REFUSAL_PENALTY`; 0: off),
     ``own_process`` (the process is the service's alone, as in
     :func:`streameval.service.serve`: its :class:`MemoryReleaser` freezes the
     long-lived state out of CPython's automatic full collections; False leaves the
@@ -614,7 +616,10 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
                           max_label_bytes=max_label_bytes)
     releaser = MemoryReleaser(freeze=own_process)
     releaser.start()
-    penalty = RefusalPenalty()
+    if isinstance(refusal_penalty, bool) or not isinstance(refusal_penalty, (int, float)) \
+            or not refusal_penalty >= 0:
+        raise ValueError(f"refusal_penalty = {refusal_penalty!r}: must be a number >= 0")
+    penalty = RefusalPenalty(float(refusal_penalty))
     registry.register(_ReleaserCollector(releaser, penalty))
     expiry = None if engine.joiner is None else ExpiryWatch(engine.joiner)
     accepted_types = sorted(JSON_TYPES)
