@@ -1113,3 +1113,147 @@ def test_refusal_penalty_bounds_a_hosts_share_of_the_time():
     now[0] += 1.0  # both waits over: a third host drops them
     p.charge("c", 0.01)
     assert set(p._until) == {"c"}
+
+
+# ----------------------------------------------------------------------- attacks
+
+
+class _Attacker:
+    """Clients that post ``body`` in a loop on their own connection while ``on`` is
+    set (each answer must be ``status``); counts the answers."""
+
+    def __init__(self, port, bodies, status=400):
+        self.port, self.bodies, self.status = port, bodies, status
+        self.on, self.stop, self.sent, self.errors = threading.Event(), threading.Event(), 0, []
+        self.threads = [threading.Thread(target=self._run, args=(b,), daemon=True)
+                        for b in bodies]
+        for t in self.threads:
+            t.start()
+
+    def _run(self, body):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            while not self.stop.is_set():
+                if not self.on.wait(0.05):
+                    continue
+                conn.request("POST", "/events", body=body, headers=JSON)
+                r = conn.getresponse()
+                r.read()
+                if r.status != self.status:
+                    self.errors.append(r.status)
+                self.sent += 1
+        except Exception as e:  # pragma: no cover - reported by the test
+            self.errors.append(e)
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+
+
+def _segment_events(n, start=0, segments=1000):
+    return [{"ts": 1_700_000_000 + start + i, "label": i % 3 == 0, "score": (i % 97) / 97,
+             "seg": f"s{(i * 7) % segments}"} for i in range(n)]
+
+
+def test_refused_bodies_in_a_loop_leave_good_traffic_its_throughput(tmp_path):
+    """Over a real socket, a service with 1 000 segments: one client posts refused
+    bodies just over 1 MiB in a loop (valid events but the last: parsed whole), another
+    1 MB segment values and ids (refused by the byte limits), while two clients post
+    batches of 100 good events. Their throughput stays at 80% or more of theirs without
+    the attack (the median of the ratios over alternating pairs of phases, more pairs
+    when the median is not clear: the machine may be shared), nothing of the attack is
+    counted, and /metrics does not grow."""
+    config = tmp_path / "monitor.toml"
+    config.write_text('[monitor]\ngroup_by = "seg"\n')
+    proc, port = start_cli("--config", config)
+    ev = json.dumps(_segment_events(1)[0]).encode()
+    n = (1 << 20) // (len(ev) + 1) + 10
+    stall = b"[" + b",".join([ev] * n) + b',{"ts": 1, "label": 3, "score": 0.5}]'
+    assert len(stall) > 1 << 20
+    huge = [json.dumps([{**_segment_events(1)[0], "seg": "x" * 1_000_000}]).encode(),
+            json.dumps([{**_segment_events(1)[0], "id": "i" * 1_000_000}]).encode()]
+    good = json.dumps(_segment_events(100, 50_000)).encode()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        for k in range(5):  # every segment has events
+            conn.request("POST", "/events", json.dumps(_segment_events(2000, 2000 * k)), JSON)
+            r = conn.getresponse()
+            assert r.status == 200, r.read()
+            r.read()
+        conn.request("POST", "/events", stall, JSON)  # the first release (and freeze)
+        r = conn.getresponse()
+        assert r.status == 400
+        r.read()
+        conn.close()
+        assert wait_for(lambda: release_settled(port), timeout=60)
+        before = call(port, "GET", "/metrics")[2]
+        n_before = json.loads(call(port, "GET", "/snapshot")[2])["n"]
+
+        def throughput():
+            return _throughput_of(port, good, PHASE)
+
+        attack = _Attacker(port, [stall, huge[0], huge[1]])
+        quiet, loud = [], []
+        try:
+            throughput()  # warm-up
+            while len(quiet) < 3 or (len(quiet) < MAX_PAIRS and _median(quiet, loud) < 0.8):
+                quiet.append(throughput())
+                attack.on.set()
+                time.sleep(0.2)  # every attacker is sending
+                loud.append(throughput())
+                attack.on.clear()
+        finally:
+            attack.close()
+        assert not attack.errors, attack.errors[:5]
+        assert attack.sent >= len(loud)
+        after = call(port, "GET", "/metrics")[2]
+        snap = json.loads(call(port, "GET", "/snapshot")[2])
+    finally:
+        stop_cli(proc)
+    assert _median(quiet, loud) >= 0.8, (quiet, loud)
+    # nothing of the attack was counted: only the good batches
+    good_events = snap["n"] - n_before
+    assert good_events % 100 == 0 and snap["service"]["rejected_requests"] == attack.sent + 1
+    # /metrics: the same series, none longer (the segment values of the attack are refused)
+    def series(text):
+        return {s.split(" ")[0] for s in text.decode().splitlines() if not s.startswith("#")}
+    new = series(after) - series(before)
+    assert all("streameval_metric" not in s and "segment=" not in s for s in new), \
+        sorted(new)[:5]
+    assert len(after) <= 1.05 * len(before), (len(before), len(after))
+
+
+def _throughput_of(port, body, seconds, clients=2):
+    """Requests per second of ``clients`` keep-alive connections posting ``body``."""
+    done, errors = [], []
+    deadline = time.monotonic() + seconds
+
+    def client():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        n = 0
+        try:
+            while time.monotonic() < deadline:
+                conn.request("POST", "/events", body=body, headers=JSON)
+                r = conn.getresponse()
+                r.read()
+                if r.status != 200:
+                    errors.append(r.status)
+                    return
+                n += 1
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+        finally:
+            conn.close()
+            done.append(n)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return sum(done) / (time.monotonic() - t0)
