@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import random
 import os
 import selectors
 import signal
@@ -36,7 +37,8 @@ from sklearn.metrics import average_precision_score, precision_score, recall_sco
 
 from streameval.monitor import Monitor  # noqa: E402
 from streameval.service import BackgroundServer, add_serve_arguments, build_engine  # noqa: E402
-from streameval.service.app import snapshot_json  # noqa: E402
+from streameval.io.sinks import dumps  # noqa: E402
+from streameval.service import snapshot_json  # noqa: E402
 from streameval.service.engine import CHECKPOINT_FILE, WAL_FILE  # noqa: E402
 from streameval.service.wal import StateMismatch  # noqa: E402
 
@@ -949,3 +951,44 @@ def test_a_server_that_cannot_bind_releases_its_engine(tmp_path):
         while len(engine_threads()) > before and time.monotonic() < deadline:
             time.sleep(0.01)
         assert len(engine_threads()) == before
+
+
+def test_snapshot_route_is_the_monitor_snapshot_through_the_documented_conversion(server):
+    """``GET /snapshot`` is ``snapshot_json(Monitor.snapshot())`` plus its ``service``
+    section (segments as a list, each with its value; a segment of several fields a
+    list), and ``segments_by_key`` gives the Monitor's dict back."""
+    from streameval.service import segments_by_key
+
+    config = {"monitor": {"group_by": ["country", "device"]}}
+    srv = server(config)
+    rng = random.Random(3)
+    events = [{"ts": 1_700_000_000 + i, "label": rng.random() < 0.3, "score": rng.random(),
+               "country": rng.choice(["fr", "de"]), "device": rng.choice([1, 2, "ios"])}
+              for i in range(300)]
+    assert post(srv.url, events)[0] == 200
+    served = get_json(srv.url, "/snapshot")
+    service = served.pop("service")
+    assert service["events"] == 300
+    direct = srv.engine.monitor.snapshot()
+    assert served == json.loads(dumps(snapshot_json(direct)))
+    # the oracle: segments and their counts, by brute force over the events
+    counts = {None: len(events)}
+    for e in events:
+        key = (e["country"], e["device"])
+        counts[key] = counts.get(key, 0) + 1
+    assert {(tuple(e["segment"]) if e["segment"] else None): e["n"]
+            for e in served["segments"]} == counts
+    back = segments_by_key(served["segments"])
+    assert list(back) == list(direct["segments"]) and set(back) == set(counts)
+    for key, entry in back.items():
+        assert entry["segment"] == key and entry["n"] == counts[key]
+        assert entry["values"] == json.loads(dumps(direct["segments"][key]["values"]))
+
+
+def test_serve_byte_limit_defaults_are_the_validation_limits():
+    from streameval import runconfig, validation
+
+    serve = runconfig.SECTIONS["serve"]
+    assert serve.key("max_id_bytes").default == validation.MAX_ID_BYTES
+    assert serve.key("max_segment_bytes").default == validation.MAX_SEGMENT_BYTES
+    assert serve.key("max_label_bytes").default == validation.MAX_LABEL_BYTES

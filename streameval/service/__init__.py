@@ -62,6 +62,8 @@ __all__ = [
     "main",
     "check_token",
     "MIN_TOKEN_BYTES",
+    "snapshot_json",
+    "segments_by_key",
 ]
 
 #: Defaults of the command line and of :func:`serve`.
@@ -77,6 +79,43 @@ TOKEN_ENV = "STREAMEVAL_TOKEN"
 #: reach of guessing over HTTP; a shorter one is refused at start.
 MIN_TOKEN_BYTES = 16
 _MAKE_TOKEN = ("python -c \"import secrets; print(secrets.token_urlsafe(32))\" > token.txt")
+
+
+def snapshot_json(snap: dict) -> dict:
+    """A Monitor's snapshot in the shape of ``GET /snapshot``: ``segments`` becomes a
+    list of entries, each with its ``segment`` value (null for the whole stream, a list
+    for a segment of several fields), in the snapshot's order, since segment keys
+    (None, numbers, tuples) are not JSON object keys. :func:`segments_by_key` is its
+    inverse. Runtime complexity: `O(segments)`.
+
+    >>> snap = {"n": 3, "segments": {None: {"segment": None, "n": 3},
+    ...                              ("fr", "ios"): {"segment": ("fr", "ios"), "n": 1}}}
+    >>> snapshot_json(snap)["segments"]
+    [{'segment': None, 'n': 3}, {'segment': ['fr', 'ios'], 'n': 1}]
+    >>> segments_by_key(snapshot_json(snap)["segments"]) == snap["segments"]
+    True
+    """
+    out = dict(snap)
+    segs = snap.get("segments")
+    if isinstance(segs, dict):
+        out["segments"] = [dict(entry, segment=_segment_json(entry.get("segment", key)))
+                           for key, entry in segs.items()]
+    return out
+
+
+def _segment_json(key):
+    return list(key) if isinstance(key, tuple) else key
+
+
+def segments_by_key(segments: list) -> dict:
+    """``/snapshot``'s list of segment entries as ``Monitor.snapshot()["segments"]``
+    holds them: a dict by segment value (a list becomes a tuple, in the entry too)."""
+    out = {}
+    for entry in segments:
+        key = entry.get("segment")
+        key = tuple(key) if isinstance(key, list) else key
+        out[key] = dict(entry, segment=key)
+    return out
 
 
 def check_token(token, where: str = "token") -> None:

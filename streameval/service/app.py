@@ -72,7 +72,7 @@ from uvicorn import Server as _UvicornServer
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from streameval.io.sinks import dumps
-from streameval.service import check_token
+from streameval.service import check_token, snapshot_json
 from streameval.service.body import JSON_TYPES, BadRequest, field_limits, media_type
 from streameval.service.engine import Unavailable
 from streameval.service.exposition import MonitorCollector
@@ -143,22 +143,6 @@ INLINE_BYTES = 256 * 1024
 REFUSAL_PENALTY = 9.0
 
 _log = logging.getLogger("streameval.service")
-
-
-def snapshot_json(snap: dict) -> dict:
-    """The Monitor's snapshot for JSON: ``segments`` becomes a list of entries (each
-    with its ``segment`` value, null for the whole stream), since segment keys (None,
-    numbers, tuples) are not JSON object keys."""
-    out = dict(snap)
-    segs = snap.get("segments")
-    if isinstance(segs, dict):
-        out["segments"] = [dict(entry, segment=entry.get("segment", _label(key)))
-                           for key, entry in segs.items()]
-    return out
-
-
-def _label(key):
-    return list(key) if isinstance(key, tuple) else key
 
 
 class _JSON(JSONResponse):
