@@ -16,6 +16,7 @@ import random
 import os
 import selectors
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -992,3 +993,43 @@ def test_serve_byte_limit_defaults_are_the_validation_limits():
     assert serve.key("max_id_bytes").default == validation.MAX_ID_BYTES
     assert serve.key("max_segment_bytes").default == validation.MAX_SEGMENT_BYTES
     assert serve.key("max_label_bytes").default == validation.MAX_LABEL_BYTES
+
+
+def _quickstart(page):
+    """The serve quickstart's bash block of ``page`` (README.md or a docs page)."""
+    text = (Path(__file__).resolve().parents[1] / page).read_text()
+    blocks = [b for b in text.split("```bash\n")[1:] if "streameval serve --config" in b]
+    assert len(blocks) == 1, page
+    return blocks[0].split("\n```", 1)[0]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/guides/service.md"])
+def test_the_serve_quickstart_runs_as_written(page, tmp_path):
+    """The block runs whole in an empty directory (the pip line aside, a free port for
+    8000, and a wait for the server instead of a fixed sleep): it writes the files it
+    uses, the service starts with them, and the curl lines get their answers."""
+    import shutil
+
+    if shutil.which("curl") is None:
+        pytest.skip("needs curl")
+    block = _quickstart(page)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    lines = [ln for ln in block.splitlines() if not ln.startswith("python -m pip install")]
+    script = "\n".join(lines).replace("8000", port).replace(
+        "sleep 3", f"for i in $(seq 300); do curl -s -o /dev/null 127.0.0.1:{port}/healthz "
+                   "&& break; sleep 0.1; done")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    out = subprocess.run(["bash", "-e", "-c", script + "\nwait"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    token = (tmp_path / "token.txt").read_text().strip()
+    assert len(token.encode()) >= 16 and (tmp_path / "monitor.toml").exists()
+    assert '"accepted":' in out.stdout and "listening on" in out.stdout, out.stdout
+    if page == "README.md":
+        assert 'metric="roc_auc"' in out.stdout and 'segment="fr"' in out.stdout
+    else:
+        assert '"status":"ok"' in out.stdout and (tmp_path / "state").is_dir()
