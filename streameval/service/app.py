@@ -13,14 +13,18 @@ Routes:
 * ``POST /predictions`` (``id``, ``ts``, ``score``, weight, segment) and ``POST
   /labels`` (``id``, ``ts``, ``label``) -- delayed labels, joined by id (the config's
   ``[input] label_ttl``; 404 without it); same bodies and answers as ``/events``,
-  plus ``"pending"``, and 429 (with ``Retry-After``) when a batch of predictions
-  would pass ``max_pending``.
+  plus ``"pending"`` and ``"expired"`` (the predictions this batch made expire), and
+  429 (with ``Retry-After``) when a batch of predictions would pass ``max_pending``.
+  Ids, segment values and label strings longer than their byte limits refuse the
+  batch (400 naming the event, the field and the limit).
 * ``GET /metrics`` -- Prometheus text (or OpenMetrics, by ``Accept``).
 * ``GET /snapshot`` -- the Monitor's snapshot as JSON, plus a ``service`` section.
 * ``GET /alerts`` -- ``{"alerts": [...]}``, the active alerts.
-* ``GET /healthz`` -- ``{"status": "ok", ...}``, or 503 ``{"status": "failed",
-  "reason", ...}`` while the log has failed, the last checkpoint attempt failed, or
-  the last rendering of ``/metrics`` or ``/snapshot`` failed; never needs the token.
+* ``GET /healthz`` -- :func:`health_report`: 503 ``{"status": "failed", "reason",
+  ...}`` only when the node cannot take events (its log failed, or it is shutting
+  down); else 200 ``{"status": "ok"}`` or ``{"status": "degraded", "warnings"}`` (a
+  failing checkpoint, a failed rendering, predictions expiring); no filesystem path;
+  never needs the token.
 * ``POST /checkpoint`` -- write a checkpoint now (admin): 200 ``{"written", ...}``,
   500 ``{"error"}`` when it fails, 503 when the engine has failed; the body is
   ignored, the ``Content-Type`` rule of ``/events`` applies.
@@ -32,7 +36,13 @@ Prometheus that scrapes without one). ``POST`` routes need ``Content-Type:
 application/json`` or an NDJSON type (:data:`~.body.JSON_TYPES`): an HTML form or a
 ``fetch`` without a CORS preflight cannot send those, and the service grants no
 preflight, so a web page cannot post to it through a browser. Unknown paths get 404,
-wrong methods 405 (with ``Allow``), an unexpected error 500: always a JSON body.
+wrong methods 405 (with ``Allow``), a request with two ``Host`` headers 400, an
+unexpected error 500: always a JSON body.
+
+Refused large bodies cost no more than their parsing: their memory goes back to the
+system from a thread of its own at a bounded rate (:class:`MemoryReleaser`), never on
+a request's path, and a client host whose large bodies are refused waits before its
+next one is read (:class:`RefusalPenalty`).
 
 :class:`GuardedHttpToolsProtocol` is uvicorn's httptools protocol with what uvicorn
 lacks: a header read timeout, a header size limit, a deadline for the bodies the app
