@@ -50,7 +50,8 @@ does not read, and a cap on connections (503 past it). :class:`Server` is uvicor
 server with a ``Date`` header that does not fragment memory (see there).
 
 Imports: starlette, uvicorn, httptools, prometheus-client (the ``serve`` extra),
-:mod:`streameval.io.sinks` and the service's own modules (engine, body, exposition).
+:mod:`streameval.io.sinks` and the service's own modules (engine, body, checks,
+exposition).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ from uvicorn import Server as _UvicornServer
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from streameval.io.sinks import dumps
-from streameval.service import check_token, snapshot_json
+from streameval.service.checks import check_token, snapshot_json
 from streameval.service.body import JSON_TYPES, BadRequest, field_limits, media_type
 from streameval.service.engine import Unavailable
 from streameval.service.exposition import MonitorCollector
