@@ -1010,9 +1010,10 @@ def test_two_host_headers_are_refused():
                 data = read_until_closed(s, 5)
             assert data.startswith(b"HTTP/1.1 400 "), data
             assert json.loads(data.split(b"\r\n\r\n", 1)[1])["error"].startswith("2 Host")
-        # one Host: served
+        # one Host: served; the refusals are counted
         assert call(srv.url, "GET", "/healthz")[0] == 200
         assert srv.engine.monitor.n == 0
+        assert scrape(srv.url)["streameval_refused_host_requests_total"] == 2
 
 
 def test_short_tokens_and_unreadable_token_files_are_refused_with_one_line(tmp_path):

@@ -362,10 +362,14 @@ class RefusalPenalty:
 
 
 class _ReleaserCollector(Collector):
-    def __init__(self, releaser: MemoryReleaser, penalty: RefusalPenalty):
-        self.releaser, self.penalty = releaser, penalty
+    def __init__(self, releaser: MemoryReleaser, penalty: RefusalPenalty, refused: dict):
+        self.releaser, self.penalty, self.refused = releaser, penalty, refused
 
     def collect(self):
+        yield CounterMetricFamily(
+            "streameval_refused_host_requests",
+            "Requests refused for their Host header (two of them, or a name not served)",
+            value=float(self.refused["host"]))
         yield CounterMetricFamily(
             "streameval_refusal_waits",
             "Large bodies whose client host waited before they were read (its earlier large "
@@ -615,7 +619,8 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
             or not refusal_penalty >= 0:
         raise ValueError(f"refusal_penalty = {refusal_penalty!r}: must be a number >= 0")
     penalty = RefusalPenalty(float(refusal_penalty))
-    registry.register(_ReleaserCollector(releaser, penalty))
+    refused_counts = {"host": 0}
+    registry.register(_ReleaserCollector(releaser, penalty, refused_counts))
     expiry = None if engine.joiner is None else ExpiryWatch(engine.joiner)
     accepted_types = sorted(JSON_TYPES)
     # the ingestion requests' threads: each waits in the engine for the group commit
@@ -834,7 +839,7 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
     app.state.registry = registry
     app.state.releaser = releaser
     allowed = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
-    return _Service(app, ingest_routes, allowed, workers, releaser)
+    return _Service(app, ingest_routes, allowed, workers, releaser, refused_counts)
 
 
 def host_name(header: str) -> str:
@@ -864,10 +869,11 @@ class _Service:
     """
 
     def __init__(self, app, ingest_routes: dict, allowed, workers: ThreadPoolExecutor,
-                 releaser: MemoryReleaser | None = None):
+                 releaser: MemoryReleaser | None = None, refused: dict | None = None):
         self.app, self.state = app, app.state
         self.ingest_routes, self.allowed, self.workers = ingest_routes, allowed, workers
         self.releaser = releaser
+        self.refused = {"host": 0} if refused is None else refused
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -875,6 +881,7 @@ class _Service:
             return
         hosts = [v for k, v in scope["headers"] if k == b"host"]
         if len(hosts) > 1:  # RFC 9112 3.2: a request with more than one Host is a 400
+            self.refused["host"] += 1
             response = _JSON({"error": f"{len(hosts)} Host headers: a request carries one"},
                              status_code=400, headers={"Connection": "close"})
             await response(scope, receive, send)
@@ -882,6 +889,7 @@ class _Service:
         if self.allowed is not None:
             raw = (hosts[0] if hosts else b"").decode("latin-1")
             if host_name(raw) not in self.allowed:
+                self.refused["host"] += 1
                 response = _JSON({"error": f"Host {raw!r} is not served here; allowed: "
                                            f"{sorted(self.allowed)} (--allow-host NAME)"},
                                  status_code=400, headers={"Connection": "close"})
