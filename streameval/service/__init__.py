@@ -18,11 +18,12 @@ schema: this module builds the engine and the server from a parsed config),
 :mod:`.checks`; its
 :mod:`.app` and the ``serve`` extra when a server is started.
 
-Guarded by default (the security guide): loopback only; with a token (``--token-file``)
-every route but ``/healthz`` needs it, reads included unless ``--public-reads``; a
+Guarded by default (the security guide): loopback only; with a token (``--token-file``,
+:data:`MIN_TOKEN_BYTES` at least) every route but ``/healthz`` needs it, reads included unless ``--public-reads``; a
 non-loopback address without a token refuses to start unless ``--insecure``. ``POST``
 bodies must say ``Content-Type: application/json`` (or NDJSON), and are bounded in
-size, nesting and time; headers are bounded in time, connections in number.
+size, nesting and time, their ids, segment values and label strings in bytes; headers
+are bounded in time and count (one ``Host``), connections in number.
 
 Embedding (the server runs in a thread; ``port=0`` takes a free port):
 
