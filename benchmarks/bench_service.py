@@ -59,6 +59,21 @@ without (target: at most 2x) and the throughput ratio; and the events/s of
     python benchmarks/bench_service.py --batch 100 --clients 8 --checkpoints on --seconds 10
     python benchmarks/bench_service.py --old-socket --batch 100 --clients 8 --checkpoints off
 
+``--attack`` measures instead what hostile clients cost good traffic, against a server
+with 1 000 segments (``[monitor] group_by = "seg"``; every segment holds events before
+the run): ``--clients`` connections (default 2 here) post batches of 100 good events,
+alone ("none"), then beside one client posting refused bodies just over 1 MiB in a loop
+(valid events but the last, so each is parsed whole: "gc-stall"), then beside two
+clients posting 1 MB segment values and 1 MB ids in a loop ("byte-cap"); the three
+phases alternate ``--pairs`` times (default 5), ``--seconds`` each (default 3), and the
+table shows the median of each phase's requests/s and its p50/p99 latency, and the
+ratio to "none". ``--refusal-penalty X`` runs the server with ``[serve]
+refusal_penalty = X`` (0: off) to show what the per-host penalty buys. Results:
+``benchmarks/results/bench_service_attack.json``.
+
+    python benchmarks/bench_service.py --attack                      # ~1 min
+    python benchmarks/bench_service.py --attack --refusal-penalty 0  # without the penalty
+
 ``--old-socket`` starts the server with its listening socket made without TCP_NODELAY
 (protocol 0, so asyncio leaves Nagle's algorithm on for accepted connections: every
 keep-alive response then waits for the client's delayed ACK, about 40 ms).
@@ -82,6 +97,7 @@ import random
 import selectors
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -383,6 +399,130 @@ def summary(rows):
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- attacks
+
+SEGMENTS = 1000
+
+
+def segment_events(n, start, rng):
+    return [{"ts": 1_700_000_000 + start + i, "label": int(rng.random() < 0.2),
+             "score": rng.random(), "seg": f"s{rng.randrange(SEGMENTS)}"} for i in range(n)]
+
+
+def _poster(port, body, status, until, lat, errors, stop=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.connect()
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    headers = {"Content-Type": "application/json"}
+    try:
+        while time.monotonic() < until and not (stop is not None and stop.is_set()):
+            t0 = time.perf_counter()
+            conn.request("POST", "/events", body=body, headers=headers)
+            r = conn.getresponse()
+            r.read()
+            if r.status != status:
+                errors.append(r.status)
+                return
+            lat.append(time.perf_counter() - t0)
+    except Exception as e:  # reported by the caller
+        errors.append(repr(e))
+    finally:
+        conn.close()
+
+
+def attack_phase(port, good, attackers, clients, seconds):
+    """Requests/s, p50 and p99 (ms) of ``clients`` posting ``good`` for ``seconds``,
+    beside one connection per body of ``attackers`` (each answered 400), and how many
+    attack requests were answered."""
+    until = time.monotonic() + seconds
+    stop = threading.Event()
+    lat, bad, errors = [], [], []
+    threads = [threading.Thread(target=_poster, args=(port, body, 400, until + 60, bad,
+                                                      errors, stop), daemon=True)
+               for body in attackers]
+    for t in threads:
+        t.start()
+    if attackers:
+        time.sleep(0.2)  # the attackers are sending
+        until = time.monotonic() + seconds
+    lats = [[] for _ in range(clients)]
+    good_threads = [threading.Thread(target=_poster, args=(port, good, 200, until, lats[k],
+                                                           errors)) for k in range(clients)]
+    t0 = time.monotonic()
+    for t in good_threads:
+        t.start()
+    for t in good_threads:
+        t.join()
+    took = time.monotonic() - t0
+    stop.set()
+    for t in threads:
+        t.join(120)
+    if errors:
+        raise SystemExit(f"unexpected answers: {errors[:5]}")
+    lat = sorted(x for ls in lats for x in ls)
+    return (len(lat) / took, 1000 * percentile(lat, 50), 1000 * percentile(lat, 99),
+            len(bad))
+
+
+def attack_mode(args):
+    rng = random.Random(1)
+    ev = json.dumps(segment_events(1, 0, rng)[0]).encode()
+    n = (1 << 20) // (len(ev) + 1) + 10
+    kinds = {
+        "none": [],
+        "gc-stall": [b"[" + b",".join([ev] * n) + b',{"ts": 1, "label": 3, "score": 0.5}]'],
+        "byte-cap": [json.dumps([{**segment_events(1, 0, rng)[0], "seg": "x" * 1_000_000}]).encode(),
+                     json.dumps([{**segment_events(1, 0, rng)[0], "id": "i" * 1_000_000}]).encode()],
+    }
+    good = json.dumps(segment_events(100, 10_000_000, rng)).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = os.path.join(tmp, "monitor.toml")
+        with open(config, "w") as f:
+            f.write('[monitor]\ngroup_by = "seg"\n')
+            if args.refusal_penalty is not None:
+                f.write(f"[serve]\nrefusal_penalty = {args.refusal_penalty}\n")
+        proc, port = start_server(os.path.join(tmp, "state"), NO_CHECKPOINTS, config=config)
+        try:
+            for k in range(10):  # 20 000 events: every segment has some
+                request(port, "POST", "/events", json.dumps(segment_events(2000, 2000 * k, rng)))
+            attack_phase(port, good, kinds["gc-stall"], args.clients, 1.0)  # first release
+            runs = {k: [] for k in kinds}
+            for p in range(args.pairs):
+                for kind, bodies in kinds.items():
+                    r = attack_phase(port, good, bodies, args.clients, args.seconds)
+                    runs[kind].append(r)
+                    print(f"  pair {p + 1}/{args.pairs} {kind:>8}: {r[0]:7.1f} requests/s, "
+                          f"p50 {r[1]:7.1f} ms, p99 {r[2]:7.1f} ms, {r[3]} attack requests",
+                          flush=True)
+            metrics = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            metrics.request("GET", "/metrics")
+            text = metrics.getresponse().read().decode()
+            metrics.close()
+        finally:
+            proc.kill()
+            proc.wait()
+    med = {k: [statistics.median(r[i] for r in v) for i in range(4)] for k, v in runs.items()}
+    base = med["none"][0]
+    tab = R.table("attacks", "Good traffic beside hostile clients: 1 000 segments, batches of "
+                  "100 events, durable", ["attack", "requests/s", "ratio to none", "p50 ms",
+                                          "p99 ms", "attack requests"],
+                  note=f"median of {args.pairs} alternating phases of {args.seconds:g} s, "
+                       f"{args.clients} good clients; refusal_penalty "
+                       f"{'default' if args.refusal_penalty is None else args.refusal_penalty}")
+    print(f"\n{'attack':>9} {'req/s':>8} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8} {'attacks':>8}")
+    for kind, (rps, p50, p99, nbad) in med.items():
+        tab.add(kind, rps, rps / base, p50, p99, nbad)
+        print(f"{kind:>9} {rps:8.1f} {rps / base:6.2f} {p50:8.1f} {p99:8.1f} {nbad:8.0f}")
+    for line in text.splitlines():
+        if line.startswith(("streameval_memory_release", "streameval_refusal_wait")):
+            print("  " + line)
+    print(f"  /metrics: {len(text.encode()):,} bytes")
+    R.param(metrics_bytes=len(text.encode()))
+    for kind in ("gc-stall", "byte-cap"):
+        R.figure(f"{kind}_ratio", f"good traffic's requests/s beside the {kind} attack",
+                 med[kind][0], "requests/s", peer="without the attack", peer_value=base)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 100, 1000],
@@ -405,8 +545,32 @@ def main(argv=None):
                     help="monitor config (default: the default monitor)")
     ap.add_argument("--old-socket", action="store_true",
                     help="listening socket without TCP_NODELAY (Nagle's algorithm on)")
+    ap.add_argument("--attack", action="store_true",
+                    help="good traffic with and without hostile clients (see above)")
+    ap.add_argument("--pairs", type=int, default=5,
+                    help="--attack: rounds of the three phases (default %(default)s)")
+    ap.add_argument("--refusal-penalty", type=float, default=None,
+                    help="--attack: [serve] refusal_penalty of the server (default: its default)")
     R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    if args.attack:
+        if args.json == str(R.default_path(__file__)):
+            args.json = str(R.RESULTS_DIR / "bench_service_attack.json")
+        if args.clients == [8, 32]:
+            args.clients = 2
+        else:
+            args.clients = args.clients[0]
+        if args.seconds is None:
+            args.seconds = 1.0 if args.quick else 3.0
+        if args.quick:
+            args.pairs = min(args.pairs, 2)
+        res = R.start(__file__, args)
+        print(f"nproc {os.cpu_count()}, Python {sys.version.split()[0]}, load average "
+              f"{os.getloadavg()[0]:.1f}; {SEGMENTS} segments; {args.clients} good clients",
+              flush=True)
+        attack_mode(args)
+        res.write(args.json)
+        return 0
     if args.seconds is None:
         args.seconds = 2.0 if args.quick else 5.0
     if args.warmup is None:

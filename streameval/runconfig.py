@@ -407,6 +407,18 @@ SERVE = Section("serve", "The HTTP service's options (command-line options overr
     Key("external_url", "string", "the service's address, for the alerts' generatorURL",
         default=None, default_text="the address bound", check=_nonempty_str,
         allowed="a non-empty string", edges=_SERVE),
+    Key("max_id_bytes", "integer", "UTF-8 bytes of an event's id at most (a longer one: "
+        "400 naming the event); UUIDs take 36, composite keys a few hundred",
+        default=1024, check=_count_int, allowed=">= 1", edges=_SERVE),
+    Key("max_segment_bytes", "integer", "UTF-8 bytes of a segment value at most (a longer "
+        "one: 400); each value is a label of every series of its segment in /metrics",
+        default=256, check=_count_int, allowed=">= 1", edges=_SERVE),
+    Key("max_label_bytes", "integer", "UTF-8 bytes of a label string at most (a longer "
+        "one: 400)", default=256, check=_count_int, allowed=">= 1", edges=_SERVE),
+    Key("refusal_penalty", "number", "a client host whose body over 256 KiB was refused "
+        "after d seconds of work waits this many times d before its next large body is "
+        "read (0: never); refused large bodies then take at most 1 / (1 + it) of the "
+        "service's time", default=9.0, check=_real_min(0), allowed=">= 0", edges=_SERVE),
     Key("accept_loss", "bool", "start over a damaged state directory from what can be "
         "read, counting and exporting what is lost (default: refuse to start and say what "
         "is at risk)", default=False, check=_bool, allowed="true, false", edges=_SERVE),

@@ -12,9 +12,11 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import random
 import os
 import selectors
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -36,7 +38,8 @@ from sklearn.metrics import average_precision_score, precision_score, recall_sco
 
 from streameval.monitor import Monitor  # noqa: E402
 from streameval.service import BackgroundServer, add_serve_arguments, build_engine  # noqa: E402
-from streameval.service.app import snapshot_json  # noqa: E402
+from streameval.io.sinks import dumps  # noqa: E402
+from streameval.service import snapshot_json  # noqa: E402
 from streameval.service.engine import CHECKPOINT_FILE, WAL_FILE  # noqa: E402
 from streameval.service.wal import StateMismatch  # noqa: E402
 
@@ -407,32 +410,32 @@ def test_wrong_methods_and_paths(server):
 
 
 def test_bearer_token_guards_ingestion_and_admin(server, tmp_path):
-    srv = server(token="s3cret", state_dir=tmp_path / "s")
+    srv = server(token="s3cret-s3cret-s3cret", state_dir=tmp_path / "s")
     events = make_events(20, seed=7)
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-s3cret-s3cret"}):
         status, hdrs, data = call(srv.url, "POST", "/events", json.dumps(events).encode(), headers)
         assert status == 401 and hdrs["www-authenticate"].startswith("Bearer")
         assert call(srv.url, "POST", "/checkpoint", b"", headers)[0] == 401
     assert get_json(srv.url, "/healthz")["n"] == 0  # nothing applied
-    assert post(srv.url, events, token="s3cret")[0] == 200
+    assert post(srv.url, events, token="s3cret-s3cret-s3cret")[0] == 200
     status, _, data = call(srv.url, "POST", "/checkpoint", b"",
-                           {"Authorization": "Bearer s3cret", **JSON})
+                           {"Authorization": "Bearer s3cret-s3cret-s3cret", **JSON})
     assert status == 200 and json.loads(data)["written"] is True
     assert (tmp_path / "s" / CHECKPOINT_FILE).exists()
     # with a token, reads need it too (unless public_reads)
     assert call(srv.url, "GET", "/metrics")[0] == 401
-    assert get_json(srv.url, "/snapshot", token="s3cret")["n"] == 20
+    assert get_json(srv.url, "/snapshot", token="s3cret-s3cret-s3cret")["n"] == 20
 
 
 def test_reads_are_guarded_by_default_and_public_reads_opens_them(server):
-    guarded = server(token="tok")
+    guarded = server(token="tok-tok-tok-tok-tok")
     with pytest.warns(DeprecationWarning, match="protect_reads is deprecated"):
-        alias = server(token="tok", protect_reads=True)  # the deprecated no-op alias
-    public = server(token="tok", public_reads=True)
+        alias = server(token="tok-tok-tok-tok-tok", protect_reads=True)  # the deprecated no-op alias
+    public = server(token="tok-tok-tok-tok-tok", public_reads=True)
     for path in ("/metrics", "/snapshot", "/alerts"):
         for srv in (guarded, alias):
             assert call(srv.url, "GET", path)[0] == 401
-            assert call(srv.url, "GET", path, headers={"Authorization": "Bearer tok"})[0] == 200
+            assert call(srv.url, "GET", path, headers={"Authorization": "Bearer tok-tok-tok-tok-tok"})[0] == 200
         assert call(public.url, "GET", path)[0] == 200
     for srv in (guarded, alias, public):
         assert call(srv.url, "GET", "/healthz")[0] == 200
@@ -641,15 +644,15 @@ def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
     """Through the ``streameval serve`` command, with a token file."""
     config_path = toml_config(tmp_path)
     state = tmp_path / "state"
-    (tmp_path / "token").write_text("t0ken\n")
+    (tmp_path / "token").write_text("t0ken-t0ken-t0ken\n")
     token = ("--token-file", str(tmp_path / "token"))
     proc, url, _ = start_process(config_path, state, "--checkpoint-seconds", "0", *token,
                                  cli=True)
     events = make_events(120, seed=14)
     assert post(url, events[:70])[0] == 401
-    assert post(url, events[:70], token="t0ken")[0] == 200
-    assert post(url, events[70:], ndjson=True, token="t0ken")[0] == 200
-    before = get_json(url, "/snapshot", token="t0ken")  # reads need the token too
+    assert post(url, events[:70], token="t0ken-t0ken-t0ken")[0] == 200
+    assert post(url, events[70:], ndjson=True, token="t0ken-t0ken-t0ken")[0] == 200
+    before = get_json(url, "/snapshot", token="t0ken-t0ken-t0ken")  # reads need the token too
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0
     assert "stopped" in proc.stdout.read().decode()
@@ -949,3 +952,84 @@ def test_a_server_that_cannot_bind_releases_its_engine(tmp_path):
         while len(engine_threads()) > before and time.monotonic() < deadline:
             time.sleep(0.01)
         assert len(engine_threads()) == before
+
+
+def test_snapshot_route_is_the_monitor_snapshot_through_the_documented_conversion(server):
+    """``GET /snapshot`` is ``snapshot_json(Monitor.snapshot())`` plus its ``service``
+    section (segments as a list, each with its value; a segment of several fields a
+    list), and ``segments_by_key`` gives the Monitor's dict back."""
+    from streameval.service import segments_by_key
+
+    config = {"monitor": {"group_by": ["country", "device"]}}
+    srv = server(config)
+    rng = random.Random(3)
+    events = [{"ts": 1_700_000_000 + i, "label": rng.random() < 0.3, "score": rng.random(),
+               "country": rng.choice(["fr", "de"]), "device": rng.choice([1, 2, "ios"])}
+              for i in range(300)]
+    assert post(srv.url, events)[0] == 200
+    served = get_json(srv.url, "/snapshot")
+    service = served.pop("service")
+    assert service["events"] == 300
+    direct = srv.engine.monitor.snapshot()
+    assert served == json.loads(dumps(snapshot_json(direct)))
+    # the oracle: segments and their counts, by brute force over the events
+    counts = {None: len(events)}
+    for e in events:
+        key = (e["country"], e["device"])
+        counts[key] = counts.get(key, 0) + 1
+    assert {(tuple(e["segment"]) if e["segment"] else None): e["n"]
+            for e in served["segments"]} == counts
+    back = segments_by_key(served["segments"])
+    assert list(back) == list(direct["segments"]) and set(back) == set(counts)
+    for key, entry in back.items():
+        assert entry["segment"] == key and entry["n"] == counts[key]
+        assert entry["values"] == json.loads(dumps(direct["segments"][key]["values"]))
+
+
+def test_serve_byte_limit_defaults_are_the_validation_limits():
+    from streameval import runconfig, validation
+
+    serve = runconfig.SECTIONS["serve"]
+    assert serve.key("max_id_bytes").default == validation.MAX_ID_BYTES
+    assert serve.key("max_segment_bytes").default == validation.MAX_SEGMENT_BYTES
+    assert serve.key("max_label_bytes").default == validation.MAX_LABEL_BYTES
+
+
+def _quickstart(page):
+    """The serve quickstart's bash block of ``page`` (README.md or a docs page)."""
+    text = (Path(__file__).resolve().parents[1] / page).read_text()
+    blocks = [b for b in text.split("```bash\n")[1:] if "streameval serve --config" in b]
+    assert len(blocks) == 1, page
+    return blocks[0].split("\n```", 1)[0]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/guides/service.md"])
+def test_the_serve_quickstart_runs_as_written(page, tmp_path):
+    """The block runs whole in an empty directory (the pip line aside, a free port for
+    8000, and a wait for the server instead of a fixed sleep): it writes the files it
+    uses, the service starts with them, and the curl lines get their answers."""
+    import shutil
+
+    if shutil.which("curl") is None:
+        pytest.skip("needs curl")
+    block = _quickstart(page)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    lines = [ln for ln in block.splitlines() if not ln.startswith("python -m pip install")]
+    script = "\n".join(lines).replace("8000", port).replace(
+        "sleep 3", f"for i in $(seq 300); do curl -s -o /dev/null 127.0.0.1:{port}/healthz "
+                   "&& break; sleep 0.1; done")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    out = subprocess.run(["bash", "-e", "-c", script + "\nwait"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    token = (tmp_path / "token.txt").read_text().strip()
+    assert len(token.encode()) >= 16 and (tmp_path / "monitor.toml").exists()
+    assert '"accepted":' in out.stdout and "listening on" in out.stdout, out.stdout
+    if page == "README.md":
+        assert 'metric="roc_auc"' in out.stdout and 'segment="fr"' in out.stdout
+    else:
+        assert '"status":"ok"' in out.stdout and (tmp_path / "state").is_dir()

@@ -4,8 +4,10 @@ events hold, every response is a 200 or a 4xx with a JSON body, the reads
 state directory serves the same state.
 
 Oracles: a Monitor fed directly the batches the service acknowledged (its snapshot
-must equal the served one, before and after the restart), and the validation rules of
-:mod:`streameval.events` (a batch is accepted exactly when every event is valid).
+must equal the served one, before and after the restart), the validation rules of
+:mod:`streameval.events` (a batch is accepted exactly when every event is valid), and
+the byte limits counted here (an id over 1 024 UTF-8 bytes, a segment value or a label
+string over 256 refuse the batch).
 The regression this guards: one event with a lone surrogate in its segment (valid
 JSON, ``"\\ud800"``) was accepted and then broke every export and checkpoint for
 good, including after a restart, which replayed it from the write-ahead log.
@@ -30,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from streameval.events import EventError, events_to_batch  # noqa: E402
 from streameval.service import BackgroundServer  # noqa: E402
-from streameval.service.app import snapshot_json  # noqa: E402
+from streameval.service import snapshot_json  # noqa: E402
 
 CONFIG = {
     "monitor": {
@@ -65,6 +67,14 @@ SCALARS = st.one_of(
 JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
                     | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6)
 FIELDS = ["ts", "label", "score", "weight", "id", "country"]
+#: The service's byte limits on string values, by field (the defaults of [serve]).
+BYTE_LIMITS = {"id": 1024, "country": 256, "label": 256}
+
+
+def over_byte_limit(event) -> bool:
+    return isinstance(event, dict) and any(
+        isinstance(event.get(f), str) and len(event[f].encode("utf-8", "surrogatepass")) > n
+        for f, n in BYTE_LIMITS.items())
 
 
 @st.composite
@@ -79,11 +89,14 @@ def events(draw):
         "country": draw(st.sampled_from(["de", "fr", "us", "br", "jp", "in", "mx"])),
     }
     for f in FIELDS:
-        choice = draw(st.integers(0, 9))
+        choice = draw(st.integers(0, 11))
         if choice == 0:
             good[f] = draw(JSON)
         elif choice == 1:
             del good[f]
+        elif choice == 2 and f in BYTE_LIMITS:  # about its byte limit, in any script
+            limit = BYTE_LIMITS[f]
+            good[f] = draw(st.text(min_size=limit // 4 - 2, max_size=limit + 2))
     if draw(st.integers(0, 19)) == 0:
         return draw(JSON)  # not an object at all
     return good
@@ -114,6 +127,8 @@ def valid(batch, fields):
     max_future, and nothing a metric refuses (log_loss: a score outside [0, 1])."""
     from streameval.monitor import Monitor
 
+    if any(map(over_byte_limit, batch)):
+        return False
     try:
         b = stamped(batch, fields)
         Monitor.from_config(CONFIG["monitor"]).validate(b.label, b.score, b.weight)
@@ -130,6 +145,11 @@ def json_body(status, ctype, data):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(events(), min_size=1, max_size=6), min_size=1, max_size=6))
+@example(batches=[  # at and over the byte limits
+    [{"ts": NOW, "label": 1, "score": 0.5, "country": "é" * 128, "id": "i" * 1024}],
+    [{"ts": NOW, "label": 1, "score": 0.5, "country": "é" * 129}],
+    [{"ts": NOW, "label": 1, "score": 0.5, "id": "\ud800" * 342}],
+])
 @example(batches=[  # the reported wedge: a lone surrogate as the segment, then good events
     [{"ts": 1, "label": 1, "score": 0.5, "country": "\ud800"}],
     [{"ts": NOW, "label": 1, "score": 0.5, "country": "de", "weight": 1e308}],

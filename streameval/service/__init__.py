@@ -14,14 +14,16 @@ that the CLI can declare its arguments without them.
 
 Imports: the standard library, :mod:`streameval.runconfig` (the config file's
 schema: this module builds the engine and the server from a parsed config),
-:mod:`streameval.monitor`, :mod:`streameval.io` and its own :mod:`.engine`; its
+:mod:`streameval.monitor`, :mod:`streameval.io` and its own :mod:`.engine` and
+:mod:`.checks`; its
 :mod:`.app` and the ``serve`` extra when a server is started.
 
-Guarded by default (the security guide): loopback only; with a token (``--token-file``)
-every route but ``/healthz`` needs it, reads included unless ``--public-reads``; a
+Guarded by default (the security guide): loopback only; with a token (``--token-file``,
+:data:`MIN_TOKEN_BYTES` at least) every route but ``/healthz`` needs it, reads included unless ``--public-reads``; a
 non-loopback address without a token refuses to start unless ``--insecure``. ``POST``
 bodies must say ``Content-Type: application/json`` (or NDJSON), and are bounded in
-size, nesting and time; headers are bounded in time, connections in number.
+size, nesting and time, their ids, segment values and label strings in bytes; headers
+are bounded in time and count (one ``Host``), connections in number.
 
 Embedding (the server runs in a thread; ``port=0`` takes a free port):
 
@@ -50,6 +52,13 @@ from streameval import runconfig
 from streameval.io.alertmanager import AlertmanagerSink, AlertmanagerWebhookSink
 from streameval.io.sinks import WebhookSink
 from streameval.monitor import Monitor
+from streameval.service.checks import (
+    _MAKE_TOKEN,
+    MIN_TOKEN_BYTES,
+    check_token,
+    segments_by_key,
+    snapshot_json,
+)
 from streameval.service.engine import Engine
 
 __all__ = [
@@ -60,6 +69,10 @@ __all__ = [
     "add_serve_arguments",
     "run_from_args",
     "main",
+    "check_token",
+    "MIN_TOKEN_BYTES",
+    "snapshot_json",
+    "segments_by_key",
 ]
 
 #: Defaults of the command line and of :func:`serve`.
@@ -241,6 +254,10 @@ def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=Non
         ("header_timeout", header_timeout, _app.DEFAULT_HEADER_TIMEOUT),
         ("body_timeout", body_timeout, _app.DEFAULT_BODY_TIMEOUT),
         ("max_connections", max_connections, _app.DEFAULT_MAX_CONNECTIONS),
+        ("max_id_bytes", None, _app.MAX_ID_BYTES),
+        ("max_segment_bytes", None, _app.MAX_SEGMENT_BYTES),
+        ("max_label_bytes", None, _app.MAX_LABEL_BYTES),
+        ("refusal_penalty", None, _app.REFUSAL_PENALTY),
     ):
         if value is not None:
             value = serve.key(name).check(value, name)
@@ -249,6 +266,11 @@ def _options(table: dict, *, public_reads=None, protect_reads=None, max_body=Non
         allowed_hosts = serve.key("allowed_hosts").check(list(allowed_hosts), "allowed_hosts")
     out["allowed_hosts"] = list(allowed_hosts or ()) or table.get("allowed_hosts", [])
     return out
+
+
+def _byte_limits(opts: dict) -> dict:
+    return {k: opts[k] for k in ("max_id_bytes", "max_segment_bytes", "max_label_bytes",
+                                 "refusal_penalty")}
 
 
 #: Host names a loopback-bound service answers to (``Host`` header, port aside).
@@ -317,6 +339,7 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
     or the default.
     """
     _need_extra()
+    check_token(token)
     from streameval.service.app import create_app, return_memory_promptly
 
     out = sys.stdout if out is None else out
@@ -340,7 +363,8 @@ def serve(config=None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, state
                         max_connections=max_connections, allowed_hosts=allowed_hosts)
         app = create_app(engine, token=token, public_reads=opts["public_reads"],
                          max_body=opts["max_body"], body_timeout=opts["body_timeout"],
-                         allowed_hosts=_hosts(sock, opts["allowed_hosts"]))
+                         allowed_hosts=_hosts(sock, opts["allowed_hosts"]),
+                         own_process=True, **_byte_limits(opts))
         server = _server(app, log_level, opts)
         replayed = engine.replayed
         print(f"streameval serve: listening on {_url(sock)}"
@@ -383,6 +407,7 @@ class BackgroundServer:
                  body_timeout: float | None = None, max_connections: int | None = None,
                  log_level: str = "warning", allowed_hosts=(), **engine_kwargs):
         _need_extra()
+        check_token(token)
         from streameval.service.app import create_app
 
         sock = _bind(host, port)
@@ -403,7 +428,8 @@ class BackgroundServer:
                                   public_reads=self.options["public_reads"],
                                   max_body=self.options["max_body"],
                                   body_timeout=self.options["body_timeout"],
-                                  allowed_hosts=_hosts(sock, self.options["allowed_hosts"]))
+                                  allowed_hosts=_hosts(sock, self.options["allowed_hosts"]),
+                                  **_byte_limits(self.options))
             self._server = _server(self.app, log_level, self.options)
         except BaseException:
             sock.close()
@@ -503,13 +529,26 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 
 def _token(args) -> str | None:
-    if args.token_file:
-        with open(args.token_file, encoding="utf-8") as f:
-            token = f.read().strip()
+    """The token of ``--token-file`` (or ``STREAMEVAL_TOKEN``), checked: one line
+    (ValueError) for a file that cannot be read, is empty, or holds a short token."""
+    path = args.token_file
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                token = f.read().strip()
+        except FileNotFoundError:
+            raise ValueError(f"--token-file {path}: no such file; make one with "
+                             f"{_MAKE_TOKEN}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise ValueError(f"--token-file {path}: cannot read it: {why}") from None
         if not token:
-            raise ValueError(f"{args.token_file}: the token file is empty")
+            raise ValueError(f"--token-file {path}: the token file is empty")
+        check_token(token, f"--token-file {path}: the token")
         return token
-    return os.environ.get(TOKEN_ENV) or None
+    token = os.environ.get(TOKEN_ENV) or None
+    check_token(token, f"{TOKEN_ENV}: the token")
+    return token
 
 
 def run_from_args(args: argparse.Namespace) -> int:

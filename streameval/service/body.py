@@ -21,7 +21,19 @@ Traceback (most recent call last):
 ...
 streameval.service.body.BadRequest: event 0: JSON nested deeper than 32 levels
 
-Imports: the standard library and orjson when installed; no streameval module.
+String values of the fields that stay in the service's state (ids, segment values,
+label strings) are bounded in bytes when :func:`decode_events` is given
+:func:`field_limits`: a body holding a longer one is refused whole, naming the event,
+the field and the limit, before anything is validated or kept:
+
+>>> limits = field_limits(id="id", segment="country", label="label", max_segment_bytes=8)
+>>> decode_events(b'[{"country": "fr"}, {"country": "a-very-long-name"}]', limits=limits)
+Traceback (most recent call last):
+...
+streameval.service.body.BadRequest: event 1: segment field 'country': 16 bytes, more than the limit of 8 bytes
+
+Imports: the standard library, orjson when installed, and :mod:`streameval.validation`
+(the byte limits).
 """
 
 from __future__ import annotations
@@ -34,7 +46,16 @@ try:  # the optional "fast" extra
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
 
-__all__ = ["BadRequest", "decode_events", "NDJSON_TYPES", "JSON_TYPES", "MAX_DEPTH"]
+from streameval.validation import (
+    MAX_ID_BYTES,
+    MAX_LABEL_BYTES,
+    MAX_SEGMENT_BYTES,
+    ValidationError,
+    check_text_bytes,
+)
+
+__all__ = ["BadRequest", "decode_events", "field_limits", "check_limits", "NDJSON_TYPES", "JSON_TYPES",
+           "MAX_DEPTH"]
 
 #: Content types read as one JSON document per line.
 NDJSON_TYPES = frozenset(
@@ -137,7 +158,52 @@ def _reason(e) -> str:
     return f"malformed JSON: {msg}"
 
 
-def decode_events(body: bytes, content_type: str | None = None) -> list:
+def field_limits(*, id=None, segment=None, label=None, max_id_bytes: int = MAX_ID_BYTES,
+                 max_segment_bytes: int = MAX_SEGMENT_BYTES,
+                 max_label_bytes: int = MAX_LABEL_BYTES) -> tuple:
+    """The byte limits of :func:`decode_events` for these field names: ``id`` and
+    ``label`` one name or None, ``segment`` a name, a sequence of names or None.
+    Returns ``((field, what, limit), ...)``; ``what`` names the limit in errors
+    (``id``, ``segment``, ``label``). Limits must be ints >= 1.
+
+    >>> field_limits(id="id", segment=("country", "device"), max_segment_bytes=64)
+    (('id', 'id', 1024), ('country', 'segment', 64), ('device', 'segment', 64))
+    """
+    segments = () if segment is None else (segment,) if isinstance(segment, str) else segment
+    out = []
+    for names, what, limit in (((id,), "id", max_id_bytes),
+                               (tuple(segments), "segment", max_segment_bytes),
+                               ((label,), "label", max_label_bytes)):
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"max_{what}_bytes = {limit!r}: must be an int >= 1")
+        out.extend((name, what, limit) for name in names if name is not None)
+    return tuple(out)
+
+
+def check_limits(events: list, limits: tuple, size: int) -> None:
+    """Raise :class:`BadRequest` naming the first event whose string value of a bounded
+    field is over its limit (``limits`` from :func:`field_limits`; ``size`` is the
+    body's length: a JSON string decodes to at most as many UTF-8 bytes as its text
+    takes in the body, so a field whose limit is at least ``size`` needs no look).
+
+    Runtime complexity: `O(events x bounded fields)` dictionary lookups, plus an
+    encoding of the strings whose length leaves the answer open.
+    """
+    for field, what, limit in limits:
+        if limit >= size:
+            continue
+        quarter = limit // 4  # a character takes at most 4 bytes in UTF-8
+        for i, e in enumerate(events):
+            v = e.get(field)
+            if type(v) is str and len(v) > quarter:
+                try:
+                    check_text_bytes(v, f"{what} field {field!r}", limit, index=i)
+                except ValidationError as err:
+                    raise BadRequest(f"{err.name}: {err.reason}", index=i, field=field,
+                                     limit=limit) from None
+
+
+def decode_events(body: bytes, content_type: str | None = None, limits: tuple = ()) -> list:
     """Parse a request body into a list of event objects (dicts not yet validated).
 
     A JSON object is one event, a JSON array is a list of events, and NDJSON (one
@@ -146,8 +212,16 @@ def decode_events(body: bytes, content_type: str | None = None) -> list:
     as events. Runtime complexity: `O(len(body))`.
 
     Raises :class:`BadRequest` naming the event index (or the position in the body),
-    also for nesting deeper than :data:`MAX_DEPTH`.
+    also for nesting deeper than :data:`MAX_DEPTH` and for a string over its byte
+    limit in ``limits`` (:func:`field_limits`; none by default).
     """
+    events = _decode(body, content_type)
+    if limits:
+        check_limits(events, limits, len(body))
+    return events
+
+
+def _decode(body: bytes, content_type: str | None) -> list:
     ctype = media_type(content_type)
     if not body.strip():
         raise BadRequest("empty body (expected a JSON object, a JSON array or NDJSON)")

@@ -292,6 +292,7 @@ class Engine:
             DEFAULT_MAX_IDEMPOTENCY_KEYS if max_idempotency_keys is None else max_idempotency_keys,
             Integer(1))
         self._keys: dict = {}
+        self._expired_by: dict = {}  # seq -> predictions its batch made expire
         self._clock = clock
         self._synchronous = synchronous
         self._lock = threading.Lock()  # the Monitor, the joiner, the sequence, the counters
@@ -642,18 +643,20 @@ class Engine:
 
     # ------------------------------------------------------------------ ingestion
     def ingest_body(self, body: bytes, content_type: str | None = None, *,
-                    kind: str = "events", key: str | None = None) -> dict:
-        """Decode a request body (:func:`decode_events`) and :meth:`ingest` it."""
-        return self._wait(*self.begin_body(body, content_type, kind=kind, key=key))
+                    kind: str = "events", key: str | None = None, limits: tuple = ()) -> dict:
+        """Decode a request body (:func:`decode_events`, with its byte ``limits``) and
+        :meth:`ingest` it."""
+        return self._wait(*self.begin_body(body, content_type, kind=kind, key=key,
+                                           limits=limits))
 
     def begin_body(self, body: bytes, content_type: str | None = None, *,
-                   kind: str = "events", key: str | None = None) -> tuple:
+                   kind: str = "events", key: str | None = None, limits: tuple = ()) -> tuple:
         """The first half of :meth:`ingest_body`, on the caller's thread without waiting:
         decode, validate and log the batch. Returns ``(result, seq)``: with ``seq`` None
         the result is final (an empty batch), else pass ``seq`` to :meth:`when_applied`
         and the result to :meth:`finish` once it reports. Raises as :meth:`ingest`."""
         try:
-            events = decode_events(body, content_type)
+            events = decode_events(body, content_type, limits)
         except BadRequest:
             self._count_rejected()
             raise
@@ -683,6 +686,8 @@ class Engine:
         result["n"] = self.monitor.n
         if self.joiner is not None:
             result["pending"] = self.joiner.n_pending
+            # predictions this batch's arrival made expire (0 for a retried batch)
+            result["expired"] = self._expired_by.pop(result.get("seq"), 0)
         if self.checkpoint_every is not None and (
                 self._acked - self._ckpt_acked >= self.checkpoint_every):
             self._wake.set()
@@ -909,7 +914,7 @@ class Engine:
                 return
             group = [(b, a) for _, b, a in queue_[:k]]
             try:
-                self._apply(group)
+                self._apply(group, [s for s, _, _ in queue_[:k]])
             except BaseException as e:  # validated before: a bug; the memory state is suspect
                 self._fail(f"the Monitor failed on a batch: {e!r}")
                 raise
@@ -922,7 +927,7 @@ class Engine:
             self.stats["batches"] += len(group)
             self.stats["events"] += events
 
-    def _apply(self, batches: list) -> None:
+    def _apply(self, batches: list, seqs=None) -> None:
         """Feed ``[(batch, admitted or None)]`` to the joiner and the Monitor, in order:
         an event batch as the Monitor admitted it when it arrived (None: admitted now, a
         batch read back from the log), a prediction or label batch through the joiner,
@@ -940,7 +945,7 @@ class Engine:
             stats["monitor_updates"] += 1  # batches / updates: what grouping saves
 
         run: list = []
-        for b, admitted in batches:
+        for k, (b, admitted) in enumerate(batches):
             kind = _kind(b)
             if kind == EVENTS:
                 if admitted is None:
@@ -954,12 +959,23 @@ class Engine:
             if kind == EVENTS:
                 apply(admitted)
                 continue
+            expired = self.joiner.n_expired
             joined = self.joiner.process(b)
+            if seqs is not None and self.joiner.n_expired > expired:
+                self._note_expired(seqs[k], self.joiner.n_expired - expired)
             if len(joined):
                 stats["monitor_updates"] += 1
                 pipeline.feed(joined)
         if run:
             apply(Admitted.concat(run))
+
+    def _note_expired(self, seq: int, n: int) -> None:
+        """Keep, for :meth:`finish`, how many predictions batch ``seq`` made expire (the
+        1 000 newest batches at most: an answer never read is not kept for long)."""
+        by = self._expired_by
+        by[seq] = n
+        if len(by) > 1000:
+            del by[next(iter(by))]
 
     def _fail(self, reason: str) -> None:
         """Stop accepting events: the log missed a batch the memory state may need."""

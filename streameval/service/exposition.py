@@ -24,12 +24,30 @@ Families:
   ``streameval_lost_batches_total`` / ``streameval_lost_events_total`` -- acknowledged
   batches and events that a start with ``accept_loss`` found damaged or missing;
 * ``streameval_retried_batches_total`` -- batches retried with a known idempotency key;
+* ``streameval_checkpoint_failing`` -- 1 while the last checkpoint attempt failed
+  (the service still takes events: ``/healthz`` says 200, with the failure in its
+  warnings);
 * with delayed labels: ``streameval_label_join_total{outcome}`` (``joined``,
   ``expired``, ``orphans``, ``duplicates``), ``streameval_predictions_pending``,
-  ``streameval_predictions_pending_max`` and ``streameval_pending_refusals_total``.
+  ``streameval_predictions_pending_max`` and ``streameval_pending_refusals_total``;
+* ``streameval_missing_segment_field_total{field}`` -- events that lacked a segment
+  field, per field, when the Monitor's snapshot counts them
+  (``missing_segment_fields``).
 
 The segment label is ``""`` for the whole stream (no ``group_by``) and, for a segment
-made of several fields, their values joined by ``"|"``.
+made of several fields, their values joined by ``"|"``. A label value is escaped by
+prometheus-client (backslash, double quote, line feed) and bounded: one longer than
+:data:`MAX_LABEL_VALUE_BYTES` is cut and ends with ``~`` and 16 hex digits of its
+SHA-256, so that two long values stay two series. The service refuses segment values
+over ``[serve] max_segment_bytes`` (256 bytes by default) anyway; the bound holds for a
+Monitor fed otherwise too.
+
+What bounds a scrape: the series are the Monitor's metrics times its segments (at most
+``max_segments`` + 1 with ``__other__``, plus the whole stream) for
+``streameval_metric`` and ``streameval_late_events_total``, one per segment for
+``streameval_segment_events``, one per active alert, plus a fixed few; each series
+line holds at most three label values of :data:`MAX_LABEL_VALUE_BYTES`. The default
+monitor with 1 000 segments of 256-byte values renders in a few MB.
 
 The ``window`` label is what each metric declares (the ``window_kind`` of its
 :class:`~streameval.metrics.base.Capabilities`), never its class name.
@@ -40,6 +58,7 @@ capabilities); it reads the Monitor's plain snapshots, never metric internals.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -47,11 +66,35 @@ from prometheus_client.registry import Collector
 
 from streameval.metrics.base import capabilities
 
-__all__ = ["MonitorCollector", "window_label", "segment_label"]
+__all__ = ["MonitorCollector", "window_label", "segment_label", "bounded_label",
+           "MAX_LABEL_VALUE_BYTES"]
+
+#: UTF-8 bytes of an exported label value at most: two segment fields of the default
+#: ``max_segment_bytes`` (256) and their separator fit whole.
+MAX_LABEL_VALUE_BYTES = 528
+
+
+def bounded_label(value: str, limit: int = MAX_LABEL_VALUE_BYTES) -> str:
+    """``value`` if its UTF-8 encoding is at most ``limit`` bytes, else its longest
+    prefix that leaves room for ``~`` and the first 16 hex digits of the value's
+    SHA-256 (distinct long values stay distinct series).
+
+    >>> bounded_label("fr")
+    'fr'
+    >>> v = bounded_label("x" * 10_000, 40)
+    >>> v[:24], len(v)
+    ('xxxxxxxxxxxxxxxxxxxxxxx~', 40)
+    """
+    data = value.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return value
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    head = data[: limit - 17].decode("utf-8", "ignore")  # no character cut in two
+    return f"{head}~{digest}"
 
 
 def segment_label(segment) -> str:
-    """The Prometheus label value of a segment.
+    """The Prometheus label value of a segment (bounded: :func:`bounded_label`).
 
     >>> segment_label(None), segment_label("fr"), segment_label(("fr", "ios")), segment_label(3)
     ('', 'fr', 'fr|ios', '3')
@@ -59,8 +102,8 @@ def segment_label(segment) -> str:
     if segment is None:
         return ""
     if isinstance(segment, (tuple, list)):
-        return "|".join("" if s is None else str(s) for s in segment)
-    return str(segment)
+        return bounded_label("|".join("" if s is None else str(s) for s in segment))
+    return bounded_label(str(segment))
 
 
 def window_label(metric) -> str:
@@ -159,7 +202,8 @@ class MonitorCollector(Collector):
         )
         for a in snap.get("alerts") or ():
             active.add_metric(
-                [str(a.get("rule")), segment_label(a.get("segment")), str(a.get("state"))], 1.0
+                [bounded_label(str(a.get("rule"))), segment_label(a.get("segment")),
+                 str(a.get("state"))], 1.0
             )
         yield active
         yield CounterMetricFamily(
@@ -173,6 +217,11 @@ class MonitorCollector(Collector):
         yield CounterMetricFamily(
             "streameval_checkpoint_errors", "Checkpoint attempts that failed since start",
             value=float(info.get("checkpoint_errors", 0)),
+        )
+        yield GaugeMetricFamily(
+            "streameval_checkpoint_failing",
+            "1 while the last checkpoint attempt failed (events are still taken and logged)",
+            value=float(bool(getattr(self.engine, "checkpoint_error", None))),
         )
         yield CounterMetricFamily(
             "streameval_lost_batches",
@@ -229,6 +278,16 @@ class MonitorCollector(Collector):
                 "Batches of predictions refused with 429 at max_pending",
                 value=float(info.get("pending_refusals", 0)),
             )
+        missing = snap.get("missing_segment_fields")
+        if missing is not None:
+            family = CounterMetricFamily(
+                "streameval_missing_segment_field",
+                "Events without a segment field (counted in the whole stream only)",
+                labels=["field"],
+            )
+            for field, k in missing.items():
+                family.add_metric([bounded_label(str(field))], float(k))
+            yield family
 
 
 def _gather(monitor, info):
