@@ -612,7 +612,8 @@ def _threshold_param(metrics):
 
 def monitor_curves(monitor, segments=(None,), *, label="end of stream", points=CURVE_POINTS):
     """Score summaries (:func:`score_summary`) of a Monitor's segments, as the report
-    takes them: ``[{"segment", "label", "n", "t", ...summary}]``.
+    takes them: ``[{"segment", "label", "stream_n", "t", ...summary}]`` (``stream_n``
+    and ``t``: the monitor's events counted and event time).
 
     For each segment key in ``segments`` (None: the whole stream) that the monitor has
     and that holds an exact cumulative score-order metric (``roc_auc``,
@@ -636,15 +637,8 @@ def monitor_curves(monitor, segments=(None,), *, label="end of stream", points=C
                 break
         if found is None:
             continue
-        n = None
-        try:
-            snap = monitor.snapshot()["segments"]
-            n = next((s["n"] for s in snap.values() if s["segment"] == seg), None)
-        except Exception:  # noqa: BLE001 - n is informative only
-            pass
         summary = score_summary(*found, threshold=_threshold_param(metrics), points=points)
-        out.append({"segment": seg, "label": label, "n": n if n is not None else monitor.n,
-                    "stream_n": monitor.n,
+        out.append({"segment": seg, "label": label, "stream_n": monitor.n,
                     "t": t if _is_num(t) and math.isfinite(t) else None, **summary})
     return out
 
@@ -660,20 +654,28 @@ class CurveRecorder:
     """
 
     def __init__(self, monitor, limit=8):
-        self.monitor = monitor
+        self._monitor = monitor
         self.limit = limit
         self.taken = []
+
+    @property
+    def monitor(self):
+        """The Monitor (``monitor`` may be a function returning it: a pipeline's, which a
+        resume replaces)."""
+        m = self._monitor
+        return m() if callable(m) and not hasattr(m, "segment_metrics") else m
 
     def __call__(self, transition):
         if transition.get("state") != "firing" or len(self.taken) >= self.limit:
             return
-        seg = _segment_key(transition.get("segment"))
+        seg = transition.get("segment")
         label = f"when {transition.get('rule')} fired"
         self.taken += monitor_curves(self.monitor, [seg], label=label)
 
     def curves(self, end_segments=()):
-        """The recorded summaries and the end of the stream's (whole stream first)."""
-        segs = [None] + [s for s in end_segments if s is not None]
+        """The end of the stream's summaries (whole stream first, then
+        ``end_segments``), then the recorded ones."""
+        segs = [None] + [s for s in dict.fromkeys(end_segments) if s is not None]
         return monitor_curves(self.monitor, segs) + self.taken
 
 
@@ -1316,7 +1318,7 @@ _JS = r"""
     var sel = el("select", {id: "se-curve-select"});
     D.curves.forEach(function (c, i) {
       var seg = c.segment === null ? "all events" : "segment " + c.segment;
-      var o = el("option", {value: String(i)}, seg + ", " + c.label + " (n=" + c.n + (c.t ? ", " + fmtTime(c.t) : "") + ")");
+      var o = el("option", {value: String(i)}, seg + ", " + c.label + " (" + fmt(c.events) + " events; stream at n=" + c.stream_n + (c.t ? ", " + fmtTime(c.t) : "") + ")");
       if (i === state.curve) o.selected = true;
       sel.appendChild(o);
     });
