@@ -553,7 +553,7 @@ def score_summary(scores, wpos, wneg, *, threshold=0.5, points=CURVE_POINTS, bin
         if lo >= 0.0 and hi <= 1.0:
             # calibration_curve's uniform bins: searchsorted on the inner edges
             inner = np.linspace(0.0, 1.0, bins + 1)[1:-1]
-            b = np.searchsorted(inner, keys, side="right")
+            b = np.searchsorted(inner, keys)
             w = np.bincount(b, wp + wn, bins)
             sw = np.bincount(b, keys * (wp + wn), bins)
             pw = np.bincount(b, wp, bins)
