@@ -949,6 +949,7 @@ def render_html(data, *, live=None):
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<link rel="icon" href="data:,">',  # no favicon request
         f"<title>{title}</title><style>{_CSS}</style>",
         f'<script type="text/javascript">{plotly_js()}</script>',
         "</head><body>",
@@ -1212,6 +1213,7 @@ _JS = r"""
       if (state.syncing) return;
       var upd = null;
       if ("xaxis.range[0]" in ev) upd = {"xaxis.range": [ev["xaxis.range[0]"], ev["xaxis.range[1]"]]};
+      else if (ev["xaxis.range"]) upd = {"xaxis.range": ev["xaxis.range"].slice()};
       else if (ev["xaxis.autorange"]) upd = {"xaxis.autorange": true};
       if (!upd) return;
       state.syncing = true;
@@ -1452,19 +1454,37 @@ _JS = r"""
     document.body.setAttribute("data-render-ms", String(Math.round(performance.now() - started)));
   }
 
+  function askToken(url) {
+    // the data needs the service's bearer token: asked once, kept in this page only
+    var root = document.getElementById("se-root");
+    root.textContent = "";
+    var f = el("form", {id: "se-token-form"});
+    f.appendChild(el("p", null, "This service needs its bearer token to show its data" +
+                     (state.token ? " (the token given was refused)." : ".")));
+    var input = el("input", {type: "password", id: "se-token", autocomplete: "off", size: "40"});
+    f.appendChild(input);
+    f.appendChild(el("button", {type: "submit", id: "se-token-go"}, "Show"));
+    f.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      state.token = input.value;
+      root.textContent = "";
+      root.appendChild(el("p", {"class": "none"}, "Loading..."));
+      poll(url);
+    });
+    root.appendChild(f);
+    input.focus();
+  }
+
   function poll(url) {
     var headers = {};
     if (state.token) headers.Authorization = "Bearer " + state.token;
     fetch(url, {headers: headers, cache: "no-store"}).then(function (r) {
-      if (r.status === 401) {
-        var t = window.prompt("This service needs its bearer token to show its data:");
-        if (t) { state.token = t; setTimeout(function () { poll(url); }, 0); }
-        return null;
-      }
+      if (r.status === 401) { askToken(url); return "asked"; }
       if (!r.ok) throw new Error(url + ": HTTP " + r.status);
       return r.json();
     }).then(function (D) {
-      if (D) render(D);
+      if (D === "asked") return;
+      render(D);
       setTimeout(function () { poll(url); }, 2000);
     }).catch(function (e) {
       var root = document.getElementById("se-root");

@@ -37,6 +37,7 @@ from collections import deque
 import numpy as np
 
 from streameval.report import (
+    _fmt_time,
     downsample,
     monitor_curves,
     render_html,
@@ -156,7 +157,7 @@ class LivePage:
         self.title = title
         self.timeline = Timeline(max_rows=max_rows, max_alerts=max_alerts)
         self._page = None
-        self._curves = (None, -1.0, None)  # (n, when, curves)
+        self._curves = ((None, None), -1.0, None)  # ((n, segments), when, curves)
         self._curves_lock = threading.Lock()
         engine.read(self._attach)
 
@@ -175,15 +176,16 @@ class LivePage:
         return monitor.n, monitor.t, rules, dict(info)
 
     def _score_summaries(self, alerting):
+        segments = [None] + [s for s in alerting if s is not None]
         with self._curves_lock:
-            n0, when, curves = self._curves
+            key, when, curves = self._curves
             now = time.monotonic()
             n = self.engine.monitor.n
-            if curves is not None and (n == n0 or now - when < CURVES_SECONDS):
+            if curves is not None and key[1] == segments and (
+                    key[0] == n or now - when < CURVES_SECONDS):
                 return curves
-            curves = self.engine.read(lambda m, info: monitor_curves(
-                m, [None] + [s for s in alerting if s is not None], label="now"))
-            self._curves = (n, now, curves)
+            curves = self.engine.read(lambda m, info: monitor_curves(m, segments, label="now"))
+            self._curves = ((n, segments), now, curves)
             return curves
 
     def data(self) -> dict:
@@ -195,7 +197,8 @@ class LivePage:
         alerts = self.timeline.alerts()
         alerting = list(dict.fromkeys(a.get("segment") for a in alerts
                                       if a.get("state") == "firing"))[:8]
-        facts = {"events": n, "last event time": t, "batches applied": info.get("seq"),
+        facts = {"events": n, "last event time": _fmt_time(t) or None,
+                 "batches applied": info.get("seq"),
                  "rejected events": info.get("rejected"), "checkpoints": info.get("checkpoints"),
                  "timeline rows kept": len(rows), "timeline rows thinned": self.timeline.thinned}
         if self.timeline.dropped_alerts:
