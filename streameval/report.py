@@ -55,6 +55,7 @@ import math
 import os
 import re
 from datetime import datetime, timezone
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,7 @@ __all__ = [
     "pending_spans",
     "metric_names",
     "read_jsonl",
+    "iter_jsonl",
     "plotly_js",
     "FIGSIZE",
     "DPI",
@@ -141,6 +143,26 @@ def read_jsonl(path):
                 except json.JSONDecodeError as e:
                     raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
     return out
+
+
+def iter_jsonl(path):
+    """The JSON objects of a JSONL file, one per non-blank line, read as they are
+    iterated (nothing if the file is absent); a bad line raises ``ValueError`` naming
+    the file and line.
+
+    >>> list(iter_jsonl("/nonexistent/metrics.jsonl"))
+    []
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
 
 
 def metric_names(metric_rows):
@@ -704,32 +726,44 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
     over all series) and ``timeline_segments`` (segments whose timelines are drawn).
     """
     alert_rows = list(alert_rows)
-    names = metric_names(metric_rows) if isinstance(metric_rows, list) else None
-    metric_rows = list(metric_rows)
-    if names is None:
-        names = metric_names(metric_rows)
-    name_at = {name: i for i, name in enumerate(names)}
-
-    # one pass: per segment, x / t / n and one value column per metric
+    # one pass over the rows (an iterable: a file's lines need not be held): per segment,
+    # x, n and times, one compact (row index, value) column per metric, the last values
+    names = {}
     per = {}
     order = []
+    rows_seen = 0
+    time_axis = True
+    t_lo = t_hi = None
     for row in metric_rows:
+        rows_seen += 1
         seg = _segment_key(row.get("segment"))
         d = per.get(seg)
         if d is None:
-            d = per[seg] = {"x": [], "t": [], "n": [], "vals": {}, "iv": {}, "cov": [],
-                            "late": None, "label": row.get("segment")}
+            d = per[seg] = {"x": array("d"), "t": [], "n": array("d"), "vals": {}, "iv": {},
+                            "cov": [], "late": None, "label": row.get("segment"),
+                            "last": {"n": None, "t": None, "values": {}}}
             order.append(seg)
         i = len(d["x"])
-        d["x"].append(_x(row))
-        d["t"].append(row.get("t"))
-        d["n"].append(row.get("n"))
-        for name, v in row.get("values", {}).items():
+        x, n, t = _x(row), row.get("n"), row.get("t")
+        d["x"].append(float(x) if _is_num(x) else math.nan)
+        d["n"].append(float(n) if _is_num(n) else math.nan)
+        d["t"].append(t)
+        if _is_num(t) and math.isfinite(t):
+            t_lo = t if t_lo is None or t < t_lo else t_lo
+            t_hi = t if t_hi is None or t > t_hi else t_hi
+        else:
+            time_axis = False
+        values = row.get("values", {})
+        last = d["last"]
+        last["n"], last["t"] = n, t
+        last["values"].update(values)
+        for name, v in values.items():
             col = d["vals"].get(name)
             if col is None:
-                col = d["vals"][name] = ([], [])
+                names.setdefault(name, None)
+                col = d["vals"][name] = (array("q"), array("d"))
             col[0].append(i)
-            col[1].append(v)
+            col[1].append(math.nan if not _is_num(v) else float(v))
         ivs = row.get("intervals")
         if isinstance(ivs, dict):
             for name, pair in ivs.items():
@@ -741,12 +775,16 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
             d["cov"].append((i, cov))
         if "late" in row:
             d["late"] = row["late"]
-
-    time_axis = bool(metric_rows) and all(
-        _is_num(r.get("t")) and math.isfinite(r.get("t")) for r in metric_rows)
-    xs_all = [v for d in per.values() for v in d["x"] if _is_num(v)]
+    names = list(names)
+    time_axis = time_axis and rows_seen > 0
+    xs_all = [float(np.nanmax(d["x"])) for d in per.values()
+              if len(d["x"]) and not np.isnan(d["x"]).all()]
+    x_lo = [float(np.nanmin(d["x"])) for d in per.values()
+            if len(d["x"]) and not np.isnan(d["x"]).all()]
     ns = xs_all + [r.get("n") for r in alert_rows if _is_num(r.get("n"))]
     end_n = max(ns) if ns else None
+    if end_n is not None and float(end_n).is_integer():
+        end_n = int(end_n)
 
     # alert spans and firing counts per segment
     firing_count = {}
@@ -761,16 +799,15 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
     bounds = np.asarray(sorted({b for bs in boundaries.values() for b in bs}), dtype=float)
 
     # segments and their trouble
-    finals = final_values(metric_rows)
     segs = []
     for seg in order:
         d = per[seg]
         drop = 0.0
+        seg_n = np.frombuffer(d["n"], dtype=float)
         for name, (idx, col) in d["vals"].items():
-            ys = [math.nan if v is None else float(v) for v in col]
-            ns_ = [float(d["n"][i]) if _is_num(d["n"][i]) else math.nan for i in idx]
-            drop = max(drop, _drop(name, ys, ns_))
-        last = finals[seg]
+            ys = np.frombuffer(col, dtype=float)
+            drop = max(drop, _drop(name, ys, seg_n[np.frombuffer(idx, dtype=np.int64)]))
+        last = d["last"]
         segs.append({"key": seg, "label": _seg_text(seg), "segment": d["label"],
                      "n": last["n"], "t": last["t"],
                      "alerts": firing_count.get(seg, 0), "drop": round(drop, 6),
@@ -795,15 +832,15 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
     points = 0
     for seg in drawn:
         d = per[seg]
-        x = np.array([v if _is_num(v) else np.nan for v in d["x"]], dtype=float)
+        x = np.frombuffer(d["x"], dtype=float)
         t = d["t"]
         pins = _pins(x, bounds)
         for name in names:
             col = d["vals"].get(name)
             if col is None:
                 continue
-            idx = np.asarray(col[0], dtype=np.int64)
-            y = np.array([np.nan if v is None else v for v in col[1]], dtype=float)
+            idx = np.frombuffer(col[0], dtype=np.int64)
+            y = np.frombuffer(col[1], dtype=float)
             sx = x[idx]
             keep = downsample(y, buckets, _pins(sx, bounds))
             points += len(keep)
@@ -816,8 +853,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
                 item["lo"] = [_json_num(ivs[i][0]) if i in ivs else None for i in rows_kept]
                 item["hi"] = [_json_num(ivs[i][1]) if i in ivs else None for i in rows_kept]
             series[name].append(item)
-        nn = np.array([v if _is_num(v) else np.nan for v in d["n"]], dtype=float)
-        ev = np.diff(nn, prepend=0.0)
+        ev = np.diff(np.frombuffer(d["n"], dtype=float), prepend=0.0)
         keep = downsample(ev, buckets, pins)
         vol = {"seg": seg_index[seg], "x": _nums(x[keep]), "events": _floats(ev[keep])}
         if time_axis:
@@ -842,19 +878,16 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
                                                    ln["rule"]))
     lane_total = len(lanes)
     lanes = lanes[:MAX_LANES]
-    last_t = None
-    if time_axis:
-        last_t = max(r["t"] for r in metric_rows)
+    last_t = t_hi if time_axis else None
     for lane in lanes:
         for s in lane["spans"]:
             if s["t1"] is None and s["x1"] == end_n:
                 s["t1"] = last_t
 
-    ts = [r.get("t") for r in metric_rows] if time_axis else []
     return {
         "title": str(title),
-        "x_range": [min(0, min(xs_all)), end_n] if xs_all else None,
-        "t_range": [min(ts), max(ts)] if ts else None,
+        "x_range": [min(0, min(x_lo)), end_n] if x_lo else None,
+        "t_range": [t_lo, t_hi] if time_axis else None,
         "summary": {str(k): _jsonable(v) for k, v in (summary or {}).items()},
         "time_axis": time_axis,
         "end_n": end_n,
@@ -872,7 +905,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
         "downsample": {
             "method": "min/max per bucket (first, last, lowest, highest of equal-count "
                       "buckets) with alert boundaries and gaps pinned",
-            "rows": len(metric_rows), "points": points, "buckets": buckets,
+            "rows": rows_seen, "points": points, "buckets": buckets,
             "segments_drawn": len(drawn), "segments": len(segs)},
     }
 
@@ -1019,7 +1052,7 @@ def report_from_dir(out_dir, *, title="streameval report", summary=None, rules=N
     (``rules``, ``curves``: as :func:`write_report` takes them)."""
     out_dir = Path(out_dir)
     return write_report(
-        read_jsonl(out_dir / "metrics.jsonl"),
+        iter_jsonl(out_dir / "metrics.jsonl"),
         read_jsonl(out_dir / "alerts.jsonl"),
         out_dir,
         title=title,
