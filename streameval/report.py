@@ -32,9 +32,10 @@ Timelines are downsampled (:func:`downsample`): per series, equal-count buckets 
 keep their first, last, lowest and highest value, and the rows at every alert
 transition and at every change between defined and undefined values are kept too. So
 every extreme and every alert boundary survives while the page holds a bounded number
-of points (:data:`POINT_BUDGET` over all series); the timelines of the
-:data:`TIMELINE_SEGMENTS` most troubled segments are drawn (all segments stay in the
-tables). Cost: `O(m log m)` for ``m`` metric rows.
+of points (:data:`POINT_BUDGET` over all series). The page holds the timelines of the
+:data:`TIMELINE_SEGMENTS` most troubled segments and draws the 10 most troubled; a
+picker shows others (all segments stay in the tables). Cost: `O(m log m)` for ``m``
+metric rows, read in one pass (an iterable of rows is not held whole).
 
 Imports: the standard library, numpy, and plotly (lazily, for its bundled plotly.js,
 when a page is rendered); nothing from streameval, so a report can be drawn from the
@@ -49,6 +50,7 @@ output files alone. :func:`plot_metric` draws one metric as a static matplotlib 
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -599,8 +601,18 @@ def _thin(curve, points):
 
 
 def _floats(a):
-    # JSON numbers (6 significant digits); None for NaN and infinities
-    return [None if not math.isfinite(v) else float(f"{v:.6g}") for v in np.asarray(a).tolist()]
+    """JSON numbers rounded to 6 significant digits; None for NaN and infinities."""
+    a = np.asarray(a, dtype=float)
+    ok = np.isfinite(a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.where(ok & (a != 0), np.floor(np.log10(np.abs(np.where(ok, a, 1.0)))), 0.0)
+        scale = 10.0 ** (5 - mag)
+        r = np.where(ok, np.round(a * scale) / scale, 0.0)
+    r = np.where(np.isfinite(r), r, a)  # beyond the range where scaling is exact
+    out = r.tolist()
+    for i in np.flatnonzero(~ok).tolist():
+        out[i] = None
+    return out
 
 
 def _order_data(metric):
@@ -704,6 +716,37 @@ class CurveRecorder:
 # ------------------------------------------------------------------------ the data
 
 
+def _number(v):
+    # a row's n, stream_n or value as a float: NaN for None and anything not a number
+    return float(v) if _is_num(v) else math.nan
+
+
+def _columns(groups):
+    """``{name: (row indices, values)}`` (ascending numpy arrays) from groups of rows
+    with the same metric names: ``{names: (row indices, [value tuples])}``."""
+    parts = {}
+    for keys, (idx, tuples) in groups.items():
+        idx = np.frombuffer(idx, dtype=np.int64)
+        try:
+            m = np.array(tuples, dtype=float)  # fast path: numbers only
+        except (TypeError, ValueError):
+            m = np.array([[_number(v) for v in t] for t in tuples], dtype=float)
+        m = m.reshape(len(tuples), len(keys))
+        for j, name in enumerate(keys):
+            parts.setdefault(name, []).append((idx, m[:, j]))
+    out = {}
+    for name, pieces in parts.items():
+        if len(pieces) == 1:
+            out[name] = pieces[0]
+            continue
+        idx = np.concatenate([p[0] for p in pieces])
+        vals = np.concatenate([p[1] for p in pieces])
+        order = np.argsort(idx, kind="stable")
+        out[name] = (idx[order], vals[order])
+    return out
+
+
+
 def report_data(metric_rows, alert_rows=(), *, title="streameval report", summary=None,
                 rules=None, curves=None, point_budget=POINT_BUDGET,
                 timeline_segments=TIMELINE_SEGMENTS):
@@ -734,47 +777,61 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
     rows_seen = 0
     time_axis = True
     t_lo = t_hi = None
+    _f, _i = float, int
     for row in metric_rows:
         rows_seen += 1
-        seg = _segment_key(row.get("segment"))
-        d = per.get(seg)
+        seg = row.get("segment")
+        d = per.get(seg) if seg.__class__ is str or seg is None else None
         if d is None:
-            d = per[seg] = {"x": array("d"), "t": [], "n": array("d"), "vals": {}, "iv": {},
-                            "cov": [], "late": None, "label": row.get("segment"),
-                            "last": {"n": None, "t": None, "values": {}}}
-            order.append(seg)
+            seg = _segment_key(seg)
+            d = per.get(seg)
+            if d is None:
+                d = per[seg] = {"x": array("d"), "t": [], "n": array("d"), "groups": {},
+                                "iv": {}, "cov": [], "late": None,
+                                "label": row.get("segment"),
+                                "last": {"n": None, "t": None, "values": {}}}
+                order.append(seg)
         i = len(d["x"])
-        x, n, t = _x(row), row.get("n"), row.get("t")
-        d["x"].append(float(x) if _is_num(x) else math.nan)
-        d["n"].append(float(n) if _is_num(n) else math.nan)
+        n, t = row.get("n"), row.get("t")
+        x = row.get("stream_n", n)
+        d["x"].append(x if x.__class__ is _f else _f(x) if x.__class__ is _i else _number(x))
+        d["n"].append(n if n.__class__ is _f else _f(n) if n.__class__ is _i else _number(n))
         d["t"].append(t)
-        if _is_num(t) and math.isfinite(t):
-            t_lo = t if t_lo is None or t < t_lo else t_lo
-            t_hi = t if t_hi is None or t > t_hi else t_hi
+        if (t.__class__ is _f or t.__class__ is _i) and math.isfinite(t):
+            if t_lo is None or t < t_lo:
+                t_lo = t
+            if t_hi is None or t > t_hi:
+                t_hi = t
         else:
             time_axis = False
         values = row.get("values", {})
         last = d["last"]
         last["n"], last["t"] = n, t
         last["values"].update(values)
-        for name, v in values.items():
-            col = d["vals"].get(name)
-            if col is None:
+        # rows of one segment mostly carry the same metrics: one append per row, into
+        # the group of rows with these names (columns are split out at the end)
+        keys = tuple(values)
+        group = d["groups"].get(keys)
+        if group is None:
+            group = d["groups"][keys] = (array("q"), [])
+            for name in keys:
                 names.setdefault(name, None)
-                col = d["vals"][name] = (array("q"), array("d"))
-            col[0].append(i)
-            col[1].append(math.nan if not _is_num(v) else float(v))
-        ivs = row.get("intervals")
-        if isinstance(ivs, dict):
-            for name, pair in ivs.items():
-                col = d["iv"].setdefault(name, {})
-                if isinstance(pair, (list, tuple)) and len(pair) == 2:
-                    col[i] = pair
-        cov = row.get("coverage")
-        if isinstance(cov, dict):
-            d["cov"].append((i, cov))
-        if "late" in row:
-            d["late"] = row["late"]
+        group[0].append(i)
+        group[1].append(tuple(values.values()))
+        if len(row) > 5:  # beyond n, stream_n, t, segment, values
+            ivs = row.get("intervals")
+            if isinstance(ivs, dict):
+                for name, pair in ivs.items():
+                    col = d["iv"].setdefault(name, {})
+                    if isinstance(pair, (list, tuple)) and len(pair) == 2:
+                        col[i] = pair
+            cov = row.get("coverage")
+            if isinstance(cov, dict):
+                d["cov"].append((i, cov))
+            if "late" in row:
+                d["late"] = row["late"]
+    for d in per.values():
+        d["vals"] = _columns(d.pop("groups"))
     names = list(names)
     time_axis = time_axis and rows_seen > 0
     xs_all = [float(np.nanmax(d["x"])) for d in per.values()
@@ -804,9 +861,8 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
         d = per[seg]
         drop = 0.0
         seg_n = np.frombuffer(d["n"], dtype=float)
-        for name, (idx, col) in d["vals"].items():
-            ys = np.frombuffer(col, dtype=float)
-            drop = max(drop, _drop(name, ys, seg_n[np.frombuffer(idx, dtype=np.int64)]))
+        for name, (idx, ys) in d["vals"].items():
+            drop = max(drop, _drop(name, ys, seg_n[idx]))
         last = d["last"]
         segs.append({"key": seg, "label": _seg_text(seg), "segment": d["label"],
                      "n": last["n"], "t": last["t"],
@@ -839,8 +895,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
             col = d["vals"].get(name)
             if col is None:
                 continue
-            idx = np.frombuffer(col[0], dtype=np.int64)
-            y = np.frombuffer(col[1], dtype=float)
+            idx, y = col
             sx = x[idx]
             keep = downsample(y, buckets, _pins(sx, bounds))
             points += len(keep)
@@ -917,6 +972,10 @@ def _json_num(v):
 
 
 def _nums(a):
+    """JSON numbers (integers where integral); None for NaN."""
+    ok = np.isfinite(a)
+    if ok.all() and (np.abs(a) < 2**53).all() and (a == np.round(a)).all():
+        return a.astype(np.int64).tolist()
     return [None if not math.isfinite(v) else (int(v) if v.is_integer() else v)
             for v in a.tolist()]
 
@@ -940,6 +999,7 @@ def _jsonable(v):
 # -------------------------------------------------------------------------- the page
 
 
+@functools.lru_cache(maxsize=1)
 def plotly_js():
     """The plotly.js bundle (minified) that ships with the ``plotly`` package.
 
@@ -1255,11 +1315,23 @@ _JS = r"""
     });
   }
 
+  function shownSegments(D) {
+    // the segments whose lines are drawn: the most troubled VISIBLE ones, or those
+    // picked in the page (kept, by label, across the live page's redraws)
+    if (state.shown) {
+      var picked = D.drawn.filter(function (i) { return state.shown.indexOf(D.segments[i].label) >= 0; });
+      if (picked.length) return picked;
+    }
+    return D.drawn.slice(0, VISIBLE);
+  }
+  function isShown(D, i) { return shownSegments(D).indexOf(i) >= 0; }
+
   function metricPlot(D, name, div) {
     var traces = [];
     (D.series[name] || []).forEach(function (s) {
+      if (!isShown(D, s.seg)) return;
       var seg = D.segments[s.seg], c = color(s.seg);
-      var vis = D.drawn.indexOf(s.seg) < VISIBLE ? true : "legendonly";
+      var vis = true;
       var x = xs(D, s);
       if (s.lo && s.hi) {
         traces.push({x: x, y: s.hi, mode: "lines", line: {width: 0}, showlegend: false,
@@ -1326,9 +1398,9 @@ _JS = r"""
   function volumePlot(D, div) {
     var traces = [];
     D.volume.forEach(function (v) {
+      if (!isShown(D, v.seg)) return;
       var seg = D.segments[v.seg];
-      traces.push({x: xs(D, v), y: v.events, mode: "lines", name: seg.label, line: {color: color(v.seg), width: 1.2},
-                   visible: D.drawn.indexOf(v.seg) < VISIBLE ? true : "legendonly"});
+      traces.push({x: xs(D, v), y: v.events, mode: "lines", name: seg.label, line: {color: color(v.seg), width: 1.2}});
       if (v.coverage) {
         var cx = v.coverage.map(function (c) { return useTime(D) ? (c.t === null ? null : new Date(c.t * 1000)) : c.x; });
         Object.keys(v.coverage[0]).forEach(function (k) {
@@ -1441,10 +1513,24 @@ _JS = r"""
       sel.addEventListener("change", function () { state.axis = sel.value; render(state.data); });
       lab.appendChild(sel); ctl.appendChild(lab);
     }
+    if (D.drawn.length > 1) {
+      var lab2 = el("label", null, "segments: "), pick = el("select", {id: "se-segments", multiple: "multiple", size: "4"});
+      var shown = shownSegments(D);
+      D.drawn.forEach(function (i) {
+        var op = el("option", {value: D.segments[i].label}, D.segments[i].label + (D.segments[i].alerts ? " (" + D.segments[i].alerts + " alerts)" : ""));
+        if (shown.indexOf(i) >= 0) op.selected = true;
+        pick.appendChild(op);
+      });
+      pick.addEventListener("change", function () {
+        state.shown = Array.from(pick.selectedOptions).map(function (o) { return o.value; });
+        render(state.data);
+      });
+      lab2.appendChild(pick); ctl.appendChild(lab2);
+    }
     var ds = D.downsample;
-    ctl.appendChild(el("span", {"class": "none"}, ds.rows + " rows drawn as " + ds.points + " points (" + ds.method + "); " +
-        ds.segments_drawn + " of " + ds.segments + " segments' timelines, " + Math.min(VISIBLE, ds.segments_drawn) +
-        " shown (click the legend to toggle)."));
+    ctl.appendChild(el("p", {"class": "none"}, ds.rows + " rows drawn as " + ds.points + " points (" + ds.method + "); timelines of " +
+        ds.segments_drawn + " of " + ds.segments + " segments (the most troubled), " + shownSegments(D).length +
+        " shown: pick others above; click a legend entry to hide a line."));
     tl.appendChild(ctl);
     if (!D.metrics.length) tl.appendChild(el("p", {"class": "none"}, "No metric rows."));
     D.metrics.forEach(function (name, i) {
@@ -1514,11 +1600,18 @@ _JS = r"""
     fetch(url, {headers: headers, cache: "no-store"}).then(function (r) {
       if (r.status === 401) { askToken(url); return "asked"; }
       if (!r.ok) throw new Error(url + ": HTTP " + r.status);
-      return r.json();
-    }).then(function (D) {
-      if (D === "asked") return;
-      render(D);
-      setTimeout(function () { poll(url); }, 2000);
+      return r.text();
+    }).then(function (text) {
+      if (text === "asked") return;
+      var took = 0;
+      if (text !== state.lastText) {  // unchanged data: nothing to redraw
+        state.lastText = text;
+        var t0 = performance.now();
+        render(JSON.parse(text));
+        took = performance.now() - t0;
+      }
+      // every 2 s, or less often when drawing takes long: the page stays usable
+      setTimeout(function () { poll(url); }, Math.max(2000, 3 * took));
     }).catch(function (e) {
       var root = document.getElementById("se-root");
       var p = document.getElementById("se-error") || el("p", {id: "se-error", "class": "none"});

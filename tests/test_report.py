@@ -243,6 +243,7 @@ def test_clear_error_without_plotly(tmp_path, monkeypatch):
     for mod in [m for m in sys.modules if m == "plotly" or m.startswith("plotly.")]:
         monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setitem(sys.modules, "plotly", None)
+    report.plotly_js.cache_clear()  # the bundle is read once per process
     with pytest.raises(ImportError, match=re.escape("pip install 'streameval[report]'")):
         write_report(_rows(), [], tmp_path)
     assert not (tmp_path / "report.html").exists()
