@@ -721,6 +721,23 @@ def _number(v):
     return float(v) if _is_num(v) else math.nan
 
 
+def _time_of(per):
+    """A function from a stream position (events counted) to its event time, linear
+    between the rows' (x, t) pairs, constant beyond them; None for None."""
+    xs = np.concatenate([np.frombuffer(d["x"], dtype=float) for d in per.values()])
+    ts = np.array([t for d in per.values() for t in d["t"]], dtype=float)
+    ok = np.isfinite(xs) & np.isfinite(ts)
+    order = np.argsort(xs[ok], kind="stable")
+    xs, ts = xs[ok][order], ts[ok][order]
+
+    def t_at(n):
+        if not _is_num(n) or not len(xs):
+            return None
+        return float(np.interp(float(n), xs, ts))
+
+    return t_at
+
+
 def _columns(groups):
     """``{name: (row indices, values)}`` (ascending numpy arrays) from groups of rows
     with the same metric names: ``{names: (row indices, [value tuples])}``."""
@@ -758,10 +775,13 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
     (``{metric: [{"seg", "x", "t", "y", "lo", "hi"}]}``, ``seg`` an index into
     ``segments``), ``volume`` (``[{"seg", "x", "t", "events", "coverage"}]``: the
     segment's events since its previous row), ``lanes`` (``[{"rule", "seg",
-    "metric", "spans": [{"state", "x0", "x1", "t0", "t1"}]}]``), ``thresholds``
+    "metric", "spans": [{"state", "x0", "x1", "t0", "t1"}], "marks"}]``, the marks an
+    alarm's estimated change start, from its ``change_start_n``), ``alert_points``
+    (each transition's ``value`` and ``interval`` on its metric's plot), ``thresholds``
     (``{metric: [[rule name, value]]}``), ``alerts`` (the transitions, with their
     extra fields), ``curves`` (score summaries), ``downsample`` (``{"method",
-    "rows", "points"}``) and ``end_n``.
+    "rows", "points"}``) and ``end_n``. Transitions without an event time get one
+    interpolated from the rows' (events counted, time) pairs.
 
     Runtime complexity: `O(m log m + a)` for ``m`` metric rows and ``a`` alert rows.
 
@@ -833,6 +853,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
     for d in per.values():
         d["vals"] = _columns(d.pop("groups"))
     names = list(names)
+    name_set = set(names)
     time_axis = time_axis and rows_seen > 0
     xs_all = [float(np.nanmax(d["x"])) for d in per.values()
               if len(d["x"]) and not np.isnan(d["x"]).all()]
@@ -929,15 +950,39 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
                 "rule": str(rule), "seg": seg_index.get(seg), "segment": seg,
                 "metric": rule_metric.get(rule), "spans": []})
             lane["spans"].append({"state": state, "x0": n0, "x1": n1, "t0": t0, "t1": t1})
+    # event times of stream positions where a transition has none (interpolated from
+    # the rows: alert transitions count the stream's events, as the rows' x does)
+    t_at = _time_of(per) if time_axis else (lambda n: None)
+    for r in alert_rows:  # an alarm's estimated change start: a mark on its lane
+        start = r.get("change_start_n")
+        lane = lanes.get((str(r.get("rule")), _segment_key(r.get("segment"))))
+        if lane is not None and r.get("state") == "firing" and _is_num(start):
+            t = r.get("change_start_t")
+            lane.setdefault("marks", []).append({
+                "x": start, "t": t if _is_num(t) else t_at(start),
+                "text": str(r.get("message") or f"estimated change start: event {start}")})
     lanes = sorted(lanes.values(), key=lambda ln: (ln["seg"] if ln["seg"] is not None else -1,
                                                    ln["rule"]))
     lane_total = len(lanes)
     lanes = lanes[:MAX_LANES]
-    last_t = t_hi if time_axis else None
     for lane in lanes:
         for s in lane["spans"]:
-            if s["t1"] is None and s["x1"] == end_n:
-                s["t1"] = last_t
+            for end in ("0", "1"):
+                if not _is_num(s["t" + end]):
+                    s["t" + end] = t_at(s["x" + end])
+    # the observed value and its interval at each transition, on its metric's plot
+    alert_points = []
+    for r in alert_rows:
+        metric = r.get("metric") if r.get("metric") in name_set else rule_metric.get(r.get("rule"))
+        iv = r.get("interval")
+        if metric is None or not _is_num(r.get("value")) or not _is_num(r.get("n")):
+            continue
+        lo, hi = (iv if isinstance(iv, (list, tuple)) and len(iv) == 2 else (None, None))
+        t = r.get("t")
+        alert_points.append({"metric": metric, "x": r["n"], "t": t if _is_num(t) else t_at(r["n"]),
+                       "value": _json_num(r["value"]), "lo": _json_num(lo), "hi": _json_num(hi),
+                       "state": r.get("state"), "rule": str(r.get("rule")),
+                       "segment": _jsonable(r.get("segment"))})
 
     return {
         "title": str(title),
@@ -956,6 +1001,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
         "thresholds": {m: [[r, v] for r, v in lines]
                        for m, lines in _thresholds(alert_rows, rules).items()},
         "alerts": [{k: _jsonable(v) for k, v in r.items()} for r in alert_rows],
+        "alert_points": alert_points,
         "curves": [_jsonable(c) for c in (curves or ())],
         "downsample": {
             "method": "min/max per bucket (first, last, lowest, highest of equal-count "
@@ -1211,6 +1257,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 td.text { text-align: left; max-width: 40em; }
+td.details { font-size: 0.8em; color: #555; max-width: 50em; }
 th { background: #f3f3f3; }
 td.firing { color: #b00; font-weight: bold; }
 td.pending { color: #b60; }
@@ -1361,6 +1408,28 @@ _JS = r"""
                      line: {width: 0}, layer: "below"});
       });
     });
+    var pts = (D.alert_points || []).filter(function (p) { return p.metric === name; });
+    if (pts.length) {
+      var withIv = pts.filter(function (p) { return p.lo !== null && p.hi !== null; });
+      traces.push({x: pts.map(function (p) { return useTime(D) ? (p.t === null ? null : new Date(p.t * 1000)) : p.x; }),
+                   y: pts.map(function (p) { return p.value; }), mode: "markers", name: "alert transitions",
+                   marker: {symbol: "diamond", size: 8, color: pts.map(function (p) { return p.state === "firing" ? "#d62728" : p.state === "pending" ? "#ff9f40" : "#2ca02c"; })},
+                   error_y: withIv.length ? {type: "data", symmetric: false, color: "#555",
+                     array: pts.map(function (p) { return p.hi === null ? 0 : p.hi - p.value; }),
+                     arrayminus: pts.map(function (p) { return p.lo === null ? 0 : p.value - p.lo; })} : undefined,
+                   text: pts.map(function (p) { return p.rule + " " + p.state + (p.segment === null ? "" : " (" + p.segment + ")") +
+                                                (p.lo !== null ? ": interval [" + fmt(p.lo) + ", " + fmt(p.hi) + "]" : ""); }),
+                   hoverinfo: "text+y"});
+    }
+    D.lanes.forEach(function (ln) {
+      if (ln.metric !== name || !ln.marks) return;
+      ln.marks.forEach(function (m) {
+        var x = useTime(D) ? (m.t === null ? null : new Date(m.t * 1000)) : m.x;
+        if (x === null) return;
+        shapes.push({type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
+                     line: {dash: "dot", color: "#d62728", width: 1}});
+      });
+    });
     var log = /p_value$/.test(name);
     plot(div, traces, timeLayout(D, {title: {text: name, font: {size: 14}}, height: 290, shapes: shapes,
                        annotations: ann, yaxis: {title: {text: name}, type: log ? "log" : "linear"}}));
@@ -1388,6 +1457,16 @@ _JS = r"""
                    marker: {size: 5, color: st === "firing" ? "#d62728" : "#ff9f40"},
                    line: {width: st === "firing" ? 9 : 5, color: st === "firing" ? "#d62728" : "#ff9f40"}});
     });
+    var mx = [], my = [], mt = [];
+    D.lanes.forEach(function (ln, i) {
+      (ln.marks || []).forEach(function (m) {
+        var x = useTime(D) ? (m.t === null ? null : new Date(m.t * 1000)) : m.x;
+        if (x === null) return;
+        mx.push(x); my.push(i); mt.push(m.text);
+      });
+    });
+    if (mx.length) traces.push({x: mx, y: my, text: mt, hoverinfo: "text", mode: "markers", name: "estimated change start",
+                                marker: {symbol: "triangle-right", size: 11, color: "#7b4173"}});
     plot(div, traces, timeLayout(D, {title: {text: "alerts (one lane per rule and segment)", font: {size: 14}},
                        height: 110 + 26 * Math.max(1, D.lanes.length), hovermode: "closest",
                        yaxis: {tickmode: "array", tickvals: labels.map(function (_, i) { return i; }),
@@ -1552,16 +1631,20 @@ _JS = r"""
     var al = section(root, "Alerts", "se-alerts");
     if (!D.alerts.length) al.appendChild(el("p", {"class": "none"}, "No alert fired."));
     else {
-      var base = {rule: 1, state: 1, n: 1, t: 1, value: 1, segment: 1};
-      var extra = [];
-      D.alerts.forEach(function (a) { Object.keys(a).forEach(function (k) { if (!(k in base) && extra.indexOf(k) < 0) extra.push(k); }); });
-      var text = ["summary", "explanation", "message", "description", "sentence"].filter(function (k) { return extra.indexOf(k) >= 0; });
-      var rest = extra.filter(function (k) { return text.indexOf(k) < 0; });
+      // the transition's own fields; its explanation (message) in words; every other
+      // field it carries (threshold, baseline, interval, change start...) as details
+      var base = {rule: 1, state: 1, n: 1, t: 1, value: 1, segment: 1, message: 1};
+      var anyMsg = D.alerts.some(function (a) { return a.message !== undefined; });
+      var anyMore = D.alerts.some(function (a) { return Object.keys(a).some(function (k) { return !(k in base); }); });
       var div2 = el("div", {"class": "scroll"});
-      table(div2, ["rule", "state", "n", "event time", "value", "segment"].concat(text, rest), D.alerts.map(function (a) {
+      var head = ["rule", "state", "n", "event time", "value", "segment"];
+      if (anyMsg) head.push("explanation");
+      if (anyMore) head.push("details");
+      table(div2, head, D.alerts.map(function (a) {
         var r = [a.rule, {text: a.state, cls: a.state}, fmt(a.n), fmtTime(a.t), fmt(a.value), a.segment === null ? "" : String(a.segment)];
-        text.forEach(function (k) { r.push({text: a[k] === undefined ? "" : String(a[k]), cls: "text"}); });
-        rest.forEach(function (k) { r.push(a[k] === undefined ? "" : fmt(a[k])); });
+        if (anyMsg) r.push({text: a.message === undefined ? "" : String(a.message), cls: "text"});
+        if (anyMore) r.push({text: Object.keys(a).filter(function (k) { return !(k in base) && a[k] !== null; })
+                                 .map(function (k) { return k + ": " + fmt(a[k]); }).join("; "), cls: "text details"});
         return r;
       }), "se-alert-table");
       al.appendChild(div2);

@@ -585,3 +585,27 @@ def test_live_timeline_is_bounded_and_keeps_extremes_and_alert_rows():
     assert {3_884, 3_886} <= {r["stream_n"] for r in rows if r["segment"] == "a"}
     with pytest.raises(ValueError, match="max_rows"):
         Timeline(max_rows=2)
+
+
+def test_explained_alerts_give_marks_points_and_times():
+    """The fields an alert may carry to explain itself (message, metric, interval, an
+    alarm's change start) reach the page: a change-start mark on its lane, the value
+    and interval on its metric's plot, event times interpolated where missing."""
+    rows = [{"n": n, "t": 1_000.0 + n / 10, "segment": "br", "values": {"recall": 0.8}}
+            for n in range(1000, 10001, 1000)]
+    alarm = {"rule": "recall alarm", "state": "firing", "n": 6000, "t": None, "value": 0.51,
+             "segment": "br", "metric": "recall", "interval": [0.45, 0.57],
+             "change_start_n": 4050, "change_start_t": None,
+             "message": "recall of segment br fell from 0.89 to 0.51 from about event 4050"}
+    data = report_data(rows, [alarm])
+    (lane,) = data["lanes"]
+    assert lane["metric"] == "recall"
+    # times by linear interpolation between the rows' (n, t): t = 1000 + n / 10
+    assert lane["marks"] == [{"x": 4050, "t": pytest.approx(1405.0), "text": alarm["message"]}]
+    assert lane["spans"][0]["t0"] == pytest.approx(1600.0)
+    assert lane["spans"][0]["t1"] == pytest.approx(2000.0)  # open at the end: the last row's
+    (point,) = data["alert_points"]
+    assert (point["metric"], point["x"], point["value"], point["lo"], point["hi"]) == (
+        "recall", 6000, 0.51, 0.45, 0.57)
+    assert point["t"] == pytest.approx(1600.0)
+    assert data["alerts"][0]["message"] == alarm["message"]
