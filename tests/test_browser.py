@@ -152,7 +152,10 @@ def test_report_opens_offline_and_shows_metrics_and_alert_lanes(browser, tmp_pat
             assert p["svg"] >= 1
             names = {t["name"] for t in p["traces"]}
             assert {"all events", "segment br", "segment fr"} <= names
-            assert all(t["n"] > 10 for t in p["traces"] if t["name"])
+            assert all(t["n"] > 10 for t in p["traces"]
+                       if t["name"] in ("all events", "segment br", "segment fr"))
+            # the alert's transitions (its value) only on the plot of its metric
+            assert ("alert transitions" in names) == (p["metric"] == "recall@600")
         (lanes,) = plots(browser, "#se-lanes")
         assert any(t.startswith("recall@600 < 0.6 · segment br") for t in lanes["ticks"])
         firing = next(t for t in lanes["traces"] if t["name"] == "firing")
