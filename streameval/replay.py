@@ -463,7 +463,7 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
         Checkpoint file: resumed from when it exists (the log may have grown since),
         saved every ``checkpoint_every`` events and at the end.
     report : bool
-        Write ``report.html`` and the PNGs.
+        Write ``report.html``.
     progress : bool
         Show a progress bar when stderr is a terminal and tqdm is installed.
     title : str, optional
