@@ -274,3 +274,59 @@ def test_live_page_shows_metrics_then_an_alert_posted_over_http(browser, tmp_pat
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+# ------------------------------------------------- the live page's routes, no browser
+
+
+def test_live_routes_guarded_and_data_equal_to_the_monitor(tmp_path):
+    """Without a browser: ``GET /`` redirects to ``/ui``; the page holds no data and
+    needs no token; ``/ui/data`` needs it, and its final values equal ``/snapshot``'s and
+    its ROC curve's AUC and confusion matrix equal scikit-learn's on the events posted."""
+    pytest.importorskip("starlette")
+    from sklearn.metrics import confusion_matrix, roc_auc_score
+
+    from streameval.service import BackgroundServer
+
+    token = "t0ken"
+    config = {"monitor": {"every": 50, "group_by": "country",
+                          "metrics": {"auc": "roc_auc", "recall": "recall"},
+                          "rules": ["recall < 0.5"]}}
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 400)
+    s = np.clip(0.4 * y + rng.uniform(0, 0.6, 400), 0, 1).round(3)
+    events = [{"ts": 1_709_000_000 + i, "label": int(y[i]), "score": float(s[i]),
+               "country": "fr" if i % 4 else "br"} for i in range(400)]
+    auth = {"Authorization": f"Bearer {token}"}
+    with BackgroundServer(config, token=token) as srv:
+        assert post(srv.url, events, token)["accepted"] == 400
+        req = urllib.request.Request(srv.url + "/", method="GET")
+        opener = urllib.request.build_opener(NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            opener.open(req, timeout=30)
+        assert e.value.code == 302 and e.value.headers["location"] == "ui"
+        with urllib.request.urlopen(srv.url + "/ui", timeout=30) as r:
+            page = r.read().decode()
+            assert r.headers["content-type"].startswith("text/html")
+        assert '<script type="application/json" id="se-data">null</script>' in page
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(srv.url + "/ui/data", timeout=30)
+        assert e.value.code == 401
+        get = urllib.request.Request(srv.url + "/ui/data", headers=auth)
+        data = json.loads(urllib.request.urlopen(get, timeout=30).read())
+        snap = json.loads(urllib.request.urlopen(
+            urllib.request.Request(srv.url + "/snapshot", headers=auth), timeout=30).read())
+    by_segment = {e["segment"]: e["values"] for e in snap["segments"]}
+    for seg in data["segments"]:
+        assert seg["values"] == by_segment[seg["segment"]], seg["label"]
+    assert data["summary"]["events"] == 400 and data["downsample"]["rows"] == 8 * 3
+    end = next(c for c in data["curves"] if c["segment"] is None)
+    assert end["auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    tn, fp, fn, tp = confusion_matrix(y, s >= 0.5).ravel()
+    c = end["confusion"]
+    assert (c["tp"], c["fp"], c["fn"], c["tn"]) == (tp, fp, fn, tn)
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
