@@ -633,14 +633,12 @@ def _order_data(metric):
 
 
 def _threshold_param(metrics):
+    """The ``threshold`` of the first metric that has one (a public parameter of the
+    confusion metrics), else 0.5."""
     for metric in metrics.values():
-        try:
-            state = metric.to_state()
-        except Exception:  # noqa: BLE001
-            continue
-        params = state.get("params", {}) if isinstance(state, dict) else {}
-        if _is_num(params.get("threshold")):
-            return float(params["threshold"])
+        value = getattr(metric, "threshold", None)
+        if _is_num(value):
+            return float(value)
     return 0.5
 
 
@@ -687,7 +685,7 @@ class CurveRecorder:
     distinct scores of the segment.
     """
 
-    def __init__(self, monitor, limit=8):
+    def __init__(self, monitor, limit=4):
         self._monitor = monitor
         self.limit = limit
         self.taken = []
