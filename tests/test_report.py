@@ -609,3 +609,14 @@ def test_explained_alerts_give_marks_points_and_times():
         "recall", 6000, 0.51, 0.45, 0.57)
     assert point["t"] == pytest.approx(1600.0)
     assert data["alerts"][0]["message"] == alarm["message"]
+
+
+def test_live_timeline_stays_bounded_with_more_segments_than_rows():
+    from streameval.service.ui import Timeline
+
+    tl = Timeline(max_rows=40)
+    for i in range(2000):
+        tl.add_row({"n": i + 1, "t": None, "segment": f"s{i % 300}", "values": {"auc": 0.5}})
+    rows = tl.rows()
+    assert len(rows) <= 40 and rows[-1]["n"] == 2000
+    assert tl.thinned == 2000 - len(rows)

@@ -139,6 +139,14 @@ class Timeline:
                 sel = sel[even]
             keep.extend(idx[i] for i in sel.tolist())
         keep.sort()
+        half = self.max_rows // 2
+        if len(keep) > half:  # more segments than the bound allows each: thin evenly,
+            # keeping each segment's last row (the most recent segments' first)
+            last = sorted(idx[-1] for idx in by_seg.values())[-half:]
+            room = half - len(last)
+            even = [keep[i] for i in np.linspace(0, len(keep) - 1, room).round().astype(int)] \
+                if room > 0 else []
+            keep = sorted(set(even) | set(last))
         self.thinned += len(rows) - len(keep)
         self._rows = [rows[i] for i in keep]
 
