@@ -1332,7 +1332,8 @@ _JS = r"""
     layout.xaxis = layout.xaxis || {};
     layout.xaxis.title = {text: xTitle(D)};
     layout.xaxis.type = useTime(D) ? "date" : "linear";
-    if (r && r[0] !== null && r[1] !== null) {
+    if (state.zoom) layout.xaxis.range = state.zoom.slice();  // the reader's zoom, kept
+    else if (r && r[0] !== null && r[1] !== null) {
       layout.xaxis.range = useTime(D) ? [new Date(r[0] * 1000), new Date(r[1] * 1000)] : [r[0], r[1]];
     }
     return layout;
@@ -1354,6 +1355,7 @@ _JS = r"""
       else if (ev["xaxis.range"]) upd = {"xaxis.range": ev["xaxis.range"].slice()};
       else if (ev["xaxis.autorange"]) upd = {"xaxis.autorange": true};
       if (!upd) return;
+      state.zoom = upd["xaxis.range"] || null;
       state.syncing = true;
       var ps = state.timeline.filter(function (d) { return d !== div; }).map(function (d) { return Plotly.relayout(d, upd); });
       Promise.all(ps).then(function () { state.syncing = false; }, function () { state.syncing = false; });
@@ -1501,8 +1503,7 @@ _JS = r"""
     var ctl = el("div", {"class": "controls"}), lab = el("label", null, "segment and time: ");
     var sel = el("select", {id: "se-curve-select"});
     D.curves.forEach(function (c, i) {
-      var seg = c.segment === null ? "all events" : "segment " + c.segment;
-      var o = el("option", {value: String(i)}, seg + ", " + c.label + " (" + fmt(c.events) + " events; stream at n=" + c.stream_n + (c.t ? ", " + fmtTime(c.t) : "") + ")");
+      var o = el("option", {value: String(i)}, curveLabel(c));
       if (i === state.curve) o.selected = true;
       sel.appendChild(o);
     });
@@ -1512,7 +1513,7 @@ _JS = r"""
     ids.forEach(function (id) { grid.appendChild(el("div", {id: id})); });
     s.appendChild(grid);
     function draw() {
-      var c = D.curves[state.curve];
+      var c = state.data.curves[state.curve];
       var small = {margin: {l: 55, r: 15, t: 36, b: 45}, height: 340, hovermode: "closest"};
       function L(o) { var r = {}; for (var k in small) r[k] = small[k]; for (k in o) r[k] = o[k]; return r; }
       plot(document.getElementById("se-roc"), [
@@ -1548,11 +1549,95 @@ _JS = r"""
       } else { Plotly.purge(cal); cal.textContent = "No reliability curve: scores outside [0, 1]."; }
     }
     sel.addEventListener("change", function () { state.curve = Number(sel.value); draw(); });
+    state.drawCurves = draw;
     draw();
+  }
+  function curveLabel(c) {
+    var seg = c.segment === null ? "all events" : "segment " + c.segment;
+    return seg + ", " + c.label + " (" + fmt(c.events) + " events; stream at n=" + c.stream_n + (c.t ? ", " + fmtTime(c.t) : "") + ")";
+  }
+
+  function fillSummary(box, D) {
+    box.textContent = "";
+    if (D.summary && Object.keys(D.summary).length) {
+      table(box, ["fact", "value"], Object.keys(D.summary).map(function (k) { return [k, fmt(D.summary[k])]; }), "se-summary");
+    }
+  }
+  function fillSegments(box, D) {
+    box.textContent = "";
+    if (!D.segments.length) { box.appendChild(el("p", {"class": "none"}, "No metric rows.")); return; }
+    var head = ["segment", "events (n)", "alerts fired", "largest drop"];
+    var anyT = D.segments.some(function (s) { return typeof s.t === "number"; });
+    if (anyT) head.push("last event time");
+    var div = el("div", {"class": "scroll"});
+    table(div, head.concat(D.metrics), D.segments.map(function (s) {
+      var r = [s.label, fmt(s.n), {text: String(s.alerts), cls: s.alerts ? "firing" : ""}, fmt(s.drop)];
+      if (anyT) r.push(fmtTime(s.t));
+      return r.concat(D.metrics.map(function (m) { return fmt(s.values[m]); }));
+    }), "se-segment-table");
+    box.appendChild(div);
+  }
+  function fillAlerts(box, D) {
+    box.textContent = "";
+    if (!D.alerts.length) { box.appendChild(el("p", {"class": "none"}, "No alert fired.")); return; }
+    // the transition's own fields; its explanation (message) in words; every other
+    // field it carries (threshold, baseline, interval, change start...) as details
+    var base = {rule: 1, state: 1, n: 1, t: 1, value: 1, segment: 1, message: 1};
+    var anyMsg = D.alerts.some(function (a) { return a.message !== undefined; });
+    var anyMore = D.alerts.some(function (a) { return Object.keys(a).some(function (k) { return !(k in base); }); });
+    var div = el("div", {"class": "scroll"});
+    var head = ["rule", "state", "n", "event time", "value", "segment"];
+    if (anyMsg) head.push("explanation");
+    if (anyMore) head.push("details");
+    table(div, head, D.alerts.map(function (a) {
+      var r = [a.rule, {text: a.state, cls: a.state}, fmt(a.n), fmtTime(a.t), fmt(a.value), a.segment === null ? "" : String(a.segment)];
+      if (anyMsg) r.push({text: a.message === undefined ? "" : String(a.message), cls: "text"});
+      if (anyMore) r.push({text: Object.keys(a).filter(function (k) { return !(k in base) && a[k] !== null; })
+                               .map(function (k) { return k + ": " + fmt(a[k]); }).join("; "), cls: "text details"});
+      return r;
+    }), "se-alert-table");
+    box.appendChild(div);
+  }
+  function dsNote(D) {
+    var ds = D.downsample;
+    return ds.rows + " rows drawn as " + ds.points + " points (" + ds.method + "); timelines of " +
+        ds.segments_drawn + " of " + ds.segments + " segments (the most troubled), " + shownSegments(D).length +
+        " shown: pick others above; click a legend entry to hide a line.";
+  }
+  function shapeKey(D) {
+    // what the page's layout depends on: the same shape is redrawn in place
+    return JSON.stringify([D.title, D.metrics, D.time_axis, D.lanes.length > 0, D.lanes_total > D.lanes.length,
+      D.volume.length > 0, (D.curves || []).map(function (c) { return [c.segment, c.label]; }),
+      D.drawn.map(function (i) { return D.segments[i].label; }), state.axis, state.shown]);
+  }
+  function update(D) {
+    // new data of the same shape: tables refilled, plots redrawn in place (Plotly.react
+    // keeps each plot's zoom), the curve picked kept
+    state.data = D;
+    fillSummary(document.getElementById("se-summary-box"), D);
+    fillSegments(document.getElementById("se-segments-box"), D);
+    fillAlerts(document.getElementById("se-alerts-box"), D);
+    document.getElementById("se-ds-note").textContent = dsNote(D);
+    D.metrics.forEach(function (name, i) { metricPlot(D, name, document.getElementById("se-metric-" + i)); });
+    if (D.lanes.length) lanePlot(D, document.getElementById("se-lanes"));
+    if (D.volume.length) volumePlot(D, document.getElementById("se-volume"));
+    if (D.curves && D.curves.length) {
+      var sel = document.getElementById("se-curve-select");
+      D.curves.forEach(function (c, i) { sel.options[i].textContent = curveLabel(c); });
+      state.drawCurves();
+    }
   }
 
   function render(D) {
     var started = performance.now();
+    var key = shapeKey(D);
+    if (key === state.key) {
+      update(D);
+      document.body.setAttribute("data-rendered", String(Date.now()));
+      document.body.setAttribute("data-render-ms", String(Math.round(performance.now() - started)));
+      return;
+    }
+    state.key = key;
     state.data = D;
     var root = document.getElementById("se-root");
     var scrollY = window.scrollY;
@@ -1561,23 +1646,11 @@ _JS = r"""
     root.textContent = "";
     document.getElementById("se-title").textContent = D.title;
     document.title = D.title;
-    if (D.summary && Object.keys(D.summary).length) {
-      table(root, ["fact", "value"], Object.keys(D.summary).map(function (k) { return [k, fmt(D.summary[k])]; }), "se-summary");
-    }
+    var sb = el("div", {id: "se-summary-box"});
+    root.appendChild(sb); fillSummary(sb, D);
     var segs = section(root, "Segments, most troubled first", "se-segments");
-    if (!D.segments.length) segs.appendChild(el("p", {"class": "none"}, "No metric rows."));
-    else {
-      var head = ["segment", "events (n)", "alerts fired", "largest drop"];
-      var anyT = D.segments.some(function (s) { return typeof s.t === "number"; });
-      if (anyT) head.push("last event time");
-      var div = el("div", {"class": "scroll"});
-      table(div, head.concat(D.metrics), D.segments.map(function (s) {
-        var r = [s.label, fmt(s.n), {text: String(s.alerts), cls: s.alerts ? "firing" : ""}, fmt(s.drop)];
-        if (anyT) r.push(fmtTime(s.t));
-        return r.concat(D.metrics.map(function (m) { return fmt(s.values[m]); }));
-      }), "se-segment-table");
-      segs.appendChild(div);
-    }
+    var gb = el("div", {id: "se-segments-box"});
+    segs.appendChild(gb); fillSegments(gb, D);
     var tl = section(root, "Metrics over time", "se-timeline");
     var ctl = el("div", {"class": "controls"});
     if (D.time_axis) {
@@ -1587,7 +1660,9 @@ _JS = r"""
         if ((state.axis || "time") === o[0]) op.selected = true;
         sel.appendChild(op);
       });
-      sel.addEventListener("change", function () { state.axis = sel.value; render(state.data); });
+      sel.addEventListener("change", function () {
+        state.axis = sel.value; state.key = null; state.zoom = null; render(state.data);
+      });
       lab.appendChild(sel); ctl.appendChild(lab);
     }
     if (D.drawn.length > 1) {
@@ -1600,14 +1675,12 @@ _JS = r"""
       });
       pick.addEventListener("change", function () {
         state.shown = Array.from(pick.selectedOptions).map(function (o) { return o.value; });
+        state.key = null;
         render(state.data);
       });
       lab2.appendChild(pick); ctl.appendChild(lab2);
     }
-    var ds = D.downsample;
-    ctl.appendChild(el("p", {"class": "none"}, ds.rows + " rows drawn as " + ds.points + " points (" + ds.method + "); timelines of " +
-        ds.segments_drawn + " of " + ds.segments + " segments (the most troubled), " + shownSegments(D).length +
-        " shown: pick others above; click a legend entry to hide a line."));
+    ctl.appendChild(el("p", {"class": "none", id: "se-ds-note"}, dsNote(D)));
     tl.appendChild(ctl);
     if (!D.metrics.length) tl.appendChild(el("p", {"class": "none"}, "No metric rows."));
     D.metrics.forEach(function (name, i) {
@@ -1627,26 +1700,8 @@ _JS = r"""
     state.timeline.forEach(syncZoom);
 
     var al = section(root, "Alerts", "se-alerts");
-    if (!D.alerts.length) al.appendChild(el("p", {"class": "none"}, "No alert fired."));
-    else {
-      // the transition's own fields; its explanation (message) in words; every other
-      // field it carries (threshold, baseline, interval, change start...) as details
-      var base = {rule: 1, state: 1, n: 1, t: 1, value: 1, segment: 1, message: 1};
-      var anyMsg = D.alerts.some(function (a) { return a.message !== undefined; });
-      var anyMore = D.alerts.some(function (a) { return Object.keys(a).some(function (k) { return !(k in base); }); });
-      var div2 = el("div", {"class": "scroll"});
-      var head = ["rule", "state", "n", "event time", "value", "segment"];
-      if (anyMsg) head.push("explanation");
-      if (anyMore) head.push("details");
-      table(div2, head, D.alerts.map(function (a) {
-        var r = [a.rule, {text: a.state, cls: a.state}, fmt(a.n), fmtTime(a.t), fmt(a.value), a.segment === null ? "" : String(a.segment)];
-        if (anyMsg) r.push({text: a.message === undefined ? "" : String(a.message), cls: "text"});
-        if (anyMore) r.push({text: Object.keys(a).filter(function (k) { return !(k in base) && a[k] !== null; })
-                                 .map(function (k) { return k + ": " + fmt(a[k]); }).join("; "), cls: "text details"});
-        return r;
-      }), "se-alert-table");
-      al.appendChild(div2);
-    }
+    var ab = el("div", {id: "se-alerts-box"});
+    al.appendChild(ab); fillAlerts(ab, D);
     if (state.curve >= (D.curves || []).length) state.curve = 0;
     curves(D, root);
     window.scrollTo(0, scrollY);

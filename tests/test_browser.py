@@ -16,6 +16,7 @@ selenium the tests are skipped, saying so; with ``STREAMEVAL_REQUIRE_BROWSER=1``
 
 import json
 import os
+import re
 import selectors
 import shutil
 import subprocess
@@ -267,6 +268,21 @@ def test_live_page_shows_metrics_then_an_alert_posted_over_http(browser, tmp_pat
         first = browser.execute_script(
             "return document.querySelector('.se-segment-table tr:nth-child(2) td').textContent")
         assert first == "segment br"
+        # more events of the same shape: the page is redrawn in place (the same plot
+        # elements, the zoom kept), with the new counts
+        browser.execute_script("document.getElementById('se-metric-0').seMark = 1;"
+                               "Plotly.relayout('se-metric-0', {'xaxis.range': ["
+                               "new Date(1709000100000), new Date(1709000600000)]});")
+        more = [{"ts": 1_709_000_700 + i, "label": 0, "score": 0.2, "country": "fr"}
+                for i in range(100)]
+        assert post(url, more, token)["accepted"] == 100
+        wait(lambda: "800" in browser.execute_script(
+            "var t = document.querySelector('.se-summary'); return t ? t.textContent : '';"),
+            what="the new event count")
+        assert browser.execute_script("return document.getElementById('se-metric-0').seMark") == 1
+        zoom = browser.execute_script(
+            "return JSON.stringify(document.getElementById('se-metric-0').layout.xaxis.range)")
+        assert re.search(r"2024-02-27[ T]02:15:00", zoom), zoom  # 1 709 000 100 s: kept
         # the only errors: the 401s that asked for the token (no script error)
         assert [m for m in severe_logs(browser) if "status of 401" not in m] == []
         browser.save_screenshot(str(artifacts / "live-alert.png"))
