@@ -165,17 +165,19 @@ def test_report_opens_offline_and_shows_metrics_and_alert_lanes(browser, tmp_pat
         first = browser.execute_script(
             "return document.querySelector('.se-segment-table tr:nth-child(2) td').textContent")
         assert first == "segment br"
-        # zooming one timeline zooms the others (the lanes included)
+        browser.save_screenshot(str(artifacts / "report.png"))
+        # zooming one timeline (an event-time axis) zooms the others, the lanes included
         browser.execute_script(
-            "Plotly.relayout(document.querySelector('.se-metric'), {'xaxis.range': [2000, 4000]})")
+            "Plotly.relayout(document.querySelector('.se-metric'),"
+            " {'xaxis.range': ['2024-02-27 08:00', '2024-02-27 12:00']})")
         wait(lambda: browser.execute_script(
             "var r = document.getElementById('se-lanes').layout.xaxis.range;"
-            "return r && r[0] == 2000 && r[1] == 4000;"), timeout=20, what="zoom to sync")
+            "return r && r[0] == '2024-02-27 08:00' && r[1] == '2024-02-27 12:00';"),
+            timeout=20, what="zoom to sync")
         # ROC, PR, confusion, score distribution and reliability plots are drawn
         for div in ("se-roc", "se-pr", "se-confusion", "se-hist", "se-calibration"):
             assert browser.execute_script(
                 f"return document.getElementById('{div}').querySelectorAll('.main-svg').length") >= 1
-        browser.save_screenshot(str(artifacts / "report.png"))
         assert (artifacts / "report.png").stat().st_size > 10_000
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
