@@ -19,7 +19,7 @@
 * ``rejected.jsonl`` (with ``--on-error skip``): ``{"line", "reason", "raw"}`` per bad row;
 * ``summary.json``: counts (rows, events, rejected, expired and orphan labels),
   alerts fired, final values, elapsed time;
-* ``report.html`` and one PNG per metric (needs ``streameval[report]``).
+* ``report.html``: an interactive page that opens offline (needs ``streameval[report]``).
 
 It prints a summary table on stdout (the alerts fired, each with the ``n`` at which
 it resolved or "still firing at the end"), and a progress bar on stderr when stderr

@@ -13,7 +13,7 @@ default monitor of DESIGN.md, or the ``[monitor]`` table of the config) through 
 * ``summary.json``: counts (rows, events, rejected, expired and orphan labels),
   alerts fired, final values, elapsed time (:func:`summarize`; the Spark engine writes
   the same one);
-* ``report.html`` and one PNG per metric (needs ``streameval[report]``).
+* ``report.html``: an interactive page that opens offline (needs ``streameval[report]``).
 
 :func:`format_summary` renders a summary as the table the command prints;
 :func:`run_scenario` materialises a scenario's stream and replays it with the
@@ -107,7 +107,7 @@ from streameval.io.sinks import StdoutSink, WebhookSink, dumps
 from streameval.io.sources import EventSource, Follow, SourceError
 from streameval.monitor import Monitor
 from streameval.pipeline import DEFAULT_CHECKPOINT_EVERY, Pipeline
-from streameval.report import final_values, read_jsonl, write_report
+from streameval.report import CurveRecorder, final_values, read_jsonl, write_report
 
 __all__ = ["replay", "Replay", "ReplayError", "summarize", "fired_and_resolved",
            "format_summary", "load_replay_config", "run_scenario", "DEFAULT_CHECKPOINT_EVERY",
@@ -246,6 +246,11 @@ class Replay:
             fp = fingerprint(ident)
         self.hooks = [WebhookSink(url) for url in webhooks]
         sinks = list(self.hooks)
+        # the report's ROC/PR/confusion/score views: taken from the Monitor when an
+        # alert fires and at the end (its score order is in no output file)
+        self.curves = CurveRecorder(lambda: self.pipeline.monitor) if report else None
+        if self.curves is not None:
+            sinks.append(self.curves)
         if print_alerts:
             sinks.append(StdoutSink())
         outputs = {"metrics": self.out / "metrics.jsonl", "alerts": self.out / "alerts.jsonl"}
@@ -352,15 +357,18 @@ class Replay:
         return summarize(self.out, self.log, counts, t_start=self.t_start, resumed=resumed,
                          hooks=self.hooks, report=self.report, title=self.title,
                          delayed=self.delayed,
-                         rules=[r.to_config() for r in self.pipeline.monitor.rules])
+                         rules=[r.to_config() for r in self.pipeline.monitor.rules],
+                         curves=self.curves)
 
 
 def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True, title=None,
-              delayed=None, rules=None):
+              delayed=None, rules=None, curves=None):
     """Write ``summary.json`` (and ``report.html`` with ``report``) for the rows and
     alerts a replay wrote to ``out``; return the summary (the Spark engine's replay
     writes the same one). ``rules``: the monitor's rules (config tables), whose
-    thresholds the report draws."""
+    thresholds the report draws; ``curves``: a :class:`~streameval.report.CurveRecorder`
+    whose score summaries the report shows (the whole stream's and the alerting
+    segments' at the end, and those taken when alerts fired)."""
     out = Path(out)
     metric_rows = read_jsonl(out / "metrics.jsonl")
     alert_rows = read_jsonl(out / "alerts.jsonl")
@@ -392,10 +400,12 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
                 facts["expired predictions"] = counts["expired"]
                 facts["orphan labels"] = counts["orphans"]
                 facts["unlabeled at the end"] = counts["unlabeled"]
+            alerting = list(dict.fromkeys(a.get("segment") for a in fired))
             summary["report"] = str(write_report(
                 metric_rows, alert_rows, out,
                 title=title or f"streameval replay of {Path(str(log)).name}", summary=facts,
-                rules=rules))
+                rules=rules,
+                curves=None if curves is None else curves.curves(alerting)))
         except ImportError as e:
             print(f"streameval: warning: no report: {e}", file=sys.stderr)
     return summary
@@ -453,7 +463,7 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
         Checkpoint file: resumed from when it exists (the log may have grown since),
         saved every ``checkpoint_every`` events and at the end.
     report : bool
-        Write ``report.html`` and the PNGs.
+        Write ``report.html``.
     progress : bool
         Show a progress bar when stderr is a terminal and tqdm is installed.
     title : str, optional

@@ -1,10 +1,10 @@
-"""The replay report: files written, every metric and final value named, valid PNGs.
+"""The replay report: the page, the data it draws, downsampling, trouble order, curves.
 
-The oracle for final values and firing/pending spans is a direct reading of the rows
-written here by hand (the last row of each segment; firing -> resolved, pending ->
-firing/resolved pairs); for the plots, the matplotlib Axes of the figures the report
-draws (labels, lines, span patches and their colours); for threshold rule names,
-:mod:`streameval.alerts` itself.
+Oracles: for final values and spans, a direct reading of the rows written here by
+hand; for downsampling and the trouble order, brute force over the same rows; for the
+ROC/PR curves, the confusion matrix, the histogram and the reliability curve,
+scikit-learn and numpy; for threshold rule names, :mod:`streameval.alerts` itself. What
+the page shows in a browser is tested in ``tests/test_browser.py``.
 """
 
 import json
@@ -15,23 +15,35 @@ from datetime import datetime, timezone
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import (
+    average_precision_score,
+    confusion_matrix,
+    precision_recall_curve,
+    roc_auc_score,
+    roc_curve,
+)
 
+from streameval import Monitor
 from streameval import report
 from streameval.report import (
-    DPI,
-    FIGSIZE,
+    CurveRecorder,
+    downsample,
     final_values,
     firing_spans,
     metric_names,
+    monitor_curves,
     pending_spans,
     plot_metric,
     read_jsonl,
+    report_data,
     report_from_dir,
+    score_summary,
+    trouble_order,
     write_report,
 )
-
-import matplotlib.colors
-import matplotlib.image as mpimg  # streameval[report]; the test extra must include matplotlib
 
 
 def _rows():
@@ -62,175 +74,118 @@ ALERTS = [
 ]
 
 
-def test_report_files_metrics_and_final_values(tmp_path):
+def page_data(path):
+    """The JSON the page embeds (what its script draws)."""
+    page = path.read_text(encoding="utf-8")
+    m = re.search(r'<script type="application/json" id="se-data">(.*?)</script>', page, re.S)
+    return json.loads(m.group(1))
+
+
+# ----------------------------------------------------------------------- the page
+
+
+def test_report_is_one_self_contained_page_with_every_metric_and_final_value(tmp_path):
     rows = _rows()
     path = write_report(rows, ALERTS, tmp_path, title="drift <test>", summary={"events": 20000})
     assert path == tmp_path / "report.html"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]  # nothing beside it
     page = path.read_text(encoding="utf-8")
-
-    # one PNG per metric, each referenced by the page; unsafe characters replaced
-    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
-    assert pngs == ["average_precision.png", "recall_sliding.png", "roc_auc.png"]
-    for name in pngs:
-        assert f'src="{name}"' in page
-
-    # every metric named; the final values (last row per segment, by hand) shown
+    # offline: plotly.js inline, no external script, style sheet or image
+    assert "<title>drift &lt;test&gt;</title>" in page
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=\"(?!data:)", page)
+    assert "Plotly" in page and len(page) > 3_000_000
+    data = page_data(path)
+    assert data["title"] == "drift <test>" and data["summary"] == {"events": 20000}
+    assert data["metrics"] == ["roc_auc", "recall@sliding", "average_precision"]
+    # the final values: the last row of each segment, read by hand
     last = {seg: [r for r in rows if r["segment"] == seg][-1] for seg in ("eu", "us")}
-    for name in ("roc_auc", "recall@sliding", "average_precision"):
-        assert name in page
-        for seg in ("eu", "us"):
-            assert f"{last[seg]['values'][name]:.6g}" in page
-    assert "segment eu" in page and "segment us" in page
-    # the title is escaped, the alert list carries every transition
-    assert "drift &lt;test&gt;" in page
-    assert page.count("<td>recall_low</td>") == 3
-    assert page.count("<td>auc_drop</td>") == 1
-    assert "20000" in page
+    by_label = {s["label"]: s for s in data["segments"]}
+    for seg in ("eu", "us"):
+        s = by_label[f"segment {seg}"]
+        assert s["n"] == last[seg]["n"] and s["t"] == last[seg]["t"]
+        assert s["values"] == last[seg]["values"]
+    # every transition is in the alert table, fields as written
+    assert data["alerts"] == ALERTS
 
 
-def test_pngs_are_valid_images_of_the_stated_size(tmp_path):
-    write_report(_rows(), ALERTS, tmp_path)
-    width, height = round(FIGSIZE[0] * DPI), round(FIGSIZE[1] * DPI)
-    for png in tmp_path.glob("*.png"):
-        img = mpimg.imread(png)
-        assert img.shape[:2] == (height, width), png.name
-        # not blank: a plot has lines, text and the shaded spans in several colours
-        assert len(np.unique(img.reshape(-1, img.shape[2]), axis=0)) > 20
+def test_rows_of_few_points_are_drawn_whole_at_stream_n(tmp_path):
+    rows = []
+    for i, n in enumerate(range(1000, 10001, 1000)):
+        t = 1_709_000_000.0 + 60 * i
+        rows.append({"n": n, "t": t, "segment": None, "values": {"recall": 0.8}})
+        rows.append({"n": n // 4, "stream_n": n, "t": t, "segment": "eu", "values": {"recall": 0.6}})
+        rows.append({"n": n - n // 4, "stream_n": n, "t": t, "segment": "us",
+                     "values": {"recall": 0.9}})
+    data = report_data(rows, [])
+    labels = [s["label"] for s in data["segments"]]
+    xs = {labels[s["seg"]]: s["x"] for s in data["series"]["recall"]}
+    stream = list(range(1000, 10001, 1000))
+    assert xs == {"all events": stream, "segment eu": stream, "segment us": stream}
+    assert data["time_axis"] is True
+    ts = {labels[s["seg"]]: s["t"] for s in data["series"]["recall"]}
+    assert ts["segment eu"] == [1_709_000_000.0 + 60 * i for i in range(10)]
+    # each segment's own n in the tables
+    assert {s["label"]: s["n"] for s in data["segments"]} == {
+        "all events": 10000, "segment eu": 2500, "segment us": 7500}
+    # rows without stream_n sit at their own n; without times there is no time axis
+    plain = [{k: v for k, v in r.items() if k != "stream_n"} | {"t": None} for r in rows]
+    data = report_data(plain, [])
+    xs = {data["segments"][s["seg"]]["label"]: s["x"] for s in data["series"]["recall"]}
+    assert xs["segment eu"] == [n // 4 for n in stream] and data["time_axis"] is False
+    assert "t" not in data["series"]["recall"][0]
 
 
-def test_alert_span_is_drawn_where_it_fired(tmp_path):
-    # one flat metric; a firing span from n=4000 to 6000 in a 10000-event stream
-    rows = [{"n": n, "t": None, "segment": None, "values": {"recall": 0.5}}
-            for n in range(0, 10001, 1000)]
-    alerts = [{"rule": "r", "state": "firing", "n": 4000, "t": None, "value": 0.1, "segment": None},
-              {"rule": "r", "state": "resolved", "n": 6000, "t": None, "value": 0.9, "segment": None}]
-    write_report(rows, alerts, tmp_path / "with")
-    write_report(rows, [], tmp_path / "without")
-    a = mpimg.imread(tmp_path / "with" / "recall.png")[..., :3]
-    b = mpimg.imread(tmp_path / "without" / "recall.png")[..., :3]
-    # pixels that differ are the shading (and the legend), in the line's colour; the
-    # columns that hold most of it lie between 40% and 60% of the axis width
-    diff = np.abs(a - b).sum(axis=2) > 0.05
-    cols = diff.sum(axis=0)
-    shaded = np.flatnonzero(cols > 0.5 * cols.max())
-    assert shaded.size > 0
-    # axes span roughly [0.07, 0.98] of the figure; 4000..6000 of 0..10000 sits mid-figure
-    lo, hi = shaded.min() / a.shape[1], shaded.max() / a.shape[1]
-    assert 0.35 < lo < 0.5 and 0.5 < hi < 0.65, (lo, hi)
+def test_a_value_left_out_is_not_drawn_and_undefined_is_a_gap():
+    rows = [{"n": 1, "t": None, "segment": None, "values": {"a": 0.1, "tumbling": 0.3}},
+            {"n": 2, "t": None, "segment": None, "values": {"a": None}},
+            {"n": 3, "t": None, "segment": None, "values": {"a": 0.2, "tumbling": 0.4}}]
+    data = report_data(rows, [])
+    (a,), (tumbling,) = data["series"]["a"], data["series"]["tumbling"]
+    assert (a["x"], a["y"]) == ([1, 2, 3], [0.1, None, 0.2])
+    assert (tumbling["x"], tumbling["y"]) == ([1, 3], [0.3, 0.4])
 
 
-def test_final_values_keep_last_reported_and_undefined():
-    rows = [
-        {"n": 10, "t": None, "segment": None, "values": {"a": 0.1, "tumbling": 0.3}},
-        {"n": 20, "t": 5.0, "segment": None, "values": {"a": None}},
-    ]
-    assert final_values(rows) == {None: {"n": 20, "t": 5.0, "values": {"a": None, "tumbling": 0.3}}}
-    assert metric_names(rows) == ["a", "tumbling"]
-
-
-def test_firing_spans_pairs_transitions_per_rule_and_segment():
+def test_alert_lanes_one_per_rule_and_segment_and_spans_on_their_metric_only():
+    rows = [{"n": n, "t": None, "segment": seg,
+             "values": {"recall@6h": 0.9, "precision": 0.8, "drift.recall.p_value": 0.5}}
+            for n in range(1000, 10001, 1000) for seg in (None, "br")]
     alerts = [
-        {"rule": "r", "state": "firing", "n": 10, "segment": "a"},
-        {"rule": "r", "state": "firing", "n": 12, "segment": "b"},
-        {"rule": "r", "state": "resolved", "n": 20, "segment": "a"},
-        {"rule": "q", "state": "pending", "n": 25, "segment": None},
-        {"rule": "q", "state": "resolved", "n": 26, "segment": None},  # never fired
+        {"rule": "recall@6h < 0.7", "state": "pending", "n": 3000, "t": None, "value": 0.6, "segment": "br"},
+        {"rule": "recall@6h < 0.7", "state": "firing", "n": 4000, "t": None, "value": 0.6, "segment": "br"},
+        {"rule": "recall@6h < 0.7", "state": "resolved", "n": 6000, "t": None, "value": 0.8, "segment": "br"},
+        {"rule": "recall@6h < 0.7", "state": "firing", "n": 5000, "t": None, "value": 0.6, "segment": None},
+        {"rule": "recall drift p < 0.01", "state": "firing", "n": 7000, "t": None, "value": 0.001,
+         "segment": None},
+        {"rule": "custom", "state": "firing", "n": 8000, "t": None, "value": 1.0, "segment": None,
+         "metric": "precision"},  # an alert that names its metric
+        {"rule": "mystery", "state": "firing", "n": 9000, "t": None, "value": 1.0, "segment": None},
     ]
-    assert firing_spans(alerts, end_n=100) == [("r", "a", 10, 20), ("r", "b", 12, 100)]
+    data = report_data(rows, alerts)
+    labels = [s["label"] for s in data["segments"]]
+    lanes = {(ln["rule"], labels[ln["seg"]]): ln for ln in data["lanes"]}
+    assert sorted(lanes) == sorted([("recall@6h < 0.7", "segment br"), ("recall@6h < 0.7", "all events"),
+                                    ("recall drift p < 0.01", "all events"), ("custom", "all events"),
+                                    ("mystery", "all events")])
+    br = lanes[("recall@6h < 0.7", "segment br")]
+    assert [(s["state"], s["x0"], s["x1"]) for s in br["spans"]] == [
+        ("pending", 3000, 4000), ("firing", 4000, 6000)]
+    # still firing at the end: the span closes at the last n
+    assert [(s["state"], s["x0"], s["x1"]) for s in lanes[("recall@6h < 0.7", "all events")]["spans"]] \
+        == [("firing", 5000, 10000)]
+    assert {k: ln["metric"] for k, ln in lanes.items()} == {
+        ("recall@6h < 0.7", "segment br"): "recall@6h", ("recall@6h < 0.7", "all events"): "recall@6h",
+        ("recall drift p < 0.01", "all events"): "drift.recall.p_value",
+        ("custom", "all events"): "precision", ("mystery", "all events"): None}
+    # the same spans as the pure functions give
+    assert firing_spans(alerts, 10000)[0] == ("recall@6h < 0.7", "br", 4000, 6000)
 
 
-def test_report_from_dir_and_empty_alerts(tmp_path):
-    rows = _rows()
-    with open(tmp_path / "metrics.jsonl", "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-    page = report_from_dir(tmp_path).read_text()
-    assert "No alert fired." in page
-    assert len(list(tmp_path.glob("*.png"))) == 3
-
-
-def test_read_jsonl_names_the_bad_line(tmp_path):
-    p = tmp_path / "metrics.jsonl"
-    p.write_text('{"n": 1}\n\n{"n": \n')
-    with pytest.raises(ValueError, match=r"metrics.jsonl:3: not valid JSON"):
-        read_jsonl(p)
-
-
-def test_clear_error_without_matplotlib(tmp_path, monkeypatch):
-    # make matplotlib unimportable (None in sys.modules blocks the import)
-    for mod in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
-        monkeypatch.delitem(sys.modules, mod)
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match=re.escape("pip install 'streameval[report]'")):
-        write_report(_rows(), [], tmp_path)
-    assert not (tmp_path / "report.html").exists()
-
-
-def test_values_nan_formatting():
-    assert report._fmt(math.nan) == "undefined"
-    assert report._fmt(None) == "undefined"
-    assert report._fmt(0.123456789) == "0.123457"
-
-
-# ------------------------------------------------- plots: labels, thresholds, spans
-
-
-@pytest.fixture
-def figures(monkeypatch):
-    """The figures write_report draws, by metric name (kept after saving)."""
-    drawn = {}
-    real = report._plot_metric
-
-    def spy(name, *args, **kwargs):
-        drawn[name] = fig = real(name, *args, **kwargs)
-        return fig
-
-    monkeypatch.setattr(report, "_plot_metric", spy)
-    return drawn
-
-
-def _span_x(patch):
-    # data x range of an axvspan patch (a Rectangle since matplotlib 3.9, a Polygon before)
-    xs = patch.get_path().transformed(patch.get_patch_transform()).vertices[:, 0]
-    return float(xs.min()), float(xs.max())
-
-
-def _spans_by_label(ax):
-    """{legend label: [(x0, x1, facecolor rgba, hatch)]} of the span patches; the
-    unlabelled continuations of a label are attributed to it by colour and hatch."""
-    out = {}
-    style = {}
-    for p in ax.patches:
-        key = (tuple(p.get_facecolor()), p.get_hatch())
-        label = p.get_label()
-        if not label.startswith("_"):
-            style[key] = label
-        out.setdefault(style[key], []).append(
-            (*_span_x(p), tuple(p.get_facecolor()), p.get_hatch()))
-    return out
-
-
-def _thresholds(ax):
-    return sorted((line.get_label(), float(line.get_ydata()[0])) for line in ax.get_lines()
-                  if line.get_linestyle() == "--")
-
-
-def test_every_plot_labels_its_axes(tmp_path, figures):
-    write_report(_rows(), ALERTS, tmp_path)
-    assert sorted(figures) == ["average_precision", "recall@sliding", "roc_auc"]
-    for name, fig in figures.items():
-        (ax,) = fig.axes
-        assert ax.get_ylabel() == name
-        assert "events" in ax.get_xlabel()
-
-
-def test_threshold_lines_from_rules_and_rule_names(tmp_path, figures):
+def test_threshold_lines_from_rules_and_rule_names():
     rows = [{"n": n, "t": None, "segment": None,
              "values": {"recall@6h": 0.9 - n / 40000, "drift.recall.p_value": 0.5, "auc": 0.8}}
             for n in range(1000, 10001, 1000)]
-    alerts = [  # unnamed rules: the name is the rule in the grammar, with its threshold
-        {"rule": "recall@6h < 0.7", "state": "firing", "n": 9000, "t": None, "value": 0.675,
-         "segment": None},
+    alerts = [
+        {"rule": "recall@6h < 0.7", "state": "firing", "n": 9000, "t": None, "value": 0.675, "segment": None},
         {"rule": "recall drift p < 0.01", "state": "firing", "n": 5000, "t": None, "value": 0.001,
          "segment": None},
         {"rule": "auc_low", "state": "firing", "n": 5000, "t": None, "value": 0.1, "segment": None},
@@ -241,23 +196,13 @@ def test_threshold_lines_from_rules_and_rule_names(tmp_path, figures):
         {"metric": "auc", "drop": 0.05},                   # no fixed threshold: no line
         "auc > 0.99 with confidence 0.9",
     ]
-    write_report(rows, alerts, tmp_path, rules=rules)
-    assert _thresholds(figures["recall@6h"].axes[0]) == [("recall@6h < 0.7", 0.7),
-                                                         ("recall_floor", 0.5)]
-    assert _thresholds(figures["drift.recall.p_value"].axes[0]) == [("recall drift p < 0.01", 0.01)]
-    assert _thresholds(figures["auc"].axes[0]) == [("auc > 0.99 with confidence 0.9", 0.99)]
-    # each line is labelled on the plot too, and lies within the y range shown
-    ax = figures["recall@6h"].axes[0]
-    assert {t.get_text() for t in ax.texts} == {"recall@6h < 0.7", "recall_floor"}
-    assert ax.get_ylim()[0] < 0.5
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "recall_floor" in legend and "recall@6h < 0.7" in legend
-
-    # without rules, the rule names of the transitions alone still give their lines
-    figures.clear()
-    write_report(rows, alerts, tmp_path / "no_rules")
-    assert _thresholds(figures["recall@6h"].axes[0]) == [("recall@6h < 0.7", 0.7)]
-    assert _thresholds(figures["auc"].axes[0]) == []
+    th = report_data(rows, alerts, rules=rules)["thresholds"]
+    assert sorted(map(tuple, th["recall@6h"])) == [("recall@6h < 0.7", 0.7), ("recall_floor", 0.5)]
+    assert th["drift.recall.p_value"] == [["recall drift p < 0.01", 0.01]]
+    assert th["auc"] == [["auc > 0.99 with confidence 0.9", 0.99]]
+    # without rules, the rule names of the transitions alone give their lines
+    th = report_data(rows, alerts)["thresholds"]
+    assert th["recall@6h"] == [["recall@6h < 0.7", 0.7]] and "auc" not in th
 
 
 def test_threshold_rule_names_are_those_of_the_rules():
@@ -278,135 +223,400 @@ def test_threshold_rule_names_are_those_of_the_rules():
         metric = f"drift.{rule.metric}.p_value" if "drift" in table else rule.metric
         threshold = rule.p_below if "drift" in table else rule.value
         assert report._threshold_of(table) == (metric, threshold, rule.name), table
-        assert report._threshold_of(rule) == (metric, threshold, rule.name)  # a Rule object
-        if "name" not in table:  # a default name (as in transitions) gives the threshold
+        assert report._threshold_of(rule) == (metric, threshold, rule.name), table
+        # the name alone, as alerts.jsonl holds it, gives the same line when it parses
+        if "name" not in table:
             assert report._threshold_of(rule.name) == (metric, threshold, rule.name)
-    for no_line in ({"metric": "auc", "drop": 0.05}, {"alarm": "recall"}, "recall alarm",
-                    "recall_low", {"metric": "x", "op": "<", "value": "high"}):
-        assert report._threshold_of(no_line) is None
+
+
+def test_report_from_dir_reads_the_files(tmp_path):
+    rows = _rows()
+    with open(tmp_path / "metrics.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    data = page_data(report_from_dir(tmp_path))
+    assert data["alerts"] == [] and data["lanes"] == []
+    assert data["downsample"]["rows"] == len(rows)
+
+
+def test_clear_error_without_plotly(tmp_path, monkeypatch):
+    for mod in [m for m in sys.modules if m == "plotly" or m.startswith("plotly.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "plotly", None)
+    report.plotly_js.cache_clear()  # the bundle is read once per process
+    with pytest.raises(ImportError, match=re.escape("pip install 'streameval[report]'")):
+        write_report(_rows(), [], tmp_path)
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_the_page_survives_hostile_names(tmp_path):
+    rows = [{"n": 1, "t": None, "segment": "</script><script>alert(1)</script>",
+             "values": {"<!--x": 0.5}}]
+    path = write_report(rows, [], tmp_path)
+    page = path.read_text()
+    assert page.count("</script>") == 4  # plotly, data, config, the drawing script
+    assert page_data(path)["segments"][0]["segment"] == rows[0]["segment"]
+
+
+# ------------------------------------------------------------------ downsampling
+
+
+def _brute_extremes(y, buckets):
+    """Per equal-count bucket: (start, end, nanmin, nanmax), by brute force."""
+    n = len(y)
+    size = -(-n // buckets)
+    out = []
+    for start in range(0, n, size):
+        part = [v for v in y[start:start + size] if not math.isnan(v)]
+        out.append((start, min(start + size, n), min(part) if part else None,
+                    max(part) if part else None))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.floats(-5, 5), st.just(math.nan)), min_size=1, max_size=300),
+       st.integers(1, 20), st.lists(st.integers(-3, 310), max_size=6))
+def test_downsample_keeps_bucket_extremes_pins_and_gaps(y, buckets, pinned):
+    y = np.array(y, dtype=float)
+    keep = downsample(y, buckets, pinned)
+    kept = set(keep.tolist())
+    assert keep.tolist() == sorted(kept) and all(0 <= i < len(y) for i in kept)
+    if len(y) <= 4 * buckets:
+        assert kept == set(range(len(y)))
+        return
+    for start, end, lo, hi in _brute_extremes(y, buckets):
+        inside = [y[i] for i in kept if start <= i < end]
+        assert start in kept and end - 1 in kept
+        if lo is not None:
+            assert lo in inside and hi in inside
+    assert {p for p in pinned if 0 <= p < len(y)} <= kept
+    nan = np.isnan(y)
+    for i in range(1, len(y)):
+        if nan[i] != nan[i - 1]:
+            assert {i - 1, i} <= kept
+    changes = int((nan[1:] != nan[:-1]).sum())
+    assert len(keep) <= 4 * buckets + len(pinned) + 2 * changes
+
+
+def test_report_timelines_keep_extremes_and_alert_boundaries_of_long_streams():
+    rng = np.random.default_rng(3)
+    n_rows = 20_000
+    rows = [{"n": (i + 1) * 10, "t": None, "segment": None,
+             "values": {"auc": float(v)}} for i, v in enumerate(rng.normal(0.8, 0.05, n_rows))]
+    alerts = [{"rule": "auc < 0.6", "state": "firing", "n": 55_555, "t": None, "value": 0.5, "segment": None},
+              {"rule": "auc < 0.6", "state": "resolved", "n": 123_450, "t": None, "value": 0.7,
+               "segment": None}]
+    data = report_data(rows, alerts, point_budget=2_000)
+    (s,) = data["series"]["auc"]
+    assert len(s["x"]) <= 2_000 + 4 and data["downsample"]["points"] == len(s["x"])
+    ys = [r["values"]["auc"] for r in rows]
+    assert float(f"{max(ys):.6g}") in s["y"] and float(f"{min(ys):.6g}") in s["y"]
+    # the rows on both sides of each boundary (55 550 / 55 560; 123 450 itself / 123 460)
+    assert {55_550, 55_560, 123_450, 123_460} <= set(s["x"])
+    assert s["x"][0] == 10 and s["x"][-1] == n_rows * 10
+
+
+def test_many_segments_stay_within_the_point_budget():
+    rows = []
+    for k in range(1, 301):
+        for seg in range(120):
+            rows.append({"n": k * 10, "stream_n": k * 1200, "t": None, "segment": f"s{seg}",
+                         "values": {"auc": 0.8 + (seg % 7) / 100 - (0.3 if seg == 77 and k > 150 else 0),
+                                    "recall": 0.7}})
+    alerts = [{"rule": "auc < 0.6", "state": "firing", "n": 182_400, "t": None, "value": 0.5,
+               "segment": "s77"}]
+    data = report_data(rows, alerts, point_budget=20_000, timeline_segments=10)
+    assert data["segments"][0]["label"] == "segment s77"  # the alert: most troubled
+    assert data["downsample"]["segments_drawn"] == 10 and len(data["segments"]) == 120
+    assert data["downsample"]["points"] <= 20_000
+    assert {s["seg"] for s in data["series"]["auc"]} == set(data["drawn"]) == set(range(10))
+
+
+# ----------------------------------------------------------------------- trouble
+
+
+def _brute_drop(ys, ns):
+    """The largest fall from an earlier peak after the first 5 % of events, O(n^2)."""
+    pts = [(y, n) for y, n in zip(ys, ns) if n >= 0.05 * ns[-1] and y is not None]
+    return max([0.0] + [pts[i][0] - pts[j][0] for i in range(len(pts))
+                        for j in range(i + 1, len(pts))])
+
+
+def test_segments_sorted_by_alerts_then_drop():
+    rng = np.random.default_rng(11)
+    curves = {"calm": 0.9 + rng.normal(0, 0.01, 40),
+              "dip": np.r_[np.full(20, 0.9), np.full(20, 0.6)] + rng.normal(0, 0.01, 40),
+              "small": np.r_[np.full(30, 0.9), np.full(10, 0.85)] + rng.normal(0, 0.01, 40),
+              "alerted": 0.9 + rng.normal(0, 0.01, 40)}
+    rows = [{"n": (i + 1) * 100, "stream_n": (i + 1) * 400, "t": None, "segment": seg,
+             "values": {"auc": float(ys[i]), "log_loss": 0.3}}
+            for i in range(40) for seg, ys in curves.items()]
+    alerts = [{"rule": "r", "state": "firing", "n": 2000, "t": None, "value": 0.1, "segment": "alerted"},
+              {"rule": "r", "state": "resolved", "n": 3000, "t": None, "value": 0.1, "segment": "alerted"}]
+    data = report_data(rows, alerts)
+    assert [s["label"] for s in data["segments"]] == [
+        "segment alerted", "segment dip", "segment small", "segment calm"]
+    ns = [(i + 1) * 100 for i in range(40)]
+    for s in data["segments"]:
+        ys = curves[s["segment"]].tolist()
+        assert s["drop"] == pytest.approx(_brute_drop(ys, ns), abs=1e-6)
+    assert [s["alerts"] for s in data["segments"]] == [1, 0, 0, 0]
+    # a rising log loss is a drop; drift p-values are not
+    assert report._drop("log_loss@100", [0.2, 0.5, 0.3], [1, 2, 3]) == pytest.approx(0.3)
+    assert report._drop("drift.recall.p_value", [1.0, 0.0], [1, 2]) == 0.0
+    assert trouble_order([{"alerts": 0, "drop": 0.0, "n": 5}, {"alerts": 0, "drop": 0.0, "n": 9}]) == [1, 0]
+
+
+# ----------------------------------------------------------------- score summaries
+
+
+def _weights_per_score(y, s, w):
+    keys = np.unique(s)
+    idx = np.searchsorted(keys, s)
+    return keys, np.bincount(idx, w * (y == 1), len(keys)), np.bincount(idx, w * (y == 0), len(keys))
+
+
+@pytest.mark.parametrize("rounded", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_score_summary_equals_scikit_learn(rounded, weighted):
+    rng = np.random.default_rng(5)
+    n = 3000
+    y = rng.integers(0, 2, n)
+    s = np.clip(0.35 * y + rng.uniform(0, 0.65, n), 0, 1)
+    if rounded:
+        s = s.round(2)
+    w = rng.uniform(0.2, 3.0, n) if weighted else np.ones(n)
+    summary = score_summary(*_weights_per_score(y, s, w), threshold=0.5, points=100_000)
+    fpr, tpr, thr = roc_curve(y, s, sample_weight=w, drop_intermediate=False)
+    np.testing.assert_allclose(summary["roc"]["fpr"], fpr, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(summary["roc"]["tpr"], tpr, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(summary["roc"]["thr"][1:], thr[1:], rtol=1e-5)
+    assert summary["auc"] == pytest.approx(roc_auc_score(y, s, sample_weight=w), abs=1e-12)
+    p, r, t = precision_recall_curve(y, s, sample_weight=w, drop_intermediate=False)
+    np.testing.assert_allclose(summary["pr"]["precision"], p, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(summary["pr"]["recall"], r, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(summary["pr"]["thr"][:-1], t, rtol=1e-5)
+    # AP from the curve's points, as scikit-learn defines it
+    pr = np.array(summary["pr"]["precision"]), np.array(summary["pr"]["recall"])
+    ap = -np.sum(np.diff(pr[1]) * pr[0][:-1])
+    assert ap == pytest.approx(average_precision_score(y, s, sample_weight=w), abs=1e-5)
+    tn, fp, fn, tp = confusion_matrix(y, s >= 0.5, sample_weight=w).ravel()
+    c = summary["confusion"]
+    assert (c["tp"], c["fp"], c["fn"], c["tn"]) == pytest.approx((tp, fp, fn, tn), rel=1e-9)
+    edges = np.linspace(s.min(), s.max(), 21)
+    pos, _ = np.histogram(s[y == 1], bins=edges, weights=w[y == 1])
+    neg, _ = np.histogram(s[y == 0], bins=edges, weights=w[y == 0])
+    np.testing.assert_allclose(summary["hist"]["pos"], pos, rtol=1e-5)
+    np.testing.assert_allclose(summary["hist"]["neg"], neg, rtol=1e-5)
+    if not weighted:  # calibration_curve takes no weights
+        rate, mean = calibration_curve(y, s, n_bins=20, strategy="uniform")
+        np.testing.assert_allclose(summary["calibration"]["rate"], rate, rtol=1e-5)
+        np.testing.assert_allclose(summary["calibration"]["score"], mean, rtol=1e-5)
+
+
+def test_thinned_curves_are_points_of_the_exact_curve():
+    rng = np.random.default_rng(9)
+    y = rng.integers(0, 2, 5000)
+    s = rng.uniform(size=5000)
+    summary = score_summary(*_weights_per_score(y, s, np.ones(5000)), points=200)
+    fpr, tpr, _ = roc_curve(y, s, drop_intermediate=False)
+    got = np.c_[summary["roc"]["fpr"], summary["roc"]["tpr"]]
+    assert len(got) == 200
+    for point in got:  # each a point of the exact curve (6 significant digits)
+        assert np.abs(np.c_[fpr, tpr] - point).max(axis=1).min() < 1e-6
+    assert got[0].tolist() == [0.0, 0.0] and got[-1].tolist() == [1.0, 1.0]
+    assert summary["auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)  # from every point
+    # scores outside [0, 1]: no reliability curve
+    assert score_summary([-1.0, 2.0], [1, 0], [0, 1])["calibration"] is None
+
+
+def test_monitor_curves_and_recorder_read_the_monitors_score_order():
+    rng = np.random.default_rng(2)
+    n = 4000
+    y = rng.integers(0, 2, n)
+    s = np.clip(0.3 * y + rng.uniform(0, 0.7, n), 0, 1).round(3)
+    seg = np.where(rng.uniform(size=n) < 0.4, "eu", "us")
+    mon = Monitor.from_config({"metrics": {"auc": "roc_auc", "recall": "recall"},
+                               "group_by": "country", "every": 500, "rules": ["recall < 0.01"]})
+    rec = CurveRecorder(mon)
+    mon.on_alert.append(rec)
+    mon.update_many(y, s, segment=seg)
+    got = {c["segment"]: c for c in rec.curves(["eu"])}
+    assert set(got) == {None, "eu"}
+    for key, mask in ((None, np.ones(n, bool)), ("eu", seg == "eu")):
+        assert got[key]["auc"] == pytest.approx(roc_auc_score(y[mask], s[mask]), abs=1e-12)
+        tn, fp, fn, tp = confusion_matrix(y[mask], s[mask] >= 0.5).ravel()
+        c = got[key]["confusion"]
+        assert (c["tp"], c["fp"], c["fn"], c["tn"]) == (tp, fp, fn, tn)
+        assert got[key]["events"] == mask.sum() and got[key]["stream_n"] == n
+    # a Monitor without a score-order metric gives none
+    assert monitor_curves(Monitor.from_config({"metrics": {"recall": "recall"}}), [None]) == []
+
+
+def test_recorder_takes_summaries_when_alerts_fire():
+    mon = Monitor.from_config({"metrics": {"auc": "roc_auc", "recall": "recall"}, "every": 100,
+                               "rules": ["recall < 0.5"]})
+    rec = CurveRecorder(lambda: mon, limit=1)
+    mon.on_alert.append(rec)
+    y = np.r_[np.tile([0, 1], 250), np.ones(500, int)]
+    s = np.r_[np.tile([0.2, 0.8], 250), np.full(500, 0.1)]
+    mon.update_many(y, s)
+    (taken,) = rec.taken
+    assert taken["label"] == "when recall < 0.5 fired"
+    k = taken["stream_n"]
+    assert 500 < k < 1000
+    assert taken["auc"] == pytest.approx(roc_auc_score(y[:k], s[:k]), abs=1e-12)
+
+
+def test_replay_report_carries_curves_equal_to_scikit_learn(tmp_path):
+    from streameval.replay import replay
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    y = rng.integers(0, 2, n)
+    s = np.clip(0.3 * y + rng.uniform(0, 0.7, n), 0, 1).round(4)
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps({"ts": 1_700_000_000 + i, "label": int(y[i]),
+                                       "score": float(s[i])}) + "\n" for i in range(n)))
+    summary = replay(str(log), tmp_path / "out", progress=False)
+    data = page_data(tmp_path / "out" / "report.html")
+    end = next(c for c in data["curves"] if c["segment"] is None and c["label"] == "end of stream")
+    assert end["auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    assert data["time_axis"] is True
+    assert summary["report"] == str(tmp_path / "out" / "report.html")
+
+
+# ----------------------------------------------------------------- pure functions
+
+
+def test_final_values_keep_last_reported_and_undefined():
+    rows = [
+        {"n": 10, "t": None, "segment": None, "values": {"a": 0.1, "tumbling": 0.3}},
+        {"n": 20, "t": 5.0, "segment": None, "values": {"a": None}},
+    ]
+    assert final_values(rows) == {None: {"n": 20, "t": 5.0, "values": {"a": None, "tumbling": 0.3}}}
+    assert metric_names(rows) == ["a", "tumbling"]
+    data = report_data(rows, [])
+    assert data["segments"][0]["values"] == {"a": None, "tumbling": 0.3}
+
+
+def test_firing_spans_pairs_transitions_per_rule_and_segment():
+    alerts = [
+        {"rule": "r", "state": "firing", "n": 10, "segment": "a"},
+        {"rule": "r", "state": "firing", "n": 12, "segment": "b"},
+        {"rule": "r", "state": "resolved", "n": 20, "segment": "a"},
+        {"rule": "q", "state": "pending", "n": 25, "segment": None},
+        {"rule": "q", "state": "resolved", "n": 26, "segment": None},  # never fired
+    ]
+    assert firing_spans(alerts, end_n=100) == [("r", "a", 10, 20), ("r", "b", 12, 100)]
 
 
 def test_pending_spans_pair_pending_with_firing_or_resolved():
     alerts = [
         {"rule": "r", "state": "pending", "n": 10, "segment": "a"},
-        {"rule": "r", "state": "pending", "n": 12, "segment": "b"},
-        {"rule": "r", "state": "firing", "n": 20, "segment": "a"},
+        {"rule": "r", "state": "firing", "n": 15, "segment": "a"},
         {"rule": "q", "state": "pending", "n": 25, "segment": None},
-        {"rule": "q", "state": "resolved", "n": 26, "segment": None},  # never fired
-        {"rule": "r", "state": "resolved", "n": 40, "segment": "a"},
+        {"rule": "q", "state": "resolved", "n": 26, "segment": None},
+        {"rule": "q", "state": "pending", "n": 40, "segment": None},
     ]
-    assert pending_spans(alerts, end_n=100) == [("r", "a", 10, 20), ("r", "b", 12, 100),
-                                                ("q", None, 25, 26)]
-    assert firing_spans(alerts, end_n=100) == [("r", "a", 20, 40)]
+    assert pending_spans(alerts, end_n=50) == [("r", "a", 10, 15), ("q", None, 25, 26),
+                                               ("q", None, 40, 50)]
 
 
-def test_pending_drawn_hatched_and_lighter_than_firing(tmp_path, figures):
-    write_report(_rows(), ALERTS, tmp_path)
-    spans = _spans_by_label(figures["roc_auc"].axes[0])
-    (pend,) = spans["alert recall_low pending (eu)"]
-    (fire,) = spans["alert recall_low firing (eu)"]
-    assert pend[:2] == (12500, 13000) and fire[:2] == (13000, 17000)
-    assert pend[3] and not fire[3]               # pending hatched, firing plain
-    assert pend[2][:3] == fire[2][:3]            # in the same colour,
-    assert pend[2][3] < fire[2][3]               # lighter
+def test_read_jsonl_names_the_bad_line(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    p.write_text('{"n": 1}\n\n{"n": \n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl:3: not valid JSON"):
+        read_jsonl(p)
 
 
-def test_overlapping_spans_get_distinct_colours_matching_segment_lines(tmp_path, figures):
-    rows = [{"n": n, "t": None, "segment": seg, "values": {"recall": 0.5}}
-            for n in range(1000, 10001, 1000) for seg in (None, "eu", "us")]
-    alerts = [  # one rule firing on three segments at once, and a second rule on "eu"
-        {"rule": "r", "state": "firing", "n": 3000, "t": None, "value": 0.1, "segment": None},
-        {"rule": "r", "state": "firing", "n": 3000, "t": None, "value": 0.1, "segment": "eu"},
-        {"rule": "r", "state": "firing", "n": 4000, "t": None, "value": 0.1, "segment": "us"},
-        {"rule": "q", "state": "firing", "n": 5000, "t": None, "value": 0.1, "segment": "eu"},
-    ]
-    write_report(rows, alerts, tmp_path)
-    ax = figures["recall"].axes[0]
-    line_rgb = {line.get_label(): matplotlib.colors.to_rgb(line.get_color())
-                for line in ax.get_lines()}
-    spans = _spans_by_label(ax)
-    assert sorted(spans) == ["alert q firing (eu)", "alert r firing",
-                             "alert r firing (eu)", "alert r firing (us)"]
-    rgb = {label: s[0][2][:3] for label, s in spans.items()}
-    assert len(set(rgb.values())) == 4
-    assert rgb["alert r firing"] == line_rgb["all events"]
-    assert rgb["alert r firing (eu)"] == line_rgb["segment eu"]
-    assert rgb["alert r firing (us)"] == line_rgb["segment us"]
-    assert rgb["alert q firing (eu)"] not in line_rgb.values()
-    assert spans["alert r firing (us)"][0][:2] == (4000, 10000)   # open: to the end
-    legend = {t.get_text() for t in ax.get_legend().get_texts()}
-    assert set(spans) <= legend
-
-
-def test_plot_metric_returns_the_figure():
-    rows = [{"n": n, "t": None, "segment": None, "values": {"f1": 0.5}} for n in (10, 20)]
-    fig = plot_metric("f1", rows, [{"rule": "f1 < 0.6", "state": "pending", "n": 20,
-                                    "t": None, "value": 0.5, "segment": None}])
-    (ax,) = fig.axes
-    assert ax.get_ylabel() == "f1" and ax.get_title() == "f1"
-    assert _thresholds(ax) == [("f1 < 0.6", 0.6)]
-    assert [p.get_hatch() for p in ax.patches] == ["//"]
-
-
-# ------------------------------------------------- per-segment n, human-readable times
-
-
-def _segment_rows():
-    # the new metrics.jsonl: a segment's n is its own count, stream_n the stream's
-    rows = []
-    for i, n in enumerate(range(1000, 10001, 1000)):
-        t = 1_709_000_000.0 + 60 * i
-        rows.append({"n": n, "t": t, "segment": None, "values": {"recall": 0.8}})
-        rows.append({"n": n // 4, "stream_n": n, "t": t, "segment": "eu",
-                     "values": {"recall": 0.6}})
-        rows.append({"n": n - n // 4, "stream_n": n, "t": t, "segment": "us",
-                     "values": {"recall": 0.9}})
-    return rows
-
-
-def test_segment_rows_plot_at_stream_n_and_tables_show_own_n(tmp_path, figures):
-    rows = _segment_rows()
-    alerts = [{"rule": "r", "state": "firing", "n": 6000, "t": None, "value": 0.6, "segment": "eu"}]
-    page = write_report(rows, alerts, tmp_path).read_text()
-    ax = figures["recall"].axes[0]
-    xs = {line.get_label(): list(line.get_xdata()) for line in ax.get_lines()}
-    stream = list(range(1000, 10001, 1000))
-    assert xs == {"all events": stream, "segment eu": stream, "segment us": stream}
-    assert ax.get_xlim() == (0, 10000)
-    assert _spans_by_label(ax)["alert r firing (eu)"][0][:2] == (6000, 10000)
-    # final values: each segment's own n, not the stream's
-    events_row = re.search(r"<td>events \(n\)</td>(.*?)</tr>", page, re.S).group(1)
-    assert re.findall(r"<td>([^<]*)</td>", events_row) == ["10000", "2500", "7500"]
-
-
-def test_rows_without_stream_n_still_plot_at_n(tmp_path, figures):
-    rows = [{k: v for k, v in r.items() if k != "stream_n"} for r in _segment_rows()]
-    write_report(rows, [], tmp_path)
-    ax = figures["recall"].axes[0]
-    xs = {line.get_label(): list(line.get_xdata()) for line in ax.get_lines()}
-    assert xs["segment eu"] == [n // 4 for n in range(1000, 10001, 1000)]
-    assert xs["all events"] == list(range(1000, 10001, 1000))
-
-
-def test_tables_show_event_times_as_utc_dates(tmp_path):
-    t = datetime(2024, 3, 2, 23, 59, 43, tzinfo=timezone.utc).timestamp()
-    rows = [{"n": 10, "t": t - 3600, "segment": None, "values": {"recall": 0.5}},
-            {"n": 20, "t": t, "segment": None, "values": {"recall": 0.4}}]
-    alerts = [{"rule": "r", "state": "firing", "n": 10, "t": t - 3600, "value": 0.5,
-               "segment": None},
-              {"rule": "r", "state": "resolved", "n": 20, "t": None, "value": 0.9, "segment": None}]
-    page = write_report(rows, alerts, tmp_path).read_text()
-    assert "<td>last event time (t)</td>\n<td>2024-03-02 23:59:43 UTC</td>" in page
-    assert "<td>2024-03-02 22:59:43 UTC</td>" in page  # the alert's
-    assert str(int(t)) not in page and str(int(t) - 3600) not in page
-    # no time: an empty cell; no times at all: no time row
-    assert "<td>resolved</td><td>20</td><td></td>" in page
-    no_t = write_report([{**r, "t": None} for r in rows], [], tmp_path / "no_t").read_text()
-    assert "last event time" not in no_t
+def test_values_nan_formatting():
+    assert report._fmt(math.nan) == "undefined"
+    assert report._fmt(None) == "undefined"
+    assert report._fmt(0.123456789) == "0.123457"
 
 
 def test_time_formatting():
     assert report._fmt_time(0) == "1970-01-01 00:00:00 UTC"
-    assert report._fmt_time(1709423983.9) == "2024-03-02 23:59:43 UTC"
+    t = datetime(2024, 3, 2, 23, 59, 43, tzinfo=timezone.utc).timestamp()
+    assert report._fmt_time(t + 0.9) == "2024-03-02 23:59:43 UTC"
     assert report._fmt_time(None) == "" and report._fmt_time(math.nan) == ""
     assert report._fmt_time(1e20) == "1e+20"  # beyond datetime: the number itself
+
+
+def test_plot_metric_draws_its_rules_spans_and_thresholds_only():
+    rows = [{"n": n, "t": None, "segment": None, "values": {"f1": 0.5, "auc": 0.7}}
+            for n in (10, 20, 30)]
+    alerts = [{"rule": "f1 < 0.6", "state": "firing", "n": 20, "t": None, "value": 0.5, "segment": None},
+              {"rule": "auc < 0.8", "state": "firing", "n": 10, "t": None, "value": 0.7, "segment": None}]
+    fig = plot_metric("f1", rows, alerts)
+    (ax,) = fig.axes
+    assert ax.get_ylabel() == "f1" and ax.get_title() == "f1"
+    dashed = [(line.get_label(), float(line.get_ydata()[0])) for line in ax.get_lines()
+              if line.get_linestyle() == "--"]
+    assert dashed == [("f1 < 0.6", 0.6)]
+    labels = [p.get_label() for p in ax.patches]
+    assert labels == ["alert f1 < 0.6 firing"]  # not the auc rule's span
+
+
+# ----------------------------------------------------------------- the live timeline
+
+
+def test_live_timeline_is_bounded_and_keeps_extremes_and_alert_rows():
+    from streameval.service.ui import Timeline
+
+    rng = np.random.default_rng(8)
+    tl = Timeline(max_rows=400)
+    tl.add_alert({"rule": "r", "state": "firing", "n": 3_885, "segment": "a"})
+    ys = {seg: rng.normal(0.8, 0.05, 3000) for seg in ("a", "b")}
+    for i in range(3000):
+        for seg in ("a", "b"):
+            tl.add_row({"n": i + 1, "stream_n": 2 * (i + 1), "t": None, "segment": seg,
+                        "values": {"auc": float(ys[seg][i])}})
+    rows = tl.rows()
+    assert len(rows) <= 400 and tl.thinned == 6000 - len(rows)
+    for seg in ("a", "b"):
+        mine = [r for r in rows if r["segment"] == seg]
+        assert [r["n"] for r in mine] == sorted(r["n"] for r in mine)
+        kept = [r["values"]["auc"] for r in mine]
+        assert max(ys[seg]) in kept and min(ys[seg]) in kept  # the extremes, always
+        assert mine[-1]["n"] == 3000
+    # the rows on both sides of the alert (stream_n 3 884 / 3 886) survive every thinning
+    assert {3_884, 3_886} <= {r["stream_n"] for r in rows if r["segment"] == "a"}
+    with pytest.raises(ValueError, match="max_rows"):
+        Timeline(max_rows=2)
+
+
+def test_explained_alerts_give_marks_points_and_times():
+    """The fields an alert may carry to explain itself (message, metric, interval, an
+    alarm's change start) reach the page: a change-start mark on its lane, the value
+    and interval on its metric's plot, event times interpolated where missing."""
+    rows = [{"n": n, "t": 1_000.0 + n / 10, "segment": "br", "values": {"recall": 0.8}}
+            for n in range(1000, 10001, 1000)]
+    alarm = {"rule": "recall alarm", "state": "firing", "n": 6000, "t": None, "value": 0.51,
+             "segment": "br", "metric": "recall", "interval": [0.45, 0.57],
+             "change_start_n": 4050, "change_start_t": None,
+             "message": "recall of segment br fell from 0.89 to 0.51 from about event 4050"}
+    data = report_data(rows, [alarm])
+    (lane,) = data["lanes"]
+    assert lane["metric"] == "recall"
+    # times by linear interpolation between the rows' (n, t): t = 1000 + n / 10
+    assert lane["marks"] == [{"x": 4050, "t": pytest.approx(1405.0), "text": alarm["message"]}]
+    assert lane["spans"][0]["t0"] == pytest.approx(1600.0)
+    assert lane["spans"][0]["t1"] == pytest.approx(2000.0)  # open at the end: the last row's
+    (point,) = data["alert_points"]
+    assert (point["metric"], point["x"], point["value"], point["lo"], point["hi"]) == (
+        "recall", 6000, 0.51, 0.45, 0.57)
+    assert point["t"] == pytest.approx(1600.0)
+    assert data["alerts"][0]["message"] == alarm["message"]
+
+
+def test_live_timeline_stays_bounded_with_more_segments_than_rows():
+    from streameval.service.ui import Timeline
+
+    tl = Timeline(max_rows=40)
+    for i in range(2000):
+        tl.add_row({"n": i + 1, "t": None, "segment": f"s{i % 300}", "values": {"auc": 0.5}})
+    rows = tl.rows()
+    assert len(rows) <= 40 and rows[-1]["n"] == 2000
+    assert tl.thinned == 2000 - len(rows)

@@ -25,14 +25,17 @@ Routes:
   down); else 200 ``{"status": "ok"}`` or ``{"status": "degraded", "warnings"}`` (a
   failing checkpoint, a failed rendering, predictions expiring); no filesystem path;
   never needs the token.
+* ``GET /ui`` -- the live page (:mod:`~streameval.service.ui`; ``GET /`` redirects
+  there); ``GET /ui/data`` -- what it draws, JSON, guarded like ``/snapshot``.
 * ``POST /checkpoint`` -- write a checkpoint now (admin): 200 ``{"written", ...}``,
   500 ``{"error"}`` when it fails, 503 when the engine has failed; the body is
   ignored, the ``Content-Type`` rule of ``/events`` applies.
 
 With a ``token``, every route but ``/healthz`` needs ``Authorization: Bearer <token>``
 (the scheme in any case, the token compared in constant time; 401 otherwise);
-``public_reads=True`` opens ``/metrics``, ``/snapshot`` and ``/alerts`` (for a
-Prometheus that scrapes without one). ``POST`` routes need ``Content-Type:
+``public_reads=True`` opens ``/metrics``, ``/snapshot``, ``/alerts`` and ``/ui/data``
+(for a Prometheus that scrapes without one); the live page's HTML holds no data and
+needs no token. ``POST`` routes need ``Content-Type:
 application/json`` or an NDJSON type (:data:`~.body.JSON_TYPES`): an HTML form or a
 ``fetch`` without a CORS preflight cannot send those, and the service grants no
 preflight, so a web page cannot post to it through a browser. Unknown paths get 404,
@@ -51,7 +54,7 @@ server with a ``Date`` header that does not fragment memory (see there).
 
 Imports: starlette, uvicorn, httptools, prometheus-client (the ``serve`` extra),
 :mod:`streameval.io.sinks` and the service's own modules (engine, body, checks,
-exposition).
+exposition, ui).
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from uvicorn import Server as _UvicornServer
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -88,6 +91,7 @@ from streameval.service.body import JSON_TYPES, BadRequest, field_limits, media_
 from streameval.service.engine import Unavailable
 from streameval.service.exposition import MonitorCollector
 from streameval.validation import MAX_ID_BYTES, MAX_LABEL_BYTES, MAX_SEGMENT_BYTES
+from streameval.service.ui import LivePage
 
 __all__ = ["create_app", "snapshot_json", "resolve_public_reads", "GuardedHttpToolsProtocol",
            "protocol_class", "Server", "http_date", "release_memory",
@@ -824,6 +828,22 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
         return _JSON({"error": f"internal error on {request.url.path}: "
                                f"{type(exc).__name__}: {str(exc)[:300]}"}, status_code=500)
 
+    live = LivePage(engine)
+
+    async def ui_page(request: Request) -> Response:
+        # no data in the page itself: it fetches /ui/data, which is guarded
+        return Response(live.page(), media_type="text/html; charset=utf-8",
+                        headers={"Cache-Control": "no-cache"})
+
+    async def ui_data(request: Request) -> Response:
+        denied = guard_read(request)
+        if denied:
+            return denied
+        data, error = await run_in_threadpool(_in_thread, live.data)
+        if error is not None:
+            return _JSON({"error": f"/ui/data: could not render: {error}"}, status_code=500)
+        return _JSON(data, headers={"Cache-Control": "no-store"})
+
     ingest_routes = {f"/{kind}": ingestion(kind) for kind in ("events", "predictions", "labels")}
     routes = [
         *(Route(path, route, methods=["POST"]) for path, route in ingest_routes.items()),
@@ -832,6 +852,9 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
         Route("/alerts", alerts, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/checkpoint", checkpoint, methods=["POST"]),
+        Route("/", lambda request: RedirectResponse("ui", status_code=302), methods=["GET"]),
+        Route("/ui", ui_page, methods=["GET"]),
+        Route("/ui/data", ui_data, methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error,
                                                        Exception: server_error})
