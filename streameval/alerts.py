@@ -512,7 +512,7 @@ class Rule:
         >>> tr = r.evaluate(0.62, n=5000)
         >>> r.explain(dict(tr, segment="br"), window="last 1000 events", events=1000,
         ...           interval=(0.55, 0.69), interval_level=0.95)["message"]
-        'recall@1000 of segment br is 0.62 (95% interval 0.55 to 0.69), below the threshold 0.8; 1 000 labelled events in the last 1000 events'
+        'recall@1000 of segment br is 0.62 (95% interval 0.55 to 0.69), below the threshold 0.8; 1 000 labelled events (last 1000 events)'
         """
         iv = None
         if interval is not None:
@@ -544,7 +544,7 @@ class Rule:
         """The end of a sentence: the events behind the value, and a pending alert's wait."""
         parts = []
         if f.get("events") is not None:
-            where = f" in the {f['window']}" if f.get("window") else ""
+            where = f" ({f['window']})" if f.get("window") else ""
             parts.append(f"{_count(f['events'])} labelled events{where}")
         if record.get("state") == PENDING:
             wait = (f"{_fmt(self.for_seconds)} s of event time" if self.for_seconds is not None
@@ -1330,7 +1330,8 @@ def _conf_kwarg(text, kwargs, level):
 
 
 _COMMON_KEYS = {"for", "for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name",
-                "severity", "labels", "annotations"}
+                "severity", "labels", "annotations", "keep_firing_for",
+                "keep_firing_for_seconds"}
 #: Alertmanager labels streameval sets itself (a rule's ``labels`` may not).
 RESERVED_LABELS = ("alertname", "severity", "metric", "segment")
 
@@ -1344,12 +1345,12 @@ def _str_table(table, what, label):
                          "strings")
     return dict(table)
 _KIND_KEYS = {
-    "threshold": {"metric", "op", "value", "confidence"},
+    "threshold": {"metric", "op", "value", "confidence", "resolve"},
     "drop": {"metric", "drop", "baseline", "relative", "confidence"},
     "rise": {"metric", "rise", "baseline", "relative", "confidence"},
     "drift": {"drift", "p_below", "direction"},
     "alarm": {"alarm", "direction"},
-    "rule": {"rule", "baseline", "relative", "direction", "confidence"},
+    "rule": {"rule", "baseline", "relative", "direction", "confidence", "resolve"},
 }
 
 
@@ -1412,13 +1413,14 @@ def rule_from_config(table, where="rule"):
     if "for" in table:
         common["for_"] = table["for"]
     for key in ("for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name",
-                "severity", "labels", "annotations"):
+                "severity", "labels", "annotations", "keep_firing_for",
+                "keep_firing_for_seconds"):
         if key in table:
             common[key] = table[key]
     try:
         if kind == "rule":
-            extra = {k: table[k] for k in ("baseline", "relative", "direction", "confidence")
-                     if k in table}
+            extra = {k: table[k] for k in ("baseline", "relative", "direction", "confidence",
+                                           "resolve") if k in table}
             return parse_rule(table["rule"], **extra, **common)
         if kind == "alarm":
             return Alarm(_metric_name(table["alarm"], "alarm", table.get("name")),
@@ -1435,7 +1437,7 @@ def rule_from_config(table, where="rule"):
             for key in ("op", "value"):
                 if key not in table:
                     raise ValueError(f"{where}: a threshold rule needs 'op' and 'value' (missing {key!r})")
-            conf = {"confidence": table["confidence"]} if "confidence" in table else {}
+            conf = {k: table[k] for k in ("confidence", "resolve") if k in table}
             return Threshold(table["metric"], table["op"], table["value"], **conf, **common)
         cls = Drop if kind == "drop" else Rise
         extra = {k: table[k] for k in ("baseline", "relative", "confidence") if k in table}
