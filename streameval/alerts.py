@@ -1031,25 +1031,30 @@ class Drift(Rule):
     def _explain(self, record, f, report):
         rep = report if isinstance(report, dict) else {}
         f["value_label"] = f"p-value of the {self.metric} drift test"
-        if f.get("events") is None and _finite(rep.get("n_current")) is not None:
-            f["events"] = int(rep["n_current"])
         return {"p_value": _finite(record.get("value")), "p_below": self.p_below,
                 "delta": _finite(rep.get("delta", self._delta)),
                 "reference": _finite(rep.get("reference")),
-                "current": _finite(rep.get("current"))}
+                "current": _finite(rep.get("current")),
+                "observations_reference": _finite(rep.get("n_reference")),
+                "observations_current": _finite(rep.get("n_current")),
+                "observation": _OBSERVATIONS.get(rep.get("metric"))}
 
     def _message(self, record, f):
-        what = rep_metric = f.get("metric")
         where = _scope(record.get("segment"))
         moved = ""
         if f["reference"] is not None and f["current"] is not None:
             moved = f" moved from {_show(f['reference'])} to {_show(f['current'])}"
+        head = f"drift test {self.metric} of {where}{moved}: p = {_show(f['p_value'])}"
         if record.get("state") == RESOLVED:
-            return (f"drift test {rep_metric} of {where}{moved}: p = {_show(f['p_value'])}, "
-                    f"no longer a significant {self.direction if self.direction != 'any' else 'change'}"
-                    f" (p < {_show(self.p_below)})" + self._tail(record, f))
-        return (f"drift test {what} of {where}{moved}: p = {_show(f['p_value'])} < "
-                f"{_show(self.p_below)}" + self._tail(record, f))
+            what = "change" if self.direction == "any" else self.direction
+            msg = f"{head}, no longer a significant {what} (p < {_show(self.p_below)})"
+        else:
+            msg = f"{head} < {_show(self.p_below)}"
+        if f["observations_current"] is not None and f.get("observation"):
+            window = f" ({f['window']})" if f.get("window") else ""
+            msg += (f"; {_count(f['observations_current'])} {f['observation']} in the "
+                    f"current window{window}")
+        return msg + self._tail(record, f)
 
     def _default_name(self):
         name = f"{self.metric} drift p < {_fmt(self.p_below)}"
@@ -1116,7 +1121,7 @@ class Alarm(Rule):
 
     #: evaluation marks kept to place the detector's positions in the stream (the
     #: oldest half is thinned by two when the list is full: recent ones stay dense)
-    MARKS = 128
+    MARKS = 64
 
     def _reset(self):
         super()._reset()

@@ -674,3 +674,31 @@ def test_threshold_and_drop_explanations_match_sklearn_and_wilson():
     assert lo <= dr["value"] <= hi and dr["interval_level"] == 0.95
     assert dr["message"].startswith(f"auc@500 of the whole stream fell from {first:.3g} (first "
                                     f"value) to {now:.3g}")
+
+
+def test_a_drift_alert_explains_both_windows_by_direct_counts():
+    import numpy as np
+
+    import streameval as se
+    from streameval.drift import PrecisionRecallDrift
+
+    rng = np.random.default_rng(2)
+    n, W = 3000, 200
+    y = rng.random(n) < 0.5
+    s = np.where(y, np.where(np.arange(n) < 1500, 0.8, rng.choice([0.2, 0.8], n)), 0.2)
+    mon = se.Monitor({"recall": se.Recall()},
+                     drift={"recall": PrecisionRecallDrift("recall", size=W)},
+                     rules=["recall drift p < 0.01"], every=100)
+    (a,) = [a for a in _run_monitor(mon, y, s) if a["state"] == "firing"]
+    k = a["n"]
+    ref_y, cur_y = y[:W], y[k - W:k]
+    assert a["reference"] == pytest.approx((s[:W][ref_y] >= 0.5).mean(), abs=1e-12)
+    assert a["current"] == pytest.approx((s[k - W:k][cur_y] >= 0.5).mean(), abs=1e-12)
+    assert a["delta"] == pytest.approx(a["current"] - a["reference"], abs=1e-12)
+    assert (a["observations_reference"], a["observations_current"]) == (ref_y.sum(),
+                                                                        cur_y.sum())
+    assert a["p_value"] == a["value"] < a["p_below"] == 0.01
+    assert a["message"] == (
+        f"drift test recall of the whole stream moved from {a['reference']:.3g} to "
+        f"{a['current']:.3g}: p = {a['p_value']:.3g} < 0.01; {cur_y.sum()} positives in "
+        f"the current window (last 200 events)")
