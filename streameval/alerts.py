@@ -232,6 +232,8 @@ def _show(x):
     x = _finite(x)
     if x is None:
         return "undefined"
+    if abs(x) < 1e-12:  # (float residue of an end at 0, as Wilson's for 0 successes)
+        return "0"
     return f"{x:.3g}" if abs(x) < 1e4 else _count(x)
 
 
