@@ -1175,7 +1175,8 @@ class Alarm(Rule):
     def _explain(self, record, f, report):
         rep = self._report or {}
         det = rep.get("metric")
-        f["value_label"] = f"{self.metric} since the last detected change"
+        f["value_label"] = (f"{det or self.metric} since the last detected change"
+                            + ("" if det in (None, self.metric) else f" ({self.metric})"))
         f["window"] = "since the last detected change"
         last = rep.get("last_change") or {}
         out = {"p_value": _finite(last.get("p_value")), "before": _finite(last.get("before")),
@@ -1203,7 +1204,9 @@ class Alarm(Rule):
             return f"{self.name} is {record.get('state')} in {where}"
         verb = "fell" if d == "drop" else "rose"
         head = "recovered: " if record.get("state") == RESOLVED else ""
-        msg = (f"{self.metric} of {where} {head}{verb} from {_show(f['before'])} to "
+        watched = (self._report or {}).get("metric") or self.metric
+        what = watched if watched == self.metric else f"{watched} ({self.metric})"
+        msg = (f"{what} of {where} {head}{verb} from {_show(f['before'])} to "
                f"{_show(f['after'])}")
         if f.get("change_start_n") is not None:
             msg += f" from about event {_count(f['change_start_n'])}"

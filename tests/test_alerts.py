@@ -702,3 +702,24 @@ def test_a_drift_alert_explains_both_windows_by_direct_counts():
         f"drift test recall of the whole stream moved from {a['reference']:.3g} to "
         f"{a['current']:.3g}: p = {a['p_value']:.3g} < 0.01; {cur_y.sum()} positives in "
         f"the current window (last 200 events)")
+
+
+def test_a_replay_writes_the_explanation_and_its_summary_prints_the_sentence(tmp_path):
+    from streameval.replay import format_summary, replay
+
+    log = tmp_path / "events.jsonl"
+    rows = [{"ts": T0 + i, "label": 1, "score": 0.9 if i < 300 else 0.1} for i in range(600)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[monitor]\nevery = 50\n[monitor.metrics]\n"recall@100" = { metric = '
+                   '"recall", size = 100 }\n[[monitor.rules]]\nrule = "recall@100 < 0.5"\n')
+    summary = replay(log, tmp_path / "out", config=cfg, report=False, progress=False)
+    alerts = [json.loads(x) for x in open(tmp_path / "out" / "alerts.jsonl")]
+    (fire,) = [a for a in alerts if a["state"] == "firing"]
+    # at n = 350 the last 100 events hold 50 hits: recall 0.5, not below; at 400, 0
+    assert (fire["n"], fire["value"], fire["events"], fire["window"]) == (
+        400, 0.0, 100, "last 100 events")
+    assert fire["message"].startswith("recall@100 of the whole stream is 0 (95% interval 0 "
+                                      "to 0.037), below the threshold 0.5; 100 labelled")
+    assert summary["fired"][0]["message"] == fire["message"]
+    assert "                " + fire["message"] in format_summary(summary).splitlines()
