@@ -488,7 +488,9 @@ class Rule:
 
     @property
     def active(self):
-        """The transition that opened the current alert (pending or firing), or None."""
+        """The transition that opened the current alert (pending or firing), or None;
+        with its explanation's fields when :meth:`explain` was called on it (the
+        Monitor does)."""
         return None if self.state == INACTIVE else dict(self._last)
 
     # -- explanation ----------------------------------------------------------------
@@ -533,6 +535,10 @@ class Rule:
         }
         out.update(self._explain(record, out, report))
         out["message"] = self._message(record, out)
+        last = self._last
+        if last is not None and (last.get("n"), last.get("state")) == (record.get("n"),
+                                                                        record.get("state")):
+            last.update(out)  # the open alert (:attr:`active`) explains itself too
         return out
 
     def _explain(self, record, fields, report):

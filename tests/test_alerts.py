@@ -535,8 +535,11 @@ def test_group_by_default_pages_once_for_the_segment_that_broke():
     import streameval as se
 
     y, s, t, seg = _planted()
-    alerts = _run_monitor(se.Monitor.default(group_by="country"), y, s, t, seg)
+    mon = se.Monitor.default(group_by="country")
+    alerts = _run_monitor(mon, y, s, t, seg)
     assert [a for a in alerts if a["segment"] is None] == []
+    # the open alerts of a snapshot explain themselves as their transitions did
+    assert mon.snapshot()["alerts"] == [a for a in alerts if a["state"] == "firing"]
     fired = [(a["rule"], a["segment"]) for a in alerts if a["state"] == "firing"]
     assert ("recall alarm", "br") in fired and {g for _, g in fired} == {"br"}
     assert len(alerts) == len(fired)  # nothing flaps: every alert fired once, still firing

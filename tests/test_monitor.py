@@ -305,7 +305,9 @@ def test_alerts_follow_the_rule_on_sklearn_values():
             expected.append(dict(tr, segment=None))
     assert [a["state"] for a in expected][:3] == ["pending", "firing", "resolved"]
     _same_alerts(_core(alerts), expected)   # (the explanation's fields: test_alerts.py)
-    assert mon.active_alerts() == ([] if oracle.active is None else [dict(oracle.active, segment=None)])
+    assert _core(mon.active_alerts()) == (
+        [] if oracle.active is None else [dict(oracle.active, segment=None)])
+    assert all(a["expr"] == "recall@200 < 0.75" for a in mon.active_alerts())
 
 
 def test_each_segment_has_its_own_rule_instance():
@@ -317,8 +319,9 @@ def test_each_segment_has_its_own_rule_instance():
     rows, alerts = _collect(mon)
     _batches(mon, y, s, seg=seg)
     assert [(a["state"], a["n"], a["segment"]) for a in alerts] == [("firing", 10, "b")]
-    assert mon.active_alerts() == [
+    assert _core(mon.active_alerts()) == [
         {"rule": "recall < 0.5", "state": "firing", "n": 10, "t": None, "value": 0.0, "segment": "b"}]
+    assert mon.active_alerts() == alerts  # with the explanation the transition had
     assert mon.snapshot()["alerts"] == mon.active_alerts()
     # the whole stream's recall is 0.5: no alert there
     assert [r["values"]["recall"] for r in rows if r["segment"] is None] == [0.5] * 4
