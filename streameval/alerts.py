@@ -1161,13 +1161,18 @@ class Alarm(Rule):
         Between the last mark at or before ``k`` and the first after it, it
         interpolates by event time when ``t`` (the event time at ``k``) and the marks'
         times are known (the stream's events spread over time, even while a segment
-        is idle), else by the scope's count; the result always lies where the scope's
-        counts allow. Runtime complexity: `O(marks)`."""
+        is idle), else by the scope's count; before the first mark, as late as the
+        count allows. The result always lies where the scope's counts allow. Runtime
+        complexity: `O(marks)`."""
         import bisect
 
         marks = self._marks
         i = bisect.bisect_right([m[0] for m in marks], k)
-        s0, n0, t0 = marks[i - 1] if i else (0, 0, None)
+        if i == 0:
+            # before the first evaluation that saw the scope: as late as its count
+            # allows (a segment that appears mid-stream is evaluated soon after)
+            return int(k) if not marks else int(max(marks[0][1] - (marks[0][0] - k), k))
+        s0, n0, t0 = marks[i - 1]
         if i == len(marks):
             return int(n0 + (k - s0))
         s1, n1, t1 = marks[i]

@@ -626,6 +626,8 @@ def test_stream_position_is_exact_for_the_whole_stream_and_bounded_for_a_segment
     pos = r.stream_position(45)                    # after the idle stretch
     assert 400 + 25 <= pos <= 500 - 25
     assert r.stream_position(45, t=450.0) == 450
+    assert r.stream_position(4) == 100 - 6        # before the first mark: as late as can be
+    assert r.stream_position(80) == 500 + 10       # after the last: as early as can be
 
 
 def test_threshold_and_drop_explanations_match_sklearn_and_wilson():
