@@ -304,3 +304,10 @@ keep_firing_for = 2
     with pytest.raises(ValueError, match=r"monitor.rules\[0\]: keep_firing_for = -1: must be"):
         config.build({"metrics": {"r": "recall"},
                       "rules": [{"rule": "r < 0.5", "keep_firing_for": -1}]})
+
+
+def test_keep_firing_for_seconds_needs_event_times_up_front():
+    mon = Monitor({"r": se.Recall()}, rules=[{"rule": "r < 0.5", "keep_firing_for_seconds": 60}])
+    with pytest.raises(ValueError, match=r"needs event times \(rule 'r < 0.5'\)"):
+        mon.update_many([1, 0], [0.9, 0.1])
+    assert mon.n == 0

@@ -244,7 +244,8 @@ class Monitor:
             if getattr(obj, "period", None) is not None:
                 self._time_needed.append(f"{name!r} (a window by period)")
         for rule in self.rules:
-            if rule.for_seconds is not None or rule.cooldown_seconds is not None:
+            if (rule.for_seconds is not None or rule.cooldown_seconds is not None
+                    or rule.keep_firing_for_seconds is not None):
                 self._time_needed.append(f"rule {rule.name!r}")
         # metrics of probabilities (log loss, Brier) refuse scores outside [0, 1]: the
         # monitor checks that up front, so that no metric is left half-updated
