@@ -728,3 +728,42 @@ def test_a_replay_writes_the_explanation_and_its_summary_prints_the_sentence(tmp
                                       "to 0.037), below the threshold 0.5; 100 labelled")
     assert summary["fired"][0]["message"] == fire["message"]
     assert "                " + fire["message"] in format_summary(summary).splitlines()
+
+
+def _oracle_hysteresis(values, threshold, resolve, keep):
+    """Transitions of ``m < threshold`` with a resolve level and keep_firing_for, from
+    runs: an alert fires at a value below the threshold and resolves at the end of the
+    first run of keep + 1 values at or above ``resolve`` after it (NaN skipped)."""
+    data = [(i, v) for i, v in enumerate(values) if not math.isnan(v)]
+    out, k = [], 0
+    while k < len(data):
+        if not data[k][1] < threshold:
+            k += 1
+            continue
+        out.append((data[k][0], "firing"))
+        j, good = k + 1, 0
+        while j < len(data):
+            good = good + 1 if data[j][1] >= resolve else 0
+            if good == keep + 1:
+                break
+            j += 1
+        if j >= len(data):
+            break
+        out.append((data[j][0], "resolved"))
+        k = j + 1
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=values_st, resolve=st.sampled_from([0.8, 0.81, 0.85]),
+       keep=st.integers(0, 3), cut=st.integers(0, 40))
+def test_hysteresis_matches_run_based_oracle_and_resumes(values, resolve, keep, cut):
+    r = Threshold("recall", "<", 0.8, resolve=resolve, keep_firing_for=keep)
+    want = _oracle_hysteresis(values, 0.8, resolve, keep)
+    assert run(r, values) == want
+    # cut anywhere, saved and restored: the same transitions
+    a = Threshold("recall", "<", 0.8, resolve=resolve, keep_firing_for=keep)
+    head = run(a, values[:cut])
+    b = Rule.from_state(json.loads(json.dumps(a.to_state())))
+    tail = run(b, values[cut:], ns=[(i + 1) * 100 for i in range(cut, len(values))])
+    assert head + [(i + cut, s) for i, s in tail] == want
