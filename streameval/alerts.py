@@ -58,6 +58,23 @@ The condition is checked at each evaluation point. Each rule instance is ``inact
 * **Cooldown**: after a *firing* alert resolves, the rule starts no new alert until
   ``cooldown`` more events have been counted (``n``) or ``cooldown_seconds`` of event
   time have passed.
+* **Hysteresis**: a firing alert resolves when its condition has *cleared*: for a
+  threshold rule with ``resolve``, when the value is back on the good side of that
+  level (``recall < 0.8`` with ``resolve = 0.85``: at 0.85 or above); for a rule with
+  ``confidence``, when the value itself (not its interval) is back on the good side of
+  ``resolve`` (default: the threshold) or, for a drop, when the drop itself is below
+  ``by``; otherwise when the condition is false. With ``keep_firing_for`` (evaluations)
+  or ``keep_firing_for_seconds`` (event time) it stays firing that long after the
+  condition cleared, as Prometheus's ``keep_firing_for`` does, and resolves only if it
+  stayed clear throughout. A pending alert is never held.
+
+Explanation
+-----------
+:meth:`Rule.explain` gives the new fields a transition's record carries in a Monitor's
+output: the rule as written (``expr``), what the value covers (``window``) and rests
+on (``events``), its interval, the threshold or baseline and the change, a detector's
+change start (in stream events, the segment's events and event time) and rates before
+and after, and one sentence (``message``). Every field is listed in the alerts guide.
 
 Each transition is returned exactly once, at the evaluation where it happens; at most
 one transition per evaluation.
@@ -238,7 +255,7 @@ def _show(x):
 
 
 def _count(n):
-    """An event count in a sentence, grouped by thin spaces of thousands (24 050)."""
+    """An event count in a sentence, thousands grouped by spaces (24 050)."""
     return f"{int(round(n)):,}".replace(",", " ")
 
 
@@ -316,6 +333,12 @@ class Rule:
         More Alertmanager labels (routing: ``team = "fraud"``) and annotations
         (``runbook_url``, ``summary``, ``description``, overriding the defaults).
         They do not change the rule's transitions or its name.
+    keep_firing_for : int
+        Evaluations a firing alert stays firing after its condition cleared (0: it
+        resolves at the first); the condition must stay clear throughout.
+    keep_firing_for_seconds : float, optional
+        Or: event time (seconds) it stays firing after the condition cleared. Needs
+        ``t``.
     """
 
     kind = "rule"
@@ -680,9 +703,16 @@ class Threshold(Rule):
         ``"<"``, ``"<="``, ``">"`` or ``">="``.
     value : float
         The threshold.
+    confidence : float, optional
+        Fire when the interval at this level clears the threshold (see the module
+        docstring); resolve when the value itself is back past ``resolve``.
+    resolve : float, optional
+        The level a firing alert's value must cross back to resolve: at or above it
+        for ``<`` and ``<=`` (so at or above the threshold), at or below it for ``>``
+        and ``>=``. Default: the threshold.
     **kwargs
         ``for_``, ``for_seconds``, ``min_samples``, ``cooldown``, ``cooldown_seconds``,
-        ``name``: see :class:`Rule`.
+        ``keep_firing_for``, ``name``: see :class:`Rule`.
     """
 
     kind = "threshold"
