@@ -565,7 +565,8 @@ def test_an_alarm_explains_its_change_in_stream_events_time_and_rates():
     from streameval.sequential import SequentialDrift
 
     y, s, t, seg = _planted()
-    alerts = _run_monitor(se.Monitor.default(group_by="country"), y, s, t, seg)
+    mon = se.Monitor.default(group_by="country")
+    alerts = _run_monitor(mon, y, s, t, seg)
     (a,) = [a for a in alerts if a["rule"] == "recall alarm"]
     assert (a["segment"], a["state"], a["kind"], a["expr"], a["metric"]) == (
         "br", "firing", "alarm", "recall alarm", "recall")
@@ -601,9 +602,13 @@ def test_an_alarm_explains_its_change_in_stream_events_time_and_rates():
         f"recall of segment br fell from {a['before']:.3g} to {a['after']:.3g} from about "
         f"event {start_text} (")
     assert f"; {a['events']:,} labelled events since".replace(",", " ") in a["message"]
-    # the detector's report says which p-value is the change's
+    # the detector's report says which p-value is the change's, and so do the rows
     rep = d.report()
-    assert rep["change_p_value"] == c.p_value and rep["last_change"]["start_t"] == c.start_t
+    assert rep["change_p_value"] == d.changes[-1].p_value
+    assert rep["last_change"]["start_t"] == d.changes[-1].start_t
+    values = mon.snapshot()["segments"]["br"]["values"]
+    assert values["drift.recall.change_p_value"] == rep["change_p_value"]
+    assert values["drift.recall.p_value"] == rep["p_value"]
 
 
 def test_stream_position_is_exact_for_the_whole_stream_and_bounded_for_a_segment():

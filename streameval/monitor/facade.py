@@ -170,7 +170,8 @@ class Monitor:
                 self._check_labels(name, obj)
                 seen.add(id(obj))
         for name in drift:
-            for key in (f"drift.{name}.p_value", f"drift.{name}.delta"):
+            for key in (f"drift.{name}.p_value", f"drift.{name}.delta",
+                        f"drift.{name}.change_p_value"):
                 if key in metrics:
                     raise ValueError(f"metric name {key!r} is the name of drift test {name!r}'s value")
         for name, obj in metrics.items():
