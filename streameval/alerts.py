@@ -58,6 +58,23 @@ The condition is checked at each evaluation point. Each rule instance is ``inact
 * **Cooldown**: after a *firing* alert resolves, the rule starts no new alert until
   ``cooldown`` more events have been counted (``n``) or ``cooldown_seconds`` of event
   time have passed.
+* **Hysteresis**: a firing alert resolves when its condition has *cleared*: for a
+  threshold rule with ``resolve``, when the value is back on the good side of that
+  level (``recall < 0.8`` with ``resolve = 0.85``: at 0.85 or above); for a rule with
+  ``confidence``, when the value itself (not its interval) is back on the good side of
+  ``resolve`` (default: the threshold) or, for a drop, when the drop itself is below
+  ``by``; otherwise when the condition is false. With ``keep_firing_for`` (evaluations)
+  or ``keep_firing_for_seconds`` (event time) it stays firing that long after the
+  condition cleared, as Prometheus's ``keep_firing_for`` does, and resolves only if it
+  stayed clear throughout. A pending alert is never held.
+
+Explanation
+-----------
+:meth:`Rule.explain` gives the new fields a transition's record carries in a Monitor's
+output: the rule as written (``expr``), what the value covers (``window``) and rests
+on (``events``), its interval, the threshold or baseline and the change, a detector's
+change start (in stream events, the segment's events and event time) and rates before
+and after, and one sentence (``message``). Every field is listed in the alerts guide.
 
 Each transition is returned exactly once, at the evaluation where it happens; at most
 one transition per evaluation.
@@ -213,6 +230,71 @@ def _fmt(x):
     return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
 
 
+# ------------------------------------------------------------------- explanations
+
+
+def _finite(x):
+    """``x`` as a float, or None where it is missing, NaN or infinite (JSON: null)."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _show(x):
+    """A value in a sentence: 3 significant digits (0.891, 0.0512), or "undefined"."""
+    x = _finite(x)
+    if x is None:
+        return "undefined"
+    if abs(x) < 1e-12:  # (float residue of an end at 0, as Wilson's for 0 successes)
+        return "0"
+    return f"{x:.3g}" if abs(x) < 1e4 else _count(x)
+
+
+def _count(n):
+    """An event count in a sentence, thousands grouped by spaces (24 050)."""
+    return f"{int(round(n)):,}".replace(",", " ")
+
+
+def _when(t):
+    """An event time (epoch seconds) in a sentence: ``2024-03-04 10:12 UTC``."""
+    from datetime import datetime, timezone
+
+    t = _finite(t)
+    if t is None:
+        return None
+    try:
+        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _scope(segment):
+    """Where an alert is, in a sentence: "segment br", "the whole stream"."""
+    if segment is None:
+        return "the whole stream"
+    if isinstance(segment, (list, tuple)):
+        return "segment " + "|".join("" if v is None else str(v) for v in segment)
+    return f"segment {segment}"
+
+
+def _pct(level):
+    level = _finite(level)
+    return "" if level is None else f"{level * 100:.4g}%"
+
+
+#: what one indicator observation of a sequential detector is, per metric it watches
+_OBSERVATIONS = {"recall": "positives", "precision": "predicted positives",
+                 "accuracy": "events", "error_rate": "events", "fpr": "negatives",
+                 "specificity": "negatives", "roc_auc": "positive-negative pairs"}
+
+_WORDS = {"<": "below", "<=": "at or below", ">": "above", ">=": "at or above"}
+_BACK = {"<": "at or above", "<=": "above", ">": "at or below", ">=": "below"}
+
+
 # ---------------------------------------------------------------------------- rules
 
 
@@ -251,13 +333,19 @@ class Rule:
         More Alertmanager labels (routing: ``team = "fraud"``) and annotations
         (``runbook_url``, ``summary``, ``description``, overriding the defaults).
         They do not change the rule's transitions or its name.
+    keep_firing_for : int
+        Evaluations a firing alert stays firing after its condition cleared (0: it
+        resolves at the first); the condition must stay clear throughout.
+    keep_firing_for_seconds : float, optional
+        Or: event time (seconds) it stays firing after the condition cleared. Needs
+        ``t``.
     """
 
     kind = "rule"
 
     def __init__(self, metric, *, for_=1, for_seconds=None, min_samples=0, cooldown=0,
                  cooldown_seconds=None, name=None, severity="warning", labels=None,
-                 annotations=None):
+                 annotations=None, keep_firing_for=0, keep_firing_for_seconds=None):
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"rule name = {name!r}: must be a non-empty string")
         label = name
@@ -292,6 +380,18 @@ class Rule:
                 f"{_where(label)}: give either cooldown = {cooldown!r} (events) "
                 f"or cooldown_seconds = {cooldown_seconds!r}, not both"
             )
+        self.keep_firing_for = _number(keep_firing_for, "keep_firing_for", label, low=0,
+                                       integer=True)
+        self.keep_firing_for_seconds = (
+            None if keep_firing_for_seconds is None
+            else _number(keep_firing_for_seconds, "keep_firing_for_seconds", label, low=0)
+        )
+        if self.keep_firing_for_seconds is not None and self.keep_firing_for:
+            raise ValueError(
+                f"{_where(label)}: give either keep_firing_for = {keep_firing_for!r} "
+                f"(evaluations) or keep_firing_for_seconds = {keep_firing_for_seconds!r}, "
+                "not both"
+            )
         self._name = name
         self._reset()
 
@@ -319,6 +419,11 @@ class Rule:
             return math.nan
         return float(value)
 
+    def _cleared(self, v, cond):
+        """Whether a firing alert's condition has cleared at value ``v`` (``cond``: the
+        firing condition there). Rules with a resolve level or an interval override it."""
+        return not cond
+
     # -- state --------------------------------------------------------------------
     def _reset(self):
         self.state = INACTIVE
@@ -327,6 +432,8 @@ class Rule:
         self._resolved_n = None   # n and t at the last resolution of a firing alert
         self._resolved_t = None
         self._last = None         # the transition that opened the current alert
+        self._clear_streak = 0    # firing: consecutive evaluations with the condition cleared
+        self._clear_since_t = None  # event time of the first of them
 
     def clone(self):
         """A fresh rule with the same parameters and no state (one per segment)."""
@@ -337,7 +444,8 @@ class Rule:
             "for_": self.for_, "for_seconds": self.for_seconds, "min_samples": self.min_samples,
             "cooldown": self.cooldown, "cooldown_seconds": self.cooldown_seconds,
             "name": self._name, "severity": self.severity, "labels": dict(self.labels),
-            "annotations": dict(self.annotations),
+            "annotations": dict(self.annotations), "keep_firing_for": self.keep_firing_for,
+            "keep_firing_for_seconds": self.keep_firing_for_seconds,
         }
         kw.update(self._spec())
         return kw
@@ -351,7 +459,8 @@ class Rule:
             spec["for"] = self.for_
         for key, default in (("for_seconds", None), ("min_samples", 0), ("cooldown", 0),
                              ("cooldown_seconds", None), ("severity", "warning"),
-                             ("labels", {}), ("annotations", {})):
+                             ("labels", {}), ("annotations", {}), ("keep_firing_for", 0),
+                             ("keep_firing_for_seconds", None)):
             value = getattr(self, key)
             if value != default:
                 spec[key] = dict(value) if isinstance(value, dict) else value
@@ -368,6 +477,8 @@ class Rule:
                 "resolved_n": self._resolved_n,
                 "resolved_t": self._resolved_t,
                 "last": self._last,
+                **({"clear_streak": self._clear_streak, "clear_since_t": self._clear_since_t}
+                   if self._clear_streak else {}),
                 **self._extra_state(),
             },
         }
@@ -387,6 +498,8 @@ class Rule:
         rule._resolved_n = life["resolved_n"]
         rule._resolved_t = life["resolved_t"]
         rule._last = None if life["last"] is None else dict(life["last"])
+        rule._clear_streak = int(life.get("clear_streak", 0))
+        rule._clear_since_t = life.get("clear_since_t")
         rule._set_extra_state(life)
         return rule
 
@@ -398,8 +511,83 @@ class Rule:
 
     @property
     def active(self):
-        """The transition that opened the current alert (pending or firing), or None."""
+        """The transition that opened the current alert (pending or firing), or None;
+        with its explanation's fields when :meth:`explain` was called on it (the
+        Monitor does)."""
         return None if self.state == INACTIVE else dict(self._last)
+
+    # -- explanation ----------------------------------------------------------------
+    def explain(self, record, *, segment_n=None, window=None, events=None, interval=None,
+                interval_level=None, report=None):
+        """What a transition rests on, as new fields of its record (the explanation).
+
+        ``record`` is a transition this rule returned (with ``"segment"`` when the
+        Monitor set it); the keywords say what the rule itself cannot know: the
+        scope's own event count (``segment_n``), what the metric covers (``window``, in
+        words), the labelled events its value rests on (``events``), the value's
+        interval (``(low, high)`` at ``interval_level``; a rule with ``confidence``
+        uses the interval it read) and the drift test's full report (``report``).
+        Returns a dict of new keys only (``expr``, ``kind``, ``metric``, ``window``,
+        ``value_label``, ``events``, ``segment_n``, ``interval``, ``interval_level``,
+        the kind's own keys, and ``message``: one sentence); the record's own keys
+        keep their meaning. Call it right after :meth:`evaluate` returned ``record``:
+        the kind's keys read what that evaluation saw.
+
+        Runtime complexity: `O(1)`.
+
+        >>> r = Threshold("recall@1000", "<", 0.8)
+        >>> tr = r.evaluate(0.62, n=5000)
+        >>> r.explain(dict(tr, segment="br"), window="last 1000 events", events=1000,
+        ...           interval=(0.55, 0.69), interval_level=0.95)["message"]
+        'recall@1000 of segment br is 0.62 (95% interval 0.55 to 0.69), below the threshold 0.8; 1 000 labelled events (last 1000 events)'
+        """
+        iv = None
+        if interval is not None:
+            lo, hi = (_finite(x) for x in interval)
+            iv = None if lo is None or hi is None else [lo, hi]
+        out = {
+            "expr": self._default_name(),
+            "kind": self.kind,
+            "metric": self.metric,
+            "window": window,
+            "value_label": self.metric,
+            "events": None if events is None else int(events),
+            "segment_n": int(record.get("n") if segment_n is None else segment_n),
+            "interval": iv,
+            "interval_level": _finite(interval_level) if iv is not None else None,
+        }
+        out.update(self._explain(record, out, report))
+        out["message"] = self._message(record, out)
+        last = self._last
+        if last is not None and (last.get("n"), last.get("state")) == (record.get("n"),
+                                                                        record.get("state")):
+            last.update(out)  # the open alert (:attr:`active`) explains itself too
+        return out
+
+    def _explain(self, record, fields, report):
+        """The kind's own explanation fields (may adjust ``fields``)."""
+        return {}
+
+    def _message(self, record, f):  # pragma: no cover - every kind has its own
+        return f"{self.name} is {record.get('state')} in {_scope(record.get('segment'))}"
+
+    def _tail(self, record, f):
+        """The end of a sentence: the events behind the value, and a pending alert's wait."""
+        parts = []
+        if f.get("events") is not None:
+            where = f" ({f['window']})" if f.get("window") else ""
+            parts.append(f"{_count(f['events'])} labelled events{where}")
+        if record.get("state") == PENDING:
+            wait = (f"{_fmt(self.for_seconds)} s of event time" if self.for_seconds is not None
+                    else f"{self.for_} evaluations")
+            parts.append(f"pending until it holds for {wait}")
+        return "".join("; " + p for p in parts)
+
+    def _interval_text(self, f):
+        iv = f.get("interval")
+        if not iv:
+            return ""
+        return f" ({_pct(f.get('interval_level'))} interval {_show(iv[0])} to {_show(iv[1])})"
 
     # -- evaluation -----------------------------------------------------------------
     def _held(self, t):
@@ -442,11 +630,12 @@ class Rule:
             return None
         if (n if samples is None else samples) < self.min_samples:
             return None
-        needs_t = self.for_seconds is not None or self.cooldown_seconds is not None
+        needs_t = (self.for_seconds is not None or self.cooldown_seconds is not None
+                   or self.keep_firing_for_seconds is not None)
         if needs_t and (t is None or t != t):
             raise ValueError(
-                f"{_where(self.name)}: t = {t!r}: for_seconds and cooldown_seconds "
-                "need the event time of each evaluation"
+                f"{_where(self.name)}: t = {t!r}: for_seconds, cooldown_seconds and "
+                "keep_firing_for_seconds need the event time of each evaluation"
             )
         cond = self._condition(v)
         state = self.state
@@ -456,16 +645,32 @@ class Rule:
             self._streak = 1
             self._since_t = t
             new = FIRING if self._held(t) else PENDING
-        elif cond:
+        elif state == FIRING and not self._cleared(v, cond):
             self._streak += 1
-            if state == FIRING or not self._held(t):
+            self._clear_streak = 0
+            self._clear_since_t = None
+            return None
+        elif state == PENDING and cond:
+            self._streak += 1
+            if not self._held(t):
                 return None
             new = FIRING
         else:
             if state == FIRING:
+                # cleared: resolve unless keep_firing_for holds it a while longer
+                self._clear_streak += 1
+                if self._clear_streak == 1:
+                    self._clear_since_t = t
+                if self.keep_firing_for_seconds is not None:
+                    if t - self._clear_since_t < self.keep_firing_for_seconds:
+                        return None
+                elif self._clear_streak <= self.keep_firing_for:
+                    return None
                 self._resolved_n, self._resolved_t = n, t
             self._streak = 0
             self._since_t = None
+            self._clear_streak = 0
+            self._clear_since_t = None
             new = RESOLVED
         record = {"rule": self.name, "state": new, "n": n, "t": t, "value": v}
         if new == RESOLVED:
@@ -498,32 +703,80 @@ class Threshold(Rule):
         ``"<"``, ``"<="``, ``">"`` or ``">="``.
     value : float
         The threshold.
+    confidence : float, optional
+        Fire when the interval at this level clears the threshold (see the module
+        docstring); resolve when the value itself is back past ``resolve``.
+    resolve : float, optional
+        The level a firing alert's value must cross back to resolve: at or above it
+        for ``<`` and ``<=`` (so at or above the threshold), at or below it for ``>``
+        and ``>=``. Default: the threshold.
     **kwargs
         ``for_``, ``for_seconds``, ``min_samples``, ``cooldown``, ``cooldown_seconds``,
-        ``name``: see :class:`Rule`.
+        ``keep_firing_for``, ``name``: see :class:`Rule`.
     """
 
     kind = "threshold"
 
-    def __init__(self, metric, op, value, *, confidence=None, **kwargs):
+    def __init__(self, metric, op, value, *, confidence=None, resolve=None, **kwargs):
+        label = kwargs.get("name")
         if op not in _OPS:
-            raise ValueError(
-                f"{_where(kwargs.get('name'))}: op = {op!r}: must be one of <, <=, >, >="
-            )
+            raise ValueError(f"{_where(label)}: op = {op!r}: must be one of <, <=, >, >=")
         self.op = op
-        self.value = _number(value, "value", kwargs.get("name"))
-        self.confidence = _confidence(confidence, kwargs.get("name"))
+        self.value = _number(value, "value", label)
+        self.confidence = _confidence(confidence, label)
+        self.resolve = None if resolve is None else _number(resolve, "resolve", label)
+        below = op in ("<", "<=")
+        if self.resolve is not None and (self.resolve < self.value if below
+                                         else self.resolve > self.value):
+            side = "at or above" if below else "at or below"
+            raise ValueError(
+                f"{_where(label)}: resolve = {resolve!r}: must be {side} the threshold "
+                f"value = {self.value!r} (an alert on '{op}' resolves on the other side)")
         self._cmp = _OPS[op]
         self._bound = math.nan
+        self._interval = (math.nan, math.nan)
         super().__init__(metric, **kwargs)
+
+    def _cleared(self, v, cond):
+        # a resolve level, or a rule with confidence (which fires on the interval's
+        # end), resolves on the value itself crossing back: hysteresis
+        if self.resolve is None and self.confidence is None:
+            return not cond
+        level = self.value if self.resolve is None else self.resolve
+        return not self._cmp(v, level)
 
     def _value(self, value):
         if self.confidence is None:
             return super()._value(value)
         v, lo, hi = _interval_input(self, value)
+        self._interval = (lo, hi)
         # the end of the interval nearest the threshold's side must clear it
         self._bound = hi if self.op in ("<", "<=") else lo
         return v
+
+    def _explain(self, record, f, report):
+        if self.confidence is not None:
+            lo, hi = (_finite(x) for x in self._interval)
+            f["interval"] = None if lo is None or hi is None else [lo, hi]
+            f["interval_level"] = self.confidence if f["interval"] else None
+        out = {"op": self.op, "threshold": self.value,
+               "resolve": self.value if self.resolve is None else self.resolve}
+        if self.keep_firing_for:
+            out["keep_firing_for"] = self.keep_firing_for
+        if self.keep_firing_for_seconds is not None:
+            out["keep_firing_for_seconds"] = self.keep_firing_for_seconds
+        return out
+
+    def _message(self, record, f):
+        head = f"{self.metric} of {_scope(record.get('segment'))} is {_show(record.get('value'))}"
+        if record.get("state") == RESOLVED:
+            level = f["resolve"]
+            return f"{head}, back {_BACK[self.op]} {_show(level)}{self._tail(record, f)}"
+        msg = f"{head}{self._interval_text(f)}, {_WORDS[self.op]} the threshold {_show(self.value)}"
+        if self.confidence is not None and f.get("interval"):
+            msg += (f"; the {_pct(self.confidence)} interval excludes the threshold "
+                    f"{_show(self.value)}")
+        return msg + self._tail(record, f)
 
     def _condition(self, v):
         if self.confidence is not None:
@@ -535,12 +788,14 @@ class Threshold(Rule):
 
     def _spec(self):
         return {"metric": self.metric, "op": self.op, "value": self.value,
-                "confidence": self.confidence}
+                "confidence": self.confidence, "resolve": self.resolve}
 
     def _config_spec(self):
         spec = {"metric": self.metric, "op": self.op, "value": self.value}
         if self.confidence is not None:
             spec["confidence"] = self.confidence
+        if self.resolve is not None:
+            spec["resolve"] = self.resolve
         return spec
 
 
@@ -583,6 +838,8 @@ class Drop(Rule):
         label = kwargs.get("name")
         self.confidence = _confidence(confidence, label)
         self._gaps = (math.nan, math.nan)
+        # the change, and its interval's ends (rules with confidence)
+        self._point = self._low = self._high = math.nan
         self.by = _number(by, self.kind, label, low=0, low_open=True)
         if baseline == "first_window":
             baseline = "first"
@@ -627,15 +884,67 @@ class Drop(Rule):
                 ref = self.reference = v
                 self.reference_gaps = gaps
         change = (ref - v) * self._sign
+        self._point = change / abs(ref) if self.relative and ref != 0 else change
         if self.confidence is not None:
             # the lower end of the interval of the change, from the two intervals'
             # sides that face each other (Newcombe's construction: independent
             # windows; a side clipped at 0 or 1 is the other interval's, not this one)
             below, above = (0, 1) if self._sign > 0 else (1, 0)
+            high = change + math.sqrt(self.reference_gaps[above] ** 2 + gaps[below] ** 2)
+            self._high = high / abs(ref) if self.relative and ref != 0 else high
             change -= math.sqrt(self.reference_gaps[below] ** 2 + gaps[above] ** 2)
+        self._low = change / abs(ref) if self.relative and ref != 0 else change
         if self.relative:
             return ref != 0 and change / abs(ref) >= self.by
         return change >= self.by
+
+    def _explain(self, record, f, report):
+        if self.confidence is not None:
+            gl, gh = self._gaps
+            v = _finite(record.get("value"))
+            ok = v is not None and _finite(gl) is not None and _finite(gh) is not None
+            f["interval"] = [v - gl, v + gh] if ok else None
+            f["interval_level"] = self.confidence if ok else None
+        f["value_label"] = f"{self.metric} (current value)"
+        base = self.baseline
+        out = {"baseline": _finite(self.reference),
+               "baseline_rule": base if isinstance(base, str) else "fixed",
+               "change": _finite(self._point), "by": self.by, "relative": self.relative}
+        if self.confidence is not None:
+            lo, hi = _finite(self._low), _finite(self._high)
+            out["change_interval"] = None if lo is None or hi is None else [lo, hi]
+        return out
+
+    def _message(self, record, f):
+        verb, noun = ("fell", "drop") if self._sign > 0 else ("rose", "rise")
+        where = _scope(record.get("segment"))
+        base = f["baseline"]
+        named = "" if f["baseline_rule"] == "fixed" else f" ({f['baseline_rule']} value)"
+        amount = (f"{_show(f['change'] * 100)}%" if self.relative and f["change"] is not None
+                  else _show(f["change"]))
+        by = f"{_fmt(self.by * 100)}%" if self.relative else _show(self.by)
+        if record.get("state") == RESOLVED:
+            return (f"{self.metric} of {where} is {_show(record.get('value'))}, a {noun} of "
+                    f"{amount} from the baseline {_show(base)}{named}, less than {by}"
+                    + self._tail(record, f))
+        msg = (f"{self.metric} of {where} {verb} from {_show(base)}{named} to "
+               f"{_show(record.get('value'))}{self._interval_text(f)}: a {noun} of {amount}, "
+               f"at least {by}")
+        civ = f.get("change_interval") if "change_interval" in f else None
+        if civ:
+            civ_amount = [x * 100 for x in civ] if self.relative else civ
+            unit = "%" if self.relative else ""
+            msg += (f"; the {_pct(self.confidence)} interval of the {noun}, "
+                    f"{_show(civ_amount[0])}{unit} to {_show(civ_amount[1])}{unit}, "
+                    f"excludes {by}")
+        return msg + self._tail(record, f)
+
+    def _cleared(self, v, cond):
+        # with confidence it fires on the interval of the change and resolves on the
+        # change itself falling below ``by``: hysteresis of the interval's half width
+        if self.confidence is None:
+            return not cond
+        return not self._point >= self.by
 
     def _default_name(self):
         by = f"{_fmt(self.by * 100)}%" if self.relative else _fmt(self.by)
@@ -757,6 +1066,34 @@ class Drift(Rule):
             return d > 0
         return True
 
+    def _explain(self, record, f, report):
+        rep = report if isinstance(report, dict) else {}
+        f["value_label"] = f"p-value of the {self.metric} drift test"
+        return {"p_value": _finite(record.get("value")), "p_below": self.p_below,
+                "delta": _finite(rep.get("delta", self._delta)),
+                "reference": _finite(rep.get("reference")),
+                "current": _finite(rep.get("current")),
+                "observations_reference": _finite(rep.get("n_reference")),
+                "observations_current": _finite(rep.get("n_current")),
+                "observation": _OBSERVATIONS.get(rep.get("metric"))}
+
+    def _message(self, record, f):
+        where = _scope(record.get("segment"))
+        moved = ""
+        if f["reference"] is not None and f["current"] is not None:
+            moved = f" moved from {_show(f['reference'])} to {_show(f['current'])}"
+        head = f"drift test {self.metric} of {where}{moved}: p = {_show(f['p_value'])}"
+        if record.get("state") == RESOLVED:
+            what = "change" if self.direction == "any" else self.direction
+            msg = f"{head}, no longer a significant {what} (p < {_show(self.p_below)})"
+        else:
+            msg = f"{head} < {_show(self.p_below)}"
+        if f["observations_current"] is not None and f.get("observation"):
+            window = f" ({f['window']})" if f.get("window") else ""
+            msg += (f"; {_count(f['observations_current'])} {f['observation']} in the "
+                    f"current window{window}")
+        return msg + self._tail(record, f)
+
     def _default_name(self):
         name = f"{self.metric} drift p < {_fmt(self.p_below)}"
         return name if self.direction == "drop" else f"{name} ({self.direction})"
@@ -820,10 +1157,112 @@ class Alarm(Rule):
         self._new = 0
         super().__init__(metric, **kwargs)
 
+    #: evaluation marks kept to place the detector's positions in the stream (the
+    #: oldest half is thinned by two when the list is full: recent ones stay dense)
+    MARKS = 64
+
     def _reset(self):
         super()._reset()
         #: detections in the rule's direction seen at earlier evaluations
         self.seen = 0
+        # (scope events, stream events, event time or None) at evaluations: where the
+        # scope's count stood in the stream, to place a change start in stream events
+        self._marks = []
+        self._report = None
+
+    def evaluate(self, value, n, t=None, samples=None):
+        s = n if samples is None else samples
+        marks = self._marks
+        # keep, per scope count, the first and the latest evaluation that saw it: the
+        # count's last event came before the first, the next event after the latest
+        if len(marks) >= 2 and marks[-1][0] == s and marks[-2][0] == s:
+            marks[-1] = (s, n, t)
+        elif not marks or marks[-1][:2] != (s, n):
+            marks.append((s, n, t))
+            if len(marks) > self.MARKS:
+                half = self.MARKS // 2
+                marks[:half] = marks[:half:2]
+        return super().evaluate(value, n, t, samples)
+
+    def stream_position(self, k, t=None):
+        """The stream's count when the scope had counted ``k`` events (where the scope's
+        event ``k``, 0-based, sits in the stream): an estimate from the marks of the
+        evaluations around it, exact for the whole stream and at an evaluation.
+        Between the last mark at or before ``k`` and the first after it, it
+        interpolates by event time when ``t`` (the event time at ``k``) and the marks'
+        times are known (the stream's events spread over time, even while a segment
+        is idle), else by the scope's count; before the first mark, as late as the
+        count allows. The result always lies where the scope's counts allow. Runtime
+        complexity: `O(marks)`."""
+        import bisect
+
+        marks = self._marks
+        i = bisect.bisect_right([m[0] for m in marks], k)
+        if i == 0:
+            # before the first evaluation that saw the scope: as late as its count
+            # allows (a segment that appears mid-stream is evaluated soon after)
+            return int(k) if not marks else int(max(marks[0][1] - (marks[0][0] - k), k))
+        s0, n0, t0 = marks[i - 1]
+        if i == len(marks):
+            return int(n0 + (k - s0))
+        s1, n1, t1 = marks[i]
+        if t is not None and t0 is not None and t1 is not None and t1 > t0:
+            frac = min(max((t - t0) / (t1 - t0), 0.0), 1.0)
+        else:
+            frac = (k - s0) / (s1 - s0)
+        pos = n0 + frac * (n1 - n0)
+        return int(round(min(max(pos, n0 + (k - s0)), n1 - (s1 - k))))
+
+    def _explain(self, record, f, report):
+        rep = self._report or {}
+        det = rep.get("metric")
+        f["value_label"] = (f"{det or self.metric} since the last detected change"
+                            + ("" if det in (None, self.metric) else f" ({self.metric})"))
+        f["window"] = "since the last detected change"
+        last = rep.get("last_change") or {}
+        out = {"p_value": _finite(last.get("p_value")), "before": _finite(last.get("before")),
+               "after": _finite(last.get("after")), "change_direction": last.get("direction"),
+               "change_start_n": None, "change_start_segment_n": None,
+               "change_start_t": _finite(last.get("start_t")), "detected_n": None,
+               "detected_segment_n": None, "detected_t": _finite(last.get("t")),
+               "observations_before": _finite(last.get("n_before")),
+               "observations_after": _finite(last.get("n_after")),
+               "observation": _OBSERVATIONS.get(det)}
+        start, index = last.get("start"), last.get("index")
+        if start is not None:
+            out["change_start_segment_n"] = int(start)
+            out["change_start_n"] = self.stream_position(int(start), out["change_start_t"])
+            f["events"] = max(f["segment_n"] - int(start), 0)
+        if index is not None:
+            out["detected_segment_n"] = int(index) + 1
+            out["detected_n"] = self.stream_position(int(index), out["detected_t"]) + 1
+        return out
+
+    def _message(self, record, f):
+        where = _scope(record.get("segment"))
+        d = f.get("change_direction")
+        if f.get("before") is None or d is None:
+            return f"{self.name} is {record.get('state')} in {where}"
+        verb = "fell" if d == "drop" else "rose"
+        head = "recovered: " if record.get("state") == RESOLVED else ""
+        watched = (self._report or {}).get("metric") or self.metric
+        what = watched if watched == self.metric else f"{watched} ({self.metric})"
+        msg = (f"{what} of {where} {head}{verb} from {_show(f['before'])} to "
+               f"{_show(f['after'])}")
+        if f.get("change_start_n") is not None:
+            msg += f" from about event {_count(f['change_start_n'])}"
+            when = _when(f.get("change_start_t"))
+            if when:
+                msg += f" ({when})"
+        if f.get("events") is not None:
+            msg += f"; {_count(f['events'])} labelled events since"
+            if f.get("observations_after") is not None and f.get("observation"):
+                msg += f" ({_count(f['observations_after'])} {f['observation']} after the change)"
+        if f.get("detected_n") is not None:
+            msg += f"; detected at event {_count(f['detected_n'])}"
+        if f.get("p_value") is not None:
+            msg += f", p = {_show(f['p_value'])}"
+        return msg
 
     def _value(self, value):
         if value is None:
@@ -834,6 +1273,7 @@ class Alarm(Rule):
                 f"'change'), got {value!r:.80}"
             )
         self._change = value.get("change")
+        self._report = value
         count = value.get("drops" if self.direction == "drop" else "rises")
         if count is None:  # a report without counts: the last change only
             count = self.seen + (self._change == self.direction)
@@ -848,10 +1288,12 @@ class Alarm(Rule):
         return self._new > 0 or self._change == self.direction
 
     def _extra_state(self):
-        return {"seen": self.seen}
+        return {"seen": self.seen, "marks": [list(m) for m in self._marks]}
 
     def _set_extra_state(self, life):
         self.seen = int(life.get("seen", 0))
+        self._marks = [(int(s), int(n), None if t is None else float(t))
+                       for s, n, t in life.get("marks", [])]
 
     def _default_name(self):
         name = f"{self.metric} alarm"
@@ -939,7 +1381,8 @@ def _conf_kwarg(text, kwargs, level):
 
 
 _COMMON_KEYS = {"for", "for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name",
-                "severity", "labels", "annotations"}
+                "severity", "labels", "annotations", "keep_firing_for",
+                "keep_firing_for_seconds"}
 #: Alertmanager labels streameval sets itself (a rule's ``labels`` may not).
 RESERVED_LABELS = ("alertname", "severity", "metric", "segment")
 
@@ -953,12 +1396,12 @@ def _str_table(table, what, label):
                          "strings")
     return dict(table)
 _KIND_KEYS = {
-    "threshold": {"metric", "op", "value", "confidence"},
+    "threshold": {"metric", "op", "value", "confidence", "resolve"},
     "drop": {"metric", "drop", "baseline", "relative", "confidence"},
     "rise": {"metric", "rise", "baseline", "relative", "confidence"},
     "drift": {"drift", "p_below", "direction"},
     "alarm": {"alarm", "direction"},
-    "rule": {"rule", "baseline", "relative", "direction", "confidence"},
+    "rule": {"rule", "baseline", "relative", "direction", "confidence", "resolve"},
 }
 
 
@@ -1021,13 +1464,14 @@ def rule_from_config(table, where="rule"):
     if "for" in table:
         common["for_"] = table["for"]
     for key in ("for_seconds", "min_samples", "cooldown", "cooldown_seconds", "name",
-                "severity", "labels", "annotations"):
+                "severity", "labels", "annotations", "keep_firing_for",
+                "keep_firing_for_seconds"):
         if key in table:
             common[key] = table[key]
     try:
         if kind == "rule":
-            extra = {k: table[k] for k in ("baseline", "relative", "direction", "confidence")
-                     if k in table}
+            extra = {k: table[k] for k in ("baseline", "relative", "direction", "confidence",
+                                           "resolve") if k in table}
             return parse_rule(table["rule"], **extra, **common)
         if kind == "alarm":
             return Alarm(_metric_name(table["alarm"], "alarm", table.get("name")),
@@ -1044,7 +1488,7 @@ def rule_from_config(table, where="rule"):
             for key in ("op", "value"):
                 if key not in table:
                     raise ValueError(f"{where}: a threshold rule needs 'op' and 'value' (missing {key!r})")
-            conf = {"confidence": table["confidence"]} if "confidence" in table else {}
+            conf = {k: table[k] for k in ("confidence", "resolve") if k in table}
             return Threshold(table["metric"], table["op"], table["value"], **conf, **common)
         cls = Drop if kind == "drop" else Rise
         extra = {k: table[k] for k in ("baseline", "relative", "confidence") if k in table}

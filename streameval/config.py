@@ -15,6 +15,8 @@ Schema
     every_seconds = 3600          # and/or every period of event time (aligned to multiples)
     group_by = "country"          # or ["model_version", "country"]: per-segment metrics/alerts
     overall = true                # with group_by, also the whole stream (segment null)
+    overall_rules = true          # with group_by, the rules watch the whole stream too
+                                  # (default: true, but false for the default rules)
     max_segments = 1000           # segments with their own metrics; events of further
                                   # segment values count under "__other__" (a warning)
     threshold = 0.5               # default threshold of the threshold metrics below
@@ -52,6 +54,9 @@ Schema
     for = 3                       # consecutive evaluations (or for_seconds = 600)
     min_samples = 500             # events of the segment before the rule is evaluated
     cooldown = 5000               # events after a resolution before a new alert
+    resolve = 0.85                # resolves when recall@10000 is back at 0.85 (hysteresis)
+    keep_firing_for = 2           # and stays firing 2 more evaluations after it cleared
+                                  # (or keep_firing_for_seconds = 600)
 
     [[monitor.rules]]
     metric = "roc_auc"
@@ -88,7 +93,9 @@ table, ``metric`` may be left out when the name before any ``@`` is a kind
 metrics (:func:`default_metrics`) and sequential detectors (:func:`default_drift`), and
 if ``[monitor.drift]`` and ``rules`` are absent too, the default alarm rules
 ``recall alarm`` and ``precision alarm`` (:func:`default_rules`): at most a 1% chance
-of any false alarm within a million events of a segment. Giving a table replaces its defaults, it never
+of any false alarm within a million events of a segment. With ``group_by`` these
+default rules watch the segments only (``overall_rules = false`` unless given): the
+whole stream keeps its rows and detectors but raises no alert of its own. Giving a table replaces its defaults, it never
 adds to them: with ``[monitor.metrics]`` there are no default drift tests or rules.
 
 Metric names may hold letters, digits and ``_ . @ : -`` (they are what rules refer to).
@@ -460,6 +467,11 @@ def build(table, where="monitor"):
         }
     if rules is None:
         kw["rules"] = default_rules() if metrics is None and drift is None else []
+        if kw["rules"] and kw.get("group_by") is not None and "overall_rules" not in kw:
+            # the default alarms watch the segments: the whole stream's detector would
+            # see a mixture whose shares move (its guarantee assumes one stationary
+            # stream) and page a second time for a segment that broke
+            kw["overall_rules"] = False
     else:
         if not isinstance(rules, list):
             raise ValueError(f"{where}.rules: must be an array of rule tables or strings")

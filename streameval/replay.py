@@ -414,7 +414,8 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
 def fired_and_resolved(alert_rows):
     """The alerts that fired, in order: ``[{"rule", "n", "segment", "resolved_n"}]``,
     ``resolved_n`` the ``n`` of the transition that resolved it (the next ``resolved``
-    of the same rule and segment), None if it was still firing at the end.
+    of the same rule and segment), None if it was still firing at the end; plus
+    ``message``, the firing transition's explanation, when it has one.
 
     >>> fired_and_resolved([{"rule": "r", "state": "pending", "n": 5, "segment": None},
     ...                     {"rule": "r", "state": "firing", "n": 7, "segment": None},
@@ -429,6 +430,8 @@ def fired_and_resolved(alert_rows):
         if state == "firing":
             open_[key] = ep = {"rule": a.get("rule"), "n": a.get("n"), "segment": a.get("segment"),
                                "resolved_n": None}
+            if a.get("message"):  # the alert's explanation, when the record has one
+                ep["message"] = a["message"]
             out.append(ep)
         elif state == "resolved" and key in open_:
             open_.pop(key)["resolved_n"] = a.get("n")
@@ -533,6 +536,8 @@ def format_summary(summary, max_segments=6):
         end = ("still firing at the end" if a.get("resolved_n") is None
                else f"resolved at n={_fmt(a['resolved_n'])}")
         lines.append(f"              {a['rule']}{seg} at n={_fmt(a['n'])}, {end}")
+        if a.get("message"):
+            lines.append(f"                {a['message']}")
     if len(c["fired"]) > 10:
         lines.append(f"              ... and {len(c['fired']) - 10} more (alerts.jsonl)")
     lines.append(f"  elapsed     {c['elapsed_seconds']:.2f} s ({rate:,.0f} events/s)"

@@ -333,6 +333,10 @@ MONITOR = Section("monitor", "What is measured; the metrics, drift and rules tab
         allowed="a field name or a list of distinct names"),
     Key("overall", "bool", "with group_by, also the whole stream (segment null)",
         default=True, check=_bool, allowed="true, false"),
+    Key("overall_rules", "bool", "with group_by, evaluate the rules on the whole stream "
+        "as well as on each segment", default=None,
+        default_text="true; false for the default rules with group_by", check=_bool,
+        allowed="true, false"),
     Key("threshold", "number", "default threshold of the threshold metrics "
         "(score >= threshold is positive)", default=0.5, check=_threshold,
         allowed="a finite number"),
@@ -707,7 +711,7 @@ def check_serve(table):
 def monitor_options(table, where="monitor"):
     """The ``[monitor]`` table's own keys checked: ``{every, threshold, size,
     pos_label, neg_label}`` with their defaults, and ``every_seconds``, ``group_by``,
-    ``overall``, ``max_segments`` when given. The ``metrics``, ``drift`` and ``rules``
+    ``overall``, ``overall_rules``, ``max_segments`` when given. The ``metrics``, ``drift`` and ``rules``
     tables are left to :func:`streameval.config.build`. ``ValueError`` naming the first
     bad key by its path (``where``)."""
     if not isinstance(table, dict):
@@ -717,8 +721,8 @@ def monitor_options(table, where="monitor"):
         if key not in names:
             raise ValueError(f"{where}: unknown key {key!r}; expected one of {sorted(names)}")
     out = {}
-    for name in ("every", "every_seconds", "group_by", "overall", "max_segments",
-                 "threshold"):
+    for name in ("every", "every_seconds", "group_by", "overall", "overall_rules",
+                 "max_segments", "threshold"):
         k = MONITOR.key(name)
         if name in table and not (name == "group_by" and table[name] is None):
             out[name] = k.check(table[name], f"{where}.{name}")

@@ -190,11 +190,20 @@ _SELECT = {
 class Change:
     """A change detected by a :class:`SequentialDrift`.
 
+    Positions count the detector's own events (every event it was given: for a
+    Monitor's segment, the segment's events, not the stream's; an alert rule places
+    them in the stream, see :class:`streameval.alerts.Alarm`).
+
     ``index``: 0-based position of the event on which it was detected; ``t``: the
-    newest event time then (or None); ``start``: the event index where the changed
-    stretch is estimated to begin (the best candidate); ``direction``: ``"drop"`` or
-    ``"rise"``; ``before`` and ``after``: the rates of the history before ``start``
-    and of the stretch after it; ``p_value``: the anytime-valid p-value at detection.
+    newest event time then (or None); ``start``: the number of events before the
+    changed stretch is estimated to begin (the best candidate: the stretch starts
+    at 0-based event ``start``); ``direction``: ``"drop"`` or ``"rise"``; ``before``
+    and ``after``: the rates of the history before ``start`` and of the stretch after
+    it; ``p_value``: the anytime-valid p-value at detection (the evidence for this
+    change); ``start_t``: the newest event time when the stretch began (None without
+    times, or in a state written before it was kept); ``n_before`` and ``n_after``:
+    the indicator observations behind ``before`` and ``after`` (effective counts
+    with weights).
     """
 
     index: int
@@ -204,6 +213,9 @@ class Change:
     before: float
     after: float
     p_value: float
+    start_t: float | None = None
+    n_before: float | None = None
+    n_after: float | None = None
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -277,7 +289,7 @@ class _Candidates:
     __slots__ = ("_fbuf", "_ibuf", "f", "i", "unit", "thinned", "blocks")
 
     _K = len(CONCENTRATIONS)
-    _WIDTH = 6 + 2 * (_K + 1) + _K + (_K + 1)   # the columns below
+    _WIDTH = 6 + 2 * (_K + 1) + _K + (_K + 1) + 1   # the columns below
     W = _column("f", 0)                  # sums of the history before it
     X = _column("f", 1)
     Q = _column("f", 2)
@@ -293,6 +305,7 @@ class _Candidates:
     # what each log likelihood is divided by: KT's B(1/2, 1/2) = pi, then B(a, c) (logs)
     divide = _column("f", 8 + 3 * _K, _K + 1)
     norm = _column("f", 9 + 3 * _K, _K)
+    t = _column("f", 9 + 4 * _K)         # the newest event time when it opened (NaN: none)
     b = _column("i", 0)                  # block number since the restart
     e = _column("i", 1)                  # events counted when it opened
 
@@ -338,12 +351,12 @@ class _Candidates:
         self.i = self._ibuf[:m - 1]
         del self.blocks[r]
 
-    def add(self, b, W, X, Q, log_pi, e):
+    def add(self, b, W, X, Q, log_pi, e, t=math.nan):
         m = len(self.i)
         if m == len(self._fbuf):
             self._fbuf = np.concatenate((self.f, np.empty((m + 16, self._WIDTH))))
             self._ibuf = np.concatenate((self.i, np.empty((m + 16, 2), dtype=np.int64)))
-        self._fbuf[m] = [W, X, Q] + _row(W, X, Q, log_pi)
+        self._fbuf[m] = [W, X, Q] + _row(W, X, Q, log_pi) + [t]
         self._ibuf[m] = (b, e)
         self.f = self._fbuf[:m + 1]
         self.i = self._ibuf[:m + 1]
@@ -359,7 +372,7 @@ class _Candidates:
         self.blocks = self.b.tolist()
         self.thinned = None
         for i, (Wi, Xi, Qi, lp) in enumerate(self.f[:, :4].tolist()):
-            self.f[i, 3:] = _row(Wi, Xi, Qi, lp)
+            self.f[i, 3:-1] = _row(Wi, Xi, Qi, lp)
 
 
 def _row(W, X, Q, log_pi):
@@ -731,10 +744,12 @@ class SequentialDrift(BinaryMetric):
             self._stat = (p, before, after, n0, nb, total)
             if total >= self._log_alarm:
                 self._drops += after < before
+                st = float(f[best, -1])
                 self.changes.append(Change(
                     index=self.n - 1, t=self._t, start=int(c.e[best]),
                     direction="drop" if after < before else "rise",
-                    before=before, after=after, p_value=p))
+                    before=before, after=after, p_value=p,
+                    start_t=st if st == st else None, n_before=n0, n_after=nb))
                 bb = int(c.b[best])
                 c.take(np.arange(best + 1, len(c)))
                 c.rebase(bw, bx, bq, bb)
@@ -747,7 +762,8 @@ class SequentialDrift(BinaryMetric):
         # a new candidate: its share of the budget is the events since the previous one
         now = self._n // self.block
         c.add(now, self._W, self._X, self._Q,
-              math.log((self.n - self._last_e) / self.horizon), self.n)
+              math.log((self.n - self._last_e) / self.horizon), self.n,
+              math.nan if self._t is None else self._t)
         self._last_e = self.n
         self._thin(now)
 
@@ -805,8 +821,17 @@ class SequentialDrift(BinaryMetric):
         ``current``, ``delta`` (current - reference), ``n_reference``, ``n_current``:
         the rates and effective sizes before and after the best candidate at the last
         check; ``change``: the last detected change's direction or None;
-        ``changes``, ``drops``, ``rises``: how many changes (of each direction); ``alpha``, ``horizon``; ``n``, ``t``: events seen and
-        the newest event time.
+        ``changes``, ``drops``, ``rises``: how many changes (of each direction);
+        ``change_p_value``: the p-value at which the last change was detected (the
+        evidence for the change found; None before any), ``last_change``: that change
+        (:class:`Change` as a dict); ``alpha``, ``horizon``; ``n``, ``t``: events seen
+        and the newest event time.
+
+        ``p_value`` tests for a *new* change since the last one detected: the detector
+        starts its history again at the change it found, so right after a detection
+        ``p_value`` reads 1 and falls again only when a further change (a recovery, or
+        a second drop) builds up evidence. The evidence for the change found, for as
+        long as it is the last one, is ``change_p_value``.
 
         Runtime complexity: `O(1)`.
         """
@@ -819,6 +844,7 @@ class SequentialDrift(BinaryMetric):
                 "delta": after - before,
                 "reference": before, "current": after, "n_reference": n0, "n_current": n1,
                 "change": self.change, "changes": len(self.changes), "last_change": last,
+                "change_p_value": None if last is None else last["p_value"],
                 "drops": self._drops, "rises": len(self.changes) - self._drops,
                 "alpha": self.alpha, "horizon": self.horizon, "ready": True,
                 "n": self.n, "t": self._t}
@@ -863,8 +889,10 @@ class SequentialDrift(BinaryMetric):
             "data": {
                 "n": self.n, "n_indicator": self.n_indicator, "t": self._t,
                 "history": [self._n, self._W, self._X, self._Q], "last_e": self._last_e,
-                "candidates": [[int(b), float(W), float(X), float(Q), float(lp), int(e)]
-                               for b, W, X, Q, lp, e in zip(c.b, c.W, c.X, c.Q, c.log_pi, c.e)],
+                "candidates": [[int(b), float(W), float(X), float(Q), float(lp), int(e),
+                                _enc(float(tt))]
+                               for b, W, X, Q, lp, e, tt in zip(c.b, c.W, c.X, c.Q, c.log_pi,
+                                                               c.e, c.t)],
                 "pending": [None if v is None else list(v) for v in self._pending],
                 "stat": None if self._stat is None else [_enc(v) for v in self._stat],
                 "changes": [ch.to_dict() for ch in self.changes],
@@ -882,8 +910,9 @@ class SequentialDrift(BinaryMetric):
             obj._n, obj._W, obj._X, obj._Q = int(n), float(W), float(X), float(Q)
             obj._last_e = int(d["last_e"])
             c = obj._cands
-            for b, W, X, Q, lp, e in d["candidates"]:
-                c.add(int(b), float(W), float(X), float(Q), float(lp), int(e))
+            for b, W, X, Q, lp, e, *tt in d["candidates"]:   # (no time: an older state)
+                c.add(int(b), float(W), float(X), float(Q), float(lp), int(e),
+                      _dec(tt[0]) if tt else math.nan)
             obj._pending = [None if v is None else (float(v[0]), float(v[1]))
                             for v in d["pending"]]
             obj._stat = None if d["stat"] is None else tuple(_dec(v) for v in d["stat"])

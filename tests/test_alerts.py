@@ -412,3 +412,363 @@ def test_a_confidence_drop_reads_the_sides_of_the_intervals_that_face_each_other
     assert tr["state"] == "firing"
     back = type(r).from_state(r.to_state()) if hasattr(type(r), "from_state") else None
     assert back is not None and back.reference_gaps == r.reference_gaps
+
+
+# -------------------------------------------------------------------- hysteresis
+
+
+def test_resolve_level_holds_a_firing_alert_until_the_value_crosses_it_back():
+    # by hand: fires below 0.8, resolves only at or above 0.85
+    values = [0.9, 0.79, 0.82, 0.84, 0.86, 0.79, 0.81, 0.9]
+    assert run(Threshold("m", "<", 0.8, resolve=0.85), values) == [
+        (1, "firing"), (4, "resolved"), (5, "firing"), (7, "resolved")]
+    # without a resolve level the same series flaps sooner
+    plain = run(Threshold("m", "<", 0.8), values)
+    assert plain == [(1, "firing"), (2, "resolved"), (5, "firing"), (6, "resolved")]
+    # ">" rules resolve at or below their level; a pending alert is not held
+    assert run(Threshold("m", ">", 0.5, resolve=0.4, for_=2), [0.6, 0.45, 0.6, 0.6, 0.45, 0.3]) \
+        == [(0, "pending"), (1, "resolved"), (2, "pending"), (3, "firing"), (5, "resolved")]
+
+
+def test_keep_firing_for_counts_cleared_evaluations_as_prometheus_does():
+    # fires at 0; cleared at 1, true again at 2 (the cleared streak restarts); cleared
+    # at 3, 4, 5: kept firing for 2 evaluations, resolved at the third
+    r = Threshold("m", "<", 0.8, keep_firing_for=2)
+    assert run(r, [0.7, 0.9, 0.7, 0.9, 0.9, 0.9, 0.9]) == [(0, "firing"), (5, "resolved")]
+    # by event time: kept firing until 60 s after the condition first cleared
+    r = Threshold("m", "<", 0.8, keep_firing_for_seconds=60)
+    assert run(r, [0.7, 0.9, 0.9, 0.9], ts=[0, 10, 50, 70]) == [(0, "firing"), (3, "resolved")]
+    with pytest.raises(ValueError, match="keep_firing_for_seconds need the event time|need"):
+        Threshold("m", "<", 0.8, keep_firing_for_seconds=60).evaluate(0.7, n=1)
+
+
+def test_a_confidence_threshold_fires_on_the_interval_and_resolves_on_the_value():
+    r = Threshold("recall", "<", 0.8, confidence=0.99)
+    iv = lambda v, h: {"value": v, "low": v - h, "high": v + h}  # noqa: E731
+    seq = [iv(0.78, 0.03),   # upper end 0.81: not below 0.8, nothing
+           iv(0.76, 0.03),   # upper end 0.79: firing
+           iv(0.79, 0.03),   # upper end 0.82, but the value is below 0.8: still firing
+           iv(0.78, 0.01),   # still firing
+           iv(0.80, 0.03),   # the value is back at 0.8: resolved
+           iv(0.77, 0.02)]   # upper 0.79: firing again
+    assert run(r, seq) == [(1, "firing"), (4, "resolved"), (5, "firing")]
+    # a resolve level above the threshold: the value must reach it
+    r = Threshold("recall", "<", 0.8, confidence=0.99, resolve=0.82)
+    assert run(r, seq[:5] + [iv(0.83, 0.03)]) == [(1, "firing"), (5, "resolved")]
+
+
+def test_a_confidence_drop_resolves_when_the_drop_itself_is_below_by():
+    r = Drop("auc", 0.05, confidence=0.95)
+    iv = lambda v, h: {"value": v, "low": v - h, "high": v + h}  # noqa: E731
+    # baseline 0.90 +- 0.01; 0.83 +- 0.01: 0.07 - sqrt(2) 0.01 = 0.056 >= 0.05: firing;
+    # 0.86: 0.04 - 0.014 < 0.05 but the drop 0.04 < 0.05: resolved; 0.84 +- 0.01:
+    # 0.06 - 0.014 = 0.046: the interval does not clear 0.05: nothing
+    assert run(r, [iv(0.90, 0.01), iv(0.83, 0.01), iv(0.845, 0.01), iv(0.86, 0.01),
+                   iv(0.84, 0.01)]) == [(1, "firing"), (3, "resolved")]
+
+
+def test_hysteresis_settings_round_trip_config_state_and_are_checked():
+    r = rule_from_config({"metric": "recall@1000", "op": "<", "value": 0.8, "resolve": 0.85,
+                          "keep_firing_for": 3, "confidence": 0.99})
+    assert (r.resolve, r.keep_firing_for, r.confidence) == (0.85, 3, 0.99)
+    assert r.to_config() == {"metric": "recall@1000", "op": "<", "value": 0.8,
+                             "confidence": 0.99, "resolve": 0.85, "keep_firing_for": 3}
+    assert rule_from_config(json.loads(json.dumps(r.to_config()))).to_config() == r.to_config()
+    assert parse_rule("recall < 0.8", resolve=0.9).resolve == 0.9
+    # mid-way through a cleared streak: the state resumes it
+    r.evaluate({"value": 0.7, "low": 0.68, "high": 0.72}, n=1)
+    r.evaluate({"value": 0.9, "low": 0.88, "high": 0.92}, n=2)
+    back = Rule.from_state(json.loads(json.dumps(r.to_state())))
+    tail = [{"value": 0.9, "low": 0.88, "high": 0.92}] * 3
+    assert run(back, tail, ns=[3, 4, 5]) == run(r, tail, ns=[3, 4, 5]) == [(2, "resolved")]
+    with pytest.raises(ValueError, match=r"resolve = 0.7: must be at or above the threshold"):
+        Threshold("m", "<", 0.8, resolve=0.7)
+    with pytest.raises(ValueError, match=r"resolve = 0.9: must be at or below the threshold"):
+        Threshold("m", ">=", 0.8, resolve=0.9)
+    with pytest.raises(ValueError, match="give either keep_firing_for"):
+        Threshold("m", "<", 0.8, keep_firing_for=2, keep_firing_for_seconds=5)
+    with pytest.raises(ValueError, match=r"monitor.rules\[0\]: unknown key 'resolve' for a drift"):
+        rule_from_config({"drift": "recall", "resolve": 0.5}, where="monitor.rules[0]")
+
+
+# -------------------------------------------------------------------- explanations
+# Every number of an alert's explanation recomputed from the events: scikit-learn for
+# the metric values, Wilson's formula for the interval, brute-force counts for the
+# detector's rates, an independent detector on the segment's own events for its
+# change, and the stream positions of the segment's events for the stream index.
+
+T0 = 1_700_000_000.0
+
+
+def _planted(n=60_000, change=24_087, seed=3):
+    """Three segments, recall 0.9 everywhere, then 0.5 in "br" from stream index
+    ``change``; an event every 10 s."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    seg = rng.choice(np.array(["de", "us", "br"]), n, p=[0.5, 0.3, 0.2])
+    y = rng.random(n) < 0.3
+    hit_rate = np.where((seg == "br") & (np.arange(n) >= change), 0.5, 0.9)
+    hit = rng.random(n) < hit_rate
+    s = np.where(y, np.where(hit, 0.8, 0.2), np.where(rng.random(n) < 0.1, 0.7, 0.3))
+    t = T0 + 10.0 * np.arange(n)
+    return y, s, t, seg
+
+
+def _run_monitor(mon, y, s, t=None, seg=None, cuts=7):
+    import numpy as np
+
+    alerts = []
+    mon.on_alert = [alerts.append]
+    bounds = np.linspace(0, len(y), cuts + 1).astype(int)
+    for a, b in zip(bounds, bounds[1:]):
+        mon.update_many(y[a:b], s[a:b], t=None if t is None else t[a:b],
+                        segment=None if seg is None else list(seg[a:b]))
+    mon.flush()
+    return alerts
+
+
+def test_group_by_default_pages_once_for_the_segment_that_broke():
+    """The default monitor with group_by: the whole stream raises no alert (no
+    transition at all), the segment that broke fires, the others stay quiet; asked
+    for (overall_rules), the whole stream's alarms come back."""
+    import streameval as se
+
+    y, s, t, seg = _planted()
+    mon = se.Monitor.default(group_by="country")
+    alerts = _run_monitor(mon, y, s, t, seg)
+    assert [a for a in alerts if a["segment"] is None] == []
+    # the open alerts of a snapshot explain themselves as their transitions did
+    assert mon.snapshot()["alerts"] == [a for a in alerts if a["state"] == "firing"]
+    fired = [(a["rule"], a["segment"]) for a in alerts if a["state"] == "firing"]
+    assert ("recall alarm", "br") in fired and {g for _, g in fired} == {"br"}
+    assert len(alerts) == len(fired)  # nothing flaps: every alert fired once, still firing
+    both = _run_monitor(se.Monitor.default(group_by="country", overall_rules=True), y, s, t, seg)
+    assert any(a["segment"] is None and a["state"] == "firing" for a in both)
+    assert [a for a in both if a["segment"] is not None] == alerts
+    # the config schema says the same
+    from streameval import config
+
+    assert config.build({"group_by": "country"})["overall_rules"] is False
+    assert "overall_rules" not in config.build({})
+    assert config.build({"group_by": "country", "overall_rules": True})["overall_rules"] is True
+    assert config.build({"group_by": "c", "rules": ["roc_auc < 0.5"]}).get("overall_rules") \
+        is None  # rules written by hand watch the whole stream too, as before
+    with pytest.raises(ValueError, match="overall_rules=False needs group_by"):
+        se.Monitor.default(overall_rules=False)
+
+
+def test_an_alarm_explains_its_change_in_stream_events_time_and_rates():
+    import numpy as np
+
+    import streameval as se
+    from streameval.sequential import SequentialDrift
+
+    y, s, t, seg = _planted()
+    mon = se.Monitor.default(group_by="country")
+    alerts = _run_monitor(mon, y, s, t, seg)
+    (a,) = [a for a in alerts if a["rule"] == "recall alarm"]
+    assert (a["segment"], a["state"], a["kind"], a["expr"], a["metric"]) == (
+        "br", "firing", "alarm", "recall alarm", "recall")
+    # an independent detector on the segment's own events finds the same change
+    br = np.flatnonzero(seg == "br")
+    d = SequentialDrift("recall", alpha=0.005)
+    d.update_many(y[br], s[br], t=t[br])
+    c = d.changes[0]
+    k = a["change_start_segment_n"]
+    assert (k, a["detected_segment_n"]) == (c.start, c.index + 1)
+    assert a["p_value"] == pytest.approx(c.p_value, rel=1e-12)
+    assert a["change_start_t"] == c.start_t == t[br[k - 1]]
+    # the rates before and after against direct counts over the segment's positives
+    yb, hb = y[br], s[br] >= 0.5
+    before, after = yb[:k], yb[k:c.index + 1]
+    assert a["before"] == pytest.approx(hb[:k][before].mean(), abs=1e-12)
+    assert a["after"] == pytest.approx(hb[k:c.index + 1][after].mean(), abs=1e-12)
+    assert a["value"] == a["after"]
+    assert (a["observations_before"], a["observations_after"]) == (before.sum(), after.sum())
+    assert a["observation"] == "positives"
+    # in stream events: between the segment's k-th event and its next one (by time), and
+    # near the planted change (the detector's candidates are 100 positives apart:
+    # about 1 700 stream events in this segment)
+    assert br[k - 1] <= a["change_start_n"] <= br[k]
+    assert abs(a["change_start_n"] - 24_087) <= 3_500
+    assert br[c.index] <= a["detected_n"] - 1 <= br[c.index] + 1
+    assert a["detected_t"] == t[br[c.index]]
+    # the events it rests on: the segment's events since the change start
+    assert a["segment_n"] == int((seg[:a["n"]] == "br").sum())
+    assert a["events"] == a["segment_n"] - k
+    start_text = f"{a['change_start_n']:,}".replace(",", " ")
+    assert a["message"].startswith(
+        f"recall of segment br fell from {a['before']:.3g} to {a['after']:.3g} from about "
+        f"event {start_text} (")
+    assert f"; {a['events']:,} labelled events since".replace(",", " ") in a["message"]
+    # the detector's report says which p-value is the change's, and so do the rows
+    rep = d.report()
+    assert rep["change_p_value"] == d.changes[-1].p_value
+    assert rep["last_change"]["start_t"] == d.changes[-1].start_t
+    values = mon.snapshot()["segments"]["br"]["values"]
+    assert values["drift.recall.change_p_value"] == rep["change_p_value"]
+    assert values["drift.recall.p_value"] == rep["p_value"]
+
+
+def test_stream_position_is_exact_for_the_whole_stream_and_bounded_for_a_segment():
+    from streameval.alerts import Alarm
+
+    r = Alarm("recall")
+    report = {"change": None, "last_change": None}
+    for n in range(100, 1001, 100):
+        r.evaluate(report, n=n, samples=n)
+    assert [r.stream_position(k) for k in (0, 1, 150, 999, 1000, 1200)] == \
+        [0, 1, 150, 999, 1000, 1200]
+    # a segment with 10 events out of every 100, then idle, then 50 events in 100:
+    # its counts bound where each of its events can be
+    r = Alarm("recall")
+    for n, k, tt in ((100, 10, 100.0), (200, 20, 200.0), (300, 20, 300.0), (400, 20, 400.0),
+                     (500, 70, 500.0)):
+        r.evaluate(report, n=n, t=tt, samples=k)
+    assert r.stream_position(15) == 150            # by count between (10, 100), (20, 200)
+    assert r.stream_position(15, t=120.0) == 120   # by time
+    pos = r.stream_position(45)                    # after the idle stretch
+    assert 400 + 25 <= pos <= 500 - 25
+    assert r.stream_position(45, t=450.0) == 450
+    assert r.stream_position(4) == 100 - 6        # before the first mark: as late as can be
+    assert r.stream_position(80) == 500 + 10       # after the last: as early as can be
+
+
+def test_threshold_and_drop_explanations_match_sklearn_and_wilson():
+    import numpy as np
+    from scipy.stats import norm
+    from sklearn.metrics import recall_score, roc_auc_score
+
+    import streameval as se
+
+    rng = np.random.default_rng(5)
+    n, W = 4000, 500
+    y = rng.random(n) < 0.5
+    bad = np.arange(n) >= 2000
+    s = np.where(y, rng.normal(np.where(bad, 0.2, 1.5), 1.0), rng.normal(0.0, 1.0, n))
+    s = np.round(s, 2)
+    mon = se.Monitor({"recall@500": se.Sliding(se.Recall(threshold=0.5), size=W),
+                      "auc@500": se.Sliding(se.ROCAUC(), size=W)},
+                     rules=["recall@500 < 0.6 with confidence 0.95",
+                            {"rule": "auc@500 drops by 0.1", "min_samples": W}],
+                     every=250)
+    alerts = _run_monitor(mon, y, s)
+    th = next(a for a in alerts if a["kind"] == "threshold" and a["state"] == "firing")
+    k = th["n"]
+    yw, sw = y[k - W:k], s[k - W:k]
+    assert th["value"] == pytest.approx(recall_score(yw, sw >= 0.5), abs=1e-12)
+    # Wilson's interval of tp successes in p trials at 95%
+    tp, p, z = int((yw & (sw >= 0.5)).sum()), int(yw.sum()), norm.ppf(0.975)
+    centre = (tp + z * z / 2) / (p + z * z)
+    half = z * math.sqrt(tp * (p - tp) / p + z * z / 4) / (p + z * z)
+    assert th["interval"] == pytest.approx([centre - half, centre + half], abs=1e-9)
+    assert th["interval"][1] < 0.6 and th["interval_level"] == 0.95
+    assert (th["events"], th["window"], th["op"], th["threshold"], th["resolve"]) == (
+        W, "last 500 events", "<", 0.6, 0.6)
+    assert th["expr"] == th["rule"] == "recall@500 < 0.6 with confidence 0.95"
+    assert "the 95% interval excludes the threshold 0.6" in th["message"]
+    assert th["message"].startswith(f"recall@500 of the whole stream is {th['value']:.3g} (95% "
+                                    f"interval {th['interval'][0]:.3g} to {th['interval'][1]:.3g})")
+
+    dr = next(a for a in alerts if a["kind"] == "drop" and a["state"] == "firing")
+    k = dr["n"]
+    first = roc_auc_score(y[:W], s[:W])            # the first full window: the baseline
+    now = roc_auc_score(y[k - W:k], s[k - W:k])
+    assert dr["baseline"] == pytest.approx(first, abs=1e-12)
+    assert dr["value"] == pytest.approx(now, abs=1e-12)
+    assert dr["change"] == pytest.approx(first - now, abs=1e-12) and dr["change"] >= 0.1
+    assert (dr["baseline_rule"], dr["by"], dr["relative"], dr["events"]) == ("first", 0.1,
+                                                                            False, W)
+    lo, hi = dr["interval"]
+    assert lo <= dr["value"] <= hi and dr["interval_level"] == 0.95
+    assert dr["message"].startswith(f"auc@500 of the whole stream fell from {first:.3g} (first "
+                                    f"value) to {now:.3g}")
+
+
+def test_a_drift_alert_explains_both_windows_by_direct_counts():
+    import numpy as np
+
+    import streameval as se
+    from streameval.drift import PrecisionRecallDrift
+
+    rng = np.random.default_rng(2)
+    n, W = 3000, 200
+    y = rng.random(n) < 0.5
+    s = np.where(y, np.where(np.arange(n) < 1500, 0.8, rng.choice([0.2, 0.8], n)), 0.2)
+    mon = se.Monitor({"recall": se.Recall()},
+                     drift={"recall": PrecisionRecallDrift("recall", size=W)},
+                     rules=["recall drift p < 0.01"], every=100)
+    (a,) = [a for a in _run_monitor(mon, y, s) if a["state"] == "firing"]
+    k = a["n"]
+    ref_y, cur_y = y[:W], y[k - W:k]
+    assert a["reference"] == pytest.approx((s[:W][ref_y] >= 0.5).mean(), abs=1e-12)
+    assert a["current"] == pytest.approx((s[k - W:k][cur_y] >= 0.5).mean(), abs=1e-12)
+    assert a["delta"] == pytest.approx(a["current"] - a["reference"], abs=1e-12)
+    assert (a["observations_reference"], a["observations_current"]) == (ref_y.sum(),
+                                                                        cur_y.sum())
+    assert a["p_value"] == a["value"] < a["p_below"] == 0.01
+    assert a["message"] == (
+        f"drift test recall of the whole stream moved from {a['reference']:.3g} to "
+        f"{a['current']:.3g}: p = {a['p_value']:.3g} < 0.01; {cur_y.sum()} positives in "
+        f"the current window (last 200 events)")
+
+
+def test_a_replay_writes_the_explanation_and_its_summary_prints_the_sentence(tmp_path):
+    from streameval.replay import format_summary, replay
+
+    log = tmp_path / "events.jsonl"
+    rows = [{"ts": T0 + i, "label": 1, "score": 0.9 if i < 300 else 0.1} for i in range(600)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[monitor]\nevery = 50\n[monitor.metrics]\n"recall@100" = { metric = '
+                   '"recall", size = 100 }\n[[monitor.rules]]\nrule = "recall@100 < 0.5"\n')
+    summary = replay(log, tmp_path / "out", config=cfg, report=False, progress=False)
+    alerts = [json.loads(x) for x in open(tmp_path / "out" / "alerts.jsonl")]
+    (fire,) = [a for a in alerts if a["state"] == "firing"]
+    # at n = 350 the last 100 events hold 50 hits: recall 0.5, not below; at 400, 0
+    assert (fire["n"], fire["value"], fire["events"], fire["window"]) == (
+        400, 0.0, 100, "last 100 events")
+    assert fire["message"].startswith("recall@100 of the whole stream is 0 (95% interval 0 "
+                                      "to 0.037), below the threshold 0.5; 100 labelled")
+    assert summary["fired"][0]["message"] == fire["message"]
+    assert "                " + fire["message"] in format_summary(summary).splitlines()
+
+
+def _oracle_hysteresis(values, threshold, resolve, keep):
+    """Transitions of ``m < threshold`` with a resolve level and keep_firing_for, from
+    runs: an alert fires at a value below the threshold and resolves at the end of the
+    first run of keep + 1 values at or above ``resolve`` after it (NaN skipped)."""
+    data = [(i, v) for i, v in enumerate(values) if not math.isnan(v)]
+    out, k = [], 0
+    while k < len(data):
+        if not data[k][1] < threshold:
+            k += 1
+            continue
+        out.append((data[k][0], "firing"))
+        j, good = k + 1, 0
+        while j < len(data):
+            good = good + 1 if data[j][1] >= resolve else 0
+            if good == keep + 1:
+                break
+            j += 1
+        if j >= len(data):
+            break
+        out.append((data[j][0], "resolved"))
+        k = j + 1
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=values_st, resolve=st.sampled_from([0.8, 0.81, 0.85]),
+       keep=st.integers(0, 3), cut=st.integers(0, 40))
+def test_hysteresis_matches_run_based_oracle_and_resumes(values, resolve, keep, cut):
+    r = Threshold("recall", "<", 0.8, resolve=resolve, keep_firing_for=keep)
+    want = _oracle_hysteresis(values, 0.8, resolve, keep)
+    assert run(r, values) == want
+    # cut anywhere, saved and restored: the same transitions
+    a = Threshold("recall", "<", 0.8, resolve=resolve, keep_firing_for=keep)
+    head = run(a, values[:cut])
+    b = Rule.from_state(json.loads(json.dumps(a.to_state())))
+    tail = run(b, values[cut:], ns=[(i + 1) * 100 for i in range(cut, len(values))])
+    assert head + [(i + cut, s) for i, s in tail] == want

@@ -270,3 +270,44 @@ def test_default_builders_take_size_with_window_as_its_older_name():
         config.default_drift(window=None)
     with pytest.raises(ValueError, match=r"^monitor.size = 0: must be an integer >= 1"):
         config.default_drift(size=0)
+
+
+def test_overall_rules_and_hysteresis_keys_from_toml():
+    import tomllib
+
+    doc = tomllib.loads("""
+[monitor]
+group_by = "country"
+overall_rules = true
+[monitor.metrics]
+"recall@500" = { metric = "recall", size = 500 }
+[[monitor.rules]]
+rule = "recall@500 < 0.8 with confidence 0.99"
+resolve = 0.85
+keep_firing_for = 2
+""")
+    mon = Monitor.from_config(doc)
+    (rule,) = mon.rules
+    assert (mon.overall_rules, rule.resolve, rule.keep_firing_for, rule.confidence) == (
+        True, 0.85, 2, 0.99)
+    # a monitor state keeps the setting; a state without it (written before the key
+    # existed) evaluates the whole stream's rules, as that monitor did
+    state = mon.to_state()
+    assert Monitor.from_state(state).overall_rules is True
+    del state["params"]["overall_rules"]
+    assert Monitor.from_state(state).overall_rules is True
+    default = Monitor.from_config({"monitor": {"group_by": "country"}})
+    assert default.overall_rules is False
+    assert Monitor.from_state(default.to_state()).overall_rules is False
+    with pytest.raises(ValueError, match=r"monitor.overall_rules = 'yes'"):
+        config.build({"group_by": "c", "overall_rules": "yes"})
+    with pytest.raises(ValueError, match=r"monitor.rules\[0\]: keep_firing_for = -1: must be"):
+        config.build({"metrics": {"r": "recall"},
+                      "rules": [{"rule": "r < 0.5", "keep_firing_for": -1}]})
+
+
+def test_keep_firing_for_seconds_needs_event_times_up_front():
+    mon = Monitor({"r": se.Recall()}, rules=[{"rule": "r < 0.5", "keep_firing_for_seconds": 60}])
+    with pytest.raises(ValueError, match=r"needs event times \(rule 'r < 0.5'\)"):
+        mon.update_many([1, 0], [0.9, 0.1])
+    assert mon.n == 0

@@ -116,13 +116,34 @@ def _same_rows(a, b):
                 assert abs(v1 - v2) <= TOL, (r1["n"], k, v1, v2)
 
 
+#: the keys every alert transition had before the explanation's fields
+CORE = ("rule", "state", "n", "t", "value", "segment")
+
+
+def _core(alerts):
+    return [{k: a[k] for k in CORE if k in a} for a in alerts]
+
+
+def _close(u, v):
+    """Equal, floats (and lists of them) within TOL."""
+    if isinstance(u, float) or isinstance(v, float):
+        return u is not None and v is not None and abs(u - v) <= TOL
+    if isinstance(u, list) and isinstance(v, list):
+        return len(u) == len(v) and all(_close(p, q) for p, q in zip(u, v))
+    return u == v
+
+
 def _same_alerts(a, b):
-    assert [{k: v for k, v in x.items() if k != "value"} for x in a] == \
-        [{k: v for k, v in x.items() if k != "value"} for x in b]
+    # the explanation's floats (and its sentence, which prints them) may differ in the
+    # last bits between the two paths, as values do
+    assert [sorted(x) for x in a] == [sorted(x) for x in b]
     for x, z in zip(a, b):
-        assert (x["value"] is None) == (z["value"] is None)
-        if x["value"] is not None:
-            assert abs(x["value"] - z["value"]) <= TOL
+        for k in x:
+            if k == "message":
+                continue
+            assert (x[k] is None) == (z[k] is None), (k, x[k], z[k])
+            if x[k] is not None:
+                assert _close(x[k], z[k]), (k, x[k], z[k])
 
 
 # ------------------------------------------------------------- rows against sklearn
@@ -283,8 +304,10 @@ def test_alerts_follow_the_rule_on_sklearn_values():
         if tr is not None:
             expected.append(dict(tr, segment=None))
     assert [a["state"] for a in expected][:3] == ["pending", "firing", "resolved"]
-    _same_alerts(alerts, expected)
-    assert mon.active_alerts() == ([] if oracle.active is None else [dict(oracle.active, segment=None)])
+    _same_alerts(_core(alerts), expected)   # (the explanation's fields: test_alerts.py)
+    assert _core(mon.active_alerts()) == (
+        [] if oracle.active is None else [dict(oracle.active, segment=None)])
+    assert all(a["expr"] == "recall@200 < 0.75" for a in mon.active_alerts())
 
 
 def test_each_segment_has_its_own_rule_instance():
@@ -296,8 +319,9 @@ def test_each_segment_has_its_own_rule_instance():
     rows, alerts = _collect(mon)
     _batches(mon, y, s, seg=seg)
     assert [(a["state"], a["n"], a["segment"]) for a in alerts] == [("firing", 10, "b")]
-    assert mon.active_alerts() == [
+    assert _core(mon.active_alerts()) == [
         {"rule": "recall < 0.5", "state": "firing", "n": 10, "t": None, "value": 0.0, "segment": "b"}]
+    assert mon.active_alerts() == alerts  # with the explanation the transition had
     assert mon.snapshot()["alerts"] == mon.active_alerts()
     # the whole stream's recall is 0.5: no alert there
     assert [r["values"]["recall"] for r in rows if r["segment"] is None] == [0.5] * 4
@@ -515,7 +539,7 @@ def test_window_drift_rules_on_a_planted_recall_drop():
     key = lambda a: (a["n"], a["rule"])
     got = sorted(alerts, key=key)
     expected = sorted(expected, key=key)
-    assert [{k: v for k, v in a.items() if k != "value"} for a in got] == \
+    assert [{k: v for k, v in a.items() if k != "value"} for a in _core(got)] == \
         [{k: v for k, v in a.items() if k != "value"} for a in expected]
     for a, e in zip(got, expected):
         assert a["value"] == pytest.approx(e["value"], rel=1e-9, abs=1e-300)
@@ -988,7 +1012,7 @@ def test_default_alarm_rules_on_a_planted_recall_drop():
     assert 15_000 < dets["recall"].changes[0].index < 20_000
     assert any(a["rule"] == "recall alarm" and a["state"] == "firing" for a in expected)
     key = lambda a: (a["n"], a["rule"])
-    assert sorted(alerts, key=key) == sorted(expected, key=key)
+    assert _core(sorted(alerts, key=key)) == sorted(expected, key=key)
 
 
 def test_a_checkpoint_from_before_the_sequential_detectors_still_loads_and_resumes():
@@ -1015,7 +1039,7 @@ def test_a_checkpoint_from_before_the_sequential_detectors_still_loads_and_resum
                 dict(r, n=sum(1 for g in seg[:r["n"]] if g == r["segment"]), stream_n=r["n"])
                 for r in doc["rows_after"]]
     assert rows == expected
-    assert alerts == doc["alerts_after"]
+    assert _core(alerts) == doc["alerts_after"]
 
 
 def _delong_brute(y, s):

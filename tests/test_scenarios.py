@@ -284,3 +284,43 @@ def test_bundled_scenarios_parse_and_describe_themselves():
         if sc.kind == "log":  # bundled logs live in scenarios/data/
             assert (p.parent / sc.stream["path"]).parent == SCENARIO_DIR / "data"
             assert (p.parent / sc.stream["path"]).exists()
+
+
+def test_the_checkout_scenario_alert_explains_itself_by_the_log(tmp_path):
+    """The bundled checkout log's alert ("recall@6h < 0.5" for "br"): the scenario still
+    passes, and the explanation's value, events and interval are those of the br
+    payments of the last six hours of event time, recomputed from the log (weighted
+    recall by scikit-learn; the interval is the metric's own, checked in
+    test_intervals.py)."""
+    import gzip
+    import json
+    from datetime import datetime
+
+    import numpy as np
+    from sklearn.metrics import recall_score
+
+    from streameval.replay import run_scenario
+
+    root = Path(__file__).resolve().parent.parent / "scenarios"
+    summary, failures = run_scenario(root / "checkout_log.toml", tmp_path / "out", check=True,
+                                     report=False, progress=False)
+    assert failures == []
+    alerts = [json.loads(x) for x in open(tmp_path / "out" / "alerts.jsonl")]
+    (a,) = [x for x in alerts if x["state"] == "firing"]
+    rows = [json.loads(x) for x in gzip.open(root / "data" / "checkout.jsonl.gz", "rt")]
+    ts = np.array([datetime.fromisoformat(r["ts"].replace("Z", "+00:00")).timestamp()
+                   for r in rows])
+    br = np.array([r["country"] == "br" for r in rows])
+    upto = np.arange(len(rows)) < a["n"]
+    # a segment's window by time ends at the segment's newest event
+    window = br & upto & (ts > ts[br & upto].max() - 21600)
+    y = np.array([r["label"] for r in rows])[window]
+    s = np.array([r["score"] for r in rows])[window]
+    w = np.array([r["weight"] for r in rows])[window]
+    assert (a["segment"], a["rule"], a["expr"], a["window"]) == (
+        "br", "recall_low", "recall@6h < 0.5", "last 21600 s of event time")
+    assert a["events"] == window.sum()
+    assert a["segment_n"] == (br & upto).sum()
+    assert a["value"] == pytest.approx(recall_score(y, s >= 0.5, sample_weight=w), abs=1e-12)
+    assert a["interval"][0] < a["value"] < a["interval"][1] and a["interval_level"] == 0.95
+    assert summary["fired"][0]["message"] == a["message"]

@@ -428,3 +428,47 @@ def test_the_e_process_has_mean_at_most_one():
         vals.append(d.report()["e_value"])
     assert np.mean(vals) < 1.0
     assert max(vals) < 1.0 / 0.01  # no stream near an alarm at alpha = 0.01
+
+
+def test_a_change_keeps_its_start_time_counts_and_the_evidence_found():
+    """``start_t`` is the event time of the last event before the changed stretch (the
+    events are in time order here), ``n_before``/``n_after`` count the observations
+    behind the two rates, and ``change_p_value`` keeps the detection's p-value while
+    the running ``p_value`` starts again from 1."""
+    rng = np.random.default_rng(4)
+    n = 12_000
+    y = rng.random(n) < 0.5
+    hit = rng.random(n) < np.where(np.arange(n) < 6_000, 0.9, 0.6)
+    s = np.where(y, np.where(hit, 0.9, 0.1), 0.2)
+    t = 1_700_000_000.0 + 3.0 * np.arange(n)
+    d = SequentialDrift("recall", alpha=0.005)
+    d.update_many(y, s, t=t)
+    c = d.changes[0]
+    assert c.start_t == t[c.start - 1]
+    assert c.n_before == y[:c.start].sum() and c.n_after == y[c.start:c.index + 1].sum()
+    assert c.before == pytest.approx((s[:c.start][y[:c.start]] >= 0.5).mean(), abs=1e-12)
+    rep = d.report()
+    assert rep["change_p_value"] == c.p_value < 0.005
+    assert rep["last_change"]["start_t"] == c.start_t
+    # the same events one at a time: the same change
+    e = SequentialDrift("recall", alpha=0.005)
+    for yy, ss, tt in zip(y.tolist(), s.tolist(), t.tolist()):
+        e.update(yy, ss, t=tt)
+    assert e.changes[0] == c
+    # a state written before the candidates kept their times still loads (no times)
+    state = json.loads(json.dumps(d.to_state()))
+    for cand in state["data"]["candidates"]:
+        cand.pop()
+    for ch in state["data"]["changes"]:
+        for key in ("start_t", "n_before", "n_after"):
+            ch.pop(key)
+    old = se.from_state(state)
+    assert old.changes[0].start_t is None and old.changes[0].start == c.start
+    assert np.isnan(old._cands.t).all()
+    before = se.from_state(json.loads(json.dumps(d.to_state())))
+    assert before._cands.t.tolist() == d._cands.t.tolist()
+    assert before.report() == d.report()
+    # no times: no start time
+    f = SequentialDrift("recall", alpha=0.005)
+    f.update_many(y, s)
+    assert f.changes[0].start_t is None and f.changes[0].start == c.start

@@ -211,7 +211,12 @@ def test_prometheus_scrapes_the_auc_and_alertmanager_gets_firing_then_resolved(s
     ann = alert["annotations"]
     assert ann["runbook_url"] == "https://runbooks.example/auc"
     assert ann["summary"] == "auc@100 < 0.6 (the whole stream)"
-    assert ann["description"].startswith("auc@100 = 0.") and "breaks the rule" in ann["description"]
+    # the explanation: the sentence, then the figures one per annotation
+    assert ann["description"].startswith("auc@100 of the whole stream is 0.")
+    assert "below the threshold 0.6" in ann["description"]
+    assert "100 labelled events (last 100 events)" in ann["description"]
+    assert (ann["expr"], ann["threshold"], ann["events"]) == ("auc@100 < 0.6", "< 0.6", "100")
+    assert ann["observed"].startswith("auc@100 = 0.") and "95% interval" in ann["observed"]
     assert alert["generatorURL"] == srv.url + "/alerts"
     assert alert["status"]["state"] == "active"
     # re-sent every second: Alertmanager's endsAt moves forward

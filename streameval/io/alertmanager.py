@@ -12,8 +12,13 @@ either). Each alert carries
   ``|`` for several fields; absent for the whole stream, since Alertmanager drops an
   empty label), the static labels of the
   configuration (``model`` or ``job``), then the rule's own ``labels``;
-* ``annotations``: ``summary``, ``description`` (the value, the rule and where it
-  fired), ``runbook_url`` when configured, then the rule's own ``annotations``;
+* ``annotations``: ``summary``, ``description`` (the transition's explanation: the
+  sentence of its ``message`` field, then the rule, the events and the event time;
+  for a transition without one, the value, the rule and where it fired), the
+  explanation's figures one per annotation (:func:`explanation_annotations`:
+  ``expr``, ``observed``, ``threshold``, ``baseline``, ``change``, ``events``,
+  ``change_start``, ``rates``, ``p_value``, where they apply), ``runbook_url`` when
+  configured, then the rule's own ``annotations``;
 * ``startsAt`` (wall-clock time it started firing), ``endsAt`` (now + 4 re-send
   intervals while firing, as Prometheus does; the resolution time once resolved) and
   ``generatorURL``.
@@ -40,7 +45,7 @@ from typing import Any, Callable, Mapping
 from streameval.io.sinks import Sink, WebhookSink
 
 __all__ = ["AlertmanagerSink", "AlertmanagerWebhookSink", "alert_for", "webhook_message",
-           "DEFAULT_RESEND_INTERVAL", "segment_value"]
+           "DEFAULT_RESEND_INTERVAL", "segment_value", "explanation_annotations"]
 
 #: Seconds between re-sends of a firing alert (Prometheus' ``resend_delay`` is 1 min).
 DEFAULT_RESEND_INTERVAL = 60.0
@@ -62,6 +67,54 @@ def segment_value(segment) -> str:
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
+
+
+def _g(x) -> str:
+    return "undefined" if x is None or x != x else f"{x:.4g}"
+
+
+def explanation_annotations(transition: Mapping) -> dict:
+    """The figures of a transition's explanation fields as Alertmanager annotations
+    (strings), for templates and receivers: ``expr`` (the rule as written),
+    ``observed`` (what the value is, the value and its interval), ``threshold``,
+    ``baseline`` and ``change`` (drop and rise rules), ``events`` (the labelled
+    events the value rests on), ``change_start`` (stream event and event time) and
+    ``rates`` (before -> after) for a detector's alarm, ``p_value``. Empty for a
+    transition without explanation fields.
+
+    >>> explanation_annotations({"value": 0.71, "expr": "recall@1000 < 0.8",
+    ...     "kind": "threshold", "value_label": "recall@1000", "op": "<", "threshold": 0.8,
+    ...     "interval": [0.66, 0.76], "interval_level": 0.99, "events": 1000})
+    {'expr': 'recall@1000 < 0.8', 'observed': 'recall@1000 = 0.71 (99% interval 0.66 to 0.76)', 'threshold': '< 0.8', 'events': '1000'}
+    """
+    if "expr" not in transition:
+        return {}
+    tr = transition
+    out = {"expr": str(tr["expr"])}
+    observed = f"{tr.get('value_label') or tr.get('metric')} = {_g(tr.get('value'))}"
+    iv, level = tr.get("interval"), tr.get("interval_level")
+    if iv and level is not None:
+        observed += f" ({level * 100:.4g}% interval {_g(iv[0])} to {_g(iv[1])})"
+    out["observed"] = observed
+    if tr.get("threshold") is not None:
+        out["threshold"] = f"{tr.get('op')} {_g(tr['threshold'])}"
+    if tr.get("baseline") is not None:
+        out["baseline"] = f"{_g(tr['baseline'])} ({tr.get('baseline_rule')})"
+    if tr.get("change") is not None:
+        unit = " (relative)" if tr.get("relative") else ""
+        out["change"] = f"{_g(tr['change'])}{unit}, rule: at least {_g(tr.get('by'))}"
+    if tr.get("events") is not None:
+        out["events"] = str(tr["events"])
+    if tr.get("change_start_n") is not None:
+        start = f"event {tr['change_start_n']}"
+        if tr.get("change_start_t") is not None:
+            start += f" ({_iso(float(tr['change_start_t']))})"
+        out["change_start"] = start
+    if tr.get("before") is not None and tr.get("after") is not None:
+        out["rates"] = f"{_g(tr['before'])} -> {_g(tr['after'])}"
+    if tr.get("p_value") is not None:
+        out["p_value"] = _g(tr["p_value"])
+    return out
 
 
 def alert_for(transition: Mapping, rule: Any = None, *, labels: Mapping[str, str] | None = None,
@@ -105,12 +158,17 @@ def alert_for(transition: Mapping, rule: Any = None, *, labels: Mapping[str, str
     }
     if t is not None:
         annotations["event_time"] = _iso(float(t))
+    explained = transition.get("message")
+    if explained:
+        annotations["description"] = f"{explained}. Rule {name}, {where}, {when}."
+        annotations.update(explanation_annotations(transition))
     if runbook_url:
         annotations["runbook_url"] = runbook_url
     annotations.update(getattr(rule, "annotations", None) or {})
     if transition.get("state") == "resolved":
-        annotations["description"] = (f"{metric} = {shown}: the rule {name} holds again in "
-                                      f"{where} ({when})")
+        annotations["description"] = (
+            f"{explained}: the rule {name} holds again in {where} ({when})" if explained
+            else f"{metric} = {shown}: the rule {name} holds again in {where} ({when})")
         ends = now
     else:
         ends = now + 4 * resend_interval

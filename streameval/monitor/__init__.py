@@ -27,7 +27,9 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
   ``"late": {name: count}`` when the monitor has windows by ``period``: the events each
   window refused as late (older than its ``lateness`` allows), in that segment, so far;
 * alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
-  "value", "segment"}``.
+  "value", "segment"}`` and its explanation's fields (``message``, ``expr``,
+  ``window``, ``events``, ``interval``, ...: :meth:`streameval.alerts.Rule.explain`,
+  read from the scope by :mod:`streameval.monitor.explain`).
 
 ``n`` is the number of events the row counts: the monitor's (all segments: the
 stream's clock) in the whole-stream row and in alert transitions, the segment's own in
@@ -37,14 +39,18 @@ without event times), ``values`` the metrics' values with NaN (undefined: no pos
 empty window) written as None; a :class:`~streameval.Tumbling` window's value is that
 of its last closed window (a partial window is not closed by :meth:`Monitor.flush`).
 Each drift test adds ``"drift.<name>.p_value"`` and
-``"drift.<name>.delta"`` to ``values`` (None until the test is ready). At an evaluation the rows of every segment are
-emitted first, then the transitions.
+``"drift.<name>.delta"`` to ``values`` (None until the test is ready), and a sequential
+detector ``"drift.<name>.change_p_value"`` (the p-value at its last detection; None
+before any). At an evaluation the rows of every segment are emitted first, then the
+transitions.
 
 Segments
 --------
 With ``group_by`` (a field name, or a list of names), each distinct segment value gets
 its own copy of every metric, drift test and rule; with ``overall=True`` (default) the
-whole stream (segment None) is monitored too. The ``segment`` of an event is the value
+whole stream (segment None) is monitored too, and with ``overall_rules=True`` (default;
+the default monitor's rules under ``group_by`` set it False) its rules are evaluated
+too. The ``segment`` of an event is the value
 of its field (a str, int, float or bool), or for several fields a tuple of values in
 ``group_by`` order (in rows, a JSON list). An event whose segment is None counts in
 the whole stream only. Rows are emitted whole stream first, then segments in order of
@@ -61,6 +67,8 @@ so, and a ``RuntimeWarning`` is issued the first time.
 
 The package, by job
 ------------------
+* :mod:`~streameval.monitor.explain`: what an alert transition rests on (its window,
+  events and interval), read from its scope when a rule makes a transition;
 * :mod:`~streameval.monitor.intake`: the Monitor's own checks on a batch, once
   (:meth:`Monitor.admit`, :meth:`Monitor.refused`), giving an
   :class:`~streameval.monitor.intake.Admitted` batch;

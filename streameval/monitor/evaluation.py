@@ -11,13 +11,15 @@ states.
 
 Row and transition formats are described in :mod:`streameval.monitor`.
 
-Imports: numpy and the standard library only (it reads scopes through their public
-methods).
+Imports: numpy, the standard library and :mod:`streameval.monitor.explain` (the
+explanation fields of a transition); it reads scopes through their public methods.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from streameval.monitor.explain import explain
 
 __all__ = ["Evaluator", "evaluation_points"]
 
@@ -124,6 +126,7 @@ class Evaluator:
                 tr = rule.evaluate(value, n=n, t=t, samples=sc.n)
                 if tr is not None:
                     tr["segment"] = sc.label
+                    tr.update(explain(rule, tr, sc, reps))  # the explanation fields
                     yield tr
 
     def evaluate(self, scopes, n, t):

@@ -126,6 +126,12 @@ class Monitor:
         The labels (as in every metric); the metrics must use the same.
     overall : bool
         With ``group_by``, monitor the whole stream (segment None) as well.
+    overall_rules : bool
+        With ``group_by``, evaluate the rules on the whole stream (segment None) as
+        well as on each segment. False: the rules watch the segments only and the
+        whole stream keeps its rows (what the default monitor does with ``group_by``:
+        one alert naming the segment that broke, not a second one on the whole stream
+        that the segment drags along).
     max_segments : int or None
         At most this many segments get their own metrics (None: no cap); the events
         of further segment values count under :data:`OTHER_SEGMENT`.
@@ -136,7 +142,7 @@ class Monitor:
 
     def __init__(self, metrics, *, rules=(), drift=None, group_by=None, every=1000,
                  every_seconds=None, pos_label=True, neg_label=None, overall=True,
-                 max_segments=DEFAULT_MAX_SEGMENTS):
+                 max_segments=DEFAULT_MAX_SEGMENTS, overall_rules=True):
         import re
 
         if not isinstance(metrics, dict) or not metrics:
@@ -164,7 +170,8 @@ class Monitor:
                 self._check_labels(name, obj)
                 seen.add(id(obj))
         for name in drift:
-            for key in (f"drift.{name}.p_value", f"drift.{name}.delta"):
+            for key in (f"drift.{name}.p_value", f"drift.{name}.delta",
+                        f"drift.{name}.change_p_value"):
                 if key in metrics:
                     raise ValueError(f"metric name {key!r} is the name of drift test {name!r}'s value")
         for name, obj in metrics.items():
@@ -210,6 +217,13 @@ class Monitor:
         if not overall and group_by is None:
             raise ValueError("overall=False needs group_by (else nothing is monitored)")
         self.overall = overall
+        if not isinstance(overall_rules, bool):
+            raise ValueError(f"overall_rules = {overall_rules!r}: must be True or False")
+        if not overall_rules and group_by is None:
+            raise ValueError("overall_rules=False needs group_by (else no rule is evaluated)")
+        #: whether the whole stream's scope evaluates the rules (with group_by: only
+        #: when asked)
+        self.overall_rules = overall_rules
         self.max_segments = check_param("max_segments", max_segments,
                                         Integer(1, allow_none=True))
         #: events counted under OTHER_SEGMENT because max_segments was reached
@@ -231,7 +245,8 @@ class Monitor:
             if getattr(obj, "period", None) is not None:
                 self._time_needed.append(f"{name!r} (a window by period)")
         for rule in self.rules:
-            if rule.for_seconds is not None or rule.cooldown_seconds is not None:
+            if (rule.for_seconds is not None or rule.cooldown_seconds is not None
+                    or rule.keep_firing_for_seconds is not None):
                 self._time_needed.append(f"rule {rule.name!r}")
         # metrics of probabilities (log loss, Brier) refuse scores outside [0, 1]: the
         # monitor checks that up front, so that no metric is left half-updated
@@ -342,6 +357,9 @@ class Monitor:
         the rules ``recall alarm`` and ``precision alarm``. Its guarantee, per segment:
         on a stationary stream of independent events, the probability that any of its
         rules fires within the first million events of a segment is at most 1%.
+        With ``group_by`` the rules watch the segments only (``overall_rules=False``:
+        the whole stream keeps its rows but raises no alert; ``overall_rules=True``
+        adds its alarms).
         ``window=`` is the older name of ``size=``.
         ``kwargs`` (``every``, ``group_by``, ...) go to the constructor.
         """
@@ -352,7 +370,7 @@ class Monitor:
         size = size if size is not None else window if window is not None else 10_000
         table = {"threshold": threshold, "size": size}
         for key in ("every", "every_seconds", "group_by", "overall", "pos_label", "neg_label",
-                    "max_segments"):
+                    "max_segments", "overall_rules"):
             if key in kwargs and kwargs[key] is not None:
                 table[key] = kwargs.pop(key)
         if kwargs:
@@ -369,7 +387,7 @@ class Monitor:
             key, label,
             {name: fresh(m) for name, m in self.metrics.items()},
             {name: fresh(d) for name, d in self.drift.items()},
-            [r.clone() for r in self.rules],
+            [r.clone() for r in self.rules] if key is not None or self.overall_rules else [],
         )
 
     def _new_segment(self, key):
@@ -802,6 +820,7 @@ class Monitor:
             "neg_label": self.neg_label,
             "overall": self.overall,
             "max_segments": self.max_segments,
+            "overall_rules": self.overall_rules,
         }
         segments = []
         for seg in self._all_segments():
@@ -838,6 +857,8 @@ class Monitor:
             pos_label=p["pos_label"], neg_label=p["neg_label"], overall=p["overall"],
             # (states from before the cap: their segments are kept, new ones capped)
             max_segments=p.get("max_segments", DEFAULT_MAX_SEGMENTS),
+            # (states from before overall_rules: the whole stream evaluated the rules)
+            overall_rules=p.get("overall_rules", True),
         )
         mon.n = d["n"]
         mon.other_events = d.get("other_events", 0)

@@ -206,7 +206,8 @@ class Scope:
 
     def values(self, reports):
         """``{name: value or None}`` of every metric, plus each drift test's p-value and
-        delta from ``reports`` (:meth:`reports`); drains closed tumbling windows."""
+        delta from ``reports`` (:meth:`reports`), and a sequential detector's
+        ``change_p_value``; drains closed tumbling windows."""
         for closed in self._queues:
             for _ in closed():
                 pass
@@ -214,6 +215,8 @@ class Scope:
         for name, rep in reports.items():
             out[f"drift.{name}.p_value"] = rep.get("p_value")
             out[f"drift.{name}.delta"] = rep.get("delta")
+            if "change_p_value" in rep:  # a sequential detector: its last change's evidence
+                out[f"drift.{name}.change_p_value"] = rep["change_p_value"]
         return out
 
     def reports(self):

@@ -534,8 +534,10 @@ def _state_rows(part, ordinal, ts, buckets, before, plan, timeline):
                       for n, m in plan.cumulative.items()}
         elif role in ("add", "sub"):
             states = plan.sliding[name][0].clone().update_trusted(*cols).to_state()
+            states["events"] = len(idx)   # (what an alert's explanation counts)
         else:
             states = plan.tumbling[name][0].clone().update_trusted(*cols).to_state()
+            states["events"] = len(idx)
         rows.append((int(e), sc, role, name, int(k), json.dumps(states)))
     return rows
 
@@ -559,8 +561,11 @@ def _merge_payload(a, b):
     from streameval.metrics.base import from_state
 
     x, y = json.loads(a), json.loads(b)
-    if "type" in x:  # one state
-        return json.dumps(from_state(x).merge(from_state(y)).to_state())
+    if "type" in x:  # one state (a window's: with the count of its events)
+        out = from_state(x).merge(from_state(y)).to_state()
+        if "events" in x:
+            out["events"] = x["events"] + y["events"]
+        return json.dumps(out)
     return json.dumps({n: from_state(x[n]).merge(from_state(y[n])).to_state() for n in x})
 
 
@@ -568,11 +573,23 @@ def _merge_payload(a, b):
 
 
 class _WindowValue:
-    """What a Monitor row and rule read of a window: ``get``, ``interval``, ``late``."""
+    """What a Monitor row and rule read of a window: ``get``, ``interval``, ``late``, and
+    what an alert's explanation reads: ``period``, the events it holds (``len``; the
+    last closed window's, ``last["n"]``, for a tumbling one)."""
 
-    def __init__(self, metric):
+    size = None
+
+    def __init__(self, metric, period=None, tumbling=False):
         self.metric = metric
         self.late = 0
+        self.period = period
+        self.n = 0
+        if tumbling:
+            self.closed = lambda: ()
+            self.last = None
+
+    def __len__(self):
+        return self.n
 
     def get(self):
         return math.nan if self.metric is None else self.metric.get()
@@ -846,9 +863,11 @@ def _walk(monitor, plan, timeline, blocks, records):
             if name in plan.cumulative:
                 metrics[name] = plan.cumulative[name].clone()
             elif name in plan.sliding:
-                metrics[name] = _WindowValue(plan.sliding[name][0].clone())
+                metrics[name] = _WindowValue(plan.sliding[name][0].clone(),
+                                             period=plan.sliding[name][1])
             elif name in plan.tumbling:
-                metrics[name] = _WindowValue(None)
+                metrics[name] = _WindowValue(None, period=plan.tumbling[name][1],
+                                             tumbling=True)
             else:  # a count window: the real one, fed the events in order
                 metrics[name] = obj.clone()
         fresh = monitor.new_scope(key)  # the drift tests and rule instances of a new scope
@@ -888,8 +907,10 @@ def _walk(monitor, plan, timeline, blocks, records):
                     scope.metrics[name].merge(from_state(st))
             elif role == "add":
                 scope.metrics[r["name"]].metric.merge(from_state(state))
+                scope.metrics[r["name"]].n += state.get("events", 0)
             elif role == "sub":
                 scope.metrics[r["name"]].metric.subtract(from_state(state))
+                scope.metrics[r["name"]].n -= state.get("events", 0)
             elif role == "ord":
                 y = _unpack(state["y"], bool)
                 sc_ = _unpack(state["s"], np.float64)
@@ -903,6 +924,7 @@ def _walk(monitor, plan, timeline, blocks, records):
             elif r["k"] >= tum.get(r["name"], -math.inf):  # a tumbling window closed here
                 tum[r["name"]] = r["k"]
                 scope.metrics[r["name"]].metric = from_state(state)
+                scope.metrics[r["name"]].last = {"n": state.get("events", 0)}
             pending = next(it, None)
         for sc, (scope, _, _) in scopes.items():
             scope.n = int(counts[sc][i])
