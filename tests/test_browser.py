@@ -219,7 +219,7 @@ def post(url, events, token):
 def test_live_page_shows_metrics_then_an_alert_posted_over_http(browser, tmp_path, artifacts):
     from selenium.webdriver.common.by import By
 
-    token = "s3cret-token"
+    token = "s3cret-token-of-32-bytes-at-least"
     proc, url = start_serve(tmp_path, token)
     try:
         # the data is guarded like /snapshot; the page itself holds none
@@ -306,7 +306,7 @@ def test_live_routes_guarded_and_data_equal_to_the_monitor(tmp_path):
 
     from streameval.service import BackgroundServer
 
-    token = "t0ken"
+    token = "t0ken-of-sixteen-bytes"
     config = {"monitor": {"every": 50, "group_by": "country",
                           "metrics": {"auc": "roc_auc", "recall": "recall"},
                           "rules": ["recall < 0.5"]}}
