@@ -66,7 +66,12 @@ from streameval.metrics.base import (
     has_interval,
 )
 from streameval.metrics import ranges, scoreorder
-from streameval.metrics.scoreorder import ScoreOrder, delong_variance
+from streameval.metrics.scoreorder import (
+    DEFAULT_MAX_SCORES,
+    ScoreOrder,
+    coarse_key,
+    delong_variance,
+)
 from streameval.validation import REVERT_SLACK as _SLACK
 from streameval.validation import (
     MAX_WEIGHT,
@@ -91,6 +96,7 @@ __all__ = [
     "PRCurve",
     "order_key",
     "OrderView",
+    "DEFAULT_MAX_SCORES",
 ]
 
 _NAN = math.nan
@@ -116,6 +122,11 @@ DEFER_REBUILD_RATIO = 30
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _check_max_scores(max_scores):
+    """``max_scores``: None (exact, unbounded) or the cap, an integer >= 16."""
+    return check_param("max_scores", max_scores, Integer(16, allow_none=True))
 
 
 def _check_bins(bins):
@@ -325,6 +336,16 @@ def _auc_bound(order):
     return 0.5 * float(np.dot(w[0], w[1])) / (order.pos_weight * order.neg_weight)
 
 
+def _pairs_bound(order):
+    """:func:`_auc_bound` of a coarsened order (products summed by numpy, no ``np.dot``:
+    see :mod:`streameval.metrics.levels`)."""
+    if not (order.nz_pos and order.nz_neg):
+        return _NAN
+    wp, wn = order.weights()
+    wp *= wn
+    return 0.5 * float(wp.sum()) / (order.pos_weight * order.neg_weight)
+
+
 def _delong(order, auc):
     """DeLong's variance of ``auc``, the AUC of ``order`` (read as ``get`` reads it:
     after merging deferred events and :meth:`ScoreOrder.refresh`), from its per-score
@@ -390,9 +411,15 @@ class _BinaryRanking(BinaryMetric):
     #: use instead (Spark's refusal of its per-score state); None where it is
     _per_score = None
 
-    def __init__(self, pos_label=True, neg_label=None, bins=None):
+    def __init__(self, pos_label=True, neg_label=None, bins=None, max_scores=None):
         super().__init__(pos_label, neg_label)
         self._bins = _check_bins(bins)
+        #: the bounded order's cap (see :meth:`_bound`): None, exact and unbounded
+        cap = _check_max_scores(max_scores)
+        self._cap = None if self._bins else cap
+        self._unchecked = 0  # single events added since the cap was last checked
+        self._bound_key = None  # (order, stamp) of the cached error bound
+        self._bound_value = _NAN
         self._so = ScoreOrder()
         # bound methods on the instance: one attribute lookup less per event
         self._add = self._so.add
@@ -427,6 +454,47 @@ class _BinaryRanking(BinaryMetric):
             per_score=None if binned else self._per_score,
             error_bound=binned)
 
+    def _params(self):
+        # the default cap is left out of states: they stay as without one, and a
+        # state without it loads with the default
+        params = super()._params()
+        if params.get("max_scores", 0) == DEFAULT_MAX_SCORES:
+            del params["max_scores"]
+        return params
+
+    def _bound(self):
+        """Keep the order within its cap: once it holds more than twice ``max_scores``
+        entries, coarsen its keys until at most ``max_scores`` distinct keys are left
+        (:meth:`ScoreOrder.coarsen`). Amortised `O(1)` numpy work per entry added: a
+        coarsening costs `O(n log(bits))` and comes after at least ``max_scores`` new
+        entries."""
+        self._unchecked = 0
+        cap = self._cap
+        if cap is not None and self._so.size() > 2 * cap:
+            self._so.coarsen(cap)
+
+    @property
+    def exact(self):
+        """Whether ``get()`` is the exact value (the order's keys are the scores
+        themselves: no ``bins``, not coarsened)."""
+        return not self._bins and self._so.bits is None
+
+    def read_size(self):
+        """How many stored entries a fresh ``get()`` and ``error_bound()`` read
+        together: 0 when both are `O(1)` (an exact ``ROCAUC``), else the order's size
+        (what a Monitor's evaluator weighs to decide how often to recompute a
+        cumulative value, see :mod:`streameval.monitor.scopes`)."""
+        return self._so.size()
+
+    def _cached_bound(self, compute):
+        """``compute(order)``, cached until the order changes."""
+        o = self._order
+        key = self._bound_key
+        if key is None or key[0] is not o or key[1] != o.stamp:
+            self._bound_value = compute(o)
+            self._bound_key = (o, o.stamp)
+        return self._bound_value
+
     @property
     def _order(self):
         """The score order, with any deferred events merged in (a read), its ``U`` and
@@ -460,9 +528,14 @@ class _BinaryRanking(BinaryMetric):
             so.add_entries(*_aggregate(*self._pending()))
         else:
             add = self._add
+            if so.bits is not None:
+                bits = so.bits
+                ps = [coarse_key(x, bits) for x in ps]
             for e in zip(ps, py, pw):
                 add(*e)
         self._forget_pending(so.size())
+        if self._cap is not None:
+            self._bound()
 
     def _pending(self):
         """The deferred events as one batch: (labels, scores, weights or None)."""
@@ -472,7 +545,7 @@ class _BinaryRanking(BinaryMetric):
             chunks.append((np.array(py, dtype=bool), np.array(ps),
                            None if (w == 1.0).all() else w))
         labels = np.concatenate([c[0] for c in chunks])
-        scores = np.concatenate([c[1] for c in chunks])
+        scores = self._so.keys_of(np.concatenate([c[1] for c in chunks]))
         weights = None
         if any(c[2] is not None for c in chunks):
             weights = np.concatenate([np.ones(len(c[1])) if c[2] is None else c[2]
@@ -509,6 +582,15 @@ class _BinaryRanking(BinaryMetric):
             self._flush()
         if self._streak < DEFER_AFTER and self._so._levels is None:  # (not levelled)
             self._streak += 1
+            if self._cap is not None:  # (bounded: keys may be coarse; the cap checked)
+                bits = self._so.bits
+                if bits is not None:
+                    y_pred = coarse_key(y_pred, bits)
+                self._unchecked += 1
+                if self._unchecked > self._cap >> 4:
+                    self._add(y_pred, positive, w)
+                    self._bound()
+                    return
             self._add(y_pred, positive, w)
         else:
             ps = self._ps
@@ -542,6 +624,8 @@ class _BinaryRanking(BinaryMetric):
         if self._ps or self._chunks:
             self._flush()
         self._streak = 0
+        if self._so.bits is not None:
+            s = coarse_key(s, self._so.bits)
         try:
             self._remove(s, positive, w)
         except KeyError:
@@ -555,7 +639,8 @@ class _BinaryRanking(BinaryMetric):
         The same checks and result as the two calls, with one layer of calls less per
         event; if the old event is not stored, nothing changes (``ValueError``)."""
         so = self._so
-        if self._bins or self._ps or self._chunks or so._levels is not None:
+        if (self._bins or self._ps or self._chunks or so._levels is not None
+                or so.bits is not None):
             self.update(y_true, y_pred, w)
             self.revert(y_old, s_old, w_old)
             return
@@ -636,10 +721,10 @@ class _BinaryRanking(BinaryMetric):
         m = len(s)
         if not m:
             return self
-        keys = _bin_array(s, self._bins) if self._bins else s
-        removed = _aggregate(y, keys, w)
         if self._gone:  # deferred removals first (the same bits: see _revert_later)
             self._flush()
+        keys = self._so.keys_of(_bin_array(s, self._bins) if self._bins else s)
+        removed = _aggregate(y, keys, w)
         if self._ps or self._chunks:
             # deferred events (a window's new batch) and this slice out in one go (a
             # small order: one merge and one rebuild for both)
@@ -647,10 +732,16 @@ class _BinaryRanking(BinaryMetric):
                 self._so.replace_entries(_aggregate(*self._pending()), removed)
                 self._forget_pending(self._so.size())
                 self._streak = 0
+                if self._cap is not None:
+                    self._bound()
                 return self
             except KeyError:
                 pass  # refused: state unchanged; the path below names the event
+        bits = self._so.bits
         order = self._order  # merges deferred events: they may be among those reverted
+        if order.bits != bits:  # (that merge coarsened the keys)
+            keys = order.keys_of(keys)
+            removed = _aggregate(y, keys, w)
         try:
             order.remove_entries(*removed)
         except KeyError:
@@ -674,7 +765,7 @@ class _BinaryRanking(BinaryMetric):
         rebuild of the order instead of one per slice: `O(n + m)` numpy."""
         so = self._so
         most = so.size() + self._nchunked  # (stored and deferred: the largest size)
-        if (self._bins or self._ps or so._arrays is None or not so.unit
+        if (self._bins or self._ps or so._arrays is None or not so.unit or so.bits is not None
                 or most > scoreorder.FLAT_MAX or (most >> 1) > DEFER_LIMIT
                 or any(c[2] is not None for c in self._chunks)
                 or any(w is not None for _, _, w in slices)):
@@ -711,6 +802,7 @@ class _BinaryRanking(BinaryMetric):
         so = self._so
         most = so.size() + self._nchunked  # (stored and deferred: the largest size)
         if (self._bins or self._ps or not self._chunks or so._arrays is None
+                or so.bits is not None
                 or not so.unit or most > scoreorder.FLAT_MAX
                 or any(c[2] is not None for c in self._chunks)
                 or any(w is not None for _, _, w in slices)):
@@ -721,6 +813,8 @@ class _BinaryRanking(BinaryMetric):
 
     def _merge(self, other):
         self._order.merge(other._order)
+        if self._cap is not None:
+            self._bound()
 
     def _subtract(self, other):
         # both orders read through ``_order``: deferred events merged in first
@@ -768,7 +862,7 @@ def order_key(metric):
     the same events hold the same order (cumulative AUC and AP, ROC and PR curves...),
     so a Monitor keeps one and reads it for both (:class:`OrderView`)."""
     if isinstance(metric, _BinaryRanking):
-        return (metric.pos_label, metric.neg_label, metric._bins)
+        return (metric.pos_label, metric.neg_label, metric._bins, metric._cap)
     return None
 
 
@@ -812,6 +906,18 @@ class OrderView(SharedView):
     def _has_interval(self):
         return has_interval(self._metric)
 
+    def error_bound(self):
+        """The template kind's ``error_bound()`` on the owner's order."""
+        return self._linked().error_bound()
+
+    def read_size(self):
+        """The template kind's :meth:`_BinaryRanking.read_size` on the owner's order."""
+        return self._linked().read_size()
+
+    @property
+    def exact(self):
+        return self._linked().exact
+
     def to_state(self):
         mine = self._metric.to_state()
         mine["data"] = self._inner(self.owner)._get_data()
@@ -831,7 +937,8 @@ class _RankingFront(Cases):
     public signature and the dispatch on ``average`` (None: binary, else multiclass
     one-vs-rest)."""
 
-    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
         """The public signature (configs and ``help`` read it); ``__new__`` returns a
         case class's object, whose own ``__init__`` (same parameters) runs instead."""
 
@@ -902,10 +1009,12 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
 
     _ranges = ranges.AUC  # U = U_hi + U_lo + P_hi * N_lo over score ranges
 
-    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
-        _BinaryRanking.__init__(self, pos_label, neg_label, bins)
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
+        _BinaryRanking.__init__(self, pos_label, neg_label, bins, max_scores)
         self.bins = self._bins
         self.average = None
+        self.max_scores = max_scores
 
     def get(self):
         """``U / (P * N)``, or NaN. Runtime complexity: `O(1)` (after merging any
@@ -988,7 +1097,10 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
         2018). Attained when every bin has its positives above (or below) its
         negatives. NaN when the AUC is undefined. Runtime complexity: `O(bins)`."""
         if not self._bins:
-            return 0.0 if self._order.nz_pos and self._order.nz_neg else _NAN
+            o = self._order
+            if o.bits is None:
+                return 0.0 if o.nz_pos and o.nz_neg else _NAN
+            return self._cached_bound(_pairs_bound)
         return _auc_bound(self._order)
 
 
@@ -1012,9 +1124,11 @@ class Gini(_BinaryROCAUC):
 
     _ranges = ranges.GINI
 
-    def __init__(self, bins=None, pos_label=True, neg_label=None):
-        _BinaryRanking.__init__(self, pos_label, neg_label, bins)
+    def __init__(self, bins=None, pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
+        _BinaryRanking.__init__(self, pos_label, neg_label, bins, max_scores)
         self.bins = self._bins
+        self.max_scores = max_scores
 
     def get(self):
         """``2 * AUC - 1``, or NaN. Runtime complexity: `O(1)`. (Doubling is exact in
@@ -1095,10 +1209,12 @@ class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
 
     _ranges = ranges.AP  # the ranges' sums of precision at each positive, over P
 
-    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
-        _BinaryRanking.__init__(self, pos_label, neg_label, bins)
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
+        _BinaryRanking.__init__(self, pos_label, neg_label, bins, max_scores)
         self.bins = self._bins
         self.average = None
+        self.max_scores = max_scores
 
     def get(self):
         """AP, or NaN. Runtime complexity: `O(n)` numpy, `O(1)` if unchanged."""
@@ -1110,7 +1226,10 @@ class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
         Runtime complexity: `O(bins)`.
         """
         if not self._bins:
-            return 0.0 if self._order.nz_pos else _NAN
+            o = self._order
+            if o.bits is None:
+                return 0.0 if o.nz_pos else _NAN
+            return self._cached_bound(_ap_bound)
         return _ap_bound(self._order)
 
 
@@ -1693,13 +1812,16 @@ class _MultiClassROCAUC(ROCAUC, _OVRRanking, case="multiclass"):
     1.0
     """
 
-    _state_exclude = ("cm", "pos_label", "neg_label")  # as the states of earlier versions
+    _state_exclude = ("cm", "pos_label", "neg_label", "max_scores")  # as the states of earlier versions
     _value = staticmethod(ScoreOrder.auc)
     _bound = staticmethod(_auc_bound)
 
-    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None):
+    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
         _binary_labels_only(pos_label, neg_label)
         _OVRRanking.__init__(self, average, bins)
+        # (one-vs-rest orders are kept exact: the cap applies to binary orders)
+        self.max_scores = _check_max_scores(max_scores)
 
     # -- confidence interval (DeLong per class) ---------------------------------
     _has_interval = True
@@ -1785,10 +1907,13 @@ class _MultiClassAveragePrecision(AveragePrecision, _OVRRanking, case="multiclas
     0.666667
     """
 
-    _state_exclude = ("cm", "pos_label", "neg_label")
+    _state_exclude = ("cm", "pos_label", "neg_label", "max_scores")
     _value = staticmethod(_average_precision)
     _bound = staticmethod(_ap_bound)
 
-    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None):
+    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
         _binary_labels_only(pos_label, neg_label)
         _OVRRanking.__init__(self, average, bins)
+        # (one-vs-rest orders are kept exact: the cap applies to binary orders)
+        self.max_scores = _check_max_scores(max_scores)
