@@ -417,7 +417,8 @@ class _BinaryRanking(BinaryMetric):
         #: the bounded order's cap (see :meth:`_bound`): None, exact and unbounded
         cap = _check_max_scores(max_scores)
         self._cap = None if self._bins else cap
-        self._unchecked = 0  # single events added since the cap was last checked
+        # the count of events (stored and deferred) at which the cap is next checked
+        self._next_check = None if self._cap is None else 2 * self._cap
         self._bound_key = None  # (order, stamp) of the cached error bound
         self._bound_value = _NAN
         self._so = ScoreOrder()
@@ -462,16 +463,23 @@ class _BinaryRanking(BinaryMetric):
             del params["max_scores"]
         return params
 
+    def _events(self):
+        """Events stored and deferred (what the cap's checks count)."""
+        so = self._so
+        return so.n_pos + so.n_neg + len(self._ps) + self._nchunked
+
     def _bound(self):
-        """Keep the order within its cap: once it holds more than twice ``max_scores``
-        entries, coarsen its keys until at most ``max_scores`` distinct keys are left
-        (:meth:`ScoreOrder.coarsen`). Amortised `O(1)` numpy work per entry added: a
-        coarsening costs `O(n log(bits))` and comes after at least ``max_scores`` new
-        entries."""
-        self._unchecked = 0
-        cap = self._cap
-        if cap is not None and self._so.size() > 2 * cap:
-            self._so.coarsen(cap)
+        """Keep the order within its cap, at fixed event counts: at ``2 * max_scores``
+        events, then every ``max_scores`` more, the deferred events are merged and the
+        keys coarsened until at most ``max_scores`` distinct keys are left
+        (:meth:`ScoreOrder.coarsen`), so the order never holds more than twice
+        ``max_scores`` distinct keys. The checks fall at the same counts however the
+        events came in (one by one, batches, deferred, a state restored), so the
+        result depends on the events only. Amortised `O(1)` numpy work per event: a
+        check costs `O(n log(bits))` and comes every ``max_scores`` events."""
+        so = self._order  # (merges the deferred events)
+        so.coarsen(self._cap)
+        self._next_check = so.n_pos + so.n_neg + self._cap
 
     @property
     def exact(self):
@@ -480,11 +488,14 @@ class _BinaryRanking(BinaryMetric):
         return not self._bins and self._so.bits is None
 
     def read_size(self):
-        """How many stored entries a fresh ``get()`` and ``error_bound()`` read
-        together: 0 when both are `O(1)` (an exact ``ROCAUC``), else the order's size
-        (what a Monitor's evaluator weighs to decide how often to recompute a
-        cumulative value, see :mod:`streameval.monitor.scopes`)."""
-        return self._so.size()
+        """At most how many entries a fresh ``get()`` and ``error_bound()`` read
+        together: 0 when both are `O(1)` (an exact ``ROCAUC``), else the events stored
+        and deferred, at most twice ``max_scores``: what a Monitor's evaluator weighs to
+        decide how often to recompute a cumulative value (see
+        :mod:`streameval.monitor.scopes`). A function of the events counted, not of the
+        order's layout."""
+        n = self._events()
+        return n if self._cap is None else min(n, 2 * self._cap)
 
     def _cached_bound(self, compute):
         """``compute(order)``, cached until the order changes."""
@@ -534,8 +545,6 @@ class _BinaryRanking(BinaryMetric):
             for e in zip(ps, py, pw):
                 add(*e)
         self._forget_pending(so.size())
-        if self._cap is not None:
-            self._bound()
 
     def _pending(self):
         """The deferred events as one batch: (labels, scores, weights or None)."""
@@ -582,15 +591,9 @@ class _BinaryRanking(BinaryMetric):
             self._flush()
         if self._streak < DEFER_AFTER and self._so._levels is None:  # (not levelled)
             self._streak += 1
-            if self._cap is not None:  # (bounded: keys may be coarse; the cap checked)
-                bits = self._so.bits
-                if bits is not None:
-                    y_pred = coarse_key(y_pred, bits)
-                self._unchecked += 1
-                if self._unchecked > self._cap >> 4:
-                    self._add(y_pred, positive, w)
-                    self._bound()
-                    return
+            bits = self._so.bits
+            if bits is not None:
+                y_pred = coarse_key(y_pred, bits)
             self._add(y_pred, positive, w)
         else:
             ps = self._ps
@@ -599,6 +602,8 @@ class _BinaryRanking(BinaryMetric):
             self._pw.append(w)
             if len(ps) >= self._limit:
                 self._flush()
+        if self._next_check is not None and self._events() >= self._next_check:
+            self._bound()
 
     def revert(self, y_true, y_pred, w=1.0):
         """Remove one event added earlier. Runtime complexity: `O(log(n))`.
@@ -682,6 +687,20 @@ class _BinaryRanking(BinaryMetric):
         events reach half the stored scores), so that many small batches cost one merge.
         """
         m = len(s)
+        nxt = self._next_check
+        if nxt is not None and m and self._events() + m >= nxt:
+            # the cap's check falls inside this batch: at its exact count
+            j = max(nxt - self._events(), 0)
+            if j:
+                self._take(y[:j], s[:j], None if w is None else w[:j])
+            self._bound()
+            if j < m:
+                self.update_trusted(y[j:], s[j:], None if w is None else w[j:])
+            return self
+        return self._take(y, s, w)
+
+    def _take(self, y, s, w):
+        m = len(s)
         if m:
             if self._bins:
                 s = _bin_array(s, self._bins)
@@ -732,8 +751,6 @@ class _BinaryRanking(BinaryMetric):
                 self._so.replace_entries(_aggregate(*self._pending()), removed)
                 self._forget_pending(self._so.size())
                 self._streak = 0
-                if self._cap is not None:
-                    self._bound()
                 return self
             except KeyError:
                 pass  # refused: state unchanged; the path below names the event
@@ -813,7 +830,7 @@ class _BinaryRanking(BinaryMetric):
 
     def _merge(self, other):
         self._order.merge(other._order)
-        if self._cap is not None:
+        if self._next_check is not None and self._events() >= self._next_check:
             self._bound()
 
     def _subtract(self, other):
@@ -824,7 +841,10 @@ class _BinaryRanking(BinaryMetric):
                              (lambda k: f"bin {int(k)}") if bins else None)
 
     def _get_data(self):
-        return self._order.to_data()
+        data = self._order.to_data()
+        if self._next_check is not None and self._next_check != 2 * self._cap:
+            data["next_check"] = self._next_check  # (after the first check only)
+        return data
 
     def _set_data(self, data):
         self._cached_stamp = -1
@@ -832,6 +852,12 @@ class _BinaryRanking(BinaryMetric):
             pending.clear()
         self._nchunked = 0
         self._order.set_data(data)
+        if self._cap is not None:
+            nxt = data.get("next_check", 2 * self._cap)
+            if type(nxt) is not int or nxt < 0:
+                self._order.clear()
+                raise ValueError(f"bad state: next_check = {nxt!r}")
+            self._next_check = nxt
         if self._bins and len(self._order) and not np.isin(
             self._order.arrays()[0], np.arange(self._bins, dtype=np.float64)
         ).all():
