@@ -730,7 +730,9 @@ class Monitor:
         holds its JSON form), ``n`` the segment's events, ``values`` its metrics (None
         where NaN) and ``drift`` its drift reports; with windows by ``period`` each
         segment also has ``late`` (``{name: events refused as late}``). Values are
-        computed now, not at the last evaluation.
+        computed now, not at the last evaluation (an idle segment's are cached since);
+        a segment whose values are not all exact (coarsened cumulative AUC or AP past
+        ``max_scores`` distinct scores, bins) has ``error_bounds`` ``{name: bound}``.
         """
         segments = {}
         late = self._late_names
@@ -744,6 +746,9 @@ class Monitor:
             }
             if late:
                 segments[seg.key]["late"] = seg.late(late)
+            bounds = seg.error_bounds()
+            if bounds:
+                segments[seg.key]["error_bounds"] = bounds
         return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
                 "other_events": self.other_events, "max_segments": self.max_segments,
                 "warnings": list(self.warnings)}
@@ -813,6 +818,8 @@ class Monitor:
                 "drift": {name: d.to_state() for name, d in seg.drift.items()},
                 "rules": [r.to_state() for r in seg.rules],
             })
+            if seg.eval_state() is not None:  # (the evaluator's: idle rows, held values)
+                segments[-1]["evaluation"] = seg.eval_state()
         data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n, "segments": segments,
                 "other_events": self.other_events, "warnings": list(self.warnings),
                 "probe_segments": self._probe_segments}
@@ -860,6 +867,7 @@ class Monitor:
                 [Rule.from_state(rs) for rs in s["rules"]],
             )
             seg.n = s["n"]
+            seg.set_eval_state(s.get("evaluation"))
             if key is None:
                 mon._overall = seg
             else:
