@@ -125,7 +125,10 @@ DEFER_REBUILD_RATIO = 30
 
 
 def _check_max_scores(max_scores):
-    """``max_scores``: None (exact, unbounded) or the cap, an integer >= 16."""
+    """``max_scores``: None or 0 (exact, unbounded; 0 is what a TOML config can say)
+    or the cap, an integer >= 16. Returns the cap or None."""
+    if max_scores == 0 and type(max_scores) is int:
+        return None
     return check_param("max_scores", max_scores, Integer(16, allow_none=True))
 
 

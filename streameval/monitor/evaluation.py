@@ -90,7 +90,7 @@ class Evaluator:
         self.on_alert = [] if on_alert is None else on_alert
         self.late = list(late)
 
-    def rows(self, scopes, n, t):
+    def rows(self, scopes, n, t, fresh=False):
         """``(rows, values, reports)``: one metrics row per scope (the whole stream's
         ``n`` is ``n``; a segment's is its own, with ``stream_n``), and each scope's
         values and drift reports, read once."""
@@ -99,7 +99,7 @@ class Evaluator:
         rows = []
         values = []
         for sc, reps in zip(scopes, reports):
-            vals, bounds, as_of = sc.read(reps)
+            vals, bounds, as_of = sc.read(reps, fresh)
             values.append(vals)
             # a segment row counts the segment's events; stream_n places it in the stream
             row = ({"n": n, "t": t, "segment": None, "values": vals} if sc.key is None else
@@ -140,15 +140,16 @@ class Evaluator:
                     tr["segment"] = sc.label
                     yield tr
 
-    def evaluate(self, scopes, n, t):
+    def evaluate(self, scopes, n, t, fresh=False):
         """One evaluation point: a row per scope to ``on_metrics`` (every row first), then
         the rules' transitions to ``on_alert``. ``n`` is the stream's count, ``t`` its
-        newest event time (None: none)."""
+        newest event time (None: none); ``fresh``: every value computed now (the end of
+        a stream), none held."""
         # idle segments (no event since their last row) write no row; their rules are
         # evaluated only while one is pending or firing (their inputs did not change)
         scopes = [sc for sc in scopes if not sc.idle()
                   or any(r.active is not None for r in sc.rules)]
-        rows, values, reports = self.rows(scopes, n, t)
+        rows, values, reports = self.rows(scopes, n, t, fresh)
         rows = [row for row in rows if not row.pop("idle", False)]
         for row in rows:
             for cb in self.on_metrics:

@@ -674,12 +674,12 @@ class Monitor:
     # ------------------------------------------------------------------- evaluation
 
     # ------------------------------------------------------------------- evaluation
-    def _evaluate(self):
+    def _evaluate(self, fresh=False):
         """One evaluation point: a row per segment, then the rules. Idempotent per n."""
         if self._last_eval_n == self.n:
             return
         self._last_eval_n = self.n
-        self._evaluator.evaluate(list(self._all_segments()), self.n, self.t)
+        self._evaluator.evaluate(list(self._all_segments()), self.n, self.t, fresh)
 
     def evaluate(self):
         """Evaluate now (rows and rules), unless already done at this ``n``."""
@@ -688,12 +688,17 @@ class Monitor:
     def flush(self):
         """End of the stream: make sure the final state is in the timeline.
 
-        Evaluates (rows for every segment, rules) unless the last evaluation was at
-        the current ``n``. Idempotent.
+        Evaluates (rows for every segment that counted events since its last row,
+        rules) unless the last evaluation was at the current ``n`` with every whole-stream
+        value fresh; every value of this evaluation is computed now (none held).
+        Idempotent.
         """
         if self._probe_segments and self.n:
             self._check_group_by()
-        self._evaluate()
+        if self._last_eval_n == self.n and self._overall is not None and any(
+                h[2] != self._overall.n for h in self._overall.held.values()):
+            self._last_eval_n = None  # the last row held values: the end is written fresh
+        self._evaluate(fresh=True)
 
     def _check_group_by(self, keys=(), codes=None, upto=0):
         """Warn (once) about the ``group_by`` fields that had no value in the first

@@ -251,20 +251,22 @@ class Scope:
         """``{name: value or None}`` of every metric, plus each drift test's p-value and
         delta from ``reports`` (:meth:`reports`); drains closed tumbling windows. All
         computed now (cached while the scope counts no new event)."""
-        return self.read(reports, fresh=True)[0]
+        return self.read(reports, fresh=True, hold=False)[0]
 
     def error_bounds(self):
         """``{name: bound}`` of the metrics whose current value is not exact (a
         coarsened score order, bins): ``|value - exact| <= bound``. Empty when every
         value is exact."""
-        return dict(self.read({}, fresh=True)[1])
+        return dict(self.read({}, fresh=True, hold=False)[1])
 
-    def read(self, reports, fresh=False):
+    def read(self, reports, fresh=False, hold=True):
         """``(values, error_bounds, as_of)`` for a row: :meth:`values`, where a
         cumulative value whose read costs `O(n)` may be the last one computed
         (:data:`HOLD_FROM`; never with ``fresh``), ``error_bounds`` ``{name: bound}``
         of the values that are not exact, and ``as_of`` ``{name: n}`` the scope's count
-        that each held value covers (only those older than now).
+        that each held value covers (only those older than now). ``hold``: the values
+        computed here become the held ones (an evaluation's read; a snapshot's does not,
+        so that rows never depend on when snapshots were taken).
 
         Runtime complexity: one ``get`` per metric, except held values: `O(1)`."""
         for closed in self._queues:
@@ -272,7 +274,7 @@ class Scope:
                 pass
         n = self.n
         cached = self._fresh
-        if cached is not None and cached[0] == n:
+        if fresh and cached is not None and cached[0] == n:
             out, bounds = dict(cached[1]), dict(cached[2])
             as_of = {}
         else:
@@ -297,7 +299,7 @@ class Scope:
                 out[name] = v
                 if b:
                     bounds[name] = b
-                if size_of is not None:
+                if size_of is not None and hold:
                     held[name] = [v, b, n]
             if not as_of:
                 self._fresh = (n, dict(out), dict(bounds))
