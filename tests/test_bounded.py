@@ -288,3 +288,39 @@ def test_idle_segments_write_no_row_and_keep_their_last_one():
     assert [(a["segment"], a["state"]) for a in tr] == [(None, "pending"), ("b", "pending")]
     mon2.update_many([1, 1], [0.9, 0.9], segment=["a", "a"])  # b idle, still pending
     assert ("b", "firing") in [(a["segment"], a["state"]) for a in tr]
+
+
+def test_prometheus_error_bound_series_only_for_values_that_are_not_exact():
+    pytest.importorskip("prometheus_client")
+    from collections import defaultdict
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from streameval.service.exposition import MonitorCollector
+
+    class Engine:  # what the collector reads: a function of the monitor and counters
+        def __init__(self, monitor):
+            self.monitor = monitor
+
+        def read(self, fn):
+            return fn(self.monitor, defaultdict(int))
+
+    def text(monitor):
+        reg = CollectorRegistry()
+        reg.register(MonitorCollector(Engine(monitor)))
+        return generate_latest(reg).decode()
+
+    rng = np.random.default_rng(9)
+    y = rng.random(500) < 0.3
+    s = rng.random(500)
+    exact = se.Monitor({"auc": se.ROCAUC()})
+    exact.update_many(y, s)
+    assert "error_bound" not in text(exact)
+    bounded = se.Monitor({"auc": se.ROCAUC(max_scores=16)})
+    bounded.update_many(y, s)
+    want = bounded.segment_metrics()["auc"].error_bound()
+    assert want > 0
+    line = [x for x in text(bounded).splitlines()
+            if x.startswith("streameval_metric_error_bound{")]
+    assert line == [f'streameval_metric_error_bound{{metric="auc",segment="",window="cumulative"}} '
+                    f'{want!r}']
