@@ -27,9 +27,17 @@ bulk at the next read (:data:`DEFER_AFTER`); one read after every event never de
 A count window's expired events are deferred the same way where that gives the same
 bits (the declared ``revert_later``: weights of 1, a small order), so that a window fed batches
 and read every few of them rebuilds its order once per read.
-Memory grows with distinct scores, not with events. ``bins=N`` (``ROCAUC``, ``Gini``,
-``AveragePrecision``) bounds it to ``N`` equal-width bins over ``[0, 1]``, and
-``error_bound()`` then gives a guaranteed bound on the distance to the exact value.
+Memory grows with distinct scores, not with events, up to a cap: ``ROCAUC``, ``Gini``
+and ``AveragePrecision`` (binary) take ``max_scores`` (default
+:data:`~streameval.metrics.scoreorder.DEFAULT_MAX_SCORES`; None: exact and unbounded).
+At ``2 * max_scores`` events and every ``max_scores`` more, an order with more distinct
+scores coarsens its keys (mantissa truncation, :meth:`ScoreOrder.coarsen`) down to at
+most ``max_scores``; ``get()`` is then the exact value of the coarse keys and
+``error_bound()`` its proven distance to the exact one (0 while exact): for AUC half the
+weight of the (positive, negative) pairs that share a key over ``P * N`` (their true
+credit is 0, 1/2 or 1, counted 1/2), for AP the larger distance to the values with each
+key's positives first and last (:func:`_ap_bound`). ``bins=N`` bounds memory to ``N``
+equal-width bins over ``[0, 1]`` from the first event, with the same bounds.
 
 Multiclass: ``ROCAUC(average=...)`` and ``AveragePrecision(average=...)`` with
 ``average="macro" | "weighted" | "micro"`` are one-vs-rest over the classes seen; each

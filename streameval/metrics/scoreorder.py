@@ -56,7 +56,11 @@ path). Weights other than 1 add the counts (8 bytes per entry),
 fractional ones each score's exact weight (8 more).
 
 Memory grows with distinct scores, not with events: a score whose last event is
-reverted is deleted. Exactness: with integer weights (the usual ``w=1``) every sum is an
+reverted is deleted. A bounded order (:meth:`ScoreOrder.coarsen`, what the metrics'
+``max_scores`` drives) stores each score under a coarser key, its mantissa truncated to
+:attr:`ScoreOrder.bits` bits (:func:`coarse_key`: monotone, exact, nested), so that it
+holds at most a given number of keys; ``U`` is then the statistic of the keys (pairs
+inside a key count one half) and its state records ``bits``. Exactness: with integer weights (the usual ``w=1``) every sum is an
 integer and ``U`` a multiple of 1/2, exact while ``P * N < 2**52`` (about 10**8 events);
 with fractional weights the sums carry the rounding of their additions (a few ulps per
 operation: 50 000 events with reverts stay within 1e-12 of scikit-learn, tested), and a
