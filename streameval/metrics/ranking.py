@@ -1038,6 +1038,13 @@ class ROCAUC(_RankingFront):
         probabilities.
     pos_label, neg_label
         The positive and negative labels (binary).
+    max_scores
+        The binary order's cap (default
+        :data:`~streameval.metrics.scoreorder.DEFAULT_MAX_SCORES`): past ``2 *
+        max_scores`` events on more distinct scores, keys are coarsened to at most
+        ``max_scores`` and ``error_bound()`` bounds the distance to the exact value.
+        None (or 0) keeps it exact and unbounded: 16 to 28 bytes per distinct score.
+        One-vs-rest orders are always exact.
     """
 
 
@@ -1157,6 +1164,8 @@ class Gini(_BinaryROCAUC):
         As for :class:`ROCAUC`; ``error_bound()`` is twice the AUC's.
     pos_label, neg_label
         The positive and negative labels.
+    max_scores
+        As for :class:`ROCAUC`.
     """
 
     _ranges = ranges.GINI
@@ -1238,6 +1247,9 @@ class AveragePrecision(_RankingFront):
         multiclass, equal to ``average_precision_score`` on one-hot labels.
     pos_label, neg_label
         The positive and negative labels (binary).
+    max_scores
+        As for :class:`ROCAUC` (``error_bound()`` then bounds the AP's distance to the
+        exact one).
     """
 
 
