@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 import streameval as se
-from streameval.metrics.scoreorder import coarse_key, coarse_keys
+from streameval.metrics.scoreorder import DEFAULT_MAX_SCORES, coarse_key, coarse_keys
 from streameval.monitor import scopes as scopes_mod
 
 # ----------------------------------------------------------------------- the key map
@@ -324,3 +324,23 @@ def test_prometheus_error_bound_series_only_for_values_that_are_not_exact():
             if x.startswith("streameval_metric_error_bound{")]
     assert line == [f'streameval_metric_error_bound{{metric="auc",segment="",window="cumulative"}} '
                     f'{want!r}']
+
+
+def test_config_key_max_scores_zero_keeps_metrics_exact():
+    import tomllib
+
+    from streameval.config import build
+
+    kw = build({"metrics": tomllib.loads(
+        'roc_auc = { max_scores = 0 }\n'
+        'ap = { metric = "average_precision", max_scores = 16 }\n'
+        'auc_default = "roc_auc"\n')})
+    caps = {name: m._cap for name, m in kw["metrics"].items()}
+    assert caps == {"roc_auc": None, "ap": 16, "auc_default": DEFAULT_MAX_SCORES}
+    mon = se.Monitor(**kw)
+    rng = np.random.default_rng(4)
+    y, s = rng.random(400) < 0.4, rng.random(400)
+    mon.update_many(y, s)
+    snap = mon.snapshot()["segments"][None]
+    assert snap["values"]["roc_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    assert set(snap["error_bounds"]) == {"ap"}
