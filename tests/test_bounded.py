@@ -344,3 +344,44 @@ def test_config_key_max_scores_zero_keeps_metrics_exact():
     snap = mon.snapshot()["segments"][None]
     assert snap["values"]["roc_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
     assert set(snap["error_bounds"]) == {"ap"}
+
+
+def test_restart_with_idle_segments_writes_the_rows_of_a_direct_monitor(monkeypatch):
+    monkeypatch.setattr(scopes_mod, "HOLD_FROM", 50)
+    rng = np.random.default_rng(11)
+    n = 4000
+    y = rng.random(n) < 0.3
+    s = rng.random(n)
+    # segment "c" only in the first half: idle afterwards; "b" rare
+    seg = np.where(np.arange(n) < n // 2, rng.choice(["a", "b", "c"], n, p=[0.6, 0.1, 0.3]),
+                   rng.choice(["a", "b"], n, p=[0.95, 0.05])).astype(object)
+
+    def monitor():
+        return se.Monitor({"auc": se.ROCAUC(max_scores=16),
+                           "ap": se.AveragePrecision(max_scores=None),
+                           "recall": se.Recall()}, group_by="g", every=100,
+                          rules=["recall < 0.2"])
+
+    direct = monitor()
+    rows, alerts = [], []
+    direct.on_metrics.append(rows.append)
+    direct.on_alert.append(alerts.append)
+    cut_at = 2345
+    direct.update_many(y[:cut_at], s[:cut_at], segment=seg[:cut_at])
+    restored = se.Monitor.from_state(json.loads(json.dumps(direct.to_state())))
+    rows2, alerts2 = [], []
+    restored.on_metrics.append(rows2.append)
+    restored.on_alert.append(alerts2.append)
+    cut, cut_alerts = len(rows), len(alerts)
+    for m in (direct, restored):
+        for a in range(cut_at, n, 300):
+            m.update_many(y[a:a + 300], s[a:a + 300], segment=seg[a:a + 300])
+        m.flush()
+    assert rows[cut:] == rows2 and alerts[cut_alerts:] == alerts2
+    assert restored.to_state() == direct.to_state()
+    # "c" wrote no row once idle, and its last row is its final value
+    c_rows = [r for r in rows if r["segment"] == "c"]
+    assert c_rows[-1]["n"] == int((seg[: n // 2] == "c").sum())
+    assert all(r["stream_n"] <= n // 2 + 100 for r in c_rows)
+    last_c = c_rows[-1]["values"]
+    assert last_c["recall"] == direct.snapshot()["segments"]["c"]["values"]["recall"]
