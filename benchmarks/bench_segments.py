@@ -16,8 +16,17 @@ costs when it is full, with the default monitor (``Monitor.default(group_by=...)
 
 Each row runs in a fresh subprocess so that its peak RSS is its own.
 
+``--zipf`` measures instead what many segments cost a Monitor at full speed:
+``--events`` events (default 2 million) in batches of 1 000 over 1, 1 000 and 10 000
+segments with Zipf-distributed traffic (segment ``i`` gets a share proportional to
+``1 / i**1.1``), ``Monitor.default(group_by=...)`` (one segment: ``Monitor.default()``),
+continuous and rounded scores side by side: events/s, peak RSS, and what an idle
+segment costs an evaluation, a snapshot and the Prometheus exposition (microseconds per
+segment).
+
     python benchmarks/bench_segments.py               # 10 and 100 events per segment
     python benchmarks/bench_segments.py --per 10 --segments 200
+    python benchmarks/bench_segments.py --zipf --segments 1 1000 10000
 
 Results: ``benchmarks/results/bench_segments.json`` (``--json PATH`` writes elsewhere), shown on
 the documentation's performance page with the parameters, machine and versions of the run.
@@ -92,6 +101,100 @@ def one(segments: int, per: int, extra: int) -> dict:
     }
 
 
+def zipf_one(segments: int, events: int, kind: str) -> dict:
+    import numpy as np
+    from collections import defaultdict
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from streameval.monitor import Monitor
+    from streameval.service.exposition import MonitorCollector
+
+    rng = np.random.default_rng(1)
+    if segments == 1:
+        mon = Monitor.default()
+    else:
+        mon = Monitor.default(group_by="seg", max_segments=segments)
+    share = 1.0 / np.arange(1, segments + 1) ** 1.1
+    share /= share.sum()
+    names = np.array([f"s{i}" for i in range(segments)], dtype=object)
+    batches = []
+    for a in range(0, events, 1000):
+        m = min(1000, events - a)
+        y = rng.random(m) < 0.3
+        sc = 1.0 / (1.0 + np.exp(-(2.0 * y + rng.standard_normal(m) - 1.0)))
+        if kind == "rounded":
+            sc = np.round(sc, 3)
+        seg = names[rng.choice(segments, m, p=share)] if segments > 1 else None
+        batches.append((y, sc, seg))
+    start = time.process_time()
+    for y, sc, seg in batches:
+        mon.update_many(y, sc, segment=seg)
+    cpu = time.process_time() - start
+    # an evaluation after a few events of one segment: every other segment is idle
+    y, sc, seg = batches[0]
+    one_seg = None if segments == 1 else [names[0]] * 10
+    mon.update_many(y[:10], sc[:10], segment=one_seg)
+    mon._last_eval_n = None  # (evaluate now, even if those events closed an evaluation)
+    start = time.perf_counter()
+    mon.evaluate()
+    evaluation = time.perf_counter() - start
+    start = time.perf_counter()
+    mon.snapshot()
+    snap = time.perf_counter() - start
+
+    class Engine:  # what the exposition reads: the monitor and the service's counters
+        def read(self, fn):
+            return fn(mon, defaultdict(int))
+
+    registry = CollectorRegistry()
+    registry.register(MonitorCollector(Engine()))
+    start = time.perf_counter()
+    generate_latest(registry)
+    scrape = time.perf_counter() - start
+    seen = max(len(mon.segments), 1)
+    return {"segments": segments, "seen": len(mon.segments), "scores": kind,
+            "events_per_s": events / cpu,
+            "evaluation_us_per_segment": evaluation * 1e6 / seen,
+            "snapshot_us_per_segment": snap * 1e6 / seen,
+            "metrics_us_per_segment": scrape * 1e6 / seen,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3}
+
+
+def zipf_main(args) -> int:
+    res = R.start(__file__, args)
+    tab = R.table("zipf", "The default monitor over Zipf-distributed segments (batches of "
+                  "1 000, evaluations every 1 000 events)",
+                  ["segments", "segments seen", "scores", "events/s (CPU)",
+                   "events/s / one segment's", "evaluation us per segment (one active)",
+                   "snapshot us per segment", "/metrics us per segment", "peak RSS MB"],
+                  note="each row in a fresh process; one segment: no group_by")
+    print(f"{'segments':>9} {'seen':>6} {'scores':>11} {'events/s':>10} {'vs one':>7} "
+          f"{'eval us/seg':>12} {'snap us/seg':>12} {'/metrics us/seg':>16} {'peak MB':>8}")
+    base = {}
+    for kind in ("continuous", "rounded"):
+        for segs in args.segments:
+            out = subprocess.run([sys.executable, __file__, "--zipf-one", kind, "--segments",
+                                  str(segs), "--events", str(args.events), "--json", "-"],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            if segs == 1:
+                base[kind] = r["events_per_s"]
+            ratio = r["events_per_s"] / base[kind] if kind in base else float("nan")
+            tab.add(segs, r["seen"], kind, r["events_per_s"], ratio,
+                    r["evaluation_us_per_segment"], r["snapshot_us_per_segment"],
+                    r["metrics_us_per_segment"], r["rss_mb"])
+            print(f"{segs:>9} {r['seen']:>6} {kind:>11} {r['events_per_s']:>10,.0f} "
+                  f"{ratio:>7.2f} {r['evaluation_us_per_segment']:>12.1f} "
+                  f"{r['snapshot_us_per_segment']:>12.1f} {r['metrics_us_per_segment']:>16.1f} "
+                  f"{r['rss_mb']:>8,.0f}", flush=True)
+            if segs != 1 and kind in base:
+                res.figure(f"zipf_{segs}_{kind}", f"{segs} segments against one ({kind})",
+                           ratio, "x", better="higher")
+    res.write(args.json)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--segments", type=int, nargs="+", default=[1000],
@@ -100,9 +203,21 @@ def main(argv=None) -> int:
                    help="events per segment (repeatable; default 10 and 100)")
     p.add_argument("--extra", type=int, default=20_000,
                    help="events past the cap, and as many of known segments")
+    p.add_argument("--zipf", action="store_true",
+                   help="many segments at full speed: a Monitor over Zipf-distributed "
+                        "segments (default --segments 1 1000 10000)")
+    p.add_argument("--events", type=int, default=2_000_000, help="events (with --zipf)")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--zipf-one", help=argparse.SUPPRESS)
     R.add_json_argument(p, __file__)
     args = p.parse_args(argv)
+    if args.zipf_one:
+        print(json.dumps(zipf_one(args.segments[0], args.events, args.zipf_one)))
+        return 0
+    if args.zipf:
+        if args.segments == [1000]:  # (the default of the other mode)
+            args.segments = [1, 1000, 10000]
+        return zipf_main(args)
     pers = args.per or [10, 100]
     if args.one:
         print(json.dumps(one(args.segments[0], pers[0], args.extra)))

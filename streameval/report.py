@@ -200,6 +200,11 @@ def final_values(metric_rows):
         last["values"].update(row.get("values", {}))
         if "late" in row:  # windows by period: events refused as late, so far
             last["late"] = dict(row["late"])
+        for key in ("error_bounds", "as_of"):  # (the last row's: absent when exact, fresh)
+            if key in row:
+                last[key] = dict(row[key])
+            else:
+                last.pop(key, None)
     return out
 
 

@@ -408,7 +408,9 @@ def test_bad_batch_raises_naming_index_and_changes_nothing(kwargs, message):
     with pytest.raises(ValueError, match=message):
         mon.update_many(**args)
     assert json.dumps(mon.to_state(), sort_keys=True) == before
-    assert len(rows) == 2 + 3   # only the first batch's evaluations (n = 1: 2 rows, n = 2: 3)
+    # only the first batch's evaluations (n = 1: whole stream and "a"; n = 2: whole
+    # stream and "b", "a" idle since its row)
+    assert len(rows) == 2 + 2
 
 
 @pytest.mark.parametrize("args, kwargs, message", [
@@ -613,8 +615,9 @@ def test_score_order_metrics_share_one_order_and_equal_unshared_metrics(labels, 
     mon = Monitor(metrics, every=250, **kw)
     seg = mon.scopes()[0]
     views = {k for k, v in seg.metrics.items() if isinstance(v, OrderView)}
-    # one owner per (window, labels, bins): the first of each group
-    assert views == {"ap", "iap", "gini", "ap11", "ap@500", "auc@60s", "ap_bins"}
+    # one owner per (window, labels, bins, cap): the first of each group (the
+    # interpolated APs keep exact orders: no cap)
+    assert views == {"ap", "gini", "ap11", "ap@500", "auc@60s", "ap_bins"}
     unshared = {k: se.from_state(m.to_state()) for k, m in metrics.items()}  # empty copies
     rows = []
     mon.on_metrics.append(rows.append)
@@ -667,7 +670,9 @@ def test_curves_share_the_order_too_and_equal_unshared_curves():
     rng = np.random.default_rng(4)
     y = rng.random(2000) < 0.3
     s = rng.random(2000) * 0.5 + 0.5 * y
-    shared = share_orders({"auc": se.ROCAUC(), "roc": se.ROCCurve(), "pr": se.PRCurve()})
+    # (curves keep exact orders: an AUC shares them when it has no cap either)
+    shared = share_orders({"auc": se.ROCAUC(max_scores=None), "roc": se.ROCCurve(),
+                           "pr": se.PRCurve()})
     assert isinstance(shared["roc"], OrderView) and isinstance(shared["pr"], OrderView)
     for a in range(0, 2000, 300):
         shared["auc"].update_many(y[a:a + 300], s[a:a + 300])

@@ -27,9 +27,17 @@ bulk at the next read (:data:`DEFER_AFTER`); one read after every event never de
 A count window's expired events are deferred the same way where that gives the same
 bits (the declared ``revert_later``: weights of 1, a small order), so that a window fed batches
 and read every few of them rebuilds its order once per read.
-Memory grows with distinct scores, not with events. ``bins=N`` (``ROCAUC``, ``Gini``,
-``AveragePrecision``) bounds it to ``N`` equal-width bins over ``[0, 1]``, and
-``error_bound()`` then gives a guaranteed bound on the distance to the exact value.
+Memory grows with distinct scores, not with events, up to a cap: ``ROCAUC``, ``Gini``
+and ``AveragePrecision`` (binary) take ``max_scores`` (default
+:data:`~streameval.metrics.scoreorder.DEFAULT_MAX_SCORES`; None: exact and unbounded).
+At ``2 * max_scores`` events and every ``max_scores`` more, an order with more distinct
+scores coarsens its keys (mantissa truncation, :meth:`ScoreOrder.coarsen`) down to at
+most ``max_scores``; ``get()`` is then the exact value of the coarse keys and
+``error_bound()`` its proven distance to the exact one (0 while exact): for AUC half the
+weight of the (positive, negative) pairs that share a key over ``P * N`` (their true
+credit is 0, 1/2 or 1, counted 1/2), for AP the larger distance to the values with each
+key's positives first and last (:func:`_ap_bound`). ``bins=N`` bounds memory to ``N``
+equal-width bins over ``[0, 1]`` from the first event, with the same bounds.
 
 Multiclass: ``ROCAUC(average=...)`` and ``AveragePrecision(average=...)`` with
 ``average="macro" | "weighted" | "micro"`` are one-vs-rest over the classes seen; each
@@ -66,7 +74,12 @@ from streameval.metrics.base import (
     has_interval,
 )
 from streameval.metrics import ranges, scoreorder
-from streameval.metrics.scoreorder import ScoreOrder, delong_variance
+from streameval.metrics.scoreorder import (
+    DEFAULT_MAX_SCORES,
+    ScoreOrder,
+    coarse_key,
+    delong_variance,
+)
 from streameval.validation import REVERT_SLACK as _SLACK
 from streameval.validation import (
     MAX_WEIGHT,
@@ -91,6 +104,7 @@ __all__ = [
     "PRCurve",
     "order_key",
     "OrderView",
+    "DEFAULT_MAX_SCORES",
 ]
 
 _NAN = math.nan
@@ -116,6 +130,14 @@ DEFER_REBUILD_RATIO = 30
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _check_max_scores(max_scores):
+    """``max_scores``: None or 0 (exact, unbounded; 0 is what a TOML config can say)
+    or the cap, an integer >= 16. Returns the cap or None."""
+    if max_scores == 0 and type(max_scores) is int:
+        return None
+    return check_param("max_scores", max_scores, Integer(16, allow_none=True))
 
 
 def _check_bins(bins):
@@ -325,6 +347,16 @@ def _auc_bound(order):
     return 0.5 * float(np.dot(w[0], w[1])) / (order.pos_weight * order.neg_weight)
 
 
+def _pairs_bound(order):
+    """:func:`_auc_bound` of a coarsened order (products summed by numpy, no ``np.dot``:
+    see :mod:`streameval.metrics.levels`)."""
+    if not (order.nz_pos and order.nz_neg):
+        return _NAN
+    wp, wn = order.weights()
+    wp *= wn
+    return 0.5 * float(wp.sum()) / (order.pos_weight * order.neg_weight)
+
+
 def _delong(order, auc):
     """DeLong's variance of ``auc``, the AUC of ``order`` (read as ``get`` reads it:
     after merging deferred events and :meth:`ScoreOrder.refresh`), from its per-score
@@ -390,9 +422,16 @@ class _BinaryRanking(BinaryMetric):
     #: use instead (Spark's refusal of its per-score state); None where it is
     _per_score = None
 
-    def __init__(self, pos_label=True, neg_label=None, bins=None):
+    def __init__(self, pos_label=True, neg_label=None, bins=None, max_scores=None):
         super().__init__(pos_label, neg_label)
         self._bins = _check_bins(bins)
+        #: the bounded order's cap (see :meth:`_bound`): None, exact and unbounded
+        cap = _check_max_scores(max_scores)
+        self._cap = None if self._bins else cap
+        # the count of events (stored and deferred) at which the cap is next checked
+        self._next_check = None if self._cap is None else 2 * self._cap
+        self._bound_key = None  # (order, stamp) of the cached error bound
+        self._bound_value = _NAN
         self._so = ScoreOrder()
         # bound methods on the instance: one attribute lookup less per event
         self._add = self._so.add
@@ -427,6 +466,57 @@ class _BinaryRanking(BinaryMetric):
             per_score=None if binned else self._per_score,
             error_bound=binned)
 
+    def _params(self):
+        # the default cap is left out of states: they stay as without one, and a
+        # state without it loads with the default
+        params = super()._params()
+        if params.get("max_scores", 0) == DEFAULT_MAX_SCORES:
+            del params["max_scores"]
+        return params
+
+    def _events(self):
+        """Events stored and deferred (what the cap's checks count)."""
+        so = self._so
+        return so.n_pos + so.n_neg + len(self._ps) + self._nchunked
+
+    def _bound(self):
+        """Keep the order within its cap, at fixed event counts: at ``2 * max_scores``
+        events, then every ``max_scores`` more, the deferred events are merged and the
+        keys coarsened until at most ``max_scores`` distinct keys are left
+        (:meth:`ScoreOrder.coarsen`), so the order never holds more than twice
+        ``max_scores`` distinct keys. The checks fall at the same counts however the
+        events came in (one by one, batches, deferred, a state restored), so the
+        result depends on the events only. Amortised `O(1)` numpy work per event: a
+        check costs `O(n log(bits))` and comes every ``max_scores`` events."""
+        so = self._order  # (merges the deferred events)
+        so.coarsen(self._cap)
+        self._next_check = so.n_pos + so.n_neg + self._cap
+
+    @property
+    def exact(self):
+        """Whether ``get()`` is the exact value (the order's keys are the scores
+        themselves: no ``bins``, not coarsened)."""
+        return not self._bins and self._so.bits is None
+
+    def read_size(self):
+        """At most how many entries a fresh ``get()`` and ``error_bound()`` read
+        together: 0 when both are `O(1)` (an exact ``ROCAUC``), else the events stored
+        and deferred, at most twice ``max_scores``: what a Monitor's evaluator weighs to
+        decide how often to recompute a cumulative value (see
+        :mod:`streameval.monitor.scopes`). A function of the events counted, not of the
+        order's layout."""
+        n = self._events()
+        return n if self._cap is None else min(n, 2 * self._cap)
+
+    def _cached_bound(self, compute):
+        """``compute(order)``, cached until the order changes."""
+        o = self._order
+        key = self._bound_key
+        if key is None or key[0] is not o or key[1] != o.stamp:
+            self._bound_value = compute(o)
+            self._bound_key = (o, o.stamp)
+        return self._bound_value
+
     @property
     def _order(self):
         """The score order, with any deferred events merged in (a read), its ``U`` and
@@ -460,6 +550,9 @@ class _BinaryRanking(BinaryMetric):
             so.add_entries(*_aggregate(*self._pending()))
         else:
             add = self._add
+            if so.bits is not None:
+                bits = so.bits
+                ps = [coarse_key(x, bits) for x in ps]
             for e in zip(ps, py, pw):
                 add(*e)
         self._forget_pending(so.size())
@@ -472,7 +565,7 @@ class _BinaryRanking(BinaryMetric):
             chunks.append((np.array(py, dtype=bool), np.array(ps),
                            None if (w == 1.0).all() else w))
         labels = np.concatenate([c[0] for c in chunks])
-        scores = np.concatenate([c[1] for c in chunks])
+        scores = self._so.keys_of(np.concatenate([c[1] for c in chunks]))
         weights = None
         if any(c[2] is not None for c in chunks):
             weights = np.concatenate([np.ones(len(c[1])) if c[2] is None else c[2]
@@ -509,6 +602,9 @@ class _BinaryRanking(BinaryMetric):
             self._flush()
         if self._streak < DEFER_AFTER and self._so._levels is None:  # (not levelled)
             self._streak += 1
+            bits = self._so.bits
+            if bits is not None:
+                y_pred = coarse_key(y_pred, bits)
             self._add(y_pred, positive, w)
         else:
             ps = self._ps
@@ -517,6 +613,8 @@ class _BinaryRanking(BinaryMetric):
             self._pw.append(w)
             if len(ps) >= self._limit:
                 self._flush()
+        if self._next_check is not None and self._events() >= self._next_check:
+            self._bound()
 
     def revert(self, y_true, y_pred, w=1.0):
         """Remove one event added earlier. Runtime complexity: `O(log(n))`.
@@ -542,6 +640,8 @@ class _BinaryRanking(BinaryMetric):
         if self._ps or self._chunks:
             self._flush()
         self._streak = 0
+        if self._so.bits is not None:
+            s = coarse_key(s, self._so.bits)
         try:
             self._remove(s, positive, w)
         except KeyError:
@@ -555,7 +655,8 @@ class _BinaryRanking(BinaryMetric):
         The same checks and result as the two calls, with one layer of calls less per
         event; if the old event is not stored, nothing changes (``ValueError``)."""
         so = self._so
-        if self._bins or self._ps or self._chunks or so._levels is not None:
+        if (self._bins or self._ps or self._chunks or so._levels is not None
+                or so.bits is not None):
             self.update(y_true, y_pred, w)
             self.revert(y_old, s_old, w_old)
             return
@@ -597,6 +698,20 @@ class _BinaryRanking(BinaryMetric):
         events reach half the stored scores), so that many small batches cost one merge.
         """
         m = len(s)
+        nxt = self._next_check
+        if nxt is not None and m and self._events() + m >= nxt:
+            # the cap's check falls inside this batch: at its exact count
+            j = max(nxt - self._events(), 0)
+            if j:
+                self._take(y[:j], s[:j], None if w is None else w[:j])
+            self._bound()
+            if j < m:
+                self.update_trusted(y[j:], s[j:], None if w is None else w[j:])
+            return self
+        return self._take(y, s, w)
+
+    def _take(self, y, s, w):
+        m = len(s)
         if m:
             if self._bins:
                 s = _bin_array(s, self._bins)
@@ -636,10 +751,10 @@ class _BinaryRanking(BinaryMetric):
         m = len(s)
         if not m:
             return self
-        keys = _bin_array(s, self._bins) if self._bins else s
-        removed = _aggregate(y, keys, w)
         if self._gone:  # deferred removals first (the same bits: see _revert_later)
             self._flush()
+        keys = self._so.keys_of(_bin_array(s, self._bins) if self._bins else s)
+        removed = _aggregate(y, keys, w)
         if self._ps or self._chunks:
             # deferred events (a window's new batch) and this slice out in one go (a
             # small order: one merge and one rebuild for both)
@@ -650,7 +765,11 @@ class _BinaryRanking(BinaryMetric):
                 return self
             except KeyError:
                 pass  # refused: state unchanged; the path below names the event
+        bits = self._so.bits
         order = self._order  # merges deferred events: they may be among those reverted
+        if order.bits != bits:  # (that merge coarsened the keys)
+            keys = order.keys_of(keys)
+            removed = _aggregate(y, keys, w)
         try:
             order.remove_entries(*removed)
         except KeyError:
@@ -674,7 +793,7 @@ class _BinaryRanking(BinaryMetric):
         rebuild of the order instead of one per slice: `O(n + m)` numpy."""
         so = self._so
         most = so.size() + self._nchunked  # (stored and deferred: the largest size)
-        if (self._bins or self._ps or so._arrays is None or not so.unit
+        if (self._bins or self._ps or so._arrays is None or not so.unit or so.bits is not None
                 or most > scoreorder.FLAT_MAX or (most >> 1) > DEFER_LIMIT
                 or any(c[2] is not None for c in self._chunks)
                 or any(w is not None for _, _, w in slices)):
@@ -711,6 +830,7 @@ class _BinaryRanking(BinaryMetric):
         so = self._so
         most = so.size() + self._nchunked  # (stored and deferred: the largest size)
         if (self._bins or self._ps or not self._chunks or so._arrays is None
+                or so.bits is not None
                 or not so.unit or most > scoreorder.FLAT_MAX
                 or any(c[2] is not None for c in self._chunks)
                 or any(w is not None for _, _, w in slices)):
@@ -721,6 +841,8 @@ class _BinaryRanking(BinaryMetric):
 
     def _merge(self, other):
         self._order.merge(other._order)
+        if self._next_check is not None and self._events() >= self._next_check:
+            self._bound()
 
     def _subtract(self, other):
         # both orders read through ``_order``: deferred events merged in first
@@ -730,7 +852,10 @@ class _BinaryRanking(BinaryMetric):
                              (lambda k: f"bin {int(k)}") if bins else None)
 
     def _get_data(self):
-        return self._order.to_data()
+        data = self._order.to_data()
+        if self._next_check is not None and self._next_check != 2 * self._cap:
+            data["next_check"] = self._next_check  # (after the first check only)
+        return data
 
     def _set_data(self, data):
         self._cached_stamp = -1
@@ -738,6 +863,12 @@ class _BinaryRanking(BinaryMetric):
             pending.clear()
         self._nchunked = 0
         self._order.set_data(data)
+        if self._cap is not None:
+            nxt = data.get("next_check", 2 * self._cap)
+            if type(nxt) is not int or nxt < 0:
+                self._order.clear()
+                raise ValueError(f"bad state: next_check = {nxt!r}")
+            self._next_check = nxt
         if self._bins and len(self._order) and not np.isin(
             self._order.arrays()[0], np.arange(self._bins, dtype=np.float64)
         ).all():
@@ -768,7 +899,7 @@ def order_key(metric):
     the same events hold the same order (cumulative AUC and AP, ROC and PR curves...),
     so a Monitor keeps one and reads it for both (:class:`OrderView`)."""
     if isinstance(metric, _BinaryRanking):
-        return (metric.pos_label, metric.neg_label, metric._bins)
+        return (metric.pos_label, metric.neg_label, metric._bins, metric._cap)
     return None
 
 
@@ -812,6 +943,18 @@ class OrderView(SharedView):
     def _has_interval(self):
         return has_interval(self._metric)
 
+    def error_bound(self):
+        """The template kind's ``error_bound()`` on the owner's order."""
+        return self._linked().error_bound()
+
+    def read_size(self):
+        """The template kind's :meth:`_BinaryRanking.read_size` on the owner's order."""
+        return self._linked().read_size()
+
+    @property
+    def exact(self):
+        return self._linked().exact
+
     def to_state(self):
         mine = self._metric.to_state()
         mine["data"] = self._inner(self.owner)._get_data()
@@ -831,7 +974,8 @@ class _RankingFront(Cases):
     public signature and the dispatch on ``average`` (None: binary, else multiclass
     one-vs-rest)."""
 
-    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
         """The public signature (configs and ``help`` read it); ``__new__`` returns a
         case class's object, whose own ``__init__`` (same parameters) runs instead."""
 
@@ -894,6 +1038,13 @@ class ROCAUC(_RankingFront):
         probabilities.
     pos_label, neg_label
         The positive and negative labels (binary).
+    max_scores
+        The binary order's cap (default
+        :data:`~streameval.metrics.scoreorder.DEFAULT_MAX_SCORES`): past ``2 *
+        max_scores`` events on more distinct scores, keys are coarsened to at most
+        ``max_scores`` and ``error_bound()`` bounds the distance to the exact value.
+        None (or 0) keeps it exact and unbounded: 16 to 28 bytes per distinct score.
+        One-vs-rest orders are always exact.
     """
 
 
@@ -902,10 +1053,12 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
 
     _ranges = ranges.AUC  # U = U_hi + U_lo + P_hi * N_lo over score ranges
 
-    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
-        _BinaryRanking.__init__(self, pos_label, neg_label, bins)
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
+        _BinaryRanking.__init__(self, pos_label, neg_label, bins, max_scores)
         self.bins = self._bins
         self.average = None
+        self.max_scores = max_scores
 
     def get(self):
         """``U / (P * N)``, or NaN. Runtime complexity: `O(1)` (after merging any
@@ -988,7 +1141,10 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
         2018). Attained when every bin has its positives above (or below) its
         negatives. NaN when the AUC is undefined. Runtime complexity: `O(bins)`."""
         if not self._bins:
-            return 0.0 if self._order.nz_pos and self._order.nz_neg else _NAN
+            o = self._order
+            if o.bits is None:
+                return 0.0 if o.nz_pos and o.nz_neg else _NAN
+            return self._cached_bound(_pairs_bound)
         return _auc_bound(self._order)
 
 
@@ -1008,13 +1164,17 @@ class Gini(_BinaryROCAUC):
         As for :class:`ROCAUC`; ``error_bound()`` is twice the AUC's.
     pos_label, neg_label
         The positive and negative labels.
+    max_scores
+        As for :class:`ROCAUC`.
     """
 
     _ranges = ranges.GINI
 
-    def __init__(self, bins=None, pos_label=True, neg_label=None):
-        _BinaryRanking.__init__(self, pos_label, neg_label, bins)
+    def __init__(self, bins=None, pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
+        _BinaryRanking.__init__(self, pos_label, neg_label, bins, max_scores)
         self.bins = self._bins
+        self.max_scores = max_scores
 
     def get(self):
         """``2 * AUC - 1``, or NaN. Runtime complexity: `O(1)`. (Doubling is exact in
@@ -1087,6 +1247,9 @@ class AveragePrecision(_RankingFront):
         multiclass, equal to ``average_precision_score`` on one-hot labels.
     pos_label, neg_label
         The positive and negative labels (binary).
+    max_scores
+        As for :class:`ROCAUC` (``error_bound()`` then bounds the AP's distance to the
+        exact one).
     """
 
 
@@ -1095,10 +1258,12 @@ class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
 
     _ranges = ranges.AP  # the ranges' sums of precision at each positive, over P
 
-    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None):
-        _BinaryRanking.__init__(self, pos_label, neg_label, bins)
+    def __init__(self, bins=None, average=None, pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
+        _BinaryRanking.__init__(self, pos_label, neg_label, bins, max_scores)
         self.bins = self._bins
         self.average = None
+        self.max_scores = max_scores
 
     def get(self):
         """AP, or NaN. Runtime complexity: `O(n)` numpy, `O(1)` if unchanged."""
@@ -1110,7 +1275,10 @@ class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
         Runtime complexity: `O(bins)`.
         """
         if not self._bins:
-            return 0.0 if self._order.nz_pos else _NAN
+            o = self._order
+            if o.bits is None:
+                return 0.0 if o.nz_pos else _NAN
+            return self._cached_bound(_ap_bound)
         return _ap_bound(self._order)
 
 
@@ -1693,13 +1861,16 @@ class _MultiClassROCAUC(ROCAUC, _OVRRanking, case="multiclass"):
     1.0
     """
 
-    _state_exclude = ("cm", "pos_label", "neg_label")  # as the states of earlier versions
+    _state_exclude = ("cm", "pos_label", "neg_label", "max_scores")  # as the states of earlier versions
     _value = staticmethod(ScoreOrder.auc)
     _bound = staticmethod(_auc_bound)
 
-    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None):
+    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
         _binary_labels_only(pos_label, neg_label)
         _OVRRanking.__init__(self, average, bins)
+        # (one-vs-rest orders are kept exact: the cap applies to binary orders)
+        self.max_scores = _check_max_scores(max_scores)
 
     # -- confidence interval (DeLong per class) ---------------------------------
     _has_interval = True
@@ -1785,10 +1956,13 @@ class _MultiClassAveragePrecision(AveragePrecision, _OVRRanking, case="multiclas
     0.666667
     """
 
-    _state_exclude = ("cm", "pos_label", "neg_label")
+    _state_exclude = ("cm", "pos_label", "neg_label", "max_scores")
     _value = staticmethod(_average_precision)
     _bound = staticmethod(_ap_bound)
 
-    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None):
+    def __init__(self, bins=None, average="macro", pos_label=True, neg_label=None,
+                 max_scores=DEFAULT_MAX_SCORES):
         _binary_labels_only(pos_label, neg_label)
         _OVRRanking.__init__(self, average, bins)
+        # (one-vs-rest orders are kept exact: the cap applies to binary orders)
+        self.max_scores = _check_max_scores(max_scores)

@@ -56,7 +56,11 @@ path). Weights other than 1 add the counts (8 bytes per entry),
 fractional ones each score's exact weight (8 more).
 
 Memory grows with distinct scores, not with events: a score whose last event is
-reverted is deleted. Exactness: with integer weights (the usual ``w=1``) every sum is an
+reverted is deleted. A bounded order (:meth:`ScoreOrder.coarsen`, what the metrics'
+``max_scores`` drives) stores each score under a coarser key, its mantissa truncated to
+:attr:`ScoreOrder.bits` bits (:func:`coarse_key`: monotone, exact, nested), so that it
+holds at most a given number of keys; ``U`` is then the statistic of the keys (pairs
+inside a key count one half) and its state records ``bits``. Exactness: with integer weights (the usual ``w=1``) every sum is an
 integer and ``U`` a multiple of 1/2, exact while ``P * N < 2**52`` (about 10**8 events);
 with fractional weights the sums carry the rounding of their additions (a few ulps per
 operation: 50 000 events with reverts stay within 1e-12 of scikit-learn, tested), and a
@@ -79,7 +83,7 @@ import numpy as np
 from streameval.metrics.levels import Levels
 from streameval.validation import REVERT_SLACK as _SLACK
 
-__all__ = ["ScoreOrder", "DEFAULT_LOAD", "GROUP", "REBUILD_RATIO", "REMOVE_REBUILD_RATIO",
+__all__ = ["ScoreOrder", "DEFAULT_LOAD", "DEFAULT_MAX_SCORES", "coarse_key", "coarse_keys", "GROUP", "REBUILD_RATIO", "REMOVE_REBUILD_RATIO",
            "FLAT_MAX", "TRICKLE_ENTRIES", "TRICKLE_RATIO", "mann_whitney_u",
            "delong_variance"]
 
@@ -127,6 +131,63 @@ TRICKLE_RATIO = 2048
 
 _F8 = np.float64
 _I8 = np.int64
+
+#: The default cap of a bounded order (:meth:`ScoreOrder.coarsen`): once it holds more
+#: than twice this many entries, its keys are coarsened until at most this many distinct
+#: keys are left. Chosen so that a stream of continuous scores in ``(0, 1)`` saturates
+#: at 18 mantissa bits (about 2.4 million keys over the binades that hold events):
+#: the AUC bound is then about ``2**-19 * (share of mixed pairs)``, at most 7e-7 for
+#: uniform scores with no skill at 30% positives, about 3e-7 for a model that
+#: separates the classes (``benchmarks/bench_longrun.py`` prints it). Memory: at most
+#: about ``2 * DEFAULT_MAX_SCORES`` entries of 16 to 28 bytes (see the module notes).
+DEFAULT_MAX_SCORES = 1 << 22
+
+
+def coarse_key(s, bits):
+    """The key of score ``s`` with its mantissa truncated to ``bits`` bits (toward zero;
+    the leading bit is kept, so ``bits + 1`` significant bits): a monotone map
+    (``s <= t`` gives ``coarse_key(s) <= coarse_key(t)``), exact (no rounding), the
+    identity at 52 bits, and nested: ``coarse_key(coarse_key(s, b), c) ==
+    coarse_key(s, c)`` for ``c <= b``, so lowering ``bits`` merges runs of adjacent
+    keys. Floats have more keys near 0 (each binade ``[2**e, 2**(e+1))`` gets ``2**bits``
+    keys), which suits skewed scores. ``-0.0`` becomes ``0.0``.
+
+    >>> coarse_key(0.7, 2), coarse_key(0.74, 2), coarse_key(0.76, 2), coarse_key(-0.3, 1)
+    (0.625, 0.625, 0.75, -0.25)
+    """
+    m, e = math.frexp(s)
+    return math.ldexp(math.trunc(math.ldexp(m, bits + 1)), e - bits - 1) + 0.0
+
+
+def coarse_keys(s, bits):
+    """:func:`coarse_key` of every element of the float64 array ``s`` (numpy)."""
+    m, e = np.frexp(s)
+    out = np.ldexp(np.trunc(np.ldexp(m, bits + 1)), e - bits - 1)
+    out += 0.0
+    return out
+
+
+def _count_keys(keys, bits):
+    """Distinct keys of the ascending ``keys`` at ``bits`` (the map is monotone)."""
+    if not len(keys):
+        return 0
+    k = coarse_keys(keys, bits)
+    return 1 + int(np.count_nonzero(k[1:] != k[:-1]))
+
+
+def coarsened(arrays, bits):
+    """The per-score arrays ``(keys, wp, wn, cp, cn)`` (ascending) with their keys
+    mapped by :func:`coarse_key` at ``bits`` and the entries of one key summed (one
+    ``np.add.reduceat`` per column over the runs: the map is monotone)."""
+    keys, wp, wn, cp, cn = arrays
+    if not len(keys):
+        return arrays
+    k = coarse_keys(keys, bits)
+    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+    if len(starts) == len(k):
+        return k, wp, wn, cp, cn
+    return (k[starts], np.add.reduceat(wp, starts), np.add.reduceat(wn, starts),
+            np.add.reduceat(cp, starts), np.add.reduceat(cn, starts))
 
 
 def mann_whitney_u(wp, wn, ints=False):
@@ -423,7 +484,7 @@ class ScoreOrder:
     __slots__ = ("_load", "_twice", "_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp",
                  "_tn", "_gp", "_gn", "_u", "_u_from", "pos_weight", "neg_weight", "n_pos",
                  "n_neg", "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays",
-                 "_trickle", "_shed_u", "_shed_p", "_shed_n")
+                 "_trickle", "_shed_u", "_shed_p", "_shed_n", "bits")
 
     def __init__(self, load=DEFAULT_LOAD):
         if not isinstance(load, int) or load < 4:
@@ -460,6 +521,9 @@ class ScoreOrder:
         self.z_neg = 0
         self.integral = True  # every weight ever added is an integer (see exact_ints)
         self.unit = True  # every weight ever added is 1: counts equal weights
+        #: None: the keys are the exact scores; else the keys are the scores'
+        #: :func:`coarse_key` at this many mantissa bits (see :meth:`coarsen`)
+        self.bits = None
         self.stamp += 1
 
     def __len__(self):
@@ -1379,9 +1443,75 @@ class ScoreOrder:
         if not (c_p or c_n):
             self._delete(k, i)
 
+    # ------------------------------------------------------------------ bounded
+    def coarsen(self, target):
+        """Bound the order: merge its levels (or blocks) into one sorted run and, if it
+        holds more than ``target`` distinct keys, lower :attr:`bits` to the largest
+        number of mantissa bits at which at most ``target`` keys are left (found by
+        bisection, one numpy pass per step) and merge the entries of each new key
+        (:func:`coarsened`). ``U`` and the totals are recomputed from the merged
+        entries: pairs of events that now share a key count as ties, one half. With 0
+        bits the keys are signed powers of two (at most about 4 100): ``target`` below
+        that may be exceeded. Callers then map every score they add or remove with
+        :meth:`key` / :meth:`keys_of`. Returns whether the keys changed.
+
+        Runtime complexity: `O(n log(bits))` numpy (``n`` entries stored).
+        """
+        arrays = self.arrays()  # (levels: merged into one, and kept merged)
+        keys = arrays[0]
+        if len(keys) <= target:
+            return False
+        lo, hi = 0, (52 if self.bits is None else self.bits) - 1
+        if hi < 0:
+            return False
+        while lo < hi:  # largest bits in [lo, hi] with at most target keys (or 0)
+            mid = (lo + hi + 1) >> 1
+            if _count_keys(keys, mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        self.coarsen_to(lo, arrays)
+        return True
+
+    def coarsen_to(self, bits, arrays=None):
+        """Map the stored keys to :func:`coarse_key` at ``bits`` (no-op unless coarser
+        than now) and merge the entries that share a key. `O(n)` numpy."""
+        if self.bits is not None and bits >= self.bits:
+            return
+        if arrays is None:
+            arrays = self.arrays()
+        self.bits = bits
+        merged = coarsened(arrays, bits)
+        if len(merged[0]):
+            if self.unit:  # (the rebuild keeps one array per class: weights are counts)
+                merged = merged[:3] + merged[1:3]
+            self._install(merged)
+        self.stamp += 1
+
+    def key(self, s):
+        """The key score ``s`` is stored under: itself, or its :func:`coarse_key`."""
+        return s if self.bits is None else coarse_key(s, self.bits)
+
+    def keys_of(self, s):
+        """:meth:`key` of every element of a float64 array (the array itself when
+        exact)."""
+        return s if self.bits is None else coarse_keys(s, self.bits)
+
+    def _entries_of(self, other):
+        """``other``'s arrays with its keys mapped to this order's :attr:`bits`; this
+        order first coarsened to ``other``'s if that is coarser (merging a bounded
+        order makes this one bounded as well)."""
+        if other.bits is not None and (self.bits is None or other.bits < self.bits):
+            self.coarsen_to(other.bits)
+        arrays = other.arrays()
+        if self.bits is not None and other.bits != self.bits:
+            arrays = coarsened(arrays, self.bits)
+        return arrays
+
     def merge(self, other):
-        """Add every event stored in ``other`` (another :class:`ScoreOrder`)."""
-        keys, wp, wn, cp, cn = other.arrays()
+        """Add every event stored in ``other`` (another :class:`ScoreOrder`). A bounded
+        order's keys are coarse: the result has the coarser of the two key maps."""
+        keys, wp, wn, cp, cn = self._entries_of(other)
         self.add_entries(keys, wp, wn, cp, cn, other.z_pos, other.z_neg)
 
     def subtract(self, other, name="the other ScoreOrder", describe=None):
@@ -1395,7 +1525,7 @@ class ScoreOrder:
 
         Runtime complexity: that of :meth:`remove_entries` with ``other``'s distinct
         scores (plus `O(n)` for ``other``'s arrays)."""
-        entries = (*other.arrays(), other.z_pos, other.z_neg)
+        entries = (*self._entries_of(other), other.z_pos, other.z_neg)
         reason = self.subtract_refusal(entries, name, describe)
         if reason is not None:
             raise ValueError(reason)
@@ -1458,12 +1588,15 @@ class ScoreOrder:
         """JSON-serialisable state (lists of numbers)."""
         self.refresh()
         keys, wp, wn, cp, cn = self.arrays()
-        return {
+        data = {
             "scores": keys.tolist(), "wpos": wp.tolist(), "wneg": wn.tolist(),
             "npos": cp.tolist(), "nneg": cn.tolist(), "u": self.u,
             "pos_weight": self.pos_weight, "neg_weight": self.neg_weight,
             "zero_pos": self.z_pos, "zero_neg": self.z_neg,
         }
+        if self.bits is not None:  # (exact orders: the state as it always was)
+            data["bits"] = self.bits
+        return data
 
     def set_data(self, data):
         """Restore :meth:`to_data` exactly (validated first; ``ValueError`` if bad)."""
@@ -1475,6 +1608,9 @@ class ScoreOrder:
             cn = np.asarray(data["nneg"], dtype=_I8)
             u, pw, nw = float(data["u"]), float(data["pos_weight"]), float(data["neg_weight"])
             zp, zn = int(data["zero_pos"]), int(data["zero_neg"])
+            bits = data.get("bits")
+            if bits is not None and (type(bits) is not int or not 0 <= bits <= 52):
+                raise ValueError(f"bits = {bits!r}: must be an int in 0..52")
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise ValueError(f"bad score-order state: {e!r}") from None
         n = len(keys)
@@ -1483,6 +1619,8 @@ class ScoreOrder:
             raise ValueError("bad score-order state: arrays of different lengths")
         if n and (not np.isfinite(keys).all() or (np.diff(keys) <= 0).any()):
             raise ValueError("bad score-order state: scores must be finite and increasing")
+        if bits is not None and n and not np.array_equal(coarse_keys(keys, bits), keys):
+            raise ValueError(f"bad score-order state: scores are not keys at bits = {bits}")
         if not (np.isfinite(wp).all() and np.isfinite(wn).all() and math.isfinite(u)
                 and math.isfinite(pw) and math.isfinite(nw)):
             raise ValueError("bad score-order state: weights must be finite")
@@ -1508,6 +1646,7 @@ class ScoreOrder:
         self.u, self.pos_weight, self.neg_weight = u, pw, nw
         self.n_pos, self.n_neg = int(cp.sum()), int(cn.sum())
         self.z_pos, self.z_neg = zp, zn
+        self.bits = bits
 
     # ------------------------------------------------------------------ checks
     def _check(self, rtol=1e-9):
@@ -1566,3 +1705,5 @@ class ScoreOrder:
         if self.n_neg == self.z_neg:
             assert self.neg_weight == 0.0 and not wn.any() and empty_n
         assert abs(self.u - mann_whitney_u(wp, wn)) <= rtol * scale_p * scale_n
+        if self.bits is not None:  # every key is its own coarse key
+            assert np.array_equal(coarse_keys(keys, self.bits), keys)

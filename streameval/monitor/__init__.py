@@ -2,7 +2,8 @@
 
 A :class:`Monitor` takes scored, labelled events one at a time (:meth:`Monitor.update`)
 or in batches (:meth:`Monitor.update_many`), feeds them to its metrics, and at each
-*evaluation point* emits one metrics row per segment and evaluates its alert rules.
+*evaluation point* emits one metrics row per segment that counted events since its
+last row and evaluates its alert rules.
 
 Evaluation points
 -----------------
@@ -11,8 +12,9 @@ Evaluation points
   (periods are aligned to multiples of ``every_seconds`` since the epoch, so hourly means
   on the hour), the monitor evaluates *before* counting that event;
 * :meth:`Monitor.flush` (end of the stream) always leaves the final state in the
-  timeline: it evaluates unless the last evaluation was at the current ``n`` (whose rows
-  already are the final ones).
+  timeline: it evaluates, every value computed now, unless the last evaluation was at
+  the current ``n`` with every whole-stream value fresh (its rows already are the final
+  ones).
 
 Two triggers at the same ``n`` give one evaluation. The batch path finds the same
 points as the event path, feeds each metric ``update_many`` with the slice of events
@@ -26,6 +28,11 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
 * metrics row: ``{"n", "t", "segment", "values": {name: float or None}}``, plus
   ``"late": {name: count}`` when the monitor has windows by ``period``: the events each
   window refused as late (older than its ``lateness`` allows), in that segment, so far;
+  ``"error_bounds": {name: bound}`` for the values that are not exact (a cumulative AUC
+  or AP past ``max_scores`` distinct scores, ``bins``): ``|value - exact| <= bound``; and
+  ``"as_of": {name: n}`` for cumulative values read at a cadence on long streams
+  (:data:`~streameval.monitor.scopes.HOLD_FROM`): the count of events the value covers.
+  Both keys are absent when empty;
 * alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
   "value", "segment"}`` and its explanation's fields (``message``, ``expr``,
   ``window``, ``events``, ``interval``, ...: :meth:`streameval.alerts.Rule.explain`,
@@ -42,7 +49,9 @@ Each drift test adds ``"drift.<name>.p_value"`` and
 ``"drift.<name>.delta"`` to ``values`` (None until the test is ready), and a sequential
 detector ``"drift.<name>.change_p_value"`` (the p-value at its last detection; None
 before any). At an evaluation the rows of every segment are emitted first, then the
-transitions.
+transitions. A segment that counted no event since its last row (idle) writes no row
+(its last one still holds) and its rules are evaluated only while one of them is
+pending or firing.
 
 Segments
 --------

@@ -67,7 +67,12 @@ class Evaluator:
     late counts the rows carry (``"late": {name: count}``).
 
     Runtime complexity: :meth:`evaluate` is one ``get`` per metric and one ``report``
-    per drift test of each scope, plus `O(1)` per rule.
+    per drift test of each scope that counted events since its last row, plus `O(1)`
+    per rule; a segment that counted none (idle) costs `O(rules)` and writes no row (its
+    last row still holds). A cumulative value whose read costs `O(n)` is recomputed at a
+    cadence on long streams (:data:`~streameval.monitor.scopes.HOLD_FROM`): rows then
+    carry ``as_of`` ``{name: n}``, the count the value covers; values that are not exact
+    (a coarsened score order, bins) carry ``error_bounds`` ``{name: bound}``.
 
     >>> import streameval as se
     >>> from streameval.alerts import Threshold
@@ -87,21 +92,30 @@ class Evaluator:
         self.on_alert = [] if on_alert is None else on_alert
         self.late = list(late)
 
-    def rows(self, scopes, n, t):
+    def rows(self, scopes, n, t, fresh=False):
         """``(rows, values, reports)``: one metrics row per scope (the whole stream's
         ``n`` is ``n``; a segment's is its own, with ``stream_n``), and each scope's
         values and drift reports, read once."""
         reports = [sc.reports() for sc in scopes]
-        values = [sc.values(reps) for sc, reps in zip(scopes, reports)]
         late = self.late
         rows = []
-        for sc, vals in zip(scopes, values):
+        values = []
+        for sc, reps in zip(scopes, reports):
+            vals, bounds, as_of = sc.read(reps, fresh)
+            values.append(vals)
             # a segment row counts the segment's events; stream_n places it in the stream
             row = ({"n": n, "t": t, "segment": None, "values": vals} if sc.key is None else
                    {"n": sc.n, "stream_n": n, "t": t, "segment": sc.label, "values": vals})
             if late:
                 row["late"] = sc.late(late)
+            if bounds:
+                row["error_bounds"] = bounds
+            if as_of:
+                row["as_of"] = as_of
+            if sc.idle():
+                row["idle"] = True  # (read for its rules only: evaluate drops the row)
             rows.append(row)
+            sc.eval_n = sc.n
         return rows, values, reports
 
     def transitions(self, scopes, values, reports, n, t):
@@ -129,12 +143,17 @@ class Evaluator:
                     tr.update(explain(rule, tr, sc, reps))  # the explanation fields
                     yield tr
 
-    def evaluate(self, scopes, n, t):
+    def evaluate(self, scopes, n, t, fresh=False):
         """One evaluation point: a row per scope to ``on_metrics`` (every row first), then
         the rules' transitions to ``on_alert``. ``n`` is the stream's count, ``t`` its
-        newest event time (None: none)."""
-        scopes = list(scopes)
-        rows, values, reports = self.rows(scopes, n, t)
+        newest event time (None: none); ``fresh``: every value computed now (the end of
+        a stream), none held."""
+        # idle segments (no event since their last row) write no row; their rules are
+        # evaluated only while one is pending or firing (their inputs did not change)
+        scopes = [sc for sc in scopes if not sc.idle()
+                  or any(r.active is not None for r in sc.rules)]
+        rows, values, reports = self.rows(scopes, n, t, fresh)
+        rows = [row for row in rows if not row.pop("idle", False)]
         for row in rows:
             for cb in self.on_metrics:
                 cb(dict(row, values=dict(row["values"])))

@@ -692,12 +692,12 @@ class Monitor:
     # ------------------------------------------------------------------- evaluation
 
     # ------------------------------------------------------------------- evaluation
-    def _evaluate(self):
+    def _evaluate(self, fresh=False):
         """One evaluation point: a row per segment, then the rules. Idempotent per n."""
         if self._last_eval_n == self.n:
             return
         self._last_eval_n = self.n
-        self._evaluator.evaluate(list(self._all_segments()), self.n, self.t)
+        self._evaluator.evaluate(list(self._all_segments()), self.n, self.t, fresh)
 
     def evaluate(self):
         """Evaluate now (rows and rules), unless already done at this ``n``."""
@@ -706,12 +706,17 @@ class Monitor:
     def flush(self):
         """End of the stream: make sure the final state is in the timeline.
 
-        Evaluates (rows for every segment, rules) unless the last evaluation was at
-        the current ``n``. Idempotent.
+        Evaluates (rows for every segment that counted events since its last row,
+        rules) unless the last evaluation was at the current ``n`` with every whole-stream
+        value fresh; every value of this evaluation is computed now (none held).
+        Idempotent.
         """
         if self._probe_segments and self.n:
             self._check_group_by()
-        self._evaluate()
+        if self._last_eval_n == self.n and self._overall is not None and any(
+                h[2] != self._overall.n for h in self._overall.held.values()):
+            self._last_eval_n = None  # the last row held values: the end is written fresh
+        self._evaluate(fresh=True)
 
     def _check_group_by(self, keys=(), codes=None, upto=0):
         """Warn (once) about the ``group_by`` fields that had no value in the first
@@ -748,7 +753,9 @@ class Monitor:
         holds its JSON form), ``n`` the segment's events, ``values`` its metrics (None
         where NaN) and ``drift`` its drift reports; with windows by ``period`` each
         segment also has ``late`` (``{name: events refused as late}``). Values are
-        computed now, not at the last evaluation.
+        computed now, not at the last evaluation (an idle segment's are cached since);
+        a segment whose values are not all exact (coarsened cumulative AUC or AP past
+        ``max_scores`` distinct scores, bins) has ``error_bounds`` ``{name: bound}``.
         """
         segments = {}
         late = self._late_names
@@ -762,6 +769,9 @@ class Monitor:
             }
             if late:
                 segments[seg.key]["late"] = seg.late(late)
+            bounds = seg.error_bounds()
+            if bounds:
+                segments[seg.key]["error_bounds"] = bounds
         return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
                 "other_events": self.other_events, "max_segments": self.max_segments,
                 "warnings": list(self.warnings)}
@@ -832,6 +842,8 @@ class Monitor:
                 "drift": {name: d.to_state() for name, d in seg.drift.items()},
                 "rules": [r.to_state() for r in seg.rules],
             })
+            if seg.eval_state() is not None:  # (the evaluator's: idle rows, held values)
+                segments[-1]["evaluation"] = seg.eval_state()
         data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n, "segments": segments,
                 "other_events": self.other_events, "warnings": list(self.warnings),
                 "probe_segments": self._probe_segments}
@@ -881,6 +893,7 @@ class Monitor:
                 [Rule.from_state(rs) for rs in s["rules"]],
             )
             seg.n = s["n"]
+            seg.set_eval_state(s.get("evaluation"))
             if key is None:
                 mon._overall = seg
             else:

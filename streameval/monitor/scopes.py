@@ -27,7 +27,21 @@ from streameval.metrics.confusion import CountsView, counts_key
 from streameval.metrics.ranking import OrderView, order_key
 from streameval.windows import Sliding
 
-__all__ = ["Scope", "share_orders", "inner", "fresh", "report_dict", "trusted"]
+__all__ = ["Scope", "share_orders", "inner", "fresh", "report_dict", "trusted", "HOLD_FROM",
+           "READ_RATIO"]
+
+#: A cumulative value whose read costs `O(n)` (average precision, a coarsened order's
+#: AUC with its error bound: :meth:`~streameval.metrics.ranking._BinaryRanking.read_size`)
+#: is recomputed at every evaluation while its order holds at most this many events;
+#: beyond, once per ``read_size / READ_RATIO`` events of its scope, and rows in between
+#: carry the last value with the count it covers (``as_of``). Below it (every bundled
+#: scenario, any stream of a million events) every row is fresh.
+HOLD_FROM = 1 << 20
+
+#: Events per entry read between two recomputations of a held value (see
+#: :data:`HOLD_FROM`): a read of ``k`` entries is paid by ``k / READ_RATIO`` events,
+#: about ``READ_RATIO`` numpy element passes per event, whatever the stream's length.
+READ_RATIO = 32
 
 
 #: the kinds of shared state: what decides it, and the read-only view of an owner's
@@ -111,6 +125,24 @@ def report_dict(rep):
     return d
 
 
+def _bound_reader(m):
+    """A callable giving ``m``'s error bound (0.0 when its value is exact), or None
+    for a metric that declares none: a score-order metric or a view of one (its
+    ``exact`` and ``error_bound``), or a sliding window over one."""
+    target = m.metric if isinstance(m, Sliding) else m
+    if not callable(getattr(type(target), "error_bound", None)):
+        return None
+    if isinstance(m, Sliding):
+        def bound():
+            cur = m.metric
+            return 0.0 if getattr(cur, "exact", True) else float(cur.error_bound())
+        return bound
+
+    def bound():
+        return 0.0 if getattr(m, "exact", True) else float(m.error_bound())
+    return bound
+
+
 def _value(v):
     """A metric value as a JSON number, or None where it is undefined (NaN)."""
     v = float(v)
@@ -143,7 +175,8 @@ class Scope:
     """
 
     __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
-                 "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues")
+                 "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues",
+                 "eval_n", "held", "_read", "_fresh")
 
     def __init__(self, key, label, metrics, drift, rules, share=True, feed=True):
         self.key = key          # hashable (None: the whole stream)
@@ -152,6 +185,16 @@ class Scope:
         self.metrics = share_orders(metrics) if share else dict(metrics)
         self.drift = drift
         self.rules = rules
+        #: the scope's ``n`` at its last row (None: none yet): a segment with no events
+        #: since is idle, see :meth:`idle`
+        self.eval_n = None
+        #: name -> [value, error bound, n it covers] of the values read at a cadence
+        #: (see :data:`HOLD_FROM`)
+        self.held = {}
+        self._fresh = None  # (n, values, bounds) of the last fresh read (snapshots)
+        # per metric: how its read costs (read_size) and its error bound, or None
+        self._read = {name: (getattr(m, "read_size", None), _bound_reader(m))
+                      for name, m in self.metrics.items()}
         if feed:
             self._bind()
         else:
@@ -207,17 +250,94 @@ class Scope:
     def values(self, reports):
         """``{name: value or None}`` of every metric, plus each drift test's p-value and
         delta from ``reports`` (:meth:`reports`), and a sequential detector's
-        ``change_p_value``; drains closed tumbling windows."""
+        ``change_p_value``; drains closed tumbling windows. All computed now (cached
+        while the scope counts no new event)."""
+        return self.read(reports, fresh=True, hold=False)[0]
+
+    def error_bounds(self):
+        """``{name: bound}`` of the metrics whose current value is not exact (a
+        coarsened score order, bins): ``|value - exact| <= bound``. Empty when every
+        value is exact."""
+        return dict(self.read({}, fresh=True, hold=False)[1])
+
+    def read(self, reports, fresh=False, hold=True):
+        """``(values, error_bounds, as_of)`` for a row: :meth:`values`, where a
+        cumulative value whose read costs `O(n)` may be the last one computed
+        (:data:`HOLD_FROM`; never with ``fresh``), ``error_bounds`` ``{name: bound}``
+        of the values that are not exact, and ``as_of`` ``{name: n}`` the scope's count
+        that each held value covers (only those older than now). ``hold``: the values
+        computed here become the held ones (an evaluation's read; a snapshot's does not,
+        so that rows never depend on when snapshots were taken).
+
+        Runtime complexity: one ``get`` per metric, except held values: `O(1)`."""
         for closed in self._queues:
             for _ in closed():
                 pass
-        out = {name: _value(m.get()) for name, m in self.metrics.items()}
+        n = self.n
+        cached = self._fresh
+        if fresh and cached is not None and cached[0] == n:
+            out, bounds = dict(cached[1]), dict(cached[2])
+            as_of = {}
+        else:
+            out, bounds, as_of = {}, {}, {}
+            held = self.held
+            for name, m in self.metrics.items():
+                size_of, bound_of = self._read[name]
+                if size_of is not None:
+                    size = size_of()
+                    h = held.get(name)
+                    if (not fresh and size > HOLD_FROM and h is not None
+                            and (n - h[2]) * READ_RATIO < size):
+                        out[name] = h[0]
+                        if h[1]:
+                            bounds[name] = h[1]
+                        if h[2] != n:
+                            as_of[name] = h[2]
+                        continue
+                v = _value(m.get())
+                b = bound_of() if bound_of is not None else 0.0
+                b = 0.0 if b != b else b  # (NaN: an undefined value, None in rows)
+                out[name] = v
+                if b:
+                    bounds[name] = b
+                if size_of is not None and hold:
+                    held[name] = [v, b, n]
+            if not as_of:
+                self._fresh = (n, dict(out), dict(bounds))
         for name, rep in reports.items():
             out[f"drift.{name}.p_value"] = rep.get("p_value")
             out[f"drift.{name}.delta"] = rep.get("delta")
             if "change_p_value" in rep:  # a sequential detector: its last change's evidence
                 out[f"drift.{name}.change_p_value"] = rep["change_p_value"]
-        return out
+        return out, bounds, as_of
+
+    def idle(self):
+        """Whether this segment's row would repeat its last one: it counted no event
+        since (the whole stream's scope is never idle)."""
+        return self.key is not None and self.eval_n == self.n
+
+    def eval_state(self):
+        """What decides this scope's next rows beyond its metrics (JSON-ready), or None
+        when nothing does (no row yet, nothing held): its count at its last row and its
+        held values."""
+        if self.eval_n is None and not self.held:
+            return None
+        return {"eval_n": self.eval_n, "held": {k: list(v) for k, v in self.held.items()}}
+
+    def set_eval_state(self, state):
+        """Restore :meth:`eval_state` (None: nothing to restore)."""
+        if state is None:
+            return
+        try:
+            eval_n = state["eval_n"]
+            held = {str(k): [None if v[0] is None else float(v[0]), float(v[1]), int(v[2])]
+                    for k, v in state["held"].items()}
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise ValueError(f"bad scope evaluation state: {e!r}") from None
+        if eval_n is not None and (type(eval_n) is not int or eval_n < 0):
+            raise ValueError(f"bad scope evaluation state: eval_n = {eval_n!r}")
+        self.eval_n = eval_n
+        self.held = held
 
     def reports(self):
         """``{name: report dict}`` of every drift test (JSON-ready)."""

@@ -8,6 +8,10 @@ Families:
 
 * ``streameval_metric{metric, window, segment}`` -- each metric's current value
   (``NaN`` where undefined: no positives, empty window, ...);
+* ``streameval_metric_error_bound{metric, window, segment}`` -- for a value that is
+  not exact (a cumulative AUC or AP past its ``max_scores`` distinct scores, bins), its
+  guaranteed bound: ``|value - exact| <= bound`` (the family is absent while every
+  value is exact);
 * ``streameval_segment_events{segment}`` -- events counted per segment;
 * ``streameval_late_events_total{metric, window, segment}`` -- events each window by
   period refused as late; ``streameval_other_segment_events_total`` -- events of new
@@ -159,15 +163,26 @@ class MonitorCollector(Collector):
             "Events a window by period refused as late (older than its lateness allows)",
             labels=["metric", "window", "segment"],
         )
+        bounds = GaugeMetricFamily(
+            "streameval_metric_error_bound",
+            "Guaranteed bound on the distance of a metric's value to the exact one",
+            labels=["metric", "window", "segment"],
+        )
+        bounded = False
         for seg, entry in _segments(snap):
             label = segment_label(seg)
             for name, v in (entry.get("values") or {}).items():
                 metric.add_metric([name, windows.get(name, "cumulative"), label], _value(v))
+            for name, b in (entry.get("error_bounds") or {}).items():
+                bounds.add_metric([name, windows.get(name, "cumulative"), label], float(b))
+                bounded = True
             if entry.get("n") is not None:
                 seg_events.add_metric([label], float(entry["n"]))
             for name, k in (entry.get("late") or {}).items():
                 late.add_metric([name, windows.get(name, "cumulative"), label], float(k))
         yield metric
+        if bounded:
+            yield bounds
         yield seg_events
         yield late
         yield CounterMetricFamily(

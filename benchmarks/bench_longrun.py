@@ -1,0 +1,251 @@
+"""A long stream: CPU per million events, memory and error bounds as it grows.
+
+A production monitor runs for months: at 1 000 events a second, 86 million a day. This
+script feeds ``--events`` events (default 100 million) through a Monitor in batches of
+1 000 (a model's scores, 30% positives) and prints, every ``--report`` events (default
+10 million), the CPU seconds per million events over that stretch, the resident and
+peak memory, and the error bounds of the cumulative AUC and AP (0 while exact):
+
+* ``--config default``: ``Monitor.default()`` (cumulative and sliding AUC, AP,
+  precision, recall, F1, accuracy, log loss; sequential detectors and their rules);
+* ``--config custom``: cumulative and windowed (10 000 events) AUC, AP, precision and
+  recall only.
+
+Continuous scores (what models emit, nearly all distinct) and scores rounded to 3
+decimals run side by side, each in its own process. ``--replay`` instead writes a
+JSONL log of ``--events`` rows into a temporary directory (about 80 bytes a row: 8 GB
+at 100 million; deleted afterwards), times ``streameval replay`` over it with the
+default monitor, and reports its wall time, CPU time and peak RSS.
+
+    python benchmarks/bench_longrun.py                          # 100 M events, both configs
+    python benchmarks/bench_longrun.py --events 2000000 --report 500000
+    python benchmarks/bench_longrun.py --replay --events 100000000
+
+Results: ``benchmarks/results/bench_longrun.json`` (``--json PATH`` writes elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import _results as R
+
+BATCH = 1000
+SEED = 31
+
+
+def _rss_mb():
+    """Resident set size now (MB), from /proc (peak: getrusage)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except OSError:  # (not Linux: the peak instead)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+
+
+def _batch(rng, m, kind):
+    import numpy as np
+
+    y = rng.random(m) < 0.3
+    s = 1.0 / (1.0 + np.exp(-(2.0 * y + rng.standard_normal(m) - 1.0)))
+    if kind == "rounded":
+        s = np.round(s, 3)
+    return y, s
+
+
+def _monitor(config):
+    import streameval as se
+
+    if config == "default":
+        return se.Monitor.default()
+    metrics = {}
+    for kind, cls in (("roc_auc", se.ROCAUC), ("average_precision", se.AveragePrecision),
+                      ("precision", se.Precision), ("recall", se.Recall)):
+        metrics[kind] = cls()
+        metrics[f"{kind}@10000"] = se.Sliding(cls(), size=10_000)
+    return se.Monitor(metrics)
+
+
+def _shrink(mon, cap):
+    """A short run in the bounded regime: the cumulative score orders' cap set to
+    ``cap`` (and values held from ``cap`` events on), as a stream ``DEFAULT_MAX_SCORES /
+    cap`` times longer would see them."""
+    from streameval.metrics.ranking import _BinaryRanking
+    from streameval.monitor import scopes
+
+    scopes.HOLD_FROM = cap
+    for m in mon.scopes()[0].metrics.values():
+        if isinstance(m, _BinaryRanking) and m._cap is not None:
+            m._cap, m._next_check = cap, 2 * cap
+
+
+def one(config, kind, events, report, cap=None):
+    """Feed one monitor; one record per ``report`` events (printed as JSON lines)."""
+    import numpy as np
+
+    rng = np.random.default_rng(SEED)
+    mon = _monitor(config)
+    if cap:
+        _shrink(mon, cap)
+    rows = [0]
+
+    def count(_row):
+        rows[0] += 1
+
+    mon.on_metrics.append(count)
+    done = 0
+    mark = 0
+    cpu0 = time.process_time()
+    while done < events:
+        m = min(BATCH, events - done)
+        y, s = _batch(rng, m, kind)
+        mon.update_many(y, s)
+        done += m
+        if done - mark >= report or done == events:
+            cpu = time.process_time()
+            metrics = mon.segment_metrics()
+            auc, ap = metrics["roc_auc"], metrics["average_precision"]
+            rec = {"config": config, "scores": kind, "events": done,
+                   "cpu_per_million": (cpu - cpu0) * 1e6 / (done - mark),
+                   "rss_mb": _rss_mb(),
+                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
+                   "auc_bound": float(auc.error_bound()), "ap_bound": float(ap.error_bound()),
+                   "rows": rows[0]}
+            print(json.dumps(rec), flush=True)
+            mark = done
+            cpu0 = time.process_time()  # (the reads above are not counted)
+
+
+def replay(events):
+    """Write a continuous-score JSONL log of ``events`` rows, replay it with the default
+    monitor in a subprocess; its wall and CPU time and peak RSS."""
+    import numpy as np
+
+    tmp = tempfile.mkdtemp(prefix="bench-longrun-")
+    log = os.path.join(tmp, "stream.jsonl")
+    rng = np.random.default_rng(SEED)
+    t0 = 1_700_000_000.0
+    start = time.perf_counter()
+    with open(log, "w") as f:
+        for a in range(0, events, 100_000):
+            m = min(100_000, events - a)
+            y, s = _batch(rng, m, "continuous")
+            ts = t0 + (a + np.arange(m)) * 0.001
+            f.write("".join(f'{{"ts":{t:.3f},"label":{int(l)},"score":{v!r}}}\n'
+                            for t, l, v in zip(ts.tolist(), y.tolist(), s.tolist())))
+    written = time.perf_counter() - start
+    size = os.path.getsize(log)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "streameval", "replay", log, "--out",
+                    os.path.join(tmp, "out"), "--no-report"] if _has_no_report() else
+                   [sys.executable, "-m", "streameval", "replay", log, "--out",
+                    os.path.join(tmp, "out")], check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {"events": events, "log_gb": size / 1e9, "write_s": written, "replay_s": wall,
+           "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
+           "peak_rss_mb": after.ru_maxrss / 1e3}
+    for name in os.listdir(os.path.join(tmp, "out")):
+        os.remove(os.path.join(tmp, "out", name))
+    os.rmdir(os.path.join(tmp, "out"))
+    os.remove(log)
+    os.rmdir(tmp)
+    return out
+
+
+def _has_no_report():
+    out = subprocess.run([sys.executable, "-m", "streameval", "replay", "--help"],
+                         capture_output=True, text=True)
+    return "--no-report" in out.stdout
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--events", type=int, default=100_000_000, help="events per stream")
+    p.add_argument("--report", type=int, default=10_000_000,
+                   help="print a row every this many events")
+    p.add_argument("--config", nargs="+", default=["default", "custom"],
+                   choices=["default", "custom"])
+    p.add_argument("--scores", nargs="+", default=["continuous", "rounded"],
+                   choices=["continuous", "rounded"])
+    p.add_argument("--replay", action="store_true",
+                   help="time streameval replay over a generated JSONL log instead")
+    p.add_argument("--max-scores", type=int, default=None,
+                   help="shrink the cumulative orders' cap to this (a quick look at the "
+                        "bounded regime: a run of N events then stands for one of "
+                        "N * 4194304 / MAX_SCORES)")
+    p.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
+    R.add_json_argument(p, __file__)
+    args = p.parse_args(argv)
+    if args.one:
+        one(args.one[0], args.one[1], args.events, args.report, args.max_scores)
+        return 0
+    res = R.start(__file__, args)
+    if args.replay:
+        r = replay(args.events)
+        tab = R.table("replay", "streameval replay of a generated continuous-score JSONL log, "
+                      "default monitor", ["events", "log GB", "replay s", "CPU s",
+                                          "peak RSS MB"])
+        tab.add(r["events"], r["log_gb"], r["replay_s"], r["cpu_s"], r["peak_rss_mb"])
+        print(f"{r['events']:,} rows ({r['log_gb']:.2f} GB): replay {r['replay_s']:.1f} s, "
+              f"CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_mb']:,.0f} MB")
+        res.figure("replay_seconds", "replay of the log", r["replay_s"], "s", better="lower")
+        res.write(args.json)
+        return 0
+    tab = R.table("longrun", "CPU per million events, memory and error bounds along one "
+                  "stream (batches of 1 000, evaluations every 1 000 events)",
+                  ["config", "scores", "events", "CPU s per million", "RSS MB",
+                   "peak RSS MB", "AUC bound", "AP bound"],
+                  note="CPU over the stretch since the previous row; each stream in its "
+                       "own process")
+    print(f"{'config':>8} {'scores':>11} {'events':>12} {'CPU s/M':>8} {'RSS MB':>8} "
+          f"{'peak MB':>8} {'AUC bound':>10} {'AP bound':>10}")
+    curves = {}
+    for config in args.config:
+        for kind in args.scores:
+            proc = subprocess.Popen(
+                [sys.executable, __file__, "--one", config, kind, "--events", str(args.events),
+                 "--report", str(args.report), "--json", "-"]
+                + ([] if args.max_scores is None else ["--max-scores", str(args.max_scores)]),
+                stdout=subprocess.PIPE, text=True)
+            recs = []
+            for line in proc.stdout:
+                r = json.loads(line)
+                recs.append(r)
+                tab.add(config, kind, r["events"], r["cpu_per_million"], r["rss_mb"],
+                        r["peak_rss_mb"], r["auc_bound"], r["ap_bound"])
+                print(f"{config:>8} {kind:>11} {r['events']:>12,} {r['cpu_per_million']:>8.2f} "
+                      f"{r['rss_mb']:>8,.0f} {r['peak_rss_mb']:>8,.0f} {r['auc_bound']:>10.2e} "
+                      f"{r['ap_bound']:>10.2e}", flush=True)
+            if proc.wait():
+                raise SystemExit(f"{config} {kind}: exit status {proc.returncode}")
+            curves[f"{config}, {kind}"] = recs
+            if len(recs) >= 2:
+                first, last = recs[0]["cpu_per_million"], recs[-1]["cpu_per_million"]
+                res.figure(f"cpu_growth_{config}_{kind}",
+                           f"CPU per million, last stretch over first ({config}, {kind})",
+                           last / first, "x", better="lower")
+                res.figure(f"rss_growth_{config}_{kind}",
+                           f"RSS, end over first stretch ({config}, {kind})",
+                           recs[-1]["rss_mb"] / recs[0]["rss_mb"], "x", better="lower")
+    if curves:
+        xs = [r["events"] for r in next(iter(curves.values()))]
+        R.curve("cpu_per_million", "CPU seconds per million events along the stream",
+                "events", "CPU s per million", xs,
+                {k: [r["cpu_per_million"] for r in v] for k, v in curves.items()})
+        R.curve("rss", "Resident memory along the stream", "events", "MB", xs,
+                {k: [r["rss_mb"] for r in v] for k, v in curves.items()})
+    res.write(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
