@@ -339,3 +339,63 @@ class _CountSliding(Sliding, case="count"):
                 assert all(isinstance(c, np.ndarray) for c in (ch.y, ch.s))
         assert self._tail is None or (chunks and self._tail is chunks[-1])
         self._check_metric([(e[0], e[1], e[2]) for e in events])
+
+    def _stored_arrays(self):
+        """The stored batches for a binary checkpoint: per chunk its columns as they are
+        (read-only views: a chunk's columns never change) and its first live event, or
+        an event run's events as JSON rows; None when batches are kept as Python values
+        (the JSON state then)."""
+        if not self._typed:
+            return None
+        out = []
+        for ch in self._chunks:
+            if type(ch) is EventRun:
+                out.append({"events": [[encode(x) for x in e] for e in ch]})
+            else:
+                out.append({"y": _frozen(ch.y), "s": _frozen(ch.s), "w": _frozen(ch.w),
+                            "lo": int(ch.lo)})
+        return out
+
+    def _restore_arrays(self, store):
+        """Restore :meth:`_stored_arrays`, checked (``ValueError``)."""
+        if not isinstance(store, list):
+            raise ValueError("bad Sliding state: store must be a list of chunks")
+        n = 0
+        for i, d in enumerate(store):
+            where = f"Sliding state: chunk {i}"
+            if isinstance(d, dict) and set(d) == {"events"}:
+                if not isinstance(d["events"], list) or not d["events"] or not all(
+                        isinstance(e, list) and len(e) == 3 for e in d["events"]):
+                    raise ValueError(f"bad {where}: events must be [y, score, w] rows")
+                ch = EventRun(decoded_events(d["events"]))
+            elif isinstance(d, dict) and set(d) == {"y", "s", "w", "lo"}:
+                y, s, w, lo = d["y"], d["s"], d["w"], d["lo"]
+                if not (isinstance(y, np.ndarray) and y.dtype == bool and y.ndim == 1
+                        and isinstance(s, np.ndarray) and s.dtype == np.float64
+                        and s.shape == y.shape and (w is None or (
+                            isinstance(w, np.ndarray) and w.dtype == np.float64
+                            and w.shape == y.shape))):
+                    raise ValueError(f"bad {where}: columns must be bool labels and float64 "
+                                     "scores (and weights) of one length")
+                if type(lo) is not int or not 0 <= lo < len(y):
+                    raise ValueError(f"bad {where}: lo = {lo!r:.40} outside its "
+                                     f"{len(y)} events")
+                ch = Chunk(y, s, w, lo=lo)
+            else:
+                raise ValueError(f"bad {where}: expected a chunk's columns or events")
+            self._chunks.append(ch)
+            n += len(ch)
+        if n > self.size:
+            raise ValueError(f"bad Sliding state: {n} events in a window of {self.size}")
+        self._n = n
+        last = self._chunks[-1] if self._chunks else None
+        self._tail = last if type(last) is EventRun else None
+
+
+def _frozen(a):
+    """A read-only view of ``a`` (None stays None)."""
+    if a is None:
+        return None
+    v = a.view()
+    v.flags.writeable = False
+    return v
