@@ -50,6 +50,7 @@ __all__ = [
     "CheckpointError",
     "FORMAT",
     "VERSION",
+    "BINARY_VERSION",
     "fingerprint",
     "save_atomic",
     "save_checkpoint",
@@ -63,6 +64,8 @@ __all__ = [
 
 FORMAT = "streameval-checkpoint"
 VERSION = 1
+#: the version of binary checkpoints (a manifest and packs: :mod:`streameval.io.statefile`)
+BINARY_VERSION = 2
 _KEYS = ("format", "version", "kind", "fingerprint", "sha256", "state")
 
 
@@ -230,6 +233,7 @@ def load_checkpoint(
     expected_kind: str | None = None,
     expected_fingerprint: str | None = None,
     fallback: bool = True,
+    writer=None,
 ) -> Any:
     """The state saved by :func:`save_checkpoint`, after checking everything.
 
@@ -252,7 +256,7 @@ def load_checkpoint(
     path = os.fspath(path)
     try:
         return read_checkpoint(path, expected_kind=expected_kind,
-                               expected_fingerprint=expected_fingerprint)
+                               expected_fingerprint=expected_fingerprint, writer=writer)
     except CheckpointError as e:
         if not (e.damaged and fallback):
             raise
@@ -260,7 +264,7 @@ def load_checkpoint(
     prev = previous_path(path)
     try:
         state = read_checkpoint(prev, expected_kind=expected_kind,
-                                expected_fingerprint=expected_fingerprint)
+                                expected_fingerprint=expected_fingerprint, writer=writer)
     except FileNotFoundError:
         raise CheckpointError(path, f"{error.reason}; no previous generation ({prev}) to "
                               "fall back to: restore it from a backup, or remove it to "
@@ -287,8 +291,13 @@ def read_checkpoint(
     *,
     expected_kind: str | None = None,
     expected_fingerprint: str | None = None,
+    writer=None,
 ) -> Any:
     """:func:`load_checkpoint` of exactly ``path``, without a fallback.
+
+    A binary checkpoint (version 2, :mod:`streameval.io.statefile`) is returned with its
+    arrays loaded and checked; ``writer`` (a :class:`~streameval.io.statefile.StateWriter`)
+    then learns where they are stored, so that its next checkpoint references them.
 
     Raises :class:`CheckpointError` (``damaged`` set for damage),
     ``FileNotFoundError`` when there is no file, and other ``OSError`` when it cannot
@@ -314,21 +323,26 @@ def read_checkpoint(
     for key in _KEYS:
         if key not in env:
             raise damaged(f"missing key {key!r}")
-    if env["version"] != VERSION:
+    if env["version"] not in (VERSION, BINARY_VERSION) or type(env["version"]) is not int:
         raise CheckpointError(
             path, f"version {env['version']!r:.40} is not supported (this streameval reads "
-                  f"{VERSION})", damaged=not isinstance(env["version"], int))
+                  f"{VERSION} and {BINARY_VERSION})", damaged=not isinstance(env["version"], int))
     for key in ("kind", "sha256"):
         if not isinstance(env[key], str):
             raise damaged(f"{key} = {env[key]!r:.40} is not a string")
     if env["fingerprint"] is not None and not isinstance(env["fingerprint"], str):
         raise damaged(f"fingerprint = {env['fingerprint']!r:.40} is not a string")
-    try:
-        ok = hashlib.sha256(_canonical(env["state"])).hexdigest() == env["sha256"]
-    except RecursionError:
-        raise damaged("nested deeper than a checkpoint can be") from None
-    if not ok:
-        raise damaged("the state does not match its checksum")
+    if env["version"] == BINARY_VERSION:
+        from streameval.io.statefile import read_state  # (it imports this module)
+        state, adopted = read_state(path, env)
+    else:
+        try:
+            ok = hashlib.sha256(_canonical(env["state"])).hexdigest() == env["sha256"]
+        except RecursionError:
+            raise damaged("nested deeper than a checkpoint can be") from None
+        if not ok:
+            raise damaged("the state does not match its checksum")
+        state, adopted = env["state"], {}
     if expected_kind is not None and env["kind"] != expected_kind:
         raise CheckpointError(
             path, f"is a {env['kind']!r:.40} checkpoint, expected {expected_kind!r}"
@@ -339,4 +353,6 @@ def read_checkpoint(
             f"written with another configuration (fingerprint {env['fingerprint']}, expected "
             f"{expected_fingerprint}); remove it or run with the original configuration",
         )
-    return env["state"]
+    if writer is not None:
+        writer.adopt(adopted)
+    return state
