@@ -989,9 +989,11 @@ def _check_monitor_state(state):
     for k in ("metrics", "drift"):
         need(isinstance(p.get(k), dict), f"params.{k}", p.get(k), "an object")
     need(isinstance(p.get("rules"), list), "params.rules", p.get("rules"), "a list")
-    for k in ("n", "last_eval_n"):
-        v = d.get(k)
-        need(type(v) is int and v >= 0, f"data.{k}", v, "an int >= 0")
+    v = d.get("n")
+    need(type(v) is int and v >= 0, "data.n", v, "an int >= 0")
+    v = d.get("last_eval_n")
+    need(v is None or (type(v) is int and v >= 0), "data.last_eval_n", v,
+         "an int >= 0 or null")
     v = d.get("other_events", 0)
     need(type(v) is int and v >= 0, "data.other_events", v, "an int >= 0")
     t = d.get("t")
