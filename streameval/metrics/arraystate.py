@@ -21,7 +21,7 @@ Imports: :mod:`streameval._registry` and :mod:`streameval.metrics.base` only.
 from __future__ import annotations
 
 from streameval import _registry
-from streameval.metrics.base import from_state
+from streameval.metrics.base import Metric, from_state
 
 __all__ = ["array_state", "from_array_state", "MARK"]
 
@@ -39,6 +39,14 @@ def array_state(obj):
         state = hook()
         if state is not None:
             return state
+    if type(obj).to_state is Metric.to_state and hasattr(obj, "__dict__"):
+        # Metric.to_state with the constructor parameters read once (they never change;
+        # reading them inspects the signature, the dearest part of a small state)
+        params = obj.__dict__.get("_array_params")
+        if params is None:
+            params = obj.__dict__["_array_params"] = obj._params()
+        return {"type": obj._public_name, "version": obj._state_version,
+                "params": dict(params), "data": obj._get_data()}
     return obj.to_state()
 
 

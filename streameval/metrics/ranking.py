@@ -797,8 +797,11 @@ class _BinaryRanking(BinaryMetric):
     def to_array_state(self):
         """The binary checkpoint's state (see :mod:`streameval.metrics.arraystate`):
         ``to_state()``'s shape with :meth:`_get_array_data` as its data."""
+        params = self.__dict__.get("_array_params")
+        if params is None:  # (constructor parameters never change: read them once)
+            params = self.__dict__["_array_params"] = self._params()
         return {"type": self._public_name, "version": self._state_version,
-                "params": self._params(), "data": self._get_array_data(), "arrays": 1}
+                "params": dict(params), "data": self._get_array_data(), "arrays": 1}
 
     def _set_array_data(self, data):
         """Restore :meth:`_get_array_data` (checked; ``ValueError`` if bad)."""

@@ -872,7 +872,8 @@ class Monitor:
         :meth:`to_state`'s shape, with each metric's binary state
         (:func:`~streameval.metrics.arraystate.array_state`: score orders as they are
         laid out, windows' batches as their numpy columns, zero-copy) and a shared view
-        saved as its template and cache only (its owner holds the order). Nothing is
+        saved as its cache only (its owner holds the order; its template is the
+        monitor's, in ``params``). Nothing is
         merged or changed: a monitor saved and restored computes the same bits as one
         never saved. Marked ``"arrays": 1``; :meth:`from_array_state` reads it.
 
@@ -885,9 +886,9 @@ class Monitor:
         def metric_state(m):
             if isinstance(m, SharedView):  # (its own class's hook: others are the owner's)
                 hook = getattr(type(m), "to_array_state", None)
-                if hook is not None:
-                    return hook(m)
-                return {"template": m.template.clone().to_state(), "view": None}
+                if hook is not None:  # (the template is the monitor's own: params.metrics)
+                    return dict(hook(m), template=None)
+                return {"template": None, "view": None}
             return array_state(m)
 
         params = {
@@ -941,7 +942,13 @@ class Monitor:
         def metric_of(where, name, s):
             if isinstance(s, dict) and set(s) == {"template", "view"}:
                 views.append((where, name, s["view"]))
-                return from_state(s["template"])
+                template = s["template"]
+                if template is None:
+                    if name not in p["metrics"]:
+                        raise ValueError(f"bad Monitor state: a view {name!r} of no metric "
+                                         "of the monitor")
+                    template = p["metrics"][name]
+                return from_state(template)
             return from_array_state(s)
 
         p, d = state["params"], state["data"]

@@ -388,7 +388,8 @@ class Sliding(Cases):
         data = {"metric": array_state(self.metric), "newest": self.newest,
                 "late": self.late, "store": store}
         return {"type": self._public_name, "version": self._state_version,
-                "params": self._params(), "data": data, MARK: 1}
+                "params": {"size": self.size, "period": self.period,
+                           "lateness": self.lateness}, "data": data, MARK: 1}
 
     @classmethod
     def _from_array_state(cls, state):
