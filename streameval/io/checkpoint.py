@@ -33,7 +33,14 @@ not damage and is refused as it is. The service keeps its own generations
 States are JSON: NaN and infinities are written as the ``NaN``/``Infinity``
 literals Python's json reads back, so a state round-trips exactly.
 
-Imports: the standard library only; the pipeline and the service import it.
+Binary checkpoints (``"version": 2``: a manifest and packs of numpy arrays, written
+by :class:`streameval.io.statefile.StateWriter`) are read here too
+(:func:`read_state`): :func:`load_checkpoint` returns their state with its arrays
+loaded and checked, and falls back to the previous generation when any file of the
+newest is damaged.
+
+Imports: numpy and the standard library; the pipeline, the service and
+:mod:`streameval.io.statefile` import it.
 """
 
 from __future__ import annotations
@@ -44,7 +51,10 @@ import os
 import tempfile
 import time
 import warnings
+import zlib
 from typing import Any
+
+import numpy as np
 
 __all__ = [
     "CheckpointError",
@@ -60,6 +70,8 @@ __all__ = [
     "install",
     "previous_path",
     "CheckpointFallback",
+    "read_state",
+    "pack_dir",
 ]
 
 FORMAT = "streameval-checkpoint"
@@ -67,6 +79,24 @@ VERSION = 1
 #: the version of binary checkpoints (a manifest and packs: :mod:`streameval.io.statefile`)
 BINARY_VERSION = 2
 _KEYS = ("format", "version", "kind", "fingerprint", "sha256", "state")
+
+#: the dtypes an array of a binary state may have (:mod:`streameval.io.statefile`)
+DTYPES = {"|b1": np.dtype(bool), "<i8": np.dtype("<i8"), "<f8": np.dtype("<f8")}
+#: the key of an array reference in a binary checkpoint's manifest
+REF = "$a"
+_MAX_DEPTH = 200
+
+
+def pack_dir(path: str | os.PathLike) -> str:
+    """The directory of the packs of the checkpoint at ``path`` (``path + ".d"``); both
+    generations share it.
+
+    >>> pack_dir("/state/checkpoint.json")
+    '/state/checkpoint.json.d'
+    """
+    return os.fspath(path) + ".d"
+
+
 
 
 class CheckpointError(ValueError):
@@ -333,7 +363,6 @@ def read_checkpoint(
     if env["fingerprint"] is not None and not isinstance(env["fingerprint"], str):
         raise damaged(f"fingerprint = {env['fingerprint']!r:.40} is not a string")
     if env["version"] == BINARY_VERSION:
-        from streameval.io.statefile import read_state  # (it imports this module)
         state, adopted = read_state(path, env)
     else:
         try:
@@ -356,3 +385,108 @@ def read_checkpoint(
     if writer is not None:
         writer.adopt(adopted)
     return state
+
+
+# ------------------------------------------------------------------ reading
+def read_state(path: str | os.PathLike, env: dict) -> tuple:
+    """The state tree of a version-2 manifest ``env`` read from ``path``, its arrays
+    loaded and checked, and ``{id: (array, ref)}`` of the loaded arrays (for
+    :meth:`StateWriter.adopt`). Raises :class:`CheckpointError` (``damaged``) naming
+    the file and the problem. Runtime complexity: `O(bytes referenced)` (each array is
+    read once, into its own buffer, and its CRC-32 checked)."""
+    path = os.fspath(path)
+
+    def damaged(reason):
+        return CheckpointError(path, f"corrupted: {reason}", damaged=True)
+
+    for key in ("seq", "dir", "packs", "sha256", "state"):
+        if key not in env:
+            raise damaged(f"missing key {key!r}")
+    name = env["dir"]
+    if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", ".."):
+        raise damaged(f"dir = {name!r:.60} is not a directory name")
+    # (both generations share the directory of the newest's name: ``ckpt.json.d``)
+    directory = os.path.join(os.path.dirname(os.path.abspath(path)), name)
+    if type(env["seq"]) is not int or not isinstance(env["packs"], dict) or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in env["packs"].items()):
+        raise damaged("seq or packs of the wrong type")
+    try:
+        ok = hashlib.sha256(_canonical(env["state"])).hexdigest() == env["sha256"]
+    except RecursionError:
+        raise damaged("nested deeper than a checkpoint can be") from None
+    if not ok:
+        raise damaged("the state does not match its checksum")
+    packs = env["packs"]
+    for name, size in packs.items():
+        if os.path.basename(name) != name or name in ("", ".", ".."):
+            raise damaged(f"pack name {name!r:.60} is not a file name")
+        p = os.path.join(directory, name)
+        try:
+            actual = os.path.getsize(p)
+        except FileNotFoundError:
+            raise CheckpointError(path, f"corrupted: its pack {p} is missing", damaged=True) \
+                from None
+        if actual != size:
+            raise CheckpointError(path, f"corrupted: its pack {p} holds {actual} bytes, the "
+                                  f"manifest says {size} (truncated or overwritten)",
+                                  damaged=True)
+    files: dict[str, Any] = {}
+    loaded: dict[tuple, np.ndarray] = {}
+    adopted: dict[int, tuple] = {}
+
+    def load(ref):
+        if not (isinstance(ref, list) and len(ref) == 6 and isinstance(ref[0], str)
+                and all(type(x) is int and x >= 0 for x in (ref[1], ref[2], ref[5]))
+                and ref[3] in DTYPES and isinstance(ref[4], list)
+                and all(type(x) is int and x >= 0 for x in ref[4])):
+            raise damaged(f"an array reference of the wrong shape: {ref!r:.100}")
+        name, offset, nbytes, dt, shape, crc = ref
+        k = (name, offset, nbytes, dt, tuple(shape))
+        a = loaded.get(k)
+        if a is not None:
+            return a
+        if name not in packs:
+            raise damaged(f"an array in pack {name!r:.60}, which the manifest does not list")
+        p = os.path.join(directory, name)
+        dtype = DTYPES[dt]
+        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != nbytes:
+            raise damaged(f"an array of {nbytes} bytes cannot have shape {shape} and dtype {dt}")
+        if offset + nbytes > packs[name]:
+            raise damaged(f"an array at {offset}+{nbytes} beyond the end of pack {p}")
+        f = files.get(name)
+        if f is None:
+            f = files[name] = open(p, "rb")
+        a = np.empty(shape, dtype=dtype)
+        f.seek(offset)
+        mv = memoryview(a).cast("B") if nbytes else memoryview(b"")
+        got = f.readinto(mv) if nbytes else 0
+        if got != nbytes:
+            raise damaged(f"pack {p} ends inside an array (offset {offset})")
+        if zlib.crc32(mv) != crc:
+            raise CheckpointError(path, f"corrupted: an array of pack {p} (offset {offset}, "
+                                  f"{nbytes} bytes) does not match its CRC-32", damaged=True)
+        loaded[k] = a
+        adopted[id(a)] = (a, ref)
+        return a
+
+    def walk(x, depth=0):
+        if depth > _MAX_DEPTH:
+            raise damaged("nested deeper than a checkpoint can be")
+        if isinstance(x, dict):
+            if REF in x:
+                if len(x) != 1:
+                    raise damaged("an array reference with other keys")
+                return load(x[REF])
+            return {k: walk(v, depth + 1) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v, depth + 1) for v in x]
+        return x
+
+    try:
+        tree = walk(env["state"])
+    except OSError as e:
+        raise CheckpointError(path, f"cannot read its packs: {e}", damaged=True) from None
+    finally:
+        for f in files.values():
+            f.close()
+    return tree, adopted

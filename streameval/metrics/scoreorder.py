@@ -1651,7 +1651,7 @@ class ScoreOrder:
         elif layout == "levels":
             so._levels = Levels.from_layout(d.get("levels"), so.unit, so.integral)
             so._arrays = None
-            entries = so._levels.entries(keep=False)
+            entries = None  # (each side checked; the totals below from the sides' tops)
         elif layout == "blocks":
             b = d.get("blocks")
             names = ("sizes", "keys", "wp", "wn", "cp", "cn", "maxes", "tp", "tn", "gp", "gn")
@@ -1691,14 +1691,23 @@ class ScoreOrder:
         else:
             raise ValueError(f"bad score-order layout: layout = {layout!r:.40}; expected "
                              "'flat', 'levels' or 'blocks'")
-        k, wp, wn, cp, cn = entries
-        if len(k) and (not np.isfinite(k).all() or (np.diff(k) <= 0).any()):
-            raise ValueError("bad score-order layout: scores must be finite and increasing")
-        if int(np.sum(cp)) != d["n_pos"] or int(np.sum(cn)) != d["n_neg"] or not (
+        if entries is None:  # levels: a side's running sums start with its totals
+            lv = so._levels
+            n_p = sum(float((s.w if s.c is None else s.c)[0]) for s in lv.pos if s.size)
+            n_n = sum(float((s.w if s.c is None else s.c)[0]) for s in lv.neg if s.size)
+            sp = sum(float(s.w[0]) for s in lv.pos if s.size)
+            sn = sum(float(s.w[0]) for s in lv.neg if s.size)
+        else:
+            k, wp, wn, cp, cn = entries
+            if len(k) and (not np.isfinite(k).all() or (np.diff(k) <= 0).any()):
+                raise ValueError("bad score-order layout: scores must be finite and "
+                                 "increasing")
+            n_p, n_n = int(np.sum(cp)), int(np.sum(cn))
+            sp, sn = float(np.sum(wp)), float(np.sum(wn))
+        if n_p != d["n_pos"] or n_n != d["n_neg"] or not (
                 d["z_pos"] <= d["n_pos"] and d["z_neg"] <= d["n_neg"]):
             raise ValueError("bad score-order layout: event counts do not match the stored "
                              "entries")
-        sp, sn = float(np.sum(wp)), float(np.sum(wn))
         pw, nw = float(d["pos_weight"]), float(d["neg_weight"])
         tol_p, tol_n = _SLACK * max(1.0, sp), _SLACK * max(1.0, sn)
         if abs(pw - sp) > tol_p or abs(nw - sn) > tol_n:

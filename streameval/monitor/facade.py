@@ -7,14 +7,16 @@ and wires intake, scopes and evaluation together.
   at the evaluation points inside it (:mod:`streameval.monitor.evaluation`);
   :meth:`Monitor.update_many` is ``apply(admit(...))`` of raw columns.
 * :meth:`Monitor.update` counts one event, with the same checks.
-* Reading (``snapshot``, ``segment_metrics``, ``scopes``) and the JSON state
-  (``to_state``/``from_state``).
+* Reading (``snapshot``, ``segment_metrics``, ``scopes``), the JSON state
+  (``to_state``/``from_state``) and the binary state of checkpoints
+  (``to_array_state``/``from_array_state``: numpy arrays as laid out, checked on load).
 
 The rows, transitions, evaluation points and segments are described in
 :mod:`streameval.monitor`.
 
 Imports: numpy, the standard library, :mod:`streameval.alerts`,
 :mod:`streameval.metrics.base` (the registry, ``has_interval``),
+:mod:`streameval.metrics.arraystate` (binary states, inside the state methods),
 :mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes and
 evaluation modules, and :mod:`streameval.config` only inside :meth:`Monitor.default` and
 :meth:`Monitor.from_config` (config imports the Monitor's parts, not the Monitor).

@@ -8,7 +8,8 @@ points (``validate``, ``update_many``, ``update_trusted``), state and merge
 plumbing; each case module holds its storage and expiry.
 
 It may import numpy, the standard library, :mod:`streameval.events` (the event-time
-parser), :mod:`streameval.metrics.base`, :mod:`streameval.validation` and
+parser), :mod:`streameval.metrics.base`, :mod:`streameval.metrics.arraystate` (binary
+states, inside the state methods), :mod:`streameval.validation` and
 :mod:`streameval.windows.common`.
 """
 
