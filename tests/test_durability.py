@@ -539,3 +539,102 @@ def test_a_log_that_cannot_be_written_is_refused_at_start_in_one_line(tmp_path, 
     eng = engine(tmp_path)  # nothing lost
     assert eng.monitor.n == 10
     eng.close()
+
+
+# ----------------------------------------------------------------------- full disk, read-only
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 2 MiB tmpfs (root only; skipped elsewhere)."""
+    d = tmp_path / "small"
+    d.mkdir()
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(d)],
+                       capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {r.stderr.decode(errors='replace')}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_a_full_disk_or_a_read_only_state_directory_loses_nothing(tmp_path, small_tmpfs, fault):
+    """Checkpoints that fail for want of space or of write access are counted and said
+    (``checkpoint_error``), the generations installed stay sound, and every batch
+    acknowledged before is there after a restart where there is room."""
+    state = small_tmpfs / "state"
+    eng = engine(state)
+    sent, acked = [], 0
+    try:
+        eng.ingest(make_events(500, seed=0))
+        sent.append(make_events(500, seed=0))
+        acked = 500
+        assert eng.checkpoint()
+        if fault == "read-only":  # new files cannot be made there (the open log stays)
+            subprocess.run(["mount", "--bind", str(state), str(state)], check=True)
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(state)], check=True)
+        k = 1
+        failed = None
+        while failed is None and k < 400:
+            batch = make_events(500, seed=k, start=500 * k)
+            try:
+                eng.ingest(batch)
+            except Exception as e:  # the log cannot grow: refused, not acknowledged
+                failed = e
+                break
+            sent.append(batch)
+            acked += 500
+            k += 1
+            try:
+                eng.checkpoint()
+            except OSError as e:
+                failed = e
+        assert failed is not None, "the tmpfs never filled"
+        reason = str(failed).lower()
+        assert ("space" in reason or "full" in reason or "read-only" in reason
+                or "readonly" in reason), failed
+        if isinstance(failed, OSError):
+            assert eng.stats["checkpoint_errors"] >= 1 and eng.checkpoint_error
+    finally:
+        try:
+            eng.close()
+        except Exception:
+            pass
+    if fault == "read-only":
+        subprocess.run(["umount", "-l", str(state)], check=True)
+    # where there is room again: every acknowledged batch, none twice
+    roomy = tmp_path / "roomy"
+    shutil.copytree(state, roomy, ignore=shutil.ignore_patterns("lock"))
+    eng = engine(roomy)
+    try:
+        assert eng.health()["lost_batches"] == 0
+        assert eng.monitor.n >= acked
+        n = eng.monitor.n
+        assert n % 500 == 0
+        same_values(eng, sent + [make_events(500, seed=len(sent), start=500 * len(sent))]
+                    if n > acked else sent)
+    finally:
+        eng.close()
+
+
+def test_sigterm_finishes_well_within_10_s_after_many_events(tmp_path):
+    """Graceful shutdown writes one incremental checkpoint: seconds, not minutes."""
+    state = tmp_path / "state"
+    proc, port = _start(state)
+    try:
+        for k in range(40):
+            body = json.dumps(make_events(5000, seed=k, start=5000 * k)).encode()
+            assert _call(port, "POST", "/events", body)[0] == 200
+        t0 = time.monotonic()
+    finally:
+        code = _end(proc, signal.SIGTERM)
+    assert code == 0 and time.monotonic() - t0 < 10
+    eng = engine(state)
+    try:
+        assert eng.monitor.n == 200_000 and eng.replayed == (0, 0)
+    finally:
+        eng.close()
