@@ -13,7 +13,7 @@ script measures, in one run:
 * a restart: loading the newest checkpoint in a fresh process (``load_checkpoint`` +
   ``Monitor.from_array_state``), its seconds, and its peak memory against the steady
   memory of the loaded state (``ru_maxrss`` and the resident size after the load, both
-  less the interpreter's before it).
+  less the process's before it, with the modules a restore imports already imported).
 
 Then, for ``--segments`` counts (``group_by``, events spread evenly): the incremental
 checkpoint after ``--step`` events; and a replay of ``--replay-events`` rows with
@@ -60,6 +60,7 @@ def rss():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 from streameval.io.checkpoint import load_checkpoint
 from streameval.monitor import Monitor
+Monitor.from_array_state(Monitor.default().to_array_state())  # (the modules it imports)
 gc.collect()
 base = rss()
 base_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
