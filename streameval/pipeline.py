@@ -183,6 +183,11 @@ class Pipeline:
         docstring): stop with an :class:`~streameval.events.EventError` naming its
         line, or send it to the source's ``rejected`` callback, count it in
         ``rejected`` and go on. Default: the source's ``on_error``, else "fail".
+    checkpoint_format : {"binary", "json"}, optional
+        How checkpoints are written: "binary" (default; a JSON manifest and packs of
+        numpy arrays, each checkpoint writing what changed since the last, see
+        :mod:`streameval.io.statefile`) or "json" (one JSON file, the whole state each
+        time). :meth:`resume` reads both.
     """
 
     def __init__(self, monitor, source=None, *, outputs: dict | None = None, sinks=(),
@@ -190,9 +195,12 @@ class Pipeline:
                  checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY, kind: str = "replay",
                  fingerprint: str | None = None,
                  on_batch: Callable[["Pipeline", Any], Any] | None = None,
-                 on_error: str | None = None) -> None:
+                 on_error: str | None = None, checkpoint_format: str = "binary") -> None:
         checkpoint_every = check_param("checkpoint_every", checkpoint_every,
                                        Integer(1, allow_none=True))
+        if checkpoint_format not in ("binary", "json"):
+            raise ValueError(f"checkpoint_format = {checkpoint_format!r}: expected 'binary' "
+                             "or 'json'")
         if on_error is None:
             on_error = getattr(source, "on_error", "fail")
         if on_error not in ("fail", "skip"):
@@ -220,9 +228,7 @@ class Pipeline:
         self._base = dict.fromkeys(COUNTS, 0)
         self._source0 = self._source_counts()
         self._opened = False
-        #: "binary" (a manifest and packs of arrays, incremental: streameval.io.statefile)
-        #: or "json" (one JSON file, version 1)
-        self.format = "binary"
+        self.checkpoint_format = checkpoint_format
         self._writer = None
 
     # ------------------------------------------------------------------ resume
@@ -539,7 +545,7 @@ class Pipeline:
         output sizes, the counters and whether the source ended (``done``: this state
         is then the one before the final flush)."""
         to_arrays = getattr(self.monitor, "to_array_state", None)
-        binary = self.format == "binary" and to_arrays is not None
+        binary = self.checkpoint_format == "binary" and to_arrays is not None
         state: dict = {"monitor": to_arrays() if binary else self.monitor.to_state()}
         if self.source is not None:
             state["source"] = self.source.to_state()
@@ -557,7 +563,7 @@ class Pipeline:
         checkpoint, with its kind and fingerprint."""
         if self.checkpoint_path is None:
             raise ValueError("this pipeline has no checkpoint file")
-        if self.format == "binary":
+        if self.checkpoint_format == "binary":
             self._state_writer().write(state, kind=self.kind, fingerprint=self.fingerprint)
         else:
             save_checkpoint(self.checkpoint_path, state, kind=self.kind,

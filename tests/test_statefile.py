@@ -70,8 +70,8 @@ def run_pipeline(tmp, log, name, every=5000, stop_at=(), batch_size=None, fmt="b
         kw = {} if batch_size is None else {"batch_size": batch_size}
         p = Pipeline(Monitor.default(), EventSource(str(log), **kw),
                      outputs={"metrics": out / "metrics.jsonl", "alerts": out / "alerts.jsonl"},
-                     checkpoint=ckpt, checkpoint_every=every, on_batch=on_batch)
-        p.format = fmt
+                     checkpoint=ckpt, checkpoint_every=every, on_batch=on_batch,
+                     checkpoint_format=fmt)
         p.resume()
         p.run()
         p.close()
