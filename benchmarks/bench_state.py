@@ -12,8 +12,9 @@ script measures, in one run:
   of them; the worst and the median): seconds and bytes written;
 * a restart: loading the newest checkpoint in a fresh process (``load_checkpoint`` +
   ``Monitor.from_array_state``), its seconds, and its peak memory against the steady
-  memory of the loaded state (``ru_maxrss`` and the resident size after the load, both
-  less the process's before it, with the modules a restore imports already imported).
+  memory of the loaded state (the process's peak and current resident size, ``VmHWM``
+  and ``VmRSS``, both less the resident size before the load, with the modules a restore
+  imports already imported).
 
 Then, for ``--segments`` counts (``group_by``, events spread evenly): the incremental
 checkpoint after ``--step`` events; and a replay of ``--replay-events`` rows with
@@ -54,16 +55,20 @@ from streameval.monitor import Monitor  # noqa: E402
 BATCH = 1000
 
 LOAD_CHILD = r"""
-import json, os, resource, sys, time, gc
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+import json, os, sys, time, gc
+def rss(field="VmRSS"):
+    # (VmHWM, the peak, belongs to this program's memory; ru_maxrss would start from
+    # the parent's resident size at the fork)
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
 from streameval.io.checkpoint import load_checkpoint
 from streameval.monitor import Monitor
 Monitor.from_array_state(Monitor.default().to_array_state())  # (the modules it imports)
 gc.collect()
 base = rss()
-base_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 t0 = time.perf_counter()
 state = load_checkpoint(sys.argv[1])
 mon = Monitor.from_array_state(state["monitor"])
@@ -71,7 +76,7 @@ del state
 secs = time.perf_counter() - t0
 gc.collect()
 steady = rss()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak = rss("VmHWM")
 print(json.dumps({"seconds": secs, "n": mon.n, "steady": steady - base,
                   "peak": max(peak - base, steady - base), "peak_total": peak,
                   "base": base}))
