@@ -1139,7 +1139,7 @@ class Engine:
                 gen = self._gen + 1
                 head = {"seq": seq, "stats": dict(self.stats), "generation": gen,
                         "log_id": None if self._wal is None else self._wal.log_id}
-                # the state as of now: the binary state tree (arrays that never change
+                # the state at this point: the binary state tree (arrays that never change
                 # as read-only views, the others copied), taken under the lock in
                 # O(objects); ingestion goes on while this thread writes it
                 state = self._state(head)
