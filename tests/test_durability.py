@@ -633,11 +633,13 @@ def test_sigterm_finishes_well_within_10_s_after_many_events(tmp_path):
     finally:
         code = _end(proc, signal.SIGTERM)
     assert code == 0 and time.monotonic() - t0 < 10
-    eng = engine(state)
+    proc, port = _start(state)
     try:
-        assert eng.monitor.n == 200_000 and eng.replayed == (0, 0)
+        status, health = _call(port, "GET", "/healthz")
+        assert status == 200 and health["n"] == 200_000 and health["lost_batches"] == 0
+        assert health["recovered_from"] == CHECKPOINT_FILE
     finally:
-        eng.close()
+        assert _end(proc, signal.SIGTERM) == 0
 
 
 @pytest.mark.parametrize("big", [True, False])
