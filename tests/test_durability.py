@@ -658,3 +658,70 @@ def test_frame_checksums_vectorised_equal_sqlites_loop(big):
         want = _checksum(data[off:off + 8] + data[off + 24:off + 24 + page], big,
                          int(seeds[i, 0]), int(seeds[i, 1]))
         assert (int(got[i, 0]), int(got[i, 1])) == want
+
+
+def test_kill_9_with_8_clients_sending_predictions_then_labels_loses_and_doubles_nothing(
+        tmp_path):
+    """Delayed labels under kills: 8 clients each send their predictions, then the
+    labels, in keyed batches retried until answered; the server is killed (-9) at random
+    moments (checkpoints every 300 rows) and restarted on the same port. At the end
+    every prediction is joined once: the state equals a Monitor fed the labelled
+    events directly."""
+    cfg = tmp_path / "delayed.toml"
+    cfg.write_text("[monitor]\nevery = 50\n[monitor.metrics]\n"
+                   + "".join(f'{k} = "{v}"\n' for k, v in CONFIG["monitor"]["metrics"].items())
+                   + "[input]\nlabel_ttl = 100000000\n")
+    state = tmp_path / "state"
+    args = ("--checkpoint-events", "300", "--config", str(cfg))
+    proc, port = _start(state, 0, *args)
+    per_client, size = 6, 40
+    plans = {}
+    for c in range(8):
+        events = make_events(per_client * size, seed=500 + c, start=c * per_client * size)
+        preds = [{"id": f"c{c}-{i}", "ts": e["ts"], "score": e["score"]}
+                 for i, e in enumerate(events)]
+        labels = [{"id": f"c{c}-{i}", "ts": e["ts"] + 1, "label": e["label"]}
+                  for i, e in enumerate(events)]
+        plans[c] = (events, [("predictions", preds[k:k + size]) for k in range(0, len(preds), size)]
+                    + [("labels", labels[k:k + size]) for k in range(0, len(labels), size)])
+
+    def client(c):
+        for k, (kind, rows) in enumerate(plans[c][1]):
+            body = json.dumps(rows).encode()
+            while True:
+                try:
+                    status, out = _call(port, "POST", f"/{kind}", body,
+                                        {**JSON, "Idempotency-Key": f"d{c}-{k}"}, timeout=10)
+                except (OSError, http.client.HTTPException):
+                    time.sleep(0.05)
+                    continue
+                if status == 200:
+                    break
+                assert status == 503, (status, out)
+                time.sleep(0.05)
+
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(8)]
+    for t in threads:
+        t.start()
+    rng = random.Random(17)
+    kills = 0
+    try:
+        while any(t.is_alive() for t in threads) and kills < 3:
+            time.sleep(rng.uniform(0.3, 1.2))
+            _end(proc)
+            kills += 1
+            proc, _ = _start(state, port, *args)
+        for t in threads:
+            t.join(120)
+        assert not any(t.is_alive() for t in threads)
+        status, health = _call(port, "GET", "/healthz")
+        assert status == 200 and health["lost_batches"] == 0
+        snap = _call(port, "GET", "/snapshot")[1]
+    finally:
+        _end(proc)
+    assert kills >= 1
+    mon = direct([plans[c][0] for c in plans])
+    want = mon.snapshot()
+    assert snap["n"] == want["n"] == 8 * per_client * size  # none lost, none twice
+    for name in ("roc_auc", "precision", "recall", "log_loss"):
+        assert values(snap)[name] == pytest.approx(values(want)[name], rel=1e-12)
