@@ -30,7 +30,11 @@ from hypothesis import strategies as st
 import streameval
 from streameval import _registry
 from streameval.io import EventSource
-from streameval.io.checkpoint import CheckpointError, CheckpointFallback, load_checkpoint
+from streameval.io.checkpoint import (
+    CheckpointError,
+    CheckpointFallback,
+    load_checkpoint,
+)
 from streameval.io.statefile import COMPACT_RATIO, StateWriter, pack_dir
 from streameval.metrics.arraystate import array_state, from_array_state
 from streameval.monitor import Monitor
@@ -239,8 +243,8 @@ def test_missing_pack_and_stray_references_are_refused(tmp_path):
     env2["state"]["a"]["$a"][0] = "999.pack"
     import hashlib
 
-    from streameval.io.checkpoint import _canonical
-    env2["sha256"] = hashlib.sha256(_canonical(env2["state"])).hexdigest()
+    from streameval.io.checkpoint import canonical
+    env2["sha256"] = hashlib.sha256(canonical(env2["state"])).hexdigest()
     path.write_text(json.dumps(env2))
     with pytest.raises(CheckpointError, match="does not list"):
         load_checkpoint(path, fallback=False)

@@ -72,6 +72,10 @@ __all__ = [
     "CheckpointFallback",
     "read_state",
     "pack_dir",
+    "canonical",
+    "fsync_dir",
+    "unlink_quietly",
+    "MAX_DEPTH",
 ]
 
 FORMAT = "streameval-checkpoint"
@@ -84,7 +88,8 @@ _KEYS = ("format", "version", "kind", "fingerprint", "sha256", "state")
 DTYPES = {"|b1": np.dtype(bool), "<i8": np.dtype("<i8"), "<f8": np.dtype("<f8")}
 #: the key of an array reference in a binary checkpoint's manifest
 REF = "$a"
-_MAX_DEPTH = 200
+#: deepest nesting of a binary checkpoint's state tree
+MAX_DEPTH = 200
 
 
 def pack_dir(path: str | os.PathLike) -> str:
@@ -130,7 +135,7 @@ def previous_path(path: str | os.PathLike) -> str:
     return os.path.join(head, new)
 
 
-def _canonical(obj: Any) -> bytes:
+def canonical(obj: Any) -> bytes:
     """Canonical JSON bytes: keys sorted, compact, after a JSON round trip.
 
     The round trip first turns tuples into lists and non-string keys into
@@ -150,10 +155,12 @@ def fingerprint(obj: Any) -> str:
     >>> fingerprint({"a": 1}) == fingerprint({"a": 1.5})
     False
     """
-    return hashlib.sha256(_canonical(obj)).hexdigest()
+    return hashlib.sha256(canonical(obj)).hexdigest()
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
+    """fsync a directory (a rename or a new file in it then survives a crash); platforms
+    or file systems that refuse are skipped."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory handles
@@ -179,12 +186,13 @@ def _write_temp(path: str, obj: Any) -> str:
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
-        _unlink(tmp)
+        unlink_quietly(tmp)
         raise
     return tmp
 
 
-def _unlink(path: str) -> None:
+def unlink_quietly(path: str) -> None:
+    """Remove a file if it is there; any ``OSError`` is ignored."""
     try:
         os.unlink(path)
     except OSError:
@@ -200,7 +208,7 @@ def install(tmp: str | os.PathLike, path: str | os.PathLike, keep_previous: bool
     if keep_previous and os.path.isfile(path) and not os.path.islink(path):
         os.replace(path, previous_path(path))
     os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 def save_atomic(path: str | os.PathLike, obj: Any, keep_previous: bool = False) -> None:
@@ -215,7 +223,7 @@ def save_atomic(path: str | os.PathLike, obj: Any, keep_previous: bool = False) 
     try:
         install(tmp, path, keep_previous)
     except BaseException:
-        _unlink(tmp)
+        unlink_quietly(tmp)
         raise
 
 
@@ -252,7 +260,7 @@ def _envelope(state: Any, kind: str, fingerprint: str | None) -> dict:
         "kind": kind,
         "fingerprint": fingerprint,
         "saved_at": time.time(),
-        "sha256": hashlib.sha256(_canonical(state)).hexdigest(),
+        "sha256": hashlib.sha256(canonical(state)).hexdigest(),
         "state": state,
     }
 
@@ -366,7 +374,7 @@ def read_checkpoint(
         state, adopted = read_state(path, env)
     else:
         try:
-            ok = hashlib.sha256(_canonical(env["state"])).hexdigest() == env["sha256"]
+            ok = hashlib.sha256(canonical(env["state"])).hexdigest() == env["sha256"]
         except RecursionError:
             raise damaged("nested deeper than a checkpoint can be") from None
         if not ok:
@@ -411,7 +419,7 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
             isinstance(k, str) and type(v) is int and v >= 0 for k, v in env["packs"].items()):
         raise damaged("seq or packs of the wrong type")
     try:
-        ok = hashlib.sha256(_canonical(env["state"])).hexdigest() == env["sha256"]
+        ok = hashlib.sha256(canonical(env["state"])).hexdigest() == env["sha256"]
     except RecursionError:
         raise damaged("nested deeper than a checkpoint can be") from None
     if not ok:
@@ -470,7 +478,7 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
         return a
 
     def walk(x, depth=0):
-        if depth > _MAX_DEPTH:
+        if depth > MAX_DEPTH:
             raise damaged("nested deeper than a checkpoint can be")
         if isinstance(x, dict):
             if REF in x:

@@ -67,17 +67,17 @@ from typing import Any
 import numpy as np
 
 from streameval.io.checkpoint import (
-    _MAX_DEPTH,
     DTYPES,
     FORMAT,
+    MAX_DEPTH,
     REF,
-    _canonical,
-    _fsync_dir,
-    _unlink,
+    canonical,
+    fsync_dir,
     install,
     pack_dir,
     previous_path,
     read_state,
+    unlink_quietly,
 )
 
 __all__ = ["StateWriter", "read_state", "VERSION", "COMPACT_RATIO", "pack_dir",
@@ -190,7 +190,7 @@ class StateWriter:
             return {REF: ref}
 
         def walk(x, depth=0):
-            if depth > _MAX_DEPTH:
+            if depth > MAX_DEPTH:
                 raise ValueError("a state nested deeper than a checkpoint can be")
             if isinstance(x, np.ndarray):
                 return ref_of(x)
@@ -225,14 +225,14 @@ class StateWriter:
             packs = {pack: written}
         else:
             packs = {}
-            _unlink(pack_path)
+            unlink_quietly(pack_path)
         for _, ref in used.values():
             if ref[0] != pack:
                 packs[ref[0]] = sizes.get(ref[0]) or os.path.getsize(
                     os.path.join(self.dir, ref[0]))
         env = {"format": FORMAT, "version": VERSION, "kind": kind,
                "fingerprint": fingerprint, "saved_at": time.time(), "seq": seq,
-               "sha256": hashlib.sha256(_canonical(refs)).hexdigest(),
+               "sha256": hashlib.sha256(canonical(refs)).hexdigest(),
                "dir": os.path.basename(self.dir), "packs": packs, "state": refs}
         data = json.dumps(env, separators=(",", ":"), ensure_ascii=False,
                           allow_nan=True).encode("utf-8")
@@ -246,7 +246,7 @@ class StateWriter:
                 raise ValueError(f"checkpoint generation {seq} is not above {self._seq}")
             install(tmp, self.path, keep_previous)
         except BaseException:
-            _unlink(tmp)
+            unlink_quietly(tmp)
             raise
         self._seq = seq
         self._cache = used
@@ -287,7 +287,7 @@ class StateWriter:
                 f.flush()
                 os.fsync(f.fileno())
         except BaseException:
-            _unlink(pack_path)
+            unlink_quietly(pack_path)
             raise
         return offset
 
@@ -325,5 +325,5 @@ def remove_unreferenced(directory: str, keep: set) -> int:
             except OSError:
                 pass
     if n:
-        _fsync_dir(directory)
+        fsync_dir(directory)
     return n
