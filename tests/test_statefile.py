@@ -110,17 +110,31 @@ def test_kill_9_during_replays_and_checkpoints_then_resume_byte_identical(tmp_pa
                        env=env, capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr
     out = tmp_path / "out"
+    ckpt = tmp_path / "k.json"
     rng = random.Random(11)
     kills = 0
+
+    def seq():
+        try:
+            return json.loads(ckpt.read_text())["seq"]
+        except (OSError, ValueError, KeyError):
+            return 0
+
     for attempt in range(40):
-        proc = subprocess.Popen(cmd + ["--out", str(out), "--checkpoint",
-                                       str(tmp_path / "k.json")], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        before = seq()
+        proc = subprocess.Popen(cmd + ["--out", str(out), "--checkpoint", str(ckpt)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if kills < 4:
-            time.sleep(rng.uniform(0.8, 2.5))
+            # once it has written a checkpoint more, at a random moment after (a later
+            # checkpoint being written, or rows between two)
+            deadline = time.monotonic() + 120
+            while seq() <= before and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.3))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
+                proc.stderr.close()
                 kills += 1
                 continue
         _, err = proc.communicate(timeout=300)
