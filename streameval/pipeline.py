@@ -60,13 +60,22 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from streameval.events import EventError
-from streameval.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from streameval.io.checkpoint import (
+    CheckpointError,
+    CheckpointFallback,
+    load_checkpoint,
+    previous_path,
+    read_checkpoint,
+    save_checkpoint,
+)
+from streameval.io.statefile import StateWriter
 from streameval.io.follow import LogChangedError
 from streameval.io.sinks import JsonlSink, rejected_callback
 from streameval.validation import Integer, ValidationError, check_param
@@ -174,6 +183,11 @@ class Pipeline:
         docstring): stop with an :class:`~streameval.events.EventError` naming its
         line, or send it to the source's ``rejected`` callback, count it in
         ``rejected`` and go on. Default: the source's ``on_error``, else "fail".
+    checkpoint_format : {"binary", "json"}, optional
+        How checkpoints are written: "binary" (default; a JSON manifest and packs of
+        numpy arrays, each checkpoint writing what changed since the last, see
+        :mod:`streameval.io.statefile`) or "json" (one JSON file, the whole state each
+        time). :meth:`resume` reads both.
     """
 
     def __init__(self, monitor, source=None, *, outputs: dict | None = None, sinks=(),
@@ -181,9 +195,12 @@ class Pipeline:
                  checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY, kind: str = "replay",
                  fingerprint: str | None = None,
                  on_batch: Callable[["Pipeline", Any], Any] | None = None,
-                 on_error: str | None = None) -> None:
+                 on_error: str | None = None, checkpoint_format: str = "binary") -> None:
         checkpoint_every = check_param("checkpoint_every", checkpoint_every,
                                        Integer(1, allow_none=True))
+        if checkpoint_format not in ("binary", "json"):
+            raise ValueError(f"checkpoint_format = {checkpoint_format!r}: expected 'binary' "
+                             "or 'json'")
         if on_error is None:
             on_error = getattr(source, "on_error", "fail")
         if on_error not in ("fail", "skip"):
@@ -211,6 +228,8 @@ class Pipeline:
         self._base = dict.fromkeys(COUNTS, 0)
         self._source0 = self._source_counts()
         self._opened = False
+        self.checkpoint_format = checkpoint_format
+        self._writer = None
 
     # ------------------------------------------------------------------ resume
     def resume(self) -> dict | None:
@@ -230,12 +249,15 @@ class Pipeline:
             return None
         try:
             state = load_checkpoint(self.checkpoint_path, expected_kind=self.kind,
-                                    expected_fingerprint=self.fingerprint)
+                                    expected_fingerprint=self.fingerprint,
+                                    writer=self._state_writer())
         except FileNotFoundError:
             return None
-        monitor = type(self.monitor).from_state(state["monitor"])
+        try:
+            monitor, counts = self._restored(state)
+        except ValueError as e:
+            monitor, counts, state = self._restore_previous(e)
         if self.source is not None:
-            counts = {k: state["counts"][k] for k in state["counts"]}
             try:
                 self.source.restore(state["source"])
             except LogChangedError as e:
@@ -243,6 +265,10 @@ class Pipeline:
                         if e.kind == "partial" else "was taken from another log")
                 raise CheckpointError(self.checkpoint_path, f"{what}: {e}; remove the "
                                       "checkpoint to replay the log from the start") from None
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                raise CheckpointError(self.checkpoint_path, f"malformed source position: "
+                                      f"{type(e).__name__}: {e!s:.200}; remove the checkpoint "
+                                      "to replay the log from the start") from None
             offsets = {k: int(v) for k, v in state["outputs"].items()} if self.outputs else None
             self._base.update(counts)
             self._offsets = offsets
@@ -251,6 +277,81 @@ class Pipeline:
         self.monitor = monitor
         self.resumed = True
         return state
+
+    def _restored(self, state):
+        """The Monitor and counters of a loaded checkpoint state, every part checked:
+        ``ValueError`` naming what is malformed (a count that is not an int, a missing
+        key, wrong types or arrays), never another exception."""
+        if not isinstance(state, dict) or "monitor" not in state:
+            raise ValueError("the state has no 'monitor'")
+        cls = type(self.monitor)
+        load = getattr(cls, "from_array_state", None) or cls.from_state
+        try:
+            monitor = load(state["monitor"])
+        except ValueError:
+            raise
+        except (TypeError, KeyError, AttributeError, IndexError, OverflowError,
+                RecursionError) as e:
+            raise ValueError(f"bad Monitor state: {type(e).__name__}: {e!s:.200}") from None
+        counts = None
+        if self.source is not None:
+            counts = state.get("counts")
+            if not isinstance(counts, dict):
+                raise ValueError(f"counts = {counts!r:.60} is not an object")
+            for k, v in counts.items():
+                if k == "warnings":
+                    if not isinstance(v, list):
+                        raise ValueError(f"counts.warnings = {v!r:.60} is not a list")
+                elif type(v) is not int or v < 0:
+                    raise ValueError(f"counts.{k} = {v!r:.60} is not an int >= 0")
+            if counts.get("events", monitor.n) != monitor.n:
+                raise ValueError(f"counts.events = {counts['events']} but the Monitor "
+                                 f"counted {monitor.n}")
+            outputs = state.get("outputs")
+            if not isinstance(outputs, dict) or not all(
+                    type(v) is int and v >= 0 for v in outputs.values()):
+                raise ValueError(f"outputs = {outputs!r:.60} is not an object of sizes")
+            if not isinstance(state.get("source"), dict) or not isinstance(
+                    state.get("done", False), bool):
+                raise ValueError("source must be an object and done a bool")
+        return monitor, counts
+
+    def _restore_previous(self, error):
+        """The newest checkpoint is sound as a file but its state is malformed: restore
+        the previous generation instead (a :class:`CheckpointFallback` warning), or raise
+        :class:`CheckpointError` naming both and the next step."""
+        path = self.checkpoint_path
+        prev = previous_path(path)
+        try:
+            state = read_checkpoint(prev, expected_kind=self.kind,
+                                    expected_fingerprint=self.fingerprint,
+                                    writer=self._state_writer())
+            monitor, counts = self._restored(state)
+        except FileNotFoundError:
+            raise CheckpointError(path, f"malformed state: {error}; no previous generation "
+                                  f"({prev}) to fall back to: remove the checkpoint to "
+                                  "replay the log from the start", damaged=True) from None
+        except (CheckpointError, ValueError) as e:
+            raise CheckpointError(path, f"malformed state: {error}; its previous generation "
+                                  f"{prev} is unusable too ({e}): remove both to replay the "
+                                  "log from the start", damaged=True) from None
+        aside = str(path) + ".damaged"
+        try:
+            os.replace(path, aside)
+        except OSError:
+            aside = None
+        warnings.warn(CheckpointFallback(
+            f"checkpoint {path}: malformed state: {error}; loaded its previous generation "
+            f"{prev} instead" + (f" (the damaged file is kept as {aside})" if aside else "")),
+            stacklevel=3)
+        return monitor, counts, state
+
+    def _state_writer(self):
+        """The binary checkpoint writer of this pipeline's checkpoint file (one per
+        pipeline: it remembers what it wrote, so checkpoints are incremental)."""
+        if self._writer is None and self.checkpoint_path is not None:
+            self._writer = StateWriter(self.checkpoint_path)
+        return self._writer
 
     def open(self) -> None:
         """Open the outputs (fresh, or cut back to the checkpoint) and connect them and
@@ -443,7 +544,9 @@ class Pipeline:
         """The checkpoint state: the Monitor's, plus, with a source, its position, the
         output sizes, the counters and whether the source ended (``done``: this state
         is then the one before the final flush)."""
-        state: dict = {"monitor": self.monitor.to_state()}
+        to_arrays = getattr(self.monitor, "to_array_state", None)
+        binary = self.checkpoint_format == "binary" and to_arrays is not None
+        state: dict = {"monitor": to_arrays() if binary else self.monitor.to_state()}
         if self.source is not None:
             state["source"] = self.source.to_state()
             state["outputs"] = {k: w.offset for k, w in self._writers.items()}
@@ -460,7 +563,11 @@ class Pipeline:
         checkpoint, with its kind and fingerprint."""
         if self.checkpoint_path is None:
             raise ValueError("this pipeline has no checkpoint file")
-        save_checkpoint(self.checkpoint_path, state, kind=self.kind, fingerprint=self.fingerprint)
+        if self.checkpoint_format == "binary":
+            self._state_writer().write(state, kind=self.kind, fingerprint=self.fingerprint)
+        else:
+            save_checkpoint(self.checkpoint_path, state, kind=self.kind,
+                            fingerprint=self.fingerprint)
 
 
 def _all_or_nothing(monitor, n: int, batch, err: BaseException) -> None:

@@ -91,7 +91,7 @@ def _damaged(tmp_path, edit):
     (lambda env, text: json.dumps({"n": 1}), r"not a streameval checkpoint; "),
     (lambda env, text: json.dumps({k: v for k, v in env.items() if k != "state"}),
      r"corrupted: missing key 'state'; "),
-    (lambda env, text: json.dumps({**env, "version": 2}), r"version 2 is not supported"),
+    (lambda env, text: json.dumps({**env, "version": 3}), r"version 3 is not supported"),
     (lambda env, text: text.replace("12345", "12346"),
      r"corrupted: the state does not match its checksum; "),
 ])

@@ -33,7 +33,14 @@ not damage and is refused as it is. The service keeps its own generations
 States are JSON: NaN and infinities are written as the ``NaN``/``Infinity``
 literals Python's json reads back, so a state round-trips exactly.
 
-Imports: the standard library only; the pipeline and the service import it.
+Binary checkpoints (``"version": 2``: a manifest and packs of numpy arrays, written
+by :class:`streameval.io.statefile.StateWriter`) are read here too
+(:func:`read_state`): :func:`load_checkpoint` returns their state with its arrays
+loaded and checked, and falls back to the previous generation when any file of the
+newest is damaged.
+
+Imports: numpy and the standard library; the pipeline, the service and
+:mod:`streameval.io.statefile` import it.
 """
 
 from __future__ import annotations
@@ -44,12 +51,16 @@ import os
 import tempfile
 import time
 import warnings
+import zlib
 from typing import Any
+
+import numpy as np
 
 __all__ = [
     "CheckpointError",
     "FORMAT",
     "VERSION",
+    "BINARY_VERSION",
     "fingerprint",
     "save_atomic",
     "save_checkpoint",
@@ -59,11 +70,38 @@ __all__ = [
     "install",
     "previous_path",
     "CheckpointFallback",
+    "read_state",
+    "pack_dir",
+    "canonical",
+    "fsync_dir",
+    "unlink_quietly",
+    "MAX_DEPTH",
 ]
 
 FORMAT = "streameval-checkpoint"
 VERSION = 1
+#: the version of binary checkpoints (a manifest and packs: :mod:`streameval.io.statefile`)
+BINARY_VERSION = 2
 _KEYS = ("format", "version", "kind", "fingerprint", "sha256", "state")
+
+#: the dtypes an array of a binary state may have (:mod:`streameval.io.statefile`)
+DTYPES = {"|b1": np.dtype(bool), "<i8": np.dtype("<i8"), "<f8": np.dtype("<f8")}
+#: the key of an array reference in a binary checkpoint's manifest
+REF = "$a"
+#: deepest nesting of a binary checkpoint's state tree
+MAX_DEPTH = 200
+
+
+def pack_dir(path: str | os.PathLike) -> str:
+    """The directory of the packs of the checkpoint at ``path`` (``path + ".d"``); both
+    generations share it.
+
+    >>> pack_dir("/state/checkpoint.json")
+    '/state/checkpoint.json.d'
+    """
+    return os.fspath(path) + ".d"
+
+
 
 
 class CheckpointError(ValueError):
@@ -97,7 +135,7 @@ def previous_path(path: str | os.PathLike) -> str:
     return os.path.join(head, new)
 
 
-def _canonical(obj: Any) -> bytes:
+def canonical(obj: Any) -> bytes:
     """Canonical JSON bytes: keys sorted, compact, after a JSON round trip.
 
     The round trip first turns tuples into lists and non-string keys into
@@ -117,10 +155,12 @@ def fingerprint(obj: Any) -> str:
     >>> fingerprint({"a": 1}) == fingerprint({"a": 1.5})
     False
     """
-    return hashlib.sha256(_canonical(obj)).hexdigest()
+    return hashlib.sha256(canonical(obj)).hexdigest()
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
+    """fsync a directory (a rename or a new file in it then survives a crash); platforms
+    or file systems that refuse are skipped."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory handles
@@ -146,12 +186,13 @@ def _write_temp(path: str, obj: Any) -> str:
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
-        _unlink(tmp)
+        unlink_quietly(tmp)
         raise
     return tmp
 
 
-def _unlink(path: str) -> None:
+def unlink_quietly(path: str) -> None:
+    """Remove a file if it is there; any ``OSError`` is ignored."""
     try:
         os.unlink(path)
     except OSError:
@@ -167,7 +208,7 @@ def install(tmp: str | os.PathLike, path: str | os.PathLike, keep_previous: bool
     if keep_previous and os.path.isfile(path) and not os.path.islink(path):
         os.replace(path, previous_path(path))
     os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 def save_atomic(path: str | os.PathLike, obj: Any, keep_previous: bool = False) -> None:
@@ -182,7 +223,7 @@ def save_atomic(path: str | os.PathLike, obj: Any, keep_previous: bool = False) 
     try:
         install(tmp, path, keep_previous)
     except BaseException:
-        _unlink(tmp)
+        unlink_quietly(tmp)
         raise
 
 
@@ -219,7 +260,7 @@ def _envelope(state: Any, kind: str, fingerprint: str | None) -> dict:
         "kind": kind,
         "fingerprint": fingerprint,
         "saved_at": time.time(),
-        "sha256": hashlib.sha256(_canonical(state)).hexdigest(),
+        "sha256": hashlib.sha256(canonical(state)).hexdigest(),
         "state": state,
     }
 
@@ -230,6 +271,7 @@ def load_checkpoint(
     expected_kind: str | None = None,
     expected_fingerprint: str | None = None,
     fallback: bool = True,
+    writer=None,
 ) -> Any:
     """The state saved by :func:`save_checkpoint`, after checking everything.
 
@@ -252,7 +294,7 @@ def load_checkpoint(
     path = os.fspath(path)
     try:
         return read_checkpoint(path, expected_kind=expected_kind,
-                               expected_fingerprint=expected_fingerprint)
+                               expected_fingerprint=expected_fingerprint, writer=writer)
     except CheckpointError as e:
         if not (e.damaged and fallback):
             raise
@@ -260,7 +302,7 @@ def load_checkpoint(
     prev = previous_path(path)
     try:
         state = read_checkpoint(prev, expected_kind=expected_kind,
-                                expected_fingerprint=expected_fingerprint)
+                                expected_fingerprint=expected_fingerprint, writer=writer)
     except FileNotFoundError:
         raise CheckpointError(path, f"{error.reason}; no previous generation ({prev}) to "
                               "fall back to: restore it from a backup, or remove it to "
@@ -287,8 +329,13 @@ def read_checkpoint(
     *,
     expected_kind: str | None = None,
     expected_fingerprint: str | None = None,
+    writer=None,
 ) -> Any:
     """:func:`load_checkpoint` of exactly ``path``, without a fallback.
+
+    A binary checkpoint (version 2, :mod:`streameval.io.statefile`) is returned with its
+    arrays loaded and checked; ``writer`` (a :class:`~streameval.io.statefile.StateWriter`)
+    then learns where they are stored, so that its next checkpoint references them.
 
     Raises :class:`CheckpointError` (``damaged`` set for damage),
     ``FileNotFoundError`` when there is no file, and other ``OSError`` when it cannot
@@ -314,21 +361,25 @@ def read_checkpoint(
     for key in _KEYS:
         if key not in env:
             raise damaged(f"missing key {key!r}")
-    if env["version"] != VERSION:
+    if env["version"] not in (VERSION, BINARY_VERSION) or type(env["version"]) is not int:
         raise CheckpointError(
             path, f"version {env['version']!r:.40} is not supported (this streameval reads "
-                  f"{VERSION})", damaged=not isinstance(env["version"], int))
+                  f"{VERSION} and {BINARY_VERSION})", damaged=not isinstance(env["version"], int))
     for key in ("kind", "sha256"):
         if not isinstance(env[key], str):
             raise damaged(f"{key} = {env[key]!r:.40} is not a string")
     if env["fingerprint"] is not None and not isinstance(env["fingerprint"], str):
         raise damaged(f"fingerprint = {env['fingerprint']!r:.40} is not a string")
-    try:
-        ok = hashlib.sha256(_canonical(env["state"])).hexdigest() == env["sha256"]
-    except RecursionError:
-        raise damaged("nested deeper than a checkpoint can be") from None
-    if not ok:
-        raise damaged("the state does not match its checksum")
+    if env["version"] == BINARY_VERSION:
+        state, adopted = read_state(path, env)
+    else:
+        try:
+            ok = hashlib.sha256(canonical(env["state"])).hexdigest() == env["sha256"]
+        except RecursionError:
+            raise damaged("nested deeper than a checkpoint can be") from None
+        if not ok:
+            raise damaged("the state does not match its checksum")
+        state, adopted = env["state"], {}
     if expected_kind is not None and env["kind"] != expected_kind:
         raise CheckpointError(
             path, f"is a {env['kind']!r:.40} checkpoint, expected {expected_kind!r}"
@@ -339,4 +390,111 @@ def read_checkpoint(
             f"written with another configuration (fingerprint {env['fingerprint']}, expected "
             f"{expected_fingerprint}); remove it or run with the original configuration",
         )
-    return env["state"]
+    if writer is not None:
+        writer.adopt(adopted)
+    return state
+
+
+# ------------------------------------------------------------------ reading
+def read_state(path: str | os.PathLike, env: dict) -> tuple:
+    """The state tree of a version-2 manifest ``env`` read from ``path``, its arrays
+    loaded and checked, and ``{id: (array, ref)}`` of the loaded arrays (for
+    :meth:`StateWriter.adopt`). Raises :class:`CheckpointError` (``damaged``) naming
+    the file and the problem. Runtime complexity: `O(bytes referenced)` (each array is
+    read once, into its own buffer, and its CRC-32 checked)."""
+    path = os.fspath(path)
+
+    def damaged(reason):
+        return CheckpointError(path, f"corrupted: {reason}", damaged=True)
+
+    for key in ("seq", "dir", "packs", "sha256", "state"):
+        if key not in env:
+            raise damaged(f"missing key {key!r}")
+    name = env["dir"]
+    if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", ".."):
+        raise damaged(f"dir = {name!r:.60} is not a directory name")
+    # (both generations share the directory of the newest's name: ``ckpt.json.d``)
+    directory = os.path.join(os.path.dirname(os.path.abspath(path)), name)
+    if type(env["seq"]) is not int or not isinstance(env["packs"], dict) or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in env["packs"].items()):
+        raise damaged("seq or packs of the wrong type")
+    try:
+        ok = hashlib.sha256(canonical(env["state"])).hexdigest() == env["sha256"]
+    except RecursionError:
+        raise damaged("nested deeper than a checkpoint can be") from None
+    if not ok:
+        raise damaged("the state does not match its checksum")
+    packs = env["packs"]
+    for name, size in packs.items():
+        if os.path.basename(name) != name or name in ("", ".", ".."):
+            raise damaged(f"pack name {name!r:.60} is not a file name")
+        p = os.path.join(directory, name)
+        try:
+            actual = os.path.getsize(p)
+        except FileNotFoundError:
+            raise CheckpointError(path, f"corrupted: its pack {p} is missing", damaged=True) \
+                from None
+        if actual != size:
+            raise CheckpointError(path, f"corrupted: its pack {p} holds {actual} bytes, the "
+                                  f"manifest says {size} (truncated or overwritten)",
+                                  damaged=True)
+    files: dict[str, Any] = {}
+    loaded: dict[tuple, np.ndarray] = {}
+    adopted: dict[int, tuple] = {}
+
+    def load(ref):
+        if not (isinstance(ref, list) and len(ref) == 6 and isinstance(ref[0], str)
+                and all(type(x) is int and x >= 0 for x in (ref[1], ref[2], ref[5]))
+                and ref[3] in DTYPES and isinstance(ref[4], list)
+                and all(type(x) is int and x >= 0 for x in ref[4])):
+            raise damaged(f"an array reference of the wrong shape: {ref!r:.100}")
+        name, offset, nbytes, dt, shape, crc = ref
+        k = (name, offset, nbytes, dt, tuple(shape))
+        a = loaded.get(k)
+        if a is not None:
+            return a
+        if name not in packs:
+            raise damaged(f"an array in pack {name!r:.60}, which the manifest does not list")
+        p = os.path.join(directory, name)
+        dtype = DTYPES[dt]
+        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != nbytes:
+            raise damaged(f"an array of {nbytes} bytes cannot have shape {shape} and dtype {dt}")
+        if offset + nbytes > packs[name]:
+            raise damaged(f"an array at {offset}+{nbytes} beyond the end of pack {p}")
+        f = files.get(name)
+        if f is None:
+            f = files[name] = open(p, "rb")
+        a = np.empty(shape, dtype=dtype)
+        f.seek(offset)
+        mv = memoryview(a).cast("B") if nbytes else memoryview(b"")
+        got = f.readinto(mv) if nbytes else 0
+        if got != nbytes:
+            raise damaged(f"pack {p} ends inside an array (offset {offset})")
+        if zlib.crc32(mv) != crc:
+            raise CheckpointError(path, f"corrupted: an array of pack {p} (offset {offset}, "
+                                  f"{nbytes} bytes) does not match its CRC-32", damaged=True)
+        loaded[k] = a
+        adopted[id(a)] = (a, ref)
+        return a
+
+    def walk(x, depth=0):
+        if depth > MAX_DEPTH:
+            raise damaged("nested deeper than a checkpoint can be")
+        if isinstance(x, dict):
+            if REF in x:
+                if len(x) != 1:
+                    raise damaged("an array reference with other keys")
+                return load(x[REF])
+            return {k: walk(v, depth + 1) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v, depth + 1) for v in x]
+        return x
+
+    try:
+        tree = walk(env["state"])
+    except OSError as e:
+        raise CheckpointError(path, f"cannot read its packs: {e}", damaged=True) from None
+    finally:
+        for f in files.values():
+            f.close()
+    return tree, adopted

@@ -701,3 +701,106 @@ class Levels:
                 scale = max(1.0, float(np.abs(want).max()))
                 assert len(s.pn) == s.size + 1 and s.pn[-1] == 0.0
                 assert np.allclose(s.pn, want, rtol=0, atol=1e-9 * scale)
+
+    # ------------------------------------------------------------------ binary state
+    def to_layout(self):
+        """The layout as it is, for a binary checkpoint: ``{"ap", "rent", "pos",
+        "neg"}``, each side a dict of its numpy arrays (see :meth:`from_layout`).
+
+        A side's keys and running sums never change once built, so they are given as
+        read-only views (zero-copy: a checkpoint writer may reference the file it wrote
+        for them earlier); ``pn``, which each negative batch updates in place, is a
+        copy. Restoring this layout, rather than the merged entries, keeps every later
+        sum in the same grouping: the same bits. Runtime complexity: `O(size of pn)`."""
+        def side(s):
+            return {"k": _frozen(s.k), "w": _frozen(s.w), "c": _frozen(s.c),
+                    "ow": _frozen(s.ow), "pn": None if s.pn is None else s.pn.copy(),
+                    "ones": bool(s.ones),
+                    "places": None if s.places is None else [_frozen(s.places[0]),
+                                                             _frozen(s.places[1])]}
+        return {"ap": bool(self.ap), "rent": int(self.rent),
+                "pos": [side(s) for s in self.pos], "neg": [side(s) for s in self.neg]}
+
+    @classmethod
+    def from_layout(cls, data, unit, integral):
+        """The levels of :meth:`to_layout`, checked: dtypes, lengths, ascending finite
+        keys, running sums ending in 0, ``pn`` exactly where average precision is read.
+        ``ValueError`` naming the side and array otherwise. Runtime complexity: `O(n)`
+        numpy passes."""
+        lv = cls(bool(unit), bool(integral))
+        if not isinstance(data, dict) or set(data) != {"ap", "rent", "pos", "neg"}:
+            raise ValueError(f"levels: expected keys ap, rent, pos, neg, got "
+                             f"{sorted(data) if isinstance(data, dict) else type(data).__name__}")
+        if not isinstance(data["ap"], bool) or type(data["rent"]) is not int or data["rent"] < 0:
+            raise ValueError("levels: ap must be a bool and rent an int >= 0")
+        lv.ap, lv.rent = data["ap"], data["rent"]
+        for name in ("pos", "neg"):
+            sides = data[name]
+            if not isinstance(sides, list):
+                raise ValueError(f"levels: {name} must be a list of sides")
+            out = []
+            for i, d in enumerate(sides):
+                out.append(_side_of(d, f"levels.{name}[{i}]", lv.unit, lv.integral,
+                                    lv.ap and name == "pos", first=i == 0))
+            setattr(lv, name, out)
+        return lv
+
+
+def _frozen(a):
+    """A read-only view of ``a`` (None stays None): an array a binary checkpoint may
+    write once and reference while it lives."""
+    if a is None:
+        return None
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def _array(d, key, where, dtype, n=None):
+    a = d.get(key)
+    if not isinstance(a, np.ndarray) or a.dtype != dtype or a.ndim != 1:
+        raise ValueError(f"{where}.{key}: expected a 1-d {np.dtype(dtype).name} array, got "
+                         f"{getattr(a, 'dtype', type(a).__name__)}")
+    if n is not None and len(a) != n:
+        raise ValueError(f"{where}.{key}: {len(a)} values, expected {n}")
+    return a
+
+
+_SIDE_KEYS = {"k", "w", "c", "ow", "pn", "ones", "places"}
+
+
+def _side_of(d, where, unit, integral, ap, first):
+    """One :class:`Side` of :meth:`Levels.to_layout`, checked (``ValueError``)."""
+    if not isinstance(d, dict) or set(d) != _SIDE_KEYS:
+        raise ValueError(f"{where}: expected keys {sorted(_SIDE_KEYS)}")
+    k = _array(d, "k", where, _F8)
+    n = len(k)
+    if n and (not np.isfinite(k).all() or (np.diff(k) <= 0).any()):
+        raise ValueError(f"{where}.k: scores must be finite and increasing")
+    w = _array(d, "w", where, _F8, n + 1)
+    if w[-1] != 0.0 or not np.isfinite(w).all():
+        raise ValueError(f"{where}.w: running sums must be finite and end with 0")
+    c = None if unit else _array(d, "c", where, _F8, n + 1)
+    if unit and d["c"] is not None:
+        raise ValueError(f"{where}.c: counts in an order of unit weights")
+    ow = None if integral else _array(d, "ow", where, _F8, n)
+    if integral and d["ow"] is not None:
+        raise ValueError(f"{where}.ow: per-score weights in an order of integer weights")
+    pn = None
+    if ap:
+        pn = _array(d, "pn", where, _F8, n + 1)
+    elif d["pn"] is not None:
+        raise ValueError(f"{where}.pn: present where average precision is not kept")
+    if not isinstance(d["ones"], bool):
+        raise ValueError(f"{where}.ones: expected a bool")
+    side = Side(k, w, c, ow, pn, d["ones"])
+    places = d["places"]
+    if places is not None:
+        if not (first and ap and isinstance(places, list) and len(places) == 2):
+            raise ValueError(f"{where}.places: a memo only on the biggest positive side")
+        q = _array({"q": places[0]}, "q", where + ".places", _F8)
+        lo = _array({"lo": places[1]}, "lo", where + ".places", _I8, len(q))
+        if len(lo) and (lo.min() < 0 or lo.max() > n):
+            raise ValueError(f"{where}.places: positions outside the side")
+        side.places = (q, lo)
+    return side

@@ -892,6 +892,116 @@ class _BinaryRanking(BinaryMetric):
             self._cached_stamp = stamp
         return self._cached
 
+    # ------------------------------------------------------------------ binary state
+    def _get_array_data(self):
+        """The data of a binary checkpoint, without changing anything (``to_state``
+        merges deferred events first): the score order as it is laid out
+        (:meth:`ScoreOrder.to_layout`), the deferred events and expired slices as
+        they are (numpy columns), and the cached values still valid (AP's value,
+        ROCAUC's DeLong variance), so that a restored metric does the same work at the
+        same reads: the same bits. Runtime complexity: `O(deferred events)` plus the
+        order's :meth:`~ScoreOrder.to_layout`."""
+        so = self._so
+
+        def col(x):
+            return None if x is None else np.array(x, copy=True)
+
+        cached = self._cached if self._cached_stamp == so.stamp else None
+        key = getattr(self, "_delong_key", None)
+        return {
+            "order": so.to_layout(),
+            "ps": np.array(self._ps, dtype=np.float64),
+            "py": np.array(self._py, dtype=bool),
+            "pw": None if all(w is None for w in self._pw) else
+            np.array([1.0 if w is None else w for w in self._pw], dtype=np.float64),
+            "pw_none": [w is None for w in self._pw] if any(w is None for w in self._pw)
+            and not all(w is None for w in self._pw) else None,
+            "chunks": [[col(c[0]), col(c[1]), col(c[2])] for c in self._chunks],
+            "gone": [[col(g[0]), col(g[1])] for g in self._gone],
+            "nchunked": int(self._nchunked), "limit": int(self._limit),
+            "streak": int(self._streak),
+            "cached": cached if isinstance(cached, float) else None,
+            "delong": float(self._delong_var) if key is not None and key[0] is so
+            and key[1] == so.stamp else None,
+            "next_check": self._next_check,  # (a bounded order's next cap check)
+        }
+
+    def to_array_state(self):
+        """The binary checkpoint's state (see :mod:`streameval.metrics.arraystate`):
+        ``to_state()``'s shape with :meth:`_get_array_data` as its data."""
+        params = self.__dict__.get("_array_params")
+        if params is None:  # (constructor parameters never change: read them once)
+            params = self.__dict__["_array_params"] = self._params()
+        return {"type": self._public_name, "version": self._state_version,
+                "params": dict(params), "data": self._get_array_data(), "arrays": 1}
+
+    def _set_array_data(self, data):
+        """Restore :meth:`_get_array_data` (checked; ``ValueError`` if bad)."""
+        keys = {"order", "ps", "py", "pw", "pw_none", "chunks", "gone", "nchunked", "limit",
+                "streak", "cached", "delong"}
+        if not isinstance(data, dict) or set(data) - {"next_check"} != keys:
+            raise ValueError(f"bad {self._public_name} state: expected keys "
+                             + ", ".join(sorted(keys)))
+        so = ScoreOrder.from_layout(data["order"])
+        nxt = data.get("next_check")
+        if self._cap is None:
+            nxt = None
+        elif nxt is None:
+            nxt = 2 * self._cap
+        elif type(nxt) is not int or nxt < 0:
+            raise ValueError(f"bad {self._public_name} state: next_check = {nxt!r:.40}")
+        ps, py, pw = data["ps"], data["py"], data["pw"]
+        if not (isinstance(ps, np.ndarray) and isinstance(py, np.ndarray)
+                and ps.ndim == py.ndim == 1 and len(ps) == len(py)
+                and (pw is None or (isinstance(pw, np.ndarray) and pw.shape == ps.shape))):
+            raise ValueError(f"bad {self._public_name} state: deferred events of "
+                             "different lengths")
+        for name in ("nchunked", "limit", "streak"):
+            if type(data[name]) is not int or data[name] < 0:
+                raise ValueError(f"bad {self._public_name} state: {name} is not an int >= 0")
+        chunks = []
+        for c in data["chunks"] if isinstance(data["chunks"], list) else [None]:
+            if not (isinstance(c, list) and len(c) == 3 and all(
+                    isinstance(x, np.ndarray) for x in c[:2])
+                    and (c[2] is None or isinstance(c[2], np.ndarray))):
+                raise ValueError(f"bad {self._public_name} state: a deferred batch is not "
+                                 "three columns")
+            chunks.append(tuple(c))
+        gone = []
+        for g in data["gone"] if isinstance(data["gone"], list) else [None]:
+            if not (isinstance(g, list) and len(g) == 2
+                    and all(isinstance(x, np.ndarray) for x in g)):
+                raise ValueError(f"bad {self._public_name} state: an expired slice is not "
+                                 "two columns")
+            gone.append(tuple(g))
+        if sum(len(c[1]) for c in chunks) != data["nchunked"]:
+            raise ValueError(f"bad {self._public_name} state: nchunked does not match")
+        self._so = so
+        self._add, self._remove = so.add, so.remove
+        self._ps = [float(x) for x in ps]
+        self._py = [bool(x) for x in py]
+        none = data["pw_none"]
+        if pw is None:
+            self._pw = [None] * len(ps)
+        elif none is not None:
+            self._pw = [None if n else float(w) for w, n in zip(pw, none)]
+        else:
+            self._pw = [float(w) for w in pw]
+        self._chunks = chunks
+        self._gone = gone
+        self._nchunked = data["nchunked"]
+        self._limit = data["limit"]
+        self._streak = data["streak"]
+        self._next_check = nxt
+        cached = data["cached"]
+        if cached is not None:
+            self._cached, self._cached_stamp = float(cached), so.stamp
+        else:
+            self._cached, self._cached_stamp = None, -1
+        if data["delong"] is not None:
+            self._delong_var, self._delong_key = float(data["delong"]), (so, so.stamp)
+        return self
+
 
 def order_key(metric):
     """What decides a binary score-order metric's score order (its labels and bins),
@@ -959,6 +1069,43 @@ class OrderView(SharedView):
         mine = self._metric.to_state()
         mine["data"] = self._inner(self.owner)._get_data()
         return self._window_state(mine)
+
+    def to_array_state(self):
+        """A binary checkpoint's state of this view: the template's state (an empty
+        metric or window) and what its metric has cached (``{"view": {...}}``), not the
+        owner's order,
+        which the owner's own state holds. A Monitor shares the order again when it
+        loads (:func:`~streameval.monitor.scopes.share_orders`) and gives the view its
+        cache back (:meth:`restore_view_cache`)."""
+        m = self._metric
+        so = self._inner(self.owner)._so
+        cached = m._cached if m._so is so and m._cached_stamp == so.stamp else None
+        key = getattr(m, "_delong_key", None)
+        return {"template": self.template.clone().to_state(),
+                "view": {"cached": cached if isinstance(cached, float) else None,
+                         "delong": float(m._delong_var) if key is not None and key[0] is so
+                         and key[1] == so.stamp else None}}
+
+    def restore_view_cache(self, view):
+        """Give this view the cache of :meth:`to_array_state`'s ``view`` part, linked to
+        the owner's order as it is (nothing merged): the same reads then do the same
+        work as in the process that saved it."""
+        if not isinstance(view, dict) or set(view) != {"cached", "delong"}:
+            raise ValueError("bad shared-view state: expected keys cached, delong")
+        m = self._metric
+        so = self._inner(self.owner)._so
+        m._so = so
+        for k in ("cached", "delong"):
+            if view[k] is not None and type(view[k]) is not float:
+                raise ValueError(f"bad shared-view state: {k} is not a float")
+        if view["cached"] is not None:
+            m._cached, m._cached_stamp = view["cached"], so.stamp
+        else:
+            m._cached_stamp = -1
+        if view["delong"] is not None:
+            m._delong_var, m._delong_key = view["delong"], (so, so.stamp)
+        else:
+            m._delong_key = None
 
 
 def _average_of(args, kwargs):

@@ -1707,3 +1707,170 @@ class ScoreOrder:
         assert abs(self.u - mann_whitney_u(wp, wn)) <= rtol * scale_p * scale_n
         if self.bits is not None:  # every key is its own coarse key
             assert np.array_equal(coarse_keys(keys, self.bits), keys)
+
+    # ------------------------------------------------------------------ binary state
+    def to_layout(self):
+        """The state as it is laid out, for a binary checkpoint: the scalars, and the
+        arrays of its layout (flat, levels or blocks) as numpy arrays, without merging
+        anything (:meth:`to_data` merges the levels: the sums after a restore would then
+        group differently). Arrays that never change are read-only views (see
+        :meth:`Levels.to_layout <streameval.metrics.levels.Levels.to_layout>`), the others
+        copies. :meth:`from_layout` restores it exactly. Runtime complexity: `O(1)` for
+        levels (plus a copy of AP's ``pn``), `O(n)` for flat arrays and blocks."""
+        d = {"load": self._load, "u": float(self.u), "pos_weight": float(self.pos_weight),
+             "neg_weight": float(self.neg_weight), "n_pos": int(self.n_pos),
+             "n_neg": int(self.n_neg), "z_pos": int(self.z_pos), "z_neg": int(self.z_neg),
+             "integral": bool(self.integral), "unit": bool(self.unit),
+             "trickle": int(self._trickle),
+             "shed": [float(self._shed_u), float(self._shed_p), float(self._shed_n)]}
+        if self.bits is not None:  # a coarsened order: its keys' mantissa bits
+            d["bits"] = int(self.bits)
+        if self._arrays is not None:
+            k, wp, wn, cp, cn = self._arrays
+            d["layout"] = "flat"
+            d["flat"] = [k.copy(), wp.copy(), wn.copy()] + (
+                [] if cp is wp and cn is wn else [cp.copy(), cn.copy()])
+        elif self._levels is not None:
+            d["layout"] = "levels"
+            d["levels"] = self._levels.to_layout()
+        else:
+            d["layout"] = "blocks"
+            d["blocks"] = {
+                "sizes": np.array([len(b) for b in self._keys], dtype=_I8),
+                "keys": _flat(self._keys, _F8), "wp": _flat(self._wp, _F8),
+                "wn": _flat(self._wn, _F8), "cp": _flat(self._cp, _I8),
+                "cn": _flat(self._cn, _I8),
+                **{name: np.frombuffer(bytes(getattr(self, "_" + name)), dtype=_F8)
+                   for name in ("maxes", "tp", "tn", "gp", "gn")}}
+        return d
+
+    @classmethod
+    def from_layout(cls, d):
+        """A score order from :meth:`to_layout`, checked (types, dtypes, lengths,
+        ascending scores, totals against the stored weights); ``ValueError`` naming
+        what is wrong. Runtime complexity: `O(n)` numpy passes."""
+        keys = {"load", "u", "pos_weight", "neg_weight", "n_pos", "n_neg", "z_pos",
+                "z_neg", "integral", "unit", "trickle", "shed", "layout"}
+        if not isinstance(d, dict) or not keys <= set(d):
+            raise ValueError("bad score-order layout: expected keys " + ", ".join(sorted(keys)))
+        for name in ("load", "n_pos", "n_neg", "z_pos", "z_neg", "trickle"):
+            if type(d[name]) is not int or d[name] < 0:
+                raise ValueError(f"bad score-order layout: {name} = {d[name]!r:.40} is not "
+                                 "an int >= 0")
+        for name in ("u", "pos_weight", "neg_weight"):
+            if type(d[name]) not in (int, float) or not math.isfinite(d[name]):
+                raise ValueError(f"bad score-order layout: {name} = {d[name]!r:.40} is not "
+                                 "a finite number")
+        for name in ("integral", "unit"):
+            if not isinstance(d[name], bool):
+                raise ValueError(f"bad score-order layout: {name} is not a bool")
+        shed = d["shed"]
+        if not (isinstance(shed, list) and len(shed) == 3
+                and all(type(x) in (int, float) and math.isfinite(x) for x in shed)):
+            raise ValueError("bad score-order layout: shed must be 3 finite numbers")
+        bits = d.get("bits")
+        if bits is not None and (type(bits) is not int or not 0 <= bits <= 52):
+            raise ValueError(f"bad score-order layout: bits = {bits!r:.40} is not an int "
+                             "from 0 to 52")
+        so = cls(d["load"])
+        so.integral, so.unit = d["integral"], d["unit"]
+        so.bits = bits
+        layout = d["layout"]
+        if layout == "flat":
+            arrs = d.get("flat")
+            if not isinstance(arrs, list) or len(arrs) != (3 if so.unit else 5):
+                raise ValueError("bad score-order layout: flat must hold 3 arrays (unit "
+                                 "weights) or 5")
+            dts = (_F8, _F8, _F8, _I8, _I8)
+            for i, a in enumerate(arrs):
+                if not (isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype == dts[i]
+                        and len(a) == len(arrs[0])):
+                    raise ValueError(f"bad score-order layout: flat[{i}] is not a 1-d "
+                                     f"{np.dtype(dts[i]).name} array of {len(arrs[0])}")
+            if len(arrs[0]) > FLAT_MAX:
+                raise ValueError("bad score-order layout: a flat order holds at most "
+                                 f"{FLAT_MAX} scores")
+            k, wp, wn = arrs[:3]
+            cp, cn = (wp, wn) if so.unit else arrs[3:]
+            entries = (k, wp, wn, cp.astype(_I8) if so.unit else cp,
+                       cn.astype(_I8) if so.unit else cn)
+            so._arrays = (k, wp, wn, cp, cn)
+            so._levels = None
+        elif layout == "levels":
+            so._levels = Levels.from_layout(d.get("levels"), so.unit, so.integral)
+            so._arrays = None
+            entries = None  # (each side checked; the totals below from the sides' tops)
+        elif layout == "blocks":
+            b = d.get("blocks")
+            names = ("sizes", "keys", "wp", "wn", "cp", "cn", "maxes", "tp", "tn", "gp", "gn")
+            if not isinstance(b, dict) or set(b) != set(names):
+                raise ValueError("bad score-order layout: blocks must hold " + ", ".join(names))
+            for name in names:
+                a = b[name]
+                dt = _I8 if name in ("sizes", "cp", "cn") else _F8
+                if not (isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype == dt):
+                    raise ValueError(f"bad score-order layout: blocks.{name} is not a 1-d "
+                                     f"{np.dtype(dt).name} array")
+            sizes = b["sizes"]
+            n, nb = len(b["keys"]), len(sizes)
+            if ((sizes < 1).any() or int(sizes.sum()) != n
+                    or any(len(b[x]) != n for x in ("wp", "wn", "cp", "cn"))
+                    or any(len(b[x]) != nb for x in ("maxes", "tp", "tn"))
+                    or len(b["gp"]) != len(b["gn"]) or len(b["gp"]) != (nb + GROUP - 1) // GROUP):
+                raise ValueError("bad score-order layout: block arrays of inconsistent lengths")
+            ends = np.cumsum(sizes)
+            for name, code in (("keys", "d"), ("wp", "d"), ("wn", "d"), ("cp", "q"),
+                               ("cn", "q")):
+                col = np.ascontiguousarray(b[name])
+                out = []
+                for a, z in zip(ends - sizes, ends):
+                    blk = array(code)
+                    blk.frombytes(col[a:z].tobytes())
+                    out.append(blk)
+                object.__setattr__(so, "_" + name, out)
+            for name in ("maxes", "tp", "tn", "gp", "gn"):
+                blk = array("d")
+                blk.frombytes(np.ascontiguousarray(b[name]).tobytes())
+                object.__setattr__(so, "_" + name, blk)
+            so._levels = so._arrays = None
+            entries = (b["keys"], b["wp"], b["wn"], b["cp"], b["cn"])
+            if n and not (b["maxes"] == b["keys"][ends - 1]).all():
+                raise ValueError("bad score-order layout: block maxima do not match")
+        else:
+            raise ValueError(f"bad score-order layout: layout = {layout!r:.40}; expected "
+                             "'flat', 'levels' or 'blocks'")
+        if entries is None:  # levels: a side's running sums start with its totals
+            lv = so._levels
+            n_p = sum(float((s.w if s.c is None else s.c)[0]) for s in lv.pos if s.size)
+            n_n = sum(float((s.w if s.c is None else s.c)[0]) for s in lv.neg if s.size)
+            sp = sum(float(s.w[0]) for s in lv.pos if s.size)
+            sn = sum(float(s.w[0]) for s in lv.neg if s.size)
+        else:
+            k, wp, wn, cp, cn = entries
+            if len(k) and (not np.isfinite(k).all() or (np.diff(k) <= 0).any()):
+                raise ValueError("bad score-order layout: scores must be finite and "
+                                 "increasing")
+            n_p, n_n = int(np.sum(cp)), int(np.sum(cn))
+            sp, sn = float(np.sum(wp)), float(np.sum(wn))
+        if n_p != d["n_pos"] or n_n != d["n_neg"] or not (
+                d["z_pos"] <= d["n_pos"] and d["z_neg"] <= d["n_neg"]):
+            raise ValueError("bad score-order layout: event counts do not match the stored "
+                             "entries")
+        pw, nw = float(d["pos_weight"]), float(d["neg_weight"])
+        tol_p, tol_n = _SLACK * max(1.0, sp), _SLACK * max(1.0, sn)
+        if abs(pw - sp) > tol_p or abs(nw - sn) > tol_n:
+            raise ValueError("bad score-order layout: totals do not match the stored weights")
+        so._u = float(d["u"])
+        so._u_from = None
+        so.pos_weight, so.neg_weight = pw, nw
+        so.n_pos, so.n_neg, so.z_pos, so.z_neg = d["n_pos"], d["n_neg"], d["z_pos"], d["z_neg"]
+        so._trickle = d["trickle"]
+        so._shed_u, so._shed_p, so._shed_n = (float(x) for x in shed)
+        if layout != "blocks":
+            for name in _BLOCKS:  # (the blocks are built lazily from a bulk layout)
+                try:
+                    object.__delattr__(so, name)
+                except AttributeError:
+                    pass
+        so.stamp += 1
+        return so

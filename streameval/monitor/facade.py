@@ -7,14 +7,16 @@ and wires intake, scopes and evaluation together.
   at the evaluation points inside it (:mod:`streameval.monitor.evaluation`);
   :meth:`Monitor.update_many` is ``apply(admit(...))`` of raw columns.
 * :meth:`Monitor.update` counts one event, with the same checks.
-* Reading (``snapshot``, ``segment_metrics``, ``scopes``) and the JSON state
-  (``to_state``/``from_state``).
+* Reading (``snapshot``, ``segment_metrics``, ``scopes``), the JSON state
+  (``to_state``/``from_state``) and the binary state of checkpoints
+  (``to_array_state``/``from_array_state``: numpy arrays as laid out, checked on load).
 
 The rows, transitions, evaluation points and segments are described in
 :mod:`streameval.monitor`.
 
 Imports: numpy, the standard library, :mod:`streameval.alerts`,
 :mod:`streameval.metrics.base` (the registry, ``has_interval``),
+:mod:`streameval.metrics.arraystate` (binary states, inside the state methods),
 :mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes and
 evaluation modules, and :mod:`streameval.config` only inside :meth:`Monitor.default` and
 :meth:`Monitor.from_config` (config imports the Monitor's parts, not the Monitor).
@@ -29,7 +31,7 @@ import numbers
 import numpy as np
 
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
-from streameval.metrics.base import from_state, has_interval, register
+from streameval.metrics.base import SharedView, from_state, has_interval, register
 from streameval.monitor.evaluation import Evaluator, evaluation_points
 from streameval.monitor.intake import OTHER_SEGMENT, Admitted, Intake
 from streameval.monitor.scopes import Scope, fresh, report_dict, trusted
@@ -900,7 +902,160 @@ class Monitor:
                 mon._segments[key] = seg
         return mon
 
+    # ------------------------------------------------------------------ binary state
+    def to_array_state(self):
+        """The whole state for a binary checkpoint (:mod:`streameval.io.statefile`):
+        :meth:`to_state`'s shape, with each metric's binary state
+        (:func:`~streameval.metrics.arraystate.array_state`: score orders as they are
+        laid out, windows' batches as their numpy columns, zero-copy) and a shared view
+        saved as its cache only (its owner holds the order; its template is the
+        monitor's, in ``params``). Nothing is
+        merged or changed: a monitor saved and restored computes the same bits as one
+        never saved. Marked ``"arrays": 1``; :meth:`from_array_state` reads it.
 
+        Runtime complexity: `O(number of objects)` plus the JSON of the small ones (the
+        detectors, rules, confusion counts) and a copy of what changes in place (AP's
+        running negative weights, flat orders).
+        """
+        from streameval.metrics.arraystate import array_state
+
+        def metric_state(m):
+            if isinstance(m, SharedView):  # (its own class's hook: others are the owner's)
+                hook = getattr(type(m), "to_array_state", None)
+                if hook is not None:  # (the template is the monitor's own: params.metrics)
+                    return dict(hook(m), template=None)
+                return {"template": None, "view": None}
+            return array_state(m)
+
+        params = {
+            "metrics": {name: fresh(m).to_state() for name, m in self.metrics.items()},
+            "drift": {name: fresh(d).to_state() for name, d in self.drift.items()},
+            "rules": [r.to_config() for r in self.rules],
+            "group_by": self.group_by, "every": self.every,
+            "every_seconds": self.every_seconds, "pos_label": self.pos_label,
+            "neg_label": self.neg_label, "overall": self.overall,
+            "max_segments": self.max_segments, "overall_rules": self.overall_rules,
+        }
+        segments = []
+        for seg in self._all_segments():
+            segments.append({
+                "overall": seg.key is None, "segment": seg.label, "n": seg.n,
+                "metrics": {name: metric_state(m) for name, m in seg.metrics.items()},
+                "drift": {name: d.to_state() for name, d in seg.drift.items()},
+                "rules": [r.to_state() for r in seg.rules],
+            })
+            if seg.eval_state() is not None:  # (the evaluator's: idle rows, held values)
+                segments[-1]["evaluation"] = seg.eval_state()
+        data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n,
+                "segments": segments, "other_events": self.other_events,
+                "warnings": list(self.warnings), "probe_segments": self._probe_segments}
+        return {"type": self._public_name, "version": self._state_version,
+                "params": params, "data": data, "arrays": 1}
+
+    @classmethod
+    def from_array_state(cls, state):
+        """Rebuild a monitor from :meth:`to_array_state` or :meth:`to_state`, every part
+        type-checked: anything malformed (a count that is not an int, a missing or extra
+        key, arrays of the wrong type or length, nesting the state never has) raises
+        ``ValueError`` naming where, never another exception."""
+        if not isinstance(state, dict) or state.get("type") != cls._public_name:
+            raise ValueError(f"not a Monitor state: {state!r:.200}")
+        _check_monitor_state(state)
+        try:
+            return cls._from_array_state(state)
+        except ValueError:
+            raise
+        except (TypeError, KeyError, AttributeError, IndexError, OverflowError,
+                RecursionError) as e:
+            raise ValueError(f"bad Monitor state: {type(e).__name__}: {e!s:.200}") from None
+
+    @classmethod
+    def _from_array_state(cls, state):
+        from streameval.metrics.arraystate import from_array_state
+
+        if not state.get("arrays"):
+            return cls._from_state(state)
+        views = []
+
+        def metric_of(where, name, s):
+            if isinstance(s, dict) and set(s) == {"template", "view"}:
+                views.append((where, name, s["view"]))
+                template = s["template"]
+                if template is None:
+                    if name not in p["metrics"]:
+                        raise ValueError(f"bad Monitor state: a view {name!r} of no metric "
+                                         "of the monitor")
+                    template = p["metrics"][name]
+                return from_state(template)
+            return from_array_state(s)
+
+        p, d = state["params"], state["data"]
+        plain = {"type": state["type"], "version": state["version"], "params": p,
+                 "data": dict(d, segments=[])}
+        mon = cls._from_state(plain)
+        for s in d["segments"]:
+            key = None if s["overall"] else mon._intake.segment_key(s["segment"],
+                                                                    reserved_ok=True)
+            seg = Scope(
+                key, None if key is None else (list(key) if isinstance(key, tuple) else key),
+                {name: metric_of(key, name, ms) for name, ms in s["metrics"].items()},
+                {name: from_array_state(ds) for name, ds in s["drift"].items()},
+                [Rule.from_state(rs) for rs in s["rules"]],
+            )
+            seg.n = s["n"]
+            seg.set_eval_state(s.get("evaluation"))
+            if key is None:
+                mon._overall = seg
+            else:
+                mon._segments[key] = seg
+        for key, name, view in views:
+            seg = mon._overall if key is None else mon._segments[key]
+            m = seg.metrics.get(name)
+            if not isinstance(m, SharedView):
+                raise ValueError(f"bad Monitor state: metric {name!r} was saved as a view of "
+                                 "another metric's state, which this monitor does not share")
+            restore = getattr(type(m), "restore_view_cache", None)
+            if view is not None and restore is not None:
+                restore(m, view)
+        return mon
+
+
+
+
+def _check_monitor_state(state):
+    """Type-check the Monitor's own part of a state (``ValueError`` naming the field):
+    what :meth:`Monitor._from_state` reads as numbers, lists and objects."""
+    def need(ok, where, value, what):
+        if not ok:
+            raise ValueError(f"bad Monitor state: {where} = {value!r:.60} is not {what}")
+
+    p, d = state.get("params"), state.get("data")
+    need(isinstance(p, dict), "params", p, "an object")
+    need(isinstance(d, dict), "data", d, "an object")
+    for k in ("metrics", "drift"):
+        need(isinstance(p.get(k), dict), f"params.{k}", p.get(k), "an object")
+    need(isinstance(p.get("rules"), list), "params.rules", p.get("rules"), "a list")
+    v = d.get("n")
+    need(type(v) is int and v >= 0, "data.n", v, "an int >= 0")
+    v = d.get("last_eval_n")
+    need(v is None or (type(v) is int and v >= 0), "data.last_eval_n", v,
+         "an int >= 0 or null")
+    v = d.get("other_events", 0)
+    need(type(v) is int and v >= 0, "data.other_events", v, "an int >= 0")
+    t = d.get("t")
+    need(t is None or (type(t) in (int, float) and math.isfinite(t)), "data.t", t,
+         "a finite number or null")
+    need(isinstance(d.get("warnings", []), list), "data.warnings", d.get("warnings"), "a list")
+    segs = d.get("segments")
+    need(isinstance(segs, list), "data.segments", segs, "a list")
+    for i, s in enumerate(segs):
+        where = f"data.segments[{i}]"
+        need(isinstance(s, dict), where, s, "an object")
+        need(type(s.get("n")) is int and s["n"] >= 0, where + ".n", s.get("n"), "an int >= 0")
+        need(isinstance(s.get("overall"), bool), where + ".overall", s.get("overall"), "a bool")
+        for k in ("metrics", "drift"):
+            need(isinstance(s.get(k), dict), f"{where}.{k}", s.get(k), "an object")
+        need(isinstance(s.get("rules"), list), where + ".rules", s.get("rules"), "a list")
 
 
 register(Monitor)

@@ -69,15 +69,18 @@ batch meanwhile.
 **Checkpoints.** A checkpoint (every ``checkpoint_every`` events or
 ``checkpoint_seconds`` seconds, on ``POST /checkpoint`` and at shutdown) writes the
 Monitor's and the joiner's state with the sequence number of the last batch they hold
-and a generation number. On POSIX a forked child serialises it (copy-on-write pages:
-ingestion goes on) to a temporary file; the child closes every inherited descriptor
-but its pipe (the listening socket, the log, the directory lock), dies with its parent
-(``PR_SET_PDEATHSIG`` on Linux, checked against the race), and keeps the default
-SIGTERM. Only the parent renames the file in, after checking that its generation and
-sequence number are above those of the checkpoint installed: a writer that outlived
-its server can leave a temporary file (removed at the next start), never replace a
-newer checkpoint. The process holds an exclusive ``flock`` on ``lock`` in the state
-directory for its whole life, so two services never share one.
+and a generation number, in the binary incremental format of
+:mod:`streameval.io.statefile`: under the ingestion lock the state tree is taken in
+`O(objects)` (arrays that never change, a score order's levels and a window's batches,
+as read-only views; the few that change in place copied), then the checkpoint thread
+writes, outside the lock, the arrays no earlier checkpoint wrote, and renames the
+manifest in. No process is forked: the writer is a thread of the server, so it holds
+nothing a restart needs once the server is gone and cannot outlive it. It renames a
+manifest in only if its generation and sequence number are above those of the
+checkpoint installed (an older checkpoint never replaces a newer one). The process
+holds an exclusive ``flock`` on ``lock`` in the state directory for its whole life, so
+two services never share one; temporary files and packs a killed server left are
+removed at the next start.
 
 Two generations are kept, ``checkpoint.json`` and ``checkpoint.prev.json``
 (:func:`streameval.io.checkpoint.previous_path`), and the log keeps its rows since the
@@ -116,17 +119,13 @@ K-th log commit, before any acknowledgement: a fault between the fsync and the r
 from __future__ import annotations
 
 import dataclasses
-import gc
 import logging
 import os
 import queue
-import signal
 import sqlite3
-import sys
 import tempfile
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -143,11 +142,10 @@ from streameval.events import (
 from streameval.io.checkpoint import (
     CheckpointError,
     fingerprint,
-    install,
     previous_path,
     read_checkpoint,
-    write_checkpoint,
 )
+from streameval.io.statefile import StateWriter, pack_dir, referenced_packs, remove_unreferenced
 from streameval.io.delayed import LabelJoiner
 from streameval.monitor import Admitted
 from streameval.pipeline import Pipeline, as_writer
@@ -341,6 +339,9 @@ class Engine:
         self._newest: tuple | None = None  # (generation, seq) of checkpoint.json on disk
         self._prev: tuple | None = None  # (generation, seq) of checkpoint.prev.json
         self.recovered_from: str | None = None  # the checkpoint file the start loaded
+        self._state_writer: StateWriter | None = None  # writes the binary checkpoints
+        #: what the last checkpoint wrote (bytes, arrays, seconds; see StateWriter.last)
+        self.last_checkpoint: dict = {}
         self.recovery_notes: list = []  # what the start fell back from or accepted
         self._outbox: queue.Queue = queue.Queue()
         self._wake = threading.Event()
@@ -492,7 +493,7 @@ class Engine:
         kept = {k for k, *_ in rec.keys}
         wal.drop_keys([k for k, *_ in wal.keys() if k not in kept])
         self._ckpt_seq = -1  # force the checkpoint
-        self._checkpoint(fork=False)
+        self._checkpoint()
         if wal.quick_check() != ["ok"]:
             log_id, keys = wal.log_id, wal.keys()
             wal.close()
@@ -516,8 +517,11 @@ class Engine:
         state = None
         for path in (newest, prev):
             try:
+                if self._state_writer is None:
+                    self._state_writer = StateWriter(newest)
                 state = read_checkpoint(path, expected_kind=CHECKPOINT_KIND,
-                                        expected_fingerprint=self.config_id)
+                                        expected_fingerprint=self.config_id,
+                                        writer=self._state_writer)
             except FileNotFoundError:
                 if path == newest and prev.exists():
                     notes.append(f"{CHECKPOINT_FILE} is missing")
@@ -531,10 +535,12 @@ class Engine:
                 seq = state["seq"]
                 if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
                     raise ValueError(f"seq = {seq!r:.40}")
-                monitor = type(self.monitor).from_state(state["monitor"])
+                cls = type(self.monitor)
+                monitor = getattr(cls, "from_array_state", cls.from_state)(state["monitor"])
                 joiner = (LabelJoiner.from_state(state["joiner"])
                           if self.joiner is not None and state.get("joiner") else None)
-            except (KeyError, TypeError, ValueError, RecursionError) as e:
+            except (KeyError, TypeError, ValueError, RecursionError, AttributeError,
+                    IndexError) as e:
                 notes.append(f"{path.name} holds an unusable state ({type(e).__name__}: "
                              f"{str(e)[:200]})")
                 state = None
@@ -584,7 +590,9 @@ class Engine:
     def _remove_temporaries(self) -> int:
         """Remove the temporary files of checkpoint writers that were killed (under the
         directory's lock, so none of them is being written). Returns how many."""
-        n = 0
+        # packs neither generation references (a writer killed while writing one)
+        n = remove_unreferenced(pack_dir(self.state_dir / CHECKPOINT_FILE),
+                                referenced_packs(self.state_dir / CHECKPOINT_FILE))
         for entry in os.scandir(self.state_dir):
             name = entry.name
             if (name.startswith("." + CHECKPOINT_FILE + ".") and name.endswith(".tmp")
@@ -1134,7 +1142,7 @@ class Engine:
             self.checkpoint_error = None
         return written
 
-    def _checkpoint(self, fork: bool = True) -> bool:
+    def _checkpoint(self) -> bool:
         path = self.state_dir / CHECKPOINT_FILE
         with self._ckpt_lock:
             with self._lock:
@@ -1147,22 +1155,11 @@ class Engine:
                 gen = self._gen + 1
                 head = {"seq": seq, "stats": dict(self.stats), "generation": gen,
                         "log_id": None if self._wal is None else self._wal.log_id}
-                if fork and _FORK:
-                    # the state as of now, in a child process (copy-on-write pages):
-                    # ingestion goes on while the child serialises and writes it
-                    child = self._fork_save(head)
-                else:  # a copy under the lock, serialised and written outside it
-                    state = self._state(head)
-            if fork and _FORK:
-                try:
-                    tmp = _wait_saved(*child)
-                except BaseException:
-                    self._remove_temporaries()  # what a failed child left
-                    raise
-            else:
-                tmp = write_checkpoint(path, state, kind=CHECKPOINT_KIND,
-                                       fingerprint=self.config_id)
-            self._install(tmp, gen, seq)
+                # the state at this point: the binary state tree (arrays that never change
+                # as read-only views, the others copied), taken under the lock in
+                # O(objects); ingestion goes on while this thread writes it
+                state = self._state(head)
+            self._write(state, gen, seq)
             horizon = self._clock() - self.idempotency_window
             with self._lock:
                 if self._wal is not None:
@@ -1178,64 +1175,33 @@ class Engine:
                 self._ckpt_count += 1
         return True
 
-    def _install(self, tmp: str, gen: int, seq: int) -> None:
-        """Rename a written checkpoint in (the parent only, under the checkpoint lock
-        and the directory's flock): refused unless its generation and sequence number
-        are above the installed checkpoint's. The one it replaces becomes the older
-        generation."""
+    def _write(self, state: dict, gen: int, seq: int) -> None:
+        """Write a captured state as the newest checkpoint (in this thread, under the
+        checkpoint lock and the directory's flock): refused unless its generation and
+        sequence number are above the installed checkpoint's. The one it replaces
+        becomes the older generation. Only the arrays that changed since the last
+        checkpoint are written (:class:`~streameval.io.statefile.StateWriter`)."""
         path = self.state_dir / CHECKPOINT_FILE
-        try:
-            if gen <= self._gen or (self._newest is not None and seq < self._newest[1]):
-                raise RuntimeError(
-                    f"checkpoint generation {gen} (seq {seq}) is not newer than the "
-                    f"installed generation {self._gen}; not installed")
-            moved = path.is_file() and not path.is_symlink()
-            install(tmp, path, keep_previous=True)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        if gen <= self._gen or (self._newest is not None and seq < self._newest[1]):
+            raise RuntimeError(
+                f"checkpoint generation {gen} (seq {seq}) is not newer than the "
+                f"installed generation {self._gen}; not installed")
+        moved = path.is_file() and not path.is_symlink()
+        writer = self._state_writer
+        if writer is None:
+            writer = self._state_writer = StateWriter(path)
+        writer.write(state, kind=CHECKPOINT_KIND, fingerprint=self.config_id, seq=gen)
         if moved:  # the older generation is what was the newest (unknown: keep all rows)
             self._prev = self._newest if self._newest is not None else (0, 0)
         self._newest = (gen, seq)
         self._gen = gen
+        self.last_checkpoint = dict(writer.last)
 
     def _state(self, head: dict) -> dict:
         state = {**head, **self.pipeline.state()}
         if self.joiner is not None:
             state["joiner"] = self.joiner.to_state()
         return state
-
-    def _fork_save(self, head: dict) -> tuple:
-        """Fork (under the lock); the child writes the checkpoint to a temporary file
-        and exits: 0 with the file's name on a pipe, else 1 with the reason. It holds
-        nothing of the server (:func:`_child_hygiene`). Returns ``(pid, read end)``."""
-        r, w = os.pipe()
-        parent = os.getpid()
-        with warnings.catch_warnings():  # 3.12+: "multi-threaded, fork() may deadlock":
-            warnings.simplefilter("ignore", DeprecationWarning)  # the child takes no lock
-            pid = os.fork()
-        if pid == 0:  # the child: no other thread runs here; exit without cleanup
-            status = 1
-            try:
-                os.close(r)
-                _child_hygiene(parent, keep=w)
-                gc.disable()
-                tmp = write_checkpoint(self.state_dir / CHECKPOINT_FILE, self._state(head),
-                                       kind=CHECKPOINT_KIND, fingerprint=self.config_id)
-                os.write(w, b"\x00" + os.fsencode(tmp))
-                status = 0
-            except BaseException as e:
-                try:
-                    os.write(w, f"{type(e).__name__}: {e}".encode("utf-8", "replace")[:4000])
-                except BaseException:
-                    pass
-            finally:
-                os._exit(status)
-        os.close(w)
-        return pid, r
 
     def _checkpoint_loop(self) -> None:
         every, seconds = self.checkpoint_every, self.checkpoint_seconds
@@ -1277,59 +1243,6 @@ class Engine:
 _KINDS = {"events": EVENTS, "predictions": PREDICTIONS, "labels": LABELS}
 #: Longest idempotency key (Stripe's limit too).
 MAX_KEY_LENGTH = 255
-
-
-#: Checkpoints are written by a forked child (POSIX): ingestion is not stalled while
-#: a large state (every score of an exact AUC) is serialised.
-_FORK = hasattr(os, "fork")
-
-
-def _wait_saved(pid: int, r: int) -> str:
-    """Wait for the checkpoint child; return the temporary file it wrote, or raise
-    ``OSError`` with its reason if it failed."""
-    try:
-        _, status = os.waitpid(pid, 0)
-        reason = b""
-        while chunk := os.read(r, 4096):
-            reason += chunk
-    finally:
-        os.close(r)
-    if os.waitstatus_to_exitcode(status) != 0 or not reason.startswith(b"\x00"):
-        raise OSError(reason.decode("utf-8", "replace")
-                      or f"the checkpoint process ended with status {status}")
-    return os.fsdecode(reason[1:])
-
-
-def _child_hygiene(parent: int, keep: int) -> None:
-    """In a forked checkpoint writer: die with the parent, take SIGTERM and SIGINT by
-    default, and close every inherited descriptor but 0-2 and ``keep`` (the listening
-    socket, connections, the log, the directory's lock), so that a writer that
-    outlives its server holds nothing a restart needs."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover - no prctl
-            pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        try:
-            signal.signal(sig, signal.SIG_DFL)
-        except (ValueError, OSError):  # pragma: no cover
-            pass
-    try:
-        fds = [int(f) for f in os.listdir("/proc/self/fd")]
-    except OSError:  # pragma: no cover - no /proc
-        fds = range(3, 4096)
-    for fd in fds:
-        if fd > 2 and fd != keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
 
 def _loss_message(state_dir: Path, name: str, reason: str, span: str) -> str:

@@ -339,3 +339,126 @@ class _CountSliding(Sliding, case="count"):
                 assert all(isinstance(c, np.ndarray) for c in (ch.y, ch.s))
         assert self._tail is None or (chunks and self._tail is chunks[-1])
         self._check_metric([(e[0], e[1], e[2]) for e in events])
+
+    def _stored_arrays(self):
+        """The stored batches for a binary checkpoint, as runs of consecutive batches
+        packed into one array per column (a run packed once is kept and given again
+        while its batches live: a batch never changes, and the oldest only loses live
+        events from its front), with each batch's length, the first live batch of the
+        run and its first live event; an event run's events as JSON rows. None when
+        batches are kept as Python values (the JSON state then). Runtime complexity:
+        `O(chunks)` plus packing the batches new since the last call."""
+        if not self._typed:
+            return None
+        memo = getattr(self, "_packs", None) or []
+        chunks = list(self._chunks)
+        out, used, run = [], [], []
+        pos, size = 0, len(chunks)
+        # the runs packed before that are still here: a prefix of the batches (they only
+        # expire at the front and come in at the back), checked by their ends
+        start = None
+        if memo and size:
+            first = chunks[0]
+            for r, packed in enumerate(memo):
+                j = packed[5].get(id(first))
+                if j is not None and packed[0][j] is first:
+                    start = (r, j)
+                    break
+        if start is not None:
+            r, k = start
+            for packed in memo[r:]:
+                members = packed[0]
+                rest = len(members) - k
+                if (pos + rest > size or chunks[pos] is not members[k]
+                        or chunks[pos + rest - 1] is not members[-1]):
+                    break
+                out.append({"y": packed[1], "s": packed[2], "w": packed[3],
+                            "sizes": packed[4], "first": k, "lo": int(members[k].lo)})
+                used.append(packed)
+                pos += rest
+                k = 0
+
+        def close():
+            if not run:
+                return
+            w = None if run[0].w is None else _frozen(np.concatenate([c.w for c in run]))
+            packed = (run[:], _frozen(np.concatenate([c.y for c in run])),
+                      _frozen(np.concatenate([c.s for c in run])), w,
+                      _frozen(np.array([len(c.y) for c in run], dtype=np.int64)),
+                      {id(c): j for j, c in enumerate(run)})
+            used.append(packed)
+            out.append({"y": packed[1], "s": packed[2], "w": packed[3], "sizes": packed[4],
+                        "first": 0, "lo": int(run[0].lo)})
+            run.clear()
+
+        for ch in chunks[pos:]:
+            if type(ch) is EventRun:
+                close()
+                out.append({"events": [[encode(x) for x in e] for e in ch]})
+                continue
+            if run and (run[0].w is None) != (ch.w is None):
+                close()
+            run.append(ch)
+        close()
+        self._packs = used
+        return out
+
+    def _restore_arrays(self, store):
+        """Restore :meth:`_stored_arrays`, checked (``ValueError``): each batch a view of
+        its run's packed columns (no copy), and the runs remembered so that the next
+        checkpoint references them."""
+        if not isinstance(store, list):
+            raise ValueError("bad Sliding state: store must be a list of chunks")
+        n = 0
+        packs = []
+        for i, d in enumerate(store):
+            where = f"Sliding state: chunk run {i}"
+            if isinstance(d, dict) and set(d) == {"events"}:
+                if not isinstance(d["events"], list) or not d["events"] or not all(
+                        isinstance(e, list) and len(e) == 3 for e in d["events"]):
+                    raise ValueError(f"bad {where}: events must be [y, score, w] rows")
+                ch = EventRun(decoded_events(d["events"]))
+                self._chunks.append(ch)
+                n += len(ch)
+                continue
+            if not (isinstance(d, dict) and set(d) == {"y", "s", "w", "sizes", "first", "lo"}):
+                raise ValueError(f"bad {where}: expected packed columns or events")
+            y, s, w, sizes, first, lo = (d[k] for k in ("y", "s", "w", "sizes", "first", "lo"))
+            if not (isinstance(y, np.ndarray) and y.dtype == bool and y.ndim == 1
+                    and isinstance(s, np.ndarray) and s.dtype == np.float64
+                    and s.shape == y.shape and (w is None or (
+                        isinstance(w, np.ndarray) and w.dtype == np.float64
+                        and w.shape == y.shape))
+                    and isinstance(sizes, np.ndarray) and sizes.dtype == np.int64
+                    and sizes.ndim == 1 and len(sizes) and (sizes >= 1).all()
+                    and int(sizes.sum()) == len(y)):
+                raise ValueError(f"bad {where}: columns must be bool labels and float64 "
+                                 "scores (and weights) of one length, split by sizes")
+            if type(first) is not int or not 0 <= first < len(sizes) or type(lo) is not int \
+                    or not 0 <= lo < int(sizes[first]):
+                raise ValueError(f"bad {where}: first = {first!r:.20}, lo = {lo!r:.20} "
+                                 "outside its batches")
+            ends = np.cumsum(sizes)
+            run = []
+            for j, (a, z) in enumerate(zip((ends - sizes).tolist(), ends.tolist())):
+                ch = Chunk(y[a:z], s[a:z], None if w is None else w[a:z])
+                run.append(ch)
+                if j >= first:
+                    self._chunks.append(ch)
+            run[first].lo = lo
+            n += int(sizes[first:].sum()) - lo
+            packs.append((run, y, s, w, sizes, {id(c): j for j, c in enumerate(run)}))
+        if n > self.size:
+            raise ValueError(f"bad Sliding state: {n} events in a window of {self.size}")
+        self._n = n
+        self._packs = packs
+        last = self._chunks[-1] if self._chunks else None
+        self._tail = last if type(last) is EventRun else None
+
+def _frozen(a):
+    """A read-only view of ``a`` (None stays None)."""
+    if a is None:
+        return None
+    v = a.view()
+    v.flags.writeable = False
+    return v

@@ -1,0 +1,434 @@
+"""Binary incremental checkpoints (streameval.io.statefile) and the state hooks.
+
+Oracles: an uninterrupted run of the same log with the same checkpoints (byte-identical
+outputs after kills and resumes), the JSON state (``to_state()``) of the original
+object against the one loaded back, the bytes on disk (files written, sizes, CRC-32
+with zlib), and damage made by editing the real files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import streameval
+from streameval import _registry
+from streameval.io import EventSource
+from streameval.io.checkpoint import (
+    CheckpointError,
+    CheckpointFallback,
+    load_checkpoint,
+)
+from streameval.io.statefile import COMPACT_RATIO, StateWriter, pack_dir
+from streameval.metrics.arraystate import array_state, from_array_state
+from streameval.monitor import Monitor
+from streameval.pipeline import Pipeline
+
+DATA = Path(__file__).parent / "data"
+
+
+def write_log(path, n, seed=0, rounded=False):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.3
+    s = rng.random(n) * 0.6 + y * 0.3
+    if rounded:
+        s = np.round(s, 2)
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"ts": i, "label": bool(y[i]), "score": float(s[i])}) + "\n")
+    return path
+
+
+def run_pipeline(tmp, log, name, every=5000, stop_at=(), batch_size=None, fmt="binary",
+                 finish=True):
+    """A replay of ``log`` into ``tmp/name``; ``stop_at``: batch counts at which the run
+    is stopped as a kill would stop it (then resumed by a new pipeline), in order."""
+    out = tmp / name
+    out.mkdir(exist_ok=True)
+    ckpt = out / "ckpt.json"
+    stops = list(stop_at)
+    while True:
+        seen = [0]
+        limit = stops.pop(0) if stops else None
+
+        def on_batch(p, b, seen=seen, limit=limit):
+            seen[0] += 1
+            return False if limit is not None and seen[0] >= limit else None
+
+        kw = {} if batch_size is None else {"batch_size": batch_size}
+        p = Pipeline(Monitor.default(), EventSource(str(log), **kw),
+                     outputs={"metrics": out / "metrics.jsonl", "alerts": out / "alerts.jsonl"},
+                     checkpoint=ckpt, checkpoint_every=every, on_batch=on_batch,
+                     checkpoint_format=fmt)
+        p.resume()
+        p.run()
+        p.close()
+        if not p.stopped or (not finish and not stops):
+            return out
+
+
+def same_files(a, b):
+    for name in ("metrics.jsonl", "alerts.jsonl"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_checkpoints_change_nothing_and_resumes_are_byte_identical(tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 60_000, seed=1)
+    plain = run_pipeline(tmp_path, log, "plain", every=None)
+    ckpt = run_pipeline(tmp_path, log, "ckpt", every=4000, batch_size=997)
+    same_files(plain, ckpt)
+    rng = random.Random(7)
+    stops = sorted(rng.sample(range(2, 20), 4))
+    stops = [b - a for a, b in zip([0] + stops, stops)]
+    resumed = run_pipeline(tmp_path, log, "resumed", every=4000, stop_at=stops, batch_size=997)
+    same_files(plain, resumed)
+
+
+def test_kill_9_during_replays_and_checkpoints_then_resume_byte_identical(tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 40_000, seed=2)
+    ref = tmp_path / "ref"
+    cmd = [sys.executable, "-m", "streameval", "replay", str(log), "--checkpoint-every",
+           "2000", "--no-report"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run(cmd + ["--out", str(ref), "--checkpoint", str(tmp_path / "r.json")],
+                       env=env, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    ckpt = tmp_path / "k.json"
+    rng = random.Random(11)
+    kills = 0
+
+    def seq():
+        try:
+            return json.loads(ckpt.read_text())["seq"]
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    for attempt in range(40):
+        before = seq()
+        proc = subprocess.Popen(cmd + ["--out", str(out), "--checkpoint", str(ckpt)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if kills < 4:
+            # once it has written a checkpoint more, at a random moment after (a later
+            # checkpoint being written, or rows between two)
+            deadline = time.monotonic() + 120
+            while seq() <= before and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.3))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                proc.stderr.close()
+                kills += 1
+                continue
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        break
+    assert kills >= 1
+    same_files(ref, out)
+
+
+def test_incremental_chain_equals_a_full_checkpoint_and_writes_less(tmp_path):
+    rng = np.random.default_rng(3)
+    m = Monitor.default()
+    w = StateWriter(tmp_path / "c.json")
+    written = []
+    n = 0
+    for step in range(7):
+        for _ in range(200 if step == 0 else 20):  # batches of 1000, as a replay feeds them
+            y = rng.random(1000) < 0.3
+            m.update_many(y, rng.random(1000) * 0.5 + 0.4 * y, t=np.arange(n, n + 1000.0))
+            n += 1000
+        w.write(m.to_array_state(), kind="monitor")
+        written.append(w.last["bytes"])
+    chain = load_checkpoint(tmp_path / "c.json", expected_kind="monitor")
+    full = StateWriter(tmp_path / "f.json")
+    full.write(m.to_array_state(), kind="monitor")
+    once = load_checkpoint(tmp_path / "f.json", expected_kind="monitor")
+    a, b = Monitor.from_array_state(chain), Monitor.from_array_state(once)
+    assert json.dumps(a.to_state()) == json.dumps(b.to_state()) == json.dumps(m.to_state())
+    # the later checkpoints write what changed (new and merged levels, new window
+    # batches): less than the whole state, which the first one wrote
+    assert sum(written[1:]) < 0.8 * len(written[1:]) * full.last["bytes"], (written, full.last)
+    assert min(written[1:]) < 0.5 * full.last["bytes"], (written, full.last)
+    # files and bytes stay bounded: the packs both generations reference, nothing else
+    d = pack_dir(tmp_path / "c.json")
+    packs = set(os.listdir(d))
+    env = json.loads((tmp_path / "c.json").read_text())
+    prev = json.loads((tmp_path / "c.prev.json").read_text())
+    assert packs == set(env["packs"]) | set(prev["packs"])
+    total = sum(os.path.getsize(os.path.join(d, p)) for p in packs)
+    assert total <= 2 * COMPACT_RATIO * full.last["bytes"] + 1
+
+
+def test_pack_bytes_are_the_arrays_with_their_crc(tmp_path):
+    x = np.arange(10, dtype=np.float64)
+    ro = x.view()
+    ro.flags.writeable = False
+    w = StateWriter(tmp_path / "c.json")
+    w.write({"a": ro, "b": np.array([True, False]), "c": [1, "x", None]}, kind="k")
+    env = json.loads((tmp_path / "c.json").read_text())
+    ref = env["state"]["a"]["$a"]
+    pack = Path(pack_dir(tmp_path / "c.json")) / ref[0]
+    raw = pack.read_bytes()[ref[1]:ref[1] + ref[2]]
+    assert raw == x.tobytes() and zlib.crc32(raw) == ref[5] and ref[3] == "<f8"
+    got = load_checkpoint(tmp_path / "c.json", expected_kind="k")
+    assert got["c"] == [1, "x", None] and got["b"].tolist() == [True, False]
+    assert got["a"].tolist() == x.tolist()
+    # the same read-only array again: referenced, not rewritten
+    w.write({"a": ro, "b": np.array([True])}, kind="k")
+    assert w.last["bytes"] == 1 and w.last["arrays"] == 1
+
+
+def _damage(path, how):
+    data = bytearray(path.read_bytes())
+    if how == "flip":
+        data[len(data) // 2] ^= 0x10
+    else:
+        data = data[: len(data) - 7]
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate"])
+def test_damage_to_any_state_file_is_refused_or_falls_back(tmp_path, how):
+    rng = np.random.default_rng(4)
+    m = Monitor.default()
+    path = tmp_path / "c.json"
+    w = StateWriter(path)
+    for step in range(2):
+        y = rng.random(20_000) < 0.3
+        m.update_many(y, rng.random(20_000), t=np.arange(20_000.0) + step * 20_000)
+        w.write(m.to_array_state(), kind="monitor")
+    expected = json.dumps(m.to_state())
+    files = [path] + sorted(Path(pack_dir(path)).iterdir())
+    fallbacks = 0
+    for f in files:
+        d = tmp_path / f"copy-{f.name}"
+        d.mkdir()
+        for g in [path, tmp_path / "c.prev.json"]:
+            (d / g.name).write_bytes(g.read_bytes())
+        (d / "c.json.d").mkdir()
+        for g in Path(pack_dir(path)).iterdir():
+            (d / "c.json.d" / g.name).write_bytes(g.read_bytes())
+        target = d / f.name if f == path else d / "c.json.d" / f.name
+        _damage(target, how)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                state = load_checkpoint(d / "c.json", expected_kind="monitor")
+            except CheckpointError as e:  # refused: names the file and what to do
+                assert e.damaged and str(d) in str(e)
+                assert "backup" in str(e) or "remove" in str(e)
+                continue
+        got = Monitor.from_array_state(state)
+        if caught:  # the previous generation: fewer events, and said so
+            assert any(issubclass(c.category, CheckpointFallback) for c in caught)
+            assert got.n == 20_000
+            fallbacks += 1
+        else:  # (a flip in bytes no array reads cannot happen: every byte is checked)
+            assert json.dumps(got.to_state()) == expected
+    # a damaged manifest, or a pack only the newest references, falls back
+    assert fallbacks >= 1
+
+
+def test_missing_pack_and_stray_references_are_refused(tmp_path):
+    path = tmp_path / "c.json"
+    a = np.arange(5.0)
+    a.flags.writeable = False
+    StateWriter(path).write({"a": a}, kind="k")
+    env = json.loads(path.read_text())
+    env2 = json.loads(path.read_text())
+    env2["state"]["a"]["$a"][0] = "999.pack"
+    import hashlib
+
+    from streameval.io.checkpoint import canonical
+    env2["sha256"] = hashlib.sha256(canonical(env2["state"])).hexdigest()
+    path.write_text(json.dumps(env2))
+    with pytest.raises(CheckpointError, match="does not list"):
+        load_checkpoint(path, fallback=False)
+    path.write_text(json.dumps(env))
+    for p in Path(pack_dir(path)).iterdir():
+        p.unlink()
+    with pytest.raises(CheckpointError, match="is missing"):
+        load_checkpoint(path, fallback=False)
+
+
+def _fed(obj, rng, n):
+    """``obj`` fed ``n`` random binary events where it takes them (else as it is)."""
+    y = rng.random(n) < 0.4
+    s = np.round(rng.random(n), 3) if rng.random() < 0.5 else rng.random(n)
+    try:
+        obj.update_many(y, s)
+    except (TypeError, ValueError, AttributeError):
+        pass
+    return obj
+
+
+def _instances():
+    out = []
+    for e in _registry.ENTRIES:
+        if not e.state:
+            continue
+        cls = getattr(streameval, e.name, None) or _registry.state_class(e.name)
+        if e.name in ("Sliding", "Tumbling"):
+            out.append(cls(streameval.ROCAUC(), size=50))
+            out.append(cls(streameval.AveragePrecision(), size=20_000) if e.name == "Sliding"
+                       else cls(streameval.Precision(), size=50))
+        elif e.name == "Monitor":
+            out.append(Monitor.default())
+        else:
+            for kw in ({}, {"size": 100}, {"beta": 2.0}, {"alpha": 0.3}):
+                try:
+                    out.append(cls(**kw))
+                    break
+                except (TypeError, ValueError):
+                    continue
+    names = {type(o).__name__ for o in out} | {o._public_name for o in out
+                                               if hasattr(o, "_public_name")}
+    missing = [e.name for e in _registry.ENTRIES if e.state and e.name not in names]
+    assert not missing, missing
+    return out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000))
+def test_load_of_save_equals_the_original_for_every_registered_type(tmp_path_factory, seed, n):
+    rng = np.random.default_rng(seed)
+    d = tmp_path_factory.mktemp("rt")
+    for obj in _instances():
+        _fed(obj, rng, n)
+        w = StateWriter(d / "c.json")
+        w.write({"x": array_state(obj)}, kind="k")
+        back = from_array_state(load_checkpoint(d / "c.json")["x"])
+        assert type(back) is type(obj)
+        assert json.dumps(back.to_state()) == json.dumps(obj.to_state()), type(obj).__name__
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), weighted=st.booleans(), reads=st.booleans())
+def test_a_restored_score_order_computes_the_same_bits(seed, weighted, reads):
+    """Saved and loaded at every step, then fed like the original: the same bits (the
+    levels, deferred events and caches restored as they were)."""
+    rng = np.random.default_rng(seed)
+    orig = [streameval.ROCAUC(), streameval.AveragePrecision()]
+    copies = [None, None]
+    for step in range(8):
+        m = int(rng.integers(1, 40_000))
+        y = rng.random(m) < 0.3
+        s = rng.random(m)
+        w = rng.random(m) * 3 if weighted else None
+        copies = [from_array_state(_roundtrip(array_state(o))) for o in orig]
+        for o, c in zip(orig, copies):
+            for x in (o, c):
+                x.update_many(y, s, w)
+                if reads:
+                    x.get()
+            a, b = o.get(), c.get()
+            assert a == b or (a != a and b != b), (step, a, b)
+
+
+def _roundtrip(state):
+    """Arrays copied (fresh, writable) as a load gives them."""
+    if isinstance(state, np.ndarray):
+        return np.array(state, copy=True)
+    if isinstance(state, dict):
+        return {k: _roundtrip(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_roundtrip(v) for v in state]
+    return state
+
+
+def test_json_checkpoints_still_load_and_resume(tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 30_000, seed=5)
+    plain = run_pipeline(tmp_path, log, "plain", every=None)
+    # a version-1 JSON checkpoint (what the JSON writer writes), resumed by the default
+    resumed = tmp_path / "resumed"
+    run_pipeline(tmp_path, log, "resumed", every=3000, stop_at=[7], fmt="json", finish=False)
+    env = json.loads((resumed / "ckpt.json").read_text())
+    assert env["version"] == 1
+    run_pipeline(tmp_path, log, "resumed", every=3000)
+    a = [json.loads(x) for x in (plain / "metrics.jsonl").read_text().splitlines()]
+    b = [json.loads(x) for x in (resumed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["n"] for r in a] == [r["n"] for r in b]
+    for ra, rb in zip(a, b):
+        for k, v in ra["values"].items():
+            assert v == rb["values"][k] or abs(v - rb["values"][k]) <= 1e-12
+    # a Monitor state from an old release loads through the checked path too
+    with gzip.open(DATA / "monitor_state_0ff265b.json.gz", "rt") as f:
+        old = json.load(f)["state"]
+    assert json.dumps(Monitor.from_array_state(old).to_state()) == json.dumps(
+        Monitor.from_state(old).to_state())
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda s: s["monitor"]["data"].__setitem__("n", "many"), "data.n"),
+    (lambda s: s["counts"].__setitem__("events", -3), "counts.events"),
+    (lambda s: s["counts"].__setitem__("events", 12), "counts.events"),
+    (lambda s: s["monitor"]["data"]["segments"][0].__setitem__("n", [1]), "segments"),
+    (lambda s: s["monitor"]["data"]["segments"][0]["metrics"]["roc_auc"]["data"]
+     .__setitem__("extra", 1), "expected keys"),
+    (lambda s: s["monitor"]["data"]["segments"][0]["metrics"]["roc_auc"]["data"]
+     .__setitem__("ps", "x"), "deferred"),
+])
+def test_malformed_states_exit_2_with_a_next_step(tmp_path, edit, match):
+    from streameval.cli import main
+
+    log = write_log(tmp_path / "log.jsonl", 6000, seed=6)
+    ckpt = tmp_path / "c.json"
+    cmd = ["replay", str(log), "--checkpoint", str(ckpt), "--checkpoint-every", "2000",
+           "--no-report", "--quiet", "--out", str(tmp_path / "o")]
+    assert main(cmd) == 0
+    env = json.loads(ckpt.read_text())
+    state = load_checkpoint(ckpt)
+    edit(state)
+    os.unlink(tmp_path / "c.prev.json")
+    StateWriter(ckpt).write(state, kind=env["kind"], fingerprint=env["fingerprint"],
+                            keep_previous=False)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(cmd)
+    assert code == 2, err.getvalue()
+    assert match in err.getvalue() and "remove" in err.getvalue(), err.getvalue()
+    assert "Traceback" not in err.getvalue()
+
+
+def test_a_malformed_newest_state_falls_back_to_the_previous_generation(tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 6000, seed=6)
+    plain = run_pipeline(tmp_path, log, "plain", every=None)
+    out = tmp_path / "r"
+    run_pipeline(tmp_path, log, "r", every=1000, stop_at=[5], batch_size=500, finish=False)
+    ckpt = out / "ckpt.json"
+    env = json.loads(ckpt.read_text())
+    state = load_checkpoint(ckpt)
+    state["monitor"]["data"]["n"] = "many"
+    StateWriter(ckpt).write(state, kind=env["kind"], fingerprint=env["fingerprint"])
+    with pytest.warns(CheckpointFallback, match="data.n"):
+        run_pipeline(tmp_path, log, "r", every=1000, batch_size=500)
+    same_files(plain, out)
+
+
+def test_deeply_nested_json_checkpoint_exits_2(tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 100, seed=6)
+    ckpt = tmp_path / "c.json"
+    ckpt.write_text('{"format": "streameval-checkpoint", "version": 1, "state": '
+                    + "[" * 100_000 + "]" * 100_000 + "}")
+    from streameval.cli import main
+    code = main(["replay", str(log), "--checkpoint", str(ckpt), "--no-report", "--out",
+                 str(tmp_path / "o")])
+    assert code == 2
