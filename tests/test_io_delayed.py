@@ -390,7 +390,7 @@ def test_two_files_skip_logs_each_bad_row_under_its_own_file(tmp_path, caplog):
         src = read_delayed(pp, label_ttl=50, labels_path=lp, on_error="skip")
         run_source(src)
     msgs = sorted(r.getMessage() for r in caplog.records)
-    assert msgs == sorted([f"{lp}: rejected line 2: unknown label 'maybe' (expected one of True/False)",
+    assert msgs == sorted([f"{lp}: rejected line 2: unknown label 'maybe' (expected one of true, false, 1 or 0)",
                            f"{pp}: rejected line 2: score is not a number: 'x'"])
     assert src.n_rejected == 2 and src.joiner.n_joined == 1
 

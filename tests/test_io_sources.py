@@ -141,7 +141,7 @@ EXPECTED_REJECTS = [
     (3, "unparseable time '2024-13-45'"),
     (4, "bad JSON: Expecting ',' delimiter (column 38)"),  # the line is 37 characters long
     (9, "missing field 'label'"),
-    (12, "unknown label 'maybe' (expected one of True/False)"),
+    (12, "unknown label 'maybe' (expected one of true, false, 1 or 0)"),
     (17, "score is NaN"),
     (19, "not a JSON object: '[1, 2]'"),
 ]
