@@ -68,6 +68,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from streameval.validation import MAX_LINE_BYTES
 from streameval.events import (
     DEFAULT_BATCH_SIZE,
     FUTURE_MARK,
@@ -129,6 +130,8 @@ class SourceError(ValueError):
 def _read_failure(e: BaseException) -> str | None:
     """The reason a read failed, for the errors of reading a file (I/O, decompression,
     decoding, pyarrow); None for anything else (a bad row, a bug)."""
+    if isinstance(e, TooExpanded):
+        return str(e)
     if isinstance(e, EOFError):  # gzip, bz2, lzma: the stream stops before its end marker
         return "the compressed data ends early (truncated file?)"
     if isinstance(e, gzip.BadGzipFile):
@@ -146,6 +149,227 @@ def _read_failure(e: BaseException) -> str | None:
     if isinstance(e, UnicodeDecodeError):
         return f"not valid UTF-8 ({e.reason} at byte {e.start})"
     return None
+
+
+# --------------------------------------------------------------- bounded reading
+
+#: Bytes read from a log at once by :class:`LineReader`.
+READ_CHUNK = 1 << 20
+
+#: A compressed log may expand at most this many times its compressed size (checked
+#: once :data:`EXPANSION_FLOOR` bytes have come out; ``max_expansion=0``: no limit).
+#: JSONL and CSV event logs compress 5 to 20 times with gzip and up to about 50 with
+#: xz; a file expanding 100 times is a compression bomb or a file of blanks.
+MAX_EXPANSION = 100
+#: Decompressed bytes before the expansion is checked: a small file of repetitive rows
+#: may expand more than :data:`MAX_EXPANSION` times and costs nothing.
+EXPANSION_FLOOR = 64 << 20
+
+#: Compression formats by their first bytes (magic numbers), with their openers: a
+#: compressed log is recognised by its content, whatever its name.
+MAGIC: tuple[tuple[bytes, str], ...] = ((b"\x1f\x8b", ".gz"), (b"BZh", ".bz2"),
+                                        (b"\xfd7zXZ\x00", ".xz"))
+
+
+def sniff_compression(head: bytes) -> str | None:
+    """The compression (``".gz"``, ``".bz2"``, ``".xz"``) whose magic bytes start
+    ``head``, or None.
+
+    >>> sniff_compression(b"\\x1f\\x8b\\x08\\x00"), sniff_compression(b'{"ts": 1}')
+    ('.gz', None)
+    """
+    return next((ext for magic, ext in MAGIC if head.startswith(magic)), None)
+
+
+class TooExpanded(Exception):
+    """A compressed log expanding more than ``max_expansion`` times (a compression bomb)."""
+
+
+class _Guarded(io.RawIOBase):
+    """The decompressed bytes of ``inner`` (a decompressing file object over ``raw``),
+    refusing to expand more than ``limit`` times the compressed bytes read from ``raw``
+    (:class:`TooExpanded`) once :data:`EXPANSION_FLOOR` bytes have come out."""
+
+    def __init__(self, inner, raw, limit: float, own: bool = True) -> None:
+        self.inner, self.raw, self.limit, self.own = inner, raw, limit, own
+        self.out = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        # (at most 64 KiB at a time: what was decompressed before a truncated end is kept)
+        data = self.inner.read1(min(len(b), 1 << 16))
+        n = len(data)
+        b[:n] = data
+        self.out += n
+        if self.limit and self.out > EXPANSION_FLOOR:
+            try:
+                used = max(self.raw.tell(), 1)
+            except (OSError, ValueError):
+                used = None
+            if used is not None and self.out > self.limit * used:
+                raise TooExpanded(
+                    f"the compressed data expands more than {self.limit:g} times "
+                    f"({used} bytes gave {self.out}): a compression bomb? "
+                    "(raise [input] max_expansion, 0: no limit, if the file is genuine)")
+        return n
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            if self.own:  # (a caller's stream stays open)
+                self.raw.close()
+            super().close()
+
+
+def open_log(source, max_expansion: float = MAX_EXPANSION):
+    """A binary file object of the decompressed bytes of ``source`` (a path or a binary
+    stream), its compression recognised by its magic bytes (:data:`MAGIC`) or else by
+    its name, and whether it is compressed. A compressed one is guarded against expanding more than
+    ``max_expansion`` times."""
+    raw = open(source, "rb") if isinstance(source, str) else source
+    peek = getattr(raw, "peek", None)
+    if peek is not None:
+        head = peek(8)[:8]
+    elif raw.seekable():
+        pos = raw.tell()
+        head = raw.read(8)
+        raw.seek(pos)
+    else:
+        head = b""
+    comp = sniff_compression(head)
+    if comp is None and isinstance(source, str):
+        comp = _compression(source)  # named compressed: its opener says what is wrong
+    if comp is None:
+        return raw, False
+    inner = COMPRESSIONS[comp](raw, "rb")
+    guarded = _Guarded(inner, raw, max_expansion, own=isinstance(source, str))
+    return io.BufferedReader(guarded, READ_CHUNK), True
+
+
+class LineReader:
+    """The lines of a binary stream in bounded memory, in blocks (:meth:`take`).
+
+    Reads :data:`READ_CHUNK` bytes at a time and never holds more than
+    ``max_line_bytes`` of one line: a longer line is consumed to its end without being
+    kept and reported as ``(line, bytes, head)`` among the block's ``long`` lines.
+    Blank lines (empty, or a lone ``\\r``) are counted and skipped in bulk (one numpy
+    pass per chunk), so that a gigabyte of newlines costs seconds, not a Python call per
+    line. Line numbers start after ``lineno``; ``offset`` counts the bytes consumed
+    (whole lines). A UTF-8 BOM at the very start is dropped. Cost: `O(bytes)`.
+    """
+
+    def __init__(self, f, max_line_bytes: int, *, lineno: int = 0, offset: int = 0) -> None:
+        self.f = f
+        self.limit = max_line_bytes
+        self.lineno = lineno
+        self.offset = offset
+        self._buf = b""
+        self._skipping: list | None = None  # [first line, bytes, head] of a long line
+        self._eof = False
+        self._lines: list = []
+        self._nums: list = []
+        self._long: list = []
+        self._bom = offset == 0
+        self._read = getattr(f, "read1", f.read)
+
+    def take(self, n: int):
+        """``(lines, nums, long, last_line, offset)``: up to ``n`` non-blank lines (bytes,
+        without their line break), their line numbers, the over-long lines as ``(line,
+        bytes, head)``, the last line consumed and the bytes consumed; ``lines`` and
+        ``long`` both empty at the end of the stream."""
+        while len(self._lines) < n and not self._eof:
+            self._fill()
+        lines, nums = self._lines[:n], self._nums[:n]
+        del self._lines[:n], self._nums[:n]
+        if self._lines:  # more lines are ready: the block ends before the next one
+            last = self._nums[0] - 1
+            long = [x for x in self._long if x[0] <= last]
+            self._long = [x for x in self._long if x[0] > last]
+            return lines, nums, long, last, None
+        long, self._long = self._long, []
+        return lines, nums, long, self.lineno, self.offset
+
+    def _fill(self) -> None:
+        data = self._read(READ_CHUNK)
+        if not data:
+            self._eof = True
+            if self._skipping is not None:
+                self._end_long(0)
+            elif self._buf:
+                rest, self._buf = self._buf, b""
+                self._add(rest + b"\n", final=True)
+            return
+        if self._bom:
+            self._bom = False
+            if data.startswith(b"\xef\xbb\xbf"):
+                data = data[3:]
+                self.offset += 3
+        if self._skipping is not None:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._skipping[1] += len(data)
+                return
+            self._end_long(nl + 1)
+            data = data[nl + 1:]
+        elif self._buf:
+            data = self._buf + data
+            self._buf = b""
+        last = data.rfind(b"\n")
+        if last < 0:
+            self._hold(data)
+            return
+        self._add(data[: last + 1])
+        self._hold(data[last + 1:])
+
+    def _hold(self, rest: bytes) -> None:
+        if len(rest) > self.limit:  # a line longer than the limit: count, do not keep
+            self._skipping = [self.lineno + 1, len(rest), rest[:200]]
+            self._buf = b""
+        else:
+            self._buf = rest
+
+    def _end_long(self, tail: int) -> None:
+        line, nbytes, head = self._skipping
+        self._skipping = None
+        nbytes += tail
+        self.lineno += 1
+        self.offset += nbytes
+        self._long.append((line, nbytes - (1 if tail else 0), head))
+
+    def _add(self, data: bytes, final: bool = False) -> None:
+        """Whole lines ``data`` (ending with ``\\n``; ``final``: the last one had none)."""
+        start = self.lineno + 1
+        if (b"\n\n" not in data and b"\n\r\n" not in data and not data.startswith(b"\n")
+                and not data.startswith(b"\r\n")):
+            parts = data.split(b"\n")
+            parts.pop()  # after the last \n
+            if max(map(len, parts)) <= self.limit:
+                self._lines.extend(parts)
+                self._nums.extend(range(start, start + len(parts)))
+                self.lineno += len(parts)
+                self.offset += len(data) - final
+                return
+        arr = np.frombuffer(data, np.uint8)
+        ends = np.flatnonzero(arr == 10)
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+        lens = ends - starts
+        blank = (lens == 0) | ((lens == 1) & (arr[starts] == 13))
+        keep = np.flatnonzero(~blank)
+        lines, nums, limit = self._lines, self._nums, self.limit
+        for k in keep.tolist():
+            s, e = int(starts[k]), int(ends[k])
+            if e - s > limit:
+                self._long.append((start + k, e - s, data[s:s + 200]))
+            else:
+                lines.append(data[s:e])
+                nums.append(start + k)
+        self.lineno += len(ends)
+        self.offset += len(data) - final
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -222,11 +446,15 @@ class Reader:
     extensions: tuple[str, ...] = ()
 
     def __init__(self, source: Any, fields: FieldMap, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                 partial: bool = False, where: str | None = None) -> None:
+                 partial: bool = False, where: str | None = None,
+                 max_line_bytes: int = MAX_LINE_BYTES,
+                 max_expansion: float = MAX_EXPANSION) -> None:
         self.source = source
         self.fields = fields
         self.batch_size = batch_size
         self.partial = partial
+        self.max_line_bytes = max_line_bytes
+        self.max_expansion = max_expansion
         self.where = where if where is not None else (
             source if isinstance(source, str) else getattr(source, "name", "<stream>"))
 
@@ -236,18 +464,26 @@ class Reader:
         raise NotImplementedError
 
     def _plain_file(self) -> bool:
-        """Whether the source is an uncompressed file by name (byte offsets hold)."""
-        return isinstance(self.source, str) and _compression(self.source) is None
+        """Whether the source is an uncompressed file, by its first bytes (byte offsets
+        hold)."""
+        if not isinstance(self.source, str):
+            return False
+        if _compression(self.source) is not None:
+            return False
+        try:
+            with open(self.source, "rb") as f:
+                return sniff_compression(f.read(8)) is None
+        except OSError:
+            return True  # the read says why it fails
 
     def _open_binary(self):
-        """The source as a binary file (decompressed: :data:`COMPRESSIONS`), and whether
-        to close it."""
+        """The source as a binary file (decompressed when its magic bytes say so:
+        :data:`MAGIC`, guarded by ``max_expansion``), and whether to close it."""
         if not isinstance(self.source, str):
-            return self.source, False
-        comp = _compression(self.source)
-        if comp is not None:
-            return COMPRESSIONS[comp](self.source, "rb"), True
-        return open(self.source, "rb"), True
+            f, compressed = open_log(self.source, self.max_expansion)
+            return f, compressed
+        f, _ = open_log(self.source, self.max_expansion)
+        return f, True
 
     def check_columns(self, names, line: int | None, what: str) -> None:
         """A log without a required field is refused before any row is read."""
@@ -306,16 +542,68 @@ class JsonlReader(Reader):
     def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:
         f, close = self._open_binary()
         try:
-            if not self._plain_file():  # offsets in a compressed stream: not kept
-                yield from self._chunks(f, skip)
-            elif offset:  # resume at a byte offset: no line before it is read again
+            plain = self._plain_file()
+            if plain and offset:  # resume at a byte offset: no line before it is read again
                 f.seek(offset)
-                yield from self._chunks(f, skip, lineno=skip, offset=offset)
+                lines = LineReader(f, self.max_line_bytes, lineno=skip, offset=offset)
             else:
-                yield from self._chunks(f, skip, offset=0)
+                lines = LineReader(f, self.max_line_bytes)
+            # offsets in a compressed stream (or a stream) are not kept
+            yield from self._blocks(lines, skip, offsets=plain)
         finally:
             if close:
                 f.close()
+
+    def _blocks(self, reader: LineReader, skip: int, offsets: bool) -> Iterator[Chunk]:
+        """Chunks of the lines of a :class:`LineReader` after line ``skip``: the rows of
+        each block of ``batch_size`` non-blank lines, an over-long line a bad row."""
+        names = self.fields.columns()
+        bs = self.batch_size
+        limit = self.max_line_bytes
+        while True:
+            lines, nums, long, last, offset = reader.take(bs)
+            if not lines and not long:
+                return
+            if nums and nums[0] <= skip:
+                k = next((i for i, x in enumerate(nums) if x > skip), len(nums))
+                lines, nums = lines[k:], nums[k:]
+            long = [x for x in long if x[0] > skip]
+            rejects = [(line, _too_long(nbytes, limit), _text(head) + "...")
+                       for line, nbytes, head in long]
+            if not lines and not rejects:
+                continue
+            columns, linenos, more, kept = self._parse(lines, nums, names)
+            yield Chunk(columns, linenos, False, sorted(rejects + more),
+                        lambda i, _k=kept: _text(_k[i]), last,
+                        offset if offsets else None)
+
+    def _parse(self, lines: list, nums: list, names: list):
+        """``(columns, line numbers, rejects, kept lines)`` of non-blank JSON lines."""
+        columns = None
+        rejects: list = []
+        try:
+            objs = list(map(_loads, lines))
+            if set(map(type, objs)) != {dict}:
+                raise ValueError("not all objects")
+            kept = lines
+            linenos = np.array(nums, dtype=np.int64)
+            columns = _fast_columns(objs, names, lines)
+        except (ValueError, RecursionError):  # RecursionError: json nested too deep
+            objs, kept, keep_nums = [], [], []
+            for x, line in zip(lines, nums):
+                if not x.strip():
+                    continue
+                o, reason = _parse_json_line(x)
+                if reason is not None:
+                    rejects.append((line, reason, _text(x)))
+                    continue
+                objs.append(o)
+                kept.append(x)
+                keep_nums.append(line)
+            linenos = np.array(keep_nums, dtype=np.int64)
+        if columns is None:
+            columns = {n: [o.get(n, MISSING) for o in objs] for n in names}
+        return columns, linenos, rejects, kept
 
     def _chunks(self, f, skip: int, *, lineno: int = 0, offset: int | None = None,
                 wait: Callable[[], bool] | None = None, origin: Any = None) -> Iterator[Chunk]:
@@ -407,25 +695,22 @@ class CsvReader(Reader):
     def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:
         # bytes that are not UTF-8 become lone surrogates (surrogateescape): the rows
         # holding them in a field read are refused as bad rows, the others read
-        src = self.source
-        if isinstance(src, str):
-            f, _ = self._open_binary()
-            with io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape",
-                                  newline="") as f:
-                yield from self._chunks(f, skip)
-            return
-        f = io.TextIOWrapper(src, encoding="utf-8-sig", errors="surrogateescape", newline="")
+        f, close = self._open_binary()
+        _bound_csv_fields(self.max_line_bytes)
         try:
-            yield from self._chunks(f, skip)
+            yield from self._chunks(_CsvText(f, self.max_line_bytes), skip)
         finally:
-            f.detach()  # leave the caller's stream (or stdin) open
+            if close:
+                f.close()
 
     def _chunks(self, f, skip: int, *, wait: Callable[[], bool] | None = None,
                 offset: int | None = None) -> Iterator[Chunk]:
         """Chunks of the records of ``f`` (text lines) after line ``skip``. With
         ``wait`` (a followed file, ``f`` a :class:`~streameval.io.follow.CsvLines`): when
         ``f`` gives nothing, ``wait()`` says whether to go on; ``offset``: the byte
-        offset of line ``skip``, where ``f`` jumps after the header."""
+        offset of line ``skip``, where ``f`` jumps after the header. A record the csv
+        module refuses (a field over the limit, a stray quote) or an over-long line is
+        a bad row; the reading goes on at the next line."""
         fm = self.fields
         bs = self.batch_size
         reader = csv.reader(f)
@@ -433,6 +718,7 @@ class CsvReader(Reader):
         shift = 0  # line numbers = reader.line_num + shift (after a jump to ``offset``)
         tell = getattr(f, "offset", None) if wait is not None else None
         origin = getattr(f, "tail", None)
+        text = f if isinstance(f, _CsvText) else None
         while header is None:
             try:
                 row = next(reader)
@@ -440,8 +726,11 @@ class CsvReader(Reader):
                 if wait is not None and wait():
                     continue
                 return
-            except csv.Error as e:
+            except (csv.Error, _RecordTooLong) as e:
                 raise EventError(f"bad CSV header: {e}", line=reader.line_num) from None
+            if text is not None and text.long:
+                line, nbytes, _ = text.long[0]
+                raise EventError(f"bad CSV header: {_too_long(nbytes, text.limit)}", line=line)
             if row:
                 header = [h.strip() for h in row]
         header_line = reader.line_num
@@ -460,26 +749,48 @@ class CsvReader(Reader):
             shift = skip - reader.line_num
         prev = reader.line_num + shift
         while True:
-            try:
-                rows = list(islice(reader, bs))
-            except csv.Error as e:
-                # the csv module cannot resynchronise: the file itself is broken
-                raise EventError(f"bad CSV: {e}", line=reader.line_num + shift + 1) from None
-            if not rows:
+            rows: list = []
+            ends: list = []
+            rejects: list = []  # records the csv module refuses, over-long lines
+            while len(rows) < bs:
+                try:
+                    r = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as e:  # a field over the limit, a stray quote
+                    rejects.append((reader.line_num + shift, f"bad CSV: {e}", ""))
+                    continue
+                except _RecordTooLong as e:
+                    rejects.append((e.line + shift, str(e), e.head))
+                    continue
+                finally:
+                    if text is not None:
+                        text.record = 0
+                rows.append(r)
+                ends.append(reader.line_num)
+            if text is not None and text.long:
+                rejects += [(line + shift, _too_long(nbytes, text.limit), _text(head) + "...")
+                            for line, nbytes, head in text.long]
+                text.long = []
+            rejects = [r for r in rejects if r[0] > skip]
+            end = reader.line_num + shift
+            if not rows and not rejects:
+                if end > prev and prev < skip:
+                    prev = end
                 if wait is not None and wait():
                     continue
                 return
-            end = reader.line_num + shift
-            if end - prev == len(rows):  # one physical line per record
-                nums = np.arange(prev + 1, end + 1, dtype=np.int64)
-            else:  # quoted line breaks: count them to find where each record starts
-                span = np.array([1 + sum(map(_breaks, r)) for r in rows], dtype=np.int64)
-                nums = prev + 1 + np.cumsum(span) - span
+            ends_a = np.array(ends, dtype=np.int64) + shift
+            gaps = np.diff(ends_a, prepend=prev)
+            if (gaps == 1).all():  # one physical line per record
+                nums = ends_a
+            else:  # quoted line breaks or blank lines: the record starts breaks before its end
+                span = np.array([sum(map(_breaks, r)) for r in rows], dtype=np.int64)
+                nums = ends_a - span
             prev = end
-            if nums[-1] <= skip:
+            if len(nums) and nums[-1] <= skip and not rejects:
                 continue
-            rejects: list = []
-            if nums[0] <= skip or set(map(len, rows)) != {ncols}:
+            if len(nums) and (nums[0] <= skip or set(map(len, rows)) != {ncols}):
                 keep_rows, keep_nums = [], []
                 for r, line in zip(rows, nums.tolist()):
                     if not r or line <= skip:
@@ -496,12 +807,70 @@ class CsvReader(Reader):
                 bad = [not all_utf8([r[j] for _, j in wanted]) for r in rows]
                 rejects.extend((line, "not valid UTF-8", _csv_text(r))
                                for r, line, b in zip(rows, nums.tolist(), bad) if b)
-                rejects.sort(key=itemgetter(0))
                 rows = [r for r, b in zip(rows, bad) if not b]
-                nums = nums[~np.array(bad)]
+                nums = nums[~np.array(bad, dtype=bool)]
                 columns = {n: list(map(itemgetter(j), rows)) for n, j in wanted}
+            rejects.sort(key=itemgetter(0))
             yield Chunk(columns, nums, True, rejects, lambda i, _r=rows: _csv_text(_r[i]), end,
                         None if tell is None else f.offset, origin)
+
+
+class _RecordTooLong(Exception):
+    """A CSV record (quoted fields running over lines) longer than the line limit."""
+
+    def __init__(self, line: int, nbytes: int, limit: int, head: str) -> None:
+        self.line, self.head = line, head
+        super().__init__(f"record is more than {nbytes} bytes, more than the limit of "
+                         f"{limit} bytes ([input] max_line_bytes; an unclosed quote?)")
+
+
+class _CsvText:
+    """The lines of a binary file as text for :func:`csv.reader`, in bounded memory:
+    each line read with ``readline(limit + 1)``; a longer line is consumed to its end
+    without being kept, given to the reader as an empty line and listed in
+    :attr:`long` as ``(line, bytes, head)``; a record running over lines (quoted fields)
+    past ``limit`` bytes raises :class:`_RecordTooLong` (the reader resumes at the next
+    line). Bytes that are not UTF-8 become lone surrogates (``surrogateescape``); a BOM
+    at the start is dropped."""
+
+    def __init__(self, f, limit: int) -> None:
+        self.f, self.limit = f, limit
+        self.lineno = 0
+        self.record = 0  # bytes of the record being read (reset by the caller per row)
+        self.long: list = []
+
+    def __iter__(self) -> "_CsvText":
+        return self
+
+    def __next__(self) -> str:
+        f, limit = self.f, self.limit
+        line = f.readline(limit + 1)
+        if not line:
+            raise StopIteration
+        self.lineno += 1
+        if self.lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if len(line) > limit and not line.endswith(b"\n"):
+            n, head = len(line), line[:200]
+            while True:
+                more = f.readline(READ_CHUNK)
+                n += len(more)
+                if not more or more.endswith(b"\n"):
+                    break
+            self.long.append((self.lineno, n - 1 if more else n, head))
+            return "\n"
+        self.record += len(line)
+        if self.record > limit:
+            self.record = 0
+            raise _RecordTooLong(self.lineno, limit, limit, _text(line[:200]))
+        return line.decode("utf-8", "surrogateescape")
+
+
+def _bound_csv_fields(limit: int) -> None:
+    """Make the csv module refuse a field over ``limit`` bytes (a bad row), not 128 KiB
+    (its default: an error that used to stop the reading)."""
+    if csv.field_size_limit() != limit:
+        csv.field_size_limit(limit)
 
 
 @register_reader
@@ -927,6 +1296,12 @@ def arrow_column(arr) -> tuple[Any, bool]:
         if pt.is_integer(t) or pt.is_floating(t) or pt.is_boolean(t):
             return arr.to_numpy(zero_copy_only=False), False
     return arr.to_pylist(), False
+
+
+def _too_long(nbytes: int, limit: int) -> str:
+    """The reason of a row refused for its length."""
+    return (f"line is {nbytes} bytes, more than the limit of {limit} bytes "
+            "([input] max_line_bytes)")
 
 
 def _parse_json_line(x: bytes) -> tuple[Any, str | None]:
