@@ -37,10 +37,12 @@ from streameval, so a report can be drawn from the output files alone.
 from __future__ import annotations
 
 import html
+import io
 import json
 import math
 import os
 import re
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -518,16 +520,30 @@ def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report",
     for name in names:
         filename = _safe_filename(name, taken)
         fig = _plot_metric(name, metric_rows, layout, Figure, Canvas)
-        fig.savefig(out_dir / filename, format="png")
+        png = io.BytesIO()  # written beside and renamed in: never through a link
+        fig.savefig(png, format="png")
+        _replace(out_dir / filename, png.getvalue())
         images.append((name, filename))
 
     finals = final_values(metric_rows)
     page = _html(title, summary or {}, names, finals, alert_rows, spans, images)
     path = out_dir / "report.html"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
+    _replace(path, page.encode("utf-8"))
     return path
+
+
+def _replace(path, data):
+    """Write ``data`` as ``path``: a new file beside it renamed in (a symbolic link at
+    ``path`` is replaced, never written through)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def report_from_dir(out_dir, *, title="streameval report", summary=None, rules=None):

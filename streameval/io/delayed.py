@@ -491,6 +491,7 @@ class DelayedSource:
         on_orphan: Callable[[Any, float, int], None] | None = None,
         state: dict | None = None,
         follow: Any = None,
+        **read: Any,
     ) -> None:
         self.fields = fm = fields if fields is not None else FieldMap()
         if fm.id is None or fm.ts is None:
@@ -502,7 +503,9 @@ class DelayedSource:
         self.batch_size = batch_size
         self.on_error = on_error
         self._rejected = rejected
-        opts = dict(batch_size=batch_size, on_error=on_error, rejected=rejected, partial=True)
+        # read: the readers' bounds (max_line_bytes, max_expansion), given to each input
+        opts = dict(batch_size=batch_size, on_error=on_error, rejected=rejected, partial=True,
+                    **read)
         if follow is not None and labels_path is not None:
             raise ValueError("a log with its labels in a second file cannot be followed: "
                              "the merge by time would wait on both files; follow one file "

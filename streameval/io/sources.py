@@ -68,7 +68,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from streameval.validation import MAX_LINE_BYTES
+from streameval.validation import MAX_EXPANSION, MAX_LINE_BYTES
 from streameval.events import (
     DEFAULT_BATCH_SIZE,
     FUTURE_MARK,
@@ -90,7 +90,9 @@ except ImportError:  # pragma: no cover - exercised when orjson is absent
 
 __all__ = ["EventSource", "read_events", "detect_format", "FORMATS", "Reader", "Chunk", "READERS",
            "register_reader", "JsonlReader", "CsvReader", "ParquetReader", "StdinReader",
-           "SourceError", "COMPRESSIONS", "arrow_column"]
+           "SourceError", "LayoutError", "COMPRESSIONS", "arrow_column", "LineReader",
+           "open_log", "sniff_compression", "TooExpanded", "MAGIC", "EXPANSION_FLOOR",
+           "READ_CHUNK"]
 
 logger = logging.getLogger("streameval.io")
 
@@ -109,6 +111,12 @@ def _compression(name: str) -> str | None:
     """The compression extension ending ``name`` (lower case), or None."""
     low = name.lower()
     return next((ext for ext in COMPRESSIONS if low.endswith(ext)), None)
+
+
+class LayoutError(EventError):
+    """A log whose layout no row can be read with: a CSV header without a required
+    column, duplicate or not UTF-8, or longer than the line limit. Not a bad row:
+    ``on_error="skip"`` would not help, so it stops the read with either."""
 
 
 class SourceError(ValueError):
@@ -156,11 +164,6 @@ def _read_failure(e: BaseException) -> str | None:
 #: Bytes read from a log at once by :class:`LineReader`.
 READ_CHUNK = 1 << 20
 
-#: A compressed log may expand at most this many times its compressed size (checked
-#: once :data:`EXPANSION_FLOOR` bytes have come out; ``max_expansion=0``: no limit).
-#: JSONL and CSV event logs compress 5 to 20 times with gzip and up to about 50 with
-#: xz; a file expanding 100 times is a compression bomb or a file of blanks.
-MAX_EXPANSION = 100
 #: Decompressed bytes before the expansion is checked: a small file of repetitive rows
 #: may expand more than :data:`MAX_EXPANSION` times and costs nothing.
 EXPANSION_FLOOR = 64 << 20
@@ -499,13 +502,13 @@ class Reader:
         have = set(names)
         for name in required:
             if name is not None and name not in have:
-                raise EventError(
+                raise LayoutError(
                     f"no column {name!r} in {what} (columns: {', '.join(map(str, names))})",
                     line=line,
                     where=None if line is not None else self.where,
                 )
         if self.partial and fm.label not in have and fm.score not in have:
-            raise EventError(
+            raise LayoutError(
                 f"neither {fm.label!r} nor {fm.score!r} is a column of {what}",
                 line=line,
                 where=None if line is not None else self.where,
@@ -727,19 +730,19 @@ class CsvReader(Reader):
                     continue
                 return
             except (csv.Error, _RecordTooLong) as e:
-                raise EventError(f"bad CSV header: {e}", line=reader.line_num) from None
+                raise LayoutError(f"bad CSV header: {e}", line=reader.line_num) from None
             if text is not None and text.long:
                 line, nbytes, _ = text.long[0]
-                raise EventError(f"bad CSV header: {_too_long(nbytes, text.limit)}", line=line)
+                raise LayoutError(f"bad CSV header: {_too_long(nbytes, text.limit)}", line=line)
             if row:
                 header = [h.strip() for h in row]
         header_line = reader.line_num
         if not all_utf8(header):
-            raise EventError("bad CSV header: not valid UTF-8", line=header_line)
+            raise LayoutError("bad CSV header: not valid UTF-8", line=header_line)
         index: dict[str, int] = {}
         for j, h in enumerate(header):
             if h in index:
-                raise EventError(f"duplicate column {h!r} in the CSV header", line=header_line)
+                raise LayoutError(f"duplicate column {h!r} in the CSV header", line=header_line)
             index[h] = j
         self.check_columns(header, header_line, "the CSV header")
         ncols = len(header)
@@ -1059,6 +1062,8 @@ class EventSource:
         resume_after: int = 0,
         partial: bool = False,
         follow: Follow | None = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        max_expansion: float = MAX_EXPANSION,
     ) -> None:
         if on_error not in ("fail", "skip"):
             raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
@@ -1082,7 +1087,15 @@ class EventSource:
         self.follow = follow
         self._ident: dict | None = None  # what recognises the file (for to_state)
         self._chunk: Chunk | None = None  # the chunk of the batch yielded last (raw rows)
-        opts = dict(batch_size=batch_size, partial=partial)
+        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) \
+                or max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be an integer >= 1, got {max_line_bytes!r}")
+        if isinstance(max_expansion, bool) or not isinstance(max_expansion, (int, float)) \
+                or not max_expansion >= 0:
+            raise ValueError(f"max_expansion must be a number >= 0 (0: no limit), "
+                             f"got {max_expansion!r}")
+        opts = dict(batch_size=batch_size, partial=partial, max_line_bytes=max_line_bytes,
+                    max_expansion=max_expansion)
         self.by_name = isinstance(path, (str, os.PathLike)) and os.fspath(path) != "-"
         if follow is not None and not self.by_name:
             raise ValueError("cannot follow a stream: follow a file by its name")
@@ -1104,6 +1117,10 @@ class EventSource:
         else:
             self.path = "-" if not hasattr(path, "read") else getattr(path, "name", "<stream>")
             stream = sys.stdin.buffer if not hasattr(path, "read") else path
+            if format != "parquet" and hasattr(stream, "peek"):
+                # a compressed stream (gzip -c log | streameval replay -): by its magic bytes
+                if sniff_compression(stream.peek(8)[:8]) is not None:
+                    stream, _ = open_log(stream, max_expansion)
             if format is not None and format not in FORMATS:
                 raise ValueError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
             fmt = FORMATS[format] if format is not None else _sniff(stream)
