@@ -9,28 +9,34 @@ through :func:`build_batch`; an HTTP service validates posted objects with
 rules, checked in the same order (ts, label, score, weight, id, segment), so
 the same bad row gets the same reason wherever it comes from:
 
-* **label** -- with the default ``pos_label=True``: JSON ``true``/``false`` or
-  ``1``/``0`` (any value ``==`` True or False, so ``1.0`` too; strings are
-  refused); in CSV cells ``1``/``0``/``true``/``false``, case-insensitive.
-  With a custom ``pos_label``/``neg_label`` (``"spam"``/``"ham"``) only values
-  equal to those two are valid (CSV cells compare with ``str(pos_label)``).
-* **score** -- a finite number (CSV: a numeric cell). NaN, infinity, booleans
-  and strings are refused.
+The rule is one for every format (JSONL, CSV cells, Parquet, posted JSON): a
+value that is a string is read as text, so numbers may be written as strings
+everywhere, blanks around numbers, labels and times are ignored, and a blank string
+is absent, as JSON ``null`` and an empty CSV cell are.
+
+* **label** -- with the default ``pos_label=True``: JSON ``true``/``false``, a
+  number equal to 1 or 0 (``1.0`` too), or the strings ``true``, ``false``, ``1``,
+  ``0`` (``1.0``), any case (:data:`LABEL_WORDS` is how errors say it). With a
+  custom ``pos_label``/``neg_label`` (``"spam"``/``"ham"``) only values equal to
+  those two are valid (a string compares with ``str(pos_label)``). A label string
+  over :data:`~streameval.validation.MAX_LABEL_BYTES` is refused.
+* **score** -- a finite number, or a string ``float()`` reads as one. NaN,
+  infinity, booleans and other strings are refused.
 * **ts** -- epoch seconds (number, or numeric string) or an ISO-8601 string
   (``Z`` or an offset; naive means UTC), returned as float epoch seconds.
   Missing is an error unless ``FieldMap(require_ts=False)`` (then NaN).
-* **weight** -- optional, default 1.0; finite, ``>= 0`` and at most
-  :data:`~streameval.validation.MAX_WEIGHT` (1e12: metrics multiply and sum
-  weights, and no accepted weight may overflow them).
-* **id** -- optional; a string or an integer.
-* **segment** -- optional; a scalar (string, finite number, bool) or missing
-  (None). Several segment fields give a tuple of values.
+* **weight** -- optional, default 1.0; a number or numeric string, finite,
+  ``>= 0`` and at most :data:`~streameval.validation.MAX_WEIGHT` (1e12: metrics
+  multiply and sum weights, and no accepted weight may overflow them).
+* **id** -- optional; a string of at most
+  :data:`~streameval.validation.MAX_ID_BYTES` UTF-8 bytes or an integer.
+* **segment** -- optional; a scalar (string of at most
+  :data:`~streameval.validation.MAX_SEGMENT_BYTES` bytes, finite number, bool) or
+  missing (None). Several segment fields give a tuple of values.
 
 Strings kept in state (ids and segment values) must be encodable as UTF-8: a
 lone surrogate (``"\\ud800"`` in JSON) is refused, naming the field, since it
 could be neither checkpointed, exported as JSON nor shown to Prometheus.
-
-JSON ``null`` and an empty CSV cell both mean "absent".
 
 This module also holds the one event-time parser (:func:`as_seconds`,
 :func:`as_seconds_array`, :func:`time_column`, :func:`parse_time`), which
@@ -83,6 +89,7 @@ __all__ = [
     "as_seconds_array",
     "time_column",
     "all_utf8",
+    "LABEL_WORDS",
 ]
 
 #: Rows per batch read from a log. 65 536 rows of five fields take a few MB

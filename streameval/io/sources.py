@@ -24,8 +24,15 @@ Formats, from the file extension or ``format=``:
 * ``-`` -- stdin, JSONL or CSV (detected from the first non-blank byte:
   ``{`` means JSONL), or a binary file object.
 
-Compressed files (``events.jsonl.gz``, ``events.csv.bz2``, ``events.jsonl.xz``) are
-decompressed (:data:`COMPRESSIONS`). A file that cannot be read (missing, a
+Compressed files (gzip, bzip2, xz) are recognised by their magic bytes (:data:`MAGIC`;
+by their name, ``events.jsonl.gz``, when the bytes say nothing) and decompressed
+(:data:`COMPRESSIONS`), guarded against expanding more than ``max_expansion`` times
+(:data:`~streameval.validation.MAX_EXPANSION`, a compression bomb: :class:`TooExpanded`,
+a :class:`SourceError`). Memory is bounded whatever the file holds: JSONL is read in
+pieces of :data:`READ_CHUNK` bytes by :class:`LineReader`, CSV a line at a time, and a
+line (CSV: a record, a field) longer than ``max_line_bytes``
+(:data:`~streameval.validation.MAX_LINE_BYTES`) is a bad row read without being held.
+Blank lines are counted in bulk. A file that cannot be read (missing, a
 directory, an I/O error, a truncated or corrupt compressed stream, a damaged Parquet
 file) is not a bad row: it stops the read with :class:`SourceError`, which names the
 file, the last line read whole and the reason, with either ``on_error``. CSV bytes
@@ -45,8 +52,9 @@ on from there without reading the lines before again) and what recognises the fi
 (:mod:`streameval.io.follow`); :meth:`EventSource.restore` refuses a file
 truncated or rewritten since, and goes on in one that only grew.
 
-This module may import :mod:`streameval.events` and :mod:`streameval.io.follow`
-(and pyarrow, lazily); the pipeline, the CLI and the service import it.
+This module may import :mod:`streameval.events`, :mod:`streameval.validation` and
+:mod:`streameval.io.follow` (and pyarrow, lazily); the pipeline, the CLI and the service
+import it.
 """
 
 from __future__ import annotations
@@ -1047,7 +1055,9 @@ class EventSource:
     skipped rows; by default the first 20 are logged as warnings),
     ``partial`` (rows may lack the label or the score: prediction and label
     rows for :mod:`streameval.io.delayed`), ``follow`` (:class:`Follow`: read a
-    growing file).
+    growing file), ``max_line_bytes`` (a longer line, CSV record or field is a bad
+    row, read without being held), ``max_expansion`` (a compressed file expanding
+    more is refused with :class:`SourceError`; 0: no limit).
     """
 
     def __init__(
