@@ -500,3 +500,44 @@ def test_out_of_order_join_matches_brute_force_property(rows, ttl, mode, cut):
                         b.pred_ts.tolist()))
     assert (got, j.n_expired, j.n_orphans, j.n_duplicates, j.n_pending) == \
         _join_with_late_rows(made, ttl, mode)
+
+
+def test_a_service_backfill_joins_every_label(tmp_path):
+    """The service over a real socket: 15 000 predictions posted first, then their
+    labels (each within label_ttl, in time order): every label joins, nothing expires
+    while the labels have not passed it; the snapshot's join counts say so."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    import http.client
+    from urllib.parse import urlsplit
+
+    from streameval.service import BackgroundServer
+
+    def post(url, path, rows):
+        u = urlsplit(url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        try:
+            conn.request("POST", path, body=json.dumps(rows).encode(),
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            conn.close()
+
+    rng = random.Random(7)
+    t0, ttl, n = 1_700_000_000, 600.0, 15_000
+    preds = [{"id": f"p{i}", "ts": t0 + i * 0.2, "score": round(rng.random(), 3)}
+             for i in range(n)]
+    labels = sorted(({"id": p["id"], "ts": p["ts"] + rng.uniform(0, ttl),
+                      "label": rng.random() < 0.3} for p in preds), key=lambda r: r["ts"])
+    config = {"input": {"label_ttl": ttl, "max_future": 0},
+              "monitor": {"every": 0, "metrics": {"roc_auc": "roc_auc"}}}
+    with BackgroundServer(config) as srv:
+        for a in range(0, n, 5000):
+            assert post(srv.url, "/predictions", preds[a:a + 5000])[0] == 200
+        for a in range(0, n, 5000):
+            assert post(srv.url, "/labels", labels[a:a + 5000])[0] == 200
+        join = srv.engine.read(lambda monitor, info: (monitor.n, info["join"]))
+    n_events, join = join
+    assert n_events == n
+    assert (join["joined"], join["expired"], join["orphans"], join["pending"]) == (n, 0, 0, 0)
