@@ -744,7 +744,7 @@ class CsvReader(Reader):
                 raise LayoutError(f"bad CSV header: {_too_long(nbytes, text.limit)}", line=line)
             if row:
                 header = [h.strip() for h in row]
-        header_line = reader.line_num
+        header_line = reader.line_num + (text.skipped if text is not None else 0)
         if not all_utf8(header):
             raise LayoutError("bad CSV header: not valid UTF-8", line=header_line)
         index: dict[str, int] = {}
@@ -758,7 +758,13 @@ class CsvReader(Reader):
         if offset and tell is not None and offset > f.offset:  # resume after line skip
             f.seek(offset)
             shift = skip - reader.line_num
-        prev = reader.line_num + shift
+        if text is not None:
+            def consumed() -> int:  # physical lines consumed, the blank runs included
+                return reader.line_num + shift + text.skipped
+        else:
+            def consumed() -> int:
+                return reader.line_num + shift
+        prev = consumed()
         while True:
             rows: list = []
             ends: list = []
@@ -769,7 +775,7 @@ class CsvReader(Reader):
                 except StopIteration:
                     break
                 except csv.Error as e:  # a field over the limit, a stray quote
-                    rejects.append((reader.line_num + shift, f"bad CSV: {e}", ""))
+                    rejects.append((consumed(), f"bad CSV: {e}", ""))
                     continue
                 except _RecordTooLong as e:
                     rejects.append((e.line + shift, str(e), e.head))
@@ -778,20 +784,20 @@ class CsvReader(Reader):
                     if text is not None:
                         text.record = 0
                 rows.append(r)
-                ends.append(reader.line_num)
+                ends.append(consumed())
             if text is not None and text.long:
                 rejects += [(line + shift, _too_long(nbytes, text.limit), _text(head) + "...")
                             for line, nbytes, head in text.long]
                 text.long = []
             rejects = [r for r in rejects if r[0] > skip]
-            end = reader.line_num + shift
+            end = consumed()
             if not rows and not rejects:
                 if end > prev and prev < skip:
                     prev = end
                 if wait is not None and wait():
                     continue
                 return
-            ends_a = np.array(ends, dtype=np.int64) + shift
+            ends_a = np.array(ends, dtype=np.int64)
             gaps = np.diff(ends_a, prepend=prev)
             if (gaps == 1).all():  # one physical line per record
                 nums = ends_a
@@ -849,6 +855,8 @@ class _CsvText:
         self.lineno = 0
         self.record = 0  # bytes of the record being read (reset by the caller per row)
         self.long: list = []
+        self.skipped = 0  # blank lines passed over in bulk (not given to the reader)
+        self._peek = getattr(f, "peek", None)
 
     def __iter__(self) -> "_CsvText":
         return self
@@ -870,6 +878,16 @@ class _CsvText:
                     break
             self.long.append((self.lineno, n - 1 if more else n, head))
             return "\n"
+        if self.record == 0 and line == b"\n" and self._peek is not None:
+            # a run of blank lines between records: counted, not given to the reader
+            while True:
+                ahead = self._peek(READ_CHUNK)[:READ_CHUNK]
+                k = len(ahead) - len(ahead.lstrip(b"\n"))
+                if not k:
+                    break
+                self.f.read(k)
+                self.skipped += k
+                self.lineno += k
         self.record += len(line)
         if self.record > limit:
             self.record = 0
