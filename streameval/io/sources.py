@@ -282,6 +282,7 @@ class LineReader:
         self._eof = False
         self._lines: list = []
         self._nums: list = []
+        self._ends: list = []  # byte offset after each ready line
         self._long: list = []
         self._bom = offset == 0
         self._read = getattr(f, "read1", f.read)
@@ -293,13 +294,13 @@ class LineReader:
         ``long`` both empty at the end of the stream."""
         while len(self._lines) < n and not self._eof:
             self._fill()
-        lines, nums = self._lines[:n], self._nums[:n]
-        del self._lines[:n], self._nums[:n]
-        if self._lines:  # more lines are ready: the block ends before the next one
-            last = self._nums[0] - 1
+        lines, nums, ends = self._lines[:n], self._nums[:n], self._ends[:n]
+        del self._lines[:n], self._nums[:n], self._ends[:n]
+        if self._lines:  # more lines are ready: the block ends with its last line
+            last = nums[-1]
             long = [x for x in self._long if x[0] <= last]
             self._long = [x for x in self._long if x[0] > last]
-            return lines, nums, long, last, None
+            return lines, nums, long, last, ends[-1]
         long, self._long = self._long, []
         return lines, nums, long, self.lineno, self.offset
 
@@ -315,6 +316,11 @@ class LineReader:
             return
         if self._bom:
             self._bom = False
+            while len(data) < 3:  # (a pipe may give fewer bytes than the BOM at first)
+                more = self._read(READ_CHUNK)
+                if not more:
+                    break
+                data += more
             if data.startswith(b"\xef\xbb\xbf"):
                 data = data[3:]
                 self.offset += 3
@@ -360,6 +366,11 @@ class LineReader:
             if max(map(len, parts)) <= self.limit:
                 self._lines.extend(parts)
                 self._nums.extend(range(start, start + len(parts)))
+                sizes = np.fromiter(map(len, parts), np.int64, len(parts))
+                sizes += 1
+                self._ends.extend((np.cumsum(sizes) + self.offset).tolist())
+                if final:
+                    self._ends[-1] -= 1
                 self.lineno += len(parts)
                 self.offset += len(data) - final
                 return
@@ -371,7 +382,8 @@ class LineReader:
         lens = ends - starts
         blank = (lens == 0) | ((lens == 1) & (arr[starts] == 13))
         keep = np.flatnonzero(~blank)
-        lines, nums, limit = self._lines, self._nums, self.limit
+        lines, nums, limit, after = self._lines, self._nums, self.limit, self._ends
+        base = self.offset
         for k in keep.tolist():
             s, e = int(starts[k]), int(ends[k])
             if e - s > limit:
@@ -379,6 +391,9 @@ class LineReader:
             else:
                 lines.append(data[s:e])
                 nums.append(start + k)
+                after.append(base + e + 1)
+        if final and after and nums and nums[-1] == start + len(ends) - 1:
+            after[-1] -= 1
         self.lineno += len(ends)
         self.offset += len(data) - final
 
