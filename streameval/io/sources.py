@@ -69,6 +69,7 @@ import lzma
 import os
 import sys
 import zlib
+from collections import deque
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
@@ -267,9 +268,10 @@ class LineReader:
     ``max_line_bytes`` of one line: a longer line is consumed to its end without being
     kept and reported as ``(line, bytes, head)`` among the block's ``long`` lines.
     Blank lines (empty, or a lone ``\\r``) are counted and skipped in bulk (one numpy
-    pass per chunk), so that a gigabyte of newlines costs seconds, not a Python call per
-    line. Line numbers start after ``lineno``; ``offset`` counts the bytes consumed
-    (whole lines). A UTF-8 BOM at the very start is dropped. Cost: `O(bytes)`.
+    pass per piece read), so that a gigabyte of newlines costs seconds, not a Python
+    call per line. Line numbers start after ``lineno``; ``offset`` counts the bytes
+    consumed (whole lines). A UTF-8 BOM at the very start is dropped. Cost: `O(bytes)`,
+    a few C-level passes per piece.
     """
 
     def __init__(self, f, max_line_bytes: int, *, lineno: int = 0, offset: int = 0) -> None:
@@ -280,29 +282,46 @@ class LineReader:
         self._buf = b""
         self._skipping: list | None = None  # [first line, bytes, head] of a long line
         self._eof = False
-        self._lines: list = []
-        self._nums: list = []
-        self._ends: list = []  # byte offset after each ready line
+        # ready lines, in pieces: [lines, their numbers, the byte offset after each]
+        self._segs: deque = deque()
+        self._ready = 0
         self._long: list = []
         self._bom = offset == 0
         self._read = getattr(f, "read1", f.read)
 
     def take(self, n: int):
         """``(lines, nums, long, last_line, offset)``: up to ``n`` non-blank lines (bytes,
-        without their line break), their line numbers, the over-long lines as ``(line,
-        bytes, head)``, the last line consumed and the bytes consumed; ``lines`` and
-        ``long`` both empty at the end of the stream."""
-        while len(self._lines) < n and not self._eof:
+        without their line break), their line numbers (int64), the over-long lines as
+        ``(line, bytes, head)``, the last line consumed and the bytes consumed up to
+        it; ``lines`` and ``long`` both empty at the end of the stream."""
+        while self._ready < n and not self._eof:
             self._fill()
-        lines, nums, ends = self._lines[:n], self._nums[:n], self._ends[:n]
-        del self._lines[:n], self._nums[:n], self._ends[:n]
-        if self._lines:  # more lines are ready: the block ends with its last line
-            last = nums[-1]
+        lines: list = []
+        nums, ends = [], []
+        segs = self._segs
+        while segs and len(lines) < n:
+            seg = segs[0]
+            k = n - len(lines)
+            if len(seg[0]) <= k:
+                segs.popleft()
+                lines += seg[0]
+                nums.append(seg[1])
+                ends.append(seg[2])
+            else:
+                lines += seg[0][:k]
+                nums.append(seg[1][:k])
+                ends.append(seg[2][:k])
+                segs[0] = [seg[0][k:], seg[1][k:], seg[2][k:]]
+        self._ready -= len(lines)
+        nums_a = (nums[0] if len(nums) == 1 else np.concatenate(nums)) if nums else \
+            np.empty(0, np.int64)
+        if segs:  # more lines are ready: the block ends with its last line
+            last = int(nums_a[-1])
             long = [x for x in self._long if x[0] <= last]
             self._long = [x for x in self._long if x[0] > last]
-            return lines, nums, long, last, ends[-1]
+            return lines, nums_a, long, last, int(ends[-1][-1])
         long, self._long = self._long, []
-        return lines, nums, long, self.lineno, self.offset
+        return lines, nums_a, long, self.lineno, self.offset
 
     def _fill(self) -> None:
         data = self._read(READ_CHUNK)
@@ -363,14 +382,15 @@ class LineReader:
                 and not data.startswith(b"\r\n")):
             parts = data.split(b"\n")
             parts.pop()  # after the last \n
-            if max(map(len, parts)) <= self.limit:
-                self._lines.extend(parts)
-                self._nums.extend(range(start, start + len(parts)))
-                sizes = np.fromiter(map(len, parts), np.int64, len(parts))
+            sizes = np.fromiter(map(len, parts), np.int64, len(parts))
+            if sizes.max() <= self.limit:
                 sizes += 1
-                self._ends.extend((np.cumsum(sizes) + self.offset).tolist())
+                ends = np.cumsum(sizes)
+                ends += self.offset
                 if final:
-                    self._ends[-1] -= 1
+                    ends[-1] -= 1
+                self._segs.append([parts, np.arange(start, start + len(parts)), ends])
+                self._ready += len(parts)
                 self.lineno += len(parts)
                 self.offset += len(data) - final
                 return
@@ -381,19 +401,18 @@ class LineReader:
         starts[1:] = ends[:-1] + 1
         lens = ends - starts
         blank = (lens == 0) | ((lens == 1) & (arr[starts] == 13))
-        keep = np.flatnonzero(~blank)
-        lines, nums, limit, after = self._lines, self._nums, self.limit, self._ends
-        base = self.offset
-        for k in keep.tolist():
-            s, e = int(starts[k]), int(ends[k])
-            if e - s > limit:
-                self._long.append((start + k, e - s, data[s:s + 200]))
-            else:
-                lines.append(data[s:e])
-                nums.append(start + k)
-                after.append(base + e + 1)
-        if final and after and nums and nums[-1] == start + len(ends) - 1:
-            after[-1] -= 1
+        long = ~blank & (lens > self.limit)
+        for k in np.flatnonzero(long).tolist():
+            s = int(starts[k])
+            self._long.append((start + k, int(lens[k]), data[s:s + 200]))
+        keep = np.flatnonzero(~blank & ~long)
+        if len(keep):
+            lines = [data[s:e] for s, e in zip(starts[keep].tolist(), ends[keep].tolist())]
+            after = ends[keep] + 1 + self.offset
+            if final and keep[-1] == len(ends) - 1:
+                after[-1] -= 1
+            self._segs.append([lines, keep + start, after])
+            self._ready += len(lines)
         self.lineno += len(ends)
         self.offset += len(data) - final
 
@@ -590,8 +609,8 @@ class JsonlReader(Reader):
             lines, nums, long, last, offset = reader.take(bs)
             if not lines and not long:
                 return
-            if nums and nums[0] <= skip:
-                k = next((i for i, x in enumerate(nums) if x > skip), len(nums))
+            if len(nums) and nums[0] <= skip:
+                k = int(np.searchsorted(nums, skip, side="right"))
                 lines, nums = lines[k:], nums[k:]
             long = [x for x in long if x[0] > skip]
             rejects = [(line, _too_long(nbytes, limit), _text(head) + "...")
@@ -612,11 +631,11 @@ class JsonlReader(Reader):
             if set(map(type, objs)) != {dict}:
                 raise ValueError("not all objects")
             kept = lines
-            linenos = np.array(nums, dtype=np.int64)
+            linenos = np.asarray(nums, dtype=np.int64)
             columns = _fast_columns(objs, names, lines)
         except (ValueError, RecursionError):  # RecursionError: json nested too deep
             objs, kept, keep_nums = [], [], []
-            for x, line in zip(lines, nums):
+            for x, line in zip(lines, np.asarray(nums).tolist()):
                 if not x.strip():
                     continue
                 o, reason = _parse_json_line(x)
