@@ -869,10 +869,10 @@ class CsvReader(Reader):
 class _RecordTooLong(Exception):
     """A CSV record (quoted fields running over lines) longer than the line limit."""
 
-    def __init__(self, line: int, nbytes: int, limit: int, head: str) -> None:
+    def __init__(self, line: int, limit: int, head: str) -> None:
         self.line, self.head = line, head
-        super().__init__(f"record is more than {nbytes} bytes, more than the limit of "
-                         f"{limit} bytes ([input] max_line_bytes; an unclosed quote?)")
+        super().__init__(f"record runs over more than {limit} bytes, the limit "
+                         "([input] max_line_bytes; an unclosed quote?)")
 
 
 class _CsvText:
@@ -925,7 +925,8 @@ class _CsvText:
         self.record += len(line)
         if self.record > limit:
             self.record = 0
-            raise _RecordTooLong(self.lineno, limit, limit, _text(line[:200]))
+            self.skipped += 1  # (consumed, not given to the reader)
+            raise _RecordTooLong(self.lineno, limit, _text(line[:200]))
         return line.decode("utf-8", "surrogateescape")
 
 
