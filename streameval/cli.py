@@ -158,6 +158,9 @@ def _replay_options(p, out_default):
                    help="POST each alert transition as JSON to URL (retries with backoff; repeatable)")
     p.add_argument("--print-alerts", action="store_true",
                    help="also print each alert transition to stdout as a JSON line")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="accept a log without events (empty, or every row rejected): "
+                        "otherwise exit status 2 naming the log and what was found")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary table")
 
@@ -223,6 +226,7 @@ def _options(args):
         "progress": not args.no_progress and not args.quiet,
         "webhooks": args.webhook,
         "print_alerts": args.print_alerts,
+        "allow_empty": args.allow_empty,
     }
 
 

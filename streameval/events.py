@@ -9,28 +9,34 @@ through :func:`build_batch`; an HTTP service validates posted objects with
 rules, checked in the same order (ts, label, score, weight, id, segment), so
 the same bad row gets the same reason wherever it comes from:
 
-* **label** -- with the default ``pos_label=True``: JSON ``true``/``false`` or
-  ``1``/``0`` (any value ``==`` True or False, so ``1.0`` too; strings are
-  refused); in CSV cells ``1``/``0``/``true``/``false``, case-insensitive.
-  With a custom ``pos_label``/``neg_label`` (``"spam"``/``"ham"``) only values
-  equal to those two are valid (CSV cells compare with ``str(pos_label)``).
-* **score** -- a finite number (CSV: a numeric cell). NaN, infinity, booleans
-  and strings are refused.
+The rule is one for every format (JSONL, CSV cells, Parquet, posted JSON): a
+value that is a string is read as text, so numbers may be written as strings
+everywhere, blanks around numbers, labels and times are ignored, and a blank string
+is absent, as JSON ``null`` and an empty CSV cell are.
+
+* **label** -- with the default ``pos_label=True``: JSON ``true``/``false``, a
+  number equal to 1 or 0 (``1.0`` too), or the strings ``true``, ``false``, ``1``,
+  ``0`` (``1.0``), any case (:data:`LABEL_WORDS` is how errors say it). With a
+  custom ``pos_label``/``neg_label`` (``"spam"``/``"ham"``) only values equal to
+  those two are valid (a string compares with ``str(pos_label)``). A label string
+  over :data:`~streameval.validation.MAX_LABEL_BYTES` is refused.
+* **score** -- a finite number, or a string ``float()`` reads as one. NaN,
+  infinity, booleans and other strings are refused.
 * **ts** -- epoch seconds (number, or numeric string) or an ISO-8601 string
   (``Z`` or an offset; naive means UTC), returned as float epoch seconds.
   Missing is an error unless ``FieldMap(require_ts=False)`` (then NaN).
-* **weight** -- optional, default 1.0; finite, ``>= 0`` and at most
-  :data:`~streameval.validation.MAX_WEIGHT` (1e12: metrics multiply and sum
-  weights, and no accepted weight may overflow them).
-* **id** -- optional; a string or an integer.
-* **segment** -- optional; a scalar (string, finite number, bool) or missing
-  (None). Several segment fields give a tuple of values.
+* **weight** -- optional, default 1.0; a number or numeric string, finite,
+  ``>= 0`` and at most :data:`~streameval.validation.MAX_WEIGHT` (1e12: metrics
+  multiply and sum weights, and no accepted weight may overflow them).
+* **id** -- optional; a string of at most
+  :data:`~streameval.validation.MAX_ID_BYTES` UTF-8 bytes or an integer.
+* **segment** -- optional; a scalar (string of at most
+  :data:`~streameval.validation.MAX_SEGMENT_BYTES` bytes, finite number, bool) or
+  missing (None). Several segment fields give a tuple of values.
 
 Strings kept in state (ids and segment values) must be encodable as UTF-8: a
 lone surrogate (``"\\ud800"`` in JSON) is refused, naming the field, since it
 could be neither checkpointed, exported as JSON nor shown to Prometheus.
-
-JSON ``null`` and an empty CSV cell both mean "absent".
 
 This module also holds the one event-time parser (:func:`as_seconds`,
 :func:`as_seconds_array`, :func:`time_column`, :func:`parse_time`), which
@@ -53,7 +59,16 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from streameval.validation import MAX_WEIGHT, Real, ValidationError, check_param
+from streameval.validation import (
+    MAX_ID_BYTES,
+    MAX_LABEL_BYTES,
+    MAX_SEGMENT_BYTES,
+    MAX_WEIGHT,
+    Real,
+    ValidationError,
+    check_param,
+    check_text_bytes,
+)
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -74,6 +89,7 @@ __all__ = [
     "as_seconds_array",
     "time_column",
     "all_utf8",
+    "LABEL_WORDS",
 ]
 
 #: Rows per batch read from a log. 65 536 rows of five fields take a few MB
@@ -153,6 +169,11 @@ _REPR.maxstring = _REPR.maxother = 60
 
 _SCALARS = (str, int, float, bool)
 
+#: The accepted labels with the default ``pos_label=True`` (or 1), as every format's
+#: error message says them: JSON ``true``/``false``, numbers equal to 1 or 0, and the
+#: strings ``true``, ``false``, ``1``, ``0`` (any case, surrounding blanks ignored).
+LABEL_WORDS = "true, false, 1 or 0"
+
 
 @dataclass(frozen=True)
 class FieldMap:
@@ -184,6 +205,7 @@ class FieldMap:
     max_future: float | None = None
     _label_map: dict = _field(init=False, repr=False, compare=False, hash=False)
     _text_map: dict = _field(init=False, repr=False, compare=False, hash=False)
+    _numeric_labels: bool = _field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -234,6 +256,8 @@ class FieldMap:
         else:
             text = {str(pos): True, str(neg): False}
         set_(self, "_text_map", text)
+        set_(self, "_numeric_labels", all(
+            isinstance(x, (int, float)) and not isinstance(x, str) for x in (pos, neg)))
 
     @property
     def labels(self) -> tuple[Any, Any]:
@@ -291,11 +315,10 @@ class FieldMap:
             raise ValueError(f"unknown FieldMap keys: {sorted(extra)}")
         return cls(**d)
 
-    def _expected(self, text: bool) -> str:
+    def _expected(self, text: bool = False) -> str:
+        """The accepted labels, in the words of every format's error message."""
         if self.boolean_labels:
-            if text:
-                return "1/0/true/false"
-            return "True/False" if self.default_labels else "False/True"
+            return LABEL_WORDS
         return f"{self.pos_label!r}/{self.neg_label!r}"
 
 
@@ -522,7 +545,7 @@ def _number(v: Any, name: str, text: bool) -> float:
     t = type(v)
     if t is float or t is int:
         x = _float(v, name)
-    elif text and t is str:
+    elif t is str:  # a numeric string, in every format (CSV cells, JSON strings)
         if not v.strip():
             raise _Bad(f"missing field '{name}'")
         try:
@@ -543,7 +566,7 @@ def _number(v: Any, name: str, text: bool) -> float:
 
 
 def _weight(v: Any, name: str, text: bool) -> float:
-    if v is MISSING or v is None or (text and type(v) is str and not v.strip()):
+    if v is MISSING or v is None or (type(v) is str and not v.strip()):
         return 1.0
     x = _number(v, name, text)
     if x < 0:
@@ -564,15 +587,27 @@ def _utf8(v: str, name: str) -> str:
 
 
 def _label(v: Any, fm: FieldMap, text: bool) -> bool:
-    if type(v) is str and text:
+    if type(v) is str:  # the same text rule in every format
         key = v.strip()
-        if fm.boolean_labels:
-            key = key.lower()
         if not key:
             raise _Bad(f"missing field '{fm.label}'")
+        if len(key) * 4 > MAX_LABEL_BYTES:
+            try:
+                check_text_bytes(key, fm.label, MAX_LABEL_BYTES)
+            except ValidationError as e:
+                raise _Bad(f"{fm.label} is {e.reason}") from None
+        if fm.boolean_labels:
+            key = key.lower()
         r = fm._text_map.get(key)
+        if r is None and fm._numeric_labels:  # "1.0": the number 1
+            try:
+                r = fm._label_map.get(float(key))
+            except ValueError:
+                r = None
     elif isinstance(v, _SCALARS) or isinstance(v, (np.integer, np.floating, np.bool_)):
         r = fm._label_map.get(v)
+        if r is None and type(v) is int and not fm._numeric_labels:  # 1 for the label "1"
+            r = fm._text_map.get(str(v))
     elif v is MISSING:
         raise _Bad(f"missing field '{fm.label}'")
     elif v is None:
@@ -584,11 +619,23 @@ def _label(v: Any, fm: FieldMap, text: bool) -> bool:
     return r
 
 
+def _capped(v: str, name: str, limit: int) -> str:
+    """``v`` if its UTF-8 encoding is at most ``limit`` bytes; raise _Bad otherwise."""
+    if len(v) * 4 > limit:
+        try:
+            check_text_bytes(v, name, limit)
+        except ValidationError as e:
+            raise _Bad(f"{name} is {e.reason}: {_show(v, 40)}") from None
+    return v
+
+
 def _ident(v: Any, name: str, text: bool) -> Any:
     t = type(v)
     if t is str:
-        return _utf8(v, name) if (v or not text) else None
+        return _capped(_utf8(v, name), name, MAX_ID_BYTES) if v else None
     if t is int:
+        if v.bit_length() > 8 * MAX_ID_BYTES:
+            raise _Bad(f"{name} is an integer of more than {MAX_ID_BYTES} bytes")
         return v
     if v is MISSING or v is None:
         return None
@@ -600,7 +647,7 @@ def _ident(v: Any, name: str, text: bool) -> Any:
 def _segval(v: Any, name: str, text: bool) -> Any:
     t = type(v)
     if t is str:
-        return _utf8(v, name) if (v or not text) else None
+        return _capped(_utf8(v, name), name, MAX_SEGMENT_BYTES) if v else None
     if v is MISSING or v is None:
         return None
     if isinstance(v, np.generic):
@@ -613,7 +660,7 @@ def _segval(v: Any, name: str, text: bool) -> Any:
     if t is int or t is bool:
         return v
     if t is str:
-        return _utf8(v, name)
+        return _capped(_utf8(v, name), name, MAX_SEGMENT_BYTES) if v else None
     raise _Bad(f"{name} must be a string, number or bool, got {_show(v)}")
 
 
@@ -687,8 +734,9 @@ def _row_values(get: Callable[[str], Any], fm: FieldMap, is_text, partial: bool,
     return ts, label, score, weight, ident, seg, kind
 
 
-def _absent(v: Any, text: bool) -> bool:
-    return v is MISSING or v is None or (text and type(v) is str and not v.strip())
+def _absent(v: Any, text: bool = False) -> bool:
+    """Absent in every format: a missing field, JSON null, an empty or blank string."""
+    return v is MISSING or v is None or (type(v) is str and not v.strip())
 
 
 def parse_event(obj: dict, fields: FieldMap | None = None, where: str = "event") -> Event:
@@ -994,16 +1042,22 @@ def _col_label(col, fm: FieldMap, text: bool, partial: bool):
     return codes
 
 
-def _col_objects(col, name: str, text: bool, fn, ok_types):
-    """Ids and segments: a list, or None when every value is absent."""
+def _col_objects(col, name: str, text: bool, fn, ok_types, limit: int):
+    """Ids and segments: a list, or None when every value is absent (an empty string is
+    absent in every format). Strings over ``limit`` bytes are bad values."""
     if isinstance(col, np.ndarray):
         col = col.tolist()
     types = set(map(type, col))
-    if types <= {_Missing, type(None)} or (text and types <= {str} and not any(col)):
+    if types <= {_Missing, type(None)} or (types <= {str} and not any(col)):
         return None, None
-    if (types <= ok_types and not (text and "" in col and str in types) and _Missing not in types
-            and (float not in types or _all_finite(col))
-            and (str not in types or all_utf8([v for v in col if type(v) is str]))):
+    if str in types:
+        strs = [v for v in col if type(v) is str]
+        fast = "" not in strs and max(map(len, strs)) * 4 <= limit and all_utf8(strs)
+    else:
+        fast = True
+    if (fast and types <= ok_types and _Missing not in types
+            and (int not in types or _small_ints(col, limit))
+            and (float not in types or _all_finite(col))):
         return col, None
     out = [None] * len(col)
     bad = np.zeros(len(col), bool)
@@ -1028,6 +1082,12 @@ def all_utf8(strings) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _small_ints(col, limit: int) -> bool:
+    """True when no int of ``col`` takes more than ``limit`` bytes."""
+    bits = 8 * limit
+    return all(v.bit_length() <= bits for v in col if type(v) is int)
 
 
 def _all_finite(col) -> bool:
@@ -1095,13 +1155,7 @@ def build_batch(
         if isinstance(score_col, np.ndarray):
             has_score = np.ones(n, bool)
         else:
-            if st:
-                has_score = np.fromiter(
-                    (v is not MISSING and v is not None and v.strip() != "" for v in score_col),
-                    bool, n)
-            else:
-                has_score = np.fromiter(
-                    (v is not MISSING and v is not None for v in score_col), bool, n)
+            has_score = np.fromiter((not _absent(v) for v in score_col), bool, n)
         if has_score.all():
             score, b = _col_number(score_col, fm.score, st, False)
         else:
@@ -1130,7 +1184,8 @@ def build_batch(
     # id
     ids = None
     if fm.id is not None:
-        ids, b = _col_objects(get(fm.id), fm.id, is_text(fm.id), _ident, _ID_TYPES)
+        ids, b = _col_objects(get(fm.id), fm.id, is_text(fm.id), _ident, _ID_TYPES,
+                              MAX_ID_BYTES)
         if b is not None:
             bad |= b
         if partial:
@@ -1146,7 +1201,8 @@ def build_batch(
     if sf:
         parts = []
         for name in sf:
-            p, b = _col_objects(get(name), name, is_text(name), _segval, _SEG_TYPES)
+            p, b = _col_objects(get(name), name, is_text(name), _segval, _SEG_TYPES,
+                                MAX_SEGMENT_BYTES)
             if b is not None:
                 bad |= b
             parts.append(p)

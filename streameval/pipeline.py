@@ -524,10 +524,12 @@ class Pipeline:
 
     def counts(self) -> dict:
         """``{"rows", "events", "rejected", "expired", "orphans", "unlabeled", "future",
-        "other_events", "warnings"}`` since the start of the run, across resumes
-        (``future``: rows refused for a time beyond ``max_future``; ``other_events``:
-        events of segment values past the Monitor's ``max_segments``; ``warnings``: the
-        Monitor's, a list of messages)."""
+        "other_events", "missing_segment_fields", "warnings"}`` since the start of the
+        run, across resumes (``future``: rows refused for a time beyond ``max_future``;
+        ``other_events``: events of segment values past the Monitor's ``max_segments``;
+        ``missing_segment_fields``: ``{field: events without a value for it}``;
+        ``warnings``: the Monitor's, a list of messages, one per such field with its
+        count among them)."""
         c = dict(self._base)
         now = self._source_counts()
         for k, v in now.items():
@@ -536,8 +538,12 @@ class Pipeline:
         c["events"] = self.monitor.n
         # events of segment values past max_segments, counted under "__other__"
         c["other_events"] = getattr(self.monitor, "other_events", 0)
-        # what the Monitor warned about (a group_by field without values, ...)
-        c["warnings"] = list(getattr(self.monitor, "warnings", ()))
+        # events without a value for a group_by field (by field), and what the Monitor
+        # warned about (a group_by field without values, ...), counts included
+        c["missing_segment_fields"] = dict(getattr(self.monitor, "missing_segment_fields", {}))
+        seg_warnings = getattr(self.monitor, "segment_warnings", None)
+        c["warnings"] = list(getattr(self.monitor, "warnings", ())) + (
+            seg_warnings() if callable(seg_warnings) else [])
         return c
 
     def state(self, done: bool = False) -> dict:

@@ -103,8 +103,8 @@ from streameval import runconfig, scenarios
 from streameval.events import DEFAULT_BATCH_SIZE, EventError
 from streameval.io.checkpoint import CheckpointError, fingerprint
 from streameval.io.delayed import DelayedSource
-from streameval.io.sinks import StdoutSink, WebhookSink, dumps
-from streameval.io.sources import EventSource, Follow, SourceError
+from streameval.io.sinks import OutputLinkError, StdoutSink, WebhookSink, dumps, write_atomic
+from streameval.io.sources import EventSource, Follow, LayoutError, SourceError
 from streameval.monitor import Monitor
 from streameval.pipeline import DEFAULT_CHECKPOINT_EVERY, Pipeline
 from streameval.report import CurveRecorder, final_values, read_jsonl, write_report
@@ -112,6 +112,9 @@ from streameval.report import CurveRecorder, final_values, read_jsonl, write_rep
 __all__ = ["replay", "Replay", "ReplayError", "summarize", "fired_and_resolved",
            "format_summary", "load_replay_config", "run_scenario", "DEFAULT_CHECKPOINT_EVERY",
            "DEFAULT_POLL"]
+
+#: the ``[input]`` keys that bound what a reader holds (given to the source)
+READ_BOUNDS = ("max_line_bytes", "max_expansion")
 
 #: seconds between looks at a followed log when it has nothing new (``--poll``)
 DEFAULT_POLL = 0.5
@@ -203,7 +206,7 @@ class Replay:
     def __init__(self, log, out, *, config=None, on_error="fail", checkpoint=None,
                  checkpoint_every=DEFAULT_CHECKPOINT_EVERY, report=True, progress=True,
                  title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False,
-                 follow=False, poll=DEFAULT_POLL, edge="replay"):
+                 follow=False, poll=DEFAULT_POLL, edge="replay", allow_empty=False):
         self.t_start = time.perf_counter()
         self.log, self.out = log, Path(out)
         self.report, self.progress, self.title = report, progress, title
@@ -229,6 +232,7 @@ class Replay:
             msg = str(e)
             raise ReplayError(msg if msg.startswith(where) else f"{where}: {msg}") from None
         self.delayed = delayed
+        self.allow_empty = bool(allow_empty or run.input.get("allow_empty"))
         if str(log) != "-" and not Path(log).exists():
             raise ReplayError(f"{log}: no such file")
         if str(log) != "-" and Path(log).is_dir():
@@ -263,7 +267,7 @@ class Replay:
                                                         flush=True))
         try:
             source = self._source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every,
-                                  follow_opts)
+                                  follow_opts, {k: run.input[k] for k in READ_BOUNDS})
         except ValueError as e:
             raise ReplayError(f"{'-' if str(log) == '-' else log}: {e}") from None
         self.pipeline = Pipeline(monitor, source, outputs=outputs, sinks=sinks,
@@ -276,8 +280,9 @@ class Replay:
         self._stop.set()
 
     @staticmethod
-    def _source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every, follow=None):
-        opts = {"format": fmt, "on_error": on_error, "follow": follow}
+    def _source(log, fields, fmt, delayed, on_error, checkpoint, checkpoint_every, follow=None,
+                bounds=None):
+        opts = {"format": fmt, "on_error": on_error, "follow": follow, **(bounds or {})}
         if checkpoint is not None and checkpoint_every:
             opts["batch_size"] = min(DEFAULT_BATCH_SIZE, checkpoint_every)
         if delayed is None:
@@ -310,6 +315,8 @@ class Replay:
             (out / name).unlink(missing_ok=True)
         try:
             pipe.open()
+        except OutputLinkError as e:
+            raise ReplayError(str(e)) from None
         except ValueError as e:
             raise ReplayError(f"checkpoint {self.checkpoint}: {e}") from None
         bar = None if pipe.done and not self.follow else _progress(self.progress, pipe.monitor.n)
@@ -344,13 +351,18 @@ class Replay:
                 raise ReplayError(str(e)) from None
             name = "-" if str(log) == "-" else str(log)
             if isinstance(e, EventError):
-                hint = " (use --on-error skip to set bad rows aside)" if self.on_error == "fail" else ""
+                # skip sets bad rows aside; a log whose layout is wrong has no good row
+                row = not isinstance(e, LayoutError)
+                hint = (" (use --on-error skip to set bad rows aside)"
+                        if self.on_error == "fail" and row else "")
                 raise ReplayError(f"{name}: {e}{hint}") from None
             raise ReplayError(f"{name}: {e}") from None
         finally:
             if bar is not None:
                 bar.close()
                 pipe.on_batch = user
+        if not self.allow_empty and not self.follow and counts["rows"] == counts["rejected"]:
+            raise ReplayError(_empty_message(log, counts))
         return self._summary(counts, resumed=state is not None)
 
     def _summary(self, counts, resumed):
@@ -359,6 +371,16 @@ class Replay:
                          delayed=self.delayed,
                          rules=[r.to_config() for r in self.pipeline.monitor.rules],
                          curves=self.curves)
+
+
+def _empty_message(log, counts):
+    """The one line of a replay that read no row it could count."""
+    name = "-" if str(log) == "-" else str(log)
+    n = counts["rows"]
+    found = ("no rows (an empty log, or only blank lines or a header)" if not n else
+             f"all {n:,} rows were rejected (reasons in rejected.jsonl)")
+    return (f"{name}: no events: {found}; pass --allow-empty (or [input] allow_empty = "
+            "true) to accept a log without events")
 
 
 def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True, title=None,
@@ -441,7 +463,7 @@ def fired_and_resolved(alert_rows):
 def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
            checkpoint_every=DEFAULT_CHECKPOINT_EVERY, report=True, progress=True,
            title=None, config_name=None, config_dir=None, webhooks=(), print_alerts=False,
-           follow=False, poll=DEFAULT_POLL):
+           follow=False, poll=DEFAULT_POLL, allow_empty=False):
     """Replay ``log`` through a monitor into ``out``; return the summary dict.
 
     The library form of ``streameval replay`` (see the module docstring for the
@@ -487,17 +509,19 @@ def replay(log, out, *, config=None, on_error="fail", checkpoint=None,
         :class:`Replay` and its ``stop()``).
     poll : float
         With ``follow``: seconds between looks at the log when it has nothing new.
+    allow_empty : bool
+        Accept a log without events (empty, or every row rejected); otherwise (and
+        without ``[input] allow_empty``) that is a :class:`ReplayError`.
     """
     return Replay(log, out, config=config, on_error=on_error, checkpoint=checkpoint,
                   checkpoint_every=checkpoint_every, report=report, progress=progress,
                   title=title, config_name=config_name, config_dir=config_dir,
-                  webhooks=webhooks, print_alerts=print_alerts, follow=follow, poll=poll).run()
+                  webhooks=webhooks, print_alerts=print_alerts, follow=follow, poll=poll,
+                  allow_empty=allow_empty).run()
 
 
 def _write_json(path, obj):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(dumps(obj) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, (dumps(obj) + "\n").encode("utf-8"))  # a link at path: replaced
 
 
 # ------------------------------------------------------------------------ summary

@@ -56,6 +56,7 @@ import json
 import math
 import os
 import re
+import tempfile
 from datetime import datetime, timezone
 from array import array
 from pathlib import Path
@@ -1149,10 +1150,22 @@ def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report",
                        curves=curves)
     page = render_html(data)
     path = out_dir / "report.html"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
+    _replace(path, page.encode("utf-8"))
     return path
+
+
+def _replace(path, data):
+    """Write ``data`` as ``path``: a new file beside it renamed in (a symbolic link at
+    ``path`` is replaced, never written through)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def report_from_dir(out_dir, *, title="streameval report", summary=None, rules=None,

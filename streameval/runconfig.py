@@ -61,7 +61,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from streameval.events import DEFAULT_MAX_FUTURE, FieldMap
-from streameval.validation import Integer, Real, check_param, check_size, check_threshold
+from streameval.validation import (
+    MAX_EXPANSION,
+    MAX_LINE_BYTES,
+    Integer,
+    Real,
+    check_param,
+    check_size,
+    check_threshold,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -274,6 +282,8 @@ def _threshold(v, where):
     return check_threshold(v, name=where)
 
 
+_SPARK_READS = "Spark reads the log with its own readers"
+
 _NO_DELAYED_SPARK = ("delayed labels are not supported by Spark; join predictions and "
                      "labels first")
 
@@ -314,6 +324,19 @@ INPUT = Section("input", "How events are read: field names, event times, delayed
         default_text="error (serve: keep_first)", check=_on_duplicate,
         allowed="error, keep_first, keep_last (serve: keep_first, keep_last)",
         edges=_DELAYED, refused={"spark": _NO_DELAYED_SPARK}),
+    Key("max_line_bytes", "integer", "bytes of one line (CSV: one record) of a log; a "
+        "longer one is a bad row, read without being held in memory",
+        default=MAX_LINE_BYTES, check=_int_min(1), allowed=">= 1", edges=_FILES,
+        refused={"serve": "the service bounds request bodies with its [serve] limits",
+                 "spark": _SPARK_READS}),
+    Key("max_expansion", "number", "a compressed log may expand at most this many times "
+        "its compressed size (a compression bomb otherwise; 0: no limit)",
+        default=MAX_EXPANSION, check=_real_min(0), allowed=">= 0", edges=_FILES,
+        refused={"serve": "the service reads no file", "spark": _SPARK_READS}),
+    Key("allow_empty", "bool", "a log without events (empty, or every row rejected) "
+        "is accepted instead of being an error", default=False, check=_bool,
+        allowed="true, false", edges=_FILES,
+        refused={"serve": "the service reads no file", "spark": _SPARK_READS}),
     Key("stamp_arrival_time", "bool", "an event without ts gets its time of arrival "
         "(the wall clock then moves the stream's clock)", default=False, check=_bool,
         allowed="true, false", edges=("serve",),

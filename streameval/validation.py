@@ -41,6 +41,7 @@ __all__ = [
     "MAX_SEGMENT_BYTES",
     "MAX_LABEL_BYTES",
     "MAX_LINE_BYTES",
+    "MAX_EXPANSION",
     "check_text_bytes",
     "check_same_length",
     "first_bad",
@@ -244,6 +245,10 @@ MAX_ID_BYTES = 1024
 MAX_SEGMENT_BYTES = 256
 MAX_LABEL_BYTES = 256
 MAX_LINE_BYTES = 1 << 20
+#: A compressed log may expand at most this many times its compressed size. JSONL and
+#: CSV event logs compress 5 to 20 times with gzip and up to about 50 with xz; a file
+#: expanding 100 times is a compression bomb or a file of blanks.
+MAX_EXPANSION = 100
 
 
 def check_text_bytes(value, name, limit, index=None):

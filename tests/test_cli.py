@@ -944,7 +944,10 @@ def test_a_group_by_typo_is_warned_about_in_the_summary_and_on_stderr(tmp_path):
         summary = json.loads((out / "summary.json").read_text())
         msg = (f"group_by field {field!r} had no value in the first 1000 events: they "
                "count in the whole stream only (is the field name right?)")
-        assert summary["warnings"] == ([msg] if warned else [])
+        counted = (f"group_by field {field!r} had no value in 1500 of 1500 events: they "
+                   "count in the whole stream only")
+        assert summary["warnings"] == ([msg, counted] if warned else [])
+        assert summary["missing_segment_fields"] == ({field: 1500} if warned else {})
         assert (msg in r.stderr) == warned and r.stderr.count("had no value") == int(warned)
         metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
         assert summary["evaluations"] == 3

@@ -24,7 +24,7 @@ def naive_join(rows, ttl):
     joined, expired, orphans = [], [], []
     for line, r in rows:
         t = float(r["ts"])
-        if t > watermark:
+        if "label" in r and t > watermark:  # the labels' clock: label and complete rows
             watermark = t
             for k in list(waiting):
                 if watermark - waiting[k][0] > ttl:
@@ -112,9 +112,9 @@ def test_join_expiry_orphans_by_hand():
 
 
 def test_a_prediction_arriving_overdue_is_expired_not_joined():
-    """Out of order: a prediction older than the event time reached minus label_ttl is
-    overdue when it arrives; its label (at any later row) is an orphan, as the module
-    docs say (event time = the largest ts seen)."""
+    """Out of order: a prediction older than the labels' clock minus label_ttl is
+    expired when that clock passes it; its label is then an orphan (the clock = the
+    largest label ts seen; predictions do not move it)."""
     expired, orphans = [], []
     j = LabelJoiner(10, on_expired=lambda *a: expired.append(a),
                     on_orphan=lambda *a: orphans.append(a))
@@ -130,12 +130,13 @@ def test_a_prediction_arriving_overdue_is_expired_not_joined():
 
 
 def _join_with_late_rows(rows, ttl, mode):
-    """Brute force: before each row, expire what is overdue at the largest ts seen; a
-    prediction stored already overdue is expired at once."""
+    """Brute force: before each label row, expire what is overdue at the largest label
+    ts seen; a prediction stored already overdue on that clock is expired at once."""
     waiting, wm, joined = {}, -math.inf, []
     expired = orphans = dups = 0
     for r in rows:
-        wm = max(wm, r["ts"])
+        if "score" not in r:
+            wm = max(wm, r["ts"])
         for k in [k for k, v in waiting.items() if wm - v[0] > ttl]:
             del waiting[k]
             expired += 1
@@ -389,6 +390,154 @@ def test_two_files_skip_logs_each_bad_row_under_its_own_file(tmp_path, caplog):
         src = read_delayed(pp, label_ttl=50, labels_path=lp, on_error="skip")
         run_source(src)
     msgs = sorted(r.getMessage() for r in caplog.records)
-    assert msgs == sorted([f"{lp}: rejected line 2: unknown label 'maybe' (expected one of True/False)",
+    assert msgs == sorted([f"{lp}: rejected line 2: unknown label 'maybe' (expected one of true, false, 1 or 0)",
                            f"{pp}: rejected line 2: score is not a number: 'x'"])
     assert src.n_rejected == 2 and src.joiner.n_joined == 1
+
+
+# ------------------------------------------------------- the labels' clock: backfills
+
+
+def _joined_set(batches):
+    out = set()
+    for b in batches:
+        out |= set(zip(b.id or [], b.label.tolist(), b.score.tolist(), b.ts.tolist(),
+                       b.pred_ts.tolist()))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_backfill_joins_as_the_same_rows_in_time_order(seed, tmp_path):
+    """Every prediction first, then every label (each within label_ttl of its
+    prediction, the labels in time order): the join equals the one of the same rows
+    merged in time order, and the brute-force join of both orders; every label joins.
+    Predictions alone move no clock, so thousands of them posted ahead of their labels
+    wait for them."""
+    rng = random.Random(seed)
+    ttl = 60.0
+    preds, labels = [], []
+    for i in range(3000):
+        t = i * 0.5
+        preds.append({"id": f"p{i}", "ts": t, "score": round(rng.random(), 4)})
+        if rng.random() < 0.9:
+            labels.append({"id": f"p{i}", "ts": t + rng.uniform(0, ttl),
+                           "label": rng.random() < 0.3})
+    labels.sort(key=lambda r: r["ts"])
+    in_order = sorted(preds + labels, key=lambda r: (r["ts"], "label" in r))
+    backfill = preds + labels
+    results = []
+    for rows in (in_order, backfill):
+        j = LabelJoiner(ttl)
+        outs = [j.process(events_to_batch(rows[a:a + 700], partial=True))
+                for a in range(0, len(rows), 700)]
+        results.append((_joined_set(outs), j.n_expired, j.n_orphans, j.n_pending))
+        ref = _join_with_late_rows(rows, ttl, "keep_first")
+        assert _joined_set(outs) == {tuple(x[:5]) for x in
+                                     [(k, lab, s, t, p) for k, lab, s, t, p in ref[0]]}
+    assert results[0] == results[1]
+    joined, expired, orphans, pending = results[0]
+    # every label joined; the unlabeled predictions expire as the labels pass them
+    last = labels[-1]["ts"]
+    unlabeled = {r["id"] for r in preds} - {r["id"] for r in labels}
+    overdue = sum(last - float(r["id"][1:]) * 0.5 > ttl for r in preds if r["id"] in unlabeled)
+    assert len(joined) == len(labels) and orphans == 0
+    assert expired == overdue > 0 and pending == len(unlabeled) - overdue
+    # the same backfill from a file: one log holding the predictions, then the labels
+    log = tmp_path / "backfill.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in backfill))
+    src = DelayedSource(str(log), label_ttl=ttl)
+    assert _joined_set(list(src)) == joined
+    assert src.counts()["expired"] == overdue and src.counts()["orphans"] == 0
+
+
+def test_a_backfill_whose_labels_are_overdue_still_expires_them():
+    """The labels' clock still expires: a label more than label_ttl after its
+    prediction finds it expired (an orphan), whatever order the rows came in."""
+    rows = [{"id": "a", "ts": 0, "score": 0.9}, {"id": "b", "ts": 50, "score": 0.1},
+            {"id": "b", "ts": 55, "label": 0}, {"id": "a", "ts": 70, "label": 1}]
+    expired, orphans = [], []
+    j = LabelJoiner(60, on_expired=lambda *a: expired.append(a),
+                    on_orphan=lambda *a: orphans.append(a))
+    out = j.process(events_to_batch(rows, partial=True))
+    assert out.id == ["b"] and expired == [("a", 0.0, 1)] and orphans == [("a", 70.0, 4)]
+    assert j.watermark == 70.0 and j.n_pending == 0
+
+
+def test_pending_bytes_counts_ids_and_segments():
+    from streameval.io.delayed import PENDING_BYTES
+
+    j = LabelJoiner(10)
+    j.process(events_to_batch([{"id": "x" * 100, "ts": 0, "score": 0.5, "seg": "fr"},
+                               {"id": 7, "ts": 0, "score": 0.5, "seg": "de"}],
+                              FieldMap(segment="seg"), partial=True))
+    assert j.pending_bytes == 2 * PENDING_BYTES + 100 + 2 + 2
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_row = st.tuples(st.booleans(), st.integers(0, 6), st.integers(-5, 5), st.booleans(),
+                 st.integers(0, 99))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(_row, min_size=1, max_size=60), ttl=st.sampled_from([1, 3, 10]),
+       mode=st.sampled_from(["keep_first", "keep_last"]), cut=st.integers(1, 12))
+def test_out_of_order_join_matches_brute_force_property(rows, ttl, mode, cut):
+    """Hypothesis: predictions and labels with times that go back and forth, ids that
+    repeat, in batches of any size: the joiner equals the brute-force join (the labels'
+    clock, expiry before each label row, overdue predictions expired on arrival)."""
+    t = 0
+    made = []
+    for is_pred, k, step, lab, sc in rows:
+        t += step
+        made.append({"id": k, "ts": float(t), "score": sc / 100} if is_pred
+                    else {"id": k, "ts": float(t), "label": lab})
+    j = LabelJoiner(ttl, on_duplicate=mode)
+    got = []
+    for a in range(0, len(made), cut):
+        b = j.process(events_to_batch(made[a:a + cut], partial=True))
+        got += list(zip(b.id or [], b.label.tolist(), b.score.tolist(), b.ts.tolist(),
+                        b.pred_ts.tolist()))
+    assert (got, j.n_expired, j.n_orphans, j.n_duplicates, j.n_pending) == \
+        _join_with_late_rows(made, ttl, mode)
+
+
+def test_a_service_backfill_joins_every_label(tmp_path):
+    """The service over a real socket: 15 000 predictions posted first, then their
+    labels (each within label_ttl, in time order): every label joins, nothing expires
+    while the labels have not passed it; the snapshot's join counts say so."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    import http.client
+    from urllib.parse import urlsplit
+
+    from streameval.service import BackgroundServer
+
+    def post(url, path, rows):
+        u = urlsplit(url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        try:
+            conn.request("POST", path, body=json.dumps(rows).encode(),
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            conn.close()
+
+    rng = random.Random(7)
+    t0, ttl, n = 1_700_000_000, 600.0, 15_000
+    preds = [{"id": f"p{i}", "ts": t0 + i * 0.2, "score": round(rng.random(), 3)}
+             for i in range(n)]
+    labels = sorted(({"id": p["id"], "ts": p["ts"] + rng.uniform(0, ttl),
+                      "label": rng.random() < 0.3} for p in preds), key=lambda r: r["ts"])
+    config = {"input": {"label_ttl": ttl, "max_future": 0},
+              "monitor": {"every": 0, "metrics": {"roc_auc": "roc_auc"}}}
+    with BackgroundServer(config) as srv:
+        for a in range(0, n, 5000):
+            assert post(srv.url, "/predictions", preds[a:a + 5000])[0] == 200
+        for a in range(0, n, 5000):
+            assert post(srv.url, "/labels", labels[a:a + 5000])[0] == 200
+        join = srv.engine.read(lambda monitor, info: (monitor.n, info["join"]))
+    n_events, join = join
+    assert n_events == n
+    assert (join["joined"], join["expired"], join["orphans"], join["pending"]) == (n, 0, 0, 0)

@@ -141,7 +141,7 @@ EXPECTED_REJECTS = [
     (3, "unparseable time '2024-13-45'"),
     (4, "bad JSON: Expecting ',' delimiter (column 38)"),  # the line is 37 characters long
     (9, "missing field 'label'"),
-    (12, "unknown label 'maybe' (expected one of True/False)"),
+    (12, "unknown label 'maybe' (expected one of true, false, 1 or 0)"),
     (17, "score is NaN"),
     (19, "not a JSON object: '[1, 2]'"),
 ]
@@ -456,3 +456,48 @@ def test_parquet_time_column_with_a_null_keeps_its_other_rows(tmp_path, typ, uni
     assert b.ts.tolist() == [day0, day0 + 2 * 86_400]
     assert b.line.tolist() == [1, 3]
     assert [(r[0], r[1]) for r in rejected] == [(2, "ts is null")]
+
+
+# ------------------------------------------------------------- bounded line reading
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_piece = st.sampled_from([b"", b"\r", b"abc", b"  ", b"x" * 25, b'{"a": 1}', b"\xef\xbb\xbf"])
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # (set each time)
+@given(pieces=st.lists(_piece, max_size=40), end=st.booleans(), limit=st.integers(1, 30),
+       chunk=st.integers(1, 64), take=st.integers(1, 5))
+def test_line_reader_matches_splitting_the_whole_file(monkeypatch, pieces, end, limit, chunk,
+                                                      take):
+    """Brute force: the file split on ``\\n`` at once. Whatever the size of the pieces
+    read, LineReader gives every non-blank line with its number, an over-long line as
+    (number, size), and at each block the byte offset just after its last line."""
+    import streameval.io.sources as S
+
+    monkeypatch.setattr(S, "READ_CHUNK", chunk)
+    data = b"\n".join(pieces) + (b"\n" if end else b"")
+    phys = data.split(b"\n")
+    if data.endswith(b"\n") or not data:
+        phys = phys[:-1]
+    if phys and phys[0].startswith(b"\xef\xbb\xbf"):  # a BOM at the very start is dropped
+        bom = True
+        phys[0] = phys[0][3:]
+    else:
+        bom = False
+    reader = S.LineReader(io.BytesIO(data), limit)
+    got, got_long = [], []
+    while True:
+        lines, nums, long, last, offset = reader.take(take)
+        if not lines and not long:
+            break
+        expected_offset = sum(len(p) + 1 for p in phys[:last]) + 3 * bom
+        if last == len(phys) and not data.endswith(b"\n"):
+            expected_offset -= 1
+        assert offset == expected_offset
+        got += list(zip(nums, lines))
+        got_long += [(n, size) for n, size, _ in long]
+    want = [(i, p) for i, p in enumerate(phys, 1) if p not in (b"", b"\r") and len(p) <= limit]
+    want_long = [(i, len(p)) for i, p in enumerate(phys, 1) if len(p) > limit]
+    assert got == want and sorted(got_long) == want_long

@@ -868,8 +868,12 @@ def test_max_segments_caps_new_segments_under_other_on_both_paths(seed):
                 for yi, si, gi in zip(y.tolist(), s.tolist(), seg):
                     mon.update(yi, si, segment=gi)
         mon.flush()
-        msgs = [str(c.message) for c in caught if issubclass(c.category, RuntimeWarning)]
+        msgs = [str(c.message) for c in caught if issubclass(c.category, RuntimeWarning)
+                and "has no value in some events" not in str(c.message)]
         assert len(msgs) == 1 and "max_segments = 7 reached" in msgs[0], msgs
+        # the events without a segment value are counted (not under __other__)
+        assert mon.missing_segment_fields == ({"c": expected.count(None)}
+                                              if None in expected else {})
         assert mon.segments == kept + ["__other__"]
         assert mon.other_events == sum(v == "__other__" for v in expected)
         snap = mon.snapshot()
@@ -1154,28 +1158,40 @@ def test_a_group_by_field_without_values_is_warned_about_once():
     none = [None] * n
     expected = [f"group_by field 'contry' had no value in the first {GROUP_BY_PROBE} events: "
                 "they count in the whole stream only (is the field name right?)"]
+    # every event without a value is counted, and said at the first one
+    first = ("group_by field 'contry' has no value in some events: they count in the whole "
+             "stream only (snapshot()['missing_segment_fields'] counts them)")
     for by_batch in (None, 300, 7):
         mon, caught = run(none, by_batch=by_batch)
-        assert caught == expected and mon.warnings == expected, by_batch
-        assert mon.snapshot()["warnings"] == expected
-        assert Monitor.from_state(mon.to_state()).warnings == expected
+        assert caught == [first] + expected and mon.warnings == expected, by_batch
+        assert mon.snapshot()["missing_segment_fields"] == {"contry": n}
+        assert mon.snapshot()["warnings"] == expected + [
+            f"group_by field 'contry' had no value in {n} of {n} events: they count in the "
+            "whole stream only"]
+        back = Monitor.from_state(mon.to_state())
+        assert back.warnings == expected and back.missing_segment_fields == {"contry": n}
     # a shorter stream: at flush, naming its length
     mon, caught = run(none, upto=120)
-    assert caught == [expected[0].replace(f"first {GROUP_BY_PROBE} ", "first 120 ")]
-    # one value among the first GROUP_BY_PROBE (the last of them): no warning
+    assert caught == [first, expected[0].replace(f"first {GROUP_BY_PROBE} ", "first 120 ")]
+    # one value among the first GROUP_BY_PROBE (the last of them): no typo warning, but
+    # the events without a value are counted and said
     late = list(none)
     late[GROUP_BY_PROBE - 1] = "fr"
     for by_batch in (None, 300, GROUP_BY_PROBE + 1):
-        assert run(late, by_batch=by_batch)[1] == [], by_batch
+        mon, caught = run(late, by_batch=by_batch)
+        assert caught == [first], by_batch
+        assert mon.missing_segment_fields == {"contry": n - 1}
     # ... but one only after them is warned about, by either path
     later = list(none)
     later[GROUP_BY_PROBE] = "fr"
     for by_batch in (None, 300, GROUP_BY_PROBE + 1):
-        assert run(later, by_batch=by_batch)[1] == expected, by_batch
+        assert run(later, by_batch=by_batch)[1] == [first] + expected, by_batch
     # two fields: only the one without values is named
     pairs = [("fr", None)] * n
     mon, caught = run(pairs, fields=["country", "devise"], by_batch=250)
-    assert caught == [expected[0].replace("'contry'", "'devise'")]
+    assert caught == [first.replace("'contry'", "'devise'"),
+                      expected[0].replace("'contry'", "'devise'")]
+    assert mon.missing_segment_fields == {"devise": n}
     # a state saved before the probe's end resumes it
     mon = Monitor(_metrics(), group_by="contry", every=0)
     mon.update_many(y[:600], s[:600])

@@ -76,7 +76,7 @@ def test_replay_equals_a_monitor_fed_directly(tmp_path):
     p, counts = _run(log, tmp_path / "out")
     assert counts == {"rows": 6_000, "events": 6_000, "rejected": 0, "expired": 0,
                       "orphans": 0, "unlabeled": 0, "future": 0, "other_events": 0,
-                      "warnings": []}
+                      "missing_segment_fields": {}, "warnings": []}
 
     direct, metrics, alerts = _monitor(), [], []
     direct.on_metrics.append(metrics.append)

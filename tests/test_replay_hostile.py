@@ -773,7 +773,8 @@ def test_fuzz_replay_skip_never_fails_and_accounts_for_every_row(tmp_path_factor
     log = d / "log.jsonl"
     log.write_text("".join(t + "\n" for t in text), encoding="utf-8")
     argv = ["replay", str(log), "--out", str(d / "out"), "--on-error", "skip", "--no-report",
-            "-q", "--fail-on-alert", "--checkpoint", str(d / "ck.json"), "--checkpoint-every", "4"]
+            "-q", "--fail-on-alert", "--checkpoint", str(d / "ck.json"), "--checkpoint-every", "4",
+            "--allow-empty"]  # (a log of rejected rows only: its own test says exit 2)
     cfg = FUZZ_CONFIGS[config]
     if cfg is not None:
         (d / "cfg.toml").write_text(cfg)
@@ -796,6 +797,12 @@ def test_fuzz_replay_skip_never_fails_and_accounts_for_every_row(tmp_path_factor
 
     # the accepted rows: plausible values, and sklearn's AUC over them
     kept = [json.loads(text[k - 1]) for k in nonblank if k not in set(rejected)]
+    for r in kept:  # numbers as strings are numbers (the one rule of every format)
+        for key in ("label", "score", "weight"):
+            v = r.get(key)
+            if isinstance(v, str):
+                v = v.strip().lower()
+                r[key] = None if not v else {"true": 1, "false": 0}.get(v) or float(v)
     for r in kept:  # both monitors have log_loss: probabilities
         assert r["label"] in (0, 1) and 0 <= r["score"] <= 1, r
     y = [bool(r["label"]) for r in kept]
@@ -811,7 +818,7 @@ def test_fuzz_replay_skip_never_fails_and_accounts_for_every_row(tmp_path_factor
     clean.write_text("".join(text[k - 1] + "\n" for k in nonblank if k not in set(rejected)),
                      encoding="utf-8")
     ref = d / "ref"
-    argv2 = ["replay", str(clean), "--out", str(ref), "--no-report", "-q"]
+    argv2 = ["replay", str(clean), "--out", str(ref), "--no-report", "-q", "--allow-empty"]
     if cfg is not None:
         argv2 += ["--config", str(d / "cfg.toml")]
     assert main(argv2) == 0
@@ -820,10 +827,302 @@ def test_fuzz_replay_skip_never_fails_and_accounts_for_every_row(tmp_path_factor
 
     # killed after the first checkpoint, then resumed: the uninterrupted outputs
     opts = dict(config=(d / "cfg.toml") if cfg else None, on_error="skip", report=False,
-                progress=False, checkpoint=d / "ck2.json", checkpoint_every=4)
+                progress=False, checkpoint=d / "ck2.json", checkpoint_every=4,
+                allow_empty=True)
     if _killed_after_first_checkpoint(log, d / "out2", **opts):
         mid = load_checkpoint(d / "ck2.json")
         assert not mid["done"]
         replay(log, d / "out2", **opts)
         for name in ("metrics.jsonl", "alerts.jsonl", "rejected.jsonl"):
             assert (d / "out2" / name).read_bytes() == (out / name).read_bytes(), name
+
+
+# ------------------------------------------------ bounded memory, bounded time, no loss
+
+
+def _limited(limit=1 << 30):
+    """preexec_fn: the replay's address space capped (1 GiB: Python, numpy and river fit,
+    a line or a decompressed file of several GiB does not)."""
+    import resource
+
+    def set_limit():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return set_limit
+
+
+def _replay_limited(argv, cwd, stdin=None, feed=None):
+    """Run ``streameval replay`` in a subprocess under a memory limit; ``feed(pipe)``
+    writes its stdin from a thread. Returns (status, stderr, seconds)."""
+    import subprocess
+    import sys
+    import threading
+
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]),
+                                           os.environ.get("PYTHONPATH", "")]))
+    t = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-m", "streameval", "replay", *argv], cwd=cwd,
+                         stdin=subprocess.PIPE if feed else stdin, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, preexec_fn=_limited(), env=env)
+    if feed:
+        def write():
+            try:
+                feed(p.stdin)
+            except BrokenPipeError:
+                pass
+            finally:
+                try:
+                    p.stdin.close()
+                except BrokenPipeError:
+                    pass
+        threading.Thread(target=write, daemon=True).start()
+    err = p.stderr.read().decode()
+    status = p.wait(timeout=600)
+    return status, err, time.monotonic() - t
+
+
+GOOD = [{"ts": T0, "label": 1, "score": 0.75}, {"ts": T0 + 1, "label": 0, "score": 0.25}]
+
+
+def test_a_2gib_line_is_a_rejected_row_under_a_memory_limit(tmp_path):
+    """One line of 2 GiB between two good rows, on stdin (never written to disk), under
+    a 1 GiB address-space limit: with skip, exit 0, the line is one rejected row named
+    with its size, the good rows count; with fail, exit 2 naming line 2."""
+    def feed(pipe):
+        pipe.write((json.dumps(GOOD[0]) + "\n").encode())
+        chunk = b"a" * (1 << 20)
+        for _ in range(2048):
+            pipe.write(chunk)
+        pipe.write(("\n" + json.dumps(GOOD[1]) + "\n").encode())
+
+    status, err, _ = _replay_limited(["-", "--out", "o", "--no-report", "-q", "--on-error",
+                                      "skip"], tmp_path, feed=feed)
+    assert status == 0, err
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert (summary["rows"], summary["events"], summary["rejected"]) == (3, 2, 1)
+    (rej,) = _jsonl(tmp_path / "o" / "rejected.jsonl")
+    assert rej["line"] == 2 and rej["reason"] == (
+        f"line is {2 << 30} bytes, more than the limit of {1 << 20} bytes "
+        "([input] max_line_bytes)")
+    assert rej["raw"].startswith("aaaa") and len(rej["raw"]) < 300
+    status, err, _ = _replay_limited(["-", "--out", "o2", "--no-report", "-q"], tmp_path,
+                                     feed=feed)
+    assert status == 2 and err.count("\n") == 1
+    assert f"line 2: line is {2 << 30} bytes" in err
+
+
+def _gzip_members(payload, copies):
+    """A gzip file of ``copies`` members of ``payload`` (compressed once): GiB of output
+    from a few MB, built in well under a second."""
+    return gzip.compress(payload, 9) * copies
+
+
+def test_a_compression_bomb_stops_quickly_under_a_memory_limit(tmp_path):
+    """4 GiB of one byte in 4 MB of gzip (named .jsonl: recognised by its magic bytes):
+    exit 2 with one line naming the expansion, long before 4 GiB are read, under a
+    1 GiB limit, with either --on-error."""
+    log = tmp_path / "bomb.jsonl"
+    log.write_bytes(gzip.compress((json.dumps(GOOD[0]) + "\n").encode())
+                    + _gzip_members(b"a" * (64 << 20), 64))
+    for mode in ("skip", "fail"):
+        status, err, seconds = _replay_limited([str(log), "--out", "o", "--no-report", "-q",
+                                                "--on-error", mode], tmp_path)
+        assert status == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"streameval replay: error: {log}: cannot read")
+        assert "expands more than 100 times" in err and "compression bomb" in err
+        assert seconds < 120
+
+
+def test_a_gigabyte_of_newlines_costs_seconds(tmp_path):
+    """1 GiB of blank lines around two rows: through a pipe they are counted in bulk
+    (the rows keep their line numbers); gzipped, the expansion guard stops it early."""
+    def feed(pipe):
+        pipe.write((json.dumps(GOOD[0]) + "\n").encode())
+        chunk = b"\n" * (1 << 20)
+        for _ in range(1024):
+            pipe.write(chunk)
+        pipe.write((json.dumps(GOOD[1]) + "\n" + "{bad\n").encode())
+
+    status, err, seconds = _replay_limited(["-", "--out", "o", "--no-report", "-q",
+                                            "--on-error", "skip"], tmp_path, feed=feed)
+    assert status == 0, err
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert (summary["rows"], summary["events"], summary["rejected"]) == (3, 2, 1)
+    assert [r["line"] for r in _jsonl(tmp_path / "o" / "rejected.jsonl")] == [(1 << 30) + 3]
+    assert seconds < 300
+    log = tmp_path / "blank.jsonl.gz"
+    log.write_bytes(gzip.compress((json.dumps(GOOD[0]) + "\n").encode())
+                    + _gzip_members(b"\n" * (64 << 20), 16))
+    status, err, seconds = _replay_limited([str(log), "--out", "o", "--no-report", "-q"],
+                                           tmp_path)
+    assert status == 2 and "expands more than 100 times" in err and seconds < 120
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_max_line_bytes_from_the_config(tmp_path, fmt):
+    """``[input] max_line_bytes``: a longer line is a rejected row (skip) or names its
+    line (fail); the others are read; CSV fields past 128 KiB (the csv module's own
+    limit) are read when the line limit allows them."""
+    big = "x" * 200_000
+    if fmt == "jsonl":
+        lines = [json.dumps(GOOD[0]), json.dumps({**GOOD[1], "note": big}),
+                 json.dumps(GOOD[1])]
+        long_line = 2
+    else:
+        lines = ["ts,label,score,note", f"{T0},1,0.75,a", f"{T0 + 1},0,0.25,{big}",
+                 f"{T0 + 1},0,0.25,b"]
+        long_line = 3
+    log = _write(tmp_path / f"log.{fmt}", lines)
+    cfg = tmp_path / "cfg.toml"
+    for limit, rejected in ((100_000, [long_line]), (1 << 20, [])):
+        cfg.write_text(f"[input]\nmax_line_bytes = {limit}\n")
+        out = tmp_path / f"o{limit}"
+        assert main(["replay", str(log), "--config", str(cfg), "--out", str(out),
+                     "--no-report", "-q", "--on-error", "skip"]) == 0
+        got = _jsonl(out / "rejected.jsonl")
+        assert [r["line"] for r in got] == rejected
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["events"] + summary["rejected"] == 3
+
+
+def test_an_id_over_the_byte_cap_is_a_rejected_row(tmp_path):
+    """Ids, segment values and label strings are capped in bytes where a row is parsed
+    (MAX_ID_BYTES, MAX_SEGMENT_BYTES, MAX_LABEL_BYTES), in every format; a refusal is
+    counted like any bad row."""
+    from streameval.validation import MAX_ID_BYTES, MAX_SEGMENT_BYTES
+
+    rows = [{**GOOD[0], "id": "a" * MAX_ID_BYTES, "seg": "fr"},
+            {**GOOD[1], "id": "a" * (MAX_ID_BYTES + 1), "seg": "fr"},
+            {**GOOD[1], "id": "ok", "seg": "é" * (MAX_SEGMENT_BYTES // 2 + 1)},
+            {**GOOD[1], "id": "ok2", "seg": "de", "label": "1" + " " * 300}]
+    log = _write(tmp_path / "log.jsonl", rows)
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[monitor]\ngroup_by = "seg"\n[monitor.metrics]\nroc_auc = "roc_auc"\n')
+    assert main(["replay", str(log), "--config", str(cfg), "--out", str(tmp_path / "o"),
+                 "--no-report", "-q", "--on-error", "skip"]) == 0
+    got = {r["line"]: r["reason"] for r in _jsonl(tmp_path / "o" / "rejected.jsonl")}
+    assert got[2].startswith(f"id is {MAX_ID_BYTES + 1} bytes, more than the limit of "
+                             f"{MAX_ID_BYTES} bytes")
+    assert got[3].startswith(f"seg is {MAX_SEGMENT_BYTES + 2} bytes, more than the limit of "
+                             f"{MAX_SEGMENT_BYTES} bytes")
+    assert 4 not in got  # "1" and its blanks: 301 bytes, but the label is "1" stripped
+    assert sorted(got) == [2, 3]
+
+
+def test_a_gzip_named_jsonl_is_read_by_its_content(tmp_path):
+    rows = _rows(50, seed=3)
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    out = tmp_path / "o"
+    assert main(["replay", str(log), "--out", str(out), "--no-report", "-q"]) == 0
+    assert json.loads((out / "summary.json").read_text())["events"] == 50
+    plain = _write(tmp_path / "plain.jsonl", rows)
+    assert main(["replay", str(plain), "--out", str(tmp_path / "p"), "--no-report", "-q"]) == 0
+    assert _jsonl(out / "metrics.jsonl") == _jsonl(tmp_path / "p" / "metrics.jsonl")
+
+
+@pytest.mark.parametrize("content,found", [
+    ("", "no rows"), ("\n\n  \n", "no rows"), ("ts,label,score\n", "no rows"),
+    ('{"ts": 1, "label": 1, "score": "x"}\n{"nope": 1}\n', "all 2 rows were rejected"),
+])
+def test_a_log_without_events_is_an_error_unless_allowed(tmp_path, capsys, content, found):
+    """Empty, blank, header-only, or every row rejected (with skip): exit 2 and one
+    line naming the log and what was found; --allow-empty (or [input] allow_empty)
+    accepts it."""
+    log = tmp_path / ("log.csv" if content.startswith("ts,") else "log.jsonl")
+    log.write_text(content)
+    argv = ["replay", str(log), "--out", str(tmp_path / "o"), "--no-report", "-q",
+            "--on-error", "skip"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{log}: no events: {found}" in err
+    assert "--allow-empty" in err
+    assert main(argv + ["--allow-empty"]) == 0
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("[input]\nallow_empty = true\n")
+    assert main(argv + ["--config", str(cfg)]) == 0
+
+
+def test_random_bytes_with_skip_exit_2(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    log = tmp_path / "noise.jsonl"
+    log.write_bytes(rng.integers(0, 256, 2_000_000, dtype=np.uint8).tobytes())
+    assert main(["replay", str(log), "--out", str(tmp_path / "o"), "--no-report", "-q",
+                 "--on-error", "skip"]) == 2
+    err = capsys.readouterr().err
+    rejected = len(_jsonl(tmp_path / "o" / "rejected.jsonl"))
+    assert rejected > 1000 and f"all {rejected:,} rows were rejected" in err
+
+
+def test_a_header_typo_does_not_suggest_skip(tmp_path, capsys):
+    log = _write(tmp_path / "log.csv", ["ts,label,scroe", f"{T0},1,0.5"])
+    for mode in ("fail", "skip"):
+        assert main(["replay", str(log), "--out", str(tmp_path / "o"), "--no-report", "-q",
+                     "--on-error", mode]) == 2
+        err = capsys.readouterr().err
+        assert "no column 'score' in the CSV header" in err and "--on-error" not in err
+    bad = _write(tmp_path / "bad.jsonl", [GOOD[0], '{"ts": 1, "label": 1, "score": "x"}'])
+    assert main(["replay", str(bad), "--out", str(tmp_path / "o"), "--no-report", "-q"]) == 2
+    assert "(use --on-error skip to set bad rows aside)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "alerts.jsonl", "rejected.jsonl"])
+def test_a_symlink_in_out_is_refused_not_followed(tmp_path, capsys, name):
+    """An output that is a symbolic link (to a file outside --out, existing or not):
+    exit 2 naming it; the target is neither created nor changed."""
+    log = _write(tmp_path / "log.jsonl", _rows(30) + ["{bad"])
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (out / name).symlink_to(victim)
+    missing = tmp_path / "nowhere.txt"
+    assert main(["replay", str(log), "--out", str(out), "--no-report", "-q",
+                 "--on-error", "skip"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{out / name}: is a symbolic link" in err
+    assert victim.read_text() == "keep me\n"
+    (out / name).unlink()
+    (out / name).symlink_to(missing)
+    assert main(["replay", str(log), "--out", str(out), "--no-report", "-q",
+                 "--on-error", "skip"]) == 2
+    assert not missing.exists()
+
+
+def test_summary_and_report_replace_a_symlink_never_write_through_it(tmp_path):
+    pytest.importorskip("matplotlib")
+    log = _write(tmp_path / "log.jsonl", _rows(30))
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    for name in ("summary.json.tmp", "report.html.tmp", "roc_auc.png"):
+        (out / name).symlink_to(victim)
+    assert main(["replay", str(log), "--out", str(out), "-q"]) == 0
+    assert victim.read_text() == "keep me\n"
+    assert json.loads((out / "summary.json").read_text())["events"] == 30
+    assert not (out / "roc_auc.png").is_symlink() or victim.read_text() == "keep me\n"
+
+
+def test_rows_without_the_segment_field_are_counted_and_said(tmp_path):
+    """Half the rows lack the group_by field: summary.json counts them per field
+    (``missing_segment_fields``) and says so in ``warnings``; the segments' counts plus
+    the missing ones make the whole stream."""
+    rows = _rows(2000, seed=4)
+    for i, r in enumerate(rows):
+        if i % 2:
+            r["country"] = "fr" if i % 4 == 1 else "de"
+    log = _write(tmp_path / "log.jsonl", rows)
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[monitor]\ngroup_by = "country"\nevery = 0\n'
+                   '[monitor.metrics]\nrecall = {}\n')
+    out = tmp_path / "o"
+    with pytest.warns(RuntimeWarning, match="'country' has no value in some events"):
+        assert main(["replay", str(log), "--config", str(cfg), "--out", str(out),
+                     "--no-report", "-q"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["missing_segment_fields"] == {"country": 1000}
+    assert summary["warnings"] == ["group_by field 'country' had no value in 1000 of 2000 "
+                                   "events: they count in the whole stream only"]
+    per_segment = {f["segment"]: f["n"] for f in summary["final"]}
+    assert per_segment == {None: 2000, "fr": 500, "de": 500}

@@ -36,6 +36,9 @@ SAMPLES = {
     ("input", "labels"): ("labels.jsonl", {"label_ttl": 30}),
     ("input", "on_duplicate"): ("keep_last", {"label_ttl": 30}),
     ("input", "stamp_arrival_time"): (True, {}),
+    ("input", "max_line_bytes"): (4096, {}),
+    ("input", "max_expansion"): (20, {}),
+    ("input", "allow_empty"): (True, {}),
 }
 
 
@@ -96,6 +99,8 @@ def test_each_edge_takes_exactly_the_keys_the_schema_gives_it(edge, key, tmp_pat
         assert got == "keep_last"
     elif key == "stamp_arrival_time":
         assert extra["stamp_arrival_time"] is True
+    elif key in ("max_line_bytes", "max_expansion", "allow_empty"):  # the file readers'
+        assert runconfig.parse(doc, edge, tmp_path).input[key] == value
 
 
 @pytest.mark.parametrize("edge", runconfig.EDGES)
@@ -103,8 +108,9 @@ def test_an_unknown_key_is_refused_alike_listing_what_the_edge_takes(edge, tmp_p
     with pytest.raises(ValueError) as e:
         load(edge, {"input": {"scroe": "p"}}, tmp_path)
     expected = {
-        "replay": ['format', 'id', 'label', 'label_ttl', 'labels', 'max_future',
-                   'on_duplicate', 'require_ts', 'score', 'ts', 'weight'],
+        "replay": ['allow_empty', 'format', 'id', 'label', 'label_ttl', 'labels',
+                   'max_expansion', 'max_future', 'max_line_bytes', 'on_duplicate',
+                   'require_ts', 'score', 'ts', 'weight'],
         "serve": ['format', 'id', 'label', 'label_ttl', 'max_future', 'on_duplicate',
                   'require_ts', 'score', 'stamp_arrival_time', 'ts', 'weight'],
         "spark": ['format', 'id', 'label', 'max_future', 'require_ts', 'score', 'ts',

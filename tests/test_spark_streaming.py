@@ -236,7 +236,7 @@ BAD = {  # a bad row of the second file: the single-process reason
     "nan score": ('{"ts": 1300.5, "label": 1, "score": NaN}', "score is NaN"),
     "null score": ('{"ts": 1300.5, "label": 1, "score": null}', "score is null"),
     "label outside the pair": ('{"ts": 1300.5, "label": 2, "score": 0.4}',
-                               "unknown label 2 (expected one of True/False)"),
+                               "unknown label 2 (expected one of true, false, 1 or 0)"),
     "negative weight": ('{"ts": 1300.5, "label": 0, "score": 0.4, "weight": -1.5}',
                         "weight is negative: -1.5"),
     "null label": ('{"ts": 1300.5, "label": null, "score": 0.4}', "label is null"),

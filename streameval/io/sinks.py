@@ -9,6 +9,12 @@ context managers.
   (``metrics.jsonl``, ``alerts.jsonl``, ``rejected.jsonl``). ``offset`` and
   ``truncate_at=`` let a resumed replay cut the file back to its checkpoint.
 * :class:`StdoutSink` -- the same, on standard output.
+* :func:`open_output` and :func:`write_atomic` -- how every output file is opened:
+  never through a symbolic link. A link where an appended file (``metrics.jsonl``,
+  ``alerts.jsonl``, ``rejected.jsonl``) goes is refused with
+  :class:`OutputLinkError` (``O_NOFOLLOW``); a file written whole (``summary.json``,
+  the report) is written beside it and renamed in, which replaces a link instead of
+  writing through it.
 * :class:`WebhookSink` -- HTTP POST of each object, with retries and
   exponential backoff on connection errors, timeouts, 429 and 5xx. A final
   failure is logged and counted (``failures``, ``last_error``), never raised:
@@ -36,7 +42,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-__all__ = ["dumps", "json_key", "Sink", "JsonlSink", "StdoutSink", "WebhookSink", "rejected_callback"]
+__all__ = ["dumps", "json_key", "Sink", "JsonlSink", "StdoutSink", "WebhookSink", "rejected_callback",
+           "open_output", "write_atomic", "OutputLinkError"]
 
 logger = logging.getLogger("streameval.io")
 
@@ -100,6 +107,73 @@ def dumps(obj: Any) -> str:
     return json.dumps(_clean(obj), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+class OutputLinkError(ValueError):
+    """An output file that is a symbolic link: refused, never written through (it could
+    point anywhere the process may write)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: is a symbolic link; outputs are never written through "
+                         "links (remove it, or write to another directory)")
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def open_output(path: str | os.PathLike, mode: str = "a"):
+    """Open the output file ``path`` for binary writing (``"a"`` append, ``"w"``
+    truncate, ``"r+"`` read and write without truncating), creating it (mode 0o644
+    before the umask), without following a symbolic link: a link at ``path`` raises
+    :class:`OutputLinkError`. Cost: one ``open``.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp(); target = os.path.join(d, "elsewhere")
+    >>> os.symlink(target, os.path.join(d, "metrics.jsonl"))
+    >>> open_output(os.path.join(d, "metrics.jsonl"))
+    Traceback (most recent call last):
+    ...
+    streameval.io.sinks.OutputLinkError: ...: is a symbolic link; outputs are never written through links (remove it, or write to another directory)
+    >>> os.path.exists(target)
+    False
+    """
+    path = os.fspath(path)
+    flags = {"a": os.O_WRONLY | os.O_APPEND, "w": os.O_WRONLY | os.O_TRUNC,
+             "r+": os.O_RDWR}[mode]
+    if os.path.islink(path):
+        raise OutputLinkError(path)
+    try:
+        fd = os.open(path, flags | os.O_CREAT | _NOFOLLOW, 0o644)
+    except OSError as e:
+        if os.path.islink(path):  # (ELOOP: made a link since the check)
+            raise OutputLinkError(path) from None
+        raise
+    return os.fdopen(fd, {"a": "ab", "w": "wb", "r+": "r+b"}[mode])
+
+
+def write_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` as the whole of ``path``: into a new temporary file beside it
+    (created exclusively, so never through a link), then renamed over ``path``; a
+    symbolic link at ``path`` is replaced by the file, its target left alone.
+    Cost: one write and one rename."""
+    import tempfile
+
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 class Sink:
     """Base class: ``write(obj)``, ``count`` of objects written, ``close()``."""
 
@@ -159,16 +233,16 @@ class JsonlSink(Sink):
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         if truncate_at is not None:
-            size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
-            if truncate_at < 0 or truncate_at > size:
-                raise ValueError(
-                    f"{self.path}: cannot truncate to {truncate_at} bytes, the file has {size}; "
-                    "it is not the file the checkpoint was taken with"
-                )
-            with open(self.path, "r+b" if os.path.exists(self.path) else "wb") as f:
+            with open_output(self.path, "r+") as f:
+                size = os.fstat(f.fileno()).st_size
+                if truncate_at < 0 or truncate_at > size:
+                    raise ValueError(
+                        f"{self.path}: cannot truncate to {truncate_at} bytes, the file has "
+                        f"{size}; it is not the file the checkpoint was taken with"
+                    )
                 f.truncate(truncate_at)
             mode = "a"
-        self._f = open(self.path, mode + "b")
+        self._f = open_output(self.path, mode)
         self._fsync = fsync
 
     @property

@@ -24,8 +24,15 @@ Formats, from the file extension or ``format=``:
 * ``-`` -- stdin, JSONL or CSV (detected from the first non-blank byte:
   ``{`` means JSONL), or a binary file object.
 
-Compressed files (``events.jsonl.gz``, ``events.csv.bz2``, ``events.jsonl.xz``) are
-decompressed (:data:`COMPRESSIONS`). A file that cannot be read (missing, a
+Compressed files (gzip, bzip2, xz) are recognised by their magic bytes (:data:`MAGIC`;
+by their name, ``events.jsonl.gz``, when the bytes say nothing) and decompressed
+(:data:`COMPRESSIONS`), guarded against expanding more than ``max_expansion`` times
+(:data:`~streameval.validation.MAX_EXPANSION`, a compression bomb: :class:`TooExpanded`,
+a :class:`SourceError`). Memory is bounded whatever the file holds: JSONL is read in
+pieces of :data:`READ_CHUNK` bytes by :class:`LineReader`, CSV a line at a time, and a
+line (CSV: a record, a field) longer than ``max_line_bytes``
+(:data:`~streameval.validation.MAX_LINE_BYTES`) is a bad row read without being held.
+Blank lines are counted in bulk. A file that cannot be read (missing, a
 directory, an I/O error, a truncated or corrupt compressed stream, a damaged Parquet
 file) is not a bad row: it stops the read with :class:`SourceError`, which names the
 file, the last line read whole and the reason, with either ``on_error``. CSV bytes
@@ -45,8 +52,9 @@ on from there without reading the lines before again) and what recognises the fi
 (:mod:`streameval.io.follow`); :meth:`EventSource.restore` refuses a file
 truncated or rewritten since, and goes on in one that only grew.
 
-This module may import :mod:`streameval.events` and :mod:`streameval.io.follow`
-(and pyarrow, lazily); the pipeline, the CLI and the service import it.
+This module may import :mod:`streameval.events`, :mod:`streameval.validation` and
+:mod:`streameval.io.follow` (and pyarrow, lazily); the pipeline, the CLI and the service
+import it.
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ import lzma
 import os
 import sys
 import zlib
+from collections import deque
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
@@ -68,6 +77,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from streameval.validation import MAX_EXPANSION, MAX_LINE_BYTES
 from streameval.events import (
     DEFAULT_BATCH_SIZE,
     FUTURE_MARK,
@@ -89,7 +99,9 @@ except ImportError:  # pragma: no cover - exercised when orjson is absent
 
 __all__ = ["EventSource", "read_events", "detect_format", "FORMATS", "Reader", "Chunk", "READERS",
            "register_reader", "JsonlReader", "CsvReader", "ParquetReader", "StdinReader",
-           "SourceError", "COMPRESSIONS", "arrow_column"]
+           "SourceError", "LayoutError", "COMPRESSIONS", "arrow_column", "LineReader",
+           "open_log", "sniff_compression", "TooExpanded", "MAGIC", "EXPANSION_FLOOR",
+           "READ_CHUNK"]
 
 logger = logging.getLogger("streameval.io")
 
@@ -108,6 +120,12 @@ def _compression(name: str) -> str | None:
     """The compression extension ending ``name`` (lower case), or None."""
     low = name.lower()
     return next((ext for ext in COMPRESSIONS if low.endswith(ext)), None)
+
+
+class LayoutError(EventError):
+    """A log whose layout no row can be read with: a CSV header without a required
+    column, duplicate or not UTF-8, or longer than the line limit. Not a bad row:
+    ``on_error="skip"`` would not help, so it stops the read with either."""
 
 
 class SourceError(ValueError):
@@ -129,6 +147,8 @@ class SourceError(ValueError):
 def _read_failure(e: BaseException) -> str | None:
     """The reason a read failed, for the errors of reading a file (I/O, decompression,
     decoding, pyarrow); None for anything else (a bad row, a bug)."""
+    if isinstance(e, TooExpanded):
+        return str(e)
     if isinstance(e, EOFError):  # gzip, bz2, lzma: the stream stops before its end marker
         return "the compressed data ends early (truncated file?)"
     if isinstance(e, gzip.BadGzipFile):
@@ -146,6 +166,255 @@ def _read_failure(e: BaseException) -> str | None:
     if isinstance(e, UnicodeDecodeError):
         return f"not valid UTF-8 ({e.reason} at byte {e.start})"
     return None
+
+
+# --------------------------------------------------------------- bounded reading
+
+#: Bytes read from a log at once by :class:`LineReader`.
+READ_CHUNK = 1 << 20
+
+#: Decompressed bytes before the expansion is checked: a small file of repetitive rows
+#: may expand more than :data:`MAX_EXPANSION` times and costs nothing.
+EXPANSION_FLOOR = 64 << 20
+
+#: Compression formats by their first bytes (magic numbers), with their openers: a
+#: compressed log is recognised by its content, whatever its name.
+MAGIC: tuple[tuple[bytes, str], ...] = ((b"\x1f\x8b", ".gz"), (b"BZh", ".bz2"),
+                                        (b"\xfd7zXZ\x00", ".xz"))
+
+
+def sniff_compression(head: bytes) -> str | None:
+    """The compression (``".gz"``, ``".bz2"``, ``".xz"``) whose magic bytes start
+    ``head``, or None.
+
+    >>> sniff_compression(b"\\x1f\\x8b\\x08\\x00"), sniff_compression(b'{"ts": 1}')
+    ('.gz', None)
+    """
+    return next((ext for magic, ext in MAGIC if head.startswith(magic)), None)
+
+
+class TooExpanded(Exception):
+    """A compressed log expanding more than ``max_expansion`` times (a compression bomb)."""
+
+
+class _Guarded(io.RawIOBase):
+    """The decompressed bytes of ``inner`` (a decompressing file object over ``raw``),
+    refusing to expand more than ``limit`` times the compressed bytes read from ``raw``
+    (:class:`TooExpanded`) once :data:`EXPANSION_FLOOR` bytes have come out."""
+
+    def __init__(self, inner, raw, limit: float, own: bool = True) -> None:
+        self.inner, self.raw, self.limit, self.own = inner, raw, limit, own
+        self.out = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        # (at most 64 KiB at a time: what was decompressed before a truncated end is kept)
+        data = self.inner.read1(min(len(b), 1 << 16))
+        n = len(data)
+        b[:n] = data
+        self.out += n
+        if self.limit and self.out > EXPANSION_FLOOR:
+            try:
+                used = max(self.raw.tell(), 1)
+            except (OSError, ValueError):
+                used = None
+            if used is not None and self.out > self.limit * used:
+                raise TooExpanded(
+                    f"the compressed data expands more than {self.limit:g} times "
+                    f"({used} bytes gave {self.out}): a compression bomb? "
+                    "(raise [input] max_expansion, 0: no limit, if the file is genuine)")
+        return n
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            if self.own:  # (a caller's stream stays open)
+                self.raw.close()
+            super().close()
+
+
+def open_log(source, max_expansion: float = MAX_EXPANSION):
+    """A binary file object of the decompressed bytes of ``source`` (a path or a binary
+    stream), its compression recognised by its magic bytes (:data:`MAGIC`) or else by
+    its name, and whether it is compressed. A compressed one is guarded against expanding more than
+    ``max_expansion`` times."""
+    raw = open(source, "rb") if isinstance(source, str) else source
+    peek = getattr(raw, "peek", None)
+    if peek is not None:
+        head = peek(8)[:8]
+    elif raw.seekable():
+        pos = raw.tell()
+        head = raw.read(8)
+        raw.seek(pos)
+    else:
+        head = b""
+    comp = sniff_compression(head)
+    if comp is None and isinstance(source, str):
+        comp = _compression(source)  # named compressed: its opener says what is wrong
+    if comp is None:
+        return raw, False
+    inner = COMPRESSIONS[comp](raw, "rb")
+    guarded = _Guarded(inner, raw, max_expansion, own=isinstance(source, str))
+    return io.BufferedReader(guarded, READ_CHUNK), True
+
+
+class LineReader:
+    """The lines of a binary stream in bounded memory, in blocks (:meth:`take`).
+
+    Reads :data:`READ_CHUNK` bytes at a time and never holds more than
+    ``max_line_bytes`` of one line: a longer line is consumed to its end without being
+    kept and reported as ``(line, bytes, head)`` among the block's ``long`` lines.
+    Blank lines (empty, or a lone ``\\r``) are counted and skipped in bulk (one numpy
+    pass per piece read), so that a gigabyte of newlines costs seconds, not a Python
+    call per line. Line numbers start after ``lineno``; ``offset`` counts the bytes
+    consumed (whole lines). A UTF-8 BOM at the very start is dropped. Cost: `O(bytes)`,
+    a few C-level passes per piece.
+    """
+
+    def __init__(self, f, max_line_bytes: int, *, lineno: int = 0, offset: int = 0) -> None:
+        self.f = f
+        self.limit = max_line_bytes
+        self.lineno = lineno
+        self.offset = offset
+        self._buf = b""
+        self._skipping: list | None = None  # [first line, bytes, head] of a long line
+        self._eof = False
+        # ready lines, in pieces: [lines, their numbers, the byte offset after each]
+        self._segs: deque = deque()
+        self._ready = 0
+        self._long: list = []
+        self._bom = offset == 0
+        self._read = getattr(f, "read1", f.read)
+
+    def take(self, n: int):
+        """``(lines, nums, long, last_line, offset)``: up to ``n`` non-blank lines (bytes,
+        without their line break), their line numbers (int64), the over-long lines as
+        ``(line, bytes, head)``, the last line consumed and the bytes consumed up to
+        it; ``lines`` and ``long`` both empty at the end of the stream."""
+        while self._ready < n and not self._eof:
+            self._fill()
+        lines: list = []
+        nums, ends = [], []
+        segs = self._segs
+        while segs and len(lines) < n:
+            seg = segs[0]
+            k = n - len(lines)
+            if len(seg[0]) <= k:
+                segs.popleft()
+                lines += seg[0]
+                nums.append(seg[1])
+                ends.append(seg[2])
+            else:
+                lines += seg[0][:k]
+                nums.append(seg[1][:k])
+                ends.append(seg[2][:k])
+                segs[0] = [seg[0][k:], seg[1][k:], seg[2][k:]]
+        self._ready -= len(lines)
+        nums_a = (nums[0] if len(nums) == 1 else np.concatenate(nums)) if nums else \
+            np.empty(0, np.int64)
+        if segs:  # more lines are ready: the block ends with its last line
+            last = int(nums_a[-1])
+            long = [x for x in self._long if x[0] <= last]
+            self._long = [x for x in self._long if x[0] > last]
+            return lines, nums_a, long, last, int(ends[-1][-1])
+        long, self._long = self._long, []
+        return lines, nums_a, long, self.lineno, self.offset
+
+    def _fill(self) -> None:
+        data = self._read(READ_CHUNK)
+        if not data:
+            self._eof = True
+            if self._skipping is not None:
+                self._end_long(0)
+            elif self._buf:
+                rest, self._buf = self._buf, b""
+                self._add(rest + b"\n", final=True)
+            return
+        if self._bom:
+            self._bom = False
+            while len(data) < 3:  # (a pipe may give fewer bytes than the BOM at first)
+                more = self._read(READ_CHUNK)
+                if not more:
+                    break
+                data += more
+            if data.startswith(b"\xef\xbb\xbf"):
+                data = data[3:]
+                self.offset += 3
+        if self._skipping is not None:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._skipping[1] += len(data)
+                return
+            self._end_long(nl + 1)
+            data = data[nl + 1:]
+        elif self._buf:
+            data = self._buf + data
+            self._buf = b""
+        last = data.rfind(b"\n")
+        if last < 0:
+            self._hold(data)
+            return
+        self._add(data[: last + 1])
+        self._hold(data[last + 1:])
+
+    def _hold(self, rest: bytes) -> None:
+        if len(rest) > self.limit:  # a line longer than the limit: count, do not keep
+            self._skipping = [self.lineno + 1, len(rest), rest[:200]]
+            self._buf = b""
+        else:
+            self._buf = rest
+
+    def _end_long(self, tail: int) -> None:
+        line, nbytes, head = self._skipping
+        self._skipping = None
+        nbytes += tail
+        self.lineno += 1
+        self.offset += nbytes
+        self._long.append((line, nbytes - (1 if tail else 0), head))
+
+    def _add(self, data: bytes, final: bool = False) -> None:
+        """Whole lines ``data`` (ending with ``\\n``; ``final``: the last one had none)."""
+        start = self.lineno + 1
+        if (b"\n\n" not in data and b"\n\r\n" not in data and not data.startswith(b"\n")
+                and not data.startswith(b"\r\n")):
+            parts = data.split(b"\n")
+            parts.pop()  # after the last \n
+            sizes = np.fromiter(map(len, parts), np.int64, len(parts))
+            if sizes.max() <= self.limit:
+                sizes += 1
+                ends = np.cumsum(sizes)
+                ends += self.offset
+                if final:
+                    ends[-1] -= 1
+                self._segs.append([parts, np.arange(start, start + len(parts)), ends])
+                self._ready += len(parts)
+                self.lineno += len(parts)
+                self.offset += len(data) - final
+                return
+        arr = np.frombuffer(data, np.uint8)
+        ends = np.flatnonzero(arr == 10)
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+        lens = ends - starts
+        blank = (lens == 0) | ((lens == 1) & (arr[starts] == 13))
+        long = ~blank & (lens > self.limit)
+        for k in np.flatnonzero(long).tolist():
+            s = int(starts[k])
+            self._long.append((start + k, int(lens[k]), data[s:s + 200]))
+        keep = np.flatnonzero(~blank & ~long)
+        if len(keep):
+            lines = [data[s:e] for s, e in zip(starts[keep].tolist(), ends[keep].tolist())]
+            after = ends[keep] + 1 + self.offset
+            if final and keep[-1] == len(ends) - 1:
+                after[-1] -= 1
+            self._segs.append([lines, keep + start, after])
+            self._ready += len(lines)
+        self.lineno += len(ends)
+        self.offset += len(data) - final
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -222,11 +491,15 @@ class Reader:
     extensions: tuple[str, ...] = ()
 
     def __init__(self, source: Any, fields: FieldMap, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                 partial: bool = False, where: str | None = None) -> None:
+                 partial: bool = False, where: str | None = None,
+                 max_line_bytes: int = MAX_LINE_BYTES,
+                 max_expansion: float = MAX_EXPANSION) -> None:
         self.source = source
         self.fields = fields
         self.batch_size = batch_size
         self.partial = partial
+        self.max_line_bytes = max_line_bytes
+        self.max_expansion = max_expansion
         self.where = where if where is not None else (
             source if isinstance(source, str) else getattr(source, "name", "<stream>"))
 
@@ -236,18 +509,26 @@ class Reader:
         raise NotImplementedError
 
     def _plain_file(self) -> bool:
-        """Whether the source is an uncompressed file by name (byte offsets hold)."""
-        return isinstance(self.source, str) and _compression(self.source) is None
+        """Whether the source is an uncompressed file, by its first bytes (byte offsets
+        hold)."""
+        if not isinstance(self.source, str):
+            return False
+        if _compression(self.source) is not None:
+            return False
+        try:
+            with open(self.source, "rb") as f:
+                return sniff_compression(f.read(8)) is None
+        except OSError:
+            return True  # the read says why it fails
 
     def _open_binary(self):
-        """The source as a binary file (decompressed: :data:`COMPRESSIONS`), and whether
-        to close it."""
+        """The source as a binary file (decompressed when its magic bytes say so:
+        :data:`MAGIC`, guarded by ``max_expansion``), and whether to close it."""
         if not isinstance(self.source, str):
-            return self.source, False
-        comp = _compression(self.source)
-        if comp is not None:
-            return COMPRESSIONS[comp](self.source, "rb"), True
-        return open(self.source, "rb"), True
+            f, compressed = open_log(self.source, self.max_expansion)
+            return f, compressed
+        f, _ = open_log(self.source, self.max_expansion)
+        return f, True
 
     def check_columns(self, names, line: int | None, what: str) -> None:
         """A log without a required field is refused before any row is read."""
@@ -263,13 +544,13 @@ class Reader:
         have = set(names)
         for name in required:
             if name is not None and name not in have:
-                raise EventError(
+                raise LayoutError(
                     f"no column {name!r} in {what} (columns: {', '.join(map(str, names))})",
                     line=line,
                     where=None if line is not None else self.where,
                 )
         if self.partial and fm.label not in have and fm.score not in have:
-            raise EventError(
+            raise LayoutError(
                 f"neither {fm.label!r} nor {fm.score!r} is a column of {what}",
                 line=line,
                 where=None if line is not None else self.where,
@@ -306,16 +587,68 @@ class JsonlReader(Reader):
     def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:
         f, close = self._open_binary()
         try:
-            if not self._plain_file():  # offsets in a compressed stream: not kept
-                yield from self._chunks(f, skip)
-            elif offset:  # resume at a byte offset: no line before it is read again
+            plain = self._plain_file()
+            if plain and offset:  # resume at a byte offset: no line before it is read again
                 f.seek(offset)
-                yield from self._chunks(f, skip, lineno=skip, offset=offset)
+                lines = LineReader(f, self.max_line_bytes, lineno=skip, offset=offset)
             else:
-                yield from self._chunks(f, skip, offset=0)
+                lines = LineReader(f, self.max_line_bytes)
+            # offsets in a compressed stream (or a stream) are not kept
+            yield from self._blocks(lines, skip, offsets=plain)
         finally:
             if close:
                 f.close()
+
+    def _blocks(self, reader: LineReader, skip: int, offsets: bool) -> Iterator[Chunk]:
+        """Chunks of the lines of a :class:`LineReader` after line ``skip``: the rows of
+        each block of ``batch_size`` non-blank lines, an over-long line a bad row."""
+        names = self.fields.columns()
+        bs = self.batch_size
+        limit = self.max_line_bytes
+        while True:
+            lines, nums, long, last, offset = reader.take(bs)
+            if not lines and not long:
+                return
+            if len(nums) and nums[0] <= skip:
+                k = int(np.searchsorted(nums, skip, side="right"))
+                lines, nums = lines[k:], nums[k:]
+            long = [x for x in long if x[0] > skip]
+            rejects = [(line, _too_long(nbytes, limit), _text(head) + "...")
+                       for line, nbytes, head in long]
+            if not lines and not rejects:
+                continue
+            columns, linenos, more, kept = self._parse(lines, nums, names)
+            yield Chunk(columns, linenos, False, sorted(rejects + more),
+                        lambda i, _k=kept: _text(_k[i]), last,
+                        offset if offsets else None)
+
+    def _parse(self, lines: list, nums: list, names: list):
+        """``(columns, line numbers, rejects, kept lines)`` of non-blank JSON lines."""
+        columns = None
+        rejects: list = []
+        try:
+            objs = list(map(_loads, lines))
+            if set(map(type, objs)) != {dict}:
+                raise ValueError("not all objects")
+            kept = lines
+            linenos = np.asarray(nums, dtype=np.int64)
+            columns = _fast_columns(objs, names, lines)
+        except (ValueError, RecursionError):  # RecursionError: json nested too deep
+            objs, kept, keep_nums = [], [], []
+            for x, line in zip(lines, np.asarray(nums).tolist()):
+                if not x.strip():
+                    continue
+                o, reason = _parse_json_line(x)
+                if reason is not None:
+                    rejects.append((line, reason, _text(x)))
+                    continue
+                objs.append(o)
+                kept.append(x)
+                keep_nums.append(line)
+            linenos = np.array(keep_nums, dtype=np.int64)
+        if columns is None:
+            columns = {n: [o.get(n, MISSING) for o in objs] for n in names}
+        return columns, linenos, rejects, kept
 
     def _chunks(self, f, skip: int, *, lineno: int = 0, offset: int | None = None,
                 wait: Callable[[], bool] | None = None, origin: Any = None) -> Iterator[Chunk]:
@@ -407,25 +740,22 @@ class CsvReader(Reader):
     def chunks(self, skip: int = 0, offset: int | None = None) -> Iterator[Chunk]:
         # bytes that are not UTF-8 become lone surrogates (surrogateescape): the rows
         # holding them in a field read are refused as bad rows, the others read
-        src = self.source
-        if isinstance(src, str):
-            f, _ = self._open_binary()
-            with io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape",
-                                  newline="") as f:
-                yield from self._chunks(f, skip)
-            return
-        f = io.TextIOWrapper(src, encoding="utf-8-sig", errors="surrogateescape", newline="")
+        f, close = self._open_binary()
+        _bound_csv_fields(self.max_line_bytes)
         try:
-            yield from self._chunks(f, skip)
+            yield from self._chunks(_CsvText(f, self.max_line_bytes), skip)
         finally:
-            f.detach()  # leave the caller's stream (or stdin) open
+            if close:
+                f.close()
 
     def _chunks(self, f, skip: int, *, wait: Callable[[], bool] | None = None,
                 offset: int | None = None) -> Iterator[Chunk]:
         """Chunks of the records of ``f`` (text lines) after line ``skip``. With
         ``wait`` (a followed file, ``f`` a :class:`~streameval.io.follow.CsvLines`): when
         ``f`` gives nothing, ``wait()`` says whether to go on; ``offset``: the byte
-        offset of line ``skip``, where ``f`` jumps after the header."""
+        offset of line ``skip``, where ``f`` jumps after the header. A record the csv
+        module refuses (a field over the limit, a stray quote) or an over-long line is
+        a bad row; the reading goes on at the next line."""
         fm = self.fields
         bs = self.batch_size
         reader = csv.reader(f)
@@ -433,6 +763,7 @@ class CsvReader(Reader):
         shift = 0  # line numbers = reader.line_num + shift (after a jump to ``offset``)
         tell = getattr(f, "offset", None) if wait is not None else None
         origin = getattr(f, "tail", None)
+        text = f if isinstance(f, _CsvText) else None
         while header is None:
             try:
                 row = next(reader)
@@ -440,17 +771,20 @@ class CsvReader(Reader):
                 if wait is not None and wait():
                     continue
                 return
-            except csv.Error as e:
-                raise EventError(f"bad CSV header: {e}", line=reader.line_num) from None
+            except (csv.Error, _RecordTooLong) as e:
+                raise LayoutError(f"bad CSV header: {e}", line=reader.line_num) from None
+            if text is not None and text.long:
+                line, nbytes, _ = text.long[0]
+                raise LayoutError(f"bad CSV header: {_too_long(nbytes, text.limit)}", line=line)
             if row:
                 header = [h.strip() for h in row]
-        header_line = reader.line_num
+        header_line = reader.line_num + (text.skipped if text is not None else 0)
         if not all_utf8(header):
-            raise EventError("bad CSV header: not valid UTF-8", line=header_line)
+            raise LayoutError("bad CSV header: not valid UTF-8", line=header_line)
         index: dict[str, int] = {}
         for j, h in enumerate(header):
             if h in index:
-                raise EventError(f"duplicate column {h!r} in the CSV header", line=header_line)
+                raise LayoutError(f"duplicate column {h!r} in the CSV header", line=header_line)
             index[h] = j
         self.check_columns(header, header_line, "the CSV header")
         ncols = len(header)
@@ -458,28 +792,56 @@ class CsvReader(Reader):
         if offset and tell is not None and offset > f.offset:  # resume after line skip
             f.seek(offset)
             shift = skip - reader.line_num
-        prev = reader.line_num + shift
+        if text is not None:
+            def consumed() -> int:  # physical lines consumed, the blank runs included
+                return reader.line_num + shift + text.skipped
+        else:
+            def consumed() -> int:
+                return reader.line_num + shift
+        prev = consumed()
         while True:
-            try:
-                rows = list(islice(reader, bs))
-            except csv.Error as e:
-                # the csv module cannot resynchronise: the file itself is broken
-                raise EventError(f"bad CSV: {e}", line=reader.line_num + shift + 1) from None
-            if not rows:
+            rows: list = []
+            ends: list = []
+            rejects: list = []  # records the csv module refuses, over-long lines
+            while len(rows) < bs:
+                try:
+                    r = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as e:  # a field over the limit, a stray quote
+                    rejects.append((consumed(), f"bad CSV: {e}", ""))
+                    continue
+                except _RecordTooLong as e:
+                    rejects.append((e.line + shift, str(e), e.head))
+                    continue
+                finally:
+                    if text is not None:
+                        text.record = 0
+                rows.append(r)
+                ends.append(consumed())
+            if text is not None and text.long:
+                rejects += [(line + shift, _too_long(nbytes, text.limit), _text(head) + "...")
+                            for line, nbytes, head in text.long]
+                text.long = []
+            rejects = [r for r in rejects if r[0] > skip]
+            end = consumed()
+            if not rows and not rejects:
+                if end > prev and prev < skip:
+                    prev = end
                 if wait is not None and wait():
                     continue
                 return
-            end = reader.line_num + shift
-            if end - prev == len(rows):  # one physical line per record
-                nums = np.arange(prev + 1, end + 1, dtype=np.int64)
-            else:  # quoted line breaks: count them to find where each record starts
-                span = np.array([1 + sum(map(_breaks, r)) for r in rows], dtype=np.int64)
-                nums = prev + 1 + np.cumsum(span) - span
+            ends_a = np.array(ends, dtype=np.int64)
+            gaps = np.diff(ends_a, prepend=prev)
+            if (gaps == 1).all():  # one physical line per record
+                nums = ends_a
+            else:  # quoted line breaks or blank lines: the record starts breaks before its end
+                span = np.array([sum(map(_breaks, r)) for r in rows], dtype=np.int64)
+                nums = ends_a - span
             prev = end
-            if nums[-1] <= skip:
+            if len(nums) and nums[-1] <= skip and not rejects:
                 continue
-            rejects: list = []
-            if nums[0] <= skip or set(map(len, rows)) != {ncols}:
+            if len(nums) and (nums[0] <= skip or set(map(len, rows)) != {ncols}):
                 keep_rows, keep_nums = [], []
                 for r, line in zip(rows, nums.tolist()):
                     if not r or line <= skip:
@@ -496,12 +858,83 @@ class CsvReader(Reader):
                 bad = [not all_utf8([r[j] for _, j in wanted]) for r in rows]
                 rejects.extend((line, "not valid UTF-8", _csv_text(r))
                                for r, line, b in zip(rows, nums.tolist(), bad) if b)
-                rejects.sort(key=itemgetter(0))
                 rows = [r for r, b in zip(rows, bad) if not b]
-                nums = nums[~np.array(bad)]
+                nums = nums[~np.array(bad, dtype=bool)]
                 columns = {n: list(map(itemgetter(j), rows)) for n, j in wanted}
+            rejects.sort(key=itemgetter(0))
             yield Chunk(columns, nums, True, rejects, lambda i, _r=rows: _csv_text(_r[i]), end,
                         None if tell is None else f.offset, origin)
+
+
+class _RecordTooLong(Exception):
+    """A CSV record (quoted fields running over lines) longer than the line limit."""
+
+    def __init__(self, line: int, limit: int, head: str) -> None:
+        self.line, self.head = line, head
+        super().__init__(f"record runs over more than {limit} bytes, the limit "
+                         "([input] max_line_bytes; an unclosed quote?)")
+
+
+class _CsvText:
+    """The lines of a binary file as text for :func:`csv.reader`, in bounded memory:
+    each line read with ``readline(limit + 1)``; a longer line is consumed to its end
+    without being kept, given to the reader as an empty line and listed in
+    :attr:`long` as ``(line, bytes, head)``; a record running over lines (quoted fields)
+    past ``limit`` bytes raises :class:`_RecordTooLong` (the reader resumes at the next
+    line). Bytes that are not UTF-8 become lone surrogates (``surrogateescape``); a BOM
+    at the start is dropped."""
+
+    def __init__(self, f, limit: int) -> None:
+        self.f, self.limit = f, limit
+        self.lineno = 0
+        self.record = 0  # bytes of the record being read (reset by the caller per row)
+        self.long: list = []
+        self.skipped = 0  # blank lines passed over in bulk (not given to the reader)
+        self._peek = getattr(f, "peek", None)
+
+    def __iter__(self) -> "_CsvText":
+        return self
+
+    def __next__(self) -> str:
+        f, limit = self.f, self.limit
+        line = f.readline(limit + 1)
+        if not line:
+            raise StopIteration
+        self.lineno += 1
+        if self.lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if len(line) > limit and not line.endswith(b"\n"):
+            n, head = len(line), line[:200]
+            while True:
+                more = f.readline(READ_CHUNK)
+                n += len(more)
+                if not more or more.endswith(b"\n"):
+                    break
+            self.long.append((self.lineno, n - 1 if more else n, head))
+            return "\n"
+        if self.record == 0 and line == b"\n" and self._peek is not None:
+            # a run of blank lines between records: counted, not given to the reader
+            while True:
+                ahead = self._peek(READ_CHUNK)[:READ_CHUNK]
+                k = len(ahead) - len(ahead.lstrip(b"\n"))
+                if not k:
+                    break
+                self.f.read(k)
+                self.skipped += k
+                self.lineno += k
+        self.record += len(line)
+        if self.record > limit:
+            self.record = 0
+            self.skipped += 1  # (consumed, not given to the reader)
+            raise _RecordTooLong(self.lineno, limit, _text(line[:200]))
+        return line.decode("utf-8", "surrogateescape")
+
+
+def _bound_csv_fields(limit: int) -> None:
+    """Make the csv module refuse a field over ``limit`` bytes (a bad row), not 128 KiB
+    (its default: an error that used to stop the reading)."""
+    if csv.field_size_limit() != limit:
+        csv.field_size_limit(limit)
 
 
 @register_reader
@@ -675,7 +1108,9 @@ class EventSource:
     skipped rows; by default the first 20 are logged as warnings),
     ``partial`` (rows may lack the label or the score: prediction and label
     rows for :mod:`streameval.io.delayed`), ``follow`` (:class:`Follow`: read a
-    growing file).
+    growing file), ``max_line_bytes`` (a longer line, CSV record or field is a bad
+    row, read without being held), ``max_expansion`` (a compressed file expanding
+    more is refused with :class:`SourceError`; 0: no limit).
     """
 
     def __init__(
@@ -690,6 +1125,8 @@ class EventSource:
         resume_after: int = 0,
         partial: bool = False,
         follow: Follow | None = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        max_expansion: float = MAX_EXPANSION,
     ) -> None:
         if on_error not in ("fail", "skip"):
             raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
@@ -713,7 +1150,15 @@ class EventSource:
         self.follow = follow
         self._ident: dict | None = None  # what recognises the file (for to_state)
         self._chunk: Chunk | None = None  # the chunk of the batch yielded last (raw rows)
-        opts = dict(batch_size=batch_size, partial=partial)
+        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) \
+                or max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be an integer >= 1, got {max_line_bytes!r}")
+        if isinstance(max_expansion, bool) or not isinstance(max_expansion, (int, float)) \
+                or not max_expansion >= 0:
+            raise ValueError(f"max_expansion must be a number >= 0 (0: no limit), "
+                             f"got {max_expansion!r}")
+        opts = dict(batch_size=batch_size, partial=partial, max_line_bytes=max_line_bytes,
+                    max_expansion=max_expansion)
         self.by_name = isinstance(path, (str, os.PathLike)) and os.fspath(path) != "-"
         if follow is not None and not self.by_name:
             raise ValueError("cannot follow a stream: follow a file by its name")
@@ -735,6 +1180,10 @@ class EventSource:
         else:
             self.path = "-" if not hasattr(path, "read") else getattr(path, "name", "<stream>")
             stream = sys.stdin.buffer if not hasattr(path, "read") else path
+            if format != "parquet" and hasattr(stream, "peek"):
+                # a compressed stream (gzip -c log | streameval replay -): by its magic bytes
+                if sniff_compression(stream.peek(8)[:8]) is not None:
+                    stream, _ = open_log(stream, max_expansion)
             if format is not None and format not in FORMATS:
                 raise ValueError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
             fmt = FORMATS[format] if format is not None else _sniff(stream)
@@ -927,6 +1376,12 @@ def arrow_column(arr) -> tuple[Any, bool]:
         if pt.is_integer(t) or pt.is_floating(t) or pt.is_boolean(t):
             return arr.to_numpy(zero_copy_only=False), False
     return arr.to_pylist(), False
+
+
+def _too_long(nbytes: int, limit: int) -> str:
+    """The reason of a row refused for its length."""
+    return (f"line is {nbytes} bytes, more than the limit of {limit} bytes "
+            "([input] max_line_bytes)")
 
 
 def _parse_json_line(x: bytes) -> tuple[Any, str | None]:

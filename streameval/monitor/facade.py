@@ -232,6 +232,9 @@ class Monitor:
         self.other_events = 0
         #: what the monitor warned about (in snapshots, states and replay summaries)
         self.warnings = []
+        #: events without a value for a group_by field, by field: they count in the
+        #: whole stream only (in snapshots, states and replay summaries)
+        self.missing_segment_fields = {}
         self._probe_segments = self._fields is not None  # until GROUP_BY_PROBE events
         # windows by period: their late events are reported per segment
         self._late_names = [name for name, obj in self.metrics.items()
@@ -501,6 +504,10 @@ class Monitor:
                     fail(e.name, e.value, e.reason)
         t = intake.time(t)
         key = intake.segment_key(segment)
+        if self._fields is not None:
+            missing = intake.missing_of_key(key)
+            if missing:
+                self._count_missing(dict.fromkeys(missing, 1))
 
         E = self.every_seconds
         if E is not None and self.t is not None and t // E > self.t // E:
@@ -590,6 +597,10 @@ class Monitor:
         m = len(scores)
         if m == 0:
             return
+        if self._fields is not None:
+            missing = self._intake.missing_fields(codes, keys, m)
+            if missing:
+                self._count_missing(missing)
         if keys and self.max_segments is not None:
             codes, keys = self._cap_codes(codes, keys)
         if self._probe_segments and self.n + m >= GROUP_BY_PROBE:
@@ -745,12 +756,34 @@ class Monitor:
         self.warnings.append(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
+    def _count_missing(self, missing):
+        """Add ``{field: events}`` without a value for a ``group_by`` field; the first
+        time a field lacks one, say so (a RuntimeWarning)."""
+        counts = self.missing_segment_fields
+        for f, k in missing.items():
+            if f not in counts:
+                import warnings
+
+                counts[f] = 0
+                warnings.warn(f"group_by field {f!r} has no value in some events: they count "
+                              "in the whole stream only (snapshot()['missing_segment_fields'] "
+                              "counts them)", RuntimeWarning, stacklevel=4)
+            counts[f] += k
+
+    def segment_warnings(self):
+        """One message per ``group_by`` field some events had no value for, with the
+        count: ``"group_by field 'country' had no value in 1000 of 2000 events: they
+        count in the whole stream only"``."""
+        return [f"group_by field {f!r} had no value in {k} of {self.n} events: they count "
+                "in the whole stream only" for f, k in self.missing_segment_fields.items()]
+
     # ---------------------------------------------------------------------- reading
     def snapshot(self):
         """The current values of every segment, and the active alerts.
 
         ``{"n", "t", "segments": {key: {"segment", "n", "values", "drift"}}, "alerts",
-        "other_events", "max_segments", "warnings"}`` where ``key`` is None for the whole stream,
+        "other_events", "max_segments", "missing_segment_fields", "warnings"}`` where ``key``
+        is None for the whole stream,
         the segment value, or a tuple for several ``group_by`` fields (``"segment"``
         holds its JSON form), ``n`` the segment's events, ``values`` its metrics (None
         where NaN) and ``drift`` its drift reports; with windows by ``period`` each
@@ -776,7 +809,8 @@ class Monitor:
                 segments[seg.key]["error_bounds"] = bounds
         return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
                 "other_events": self.other_events, "max_segments": self.max_segments,
-                "warnings": list(self.warnings)}
+                "missing_segment_fields": dict(self.missing_segment_fields),
+                "warnings": list(self.warnings) + self.segment_warnings()}
 
     def active_alerts(self):
         """The open alerts (pending or firing): the transition that opened each, with its
@@ -848,6 +882,7 @@ class Monitor:
                 segments[-1]["evaluation"] = seg.eval_state()
         data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n, "segments": segments,
                 "other_events": self.other_events, "warnings": list(self.warnings),
+                "missing_segment_fields": dict(self.missing_segment_fields),
                 "probe_segments": self._probe_segments}
         return {"type": self._public_name, "version": self._state_version,
                 "params": params, "data": data}
@@ -877,6 +912,7 @@ class Monitor:
         mon.n = d["n"]
         mon.other_events = d.get("other_events", 0)
         mon.warnings = list(d.get("warnings", ()))
+        mon.missing_segment_fields = dict(d.get("missing_segment_fields", {}))
         mon._probe_segments = d.get("probe_segments", mon._fields is not None
                                     and mon.n < GROUP_BY_PROBE)
         mon.t = d["t"]
@@ -948,6 +984,7 @@ class Monitor:
                 segments[-1]["evaluation"] = seg.eval_state()
         data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n,
                 "segments": segments, "other_events": self.other_events,
+                "missing_segment_fields": dict(self.missing_segment_fields),
                 "warnings": list(self.warnings), "probe_segments": self._probe_segments}
         return {"type": self._public_name, "version": self._state_version,
                 "params": params, "data": data, "arrays": 1}

@@ -369,6 +369,42 @@ class Intake:
             return raw, tuple(keys)  # every value its own key, in the same order
         return remap[raw], tuple(keys)
 
+    def missing_fields(self, codes, keys, m):
+        """``{field: events without a value}`` of an admitted batch of ``m`` events
+        (``codes`` and ``keys`` as :meth:`admit` gives them; None codes: no event has a
+        segment value), fields without missing values left out; ``{}`` without
+        ``group_by``. A single field's missing value is code -1; with several fields
+        a key holds None where its field had no value. Cost: `O(m)` numpy plus
+        `O(keys)`."""
+        fields = self.fields
+        if fields is None or not m:
+            return {}
+        if codes is None:
+            return dict.fromkeys(fields, m)
+        if len(fields) == 1:
+            k = int(np.count_nonzero(codes < 0))
+            return {fields[0]: k} if k else {}
+        per_key = np.bincount(codes[codes >= 0], minlength=len(keys))
+        out = {}
+        for i, f in enumerate(fields):
+            k = sum(int(per_key[c]) for c, key in enumerate(keys) if key[i] is None)
+            k += int(np.count_nonzero(codes < 0))  # (an event without any key)
+            if k:
+                out[f] = k
+        return out
+
+    def missing_of_key(self, key):
+        """The ``group_by`` fields without a value in one event's segment key (a key
+        from :meth:`segment_key`; None: every field)."""
+        fields = self.fields
+        if fields is None:
+            return ()
+        if key is None:
+            return fields
+        if len(fields) == 1:
+            return ()
+        return tuple(f for f, v in zip(fields, key) if v is None)
+
     # ------------------------------------------------------------------ batches
     def admit_columns(self, y_true, y_pred, w=None, t=None, segment=None):
         """Raw columns (the public ``update_many``'s arguments) validated and admitted."""
