@@ -302,6 +302,12 @@ class Pipeline:
                 if k == "warnings":
                     if not isinstance(v, list):
                         raise ValueError(f"counts.warnings = {v!r:.60} is not a list")
+                elif k == "missing_segment_fields":  # {field: events without a value}
+                    if not isinstance(v, dict) or not all(
+                            isinstance(f, str) and type(c) is int and c >= 0
+                            for f, c in v.items()):
+                        raise ValueError(f"counts.missing_segment_fields = {v!r:.60} is not "
+                                         "an object of counts")
                 elif type(v) is not int or v < 0:
                     raise ValueError(f"counts.{k} = {v!r:.60} is not an int >= 0")
             if counts.get("events", monitor.n) != monitor.n:

@@ -397,3 +397,63 @@ def test_followed_file_resumes_at_its_byte_offset_with_its_line_numbers(tmp_path
     ts2, bad2 = read(second)
     assert ts1 + ts2 == plain_ts
     assert bad1 + bad2 == plain_bad
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_followed_file_bounds_its_lines_as_a_plain_reading_does(tmp_path, fmt):
+    """A followed file holds at most ``max_line_bytes`` of a line: an over-long line
+    (here 20 MB against a limit of 10 000 bytes) is a bad row named by its line, as in a
+    plain reading of the same file, the events around it are the same, and the peak
+    memory of reading it stays far below the line's size (tracemalloc)."""
+    import tracemalloc
+
+    from streameval.io.sources import EventSource, Follow
+
+    rows = _rows(200, seed=5)
+    recs = _jsonl(rows) if fmt == "jsonl" else _csv(rows)
+    big = 20_000_000
+    k = 120  # a record replaced by one over-long line
+    recs[k] = ('{"label": 1, "score": 0.' + "1" * big + "}\n" if fmt == "jsonl"
+               else "1," + "2" * big + ",3\n")
+    log = tmp_path / f"log.{fmt}"
+    log.write_text("".join(recs))
+
+    def read(src):
+        got, bad = [], []
+        src.rejected = lambda line, reason, raw: bad.append((line, reason))
+        for b in src:
+            got += b.ts.tolist()
+        return got, bad
+
+    plain_ts, plain_bad = read(EventSource(log, on_error="skip", max_line_bytes=10_000))
+    line = "".join(recs[:k]).count("\n") + 1  # (CSV records may span two lines)
+    assert len(plain_bad) == 1 and plain_bad[0][0] == line
+    assert "more than the limit of 10000 bytes" in plain_bad[0][1]
+    assert len(plain_ts) == 199
+
+    seen = {"events": 0, "bad": 0}
+
+    def done():
+        return seen["events"] + seen["bad"] >= len(plain_ts) + len(plain_bad)
+
+    followed = EventSource(log, on_error="skip", batch_size=25, max_line_bytes=10_000,
+                           follow=Follow(poll=0.01, stop=done))
+    got, bad = [], []
+
+    def rejected(line, reason, raw):
+        bad.append((line, reason))
+        seen["bad"] += 1
+
+    followed.rejected = rejected
+    tracemalloc.start()
+    try:
+        for b in followed:
+            got += b.ts.tolist()
+            seen["events"] += len(b.ts)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == plain_ts
+    assert [line for line, _ in bad] == [line for line, _ in plain_bad]
+    assert "more than the limit of 10000 bytes" in bad[0][1]
+    assert peak < big / 4, peak

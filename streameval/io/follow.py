@@ -22,6 +22,13 @@ Two things a checkpointed or followed replay needs from the file it reads:
   stop request is seen quickly). :class:`CsvLines` hands its lines to a CSV reader a
   whole record at a time (a quoted field may hold line breaks).
 
+With ``max_line_bytes``, a :class:`Tail` never holds more than that of one line: a
+longer line is read to its end without being kept and given as a :class:`LongLine` (its
+first :data:`LONG_HEAD` bytes, ``len()`` the whole line's bytes, so that offsets stay
+true), which the readers count as a bad row; :class:`CsvLines` gives a record held back
+by an odd count of quotes to the CSV reader once it passes the limit (whose field limit
+then refuses it), so following a file holds `O(max_line_bytes)` whatever it contains.
+
 Cost: `O(bytes read)`; :func:`log_identity` reads at most ``HEAD_BYTES +
 TAIL_BYTES`` bytes.
 
@@ -37,7 +44,7 @@ from collections import deque
 from typing import Any, Callable
 
 __all__ = ["HEAD_BYTES", "TAIL_BYTES", "STOP_CHECK", "LogChangedError", "log_identity",
-           "identity_mismatch", "line_start", "Tail", "CsvLines"]
+           "identity_mismatch", "line_start", "Tail", "CsvLines", "LongLine", "LONG_HEAD"]
 
 #: bytes at the start of a log hashed to recognise it (1 MiB: a few ms to hash)
 HEAD_BYTES = 1 << 20
@@ -47,6 +54,23 @@ TAIL_BYTES = 4096
 STOP_CHECK = 0.05
 #: bytes read from a followed file at once
 READ_BYTES = 1 << 20
+#: bytes of an over-long line kept to show in its rejection
+LONG_HEAD = 200
+
+
+class LongLine(bytes):
+    """A line longer than the limit: its first :data:`LONG_HEAD` bytes, while ``len()``
+    is the whole line's bytes (with its newline, if it had one) and :attr:`nbytes` its
+    bytes without the newline, so that the offsets counted from line lengths stay
+    those of the file."""
+
+    def __new__(cls, head: bytes, length: int, nbytes: int) -> "LongLine":
+        line = super().__new__(cls, head)
+        line.length, line.nbytes = length, nbytes
+        return line
+
+    def __len__(self) -> int:
+        return self.length
 
 
 class LogChangedError(ValueError):
@@ -180,12 +204,16 @@ class Tail:
 
     Parameters: ``path``; ``offset`` to start at (the start of a line); ``poll``
     seconds between looks when there is nothing new; ``stop`` a callable polled while
-    waiting and before each read.
+    waiting and before each read; ``max_line_bytes`` (None: no limit) the longest line
+    held, a longer one given as a :class:`LongLine`.
     """
 
     def __init__(self, path: str, *, offset: int = 0, poll: float = 0.5,
-                 stop: Callable[[], bool] | None = None) -> None:
+                 stop: Callable[[], bool] | None = None,
+                 max_line_bytes: int | None = None) -> None:
         self.path = path
+        self.limit = max_line_bytes
+        self._skipping: list | None = None  # [head, bytes so far] of an over-long line
         self.poll = float(poll)
         self._stop = stop if stop is not None else (lambda: False)
         self.f = open(path, "rb", buffering=0)
@@ -244,21 +272,44 @@ class Tail:
         data = self.f.read(READ_BYTES)
         if not data:
             return 0
+        got = len(data)
+        limit = self.limit
+        if self._skipping is not None:  # inside an over-long line: drop it to its end
+            cut = data.find(b"\n") + 1
+            if not cut:
+                self._skipping[1] += got
+                return got
+            head, n = self._skipping
+            self._skipping = None
+            self._lines.append(LongLine(head, n + cut, n + cut - 1))
+            data = data[cut:]
         buf = self._buf + data
         cut = buf.rfind(b"\n") + 1
         if cut:
             parts = buf[:cut].split(b"\n")
             parts.pop()  # the empty piece after the last newline
-            self._lines.extend(p + b"\n" for p in parts)
+            if limit is None or max(map(len, parts)) <= limit:
+                self._lines.extend(p + b"\n" for p in parts)
+            else:
+                self._lines.extend(p + b"\n" if len(p) <= limit else
+                                   LongLine(p[:LONG_HEAD], len(p) + 1, len(p))
+                                   for p in parts)
             self._buf = buf[cut:]
         else:
             self._buf = buf
-        return len(data)
+        if limit is not None and len(self._buf) > limit:  # no newline yet: stop holding
+            self._skipping = [self._buf[:LONG_HEAD], len(self._buf)]
+            self._buf = b""
+        return got
 
     def _end(self, reason: str) -> None:
         """This file is over: read what is left of it, its last line as it is."""
         while self._read():
             pass
+        if self._skipping is not None:
+            head, n = self._skipping
+            self._skipping = None
+            self._lines.append(LongLine(head, n, n))
         if self._buf:
             self._lines.append(self._buf)
             self._buf = b""
@@ -327,7 +378,20 @@ class CsvLines:
         self.offset = tail.offset
         self._ready: deque = deque()
         self._pending: list = []
+        self._pending_bytes = 0
         self._quotes = 0
+        #: over-long lines given to the reader as empty lines, ``(line, bytes, head)``
+        #: with ``line`` counted from this object's first line (the CSV reader reports
+        #: and clears them)
+        self.long: list = []
+        self.lineno = 0
+        self.skipped = 0  # (blank lines not given to the reader: none here)
+        self.record = 0  # (set by the reader per record; unused here)
+
+    @property
+    def limit(self) -> int | None:
+        """The longest line held (the :class:`Tail`'s ``max_line_bytes``)."""
+        return self.tail.limit
 
     def __iter__(self) -> "CsvLines":
         return self
@@ -343,13 +407,21 @@ class CsvLines:
                     continue
                 raise
             self._pending.append(line)
-            self._quotes += line.count(b'"')
-            if self._quotes % 2 == 0:
+            self._pending_bytes += len(line)
+            if type(line) is not LongLine:
+                self._quotes += line.count(b'"')
+            limit = self.tail.limit
+            if self._quotes % 2 == 0 or (limit is not None and self._pending_bytes > limit):
+                # a whole record, or one past the limit (the reader's field limit refuses it)
                 self._ready.extend(self._pending)
-                self._pending, self._quotes = [], 0
+                self._pending, self._quotes, self._pending_bytes = [], 0, 0
         line = self._ready.popleft()
         first = self.offset == 0
         self.offset += len(line)
+        self.lineno += 1
+        if type(line) is LongLine:
+            self.long.append((self.lineno, line.nbytes, bytes(line)))
+            return "\n"
         if first and line.startswith(b"\xef\xbb\xbf"):
             line = line[3:]
         return line.decode("utf-8", "surrogateescape")
@@ -361,6 +433,7 @@ class CsvLines:
         t.f.seek(offset)
         t._lines.clear()
         t._buf = b""
+        t._skipping = None
         t.offset = self.offset = offset
         self._ready.clear()
-        self._pending, self._quotes = [], 0
+        self._pending, self._quotes, self._pending_bytes = [], 0, 0

@@ -77,6 +77,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from streameval.io.follow import LongLine
 from streameval.validation import MAX_EXPANSION, MAX_LINE_BYTES
 from streameval.events import (
     DEFAULT_BATCH_SIZE,
@@ -680,6 +681,12 @@ class JsonlReader(Reader):
                 lines = lines[skip - start + 1:]
                 start = skip + 1
             rejects: list = []
+            if any(type(x) is LongLine for x in lines):  # (a followed file's over-long lines)
+                for k, x in enumerate(lines):
+                    if type(x) is LongLine:
+                        rejects.append((start + k, _too_long(x.nbytes, self.max_line_bytes),
+                                        _text(bytes(x)) + "..."))
+                        lines[k] = b"\n"
             columns = None
             try:
                 objs = list(map(loads, lines))
@@ -763,7 +770,9 @@ class CsvReader(Reader):
         shift = 0  # line numbers = reader.line_num + shift (after a jump to ``offset``)
         tell = getattr(f, "offset", None) if wait is not None else None
         origin = getattr(f, "tail", None)
-        text = f if isinstance(f, _CsvText) else None
+        # a file's lines (_CsvText) or a followed file's (CsvLines): both list the
+        # over-long lines they gave as empty ones in ``long``
+        text = f if isinstance(f, _CsvText) or hasattr(f, "long") else None
         while header is None:
             try:
                 row = next(reader)
@@ -1039,7 +1048,7 @@ class FollowReader(Reader):
         from streameval.io.follow import CsvLines, Tail
 
         fw = self.follow
-        opts = {"poll": fw.poll, "stop": fw.stop}
+        opts = {"poll": fw.poll, "stop": fw.stop, "max_line_bytes": self.inner.max_line_bytes}
         csv_ = self.format == "csv"
         tail = Tail(self.source, offset=0 if csv_ else (offset or 0), **opts)
         while True:
