@@ -350,7 +350,7 @@ class _CountSliding(Sliding, case="count"):
         `O(chunks)` plus packing the batches new since the last call."""
         if not self._typed:
             return None
-        memo = getattr(self, "_packs", None) or []
+        memo = self.__dict__.get("_packs") or []  # (set by the last call or a restore)
         chunks = list(self._chunks)
         out, used, run = [], [], []
         pos, size = 0, len(chunks)

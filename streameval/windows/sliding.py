@@ -376,13 +376,21 @@ class Sliding(Cases):
         obj.late = int(data["late"])
         return obj
 
+    def _stored_arrays(self):
+        """The stored batches as numpy columns for a binary checkpoint, or None (the
+        JSON state then): what a window keeping typed batches overrides."""
+        return None
+
+    def _restore_arrays(self, store):
+        """Restore :meth:`_stored_arrays` (``ValueError`` when this window keeps none)."""
+        raise ValueError("bad Sliding state: stored arrays in a window that keeps none")
+
     def to_array_state(self):
         """The binary checkpoint's state (see :mod:`streameval.metrics.arraystate`): the
         wrapped metric's binary state and the stored batches as their numpy columns,
         as they are; None (the JSON ``to_state`` then) for windows that keep Python
         values. Runtime complexity: `O(chunks)` (the columns are not copied)."""
-        stored = getattr(self, "_stored_arrays", None)
-        store = stored() if stored is not None else None
+        store = self._stored_arrays()
         if store is None:
             return None
         from streameval.metrics.arraystate import MARK, array_state
@@ -400,12 +408,9 @@ class Sliding(Cases):
             raise ValueError("bad Sliding state: expected keys late, metric, newest, store")
         inner = from_array_state(data["metric"])
         obj = Sliding(inner, **state["params"])
-        restore = getattr(obj, "_restore_arrays", None)
-        if restore is None:
-            raise ValueError("bad Sliding state: stored arrays in a window that keeps none")
         obj.metric = inner
         obj._bind()
-        restore(data["store"])
+        obj._restore_arrays(data["store"])
         newest, late = data["newest"], data["late"]
         if not (newest is None or type(newest) in (int, float)) or type(late) is not int:
             raise ValueError("bad Sliding state: newest must be a number or null and late "
