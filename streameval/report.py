@@ -87,6 +87,7 @@ __all__ = [
     "TIMELINE_SEGMENTS",
     "MAX_LANES",
     "CURVE_POINTS",
+    "format_time",
 ]
 
 #: size of :func:`plot_metric`'s figure, in inches; with :data:`DPI`, 900 x 330 px
@@ -388,7 +389,7 @@ def _fmt(value, digits=6):
     return str(value)
 
 
-def _fmt_time(t):
+def format_time(t):
     """Event time (epoch seconds) as a UTC date, ``"2024-03-02 23:59:43 UTC"``; ``""``
     when there is none (None or NaN)."""
     if t is None or (isinstance(t, float) and math.isnan(t)):

@@ -537,11 +537,11 @@ def test_values_nan_formatting():
 
 
 def test_time_formatting():
-    assert report._fmt_time(0) == "1970-01-01 00:00:00 UTC"
+    assert report.format_time(0) == "1970-01-01 00:00:00 UTC"
     t = datetime(2024, 3, 2, 23, 59, 43, tzinfo=timezone.utc).timestamp()
-    assert report._fmt_time(t + 0.9) == "2024-03-02 23:59:43 UTC"
-    assert report._fmt_time(None) == "" and report._fmt_time(math.nan) == ""
-    assert report._fmt_time(1e20) == "1e+20"  # beyond datetime: the number itself
+    assert report.format_time(t + 0.9) == "2024-03-02 23:59:43 UTC"
+    assert report.format_time(None) == "" and report.format_time(math.nan) == ""
+    assert report.format_time(1e20) == "1e+20"  # beyond datetime: the number itself
 
 
 def test_plot_metric_draws_its_rules_spans_and_thresholds_only():

@@ -53,7 +53,7 @@ from streameval.io.alertmanager import AlertmanagerSink, AlertmanagerWebhookSink
 from streameval.io.sinks import WebhookSink
 from streameval.monitor import Monitor
 from streameval.service.checks import (
-    _MAKE_TOKEN,
+    MAKE_TOKEN,
     MIN_TOKEN_BYTES,
     check_token,
     segments_by_key,
@@ -538,7 +538,7 @@ def _token(args) -> str | None:
                 token = f.read().strip()
         except FileNotFoundError:
             raise ValueError(f"--token-file {path}: no such file; make one with "
-                             f"{_MAKE_TOKEN}") from None
+                             f"{MAKE_TOKEN}") from None
         except (OSError, UnicodeDecodeError) as e:
             why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             raise ValueError(f"--token-file {path}: cannot read it: {why}") from None

@@ -6,13 +6,14 @@ Imports: the standard library only.
 
 from __future__ import annotations
 
-__all__ = ["MIN_TOKEN_BYTES", "check_token", "snapshot_json", "segments_by_key"]
+__all__ = ["MIN_TOKEN_BYTES", "MAKE_TOKEN", "check_token", "snapshot_json", "segments_by_key"]
 
 #: Shortest token accepted: 16 bytes (128 bits when random, as
 #: ``python -c "import secrets; print(secrets.token_urlsafe(32))"`` makes them) are out of
 #: reach of guessing over HTTP; a shorter one is refused at start.
 MIN_TOKEN_BYTES = 16
-_MAKE_TOKEN = ("python -c \"import secrets; print(secrets.token_urlsafe(32))\" > token.txt")
+#: The command that makes a good token, named when a token is refused.
+MAKE_TOKEN = ("python -c \"import secrets; print(secrets.token_urlsafe(32))\" > token.txt")
 
 
 def snapshot_json(snap: dict) -> dict:
@@ -69,4 +70,4 @@ def check_token(token, where: str = "token") -> None:
     n = len(token.encode("utf-8"))
     if n < MIN_TOKEN_BYTES:
         raise ValueError(f"{where} of {n} bytes: a token needs at least {MIN_TOKEN_BYTES} "
-                         f"bytes; make one with {_MAKE_TOKEN}")
+                         f"bytes; make one with {MAKE_TOKEN}")

@@ -37,7 +37,7 @@ from collections import deque
 import numpy as np
 
 from streameval.report import (
-    _fmt_time,
+    format_time,
     downsample,
     monitor_curves,
     render_html,
@@ -205,7 +205,7 @@ class LivePage:
         alerts = self.timeline.alerts()
         alerting = list(dict.fromkeys(a.get("segment") for a in alerts
                                       if a.get("state") == "firing"))[:8]
-        facts = {"events": n, "last event time": _fmt_time(t) or None,
+        facts = {"events": n, "last event time": format_time(t) or None,
                  "batches applied": info.get("seq"),
                  "rejected events": info.get("rejected"), "checkpoints": info.get("checkpoints"),
                  "timeline rows kept": len(rows), "timeline rows thinned": self.timeline.thinned}
