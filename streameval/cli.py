@@ -273,7 +273,8 @@ def _spark_replay(args):
                  .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
     try:
         return spark_replay(args.log, args.out, args.config, spark=spark,
-                            on_error=args.on_error, report=not args.no_report)
+                            on_error=args.on_error, report=not args.no_report,
+                            allow_empty=args.allow_empty)
     except SparkReplayError as e:
         raise ReplayError(str(e)) from None
     except EventError as e:

@@ -175,6 +175,12 @@ _SCALARS = (str, int, float, bool)
 LABEL_WORDS = "true, false, 1 or 0"
 
 
+#: The byte limits a :class:`FieldMap` carries and their defaults (from
+#: :mod:`streameval.validation`); ``to_dict`` names those set to another value.
+_BYTE_LIMITS = (("max_id_bytes", MAX_ID_BYTES), ("max_segment_bytes", MAX_SEGMENT_BYTES),
+                ("max_label_bytes", MAX_LABEL_BYTES))
+
+
 @dataclass(frozen=True)
 class FieldMap:
     """Names of the event fields in a log row, and the label values.
@@ -185,7 +191,9 @@ class FieldMap:
     without a time in a log that has a time field. ``max_future`` (seconds):
     an event time further ahead of the wall clock is a bad row (a timestamp
     in the future would move every window's clock there for good); None: no
-    limit.
+    limit. ``max_id_bytes``, ``max_segment_bytes``, ``max_label_bytes``: the UTF-8
+    bytes of an id, a segment value and a label string a row may hold (a longer one is
+    a bad row).
 
     >>> FieldMap(label="is_spam", pos_label="spam", neg_label="ham").labels
     ('spam', 'ham')
@@ -203,6 +211,9 @@ class FieldMap:
     neg_label: Any = None
     require_ts: bool = True
     max_future: float | None = None
+    max_id_bytes: int = MAX_ID_BYTES
+    max_segment_bytes: int = MAX_SEGMENT_BYTES
+    max_label_bytes: int = MAX_LABEL_BYTES
     _label_map: dict = _field(init=False, repr=False, compare=False, hash=False)
     _text_map: dict = _field(init=False, repr=False, compare=False, hash=False)
     _numeric_labels: bool = _field(init=False, repr=False, compare=False, hash=False)
@@ -211,6 +222,10 @@ class FieldMap:
         set_ = object.__setattr__
         set_(self, "max_future",
              check_param("FieldMap.max_future", self.max_future, Real(0, allow_none=True)))
+        for name in ("max_id_bytes", "max_segment_bytes", "max_label_bytes"):
+            v = getattr(self, name)
+            if type(v) is not int or v < 1:
+                raise ValueError(f"FieldMap.{name} = {v!r}: must be an int >= 1")
         seg = self.segment
         if isinstance(seg, (list, tuple)):
             seg = tuple(seg)
@@ -303,13 +318,15 @@ class FieldMap:
             "neg_label": self.neg_label,
             "require_ts": self.require_ts,
             "max_future": self.max_future,
+            **{name: getattr(self, name) for name, default in _BYTE_LIMITS
+               if getattr(self, name) != default},
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> "FieldMap":
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
         known = {"ts", "label", "score", "id", "weight", "segment", "pos_label",
-                 "neg_label", "require_ts", "max_future"}
+                 "neg_label", "require_ts", "max_future", *(n for n, _ in _BYTE_LIMITS)}
         extra = set(d) - known
         if extra:
             raise ValueError(f"unknown FieldMap keys: {sorted(extra)}")
@@ -591,9 +608,9 @@ def _label(v: Any, fm: FieldMap, text: bool) -> bool:
         key = v.strip()
         if not key:
             raise _Bad(f"missing field '{fm.label}'")
-        if len(key) * 4 > MAX_LABEL_BYTES:
+        if len(key) * 4 > fm.max_label_bytes:
             try:
-                check_text_bytes(key, fm.label, MAX_LABEL_BYTES)
+                check_text_bytes(key, fm.label, fm.max_label_bytes)
             except ValidationError as e:
                 raise _Bad(f"{fm.label} is {e.reason}") from None
         if fm.boolean_labels:
@@ -629,13 +646,13 @@ def _capped(v: str, name: str, limit: int) -> str:
     return v
 
 
-def _ident(v: Any, name: str, text: bool) -> Any:
+def _ident(v: Any, name: str, text: bool, limit: int = MAX_ID_BYTES) -> Any:
     t = type(v)
     if t is str:
-        return _capped(_utf8(v, name), name, MAX_ID_BYTES) if v else None
+        return _capped(_utf8(v, name), name, limit) if v else None
     if t is int:
-        if v.bit_length() > 8 * MAX_ID_BYTES:
-            raise _Bad(f"{name} is an integer of more than {MAX_ID_BYTES} bytes")
+        if v.bit_length() > 8 * limit:
+            raise _Bad(f"{name} is an integer of more than {limit} bytes")
         return v
     if v is MISSING or v is None:
         return None
@@ -644,10 +661,10 @@ def _ident(v: Any, name: str, text: bool) -> Any:
     raise _Bad(f"{name} must be a string or an integer, got {_show(v)}")
 
 
-def _segval(v: Any, name: str, text: bool) -> Any:
+def _segval(v: Any, name: str, text: bool, limit: int = MAX_SEGMENT_BYTES) -> Any:
     t = type(v)
     if t is str:
-        return _capped(_utf8(v, name), name, MAX_SEGMENT_BYTES) if v else None
+        return _capped(_utf8(v, name), name, limit) if v else None
     if v is MISSING or v is None:
         return None
     if isinstance(v, np.generic):
@@ -660,7 +677,7 @@ def _segval(v: Any, name: str, text: bool) -> Any:
     if t is int or t is bool:
         return v
     if t is str:
-        return _capped(_utf8(v, name), name, MAX_SEGMENT_BYTES) if v else None
+        return _capped(_utf8(v, name), name, limit) if v else None
     raise _Bad(f"{name} must be a string, number or bool, got {_show(v)}")
 
 
@@ -721,16 +738,17 @@ def _row_values(get: Callable[[str], Any], fm: FieldMap, is_text, partial: bool,
     else:
         score = _number(v, fm.score, text)
     weight = 1.0 if fm.weight is None else _weight(get(fm.weight), fm.weight, is_text(fm.weight))
-    ident = None if fm.id is None else _ident(get(fm.id), fm.id, is_text(fm.id))
+    ident = None if fm.id is None else _ident(get(fm.id), fm.id, is_text(fm.id),
+                                              fm.max_id_bytes)
     if partial and ident is None and kind != KIND_EVENT:
         raise _Bad(f"missing field '{fm.id}' (needed to join labels to predictions)")
     segs = fm.segment_fields
     if not segs:
         seg = None
     elif len(segs) == 1:
-        seg = _segval(get(segs[0]), segs[0], is_text(segs[0]))
+        seg = _segval(get(segs[0]), segs[0], is_text(segs[0]), fm.max_segment_bytes)
     else:
-        seg = tuple(_segval(get(s), s, is_text(s)) for s in segs)
+        seg = tuple(_segval(get(s), s, is_text(s), fm.max_segment_bytes) for s in segs)
     return ts, label, score, weight, ident, seg, kind
 
 
@@ -750,7 +768,7 @@ def parse_event(obj: dict, fields: FieldMap | None = None, where: str = "event")
     >>> parse_event({"label": "maybe", "score": 0.8, "ts": 0}, where="event 3")
     Traceback (most recent call last):
     ...
-    streameval.events.EventError: event 3: unknown label 'maybe' (expected one of True/False)
+    streameval.events.EventError: event 3: unknown label 'maybe' (expected one of true, false, 1 or 0)
     """
     fm = fields if fields is not None else _DEFAULT_FIELDS
     if not isinstance(obj, dict):
@@ -1063,7 +1081,7 @@ def _col_objects(col, name: str, text: bool, fn, ok_types, limit: int):
     bad = np.zeros(len(col), bool)
     for i, v in enumerate(col):
         try:
-            out[i] = fn(v, name, text)
+            out[i] = fn(v, name, text, limit)
         except _Bad:
             bad[i] = True
     return out, bad
@@ -1185,7 +1203,7 @@ def build_batch(
     ids = None
     if fm.id is not None:
         ids, b = _col_objects(get(fm.id), fm.id, is_text(fm.id), _ident, _ID_TYPES,
-                              MAX_ID_BYTES)
+                              fm.max_id_bytes)
         if b is not None:
             bad |= b
         if partial:
@@ -1202,7 +1220,7 @@ def build_batch(
         parts = []
         for name in sf:
             p, b = _col_objects(get(name), name, is_text(name), _segval, _SEG_TYPES,
-                                MAX_SEGMENT_BYTES)
+                                fm.max_segment_bytes)
             if b is not None:
                 bad |= b
             parts.append(p)

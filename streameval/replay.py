@@ -362,7 +362,7 @@ class Replay:
                 bar.close()
                 pipe.on_batch = user
         if not self.allow_empty and not self.follow and counts["rows"] == counts["rejected"]:
-            raise ReplayError(_empty_message(log, counts))
+            raise ReplayError(empty_message(log, counts))
         return self._summary(counts, resumed=state is not None)
 
     def _summary(self, counts, resumed):
@@ -373,7 +373,7 @@ class Replay:
                          curves=self.curves)
 
 
-def _empty_message(log, counts):
+def empty_message(log, counts):
     """The one line of a replay that read no row it could count."""
     name = "-" if str(log) == "-" else str(log)
     n = counts["rows"]

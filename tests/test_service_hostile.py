@@ -963,7 +963,9 @@ def test_metrics_label_values_are_escaped_and_bounded():
 
     odd = 'a"b\nc\\d'
     long1, long2 = "x" * 100_000, "x" * 99_999 + "y"
-    with BackgroundServer({"monitor": {"group_by": "seg"}}) as srv:
+    # (a deployment that raised the segment limit: the exposition still bounds them)
+    with BackgroundServer({"monitor": {"group_by": "seg"},
+                           "serve": {"max_segment_bytes": 200_000}}) as srv:
         srv.engine.ingest([{"ts": 1_700_000_000 + i, "label": i % 2, "score": i / 12,
                             "seg": seg} for i, seg in enumerate([odd, long1, long2] * 4)])
         status, _, data = call(srv.url, "GET", "/metrics")

@@ -304,8 +304,21 @@ def test_odd_lines_reserved_segments_and_an_empty_log(small_splits, tmp_path):
     assert "reserved" in rej1[1]["reason"] and "UTF-8" in rej1[0]["reason"]
     # a log without events: the one row of the local replay's flush
     (tmp_path / "empty.jsonl").write_text("\n")
+    from streameval.replay import ReplayError
+    from streameval.spark.replay import SparkReplayError
+
+    for engine in ("local", "spark"):  # refused by both unless accepted
+        error = ReplayError if engine == "local" else SparkReplayError
+        with pytest.raises(error, match="no events: no rows"):
+            if engine == "local":
+                local_replay(tmp_path / "empty.jsonl", tmp_path / "e0", config=cfg,
+                             report=False, progress=False)
+            else:
+                _spark_replay(tmp_path / "empty.jsonl", tmp_path / "e0", cfg, spark=spark,
+                              report=False)
     local_replay(tmp_path / "empty.jsonl", tmp_path / "e1", config=cfg, report=False,
-                 progress=False)
-    _spark_replay(tmp_path / "empty.jsonl", tmp_path / "e2", cfg, spark=spark, report=False)
+                 progress=False, allow_empty=True)
+    _spark_replay(tmp_path / "empty.jsonl", tmp_path / "e2", cfg, spark=spark, report=False,
+                  allow_empty=True)
     assert _jsonl(tmp_path / "e1" / "metrics.jsonl") == _jsonl(tmp_path / "e2" / "metrics.jsonl")
     assert len(_jsonl(tmp_path / "e2" / "metrics.jsonl")) == 1

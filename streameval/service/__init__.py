@@ -136,7 +136,11 @@ def load_config(config):
     for key in ("max_future", "label_ttl", "on_duplicate"):
         if key in given:
             extra[key] = inp[key]
-    fields = dataclasses.replace(run.fields(monitor), max_future=None)
+    # the events' byte limits are the service's (``[serve] max_id_bytes``, ...): the
+    # body parser and the event checks refuse the same values
+    limits = {k: run.serve[k] for k in ("max_id_bytes", "max_segment_bytes", "max_label_bytes")
+              if run.serve.get(k) is not None}
+    fields = dataclasses.replace(run.fields(monitor), max_future=None, **limits)
     return monitor, fields, {**run.serve, **extra}, run.monitor
 
 

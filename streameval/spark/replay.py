@@ -601,7 +601,8 @@ class _WindowValue:
 
 
 def replay(log, out, config=None, *, spark=None, order_by=None, format=None,
-           on_error="fail", report=True, title=None, config_dir=None, stats=None):
+           on_error="fail", report=True, title=None, config_dir=None, stats=None,
+           allow_empty=False):
     """Replay a log on Spark: ``metrics.jsonl``, ``alerts.jsonl``, ``summary.json`` (and
     ``report.html``) in ``out``, equal to the single-process ``streameval replay``'s.
 
@@ -627,11 +628,17 @@ def replay(log, out, config=None, *, spark=None, order_by=None, format=None,
         Filled with ``buckets``, ``records`` (state records streamed to the driver),
         ``passes`` and ``seconds`` per phase.
 
+    allow_empty : bool
+        Accept a log without events (no rows, or every row rejected); without it (and
+        without ``[input] allow_empty``) that is a :class:`SparkReplayError`, as in the
+        single-process replay.
+
     Returns
     -------
     dict
         The summary (as :func:`streameval.replay.replay`'s).
     """
+    from streameval import runconfig
     from streameval.replay import load_replay_config
 
     t0 = time.perf_counter()
@@ -641,6 +648,8 @@ def replay(log, out, config=None, *, spark=None, order_by=None, format=None,
     try:
         # edge "spark": the schema refuses what Spark does not do (delayed labels)
         monitor, fields, fmt0, _ = load_replay_config(config, config_dir, edge="spark")
+        allow_empty = bool(allow_empty or runconfig.parse(config, "spark", config_dir)
+                           .input.get("allow_empty"))
     except ValueError as e:
         raise SparkReplayError(f"{config if not isinstance(config, dict) else 'config'}: {e}") from None
     plan = _Plan(monitor, fields)
@@ -650,7 +659,7 @@ def replay(log, out, config=None, *, spark=None, order_by=None, format=None,
     parsed = df.mapInPandas(_parse_pass(plan, kind, names), _PARSED).persist()
     try:
         return _run(spark, parsed, kind, plan, monitor, fields, log, Path(out), on_error, report,
-                    title, stats, t0)
+                    title, stats, t0, allow_empty)
     finally:
         parsed.unpersist()
 
@@ -667,7 +676,7 @@ def _session():
 
 
 def _run(spark, parsed, kind, plan, monitor, fields, log, out, on_error, report, title, stats,
-         t0):
+         t0, allow_empty=False):
     from pyspark.sql import functions as F
 
     from streameval.io.sinks import JsonlSink, rejected_callback
@@ -729,6 +738,10 @@ def _run(spark, parsed, kind, plan, monitor, fields, log, out, on_error, report,
               "expired": 0, "orphans": 0, "unlabeled": 0,
               "future": sum(1 for _, r, _ in rejected_rows if "ahead of" in r),
               "other_events": blocks["other_events"], "warnings": list(monitor.warnings)}
+    if not allow_empty and counts["rows"] == counts["rejected"]:
+        from streameval.replay import empty_message
+
+        raise SparkReplayError(empty_message(log, counts))
     return _summary(out, log, counts, t0, report, title)
 
 
