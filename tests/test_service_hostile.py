@@ -528,8 +528,8 @@ def release_settled(port):
 def test_refused_bodies_give_their_memory_back(tmp_path):
     """Refused 15 MB bodies (parsed whole: the last event is bad) and refused 3 MB ones
     (10^6 empty objects) leave nothing behind: once the service's memory release has
-    run after the last of them, its resident size is within 10% of what it was after a
-    warm-up of three of each kind (the first ones pay for what large bodies need once
+    run after the last of them, its resident size is within 10% (plus one body's bytes)
+    of what it was after a warm-up of three of each kind (the first ones pay for what large bodies need once
     and keep: ingestion threads, their malloc arenas, the parser's buffers). What is
     measured is that memory does not accumulate with the refusals."""
     ev = b'{"ts":1700000000,"label":1,"score":0.5}'
@@ -570,8 +570,12 @@ def test_refused_bodies_give_their_memory_back(tmp_path):
     finally:
         stop_cli(proc)
     assert peak > baseline  # the bodies were parsed: memory was taken, then given back
-    assert after_big <= 1.10 * baseline, (baseline, peak, after_big)
-    assert after_empties <= 1.10 * baseline, (baseline, after_empties)
+    # what 12 (30) refusals would leave if each kept even a twelfth of its body exceeds
+    # this: 10% of the baseline, plus one body's bytes of malloc arenas that a parse
+    # under CPU load may not have returned yet when the release ran
+    big_mb, empties_mb = len(big) / 2**20, len(empties) / 2**20
+    assert after_big <= 1.10 * baseline + big_mb, (baseline, peak, after_big)
+    assert after_empties <= 1.10 * baseline + empties_mb, (baseline, after_empties)
 
 
 # ----------------------------------------------------------------------- connections
