@@ -91,6 +91,8 @@ __all__ = [
     "has_interval",
     "critical_value",
     "wilson_interval",
+    "wilson_cc_interval",
+    "logit_interval",
     "interval_of",
     "shared_batch",
     "open_memo",
@@ -232,6 +234,90 @@ def wilson_interval(x, n, z):
     return center - half, center + half
 
 
+def wilson_cc_interval(x, n, z):
+    """Wilson score interval with continuity correction ``(low, high)`` of the proportion
+    ``x / n`` (``x`` successes in ``n > 0`` trials, weighted sums allowed) at critical
+    value ``z``, inside ``[0, 1]``: the score test's interval with Yates' correction, the
+    closed form of Newcombe (1998), "Two-sided confidence intervals for the single
+    proportion: comparison of seven methods", Statistics in Medicine 17, method 4:
+    ``low = (2np + z^2 - 1 - z sqrt(z^2 - 2 - 1/n + 4p(n(1 - p) + 1))) / (2(n + z^2))``,
+    ``high = (2np + z^2 + 1 + z sqrt(z^2 + 2 - 1/n + 4p(n(1 - p) - 1))) / (2(n + z^2))``,
+    ``low = 0`` at ``x = 0`` and ``high = 1`` at ``x = n``. Equal to SciPy's
+    ``binomtest(x, n).proportion_ci(level, method="wilsoncc")``. Its coverage stays at
+    or above the nominal level for every ``p`` at small ``n``, where the plain Wilson
+    interval (:func:`wilson_interval`) dips to 0.89 at 95% (``n = 20``, ``p`` near
+    0.97); it is wider by about ``1 / (2n)`` on each side.
+
+    Runtime complexity: `O(1)`.
+
+    >>> low, high = wilson_cc_interval(8, 10, 1.959963984540054)
+    >>> round(low, 6), round(high, 6)
+    (0.442181, 0.964573)
+    """
+    p = x / n
+    z2 = z * z
+    denom = 2.0 * (n + z2)
+    if x <= 0.0:
+        low = 0.0
+    else:
+        low = (2.0 * n * p + z2 - 1.0
+               - z * math.sqrt(max(z2 - 2.0 - 1.0 / n + 4.0 * p * (n * (1.0 - p) + 1.0), 0.0)))
+        low = max(0.0, low / denom)
+    if x >= n:
+        high = 1.0
+    else:
+        high = (2.0 * n * p + z2 + 1.0
+                + z * math.sqrt(max(z2 + 2.0 - 1.0 / n + 4.0 * p * (n * (1.0 - p) - 1.0), 0.0)))
+        high = min(1.0, high / denom)
+    return float(low), float(high)
+
+
+def _t_critical(z, df):
+    """The Student t critical value with ``df`` degrees of freedom at the two-sided level
+    of the normal critical value ``z`` (SciPy's ``stdtrit``, imported on first use)."""
+    from scipy.special import stdtrit  # (a dependency of river; kept off the import path)
+
+    return float(-stdtrit(df, _NORMAL.cdf(-z)))
+
+
+def logit_interval(value, var, df, m, lo, hi, z):
+    """The logit-scale confidence interval ``(low, high)`` of ``value``, a statistic in
+    ``[lo, hi]`` with variance estimate ``var`` on ``df`` degrees of freedom, at the
+    two-sided level of the normal critical value ``z``: with ``u = (value - lo) / (hi -
+    lo)`` and ``t`` Student's critical value on ``df`` degrees of freedom at that level,
+    ``logit(u) +- t sqrt(var) / ((hi - lo) u (1 - u))`` (the delta method), mapped back:
+    the ends stay inside ``(lo, hi)`` and the interval is longer on the side of the
+    range's middle, where a proportion-like statistic near an end has its long tail. At
+    an end (``u`` is 0 or 1) the logit is infinite; the interval is then the
+    Clopper-Pearson interval of ``m`` out of ``m`` (``m`` independent trials, all
+    successes): ``[lo + (hi - lo) (alpha / 2)^(1 / m), hi]`` (mirrored at ``lo``), with
+    ``alpha / 2`` the normal tail beyond ``z``. ``(nan, nan)`` when ``value`` or ``var``
+    is nan.
+
+    Runtime complexity: `O(1)`.
+
+    >>> [round(v, 6) for v in logit_interval(0.9, 0.0025, 1e9, 10, 0.0, 1.0, 1.959963984540054)]
+    [0.751822, 0.963949]
+    >>> [round(v, 6) for v in logit_interval(1.0, 0.0, 10, 10, 0.0, 1.0, 1.959963984540054)]
+    [0.691503, 1.0]
+    """
+    if not (value == value and var >= 0.0 and df > 0.0):
+        return _NAN2
+    width = hi - lo
+    u = (value - lo) / width
+    if u >= 1.0 or u <= 0.0:
+        if not m > 0.0:
+            return _NAN2
+        end = width * _NORMAL.cdf(-z) ** (1.0 / m)
+        return (float(lo + end), float(hi)) if u >= 1.0 else (float(lo), float(hi - end))
+    t = _t_critical(z, df)
+    half = t * math.sqrt(var) / (width * u * (1.0 - u))
+    center = math.log(u / (1.0 - u))
+    low = lo + width / (1.0 + math.exp(-(center - half)))
+    high = lo + width / (1.0 + math.exp(-(center + half)))
+    return float(max(lo, low)), float(min(hi, high))
+
+
 def _wilson_variances(xs, ns, z):
     """Per proportion ``xs / ns`` (numpy arrays, ``ns > 0``): the variance a Wilson
     interval implies, ``(half / z)^2``, its half-width over the critical value."""
@@ -254,13 +340,18 @@ def interval_of(parts, z):
     window keeps the last closed window's, and saves it in its state):
 
     * ``None``: undefined, ``(nan, nan)``;
-    * ``["wilson", x, n]``: the Wilson score interval of ``x / n`` (:func:`wilson_interval`);
+    * ``["wilson", x, n]``: the Wilson score interval with continuity correction of
+      ``x / n`` (:func:`wilson_cc_interval`);
     * ``["wilson_mean", value, a, x, n]``: ``value = sum_c a_c x_c / n_c``, a weighted
       mean of proportions; a normal interval whose variance is
       ``sum_c a_c^2 v_c``, ``v_c`` the variance each class's Wilson interval implies
       (``(half_c / z)^2``), the proportions taken as independent; clipped to [0, 1];
     * ``["normal", value, variance, lo, hi]``: ``value +- z sqrt(variance)`` clipped to
-      ``[lo, hi]`` (DeLong's AUC: ``[0, 1]``; Gini: ``[-1, 1]``).
+      ``[lo, hi]`` (what a tumbling window saved before AUC intervals were logit-scaled);
+    * ``["logit", value, variance, df, m, lo, hi]``: the logit-scale interval of a
+      statistic in ``[lo, hi]`` with a Student t critical value on ``df`` degrees of
+      freedom, and at an end of the range the Clopper-Pearson interval of ``m`` out of
+      ``m`` (:func:`logit_interval`; the AUC: ``[0, 1]``; Gini: ``[-1, 1]``).
 
     Runtime complexity: `O(1)` (`O(k)` for a mean of ``k`` proportions).
 
@@ -276,8 +367,10 @@ def interval_of(parts, z):
         _, x, n = parts
         if not n > 0.0:
             return _NAN2
-        low, high = wilson_interval(x, n, z)
-        return float(max(0.0, low)), float(min(1.0, high))
+        return wilson_cc_interval(x, n, z)
+    if kind == "logit":
+        _, value, var, df, m, lo, hi = parts
+        return logit_interval(value, var, df, m, lo, hi, z)
     if kind == "normal":
         _, value, var, lo, hi = parts
         if not (value == value and var >= 0.0):
@@ -302,7 +395,7 @@ def interval_parts(data):
         kind = data[0]
         if kind == "wilson" and len(data) == 3:
             parts = [kind, float(data[1]), float(data[2])]
-        elif kind == "normal" and len(data) == 5:
+        elif (kind == "normal" and len(data) == 5) or (kind == "logit" and len(data) == 7):
             parts = [kind] + [float(v) for v in data[1:]]
         elif kind == "wilson_mean" and len(data) == 5:
             cols = [[float(v) for v in col] for col in data[2:]]

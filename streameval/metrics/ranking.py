@@ -78,6 +78,7 @@ from streameval.metrics.scoreorder import (
     DEFAULT_MAX_SCORES,
     ScoreOrder,
     coarse_key,
+    delong_components,
     delong_variance,
 )
 from streameval.validation import REVERT_SLACK as _SLACK
@@ -367,6 +368,48 @@ def _delong(order, auc):
         return _NAN
     wp, wn = order.weights(copy=False)  # (only read below)
     return delong_variance(wp, wn, auc, p, n, order.exact_ints())
+
+
+#: Prior degrees of freedom of the AUC interval's variance (see :func:`_auc_parts`): the
+#: DeLong variances are pulled toward the Hanley-McNeil model's as if it were this many
+#: observations of each class. 5 is the smallest of 1, 2, 5, 10 and 20 whose interval
+#: keeps 95% coverage at 20 positives (binormal AUC 0.75 to 0.97, and positives of two
+#: kinds) in benchmarks/bench_coverage.py; larger values widen the interval at few
+#: positives and change nothing at many.
+AUC_PRIOR_DF = 5.0
+
+
+def _auc_parts(order, auc):
+    """``(variance, df, m)`` of the AUC interval of ``order`` (``auc`` its AUC, read as
+    ``get`` reads it), or None when undefined (``P <= 1`` or ``N <= 1``, or no AUC):
+
+    DeLong's two sample variances (:func:`streameval.metrics.scoreorder.delong_components`:
+    ``S10`` over the positives, ``S01`` over the negatives) each moderated toward the
+    variance the Hanley-McNeil model gives at ``auc`` (Hanley and McNeil 1982:
+    ``Q2 - A^2 = A^2 (1 - A) / (1 + A)`` for the positives, ``Q1 - A^2 = A (1 - A)^2 /
+    (2 - A)`` for the negatives) with :data:`AUC_PRIOR_DF` prior degrees of freedom, as
+    an empirical-Bayes moderated variance (Smyth 2004, "Linear models and empirical
+    Bayes methods for assessing differential expression in microarray experiments"):
+    ``S10' = ((P - 1) S10 + d0 H10) / (P - 1 + d0)``; then ``Var = S10' / P + S01' / N``
+    on ``df = min(P, N) - 1 + d0`` degrees of freedom, and ``m = min(P, N)``, the number
+    of disjoint (positive, negative) pairs. With few positives the sample variance of
+    their components is small exactly when no low-scored positive was drawn, which is
+    when the AUC is overestimated; the prior keeps that from shrinking the interval.
+    With many of both, ``Var`` is DeLong's. Weights are frequency weights."""
+    p, n = order.pos_weight, order.neg_weight
+    if not (p > 1.0 and n > 1.0) or auc != auc:
+        return None
+    wp, wn = order.weights(copy=False)  # (only read below)
+    if not len(wp):
+        return None
+    s10, s01 = delong_components(wp, wn, auc, p, n, order.exact_ints())
+    d0 = AUC_PRIOR_DF
+    h10 = auc * auc * (1.0 - auc) / (1.0 + auc)
+    h01 = auc * (1.0 - auc) * (1.0 - auc) / (2.0 - auc)
+    s10 = ((p - 1.0) * s10 + d0 * h10) / (p - 1.0 + d0)
+    s01 = ((n - 1.0) * s01 + d0 * h01) / (n - 1.0 + d0)
+    m = min(p, n)
+    return s10 / p + s01 / n, m - 1.0 + d0, m
 
 
 def _ap_bound(order):
@@ -1047,6 +1090,7 @@ class OrderView(SharedView):
             m._so = so
             m._cached_stamp = -1
             m._delong_key = None  # (ROCAUC's cached variance: let the old order go)
+            m._iv_key = m._iv_parts = None  # (and its interval's)
         return m
 
     @property
@@ -1239,11 +1283,27 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
             self._delong_key = (o, o.stamp)
         return auc, self._delong_var
 
+    #: (score order, its stamp) of the cached interval parts, see :meth:`_auc_interval`
+    _iv_key = None
+    _iv_parts = None
+
+    def _auc_interval(self):
+        """``(AUC, (variance, df, m) or None)`` of :func:`_auc_parts`, cached until the
+        score order changes (keyed as :meth:`_delong`)."""
+        auc = _BinaryROCAUC.get(self)  # merges deferred events, refreshes U and totals
+        o = self._so
+        key = self._iv_key
+        if key is None or key[0] is not o or key[1] != o.stamp:
+            self._iv_parts = _auc_parts(o, auc)
+            self._iv_key = (o, o.stamp)
+        return auc, self._iv_parts
+
     def _interval_parts(self):
-        auc, var = self._delong()
-        if auc != auc or var != var:
+        auc, parts = self._auc_interval()
+        if parts is None:
             return None
-        return ["normal", auc, var, 0.0, 1.0]
+        var, df, m = parts
+        return ["logit", auc, var, df, m, 0.0, 1.0]
 
     def interval(self, level=0.95):
         """DeLong confidence interval ``(low, high)`` of the AUC at confidence
@@ -1333,10 +1393,11 @@ class Gini(_BinaryROCAUC):
         return 2.0 * super().error_bound()
 
     def _interval_parts(self):
-        auc, var = self._delong()
-        if auc != auc or var != var:
+        auc, parts = self._auc_interval()
+        if parts is None:
             return None
-        return ["normal", 2.0 * auc - 1.0, 4.0 * var, -1.0, 1.0]
+        var, df, m = parts
+        return ["logit", 2.0 * auc - 1.0, 4.0 * var, df, m, -1.0, 1.0]
 
     def interval(self, level=0.95):
         """Confidence interval ``(low, high)`` of the Gini coefficient: ``2 * AUC
@@ -2041,17 +2102,24 @@ class _MultiClassROCAUC(ROCAUC, _OVRRanking, case="multiclass"):
     def _ovr_parts(self, value):
         if self.average == "micro":
             o = self._micro
-            var = _delong(o, o.auc())
+            parts = _auc_parts(o, o.auc())
+            if parts is None:
+                return None
+            var, df, m = parts
         else:
             present = [o for o in self._classes.values() if o.nz_pos]
-            variances = np.array([_delong(o, o.auc()) for o in present])
+            each = [_auc_parts(o, o.auc()) for o in present]
+            if not each or any(e is None for e in each):
+                return None
+            variances = np.array([e[0] for e in each])
             if self.average == "macro":
                 a = np.full(len(present), 1.0 / len(present))
             else:
                 support = np.array([o.pos_weight for o in present])
                 a = support / support.sum()
             var = float(np.sum(a * a * variances))
-        return None if var != var else ["normal", value, var, 0.0, 1.0]
+            df, m = min(e[1] for e in each), min(e[2] for e in each)
+        return None if var != var else ["logit", value, var, df, m, 0.0, 1.0]
 
     def interval(self, level=0.95):
         """Confidence interval ``(low, high)`` of the one-vs-rest AUC at ``level``.

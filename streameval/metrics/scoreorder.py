@@ -85,7 +85,7 @@ from streameval.validation import REVERT_SLACK as _SLACK
 
 __all__ = ["ScoreOrder", "DEFAULT_LOAD", "DEFAULT_MAX_SCORES", "coarse_key", "coarse_keys", "GROUP", "REBUILD_RATIO", "REMOVE_REBUILD_RATIO",
            "FLAT_MAX", "TRICKLE_ENTRIES", "TRICKLE_RATIO", "mann_whitney_u",
-           "delong_variance"]
+           "delong_variance", "delong_components"]
 
 #: Target block size. A block holds between ``load / 2`` and ``2 * load`` distinct
 #: scores (small blocks join a neighbour, as in ``SortedList``). Each event sums part of
@@ -238,6 +238,21 @@ def delong_variance(wp, wn, auc, pos_weight, neg_weight, ints=False):
     p, n = pos_weight, neg_weight
     if not (p > 1.0 and n > 1.0) or auc != auc or not len(wp):
         return math.nan
+    s10, s01 = delong_components(wp, wn, auc, p, n, ints)
+    return s10 / p + s01 / n
+
+
+def delong_components(wp, wn, auc, pos_weight, neg_weight, ints=False):
+    """DeLong's ``(S10, S01)``: the weighted sample variances of the positives' and of the
+    negatives' structural components (see :func:`delong_variance`, whose variance is
+    ``S10 / P + S01 / N``), for a caller that treats the two sides apart. ``P > 1``,
+    ``N > 1`` and a defined ``auc`` are the caller's to check.
+
+    >>> wp, wn = np.array([0.0, 1.0, 0.0, 1.0]), np.array([1.0, 0.0, 1.0, 0.0])
+    >>> delong_components(wp, wn, 0.75, 2.0, 2.0)
+    (0.125, 0.125)
+    """
+    p, n = pos_weight, neg_weight
     if ints:
         below = np.cumsum(wn.astype(np.int64)).astype(np.float64)
         above = np.cumsum(wp.astype(np.int64)).astype(np.float64)
@@ -259,7 +274,7 @@ def delong_variance(wp, wn, auc, pos_weight, neg_weight, ints=False):
     above *= above
     above *= wn
     s01 = float(above.sum()) / (n - 1.0)
-    return s10 / p + s01 / n
+    return s10, s01
 
 
 def _groups(totals, start=0):
