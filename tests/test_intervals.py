@@ -11,11 +11,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.optimize import brentq
+from scipy.special import expit
+from scipy.stats import beta as beta_dist
+from scipy.stats import binomtest
+from scipy.stats import t as t_dist
 from statsmodels.stats.proportion import proportion_confint
 
 import streameval as se
 from streameval.metrics import ranking
-from streameval.metrics.base import has_interval, wilson_interval
+from streameval.metrics.base import has_interval, wilson_cc_interval, wilson_interval
 from streameval.metrics.ranking import OrderView
 
 LEVELS = (0.5, 0.8, 0.9, 0.95, 0.99, 0.999)
@@ -39,10 +44,27 @@ def close(a, b, tol=1e-12):
 
 
 def sm_wilson(x, n, level):
-    """statsmodels' Wilson interval of x / n (the oracle)."""
+    """statsmodels' Wilson interval of x / n (the oracle of the plain Wilson interval)."""
     if n <= 0:
         return NAN2
     lo, hi = proportion_confint(x, n, alpha=1 - level, method="wilson")
+    return float(lo), float(hi)
+
+
+def cc_wilson(x, n, level):
+    """The continuity-corrected Wilson interval of x / n by its definition (the oracle):
+    the p whose corrected score statistic max(|x - n p| - 1/2, 0) is at most
+    z sqrt(n p (1 - p)), each end found by root finding (scipy's brentq)."""
+    if n <= 0:
+        return NAN2
+    z = z_of(level)
+
+    def gap(p, side):  # corrected distance less z standard errors: 0 at an end
+        return side * (x - n * p) - 0.5 - z * math.sqrt(n * p * (1 - p))
+
+    lo = 0.0 if x <= 0.5 else brentq(gap, 0.0, (x - 0.5) / n, args=(1,), xtol=1e-15, rtol=1e-15)
+    hi = 1.0 if n - x <= 0.5 else brentq(gap, (x + 0.5) / n, 1.0, args=(-1,), xtol=1e-15,
+                                         rtol=1e-15)
     return float(lo), float(hi)
 
 
@@ -83,7 +105,7 @@ def stream(rng, n, weights=None, distinct=None):
 
 @pytest.mark.parametrize("name", sorted(BINARY))
 @pytest.mark.parametrize("weights", [None, "int", "float"])
-def test_binary_proportions_equal_statsmodels_wilson(name, weights):
+def test_binary_proportions_equal_the_continuity_corrected_wilson(name, weights):
     cls, xn = BINARY[name]
     rng = np.random.default_rng(len(name) * 7 + len(str(weights)))
     for n in (1, 2, 5, 30, 400):
@@ -91,7 +113,7 @@ def test_binary_proportions_equal_statsmodels_wilson(name, weights):
         m = cls().update_many(y, s, w)
         x, tot = xn(*cells(y, s, w))
         for level in LEVELS:
-            close(m.interval(level), sm_wilson(x, tot, level))
+            close(m.interval(level), cc_wilson(x, tot, level), 1e-11)
         assert m.interval() == m.interval(0.95)
 
 
@@ -115,6 +137,29 @@ def test_integer_weights_equal_repeated_rows(kind, zeros):
             assert weighted.interval(level) == repeated.interval(level)
 
 
+def test_wilson_cc_interval_equals_scipy_wilsoncc():
+    """Integer counts: scipy's binomtest(...).proportion_ci(method="wilsoncc")."""
+    for n in (1, 2, 3, 7, 20, 137):
+        for x in range(n + 1):
+            for level in LEVELS:
+                ci = binomtest(x, n).proportion_ci(level, method="wilsoncc")
+                close(wilson_cc_interval(x, n, z_of(level)), (float(ci.low), float(ci.high)),
+                      1e-12)
+
+
+def test_wilson_cc_interval_by_hand_and_fractional_counts():
+    """8 of 10 at 95% by hand from Newcombe's closed form; fractional weighted counts
+    against the root-finding oracle, including counts within 1/2 of an end (the
+    corrected statistic is 0 there: the end is in the interval)."""
+    z = z_of(0.95)
+    lo = (16 + z * z - 1 - z * math.sqrt(z * z - 2 - 0.1 + 3.2 * (2 + 1))) / (2 * (10 + z * z))
+    hi = (16 + z * z + 1 + z * math.sqrt(z * z + 2 - 0.1 + 3.2 * (2 - 1))) / (2 * (10 + z * z))
+    close(wilson_cc_interval(8, 10, z), (lo, hi), 1e-15)
+    for x, n in [(0.25, 3.0), (0.5, 2.25), (0.75, 1.2), (1.7, 1.9), (12.3, 40.6), (2.2, 2.6)]:
+        for level in LEVELS:
+            close(wilson_cc_interval(x, n, z_of(level)), cc_wilson(x, n, level), 1e-11)
+
+
 def test_wilson_interval_equals_statsmodels():
     for x, n in [(0, 1), (1, 1), (3, 10), (8, 10), (0.5, 2.25), (999, 1000), (1e6, 3e6)]:
         for level in LEVELS:
@@ -131,7 +176,7 @@ def test_shared_confusion_matrix_views_have_intervals():
     c = cells(y, s, w, 0.3)
     for k, v in views.items():
         x, n = BINARY[k][1](*c)
-        close(v.interval(0.9), sm_wilson(x, n, 0.9))
+        close(v.interval(0.9), cc_wilson(x, n, 0.9), 1e-11)
 
 
 # -------------------------------------------------------------- proportions: multiclass
@@ -174,7 +219,7 @@ PER_CLASS = {  # (x, n) per class, from (tp, fp, fn, tn)
 
 
 @pytest.mark.parametrize("weights", [None, "float"])
-def test_multiclass_accuracy_error_rate_and_micro_equal_statsmodels(weights):
+def test_multiclass_accuracy_error_rate_and_micro_equal_the_corrected_wilson(weights):
     rng = np.random.default_rng(11 if weights else 12)
     for n in (1, 3, 50, 300):
         y, p, w = mc_stream(rng, n, weights)
@@ -184,13 +229,13 @@ def test_multiclass_accuracy_error_rate_and_micro_equal_statsmodels(weights):
         acc = se.Accuracy(multiclass=True).update_many(y, p, w)
         err = se.ErrorRate(multiclass=True).update_many(y, p, w)
         for level in LEVELS:
-            close(acc.interval(level), sm_wilson(right, total, level))
-            close(err.interval(level), sm_wilson(total - right, total, level))
+            close(acc.interval(level), cc_wilson(right, total, level), 1e-11)
+            close(err.interval(level), cc_wilson(total - right, total, level), 1e-11)
         for name, xn in MICRO.items():
             m = getattr(se, name)(average="micro").update_many(y, p, w)
             x, tot = xn(counts)
             for level in LEVELS:
-                close(m.interval(level), sm_wilson(x, tot, level), 1e-11)
+                close(m.interval(level), cc_wilson(x, tot, level), 1e-11)
 
 
 @pytest.mark.parametrize("average", ["macro", "weighted"])
@@ -259,12 +304,49 @@ def brute_delong(y, s, w=None):
     return A, s10 / P + s01 / N
 
 
+def brute_parts(y, s, w=None):
+    """(AUC, moderated variance, df, m) of the AUC interval, from the pairwise DeLong
+    components: each side's sample variance pulled toward the Hanley-McNeil variance
+    (Q2 - A^2 for the positives, Q1 - A^2 for the negatives, Q1 = A / (2 - A),
+    Q2 = 2 A^2 / (1 + A)) with 5 prior degrees of freedom."""
+    w = [1.0] * len(y) if w is None else list(w)
+    pos = [(si, wi) for yi, si, wi in zip(y, s, w) if yi]
+    neg = [(si, wi) for yi, si, wi in zip(y, s, w) if not yi]
+    P, N = sum(wi for _, wi in pos), sum(wi for _, wi in neg)
+    if not (P > 1 and N > 1):
+        return None
+    A = sum(wi * wj * psi(si, sj) for si, wi in pos for sj, wj in neg) / (P * N)
+    A = 1.0 if abs(A - 1) < 1e-12 else 0.0 if abs(A) < 1e-12 else A  # (an end, but rounded)
+    v10 = [sum(wj * psi(si, sj) for sj, wj in neg) / N for si, _ in pos]
+    v01 = [sum(wi * psi(si, sj) for si, wi in pos) / P for sj, _ in neg]
+    s10 = sum(wi * (v - A) ** 2 for (_, wi), v in zip(pos, v10)) / (P - 1)
+    s01 = sum(wj * (v - A) ** 2 for (_, wj), v in zip(neg, v01)) / (N - 1)
+    q1, q2 = A / (2 - A), 2 * A * A / (1 + A)
+    s10 = ((P - 1) * s10 + 5 * (q2 - A * A)) / (P - 1 + 5)
+    s01 = ((N - 1) * s01 + 5 * (q1 - A * A)) / (N - 1 + 5)
+    m = min(P, N)
+    return A, s10 / P + s01 / N, m - 1 + 5, m
+
+
+def logit_oracle(A, var, df, m, level):
+    """The logit-scale interval of an AUC A with Student t on df degrees of freedom
+    (scipy's t.ppf); at A = 1 (0) the Clopper-Pearson bound of m successes (failures) in
+    m trials (scipy's beta.ppf)."""
+    alpha = 1 - level
+    if A >= 1:
+        return float(beta_dist.ppf(alpha / 2, m, 1)), 1.0
+    if A <= 0:
+        return 0.0, float(beta_dist.ppf(1 - alpha / 2, 1, m))
+    t = t_dist.ppf(1 - alpha / 2, df)
+    c, h = math.log(A / (1 - A)), t * math.sqrt(var) / (A * (1 - A))
+    return float(expit(c - h)), float(expit(c + h))
+
+
 def brute_interval(y, s, w, level, gini=False):
-    A, var = brute_delong(y, s, w)
-    if math.isnan(A) or math.isnan(var):
+    parts = brute_parts(y, s, w)
+    if parts is None:
         return NAN2
-    half = z_of(level) * math.sqrt(var)
-    lo, hi = max(0.0, A - half), min(1.0, A + half)
+    lo, hi = logit_oracle(*parts, level)
     return (2 * lo - 1, 2 * hi - 1) if gini else (lo, hi)
 
 
@@ -336,10 +418,42 @@ def test_binned_rocauc_is_delong_of_the_binned_scores():
 
 def test_delong_known_value_by_hand():
     """Scores neg < pos < neg < pos: V10 = 1/2, 1; V01 = 1, 1/2; AUC 3/4;
-    S10 = S01 = 1/8; Var = 1/16 + 1/16."""
+    S10 = S01 = 1/8; Var = 1/16 + 1/16 (DeLong's variance, unmoderated)."""
+    from streameval.metrics.scoreorder import delong_components, delong_variance
+
+    wp, wn = np.array([0.0, 1.0, 0.0, 1.0]), np.array([1.0, 0.0, 1.0, 0.0])
+    assert delong_components(wp, wn, 0.75, 2.0, 2.0) == (0.125, 0.125)
+    assert delong_variance(wp, wn, 0.75, 2.0, 2.0) == 0.125
+
+
+def test_auc_interval_known_value_by_hand():
+    """The same four events: Hanley-McNeil at A = 3/4 gives Q2 - A^2 = 9/16 / 7/4 * 1/4
+    = 9/112 for the positives, Q1 - A^2 = 3/4 * 1/16 / 5/4 = 3/80 for the negatives;
+    moderated with 5 prior degrees of freedom, (1/8 + 5 * 9/112) / 6 and
+    (1/8 + 5 * 3/80) / 6, Var their sum over 2; df = 2 - 1 + 5 = 6; then
+    logit(3/4) +- t_6 sqrt(Var) / (3/16)."""
     m = se.ROCAUC().update_many([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4])
-    half = z_of(0.8) * math.sqrt(0.125)
-    assert m.interval(0.8) == pytest.approx((0.75 - half, 1.0), abs=1e-15)
+    s10 = (1 / 8 + 5 * 9 / 112) / 6
+    s01 = (1 / 8 + 5 * 3 / 80) / 6
+    var = (s10 + s01) / 2
+    t = t_dist.ppf(0.9, 6)
+    c, h = math.log(3), t * math.sqrt(var) / (3 / 16)
+    want = (1 / (1 + math.exp(-(c - h))), 1 / (1 + math.exp(-(c + h))))
+    close(m.interval(0.8), want, 1e-14)
+    lo, hi = m.interval(0.8)
+    assert 0.75 - lo > hi - 0.75  # longer toward the middle of the range
+
+
+def test_auc_interval_at_the_ends_is_clopper_pearson_of_disjoint_pairs():
+    """All 3 positives above all 5 negatives: AUC 1, the interval [(alpha/2)^(1/3), 1],
+    scipy's Clopper-Pearson bound of 3 successes in 3 trials; reversed: its mirror."""
+    y, s = [1, 1, 1, 0, 0, 0, 0, 0], [0.9, 0.8, 0.7, 0.5, 0.4, 0.3, 0.2, 0.1]
+    for level in LEVELS:
+        lo = float(beta_dist.ppf((1 - level) / 2, 3, 1))
+        close(se.ROCAUC().update_many(y, s).interval(level), (lo, 1.0), 1e-12)
+        close(se.ROCAUC().update_many([not v for v in y], s).interval(level),
+              (0.0, 1.0 - lo), 1e-12)
+        close(se.Gini().update_many(y, s).interval(level), (2 * lo - 1, 1.0), 1e-12)
 
 
 @pytest.mark.parametrize("average", ["macro", "weighted", "micro"])
@@ -362,23 +476,25 @@ def test_multiclass_rocauc_combines_per_class_delong(average):
                 fy.append(c == k)
                 fs.append(d.get(k, 0.0))
                 fw.append(wi)
-        A, var = brute_delong(fy, fs, fw)
+        A, var, df, mm = brute_parts(fy, fs, fw)
     else:
-        aucs, variances, support = [], [], []
+        aucs, variances, dfs, ms, support = [], [], [], [], []
         for k in classes:
             yk = [c == k for c in y]
-            A_k, v_k = brute_delong(yk, [d.get(k, 0.0) for d in probs], w)
+            A_k, v_k, df_k, m_k = brute_parts(yk, [d.get(k, 0.0) for d in probs], w)
             aucs.append(A_k)
             variances.append(v_k)
+            dfs.append(df_k)
+            ms.append(m_k)
             support.append(sum(wi for wi, c in zip(w, y) if c == k))
         a = (np.full(3, 1 / 3) if average == "macro"
              else np.array(support) / sum(support))
         A = float(np.dot(a, aucs))
         var = float(np.sum(a * a * np.array(variances)))
+        df, mm = min(dfs), min(ms)
     assert m.get() == pytest.approx(A, abs=1e-12)
     for level in LEVELS:
-        half = z_of(level) * math.sqrt(var)
-        close(m.interval(level), (max(0.0, A - half), min(1.0, A + half)))
+        close(m.interval(level), logit_oracle(A, var, df, mm, level), 1e-12)
     # cached, and equal after a state round trip (new orders, possibly equal stamps)
     copy = se.from_state(json.loads(json.dumps(m.to_state())))
     close(copy.interval(0.9), m.interval(0.9))
@@ -398,13 +514,13 @@ def test_multiclass_rocauc_undefined():
 
 def test_interval_is_cached_until_the_order_changes(monkeypatch):
     calls = []
-    real = ranking.delong_variance
+    real = ranking.delong_components
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ranking, "delong_variance", counting)
+    monkeypatch.setattr(ranking, "delong_components", counting)
     rng = np.random.default_rng(2)
     y, s, w = stream(rng, 100, "float", distinct=30)
     m = se.ROCAUC().update_many(y, s, w)
@@ -524,7 +640,7 @@ def test_time_tumbling_interval():
     tum.update_many([1, 1, 1, 0, 1], [0.9, 0.2, 0.8, 0.7, 0.9], t=[1.0, 2.0, 3.0, 4.0, 5.0])
     assert is_nan2(tum.interval())
     tum.update(1, 0.1, t=12.0)  # closes [0, 10): recall 3/4
-    close(tum.interval(0.95), sm_wilson(3, 4, 0.95))
+    close(tum.interval(0.95), cc_wilson(3, 4, 0.95), 1e-12)
 
 
 OLD_TUMBLING_STATE = {  # written by streameval before intervals existed
@@ -552,7 +668,7 @@ def test_tumbling_loads_a_state_from_before_intervals():
     assert is_nan2(tum.interval())  # the closed window's counts were not saved then
     tum.update(1, 0.9)  # closes the window of (0, .7), (1, .1), (1, .9): recall 1/2
     assert tum.get() == 0.5
-    close(tum.interval(0.9), sm_wilson(1, 2, 0.9))
+    close(tum.interval(0.9), cc_wilson(1, 2, 0.9), 1e-12)
     state = tum.to_state()
     assert state["data"]["last_interval"] == ["wilson", 1.0, 2.0]
     with pytest.raises(ValueError, match="interval parts"):
@@ -578,9 +694,10 @@ def test_undefined_intervals_are_nan():
     auc = se.ROCAUC().update_many([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2], [0.5, 0.5, 3, 3])
     assert is_nan2(auc.interval())  # P = 1 as a weight
     assert is_nan2(se.Recall().update_many([1, 1], [0.9, 0.2], [0.0, 0.0]).interval())
-    # a perfect ranking: DeLong's variance is 0
+    # a perfect ranking: DeLong's variance is 0; the interval is Clopper-Pearson's for
+    # 2 disjoint pairs, both concordant
     auc = se.ROCAUC().update_many([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2])
-    assert auc.interval() == (1.0, 1.0)
+    close(auc.interval(), (float(beta_dist.ppf(0.025, 2, 1)), 1.0), 1e-12)
 
 
 BAD_LEVELS = [0, 1, -0.1, 1.5, math.nan, math.inf, "0.9", True, False, None, 1.0, 0.0]
@@ -601,9 +718,9 @@ def test_bad_levels_raise_naming_level(level):
 
 def test_good_levels_of_numeric_types():
     m = se.Recall().update_many([1, 1, 1], [0.9, 0.1, 0.8])
-    want = sm_wilson(2, 3, 0.9)
+    want = cc_wilson(2, 3, 0.9)
     for level in (0.9, np.float64(0.9), np.float32(0.9)):
-        close(m.interval(level), sm_wilson(2, 3, float(level)))
+        close(m.interval(level), cc_wilson(2, 3, float(level)), 1e-12)
     close(m.interval(0.9), want)
     from fractions import Fraction
     close(m.interval(Fraction(9, 10)), want)

@@ -242,7 +242,8 @@ def wilson_cc_interval(x, n, z):
     proportion: comparison of seven methods", Statistics in Medicine 17, method 4:
     ``low = (2np + z^2 - 1 - z sqrt(z^2 - 2 - 1/n + 4p(n(1 - p) + 1))) / (2(n + z^2))``,
     ``high = (2np + z^2 + 1 + z sqrt(z^2 + 2 - 1/n + 4p(n(1 - p) - 1))) / (2(n + z^2))``,
-    ``low = 0`` at ``x = 0`` and ``high = 1`` at ``x = n``. Equal to SciPy's
+    ``low = 0`` when ``x <= 1/2`` and ``high = 1`` when ``n - x <= 1/2`` (there the
+    corrected score statistic ``max(|x - n p| - 1/2, 0)`` is 0 at the end). Equal to SciPy's
     ``binomtest(x, n).proportion_ci(level, method="wilsoncc")``. Its coverage stays at
     or above the nominal level for every ``p`` at small ``n``, where the plain Wilson
     interval (:func:`wilson_interval`) dips to 0.89 at 95% (``n = 20``, ``p`` near
@@ -257,13 +258,13 @@ def wilson_cc_interval(x, n, z):
     p = x / n
     z2 = z * z
     denom = 2.0 * (n + z2)
-    if x <= 0.0:
+    if x <= 0.5:
         low = 0.0
     else:
         low = (2.0 * n * p + z2 - 1.0
                - z * math.sqrt(max(z2 - 2.0 - 1.0 / n + 4.0 * p * (n * (1.0 - p) + 1.0), 0.0)))
         low = max(0.0, low / denom)
-    if x >= n:
+    if n - x <= 0.5:
         high = 1.0
     else:
         high = (2.0 * n * p + z2 + 1.0
@@ -280,6 +281,11 @@ def _t_critical(z, df):
     return float(-stdtrit(df, _NORMAL.cdf(-z)))
 
 
+#: how close to an end of its range :func:`logit_interval` takes a statistic to be at
+#: it: the rounding of a weighted ratio (the AUC's ``U / (P N)``)
+_END = 1e-12
+
+
 def logit_interval(value, var, df, m, lo, hi, z):
     """The logit-scale confidence interval ``(low, high)`` of ``value``, a statistic in
     ``[lo, hi]`` with variance estimate ``var`` on ``df`` degrees of freedom, at the
@@ -288,7 +294,7 @@ def logit_interval(value, var, df, m, lo, hi, z):
     ``logit(u) +- t sqrt(var) / ((hi - lo) u (1 - u))`` (the delta method), mapped back:
     the ends stay inside ``(lo, hi)`` and the interval is longer on the side of the
     range's middle, where a proportion-like statistic near an end has its long tail. At
-    an end (``u`` is 0 or 1) the logit is infinite; the interval is then the
+    an end (``u`` within 1e-12 of 0 or 1: rounding) the logit is infinite; the interval is then the
     Clopper-Pearson interval of ``m`` out of ``m`` (``m`` independent trials, all
     successes): ``[lo + (hi - lo) (alpha / 2)^(1 / m), hi]`` (mirrored at ``lo``), with
     ``alpha / 2`` the normal tail beyond ``z``. ``(nan, nan)`` when ``value`` or ``var``
@@ -305,17 +311,25 @@ def logit_interval(value, var, df, m, lo, hi, z):
         return _NAN2
     width = hi - lo
     u = (value - lo) / width
-    if u >= 1.0 or u <= 0.0:
+    if u >= 1.0 - _END or u <= _END:
         if not m > 0.0:
             return _NAN2
         end = width * _NORMAL.cdf(-z) ** (1.0 / m)
-        return (float(lo + end), float(hi)) if u >= 1.0 else (float(lo), float(hi - end))
+        return (float(lo + end), float(hi)) if u > 0.5 else (float(lo), float(hi - end))
     t = _t_critical(z, df)
     half = t * math.sqrt(var) / (width * u * (1.0 - u))
     center = math.log(u / (1.0 - u))
-    low = lo + width / (1.0 + math.exp(-(center - half)))
-    high = lo + width / (1.0 + math.exp(-(center + half)))
+    low = lo + width * _expit(center - half)
+    high = lo + width * _expit(center + half)
     return float(max(lo, low)), float(min(hi, high))
+
+
+def _expit(v):
+    """``1 / (1 + exp(-v))`` without overflow for any float ``v``."""
+    if v >= 0.0:
+        return 1.0 / (1.0 + math.exp(-v))
+    e = math.exp(v)
+    return e / (1.0 + e)
 
 
 def _wilson_variances(xs, ns, z):
