@@ -40,6 +40,7 @@ import numpy as np
 
 import _results as R
 import streameval as se
+from streameval.metrics import ranking
 from streameval.metrics.base import critical_value, interval_of, wilson_interval
 from streameval.metrics.scoreorder import delong_variance
 
@@ -119,11 +120,17 @@ def main(argv=None):
     ap.add_argument("--events", type=int, default=2000, help="events per stream")
     ap.add_argument("--aucs", default="0.90,0.97", help="population AUCs of the binormal scenarios")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prior-df", type=float, default=None,
+                    help="the AUC interval's prior degrees of freedom "
+                         "(streameval.metrics.ranking.AUC_PRIOR_DF; default: as shipped)")
     ap.add_argument("--quick", action="store_true", help="100 samples per cell")
     R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
     if args.quick:
         args.samples = 100
+    if args.prior_df is not None:
+        ranking.AUC_PRIOR_DF = args.prior_df
+    args.prior_df = ranking.AUC_PRIOR_DF
     res = R.Results(__file__, args)
     aucs = [float(a) for a in args.aucs.split(",")]
     z95 = critical_value(0.95)

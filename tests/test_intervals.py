@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import brentq
 from scipy.special import expit
-from scipy.stats import beta as beta_dist
 from scipy.stats import binomtest
 from scipy.stats import t as t_dist
 from statsmodels.stats.proportion import proportion_confint
@@ -330,16 +329,17 @@ def brute_parts(y, s, w=None):
 
 def logit_oracle(A, var, df, m, level):
     """The logit-scale interval of an AUC A with Student t on df degrees of freedom
-    (scipy's t.ppf); at A = 1 (0) the Clopper-Pearson bound of m successes (failures) in
-    m trials (scipy's beta.ppf)."""
-    alpha = 1 - level
+    (scipy's t.ppf), intersected with statsmodels' Wilson interval of A m out of m (the
+    score interval of the largest variance A (1 - A) / m); at A = 0 or 1 that Wilson
+    interval alone."""
+    w_lo, w_hi = sm_wilson(A * m, m, level)
     if A >= 1:
-        return float(beta_dist.ppf(alpha / 2, m, 1)), 1.0
+        return w_lo, 1.0
     if A <= 0:
-        return 0.0, float(beta_dist.ppf(1 - alpha / 2, 1, m))
-    t = t_dist.ppf(1 - alpha / 2, df)
+        return 0.0, w_hi
+    t = t_dist.ppf(0.5 + level / 2, df)
     c, h = math.log(A / (1 - A)), t * math.sqrt(var) / (A * (1 - A))
-    return float(expit(c - h)), float(expit(c + h))
+    return max(w_lo, float(expit(c - h))), min(w_hi, float(expit(c + h)))
 
 
 def brute_interval(y, s, w, level, gini=False):
@@ -431,29 +431,48 @@ def test_auc_interval_known_value_by_hand():
     = 9/112 for the positives, Q1 - A^2 = 3/4 * 1/16 / 5/4 = 3/80 for the negatives;
     moderated with 5 prior degrees of freedom, (1/8 + 5 * 9/112) / 6 and
     (1/8 + 5 * 3/80) / 6, Var their sum over 2; df = 2 - 1 + 5 = 6; then
-    logit(3/4) +- t_6 sqrt(Var) / (3/16)."""
+    logit(3/4) +- t_6 sqrt(Var) / (3/16), within the Wilson interval of 1.5 out of 2."""
     m = se.ROCAUC().update_many([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4])
     s10 = (1 / 8 + 5 * 9 / 112) / 6
     s01 = (1 / 8 + 5 * 3 / 80) / 6
     var = (s10 + s01) / 2
     t = t_dist.ppf(0.9, 6)
     c, h = math.log(3), t * math.sqrt(var) / (3 / 16)
-    want = (1 / (1 + math.exp(-(c - h))), 1 / (1 + math.exp(-(c + h))))
+    w_lo, w_hi = sm_wilson(1.5, 2, 0.8)  # the largest variance's bound: 3/4 of m = 2
+    want = (max(w_lo, 1 / (1 + math.exp(-(c - h)))), min(w_hi, 1 / (1 + math.exp(-(c + h)))))
     close(m.interval(0.8), want, 1e-14)
     lo, hi = m.interval(0.8)
     assert 0.75 - lo > hi - 0.75  # longer toward the middle of the range
 
 
-def test_auc_interval_at_the_ends_is_clopper_pearson_of_disjoint_pairs():
-    """All 3 positives above all 5 negatives: AUC 1, the interval [(alpha/2)^(1/3), 1],
-    scipy's Clopper-Pearson bound of 3 successes in 3 trials; reversed: its mirror."""
+def test_auc_interval_at_the_ends_is_the_largest_variance_wilson():
+    """All 3 positives above all 5 negatives: AUC 1, the interval is statsmodels' Wilson
+    interval of 3 out of 3 (m = min(P, N) = 3); reversed: its mirror; Gini: doubled."""
     y, s = [1, 1, 1, 0, 0, 0, 0, 0], [0.9, 0.8, 0.7, 0.5, 0.4, 0.3, 0.2, 0.1]
     for level in LEVELS:
-        lo = float(beta_dist.ppf((1 - level) / 2, 3, 1))
+        lo, _ = sm_wilson(3, 3, level)
+        z = z_of(level)
+        assert lo == pytest.approx(3 / (3 + z * z), abs=1e-14)  # by hand
         close(se.ROCAUC().update_many(y, s).interval(level), (lo, 1.0), 1e-12)
         close(se.ROCAUC().update_many([not v for v in y], s).interval(level),
               (0.0, 1.0 - lo), 1e-12)
         close(se.Gini().update_many(y, s).interval(level), (2 * lo - 1, 1.0), 1e-12)
+
+
+def test_auc_interval_near_an_end_stays_near_it():
+    """20 positives above 1 980 negatives but one pair: AUC 1 - 1/39 600. The logit
+    interval alone would reach far below (the moderated variance shrinks as 1 - A, the
+    logit's scale as (1 - A)^2); the largest-variance bound keeps the low end at the
+    Wilson interval's of 20 * A out of 20, near that of a perfect ranking."""
+    y = [True] * 20 + [False] * 1980
+    s = list(np.linspace(2.0, 3.0, 20)) + [2.01] + list(np.linspace(-3.0, 1.0, 1979))
+    m = se.ROCAUC().update_many(y, s)
+    A = m.get()
+    assert 0.9999 < A < 1.0
+    lo, hi = m.interval(0.95)
+    w_lo, _ = sm_wilson(20 * A, 20, 0.95)
+    assert lo == pytest.approx(w_lo, abs=1e-12) and 0.83 < lo < 0.85
+    assert A < hi < 1.0
 
 
 @pytest.mark.parametrize("average", ["macro", "weighted", "micro"])
@@ -694,10 +713,10 @@ def test_undefined_intervals_are_nan():
     auc = se.ROCAUC().update_many([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2], [0.5, 0.5, 3, 3])
     assert is_nan2(auc.interval())  # P = 1 as a weight
     assert is_nan2(se.Recall().update_many([1, 1], [0.9, 0.2], [0.0, 0.0]).interval())
-    # a perfect ranking: DeLong's variance is 0; the interval is Clopper-Pearson's for
-    # 2 disjoint pairs, both concordant
+    # a perfect ranking: DeLong's variance is 0; the interval is the Wilson interval of
+    # 2 out of m = 2
     auc = se.ROCAUC().update_many([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2])
-    close(auc.interval(), (float(beta_dist.ppf(0.025, 2, 1)), 1.0), 1e-12)
+    close(auc.interval(), (sm_wilson(2, 2, 0.95)[0], 1.0), 1e-12)
 
 
 BAD_LEVELS = [0, 1, -0.1, 1.5, math.nan, math.inf, "0.9", True, False, None, 1.0, 0.0]

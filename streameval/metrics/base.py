@@ -11,8 +11,9 @@ Validation is atomic: every check runs before any state changes, and a bad value
 raises :class:`ValueError` naming the value (and its index, for batches).
 
 Confidence intervals: :meth:`Metric.interval` (``interval(level=0.95) -> (low, high)``)
-where :func:`has_interval` says so (proportions: Wilson score, :func:`wilson_interval`;
-ROCAUC and Gini: DeLong; windows over them), ``NotImplementedError`` elsewhere. A metric
+where :func:`has_interval` says so (proportions: Wilson score with continuity correction,
+:func:`wilson_cc_interval`; ROCAUC and Gini: DeLong's variances moderated on the logit
+scale, :func:`logit_interval`; windows over them), ``NotImplementedError`` elsewhere. A metric
 summarises what its interval needs in level-independent *interval parts*, which
 :func:`interval_of` turns into an interval at a critical value (:func:`critical_value`).
 
@@ -217,8 +218,8 @@ def wilson_interval(x, n, z):
     ``center = (p + z^2 / (2n)) / (1 + z^2 / n)``, ``half = z / (1 + z^2 / n) *
     sqrt(p (1 - p) / n + z^2 / (4 n^2))``. Equal to statsmodels'
     ``proportion_confint(x, n, alpha, method="wilson")`` with ``z`` its critical value.
-    The one Wilson interval of the package (the metrics' ``interval`` and the drift
-    tests use it).
+    The drift tests use it; the metrics' ``interval`` uses its continuity-corrected form
+    (:func:`wilson_cc_interval`).
 
     Runtime complexity: `O(1)`.
 
@@ -281,47 +282,56 @@ def _t_critical(z, df):
     return float(-stdtrit(df, _NORMAL.cdf(-z)))
 
 
-#: how close to an end of its range :func:`logit_interval` takes a statistic to be at
-#: it: the rounding of a weighted ratio (the AUC's ``U / (P N)``)
-_END = 1e-12
-
-
 def logit_interval(value, var, df, m, lo, hi, z):
     """The logit-scale confidence interval ``(low, high)`` of ``value``, a statistic in
-    ``[lo, hi]`` with variance estimate ``var`` on ``df`` degrees of freedom, at the
-    two-sided level of the normal critical value ``z``: with ``u = (value - lo) / (hi -
-    lo)`` and ``t`` Student's critical value on ``df`` degrees of freedom at that level,
-    ``logit(u) +- t sqrt(var) / ((hi - lo) u (1 - u))`` (the delta method), mapped back:
-    the ends stay inside ``(lo, hi)`` and the interval is longer on the side of the
-    range's middle, where a proportion-like statistic near an end has its long tail. At
-    an end (``u`` within 1e-12 of 0 or 1: rounding) the logit is infinite; the interval is then the
-    Clopper-Pearson interval of ``m`` out of ``m`` (``m`` independent trials, all
-    successes): ``[lo + (hi - lo) (alpha / 2)^(1 / m), hi]`` (mirrored at ``lo``), with
-    ``alpha / 2`` the normal tail beyond ``z``. ``(nan, nan)`` when ``value`` or ``var``
-    is nan.
+    ``[lo, hi]`` with variance estimate ``var`` on ``df`` degrees of freedom, bounded by
+    the largest variance such a statistic can have, at the two-sided level of the normal
+    critical value ``z``. With ``u = (value - lo) / (hi - lo)``:
+
+    * the logit interval: ``t`` Student's critical value on ``df`` degrees of freedom at
+      that level, ``logit(u) +- t sqrt(var) / ((hi - lo) u (1 - u))`` (the delta method),
+      mapped back: inside ``(lo, hi)``, longer on the side of the range's middle, where a
+      proportion-like statistic near an end has its long tail;
+    * intersected with the score interval of the largest variance ``u (1 - u) / m``:
+      ``{u' : (u - u')^2 <= z^2 u' (1 - u') / m}``, the Wilson interval of ``u m`` out of
+      ``m`` (:func:`wilson_interval`). For the AUC, ``m = min(P, N)`` and this is the
+      variance bound of van Dantzig (1951) and Birnbaum and Klose (1957), which holds for
+      every pair of score distributions. It keeps the interval finite where the logit's
+      delta method fails: at an end of the range (``u`` within 1e-12 of 0 or 1, where
+      the logit is infinite, it is the interval), and near one, where a variance that
+      shrinks more slowly than ``(1 - u)^2`` makes the logit-scale width grow without
+      bound.
+
+    ``(nan, nan)`` when ``value`` or ``var`` is nan or ``m`` is not positive.
 
     Runtime complexity: `O(1)`.
 
-    >>> [round(v, 6) for v in logit_interval(0.9, 0.0025, 1e9, 10, 0.0, 1.0, 1.959963984540054)]
+    >>> z = 1.959963984540054
+    >>> [round(v, 6) for v in logit_interval(0.9, 0.0025, 1e9, 10, 0.0, 1.0, z)]
     [0.751822, 0.963949]
-    >>> [round(v, 6) for v in logit_interval(1.0, 0.0, 10, 10, 0.0, 1.0, 1.959963984540054)]
-    [0.691503, 1.0]
+    >>> [round(v, 6) for v in logit_interval(1.0, 0.0, 10, 10, 0.0, 1.0, z)]
+    [0.722467, 1.0]
     """
-    if not (value == value and var >= 0.0 and df > 0.0):
+    if not (value == value and var >= 0.0 and df > 0.0 and m > 0.0):
         return _NAN2
     width = hi - lo
-    u = (value - lo) / width
-    if u >= 1.0 - _END or u <= _END:
-        if not m > 0.0:
-            return _NAN2
-        end = width * _NORMAL.cdf(-z) ** (1.0 / m)
-        return (float(lo + end), float(hi)) if u > 0.5 else (float(lo), float(hi - end))
-    t = _t_critical(z, df)
-    half = t * math.sqrt(var) / (width * u * (1.0 - u))
-    center = math.log(u / (1.0 - u))
-    low = lo + width * _expit(center - half)
-    high = lo + width * _expit(center + half)
-    return float(max(lo, low)), float(min(hi, high))
+    u = min(1.0, max(0.0, (value - lo) / width))
+    low, high = wilson_interval(u * m, m, z)  # (the largest variance's score interval)
+    if _END < u < 1.0 - _END:
+        t = _t_critical(z, df)
+        half = t * math.sqrt(var) / (width * u * (1.0 - u))
+        center = math.log(u / (1.0 - u))
+        low, high = max(low, _expit(center - half)), min(high, _expit(center + half))
+    elif u > 0.5:
+        high = 1.0
+    else:
+        low = 0.0
+    return (float(max(lo, lo + width * low)), float(min(hi, lo + width * high)))
+
+
+#: how close to an end of its range :func:`logit_interval` takes a statistic to be at
+#: it: the rounding of a weighted ratio (the AUC's ``U / (P N)``)
+_END = 1e-12
 
 
 def _expit(v):
@@ -426,7 +436,8 @@ def interval_parts(data):
 #: which metrics have ``interval(level)`` (the message of those that have none)
 INTERVAL_METRICS = (
     "the proportions Accuracy, ErrorRate, Precision, Recall, FPR and Specificity "
-    "(Wilson score), ROCAUC and Gini (DeLong), and Sliding or Tumbling windows over them"
+    "(Wilson score), ROCAUC and Gini (DeLong, logit scale), and Sliding or Tumbling "
+    "windows over them"
 )
 
 
@@ -448,7 +459,7 @@ def has_interval(obj):
     ``obj.interval(level)`` returns one rather than raising ``NotImplementedError``.
 
     True for the proportions (``Accuracy``, ``ErrorRate``, ``Precision``, ``Recall``,
-    ``FPR``, ``Specificity``: Wilson score), ``ROCAUC`` and ``Gini`` (DeLong), a
+    ``FPR``, ``Specificity``: Wilson score), ``ROCAUC`` and ``Gini`` (DeLong, logit scale), a
     :class:`~streameval.Sliding` or :class:`~streameval.Tumbling` window over one of
     these, and a Monitor's :class:`~streameval.metrics.ranking.OrderView` of a ROCAUC;
     False for everything else (objects outside streameval included).
@@ -702,7 +713,7 @@ class SharedView:
 
     def interval(self, level=0.95):
         """The template kind's ``interval(level)`` on the owner's state (the proportions
-        on a matrix: Wilson; ROCAUC and Gini on an order: DeLong, cached until the order
+        on a matrix: Wilson; ROCAUC and Gini on an order: logit-scale DeLong, cached until the order
         changes); ``NotImplementedError`` for a kind without one (see
         :func:`has_interval`)."""
         return self._linked().interval(level)
@@ -972,10 +983,12 @@ class Metric:
         value at confidence ``level``, with ``z = NormalDist().inv_cdf(0.5 + level / 2)``.
 
         Proportions (``Accuracy``, ``ErrorRate``, ``Precision``, ``Recall``, ``FPR``,
-        ``Specificity``): the Wilson score interval (a macro or weighted multiclass
-        average: a normal interval combining the classes' Wilson variances as if
-        independent). ``ROCAUC`` and ``Gini``: DeLong's variance, exact, from the score
-        order. Windows: the wrapped metric's over the window's events (``Tumbling``: the
+        ``Specificity``): the Wilson score interval with continuity correction (a macro or
+        weighted multiclass average: a normal interval combining the classes' Wilson
+        variances as if independent). ``ROCAUC`` and ``Gini``: a logit-scale interval
+        from DeLong's variances, exact from the score order, moderated toward the
+        Hanley-McNeil model's (see :meth:`ROCAUC.interval
+        <streameval.metrics.ranking.ROCAUC.interval>`). Windows: the wrapped metric's over the window's events (``Tumbling``: the
         last closed window's). Weights are frequency weights: an event of weight 2
         counts as two events (as scikit-learn's ``sample_weight``), so a stream with
         integer weights has exactly the interval of the same stream with rows repeated.
@@ -990,7 +1003,7 @@ class Metric:
         >>> import streameval as se
         >>> m = se.Recall().update_many([1] * 10, [0.9] * 8 + [0.1] * 2)
         >>> m.get(), [round(v, 6) for v in m.interval(0.95)]
-        (0.8, [0.490162, 0.943318])
+        (0.8, [0.442181, 0.964573])
         >>> se.F1().interval()
         Traceback (most recent call last):
         ...

@@ -18,8 +18,8 @@ states are those of unshared metrics.
 Undefined values (a division by zero: precision with no predicted positive, any
 metric before the first event, ...) are ``math.nan``, never 0. The proportions
 (accuracy, error rate, precision, recall, FPR, specificity) have ``interval(level)``,
-the Wilson score interval (weights as frequency weights); the others have none. Values are equal to
-scikit-learn's wherever scikit-learn's are defined.
+the Wilson score interval with continuity correction (weights as frequency weights); the
+others have none. Values are equal to scikit-learn's wherever scikit-learn's are defined.
 
 ``Precision(...)`` returns an instance of a binary or a multiclass case class, both
 subclasses of ``Precision`` (:class:`streameval.metrics.base.Cases`); their state
@@ -1239,7 +1239,8 @@ def _with_params(params, **first):
 def _proportion_parts(self):
     """The interval parts (:func:`streameval.metrics.base.interval_of`) of a
     proportion metric, from its case's ``_counts()``: ``(x, n)``, one proportion (binary,
-    multiclass accuracy, micro averages), gives the Wilson score interval of ``x / n``;
+    multiclass accuracy, micro averages), gives the Wilson score interval with continuity
+    correction of ``x / n``;
     ``(num, den, support)`` per class (macro and weighted averages) gives a normal
     interval around the metric's value whose variance combines the classes' Wilson
     variances, weighted as :func:`_average` weighs the classes (``1/K`` over the ``K``
@@ -1264,7 +1265,7 @@ def _proportion_parts(self):
 
 class _Proportion:
     """What the proportion metrics add to their fronts: ``interval(level)``, the
-    Wilson score interval (see :func:`_proportion_parts`)."""
+    Wilson score interval with continuity correction (see :func:`_proportion_parts`)."""
 
     _has_interval = True
     _interval_parts = _proportion_parts
@@ -1289,12 +1290,12 @@ class Accuracy(_Proportion, _Whole):
     >>> round(m.get(), 6)
     0.666667
 
-    ``interval(level)``: the Wilson score interval of ``x / n``, ``x = tp + tn``, ``n``
+    ``interval(level)``: the continuity-corrected Wilson score interval of ``x / n``, ``x = tp + tn``, ``n``
     the total weight (multiclass: the weight on the diagonal over the total); weights
     are frequency weights; see :meth:`~streameval.metrics.base.Metric.interval`.
 
     >>> [round(v, 6) for v in m.interval(0.95)]
-    [0.20766, 0.938508]
+    [0.125334, 0.982347]
     """
 
 
@@ -1339,12 +1340,12 @@ class ErrorRate(_Proportion, _Whole):
     >>> round(m.get(), 6)
     0.333333
 
-    ``interval(level)``: the Wilson score interval of ``x / n``, ``x = fp + fn``, ``n``
+    ``interval(level)``: the continuity-corrected Wilson score interval of ``x / n``, ``x = fp + fn``, ``n``
     the total weight (multiclass: the weight off the diagonal over the total); weights
     are frequency weights; see :meth:`~streameval.metrics.base.Metric.interval`.
 
     >>> [round(v, 6) for v in m.interval(0.95)]
-    [0.061492, 0.79234]
+    [0.017653, 0.874666]
     """
 
     @property
@@ -1404,7 +1405,7 @@ class Precision(_Proportion, _Averaged):
     >>> m.get()  # (1/2 + 1/1) / 2
     0.75
 
-    ``interval(level)``: the Wilson score interval of ``x / n`` with ``x = tp`` and
+    ``interval(level)``: the continuity-corrected Wilson score interval of ``x / n`` with ``x = tp`` and
     ``n = tp + fp`` (weights are frequency weights; see
     :meth:`~streameval.metrics.base.Metric.interval`). Multiclass: ``micro`` is one
     proportion of the summed counts (Wilson); ``macro`` and ``weighted`` a normal
@@ -1462,7 +1463,7 @@ class Recall(_Proportion, _Averaged):
     >>> m.get()
     1.0
 
-    ``interval(level)``: the Wilson score interval of ``x / n`` with ``x = tp`` and
+    ``interval(level)``: the continuity-corrected Wilson score interval of ``x / n`` with ``x = tp`` and
     ``n = tp + fn`` (weights are frequency weights; see
     :meth:`~streameval.metrics.base.Metric.interval`). Multiclass: ``micro`` is one
     proportion of the summed counts (Wilson); ``macro`` and ``weighted`` a normal
@@ -1470,7 +1471,7 @@ class Recall(_Proportion, _Averaged):
     variances as if they were independent.
 
     >>> [round(v, 6) for v in m.interval(0.95)]
-    [0.206549, 1.0]
+    [0.054621, 1.0]
     """
 
 
@@ -1530,7 +1531,7 @@ class FPR(_Proportion, _Averaged):
     >>> m.get()
     0.5
 
-    ``interval(level)``: the Wilson score interval of ``x / n`` with ``x = fp`` and
+    ``interval(level)``: the continuity-corrected Wilson score interval of ``x / n`` with ``x = fp`` and
     ``n = fp + tn`` (weights are frequency weights; see
     :meth:`~streameval.metrics.base.Metric.interval`). Multiclass: ``micro`` is one
     proportion of the summed counts (Wilson); ``macro`` and ``weighted`` a normal
@@ -1541,7 +1542,7 @@ class FPR(_Proportion, _Averaged):
     events alone would give.)
 
     >>> [round(v, 6) for v in m.interval(0.95)]
-    [0.094531, 0.905469]
+    [0.026677, 0.973323]
     """
 
     @property
@@ -1595,7 +1596,7 @@ class Specificity(_Proportion, _Averaged):
     >>> m.get()
     0.5
 
-    ``interval(level)``: the Wilson score interval of ``x / n`` with ``x = tn`` and
+    ``interval(level)``: the continuity-corrected Wilson score interval of ``x / n`` with ``x = tn`` and
     ``n = tn + fp`` (weights are frequency weights; see
     :meth:`~streameval.metrics.base.Metric.interval`). Multiclass: ``micro`` is one
     proportion of the summed counts (Wilson); ``macro`` and ``weighted`` a normal
@@ -1606,7 +1607,7 @@ class Specificity(_Proportion, _Averaged):
     events alone would give.)
 
     >>> [round(v, 6) for v in m.interval(0.95)]
-    [0.094531, 0.905469]
+    [0.026677, 0.973323]
     """
 
 

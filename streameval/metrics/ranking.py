@@ -5,8 +5,9 @@ weighted positive and negative totals per distinct score, in score order, and th
 weighted Mann–Whitney statistic ``U``. From it:
 
 - :class:`ROCAUC` ``= U / (P * N)`` (ties count one half), `O(1)`; :class:`Gini`
-  ``= 2 * AUC - 1``; both with ``interval(level)``, DeLong's confidence interval, exact
-  from the score order in one numpy pass (:func:`_delong`), cached until the next change;
+  ``= 2 * AUC - 1``; both with ``interval(level)``, a logit-scale interval from DeLong's
+  variances, exact from the score order in one numpy pass and moderated toward the
+  Hanley-McNeil model's (:func:`_auc_parts`), cached until the next change;
 - :class:`AveragePrecision` ``= sum_n (R_n - R_{n-1}) P_n`` over the distinct scores
   from high to low, one numpy pass, cached until the next change;
   :class:`InterpolatedAP` (area under the precision envelope) and
@@ -1265,7 +1266,7 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
             return o.u / (o.pos_weight * o.neg_weight)
         return _NAN
 
-    # -- confidence interval (DeLong) ---------------------------------------------
+    # -- confidence interval (logit-scale DeLong) ---------------------------------
     _has_interval = True
     #: (score order, its stamp) of the cached DeLong variance, see :meth:`_delong`
     _delong_key = None
@@ -1306,23 +1307,41 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
         return ["logit", auc, var, df, m, 0.0, 1.0]
 
     def interval(self, level=0.95):
-        """DeLong confidence interval ``(low, high)`` of the AUC at confidence
-        ``level``: ``AUC +- z sqrt(Var)`` clipped to ``[0, 1]``, with
-        ``z = NormalDist().inv_cdf(0.5 + level / 2)``.
+        """Confidence interval ``(low, high)`` of the AUC at confidence ``level``: on the
+        logit scale, from DeLong's variances moderated toward the Hanley-McNeil model's,
+        with a Student t critical value, and within the largest variance an AUC can have.
+        It covers at its level with few positives (20 among 2 000 events), where DeLong's
+        normal interval ``AUC +- z sqrt(Var)`` does not (80% at 95% for an AUC of 0.97:
+        the sample variance of 20 positives' components is small exactly when no
+        low-scored positive was drawn, which is when the AUC is overestimated).
 
-        ``Var`` is DeLong's (DeLong, DeLong and Clarke-Pearson 1988), exact, from the
+        DeLong's variances (DeLong, DeLong and Clarke-Pearson 1988), exact, from the
         score order: with ``P``, ``N`` the positive and negative weight, for each
         distinct score ``s``, ``V10(s) = (W_neg(< s) + W_neg(= s) / 2) / N`` and
         ``V01(s) = (W_pos(> s) + W_pos(= s) / 2) / P``;
         ``S10 = sum_s W_pos(= s) (V10(s) - AUC)^2 / (P - 1)``,
-        ``S01 = sum_s W_neg(= s) (V01(s) - AUC)^2 / (N - 1)``,
-        ``Var = S10 / P + S01 / N``. Weights are frequency weights (an event of weight 2
-        counts as two events, as scikit-learn's ``sample_weight``): integer weights
-        give exactly the interval of the stream with rows repeated. ``(nan, nan)``
-        when the AUC is undefined or ``P <= 1`` or ``N <= 1`` (no variance estimate).
-        With ``bins``, the interval of the binned AUC (scores replaced by their bins;
-        ``error_bound()`` is not added). ``ValueError`` for a ``level`` that is not a
-        number in ``(0, 1)``.
+        ``S01 = sum_s W_neg(= s) (V01(s) - AUC)^2 / (N - 1)`` (DeLong's variance is
+        ``S10 / P + S01 / N``). Each is moderated (Smyth 2004) toward the variance of
+        the Hanley-McNeil model at the AUC ``A`` (Hanley and McNeil 1982:
+        ``A^2 (1 - A) / (1 + A)`` for the positives, ``A (1 - A)^2 / (2 - A)`` for the
+        negatives) with ``d0 =`` :data:`AUC_PRIOR_DF` prior degrees of freedom:
+        ``S10' = ((P - 1) S10 + d0 H10) / (P - 1 + d0)``, and ``Var = S10' / P + S01' / N``.
+        The interval is ``logit(A) +- t sqrt(Var) / (A (1 - A))`` mapped back (the
+        logit-transformed DeLong interval of Pohar Perme and Manevski 2018, "Confidence
+        intervals for the Mann-Whitney test"), ``t`` Student's critical value on
+        ``min(P, N) - 1 + d0`` degrees of freedom, intersected with the score interval of
+        the largest variance, ``A (1 - A) / min(P, N)`` (van Dantzig 1951; Birnbaum and
+        Klose 1957), which is the interval at ``A = 0`` or ``1`` and near them (see
+        :func:`streameval.metrics.base.logit_interval`). With many positives and
+        negatives it is DeLong's interval on the logit scale. Assumes independent
+        events.
+
+        Weights are frequency weights (an event of weight 2 counts as two events, as
+        scikit-learn's ``sample_weight``): integer weights give exactly the interval of
+        the stream with rows repeated. ``(nan, nan)`` when the AUC is undefined or
+        ``P <= 1`` or ``N <= 1`` (no variance estimate). With ``bins``, the interval of
+        the binned AUC (scores replaced by their bins; ``error_bound()`` is not added).
+        ``ValueError`` for a ``level`` that is not a number in ``(0, 1)``.
 
         Runtime complexity: one numpy pass over the ``n`` distinct scores, `O(n)`,
         cached until the next change (then `O(1)`).
@@ -1331,7 +1350,7 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
         >>> y = [1, 0, 1, 1, 0, 1, 0, 0, 1, 0]
         >>> auc = ROCAUC().update_many(y, [.95, .9, .85, .8, .7, .6, .5, .4, .3, .2])
         >>> auc.get(), [round(v, 6) for v in auc.interval(0.95)]
-        (0.68, [0.304014, 1.0])
+        (0.68, [0.284524, 0.919062])
 
         Parameters
         ----------
@@ -1401,7 +1420,7 @@ class Gini(_BinaryROCAUC):
 
     def interval(self, level=0.95):
         """Confidence interval ``(low, high)`` of the Gini coefficient: ``2 * AUC
-        interval - 1``, the AUC's DeLong interval (see :meth:`ROCAUC.interval`),
+        interval - 1``, the AUC's interval (see :meth:`ROCAUC.interval`),
         clipped to ``[-1, 1]``. ``(nan, nan)`` when undefined.
 
         Runtime complexity: as :meth:`ROCAUC.interval`.
@@ -1410,7 +1429,7 @@ class Gini(_BinaryROCAUC):
         >>> y = [1, 0, 1, 1, 0, 1, 0, 0, 1, 0]
         >>> g = Gini().update_many(y, [.95, .9, .85, .8, .7, .6, .5, .4, .3, .2])
         >>> round(g.get(), 6), [round(v, 6) for v in g.interval(0.95)]
-        (0.36, [-0.391973, 1.0])
+        (0.36, [-0.430952, 0.838125])
 
         Parameters
         ----------
@@ -2124,15 +2143,17 @@ class _MultiClassROCAUC(ROCAUC, _OVRRanking, case="multiclass"):
     def interval(self, level=0.95):
         """Confidence interval ``(low, high)`` of the one-vs-rest AUC at ``level``.
 
-        ``"macro"`` and ``"weighted"``: a normal interval around the average whose
-        variance combines each present class's DeLong variance (see
-        :meth:`ROCAUC.interval`) with the average's weights (``1/K``; positive weight
+        ``"macro"`` and ``"weighted"``: the logit-scale interval (as
+        :meth:`ROCAUC.interval`) around the average, whose variance combines each present
+        class's moderated variance with the average's weights (``1/K``; positive weight
         over the total), ``Var = sum_c a_c^2 Var_c``: the classes' AUCs taken as
-        independent (they are not quite: they share the events), clipped to
-        ``[0, 1]``. ``"micro"``: DeLong's interval of the AUC of all (event, class)
-        pairs, taken as independent events. ``(nan, nan)`` when the AUC is undefined or
-        a present class has no variance estimate (``P <= 1`` or ``N <= 1``). Weights
-        are frequency weights.
+        independent (they are not quite: they share the events); Student's ``t`` on the
+        fewest degrees of freedom of the classes, and the largest-variance bound with
+        ``m`` the smallest ``min(P_c, N_c)`` (a bound for the average too, by
+        concavity). ``"micro"``: :meth:`ROCAUC.interval` of the AUC of all (event,
+        class) pairs, taken as independent events. ``(nan, nan)`` when the AUC is
+        undefined or a present class has no variance estimate (``P <= 1`` or
+        ``N <= 1``). Weights are frequency weights.
 
         Runtime complexity: one numpy pass per class over its distinct scores, cached
         until the next change.
@@ -2144,7 +2165,7 @@ class _MultiClassROCAUC(ROCAUC, _OVRRanking, case="multiclass"):
         ...                  {"a": .7, "b": .3}, {"a": .3, "b": .7}, {"a": .1, "b": .9}])
         ROCAUC: 0.777778
         >>> [round(v, 6) for v in auc.interval(0.95)]
-        [0.433447, 1.0]
+        [0.319485, 0.96309]
 
         Parameters
         ----------

@@ -304,7 +304,7 @@ class Sliding(Cases):
         >>> win.update_many([1] * 12, [0.1, 0.1] + [0.9] * 8 + [0.1] * 2)
         Sliding(Recall, size=10): 0.800000
         >>> [round(v, 6) for v in win.interval(0.95)]
-        [0.490162, 0.943318]
+        [0.442181, 0.964573]
 
         Parameters
         ----------

@@ -284,7 +284,7 @@ class Tumbling(Metric):
         >>> tum.update_many([1] * 12, [0.9] * 8 + [0.1] * 4)
         Tumbling(Recall, size=10): 0.800000
         >>> [round(v, 6) for v in tum.interval(0.95)]
-        [0.490162, 0.943318]
+        [0.442181, 0.964573]
 
         Parameters
         ----------
