@@ -5,7 +5,8 @@ compatible with river), so importing streameval imports ``river.metrics``. That 
 imports every river metric, and two of them import SciPy submodules at module level:
 ``GeometricMean`` (``from scipy import stats``, about 0.35 s of CPU, most of the cost of
 starting ``streameval replay``) and ``ROCAUC`` (``from scipy import integrate``).
-streameval itself never uses SciPy.
+streameval itself uses SciPy only for Student's t quantile of the AUC interval
+(``scipy.special``, imported on the first such interval).
 
 :func:`metric_bases` imports ``river.metrics.base`` with those two submodules made lazy
 by the standard library's :class:`importlib.util.LazyLoader`: the module object is
