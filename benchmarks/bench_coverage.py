@@ -36,9 +36,9 @@ import math
 import time
 from statistics import NormalDist
 
+import _results as R
 import numpy as np
 
-import _results as R
 import streameval as se
 from streameval.metrics import ranking
 from streameval.metrics.base import critical_value, interval_of, wilson_interval
@@ -102,7 +102,7 @@ def intervals(y, p):
         z = critical_value(level)
         out.setdefault("AUC", {})[("new", level)] = auc.interval(level)
         out["AUC"][("old", level)] = (interval_of(["normal", a, var, 0.0, 1.0], z)
-                                      if var == var else (math.nan, math.nan))
+                                      if not math.isnan(var) else (math.nan, math.nan))
         for name, m in (("precision", prec), ("recall", rec)):
             x, n = counts[name]
             out.setdefault(name, {})[("new", level)] = m.interval(level)
@@ -156,7 +156,7 @@ def main(argv=None):
                 for metric, ivs in intervals(y, p).items():
                     for key, (lo, hi) in ivs.items():
                         c = tally.setdefault((metric,) + key, [0, 0, 0.0, 0, 0, 0])
-                        if not (lo == lo and hi == hi):
+                        if math.isnan(lo) or math.isnan(hi):
                             c[5] += 1
                             continue
                         v = truth[metric]

@@ -637,7 +637,6 @@ def test_stream_position_is_exact_for_the_whole_stream_and_bounded_for_a_segment
 
 def test_threshold_and_drop_explanations_match_sklearn_and_wilson():
     import numpy as np
-    from scipy.stats import norm
     from sklearn.metrics import recall_score, roc_auc_score
 
     import streameval as se
@@ -658,11 +657,12 @@ def test_threshold_and_drop_explanations_match_sklearn_and_wilson():
     k = th["n"]
     yw, sw = y[k - W:k], s[k - W:k]
     assert th["value"] == pytest.approx(recall_score(yw, sw >= 0.5), abs=1e-12)
-    # Wilson's interval of tp successes in p trials at 95%
-    tp, p, z = int((yw & (sw >= 0.5)).sum()), int(yw.sum()), norm.ppf(0.975)
-    centre = (tp + z * z / 2) / (p + z * z)
-    half = z * math.sqrt(tp * (p - tp) / p + z * z / 4) / (p + z * z)
-    assert th["interval"] == pytest.approx([centre - half, centre + half], abs=1e-9)
+    # the continuity-corrected Wilson interval of tp successes in p trials at 95% (scipy)
+    from scipy.stats import binomtest
+
+    tp, p = int((yw & (sw >= 0.5)).sum()), int(yw.sum())
+    ci = binomtest(tp, p).proportion_ci(0.95, method="wilsoncc")
+    assert th["interval"] == pytest.approx([ci.low, ci.high], abs=1e-9)
     assert th["interval"][1] < 0.6 and th["interval_level"] == 0.95
     assert (th["events"], th["window"], th["op"], th["threshold"], th["resolve"]) == (
         W, "last 500 events", "<", 0.6, 0.6)
@@ -729,8 +729,9 @@ def test_a_replay_writes_the_explanation_and_its_summary_prints_the_sentence(tmp
     # at n = 350 the last 100 events hold 50 hits: recall 0.5, not below; at 400, 0
     assert (fire["n"], fire["value"], fire["events"], fire["window"]) == (
         400, 0.0, 100, "last 100 events")
+    # (0 to 0.0461: scipy's binomtest(0, 100).proportion_ci(method="wilsoncc"))
     assert fire["message"].startswith("recall@100 of the whole stream is 0 (95% interval 0 "
-                                      "to 0.037), below the threshold 0.5; 100 labelled")
+                                      "to 0.0461), below the threshold 0.5; 100 labelled")
     assert summary["fired"][0]["message"] == fire["message"]
     assert "                " + fire["message"] in format_summary(summary).splitlines()
 
