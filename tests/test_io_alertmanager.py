@@ -160,9 +160,10 @@ def test_the_service_sends_the_alertmanager_webhook_format(receiver):
     assert body["alerts"][0]["generatorURL"] == srv.url + "/alerts"
     ann = body["alerts"][0]["annotations"]
     # the explanation of the Monitor's transition: 10 positives all missed, so recall 0
-    # over all 10 events (Wilson's 95% interval of 0 in 10: [0, 0.2775])
+    # over all 10 events (the continuity-corrected Wilson 95% interval of 0 in 10, scipy's
+    # binomtest(0, 10).proportion_ci(method="wilsoncc"): [0, 0.3445])
     assert ann["description"].startswith(
-        "recall of the whole stream is 0 (95% interval 0 to 0.278), below the threshold 0.5; "
+        "recall of the whole stream is 0 (95% interval 0 to 0.345), below the threshold 0.5; "
         "10 labelled events (all events). Rule recall < 0.5, the whole stream, 10 events")
     assert (ann["expr"], ann["threshold"], ann["events"]) == ("recall < 0.5", "< 0.5", "10")
 
