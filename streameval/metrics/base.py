@@ -371,7 +371,7 @@ def interval_of(parts, z):
       ``sum_c a_c^2 v_c``, ``v_c`` the variance each class's Wilson interval implies
       (``(half_c / z)^2``), the proportions taken as independent; clipped to [0, 1];
     * ``["normal", value, variance, lo, hi]``: ``value +- z sqrt(variance)`` clipped to
-      ``[lo, hi]`` (what a tumbling window saved before AUC intervals were logit-scaled);
+      ``[lo, hi]`` (read from saved tumbling-window states that hold it);
     * ``["logit", value, variance, df, m, lo, hi]``: the logit-scale interval of a
       statistic in ``[lo, hi]`` with a Student t critical value on ``df`` degrees of
       freedom, and at an end of the range the Clopper-Pearson interval of ``m`` out of
