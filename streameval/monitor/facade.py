@@ -275,6 +275,7 @@ class Monitor:
         self.t = None
         self._last_eval_n = None
         self._segments = {}
+        self._index_segments()
         self._overall = self._new_segment(None) if overall else None
 
 
@@ -401,6 +402,72 @@ class Monitor:
             self._segments[key] = seg
         return seg
 
+    # ------------------------------------------------------- the segments' cadence
+    def _index_segments(self):
+        """Forget the indexes over the segments (rebuilt from them on first use): which
+        have events in their buffers, which have a pending or firing rule, and their
+        order of first appearance."""
+        self._pending_segs = None
+        self._active_segs = None
+        self._seq = {}
+
+    def _pending_index(self):
+        """``{key: scope}`` of the segments with events in their buffers."""
+        if self._pending_segs is None:
+            self._pending_segs = {k: sc for k, sc in self._segments.items() if sc.pending}
+        return self._pending_segs
+
+    def _active_index(self):
+        """``{key: scope}`` of the segments with a pending or firing rule."""
+        if self._active_segs is None:
+            self._active_segs = {k: sc for k, sc in self._segments.items()
+                                 if any(r.active is not None for r in sc.rules)}
+        return self._active_segs
+
+    def _in_order(self, scopes):
+        """``scopes`` (segments) in their order of first appearance."""
+        if len(scopes) < 2:
+            return list(scopes)
+        seq = self._seq
+        if len(seq) != len(self._segments):
+            seq = self._seq = {k: i for i, k in enumerate(self._segments)}
+        return sorted(scopes, key=lambda sc: seq[sc.key])
+
+    def _feed_segment(self, seg):
+        """Feed a segment's buffered events to its objects (one slice)."""
+        seg.feed_pending(self._intake.labels)
+        self._pending_index().pop(seg.key, None)
+
+    def _point(self, stream, due=(), flush=False, fresh=False):
+        """One evaluation: the segments ``due`` (fed, at their own cadence) and, with
+        ``stream`` (an evaluation point of the whole stream; once per ``n``), the whole
+        stream and the idle segments whose rules are pending or firing; with ``flush``
+        (a new period of event time, :meth:`evaluate`, :meth:`flush`) every segment
+        with buffered events is fed and evaluated too. Rows: whole stream first, then
+        segments in order of first appearance."""
+        segs = {sc.key: sc for sc in due}
+        if flush:
+            for sc in list(self._pending_index().values()):
+                self._feed_segment(sc)
+                segs[sc.key] = sc
+        scopes = []
+        if stream and self._last_eval_n != self.n:
+            self._last_eval_n = self.n
+            if self._overall is not None:
+                scopes.append(self._overall)
+            for k, sc in self._active_index().items():
+                segs.setdefault(k, sc)
+        if not scopes and not segs:
+            return
+        ordered = self._in_order(list(segs.values()))
+        self._evaluator.evaluate(scopes + ordered, self.n, self.t, fresh)
+        active = self._active_index()
+        for sc in ordered:
+            if any(r.active is not None for r in sc.rules):
+                active[sc.key] = sc
+            else:
+                active.pop(sc.key, None)
+
     def _all_segments(self):
         if self._overall is not None:
             yield self._overall
@@ -511,20 +578,28 @@ class Monitor:
 
         E = self.every_seconds
         if E is not None and self.t is not None and t // E > self.t // E:
-            self._evaluate()
+            self._point(stream=True, flush=True)
         if key is not None:
             key = self._capped(key)
         if self._overall is not None:
             self._overall.update(y_true, s, w, t)
+        due = ()
         if key is not None:
-            self._segment_of(key).update(y_true, s, w, t)
+            seg = self._segment_of(key)
+            # a segment's events wait in its buffer until its own evaluation point
+            seg.pend_one(y_true in self._pos_set, s, w, t)
+            self._pending_index()[key] = seg
+            if self.every and seg.pending >= self.every:
+                self._feed_segment(seg)
+                due = (seg,)
         self.n += 1
         if t is not None and (self.t is None or t > self.t):
             self.t = t
         if self._probe_segments and self.n >= GROUP_BY_PROBE:
             self._check_group_by()
-        if self.every and self.n % self.every == 0:
-            self._evaluate()
+        stream = bool(self.every) and self.n % self.every == 0
+        if stream or due:
+            self._point(stream, due)
 
 
     def update_many(self, y_true, y_pred, w=None, t=None, segment=None):
@@ -606,24 +681,92 @@ class Monitor:
         if self._probe_segments and self.n + m >= GROUP_BY_PROBE:
             self._check_group_by(keys, codes, GROUP_BY_PROBE - self.n)
 
-        # evaluation points: after the first p events of the batch
-        points = evaluation_points(self.n, self.t, times, m, self.every, self.every_seconds)
+        # evaluation points of the whole stream: after the first p events of the batch
+        every, E = self.every, self.every_seconds
+        counts = evaluation_points(self.n, self.t, None, m, every, None) if every else []
+        periods = evaluation_points(self.n, self.t, times, m, 0, E) if E is not None else []
+        count_set, period_set = set(counts), set(periods)
+        if codes is None or not keys:
+            points = sorted(count_set | period_set)
+            a = 0
+            for p in points:
+                if p > a:
+                    self._advance(y, scores, weights, times, a, p)
+                    a = p
+                if p in count_set:
+                    self._point(stream=True)
+                if p in period_set:
+                    self._point(stream=True, flush=True)
+            if a < m:
+                self._advance(y, scores, weights, times, a, m)
+            return
 
-        # per-segment event indices, in batch order
-        groups = None
-        if codes is not None:
-            order = np.argsort(codes, kind="stable")
-            bounds = np.searchsorted(codes[order], np.arange(-1, len(keys) + 1))
-            groups = [(keys[c], order[bounds[c + 1]:bounds[c + 2]]) for c in range(len(keys))]
+        # the batch sorted by segment (stable: each segment's events in batch order),
+        # as one block of rows (is positive, score[, weight][, time]) that segments'
+        # buffers take their slices of
+        K = len(keys)
+        order = np.argsort(codes, kind="stable")
+        edges = np.searchsorted(codes[order], np.arange(K + 1)).tolist()
+        kind = (weights is not None) | ((times is not None) << 1)
+        rows = [y, scores] + ([weights] if weights is not None else []) + (
+            [times] if times is not None else [])
+        block = np.vstack(rows)[:, order]
+        segs = [self._segment_of(k) for k in keys]  # (in order of first appearance)
+        start, end = edges[:-1], edges[1:]
+        pending = self._pending_index()
+
+        def pend_before(c, p):
+            """Move segment ``c``'s events before position ``p`` to its buffer."""
+            s, e = start[c], end[c]
+            if s == e:
+                return
+            hi = e if p >= m else s + int(np.searchsorted(order[s:e], p))
+            if hi > s:
+                segs[c].pend(block[:, s:hi].copy(), kind)
+                start[c] = hi
+                pending[keys[c]] = segs[c]
+
+        # each segment's own points: after its every-th event since its last row (a
+        # new period of event time feeds every segment, restarting the counts)
+        due = {}
+        if every:
+            s0 = 0
+            for s1 in periods + [m]:
+                base = (np.array([sc.pending for sc in segs])
+                        if s0 == 0 and 0 not in period_set else np.zeros(K, dtype=np.int64))
+                part = codes[s0:s1]
+                tot = base + np.bincount(part[part >= 0], minlength=K)
+                for c in np.flatnonzero(tot >= every).tolist():
+                    where = order[edges[c]:edges[c + 1]]
+                    lo, hi = np.searchsorted(where, (s0, s1)).tolist()
+                    js = np.arange(every - int(base[c]) - 1, hi - lo, every)
+                    for p in (where[lo + js] + 1).tolist():
+                        due.setdefault(p, []).append(c)
+                s0 = s1
 
         a = 0
-        for p in points:
+        for p in sorted(count_set | period_set | due.keys()):
             if p > a:
-                self._feed(y, scores, weights, times, groups, a, p)
+                self._advance(y, scores, weights, times, a, p)
                 a = p
-            self._evaluate()
+            fed = []
+            for c in due.get(p, ()):
+                pend_before(c, p)
+                self._feed_segment(segs[c])
+                fed.append(segs[c])
+            if p in count_set or fed:
+                self._point(p in count_set, fed)
+            if p in period_set:
+                for c in range(K):
+                    pend_before(c, p)
+                self._point(stream=True, flush=True)
         if a < m:
-            self._feed(y, scores, weights, times, groups, a, m)
+            self._advance(y, scores, weights, times, a, m)
+        for c, s, e in zip(range(K), start, end):  # the rest waits in the buffers
+            if s < e:
+                sg = segs[c]
+                sg.pend(block[:, s:e].copy(), kind)
+                pending[sg.key] = sg
 
     def check_many(self, y_true, y_pred, w=None, t=None, segment=None):
         """Validate a batch exactly as :meth:`update_many` does, counting nothing.
@@ -649,22 +792,14 @@ class Monitor:
         """
         return self._intake.validate(y_true, y_pred, w)
 
-    def _feed(self, y, s, w, t, groups, a, b):
+    def _advance(self, y, s, w, t, a, b):
+        """Count the batch's events ``a:b`` in the stream: fed to the whole stream's
+        scope (segments buffer theirs), the stream's count and newest time."""
         sl = slice(a, b)
         tt = None if t is None else t[sl]
-        ws = None if w is None else w[sl]
-        labels = self._intake.labels
         if self._overall is not None:
-            self._overall.update_many(y[sl], s[sl], ws, tt, labels)
-        if groups is not None:
-            for key, idx in groups:
-                lo, hi = np.searchsorted(idx, (a, b))
-                if hi == lo:
-                    continue
-                ix = idx[lo:hi]
-                self._segment_of(key).update_many(
-                    y[ix], s[ix], None if w is None else w[ix], None if t is None else t[ix],
-                    labels)
+            self._overall.update_many(y[sl], s[sl], None if w is None else w[sl], tt,
+                                      self._intake.labels)
         self.n += b - a
         if tt is not None:
             top = tt.max()
@@ -703,17 +838,16 @@ class Monitor:
         return codes, keys
 
     # ------------------------------------------------------------------- evaluation
-
-    # ------------------------------------------------------------------- evaluation
     def _evaluate(self, fresh=False):
-        """One evaluation point: a row per segment, then the rules. Idempotent per n."""
-        if self._last_eval_n == self.n:
-            return
-        self._last_eval_n = self.n
-        self._evaluator.evaluate(list(self._all_segments()), self.n, self.t, fresh)
+        """An evaluation of everything now: every segment's buffered events fed, a row
+        per scope that counted events since its last row, then the rules. The whole
+        stream's part is idempotent per ``n``."""
+        self._point(stream=True, flush=True, fresh=fresh)
 
     def evaluate(self):
-        """Evaluate now (rows and rules), unless already done at this ``n``."""
+        """Evaluate now: every segment with buffered events is fed and writes its row,
+        and the whole stream's row (unless already written at this ``n``), then the
+        rules."""
         self._evaluate()
 
     def flush(self):
@@ -788,7 +922,10 @@ class Monitor:
         holds its JSON form), ``n`` the segment's events, ``values`` its metrics (None
         where NaN) and ``drift`` its drift reports; with windows by ``period`` each
         segment also has ``late`` (``{name: events refused as late}``). Values are
-        computed now, not at the last evaluation (an idle segment's are cached since);
+        computed now, not at the last evaluation (an idle segment's are cached since),
+        from the events the segment's objects counted: a segment's events since its last
+        row wait in its buffer until its next evaluation point (see
+        :mod:`streameval.monitor`), and ``pending`` (present when not 0) counts them;
         a segment whose values are not all exact (coarsened cumulative AUC or AP past
         ``max_scores`` distinct scores, bins) has ``error_bounds`` ``{name: bound}``.
         """
@@ -796,17 +933,19 @@ class Monitor:
         late = self._late_names
         for seg in self._all_segments():
             reports = seg.reports()
-            segments[seg.key] = {
+            values, bounds, _ = seg.read(reports, fresh=True, hold=False)
+            entry = segments[seg.key] = {
                 "segment": seg.label,
                 "n": seg.n,
-                "values": seg.values(reports),
+                "values": values,
                 "drift": reports,
             }
+            if seg.pending:
+                entry["pending"] = seg.pending
             if late:
-                segments[seg.key]["late"] = seg.late(late)
-            bounds = seg.error_bounds()
+                entry["late"] = seg.late(late)
             if bounds:
-                segments[seg.key]["error_bounds"] = bounds
+                entry["error_bounds"] = bounds
         return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
                 "other_events": self.other_events, "max_segments": self.max_segments,
                 "missing_segment_fields": dict(self.missing_segment_fields),
@@ -918,6 +1057,7 @@ class Monitor:
         mon.t = d["t"]
         mon._last_eval_n = d["last_eval_n"]
         mon._segments = {}
+        mon._index_segments()  # (rebuilt from the segments' own state on first use)
         mon._overall = None
         for s in d["segments"]:
             if s["overall"]:
