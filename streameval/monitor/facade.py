@@ -711,7 +711,8 @@ class Monitor:
         rows = [y, scores] + ([weights] if weights is not None else []) + (
             [times] if times is not None else [])
         block = np.vstack(rows)[:, order]
-        segs = [self._segment_of(k) for k in keys]  # (in order of first appearance)
+        known = self._segments.get
+        segs = [known(k) or self._segment_of(k) for k in keys]  # (first appearance order)
         start, end = edges[:-1], edges[1:]
         pending = self._pending_index()
 

@@ -276,7 +276,7 @@ class Scope:
         if self._pend_one:
             self._fold_one()
         self._pend.append((block, kind))
-        self.pending += block.shape[1]
+        self.pending += len(block[0])
 
     def pend_one(self, is_positive, s, w, t):
         """Keep one admitted event for a later feed (``t`` None: unknown).
