@@ -50,6 +50,13 @@ __all__ = ["Monitor", "DEFAULT_MAX_SEGMENTS", "OTHER_SEGMENT", "GROUP_BY_PROBE"]
 
 #: Default cap on the number of segments with their own metrics.
 DEFAULT_MAX_SEGMENTS = 1000
+#: The events of a batch that no segment's evaluation point needs yet wait in one block
+#: shared by the segments (sorted by segment, one copy per batch); every this many
+#: batches the blocks are sorted together once and each segment's events moved to its
+#: own buffer. Per batch, the cost is then a few numpy passes instead of a slice per
+#: segment (``bench_segments.py --zipf``: 1 000 segments, a third of them in every
+#: batch of 1 000).
+STASH_BATCHES = 16
 #: A ``group_by`` field that holds no value in any of the first this many events (or
 #: in a shorter whole stream, at :meth:`Monitor.flush`) is warned about: a typo in the
 #: field name otherwise only shows as segments that never appear.
@@ -400,6 +407,9 @@ class Monitor:
         seg = self.new_scope(key)
         if key is not None:
             self._segments[key] = seg
+            if len(self._seq) == len(self._segments) - 1:  # (else rebuilt on first use)
+                self._seq[key] = len(self._by_seq)
+                self._by_seq.append(seg)
         return seg
 
     # ------------------------------------------------------- the segments' cadence
@@ -409,7 +419,63 @@ class Monitor:
         order of first appearance."""
         self._pending_segs = None
         self._active_segs = None
-        self._seq = {}
+        self._seq = {}       # key -> index in order of first appearance
+        self._by_seq = []    # the segments by that index
+        self._stash = []     # [(block, kind, segment indexes)]: see STASH_BATCHES
+        self._pend_count = None  # events buffered per segment index (own buffer + stash)
+
+    def _seqs(self):
+        """``{key: index}`` of the segments in order of first appearance."""
+        if len(self._seq) != len(self._segments):
+            self._seq = {k: i for i, k in enumerate(self._segments)}
+            self._by_seq = list(self._segments.values())
+        return self._seq
+
+    def _counts(self):
+        """Events buffered per segment index (its own buffer and the stash), int64."""
+        need = len(self._seqs())
+        c = self._pend_count
+        if c is None:  # (after a restore: the stash is empty)
+            c = np.zeros(max(16, 2 * need), np.int64)
+            c[:need] = [sc.pending for sc in self._by_seq]
+            self._pend_count = c
+        elif len(c) < need:
+            c = self._pend_count = np.concatenate([c, np.zeros(2 * need - len(c), np.int64)])
+        return c
+
+    def _unstash(self, i, sc):
+        """Move the stashed events of segment index ``i`` to its buffer (in order)."""
+        stash = self._stash
+        for j, (block, kind, ids) in enumerate(stash):
+            mask = ids == i
+            if mask.any():
+                sc.pend(block[:, mask], kind)
+                keep = ~mask
+                stash[j] = (block[:, keep], kind, ids[keep])
+
+    def _compact(self):
+        """Move every stashed event to its segment's buffer: the blocks sorted together
+        by segment (stable: each segment's events stay in order), one slice each."""
+        stash = self._stash
+        if not stash:
+            return
+        kind = stash[0][1]
+        ids = np.concatenate([x[2] for x in stash])
+        block = np.concatenate([x[0] for x in stash], axis=1)
+        self._stash = []
+        if not len(ids):
+            return
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        block = block[:, order]
+        cut = (np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist()
+        by = self._by_seq
+        pending = self._pending_index()
+        ids = ids.tolist()
+        for a, b in zip([0] + cut, cut + [len(ids)]):
+            sc = by[ids[a]]
+            sc.pend(block[:, a:b].copy(), kind)
+            pending[sc.key] = sc
 
     def _pending_index(self):
         """``{key: scope}`` of the segments with events in their buffers."""
@@ -428,15 +494,15 @@ class Monitor:
         """``scopes`` (segments) in their order of first appearance."""
         if len(scopes) < 2:
             return list(scopes)
-        seq = self._seq
-        if len(seq) != len(self._segments):
-            seq = self._seq = {k: i for i, k in enumerate(self._segments)}
+        seq = self._seqs()
         return sorted(scopes, key=lambda sc: seq[sc.key])
 
     def _feed_segment(self, seg):
-        """Feed a segment's buffered events to its objects (one slice)."""
+        """Feed a segment's buffered events to its objects (one slice); its stashed
+        events must be in its buffer already (:meth:`_unstash`, :meth:`_compact`)."""
         seg.feed_pending(self._intake.labels)
         self._pending_index().pop(seg.key, None)
+        self._counts()[self._seqs()[seg.key]] = 0
 
     def _point(self, stream, due=(), flush=False, fresh=False):
         """One evaluation: the segments ``due`` (fed, at their own cadence) and, with
@@ -447,6 +513,7 @@ class Monitor:
         segments in order of first appearance."""
         segs = {sc.key: sc for sc in due}
         if flush:
+            self._compact()
             for sc in list(self._pending_index().values()):
                 self._feed_segment(sc)
                 segs[sc.key] = sc
@@ -477,6 +544,7 @@ class Monitor:
         """The monitor's scopes (:class:`~streameval.monitor.scopes.Scope`): the whole
         stream's first (when ``overall``), then the segments' in order of first
         appearance. Their metrics are live: read them, do not update them."""
+        self._compact()
         return list(self._all_segments())
 
     # -------------------------------------------------------------------- validation
@@ -587,8 +655,10 @@ class Monitor:
         if key is not None:
             seg = self._segment_of(key)
             # a segment's events wait in its buffer until its own evaluation point
+            self._compact()  # (the stashed ones first: they came before)
             seg.pend_one(y_true in self._pos_set, s, w, t)
             self._pending_index()[key] = seg
+            self._counts()[self._seqs()[key]] += 1
             if self.every and seg.pending >= self.every:
                 self._feed_segment(seg)
                 due = (seg,)
@@ -713,11 +783,17 @@ class Monitor:
         block = np.vstack(rows)[:, order]
         known = self._segments.get
         segs = [known(k) or self._segment_of(k) for k in keys]  # (first appearance order)
+        seq = self._seqs()
+        ids = np.array([seq[k] for k in keys], dtype=np.int64)
+        counts_all = self._counts()
         start, end = edges[:-1], edges[1:]
         pending = self._pending_index()
+        touched = set()
 
         def pend_before(c, p):
-            """Move segment ``c``'s events before position ``p`` to its buffer."""
+            """Move segment ``c``'s stashed events, then its events before position
+            ``p``, to its buffer."""
+            self._unstash(int(ids[c]), segs[c])
             s, e = start[c], end[c]
             if s == e:
                 return
@@ -725,6 +801,7 @@ class Monitor:
             if hi > s:
                 segs[c].pend(block[:, s:hi].copy(), kind)
                 start[c] = hi
+                touched.add(c)
                 pending[keys[c]] = segs[c]
 
         # each segment's own points: after its every-th event since its last row (a
@@ -733,8 +810,8 @@ class Monitor:
         if every:
             s0 = 0
             for s1 in periods + [m]:
-                base = (np.array([sc.pending for sc in segs])
-                        if s0 == 0 and 0 not in period_set else np.zeros(K, dtype=np.int64))
+                base = (counts_all[ids] if s0 == 0 and 0 not in period_set
+                        else np.zeros(K, dtype=np.int64))
                 part = codes[s0:s1]
                 tot = base + np.bincount(part[part >= 0], minlength=K)
                 for c in np.flatnonzero(tot >= every).tolist():
@@ -758,16 +835,28 @@ class Monitor:
             if p in count_set or fed:
                 self._point(p in count_set, fed)
             if p in period_set:
+                self._compact()
                 for c in range(K):
                     pend_before(c, p)
                 self._point(stream=True, flush=True)
+                counts_all = self._counts()
         if a < m:
             self._advance(y, scores, weights, times, a, m)
-        for c, s, e in zip(range(K), start, end):  # the rest waits in the buffers
-            if s < e:
-                sg = segs[c]
-                sg.pend(block[:, s:e].copy(), kind)
-                pending[sg.key] = sg
+        # the rest waits in the stash: the events not taken (each segment's taken ones
+        # are the first of its run in the sorted block)
+        rest = np.array(end) - np.array(start)
+        if rest.any():
+            keep = np.ones(len(order), dtype=bool)
+            keep[:edges[0]] = False  # (events without a segment)
+            for c in touched:
+                keep[edges[c]:start[c]] = False
+            if self._stash and self._stash[0][1] != kind:
+                self._compact()  # (one layout of rows in the stash)
+            self._stash.append((block[:, keep], kind, ids[codes[order][keep]]))
+            counts_all = self._counts()
+            counts_all[ids] += rest
+            if len(self._stash) >= STASH_BATCHES:
+                self._compact()
 
     def check_many(self, y_true, y_pred, w=None, t=None, segment=None):
         """Validate a batch exactly as :meth:`update_many` does, counting nothing.
@@ -932,6 +1021,7 @@ class Monitor:
         """
         segments = {}
         late = self._late_names
+        self._compact()  # (pending counts the stashed events too)
         for seg in self._all_segments():
             reports = seg.reports()
             values, bounds, _ = seg.read(reports, fresh=True, hold=False)
@@ -995,6 +1085,7 @@ class Monitor:
 
         Runtime complexity: `O(size of every metric's state)`.
         """
+        self._compact()  # (the segments' buffered events are in their states)
         params = {
             "metrics": {name: fresh(m).to_state() for name, m in self.metrics.items()},
             "drift": {name: fresh(d).to_state() for name, d in self.drift.items()},
@@ -1095,6 +1186,8 @@ class Monitor:
         running negative weights, flat orders).
         """
         from streameval.metrics.arraystate import array_state
+
+        self._compact()  # (the segments' buffered events are in their states)
 
         def metric_state(m):
             if isinstance(m, SharedView):  # (its own class's hook: others are the owner's)

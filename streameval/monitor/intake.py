@@ -332,6 +332,10 @@ class Intake:
         # cache is bounded: a client sending new values does not grow it past _KNOWN)
         known = self.__dict__.setdefault("_known", set()) if (
             self.fields is not None and len(self.fields) == 1) else None
+        if known is not None and all(type(v) is str for v in values) and \
+                known.issuperset(values):  # every value known: each its own key
+            remap[:-1] = np.arange(len(values))
+            return remap, list(values), [], True
         for c, v in enumerate(values):
             try:
                 if known is not None and type(v) is str and v in known:
