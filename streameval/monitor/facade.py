@@ -92,10 +92,24 @@ class Monitor:
     See :mod:`streameval.monitor` for evaluation points, rows and segments; the TOML schema
     is in :mod:`streameval.config`.
 
-    Runtime complexity: :meth:`update` costs one ``update`` per metric (whole stream
-    and the event's segment); :meth:`update_many` one ``update_many`` per metric,
-    segment and slice between evaluation points; an evaluation one ``get`` per
-    metric and segment.
+    Segments (``group_by``) are evaluated at their own cadence: a segment writes a row
+    after every ``every`` of its own events since its last row, at each new period of
+    ``every_seconds``, at :meth:`evaluate` and at :meth:`flush`, and only when it
+    counted events since its last row. A segment row's ``n`` counts all of the
+    segment's events its values cover (the values a monitor fed only those events
+    would give), ``stream_n`` the stream's count when it was written. Until its row is
+    due, a segment's events wait in its buffer (part of the state); its rules are
+    evaluated at its rows (and, while one is pending or firing, at the whole stream's
+    evaluation points); reads (:meth:`snapshot`, :meth:`segment_metrics`) show it as of
+    its last row, with ``pending`` the events waiting. The cost of this: a segment with
+    a share ``q`` of the stream is evaluated every ``every / q`` stream events
+    (``every_seconds`` bounds the delay in event time).
+
+    Runtime complexity: :meth:`update` costs one ``update`` per metric of the whole
+    stream and an append to the event's segment's buffer; :meth:`update_many` one
+    ``update_many`` per metric of the whole stream per slice between its evaluation
+    points plus `O(m)` numpy work; a segment's row one ``update_many`` (its buffered
+    events) and one ``get`` per metric; an idle segment nothing.
 
     >>> m = Monitor.default(size=100)
     >>> sorted(m.metrics)[:4]
