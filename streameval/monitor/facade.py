@@ -1073,7 +1073,9 @@ class Monitor:
         that reads another's score order is a read-only
         :class:`~streameval.metrics.ranking.OrderView`, one that reads another's
         confusion matrix a read-only :class:`~streameval.metrics.confusion.CountsView`
-        (``get``, ``interval``, ``to_state``)."""
+        (``get``, ``interval``, ``to_state``). A segment's objects hold the events up to
+        its last row (its later ones wait in its buffer: :meth:`snapshot`'s
+        ``pending``)."""
         if segment is None:
             if self._overall is None:
                 raise KeyError("this monitor has no whole-stream segment (overall=False)")
