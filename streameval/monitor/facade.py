@@ -692,10 +692,12 @@ class Monitor:
         ``apply(admit(...))`` of raw columns: the whole batch is validated first
         (``ValueError`` naming the first bad element and its index; nothing is
         counted). The evaluation points inside the batch are found with numpy; each
-        metric gets its trusted ``update`` on the slices between them.
+        metric of the whole stream gets its trusted ``update`` on the slices between
+        them, and each segment's events go to its buffer (fed at its own points).
 
-        Runtime complexity: `O(m)` numpy work plus one ``update_many`` per metric,
-        segment and slice, plus the evaluations.
+        Runtime complexity: `O(m)` numpy work plus one ``update_many`` per metric of the
+        whole stream and slice, plus the evaluations (a segment's: one ``update_many``
+        per metric for its buffered events).
 
         Parameters
         ----------
@@ -746,8 +748,11 @@ class Monitor:
         :data:`OTHER_SEGMENT`), evaluating at every evaluation point inside it. Same
         rows, alerts and state as a loop of :meth:`update`.
 
-        Runtime complexity: `O(m)` numpy plus one trusted update per metric, scope and
-        slice between evaluation points, plus the evaluations."""
+        Runtime complexity: `O(m)` numpy plus one trusted update per metric of the whole
+        stream and slice between its evaluation points, plus the evaluations (a
+        segment's: its buffered events in one trusted update per metric); every
+        :data:`STASH_BATCHES` batches, one sort of the events waiting for their
+        segments."""
         if not isinstance(admitted, Admitted):
             raise TypeError(f"apply takes what admit() returns, not {type(admitted).__name__}")
         y, scores, weights, times = (admitted.is_positive, admitted.score, admitted.weight,
@@ -957,9 +962,10 @@ class Monitor:
     def flush(self):
         """End of the stream: make sure the final state is in the timeline.
 
-        Evaluates (rows for every segment that counted events since its last row,
-        rules) unless the last evaluation was at the current ``n`` with every whole-stream
-        value fresh; every value of this evaluation is computed now (none held).
+        Feeds every segment's buffered events and evaluates (a row for every segment
+        that counted events since its last row, and the whole stream's unless the last
+        evaluation was at the current ``n`` with every whole-stream value fresh; then the
+        rules); every value of this evaluation is computed now (none held).
         Idempotent.
         """
         if self._probe_segments and self.n:
