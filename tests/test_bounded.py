@@ -266,16 +266,19 @@ def test_monitor_rows_carry_error_bounds_and_held_values_and_restart_identically
 
 
 def test_idle_segments_write_no_row_and_keep_their_last_one():
-    mon = se.Monitor({"auc": se.ROCAUC(), "recall": se.Recall()}, group_by="g", every=4,
+    # every 2 events: the whole stream's rows at 2, 4, ...; a segment's at its own 2nd,
+    # 4th, ... event
+    mon = se.Monitor({"auc": se.ROCAUC(), "recall": se.Recall()}, group_by="g", every=2,
                      rules=["recall < 0.5"])
     rows, alerts = [], []
     mon.on_metrics.append(rows.append)
     mon.on_alert.append(alerts.append)
     mon.update_many([1, 0, 1, 0], [0.9, 0.1, 0.8, 0.2], segment=["a", "a", "b", "b"])
-    assert [r["segment"] for r in rows] == [None, "a", "b"]
+    assert [(r.get("stream_n", r["n"]), r["segment"]) for r in rows] == [
+        (2, None), (2, "a"), (4, None), (4, "b")]
     b_row = rows[-1]
     mon.update_many([1, 0, 1, 1], [0.9, 0.1, 0.7, 0.6], segment=["a"] * 4)
-    assert [r["segment"] for r in rows[3:]] == [None, "a"]  # "b" idle: no row
+    assert [r["segment"] for r in rows[4:]] == [None, "a", None, "a"]  # "b" idle: no row
     # its last row is what a fresh read gives now
     assert mon.snapshot()["segments"]["b"]["values"] == b_row["values"]
     # a segment whose rule fires keeps being evaluated while idle (its alert can resolve
@@ -379,9 +382,13 @@ def test_restart_with_idle_segments_writes_the_rows_of_a_direct_monitor(monkeypa
         m.flush()
     assert rows[cut:] == rows2 and alerts[cut_alerts:] == alerts2
     assert restored.to_state() == direct.to_state()
-    # "c" wrote no row once idle, and its last row is its final value
+    # "c" wrote rows at its own points (every 100 of its events) while it had events;
+    # the events after its last point waited in its buffer through the restart, and the
+    # end of the stream wrote its last row, its final value; none in between (idle)
     c_rows = [r for r in rows if r["segment"] == "c"]
-    assert c_rows[-1]["n"] == int((seg[: n // 2] == "c").sum())
-    assert all(r["stream_n"] <= n // 2 + 100 for r in c_rows)
+    total_c = int((seg[: n // 2] == "c").sum())
+    assert total_c % 100 and [r["n"] for r in c_rows] == list(range(100, total_c, 100)) + [
+        total_c]
+    assert all(r["stream_n"] <= n // 2 for r in c_rows[:-1]) and c_rows[-1]["stream_n"] == n
     last_c = c_rows[-1]["values"]
     assert last_c["recall"] == direct.snapshot()["segments"]["c"]["values"]["recall"]

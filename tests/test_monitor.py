@@ -204,16 +204,29 @@ def test_segments_equal_sklearn_on_each_segments_events():
     y, s, w, _, seg = _stream(900, seed=4, weights=True, segments=["de", "fr", "us"])
     seg = seg.astype(object)
     seg[::37] = None                  # no segment: counted in the whole stream only
-    mon = Monitor(_metrics(window=100), group_by="country", every=300)
+    mon = Monitor(_metrics(window=100), group_by="country", every=130)
     rows, _ = _collect(mon)
     _batches(mon, y, s, w, seg=seg, cuts=[10, 450])
     first_seen = []
     for v in seg:
         if v is not None and v not in first_seen:
             first_seen.append(v)
+    # the whole stream writes a row every 130 of the stream's events; a segment every
+    # 130 of its own events (its cadence), and at the end for the events since its last
+    expected, count, at_row = [], dict.fromkeys(first_seen, 0), dict.fromkeys(first_seen, 0)
+    for i, g in enumerate(seg, 1):
+        due = []
+        if g is not None:
+            count[g] += 1
+            if count[g] - at_row[g] == 130:
+                due, at_row[g] = [g], count[g]
+        if i % 130 == 0 or due:
+            expected += [(i, None)] * (i % 130 == 0) + [(i, g) for g in due]
+    expected += [(900, None)] * (900 % 130 != 0) + [
+        (900, g) for g in first_seen if count[g] > at_row[g]]
     # a segment row's n is its own events', stream_n the stream's position
-    assert [(r.get("stream_n", r["n"]), r["segment"]) for r in rows] == [
-        (n, g) for n in (300, 600, 900) for g in [None] + first_seen]
+    assert [(r.get("stream_n", r["n"]), r["segment"]) for r in rows] == expected
+    assert sum(r["segment"] is not None for r in rows) == sum(-(-k // 130) for k in count.values())
     for r in rows:
         n, g = r.get("stream_n", r["n"]), r["segment"]
         assert r["n"] == (n if g is None else sum(1 for v in seg[:n] if v == g)), r
@@ -318,9 +331,11 @@ def test_each_segment_has_its_own_rule_instance():
     mon = Monitor({"recall": se.Recall()}, rules=["recall < 0.5"], group_by="g", every=10)
     rows, alerts = _collect(mon)
     _batches(mon, y, s, seg=seg)
-    assert [(a["state"], a["n"], a["segment"]) for a in alerts] == [("firing", 10, "b")]
+    # a segment is evaluated at its own cadence: "b" reaches its 10th event at the
+    # stream's 20th (the transition's n is the stream's clock)
+    assert [(a["state"], a["n"], a["segment"]) for a in alerts] == [("firing", 20, "b")]
     assert _core(mon.active_alerts()) == [
-        {"rule": "recall < 0.5", "state": "firing", "n": 10, "t": None, "value": 0.0, "segment": "b"}]
+        {"rule": "recall < 0.5", "state": "firing", "n": 20, "t": None, "value": 0.0, "segment": "b"}]
     assert mon.active_alerts() == alerts  # with the explanation the transition had
     assert mon.snapshot()["alerts"] == mon.active_alerts()
     # the whole stream's recall is 0.5: no alert there
@@ -949,8 +964,19 @@ def test_late_events_are_counted_per_window_and_segment_in_rows_and_snapshot():
         at = row.get("stream_n", row["n"])
         assert row["late"]["p@1h"] == brute(60, at, key), row
         assert row["late"]["p@2h"] == brute(300, at, key), row
+    # a snapshot reads a segment as of its last row: the events since wait in its buffer
+    # (counted in "pending") until its next evaluation point
+    snap = mon.snapshot()
+    for key in ("a", "b"):
+        e = snap["segments"][key]
+        where = [i for i in range(n) if seg[i] == key]
+        assert e["n"] + e.get("pending", 0) == len(where) and e.get("pending", 0) > 0
+        upto = where[e["n"] - 1] + 1 if e["n"] else 0
+        assert e["late"] == {"p@1h": brute(60, upto, key), "p@2h": brute(300, upto, key)}
+    mon.evaluate()  # every segment's buffer fed
     snap = mon.snapshot()
     for key in (None, "a", "b"):
+        assert "pending" not in snap["segments"][key]
         assert snap["segments"][key]["late"] == {"p@1h": brute(60, n, key),
                                                  "p@2h": brute(300, n, key)}
     assert brute(60, n, None) > 20
@@ -978,6 +1004,7 @@ def test_the_other_segment_is_reserved_and_unencodable_segments_are_refused():
     with pytest.warns(RuntimeWarning):
         mon.update_many([True, False, True], [0.9, 0.1, 0.8], segment=["a", "b", "c"])
     assert mon.segments == ["a", "__other__"] and mon.other_events == 2
+    mon.evaluate()  # (the segments' buffered events fed)
     assert mon.segment_metrics("__other__")["r"].get() == 1.0  # readable by its name
     again = Monitor.from_state(json.loads(json.dumps(mon.to_state())))
     assert again.segments == ["a", "__other__"]
@@ -1041,14 +1068,32 @@ def test_a_checkpoint_from_before_the_sequential_detectors_still_loads_and_resum
     ev = doc["events"]
     mon.update_many(np.array(ev["y"][500:]), np.array(ev["s"][500:]), segment=ev["segment"][500:])
     mon.flush()
-    # that version wrote the stream's n in segment rows; they now hold the segment's
-    # own count, the stream's n as stream_n (the values and alerts are unchanged)
+    # the whole stream's rows are that version's, bit for bit
+    assert [r for r in rows if r["segment"] is None] == [
+        r for r in doc["rows_after"] if r["segment"] is None]
+    # that version wrote a row for every segment at every point of the stream; a segment
+    # now writes one every 100 of its own events (its count from the restored state on)
+    # and at the end, where its values are that version's (the same events, fed in other
+    # slices: equal to 1e-12) with its own count as n and the stream's as stream_n
     seg = ev["segment"]
-    expected = [r if r["segment"] is None else
-                dict(r, n=sum(1 for g in seg[:r["n"]] if g == r["segment"]), stream_n=r["n"])
-                for r in doc["rows_after"]]
-    assert rows == expected
-    assert _core(alerts) == doc["alerts_after"]
+    assert [(r.get("stream_n"), r["n"], r["segment"]) for r in rows if r["segment"]] == [
+        (692, 350, "a"), (705, 350, "b"), (800, 393, "b"), (800, 407, "a")]
+    for r in rows:
+        if r["segment"] is not None:
+            k = r["stream_n"]
+            assert r["n"] == sum(1 for g in seg[:k] if g == r["segment"])
+    final = {r["segment"]: r for r in rows if r["stream_n" if r["segment"] else "n"] == 800}
+    for old in doc["rows_after"]:
+        if old["n"] == 800 and old["segment"] is not None:
+            got = final[old["segment"]]["values"]
+            assert got.keys() == old["values"].keys()
+            for name, v in old["values"].items():
+                assert (v is None) == (got[name] is None), name
+                assert v is None or abs(got[name] - v) <= 1e-12, (name, got[name], v)
+    # that version's alert on "b" fired at 600 and resolved at 700, between two of b's
+    # own points now (its rows at 705 and 800): the cost of evaluating a segment every
+    # `every` of its own events is that an excursion shorter than that can pass unseen
+    assert [a["segment"] for a in doc["alerts_after"]] == ["b", "b"] and _core(alerts) == []
 
 
 def _delong_brute(y, s):

@@ -438,7 +438,7 @@ def _scan_setup():
 def test_the_scanner_knows_the_monitors_private_names_and_catches_their_use():
     names, ambiguous = _scan_setup()
     assert {"_evaluate", "_segments", "_overall", "_new_segment", "_intake", "_bind",
-            "_feed", "_last_eval_n"} <= names
+            "_feed_segment", "_last_eval_n"} <= names
     snippet = (
         "monitor._evaluate()\n"
         "monitor.n = 3\n"                       # public: not flagged

@@ -961,14 +961,9 @@ class Metric:
         return type(self)(**params)
 
     def _params(self):
-        params = {}
-        for name, p in inspect.signature(type(self).__init__).parameters.items():
-            if name == "self" or name in self._state_exclude:
-                continue
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            params[name] = getattr(self, name)
-        return params
+        exclude = self._state_exclude
+        return {name: getattr(self, name) for name in _init_params(type(self))
+                if name not in exclude}
 
     def _check(self):
         """Assert the internal invariants (tests call this after every operation)."""
@@ -1318,3 +1313,20 @@ class RegressionMetric(Metric, river_base.RegressionMetric):
 
     def revert_trusted(self, y, s, w=None):
         return Metric.revert_trusted(self, y.tolist(), s.tolist(), None if w is None else w.tolist())
+
+
+#: class -> the names of its ``__init__``'s named parameters (``self`` and ``*args``,
+#: ``**kwargs`` left out): read once per class, so that cloning a metric for a new
+#: segment does not walk a signature every time
+_INIT_PARAMS = {}
+
+
+def _init_params(cls):
+    """The named parameters of ``cls.__init__``, in order (cached per class)."""
+    names = _INIT_PARAMS.get(cls)
+    if names is None:
+        names = tuple(
+            name for name, p in inspect.signature(cls.__init__).parameters.items()
+            if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+        _INIT_PARAMS[cls] = names
+    return names

@@ -2,11 +2,13 @@
 
 A :class:`Monitor` takes scored, labelled events one at a time (:meth:`Monitor.update`)
 or in batches (:meth:`Monitor.update_many`), feeds them to its metrics, and at each
-*evaluation point* emits one metrics row per segment that counted events since its
-last row and evaluates its alert rules.
+*evaluation point* emits a metrics row for each scope it evaluates (the whole stream,
+segments) and evaluates their alert rules.
 
 Evaluation points
 -----------------
+The whole stream:
+
 * every ``every`` events (after the ``every``-th, ``2 * every``-th, ... event);
 * every ``every_seconds`` of event time: when an event's time enters a new period
   (periods are aligned to multiples of ``every_seconds`` since the epoch, so hourly means
@@ -16,16 +18,30 @@ Evaluation points
   the current ``n`` with every whole-stream value fresh (its rows already are the final
   ones).
 
-Two triggers at the same ``n`` give one evaluation. The batch path finds the same
-points as the event path, feeds each metric ``update_many`` with the slice of events
-between two points, and evaluates there: same rows, same alerts, far faster.
+A segment (``group_by``) has its own cadence: it is evaluated after every ``every`` of
+*its own* events since its last row, at each new period of ``every_seconds``, at
+:meth:`Monitor.evaluate` and at :meth:`Monitor.flush`, each time only if it counted
+events since its last row. Between two of its rows its events wait in its buffer (part
+of the state) and are fed to its metrics in one slice when its row is due; reading
+(snapshots, the live metric objects) shows a segment as of its last row, and never
+feeds a buffer. A segment that gets a share ``q`` of the stream is thus evaluated every
+``every / q`` stream events: an evaluation costs what changed (idle segments are not
+read), at the price of a longer detection delay on small segments, which
+``every_seconds`` bounds in event time.
+
+Two triggers at the same ``n`` give one evaluation (the whole stream's count point and
+the segments due there; a new period then feeds and evaluates every other segment with
+buffered events). The batch path finds the same points as the event path, feeds each
+metric ``update_many`` with the slice of events between two points (a segment: its
+events since its last row), and evaluates there: same rows, same alerts, far faster.
 
 Output
 ------
 ``on_metrics`` and ``on_alert`` are lists of callables (sinks), called at each
 evaluation with plain JSON-ready dicts (DESIGN.md section 6):
 
-* metrics row: ``{"n", "t", "segment", "values": {name: float or None}}``, plus
+* metrics row: ``{"n", "t", "segment", "values": {name: float or None}}`` (a segment's
+  also ``"stream_n"``), plus
   ``"late": {name: count}`` when the monitor has windows by ``period``: the events each
   window refused as late (older than its ``lateness`` allows), in that segment, so far;
   ``"error_bounds": {name: bound}`` for the values that are not exact (a cumulative AUC
@@ -48,10 +64,11 @@ of its last closed window (a partial window is not closed by :meth:`Monitor.flus
 Each drift test adds ``"drift.<name>.p_value"`` and
 ``"drift.<name>.delta"`` to ``values`` (None until the test is ready), and a sequential
 detector ``"drift.<name>.change_p_value"`` (the p-value at its last detection; None
-before any). At an evaluation the rows of every segment are emitted first, then the
-transitions. A segment that counted no event since its last row (idle) writes no row
-(its last one still holds) and its rules are evaluated only while one of them is
-pending or firing.
+before any). At an evaluation the rows are emitted first, then the transitions. A segment's rules
+are evaluated at its rows, on their values (``for = 3``: three of the segment's
+evaluations); a segment that counted no event since its last row (idle) writes no row
+(its last one still holds), and its rules are evaluated again at the whole stream's
+evaluation points only while one of them is pending or firing.
 
 Segments
 --------
@@ -114,10 +131,12 @@ service.
 >>> [(a["state"], a["n"]) for a in alerts]
 [('firing', 2), ('resolved', 4), ('firing', 5)]
 
-Cost: :meth:`Monitor.update` is one ``update`` per metric of the whole stream and of
-the event's segment; :meth:`Monitor.update_many` one ``update_many`` per metric and
-segment per slice between evaluation points, plus `O(m)` numpy work; an evaluation is
-one ``get`` per metric and segment plus `O(1)` per rule.
+Cost: :meth:`Monitor.update` is one ``update`` per metric of the whole stream, and an
+append to the event's segment's buffer; :meth:`Monitor.update_many` one ``update_many``
+per metric of the whole stream per slice between its evaluation points, plus `O(m)`
+numpy work for the segments' buffers; a segment's row costs one ``update_many`` per
+metric (the events since its last row) and one ``get`` per metric, plus `O(1)` per
+rule; an idle segment costs nothing.
 """
 
 from streameval.monitor.evaluation import Evaluator, evaluation_points

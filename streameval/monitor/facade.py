@@ -50,6 +50,13 @@ __all__ = ["Monitor", "DEFAULT_MAX_SEGMENTS", "OTHER_SEGMENT", "GROUP_BY_PROBE"]
 
 #: Default cap on the number of segments with their own metrics.
 DEFAULT_MAX_SEGMENTS = 1000
+#: The events of a batch that no segment's evaluation point needs yet wait in one block
+#: shared by the segments (sorted by segment, one copy per batch); every this many
+#: batches the blocks are sorted together once and each segment's events moved to its
+#: own buffer. Per batch, the cost is then a few numpy passes instead of a slice per
+#: segment (``bench_segments.py --zipf``: 1 000 segments, a third of them in every
+#: batch of 1 000).
+STASH_BATCHES = 16
 #: A ``group_by`` field that holds no value in any of the first this many events (or
 #: in a shorter whole stream, at :meth:`Monitor.flush`) is warned about: a typo in the
 #: field name otherwise only shows as segments that never appear.
@@ -85,10 +92,24 @@ class Monitor:
     See :mod:`streameval.monitor` for evaluation points, rows and segments; the TOML schema
     is in :mod:`streameval.config`.
 
-    Runtime complexity: :meth:`update` costs one ``update`` per metric (whole stream
-    and the event's segment); :meth:`update_many` one ``update_many`` per metric,
-    segment and slice between evaluation points; an evaluation one ``get`` per
-    metric and segment.
+    Segments (``group_by``) are evaluated at their own cadence: a segment writes a row
+    after every ``every`` of its own events since its last row, at each new period of
+    ``every_seconds``, at :meth:`evaluate` and at :meth:`flush`, and only when it
+    counted events since its last row. A segment row's ``n`` counts all of the
+    segment's events its values cover (the values a monitor fed only those events
+    would give), ``stream_n`` the stream's count when it was written. Until its row is
+    due, a segment's events wait in its buffer (part of the state); its rules are
+    evaluated at its rows (and, while one is pending or firing, at the whole stream's
+    evaluation points); reads (:meth:`snapshot`, :meth:`segment_metrics`) show it as of
+    its last row, with ``pending`` the events waiting. The cost of this: a segment with
+    a share ``q`` of the stream is evaluated every ``every / q`` stream events
+    (``every_seconds`` bounds the delay in event time).
+
+    Runtime complexity: :meth:`update` costs one ``update`` per metric of the whole
+    stream and an append to the event's segment's buffer; :meth:`update_many` one
+    ``update_many`` per metric of the whole stream per slice between its evaluation
+    points plus `O(m)` numpy work; a segment's row one ``update_many`` (its buffered
+    events) and one ``get`` per metric; an idle segment nothing.
 
     >>> m = Monitor.default(size=100)
     >>> sorted(m.metrics)[:4]
@@ -275,6 +296,7 @@ class Monitor:
         self.t = None
         self._last_eval_n = None
         self._segments = {}
+        self._index_segments()
         self._overall = self._new_segment(None) if overall else None
 
 
@@ -399,7 +421,133 @@ class Monitor:
         seg = self.new_scope(key)
         if key is not None:
             self._segments[key] = seg
+            if len(self._seq) == len(self._segments) - 1:  # (else rebuilt on first use)
+                self._seq[key] = len(self._by_seq)
+                self._by_seq.append(seg)
         return seg
+
+    # ------------------------------------------------------- the segments' cadence
+    def _index_segments(self):
+        """Forget the indexes over the segments (rebuilt from them on first use): which
+        have events in their buffers, which have a pending or firing rule, and their
+        order of first appearance."""
+        self._pending_segs = None
+        self._active_segs = None
+        self._seq = {}       # key -> index in order of first appearance
+        self._by_seq = []    # the segments by that index
+        self._stash = []     # [(block, kind, segment indexes)]: see STASH_BATCHES
+        self._pend_count = None  # events buffered per segment index (own buffer + stash)
+
+    def _seqs(self):
+        """``{key: index}`` of the segments in order of first appearance."""
+        if len(self._seq) != len(self._segments):
+            self._seq = {k: i for i, k in enumerate(self._segments)}
+            self._by_seq = list(self._segments.values())
+        return self._seq
+
+    def _counts(self):
+        """Events buffered per segment index (its own buffer and the stash), int64."""
+        need = len(self._seqs())
+        c = self._pend_count
+        if c is None:  # (after a restore: the stash is empty)
+            c = np.zeros(max(16, 2 * need), np.int64)
+            c[:need] = [sc.pending for sc in self._by_seq]
+            self._pend_count = c
+        elif len(c) < need:
+            c = self._pend_count = np.concatenate([c, np.zeros(2 * need - len(c), np.int64)])
+        return c
+
+    def _unstash(self, i, sc):
+        """Move the stashed events of segment index ``i`` to its buffer (in order)."""
+        stash = self._stash
+        for j, (block, kind, ids) in enumerate(stash):
+            mask = ids == i
+            if mask.any():
+                sc.pend(block[:, mask], kind)
+                keep = ~mask
+                stash[j] = (block[:, keep], kind, ids[keep])
+
+    def _compact(self):
+        """Move every stashed event to its segment's buffer: the blocks sorted together
+        by segment (stable: each segment's events stay in order), one slice each."""
+        stash = self._stash
+        if not stash:
+            return
+        kind = stash[0][1]
+        ids = np.concatenate([x[2] for x in stash])
+        block = np.concatenate([x[0] for x in stash], axis=1)
+        self._stash = []
+        if not len(ids):
+            return
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        block = block[:, order]
+        cut = (np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist()
+        by = self._by_seq
+        pending = self._pending_index()
+        ids = ids.tolist()
+        for a, b in zip([0] + cut, cut + [len(ids)]):
+            sc = by[ids[a]]
+            sc.pend(block[:, a:b].copy(), kind)
+            pending[sc.key] = sc
+
+    def _pending_index(self):
+        """``{key: scope}`` of the segments with events in their buffers."""
+        if self._pending_segs is None:
+            self._pending_segs = {k: sc for k, sc in self._segments.items() if sc.pending}
+        return self._pending_segs
+
+    def _active_index(self):
+        """``{key: scope}`` of the segments with a pending or firing rule."""
+        if self._active_segs is None:
+            self._active_segs = {k: sc for k, sc in self._segments.items()
+                                 if any(r.active is not None for r in sc.rules)}
+        return self._active_segs
+
+    def _in_order(self, scopes):
+        """``scopes`` (segments) in their order of first appearance."""
+        if len(scopes) < 2:
+            return list(scopes)
+        seq = self._seqs()
+        return sorted(scopes, key=lambda sc: seq[sc.key])
+
+    def _feed_segment(self, seg):
+        """Feed a segment's buffered events to its objects (one slice); its stashed
+        events must be in its buffer already (:meth:`_unstash`, :meth:`_compact`)."""
+        seg.feed_pending(self._intake.labels)
+        self._pending_index().pop(seg.key, None)
+        self._counts()[self._seqs()[seg.key]] = 0
+
+    def _point(self, stream, due=(), flush=False, fresh=False):
+        """One evaluation: the segments ``due`` (fed, at their own cadence) and, with
+        ``stream`` (an evaluation point of the whole stream; once per ``n``), the whole
+        stream and the idle segments whose rules are pending or firing; with ``flush``
+        (a new period of event time, :meth:`evaluate`, :meth:`flush`) every segment
+        with buffered events is fed and evaluated too. Rows: whole stream first, then
+        segments in order of first appearance."""
+        segs = {sc.key: sc for sc in due}
+        if flush:
+            self._compact()
+            for sc in list(self._pending_index().values()):
+                self._feed_segment(sc)
+                segs[sc.key] = sc
+        scopes = []
+        if stream and self._last_eval_n != self.n:
+            self._last_eval_n = self.n
+            if self._overall is not None:
+                scopes.append(self._overall)
+            for k, sc in self._active_index().items():
+                segs.setdefault(k, sc)
+        if not scopes and not segs:
+            return
+        ordered = self._in_order(list(segs.values()))
+        self._evaluator.evaluate(scopes + ordered, self.n, self.t, fresh)
+        active = self._active_index()
+        for sc in ordered:
+            if any(r.active is not None for r in sc.rules):
+                active[sc.key] = sc
+            else:
+                active.pop(sc.key, None)
 
     def _all_segments(self):
         if self._overall is not None:
@@ -410,6 +558,7 @@ class Monitor:
         """The monitor's scopes (:class:`~streameval.monitor.scopes.Scope`): the whole
         stream's first (when ``overall``), then the segments' in order of first
         appearance. Their metrics are live: read them, do not update them."""
+        self._compact()
         return list(self._all_segments())
 
     # -------------------------------------------------------------------- validation
@@ -511,20 +660,30 @@ class Monitor:
 
         E = self.every_seconds
         if E is not None and self.t is not None and t // E > self.t // E:
-            self._evaluate()
+            self._point(stream=True, flush=True)
         if key is not None:
             key = self._capped(key)
         if self._overall is not None:
             self._overall.update(y_true, s, w, t)
+        due = ()
         if key is not None:
-            self._segment_of(key).update(y_true, s, w, t)
+            seg = self._segment_of(key)
+            # a segment's events wait in its buffer until its own evaluation point
+            self._compact()  # (the stashed ones first: they came before)
+            seg.pend_one(y_true in self._pos_set, s, w, t)
+            self._pending_index()[key] = seg
+            self._counts()[self._seqs()[key]] += 1
+            if self.every and seg.pending >= self.every:
+                self._feed_segment(seg)
+                due = (seg,)
         self.n += 1
         if t is not None and (self.t is None or t > self.t):
             self.t = t
         if self._probe_segments and self.n >= GROUP_BY_PROBE:
             self._check_group_by()
-        if self.every and self.n % self.every == 0:
-            self._evaluate()
+        stream = bool(self.every) and self.n % self.every == 0
+        if stream or due:
+            self._point(stream, due)
 
 
     def update_many(self, y_true, y_pred, w=None, t=None, segment=None):
@@ -533,10 +692,12 @@ class Monitor:
         ``apply(admit(...))`` of raw columns: the whole batch is validated first
         (``ValueError`` naming the first bad element and its index; nothing is
         counted). The evaluation points inside the batch are found with numpy; each
-        metric gets its trusted ``update`` on the slices between them.
+        metric of the whole stream gets its trusted ``update`` on the slices between
+        them, and each segment's events go to its buffer (fed at its own points).
 
-        Runtime complexity: `O(m)` numpy work plus one ``update_many`` per metric,
-        segment and slice, plus the evaluations.
+        Runtime complexity: `O(m)` numpy work plus one ``update_many`` per metric of the
+        whole stream and slice, plus the evaluations (a segment's: one ``update_many``
+        per metric for its buffered events).
 
         Parameters
         ----------
@@ -587,8 +748,11 @@ class Monitor:
         :data:`OTHER_SEGMENT`), evaluating at every evaluation point inside it. Same
         rows, alerts and state as a loop of :meth:`update`.
 
-        Runtime complexity: `O(m)` numpy plus one trusted update per metric, scope and
-        slice between evaluation points, plus the evaluations."""
+        Runtime complexity: `O(m)` numpy plus one trusted update per metric of the whole
+        stream and slice between its evaluation points, plus the evaluations (a
+        segment's: its buffered events in one trusted update per metric); every
+        :data:`STASH_BATCHES` batches, one sort of the events waiting for their
+        segments."""
         if not isinstance(admitted, Admitted):
             raise TypeError(f"apply takes what admit() returns, not {type(admitted).__name__}")
         y, scores, weights, times = (admitted.is_positive, admitted.score, admitted.weight,
@@ -606,24 +770,112 @@ class Monitor:
         if self._probe_segments and self.n + m >= GROUP_BY_PROBE:
             self._check_group_by(keys, codes, GROUP_BY_PROBE - self.n)
 
-        # evaluation points: after the first p events of the batch
-        points = evaluation_points(self.n, self.t, times, m, self.every, self.every_seconds)
+        # evaluation points of the whole stream: after the first p events of the batch
+        every, E = self.every, self.every_seconds
+        counts = evaluation_points(self.n, self.t, None, m, every, None) if every else []
+        periods = evaluation_points(self.n, self.t, times, m, 0, E) if E is not None else []
+        count_set, period_set = set(counts), set(periods)
+        if codes is None or not keys:
+            points = sorted(count_set | period_set)
+            a = 0
+            for p in points:
+                if p > a:
+                    self._advance(y, scores, weights, times, a, p)
+                    a = p
+                if p in count_set:
+                    self._point(stream=True)
+                if p in period_set:
+                    self._point(stream=True, flush=True)
+            if a < m:
+                self._advance(y, scores, weights, times, a, m)
+            return
 
-        # per-segment event indices, in batch order
-        groups = None
-        if codes is not None:
-            order = np.argsort(codes, kind="stable")
-            bounds = np.searchsorted(codes[order], np.arange(-1, len(keys) + 1))
-            groups = [(keys[c], order[bounds[c + 1]:bounds[c + 2]]) for c in range(len(keys))]
+        # the batch sorted by segment (stable: each segment's events in batch order),
+        # as one block of rows (is positive, score[, weight][, time]) that segments'
+        # buffers take their slices of
+        K = len(keys)
+        order = np.argsort(codes, kind="stable")
+        edges = np.searchsorted(codes[order], np.arange(K + 1)).tolist()
+        kind = (weights is not None) | ((times is not None) << 1)
+        rows = [y, scores] + ([weights] if weights is not None else []) + (
+            [times] if times is not None else [])
+        block = np.vstack(rows)[:, order]
+        known = self._segments.get
+        segs = [known(k) or self._segment_of(k) for k in keys]  # (first appearance order)
+        seq = self._seqs()
+        ids = np.array([seq[k] for k in keys], dtype=np.int64)
+        counts_all = self._counts()
+        start, end = edges[:-1], edges[1:]
+        pending = self._pending_index()
+        touched = set()
+
+        def pend_before(c, p):
+            """Move segment ``c``'s stashed events, then its events before position
+            ``p``, to its buffer."""
+            self._unstash(int(ids[c]), segs[c])
+            s, e = start[c], end[c]
+            if s == e:
+                return
+            hi = e if p >= m else s + int(np.searchsorted(order[s:e], p))
+            if hi > s:
+                segs[c].pend(block[:, s:hi].copy(), kind)
+                start[c] = hi
+                touched.add(c)
+                pending[keys[c]] = segs[c]
+
+        # each segment's own points: after its every-th event since its last row (a
+        # new period of event time feeds every segment, restarting the counts)
+        due = {}
+        if every:
+            s0 = 0
+            for s1 in periods + [m]:
+                base = (counts_all[ids] if s0 == 0 and 0 not in period_set
+                        else np.zeros(K, dtype=np.int64))
+                part = codes[s0:s1]
+                tot = base + np.bincount(part[part >= 0], minlength=K)
+                for c in np.flatnonzero(tot >= every).tolist():
+                    where = order[edges[c]:edges[c + 1]]
+                    lo, hi = np.searchsorted(where, (s0, s1)).tolist()
+                    js = np.arange(every - int(base[c]) - 1, hi - lo, every)
+                    for p in (where[lo + js] + 1).tolist():
+                        due.setdefault(p, []).append(c)
+                s0 = s1
 
         a = 0
-        for p in points:
+        for p in sorted(count_set | period_set | due.keys()):
             if p > a:
-                self._feed(y, scores, weights, times, groups, a, p)
+                self._advance(y, scores, weights, times, a, p)
                 a = p
-            self._evaluate()
+            fed = []
+            for c in due.get(p, ()):
+                pend_before(c, p)
+                self._feed_segment(segs[c])
+                fed.append(segs[c])
+            if p in count_set or fed:
+                self._point(p in count_set, fed)
+            if p in period_set:
+                self._compact()
+                for c in range(K):
+                    pend_before(c, p)
+                self._point(stream=True, flush=True)
+                counts_all = self._counts()
         if a < m:
-            self._feed(y, scores, weights, times, groups, a, m)
+            self._advance(y, scores, weights, times, a, m)
+        # the rest waits in the stash: the events not taken (each segment's taken ones
+        # are the first of its run in the sorted block)
+        rest = np.array(end) - np.array(start)
+        if rest.any():
+            keep = np.ones(len(order), dtype=bool)
+            keep[:edges[0]] = False  # (events without a segment)
+            for c in touched:
+                keep[edges[c]:start[c]] = False
+            if self._stash and self._stash[0][1] != kind:
+                self._compact()  # (one layout of rows in the stash)
+            self._stash.append((block[:, keep], kind, ids[codes[order][keep]]))
+            counts_all = self._counts()
+            counts_all[ids] += rest
+            if len(self._stash) >= STASH_BATCHES:
+                self._compact()
 
     def check_many(self, y_true, y_pred, w=None, t=None, segment=None):
         """Validate a batch exactly as :meth:`update_many` does, counting nothing.
@@ -649,22 +901,14 @@ class Monitor:
         """
         return self._intake.validate(y_true, y_pred, w)
 
-    def _feed(self, y, s, w, t, groups, a, b):
+    def _advance(self, y, s, w, t, a, b):
+        """Count the batch's events ``a:b`` in the stream: fed to the whole stream's
+        scope (segments buffer theirs), the stream's count and newest time."""
         sl = slice(a, b)
         tt = None if t is None else t[sl]
-        ws = None if w is None else w[sl]
-        labels = self._intake.labels
         if self._overall is not None:
-            self._overall.update_many(y[sl], s[sl], ws, tt, labels)
-        if groups is not None:
-            for key, idx in groups:
-                lo, hi = np.searchsorted(idx, (a, b))
-                if hi == lo:
-                    continue
-                ix = idx[lo:hi]
-                self._segment_of(key).update_many(
-                    y[ix], s[ix], None if w is None else w[ix], None if t is None else t[ix],
-                    labels)
+            self._overall.update_many(y[sl], s[sl], None if w is None else w[sl], tt,
+                                      self._intake.labels)
         self.n += b - a
         if tt is not None:
             top = tt.max()
@@ -703,25 +947,25 @@ class Monitor:
         return codes, keys
 
     # ------------------------------------------------------------------- evaluation
-
-    # ------------------------------------------------------------------- evaluation
     def _evaluate(self, fresh=False):
-        """One evaluation point: a row per segment, then the rules. Idempotent per n."""
-        if self._last_eval_n == self.n:
-            return
-        self._last_eval_n = self.n
-        self._evaluator.evaluate(list(self._all_segments()), self.n, self.t, fresh)
+        """An evaluation of everything now: every segment's buffered events fed, a row
+        per scope that counted events since its last row, then the rules. The whole
+        stream's part is idempotent per ``n``."""
+        self._point(stream=True, flush=True, fresh=fresh)
 
     def evaluate(self):
-        """Evaluate now (rows and rules), unless already done at this ``n``."""
+        """Evaluate now: every segment with buffered events is fed and writes its row,
+        and the whole stream's row (unless already written at this ``n``), then the
+        rules."""
         self._evaluate()
 
     def flush(self):
         """End of the stream: make sure the final state is in the timeline.
 
-        Evaluates (rows for every segment that counted events since its last row,
-        rules) unless the last evaluation was at the current ``n`` with every whole-stream
-        value fresh; every value of this evaluation is computed now (none held).
+        Feeds every segment's buffered events and evaluates (a row for every segment
+        that counted events since its last row, and the whole stream's unless the last
+        evaluation was at the current ``n`` with every whole-stream value fresh; then the
+        rules); every value of this evaluation is computed now (none held).
         Idempotent.
         """
         if self._probe_segments and self.n:
@@ -788,25 +1032,31 @@ class Monitor:
         holds its JSON form), ``n`` the segment's events, ``values`` its metrics (None
         where NaN) and ``drift`` its drift reports; with windows by ``period`` each
         segment also has ``late`` (``{name: events refused as late}``). Values are
-        computed now, not at the last evaluation (an idle segment's are cached since);
+        computed now, not at the last evaluation (an idle segment's are cached since),
+        from the events the segment's objects counted: a segment's events since its last
+        row wait in its buffer until its next evaluation point (see
+        :mod:`streameval.monitor`), and ``pending`` (present when not 0) counts them;
         a segment whose values are not all exact (coarsened cumulative AUC or AP past
         ``max_scores`` distinct scores, bins) has ``error_bounds`` ``{name: bound}``.
         """
         segments = {}
         late = self._late_names
+        self._compact()  # (pending counts the stashed events too)
         for seg in self._all_segments():
             reports = seg.reports()
-            segments[seg.key] = {
+            values, bounds, _ = seg.read(reports, fresh=True, hold=False)
+            entry = segments[seg.key] = {
                 "segment": seg.label,
                 "n": seg.n,
-                "values": seg.values(reports),
+                "values": values,
                 "drift": reports,
             }
+            if seg.pending:
+                entry["pending"] = seg.pending
             if late:
-                segments[seg.key]["late"] = seg.late(late)
-            bounds = seg.error_bounds()
+                entry["late"] = seg.late(late)
             if bounds:
-                segments[seg.key]["error_bounds"] = bounds
+                entry["error_bounds"] = bounds
         return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
                 "other_events": self.other_events, "max_segments": self.max_segments,
                 "missing_segment_fields": dict(self.missing_segment_fields),
@@ -829,7 +1079,9 @@ class Monitor:
         that reads another's score order is a read-only
         :class:`~streameval.metrics.ranking.OrderView`, one that reads another's
         confusion matrix a read-only :class:`~streameval.metrics.confusion.CountsView`
-        (``get``, ``interval``, ``to_state``)."""
+        (``get``, ``interval``, ``to_state``). A segment's objects hold the events up to
+        its last row (its later ones wait in its buffer: :meth:`snapshot`'s
+        ``pending``)."""
         if segment is None:
             if self._overall is None:
                 raise KeyError("this monitor has no whole-stream segment (overall=False)")
@@ -855,6 +1107,7 @@ class Monitor:
 
         Runtime complexity: `O(size of every metric's state)`.
         """
+        self._compact()  # (the segments' buffered events are in their states)
         params = {
             "metrics": {name: fresh(m).to_state() for name, m in self.metrics.items()},
             "drift": {name: fresh(d).to_state() for name, d in self.drift.items()},
@@ -918,6 +1171,7 @@ class Monitor:
         mon.t = d["t"]
         mon._last_eval_n = d["last_eval_n"]
         mon._segments = {}
+        mon._index_segments()  # (rebuilt from the segments' own state on first use)
         mon._overall = None
         for s in d["segments"]:
             if s["overall"]:
@@ -954,6 +1208,8 @@ class Monitor:
         running negative weights, flat orders).
         """
         from streameval.metrics.arraystate import array_state
+
+        self._compact()  # (the segments' buffered events are in their states)
 
         def metric_state(m):
             if isinstance(m, SharedView):  # (its own class's hook: others are the owner's)

@@ -123,6 +123,11 @@ class Admitted(NamedTuple):
                         tuple(keys))
 
 
+#: how many checked string segment values a monitor's intake remembers (their keys are
+#: the values themselves), so that a batch's known values are not checked again
+_KNOWN = 100_000
+
+
 def _scalar(v, where, field):
     if isinstance(v, np.generic):
         v = v.item()
@@ -323,9 +328,22 @@ class Intake:
         bad = []
         segment_key = self.segment_key
         identity = True
+        # one string field: a value checked in an earlier batch is its own key (the
+        # cache is bounded: a client sending new values does not grow it past _KNOWN)
+        known = self.__dict__.setdefault("_known", set()) if (
+            self.fields is not None and len(self.fields) == 1) else None
+        if known is not None and all(type(v) is str for v in values) and \
+                known.issuperset(values):  # every value known: each its own key
+            remap[:-1] = np.arange(len(values))
+            return remap, list(values), [], True
         for c, v in enumerate(values):
             try:
-                key = segment_key(v)
+                if known is not None and type(v) is str and v in known:
+                    key = v
+                else:
+                    key = segment_key(v)
+                    if known is not None and type(key) is str and len(known) < _KNOWN:
+                        known.add(key)
             except ValueError:
                 i = int(np.argmax(raw == c))  # its first event
                 bad.append((c, _segment_error(self, v, i)))

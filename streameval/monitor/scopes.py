@@ -149,6 +149,15 @@ def _value(v):
     return None if v != v else v
 
 
+def _full(block, kind):
+    """A buffer block (:meth:`Scope.pend`) with all four rows: weights (1.0) and times
+    (NaN) filled in where ``kind`` has none."""
+    k = block.shape[1]
+    w = block[2] if kind & 1 else np.ones(k)
+    t = block[3 if kind & 1 else 2] if kind & 2 else np.full(k, math.nan)
+    return np.vstack([block[0], block[1], w, t])
+
+
 class Scope:
     """The whole stream's or one segment's metrics, drift tests and rule instances.
 
@@ -176,7 +185,8 @@ class Scope:
 
     __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
                  "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues",
-                 "eval_n", "held", "_read", "_fresh")
+                 "eval_n", "held", "_read", "_fresh", "_reports", "_pend", "_pend_one",
+                 "pending")
 
     def __init__(self, key, label, metrics, drift, rules, share=True, feed=True):
         self.key = key          # hashable (None: the whole stream)
@@ -192,6 +202,13 @@ class Scope:
         #: (see :data:`HOLD_FROM`)
         self.held = {}
         self._fresh = None  # (n, values, bounds) of the last fresh read (snapshots)
+        self._reports = None  # (n, reports) of the last drift reports read
+        #: events counted for this scope but not yet fed to its objects (see
+        #: :meth:`pend`): blocks ``(rows, kind)`` and single events, in arrival order
+        self._pend = []
+        self._pend_one = []
+        #: how many events wait in the buffer (:meth:`pend`, :meth:`take`)
+        self.pending = 0
         # per metric: how its read costs (read_size) and its error bound, or None
         self._read = {name: (getattr(m, "read_size", None), _bound_reader(m))
                       for name, m in self.metrics.items()}
@@ -247,6 +264,111 @@ class Scope:
                 u(yl, s, w, t=t)
         self.n += len(s)
 
+    # ------------------------------------------------------------------ the buffer
+    def pend(self, block, kind):
+        """Keep admitted events for a later feed (:meth:`feed_pending`), in order.
+
+        ``block`` is a float64 array of rows: "is positive" (1.0 or 0.0), the score,
+        then the weight when ``kind & 1`` and the event time (NaN: unknown) when
+        ``kind & 2``; it becomes the scope's (the caller gives it a copy).
+
+        Runtime complexity: `O(1)`."""
+        if self._pend_one:
+            self._fold_one()
+        self._pend.append((block, kind))
+        self.pending += len(block[0])
+
+    def pend_one(self, is_positive, s, w, t):
+        """Keep one admitted event for a later feed (``t`` None: unknown).
+
+        Runtime complexity: `O(1)`."""
+        self._pend_one.append((1.0 if is_positive else 0.0, s, w, math.nan if t is None else t))
+        self.pending += 1
+
+    def _fold_one(self):
+        block = np.array(self._pend_one, dtype=np.float64).T.copy()
+        self._pend.append((block, 3))
+        self._pend_one = []
+
+    def peek(self):
+        """The buffered events as columns ``(is_positive bool, scores, weights or None,
+        times or None)``, without taking them (None when there are none): weights are
+        None when all are 1, times None when all are unknown, so that the same events
+        give the same columns whichever path (one event, a batch) buffered them."""
+        if not self.pending:
+            return None
+        if self._pend_one:
+            self._fold_one()
+        chunks = self._pend
+        kinds = {k for _, k in chunks}
+        if len(kinds) == 1:
+            (kind,) = kinds
+            block = chunks[0][0] if len(chunks) == 1 else np.concatenate(
+                [b for b, _ in chunks], axis=1)
+        else:
+            kind = 3
+            block = np.concatenate([_full(b, k) for b, k in chunks], axis=1)
+        if len(chunks) > 1:  # (one block from now on: a later peek costs nothing)
+            self._pend = [(block, kind)]
+        y = block[0] != 0.0
+        s = block[1].copy()
+        w = block[2].copy() if kind & 1 else None
+        if w is not None and bool((w == 1.0).all()):
+            w = None
+        t = block[3 if kind & 1 else 2].copy() if kind & 2 else None
+        if t is not None and bool(np.isnan(t).all()):
+            t = None
+        return y, s, w, t
+
+    def take(self):
+        """:meth:`peek`, and the buffer is emptied."""
+        cols = self.peek()
+        self._pend = []
+        self.pending = 0
+        return cols
+
+    def feed_pending(self, labels):
+        """Feed the buffered events to the scope's objects (:meth:`update_many`, one
+        slice) and empty the buffer; nothing when it is empty."""
+        cols = self.take()
+        if cols is not None:
+            y, s, w, t = cols
+            self.update_many(y, s, w, t, labels)
+
+    def pending_state(self):
+        """The buffered events, JSON-ready (None when there are none)."""
+        cols = self.peek()
+        if cols is None:
+            return None
+        y, s, w, t = cols
+        return {"y": y.tolist(), "s": s.tolist(), "w": None if w is None else w.tolist(),
+                "t": None if t is None else [None if v != v else v for v in t.tolist()]}
+
+    def set_pending_state(self, state):
+        """Restore :meth:`pending_state` (None: an empty buffer); ``ValueError`` naming
+        what is malformed."""
+        self._pend, self._pend_one, self.pending = [], [], 0
+        if state is None:
+            return
+        try:
+            y = np.array(state["y"], dtype=np.float64)
+            s = np.array(state["s"], dtype=np.float64)
+            w = None if state["w"] is None else np.array(state["w"], dtype=np.float64)
+            t = None if state["t"] is None else np.array(
+                [math.nan if v is None else v for v in state["t"]], dtype=np.float64)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"bad scope evaluation state: pending: {e!r}") from None
+        k = len(s)
+        if y.shape != (k,) or any(c is not None and c.shape != (k,) for c in (w, t)) \
+                or not np.isin(y, (0.0, 1.0)).all() or not np.isfinite(s).all() \
+                or (w is not None and not (np.isfinite(w).all() and (w >= 0).all())):
+            raise ValueError("bad scope evaluation state: pending: columns of different "
+                             "lengths, labels not 0/1, or scores or weights not finite")
+        if not k:
+            return
+        rows = [y, s] + ([w] if w is not None else []) + ([t] if t is not None else [])
+        self.pend(np.vstack(rows), (w is not None) | (t is not None) << 1)
+
     def values(self, reports):
         """``{name: value or None}`` of every metric, plus each drift test's p-value and
         delta from ``reports`` (:meth:`reports`), and a sequential detector's
@@ -275,9 +397,15 @@ class Scope:
                 pass
         n = self.n
         cached = self._fresh
-        if fresh and cached is not None and cached[0] == n:
+        if cached is not None and cached[0] == n:
+            # nothing counted since the last read with every value current: the same
+            # values (an evaluation's read makes them the held ones, as a new read would)
             out, bounds = dict(cached[1]), dict(cached[2])
             as_of = {}
+            if hold and not fresh:
+                for name, (size_of, _) in self._read.items():
+                    if size_of is not None:
+                        self.held[name] = [out[name], bounds.get(name, 0.0), n]
         else:
             out, bounds, as_of = {}, {}, {}
             held = self.held
@@ -312,22 +440,29 @@ class Scope:
         return out, bounds, as_of
 
     def idle(self):
-        """Whether this segment's row would repeat its last one: it counted no event
-        since (the whole stream's scope is never idle)."""
+        """Whether this segment's row would repeat its last one: its objects counted no
+        event since (events still in its buffer do not count: they are not fed yet; the
+        whole stream's scope is never idle)."""
         return self.key is not None and self.eval_n == self.n
 
     def eval_state(self):
         """What decides this scope's next rows beyond its metrics (JSON-ready), or None
-        when nothing does (no row yet, nothing held): its count at its last row and its
-        held values."""
-        if self.eval_n is None and not self.held:
+        when nothing does (no row yet, nothing held, nothing buffered): its count at its
+        last row, its held values, and the events in its buffer (``"pending"``, only
+        when there are some: :meth:`pending_state`)."""
+        if self.eval_n is None and not self.held and not self.pending:
             return None
-        return {"eval_n": self.eval_n, "held": {k: list(v) for k, v in self.held.items()}}
+        out = {"eval_n": self.eval_n, "held": {k: list(v) for k, v in self.held.items()}}
+        if self.pending:
+            out["pending"] = self.pending_state()
+        return out
 
     def set_eval_state(self, state):
         """Restore :meth:`eval_state` (None: nothing to restore)."""
         if state is None:
             return
+        if isinstance(state, dict) and "pending" in state:
+            self.set_pending_state(state["pending"])
         try:
             eval_n = state["eval_n"]
             held = {str(k): [None if v[0] is None else float(v[0]), float(v[1]), int(v[2])]
@@ -340,8 +475,13 @@ class Scope:
         self.held = held
 
     def reports(self):
-        """``{name: report dict}`` of every drift test (JSON-ready)."""
-        return {name: report_dict(d.report()) for name, d in self.drift.items()}
+        """``{name: report dict}`` of every drift test (JSON-ready); computed once per
+        count of events (a scope that counted none since is read from its cache)."""
+        cached = self._reports
+        if cached is None or cached[0] != self.n:
+            cached = self._reports = (
+                self.n, {name: report_dict(d.report()) for name, d in self.drift.items()})
+        return {name: dict(rep) for name, rep in cached[1].items()}
 
     def late(self, names):
         """``{name: events refused as late}`` for the windows ``names``."""
