@@ -57,6 +57,7 @@ import math
 import os
 import re
 import tempfile
+import time
 from datetime import datetime, timezone
 from array import array
 from pathlib import Path
@@ -683,19 +684,52 @@ def monitor_curves(monitor, segments=(None,), *, label="end of stream", points=C
 
 
 class CurveRecorder:
-    """Score summaries of a Monitor taken when alerts fire: an ``on_alert`` sink.
+    """Score summaries of a Monitor through the stream: when alerts fire, and at a
+    bounded number of times spread evenly over the stream.
 
-    ``monitor.on_alert.append(recorder)`` makes each ``firing`` transition record the
-    summaries (:func:`monitor_curves`) of its segment, at most ``limit`` times (the
-    first ones); :meth:`curves` returns them with the end-of-stream summaries of the
-    whole stream and of ``end_segments``. Each recording costs `O(d)` for ``d``
-    distinct scores of the segment.
+    As an ``on_alert`` sink (``monitor.on_alert.append(recorder)``, or a Pipeline's
+    ``sinks``), each ``firing`` transition records the summaries
+    (:func:`monitor_curves`) of its segment, the first ``limit`` times. As an
+    ``on_metrics`` sink (:meth:`on_row`; a Pipeline connects it to the Monitor's rows
+    for you), it records the whole stream's summary **at most** ``times`` **times**:
+    at the first evaluation at or after each multiple of ``step`` events of the stream
+    (``step`` starts at ``first_step``); when that would keep more than ``times``, ``step``
+    doubles and only the first recording in each new interval of ``step`` events stays.
+    So the times kept are about evenly spread over the stream, between ``times / 2``
+    and ``times`` of them past ``times * first_step`` events, and the reader of the
+    report picks one with the page's time slider.
+
+    :meth:`curves` returns them with the end-of-stream summaries of the whole stream and
+    of ``end_segments``. Each recording costs `O(d)` for ``d`` distinct scores; over a
+    stream of ``n`` events the timed ones are at most
+    ``times + (times / 2) * log2(n / (times * first_step))`` recordings. :attr:`seconds`
+    is the time spent recording so far.
+
+    >>> import streameval as se
+    >>> mon = se.Monitor({"auc": se.ROCAUC()}, every=10)
+    >>> rec = CurveRecorder(mon, times=4, first_step=10)
+    >>> mon.on_metrics.append(rec.on_row)
+    >>> _ = mon.update_many([i % 3 == 0 for i in range(100)], [i / 100 for i in range(100)])
+    >>> [c["stream_n"] for c in rec.timed]
+    [40, 80]
     """
 
-    def __init__(self, monitor, limit=4):
+    def __init__(self, monitor, limit=4, *, times=12, first_step=1000):
+        for name, v, low in (("limit", limit, 0), ("times", times, 2), ("first_step", first_step, 1)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ValueError(f"{name} = {v!r}: must be an int >= {low}")
         self._monitor = monitor
         self.limit = limit
+        self.times = times
+        #: events between two timed recordings (doubles as the stream grows)
+        self.step = first_step
+        #: the summaries taken when alerts fired
         self.taken = []
+        #: the whole stream's summaries taken at times through the stream, in order
+        self.timed = []
+        #: seconds spent recording
+        self.seconds = 0.0
+        self._last_x = None
 
     @property
     def monitor(self):
@@ -709,13 +743,48 @@ class CurveRecorder:
             return
         seg = transition.get("segment")
         label = f"when {transition.get('rule')} fired"
+        t0 = time.perf_counter()
         self.taken += monitor_curves(self.monitor, [seg], label=label)
+        self.seconds += time.perf_counter() - t0
+
+    def on_row(self, row):
+        """Take the whole stream's summary when ``row`` (a metrics row) is the first of
+        an evaluation in a new interval of :attr:`step` events (see the class)."""
+        x = row.get("stream_n", row.get("n"))
+        if not _is_num(x) or x == self._last_x:
+            return
+        self._last_x = x
+        step = self.step
+        slot = int(x) // step
+        if slot < 1 or (self.timed and int(self.timed[-1]["stream_n"]) // step >= slot):
+            return
+        t0 = time.perf_counter()
+        got = monitor_curves(self.monitor, [None], label="")
+        if got:
+            self.timed.append(got[0])
+            while len(self.timed) > self.times:
+                self.step *= 2
+                kept, seen = [], set()
+                for c in self.timed:
+                    k = int(c["stream_n"]) // self.step
+                    if k >= 1 and k not in seen:
+                        seen.add(k)
+                        kept.append(c)
+                self.timed = kept
+        self.seconds += time.perf_counter() - t0
 
     def curves(self, end_segments=()):
         """The end of the stream's summaries (whole stream first, then
-        ``end_segments``), then the recorded ones."""
+        ``end_segments``), then the timed ones (labelled "at event <n>"), then those
+        recorded when alerts fired."""
         segs = [None] + [s for s in dict.fromkeys(end_segments) if s is not None]
-        return monitor_curves(self.monitor, segs) + self.taken
+        t0 = time.perf_counter()
+        end = monitor_curves(self.monitor, segs)
+        self.seconds += time.perf_counter() - t0
+        end_n = end[0]["stream_n"] if end else None
+        timed = [dict(c, label=f"at event {c['stream_n']}") for c in self.timed
+                 if c["stream_n"] != end_n]
+        return end + timed + self.taken
 
 
 # ------------------------------------------------------------------------ the data
@@ -843,7 +912,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
                 names.setdefault(name, None)
         group[0].append(i)
         group[1].append(tuple(values.values()))
-        if len(row) > 5:  # beyond n, stream_n, t, segment, values
+        if len(row) > 4:  # beyond n, t, segment, values (and a segment's stream_n)
             ivs = row.get("intervals")
             if isinstance(ivs, dict):
                 for name, pair in ivs.items():
@@ -940,7 +1009,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
         if time_axis:
             vol["t"] = [t[i] for i in keep.tolist()]
         if d["cov"]:
-            vol["coverage"] = [{"x": _json_num(x[i]), "t": t[i], **c} for i, c in d["cov"]]
+            vol["coverage"] = _coverage(d["cov"], x, t, buckets)
         volume.append(vol)
 
     # alert lanes: one per rule and segment, most troubled segments first
@@ -997,6 +1066,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
         "time_axis": time_axis,
         "end_n": end_n,
         "metrics": names,
+        "estimated": {m: f"estimated_{m}" for m in names if f"estimated_{m}" in name_set},
         "segments": [{k: _jsonable(v) for k, v in s.items() if k != "key"} for s in segs],
         "drawn": [seg_index[k] for k in drawn],
         "series": series,
@@ -1014,6 +1084,29 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
             "rows": rows_seen, "points": points, "buckets": buckets,
             "segments_drawn": len(drawn), "segments": len(segs)},
     }
+
+
+def _coverage(cov, x, t, buckets):
+    """A segment's label coverage, downsampled as its timelines are (extremes of the
+    labelled share kept): ``[{"x", "t", "share", "predictions", "labelled", "pending",
+    "expired"}]`` from its rows' ``(row index, coverage dict)``; ``share`` is labelled
+    over predictions (None before any prediction)."""
+    def num(c, k):
+        v = c.get(k)
+        return float(v) if _is_num(v) else math.nan
+
+    pred = np.array([num(c, "predictions") for _, c in cov])
+    lab = np.array([num(c, "labelled") for _, c in cov])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(pred > 0, lab / pred, np.nan)
+    out = []
+    for j in downsample(share, buckets).tolist():
+        i, c = cov[j]
+        item = {"x": _nums(x[i:i + 1])[0], "t": t[i], "share": _json_num(float(share[j]))}
+        for k in ("predictions", "labelled", "pending", "expired"):
+            item[k] = _json_num(c.get(k))
+        out.append(item)
+    return out
 
 
 def _json_num(v):
@@ -1392,8 +1485,29 @@ _JS = r"""
   }
   function isShown(D, i) { return shownSegments(D).indexOf(i) >= 0; }
 
+  function plotted(D) {
+    // an estimated_<metric> is drawn in its metric's plot when both exist
+    var est = D.estimated || {}, twins = {};
+    Object.keys(est).forEach(function (m) { twins[est[m]] = true; });
+    return D.metrics.filter(function (m) { return !twins[m]; });
+  }
+
   function metricPlot(D, name, div) {
     var traces = [];
+    var est = (D.estimated || {})[name];
+    (est ? D.series[est] || [] : []).forEach(function (s) {
+      if (!isShown(D, s.seg)) return;
+      var seg = D.segments[s.seg], c = color(s.seg), x = xs(D, s);
+      if (s.lo && s.hi) {
+        traces.push({x: x, y: s.hi, mode: "lines", line: {width: 0}, showlegend: false,
+                     hoverinfo: "skip", legendgroup: seg.label + " est"});
+        traces.push({x: x, y: s.lo, mode: "lines", line: {width: 0}, fill: "tonexty",
+                     fillcolor: c + "1a", showlegend: false, hoverinfo: "skip", legendgroup: seg.label + " est"});
+      }
+      traces.push({x: x, y: s.y, mode: "lines", name: seg.label + " (" + est + ")", legendgroup: seg.label + " est",
+                   line: {color: c, width: 1.3, dash: "dash"}, connectgaps: false,
+                   type: x.length > 2000 ? "scattergl" : "scatter"});
+    });
     (D.series[name] || []).forEach(function (s) {
       if (!isShown(D, s.seg)) return;
       var seg = D.segments[s.seg], c = color(s.seg);
@@ -1494,23 +1608,27 @@ _JS = r"""
   }
 
   function volumePlot(D, div) {
-    var traces = [];
+    var traces = [], anyCov = false;
     D.volume.forEach(function (v) {
       if (!isShown(D, v.seg)) return;
       var seg = D.segments[v.seg];
       traces.push({x: xs(D, v), y: v.events, mode: "lines", name: seg.label, line: {color: color(v.seg), width: 1.2}});
-      if (v.coverage) {
+      if (v.coverage && v.coverage.length) {
+        anyCov = true;
         var cx = v.coverage.map(function (c) { return useTime(D) ? (c.t === null ? null : new Date(c.t * 1000)) : c.x; });
-        Object.keys(v.coverage[0]).forEach(function (k) {
-          if (k === "x" || k === "t") return;
-          traces.push({x: cx, y: v.coverage.map(function (c) { return c[k]; }), mode: "lines", yaxis: "y2",
-                       name: seg.label + " " + k, line: {dash: "dot", width: 1}});
-        });
+        traces.push({x: cx, y: v.coverage.map(function (c) { return c.share; }), mode: "lines", yaxis: "y2",
+                     name: seg.label + " labelled share", line: {color: color(v.seg), dash: "dot", width: 1.4},
+                     text: v.coverage.map(function (c) {
+                       return fmt(c.labelled) + " labelled of " + fmt(c.predictions) + " predictions; " +
+                              fmt(c.pending) + " pending, " + fmt(c.expired) + " expired"; }),
+                     hovertemplate: "%{y:.1%}: %{text}<extra>" + seg.label + "</extra>"});
       }
     });
-    plot(div, traces, timeLayout(D, {title: {text: "volume: events per evaluation, by segment", font: {size: 14}},
-                       height: 270, yaxis: {title: {text: "events"}, rangemode: "tozero"},
-                       yaxis2: {title: {text: "labels"}, overlaying: "y", side: "right", rangemode: "tozero"}}));
+    var lay = {title: {text: anyCov ? "volume (events per evaluation) and label coverage (labelled share of predictions), by segment"
+                                    : "volume: events per evaluation, by segment", font: {size: 14}},
+               height: 270, yaxis: {title: {text: "events"}, rangemode: "tozero"}};
+    if (anyCov) lay.yaxis2 = {title: {text: "labelled share"}, overlaying: "y", side: "right", range: [0, 1.02], tickformat: ".0%"};
+    plot(div, traces, timeLayout(D, lay));
   }
 
   function curves(D, root) {
@@ -1519,20 +1637,52 @@ _JS = r"""
       s.appendChild(el("p", {"class": "none"}, "No score summaries (they come from a Monitor holding roc_auc or average_precision)."));
       return;
     }
-    var ctl = el("div", {"class": "controls"}), lab = el("label", null, "segment and time: ");
-    var sel = el("select", {id: "se-curve-select"});
+    // a segment picker, and a slider over the times at which that segment's summaries
+    // were taken (the end of the stream last)
+    var groups = {}, segOrder = [];
     D.curves.forEach(function (c, i) {
-      var o = el("option", {value: String(i)}, curveLabel(c));
-      if (i === state.curve) o.selected = true;
+      var k = JSON.stringify(c.segment);
+      if (!(k in groups)) { groups[k] = []; segOrder.push(k); }
+      groups[k].push(i);
+    });
+    segOrder.forEach(function (k) {
+      groups[k].sort(function (a, b) { return (D.curves[a].stream_n - D.curves[b].stream_n) || (a - b); });
+    });
+    var ctl = el("div", {"class": "controls"}), lab = el("label", null, "segment: ");
+    var sel = el("select", {id: "se-curve-segment"});
+    var cur = JSON.stringify((D.curves[state.curve] || D.curves[0]).segment);
+    segOrder.forEach(function (k) {
+      var c = D.curves[groups[k][0]];
+      var o = el("option", {value: k}, c.segment === null ? "all events" : "segment " + c.segment);
+      if (k === cur) o.selected = true;
       sel.appendChild(o);
     });
-    lab.appendChild(sel); ctl.appendChild(lab); s.appendChild(ctl);
+    lab.appendChild(sel); ctl.appendChild(lab);
+    var lab2 = el("label", null, "time: ");
+    var slider = el("input", {type: "range", id: "se-curve-time", min: "0", step: "1"});
+    var what = el("span", {id: "se-curve-label"});
+    lab2.appendChild(slider); ctl.appendChild(lab2); ctl.appendChild(what); s.appendChild(ctl);
+    function setSegment(k, keepLast) {
+      var idx = groups[k];
+      slider.max = String(idx.length - 1);
+      var at = idx.indexOf(state.curve);
+      if (at < 0 || keepLast) {  // the end of the stream: the latest summary
+        at = idx.length - 1;
+        for (var j = idx.length - 1; j >= 0; j--) if (/^end/.test(D.curves[idx[j]].label)) { at = j; break; }
+      }
+      slider.value = String(at);
+      slider.disabled = idx.length < 2;
+      state.curve = idx[at];
+    }
+    setSegment(cur, false);
     var grid = el("div", {"class": "grid"});
     var ids = ["se-roc", "se-pr", "se-confusion", "se-hist", "se-calibration"];
     ids.forEach(function (id) { grid.appendChild(el("div", {id: id})); });
     s.appendChild(grid);
     function draw() {
       var c = state.data.curves[state.curve];
+      what.textContent = curveLabel(c);
+      document.getElementById("se-curves").setAttribute("data-curve", String(state.curve));
       var small = {margin: {l: 55, r: 15, t: 36, b: 45}, height: 340, hovermode: "closest"};
       function L(o) { var r = {}; for (var k in small) r[k] = small[k]; for (k in o) r[k] = o[k]; return r; }
       plot(document.getElementById("se-roc"), [
@@ -1567,8 +1717,11 @@ _JS = r"""
              yaxis: {title: {text: "share of positives"}, range: [0, 1]}}));
       } else { Plotly.purge(cal); cal.textContent = "No reliability curve: scores outside [0, 1]."; }
     }
-    sel.addEventListener("change", function () { state.curve = Number(sel.value); draw(); });
-    state.drawCurves = draw;
+    sel.addEventListener("change", function () { setSegment(sel.value, true); draw(); });
+    slider.addEventListener("input", function () {
+      state.curve = groups[sel.value][Number(slider.value)]; draw();
+    });
+    state.drawCurves = function () { setSegment(sel.value, false); draw(); };
     draw();
   }
   function curveLabel(c) {
@@ -1637,14 +1790,10 @@ _JS = r"""
     fillSegments(document.getElementById("se-segments-box"), D);
     fillAlerts(document.getElementById("se-alerts-box"), D);
     document.getElementById("se-ds-note").textContent = dsNote(D);
-    D.metrics.forEach(function (name, i) { metricPlot(D, name, document.getElementById("se-metric-" + i)); });
+    plotted(D).forEach(function (name, i) { metricPlot(D, name, document.getElementById("se-metric-" + i)); });
     if (D.lanes.length) lanePlot(D, document.getElementById("se-lanes"));
     if (D.volume.length) volumePlot(D, document.getElementById("se-volume"));
-    if (D.curves && D.curves.length) {
-      var sel = document.getElementById("se-curve-select");
-      D.curves.forEach(function (c, i) { sel.options[i].textContent = curveLabel(c); });
-      state.drawCurves();
-    }
+    if (D.curves && D.curves.length) state.drawCurves();
   }
 
   function render(D) {
@@ -1702,7 +1851,7 @@ _JS = r"""
     ctl.appendChild(el("p", {"class": "none", id: "se-ds-note"}, dsNote(D)));
     tl.appendChild(ctl);
     if (!D.metrics.length) tl.appendChild(el("p", {"class": "none"}, "No metric rows."));
-    D.metrics.forEach(function (name, i) {
+    plotted(D).forEach(function (name, i) {
       var d = el("div", {"class": "plot se-metric", id: "se-metric-" + i, "data-metric": name});
       tl.appendChild(d); metricPlot(D, name, d); state.timeline.push(d);
     });
