@@ -174,10 +174,37 @@ def test_report_opens_offline_and_shows_metrics_and_alert_lanes(browser, tmp_pat
             "var r = document.getElementById('se-lanes').layout.xaxis.range;"
             "return r && r[0] == '2024-02-27 08:00' && r[1] == '2024-02-27 12:00';"),
             timeout=20, what="zoom to sync")
+        # the rows' intervals are bands: recall's (Wilson) has one per segment
+        recall = next(p for p in metric_plots if p["metric"] == "recall")
+        assert {"all events interval", "segment br interval"} <= {t["name"] for t in recall["traces"]}
         # ROC, PR, confusion, score distribution and reliability plots are drawn
         for div in ("se-roc", "se-pr", "se-confusion", "se-hist", "se-calibration"):
             assert browser.execute_script(
                 f"return document.getElementById('{div}').querySelectorAll('.main-svg').length") >= 1
+        # at the end of the stream, then at the earliest time the slider offers: the
+        # ROC curve's AUC is scikit-learn's over the events up to then
+        from sklearn.metrics import roc_auc_score
+
+        events = [json.loads(line) for line in log.read_text().splitlines()]
+        y = np.array([e["label"] for e in events])
+        s = np.array([e["score"] for e in events])
+
+        def roc_title():
+            return browser.execute_script(
+                "return document.getElementById('se-roc').layout.title.text")
+
+        assert roc_title() == f"ROC (AUC {float(f'{roc_auc_score(y, s):.6g}')})"
+        assert browser.execute_script("return document.getElementById('se-curve-time').max") >= "2"
+        browser.execute_script(
+            "var r = document.getElementById('se-curve-time'); r.value = '0';"
+            "r.dispatchEvent(new Event('input'));")
+        label = wait(lambda: "at event" in browser.find_element(
+            "id", "se-curve-label").text and browser.find_element("id", "se-curve-label").text,
+            what="the slider's time")
+        k = int(re.search(r"at event (\d+)", label).group(1))
+        assert 0 < k < len(y)
+        assert roc_title() == f"ROC (AUC {float(f'{roc_auc_score(y[:k], s[:k]):.6g}')})"
+        browser.save_screenshot(str(artifacts / "report-curves-earlier.png"))
         assert (artifacts / "report.png").stat().st_size > 10_000
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
