@@ -37,6 +37,8 @@ from pathlib import Path
 import pytest
 
 yaml = pytest.importorskip("yaml")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mixin"))
+import runbooks  # noqa: E402  (mixin/runbooks.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXIN = ROOT / "mixin"
@@ -165,12 +167,41 @@ def test_every_alert_has_a_severity_and_a_runbook_section():
         ann = a["annotations"]
         assert ann["summary"] and ann["description"], a["alert"]
         url = ann["runbook_url"]
-        assert url == f"https://streameval.example/guides/monitoring/#{a['alert'].lower()}"
+        assert url == f"{runbooks.DEFAULT_PREFIX}{runbooks.GUIDE_PATH}#{a['alert'].lower()}"
         assert a["alert"].lower() in headings, f"no runbook section for {a['alert']}"
         # the guide's table of alerts states the rule's severity and "for" as written
         row = re.search(rf"^\| `{a['alert']}` \| (\w+) \| (\w+) \|", guide, re.M)
         assert row, f"{a['alert']} is not in the guide's table of alerts"
         assert row.groups() == (a["labels"]["severity"], a.get("for", "0")), a["alert"]
+
+
+def test_runbook_links_follow_one_prefix(tmp_path):
+    text = (MIXIN / "prometheus_alerts.yaml").read_text()
+    prefix = "https://docs.example.org/ml/streameval/"
+    out = runbooks.with_prefix(text, prefix)
+    # only the links changed, every one of them, to the same section under the prefix
+    before, after = text.splitlines(), out.splitlines()
+    changed = [(a, b) for a, b in zip(before, after) if a != b]
+    assert len(before) == len(after) and len(changed) == len(alerts())
+    for a, b in changed:
+        assert a.strip().startswith("runbook_url: " + runbooks.DEFAULT_PREFIX)
+        assert b == a.replace(runbooks.DEFAULT_PREFIX, prefix)
+    got = [r for g in yaml.safe_load(out)["groups"] for r in g["rules"] if "alert" in r]
+    assert [r["annotations"]["runbook_url"] for r in got] == [
+        f"{prefix}guides/monitoring/#{r['alert'].lower()}" for r in got]
+    for bad in ("docs.example.org/", "https://docs.example.org", "ftp://x/"):
+        with pytest.raises(ValueError, match="must be an http"):
+            runbooks.with_prefix(text, bad)
+    with pytest.raises(ValueError, match="does not start with"):
+        runbooks.with_prefix("      runbook_url: https://elsewhere/x\n", prefix)
+    # the script writes the same
+    proc = subprocess.run([sys.executable, str(MIXIN / "runbooks.py"), prefix],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == out
+    if PROMTOOL:
+        (tmp_path / "alerts.yaml").write_text(out)
+        subprocess.run([PROMTOOL, "check", "rules", str(tmp_path / "alerts.yaml")], check=True,
+                       capture_output=True)
 
 
 def test_the_guides_prometheus_configuration_loads_the_rules(tmp_path):
@@ -266,6 +297,7 @@ SERVICE_CONFIG = {
         "metrics": {"auc": "roc_auc", "recall": "recall",
                     "auc@1h": {"metric": "roc_auc", "period": 3600}},
         "rules": [{"rule": "recall < 0.99"},
+                  {"rule": "recall < 0.98", "severity": "critical"},
                   {"rule": "auc < 0.99", "for": 1000}],     # pending for 1000 evaluations
     },
     "input": {"label_ttl": 100},
@@ -349,7 +381,14 @@ def test_every_series_named_is_exported(service):
     # and the check is not vacuous: it has seen the families it is meant to cover
     assert {"streameval_metric", "streameval_alert_active", "streameval_label_join_total",
             "streameval_late_events_total", "streameval_ingest_seconds_bucket",
-            "streameval_checkpoint_errors_total", "up"} <= named
+            "streameval_checkpoint_errors_total", "streameval_rejected_requests_total",
+            "streameval_wal_failed", "streameval_info", "up"} <= named
+    # the labels the rules select on are the service's: reasons and severities
+    assert {"invalid", "idempotency_conflict", "too_large", "timeout"} <= \
+        exported["streameval_rejected_requests_total"]["reason"]
+    assert "warning" in exported["streameval_alert_active"]["severity"]
+    assert exported["streameval_wal_failed"] == {}
+    assert set(exported["streameval_info"]) == {"model", "version"}
 
 
 def test_selector_check_refuses_an_unknown_name_or_label_value():
@@ -445,7 +484,7 @@ scrape_configs:
         assert float(high[0]["value"][1]) == max(aucs)
         firing = _promql(url, "instance:streameval_alerts_firing:count")
         assert float(firing[0]["value"][1]) == sum(a["state"] == "firing"
-                                                   for a in snap["alerts"]) == 4
+                                                   for a in snap["alerts"]) == 8
         join = snap["service"]["join"]
         ratio = _promql(url, "instance:streameval_predictions_pending:ratio")
         assert float(ratio[0]["value"][1]) == join["pending"] / join["max_pending"]
@@ -455,6 +494,14 @@ scrape_configs:
             return [a for a in got if a["labels"]["alertname"] == "StreamevalModelAlertFiring"
                     and a["state"] == "firing"]
         fired = _wait_for(lambda: len(prom_alerts()) == 4 and prom_alerts())
+        # the critical rule's alerts page through their own alert, by the severity label
+        def critical():
+            got = _get_json(url + "/api/v1/alerts")["data"]["alerts"]
+            return [a for a in got if a["labels"]["alertname"] == "StreamevalModelAlertCritical"
+                    and a["state"] == "firing"]
+        paged = _wait_for(lambda: len(critical()) == 4 and critical())
+        assert {a["labels"]["rule"] for a in paged} == {"recall < 0.98"}
+        assert {a["labels"]["severity"] for a in paged} == {"critical"}
         # the first two segments the joined events meet (labels join in id order: ids 0
         # and 1) are kept, the third counts under __other__ (max_segments = 2)
         kept = list(dict.fromkeys(("fr", "br", "de")[i % 3] for i in range(250)))[:2]
@@ -472,9 +519,10 @@ scrape_configs:
         for r in _wait_for(evaluated):
             assert r["health"] == "ok", (r["name"], r.get("lastError"))
         refused = _wait_for(lambda: len(r := _promql(url, "instance:streameval_refused:rate5m"))
-                            == 4 and r)
-        assert {x["metric"]["reason"] for x in refused} == {"bad_request", "future", "late",
-                                                            "pending_full"}
+                            == 7 and r)
+        assert {x["metric"]["reason"] for x in refused} == {
+            "invalid", "idempotency_conflict", "too_large", "timeout", "future", "late",
+            "pending_full"}
         assert all(not math.isnan(float(x["value"][1])) for x in refused)
         # every dashboard query, its variables at "All", runs in Prometheus and has data
         for p in dashboard()["panels"]:
