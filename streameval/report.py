@@ -37,9 +37,10 @@ of points (:data:`POINT_BUDGET` over all series). The page holds the timelines o
 picker shows others (all segments stay in the tables). Cost: `O(m log m)` for ``m``
 metric rows, read in one pass (an iterable of rows is not held whole).
 
-Imports: the standard library, numpy, and plotly (lazily, for its bundled plotly.js,
-when a page is rendered); nothing from streameval, so a report can be drawn from the
-output files alone. :func:`plot_metric` draws one metric as a static matplotlib figure
+Imports: the standard library, numpy, :func:`streameval.io.sinks.write_atomic` (the
+page is written beside and renamed in) and plotly (lazily, for its bundled plotly.js,
+when a page is rendered); it reads plain rows, never metric or Monitor internals, so a
+report can be drawn from the output files alone. :func:`plot_metric` draws one metric as a static matplotlib figure
 (matplotlib, imported lazily).
 
 >>> rows = [{"n": 10, "t": None, "segment": None, "values": {"recall": 0.5}},
@@ -54,15 +55,15 @@ import functools
 import html
 import json
 import math
-import os
 import re
-import tempfile
 import time
 from datetime import datetime, timezone
 from array import array
 from pathlib import Path
 
 import numpy as np
+
+from streameval.io.sinks import write_atomic
 
 __all__ = [
     "write_report",
@@ -1244,22 +1245,8 @@ def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report",
                        curves=curves)
     page = render_html(data)
     path = out_dir / "report.html"
-    _replace(path, page.encode("utf-8"))
+    write_atomic(path, page.encode("utf-8"))  # renamed in: never a half-written page
     return path
-
-
-def _replace(path, data):
-    """Write ``data`` as ``path``: a new file beside it renamed in (a symbolic link at
-    ``path`` is replaced, never written through)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def report_from_dir(out_dir, *, title="streameval report", summary=None, rules=None,

@@ -17,10 +17,7 @@ selenium the tests are skipped, saying so; with ``STREAMEVAL_REQUIRE_BROWSER=1``
 import json
 import os
 import re
-import selectors
 import shutil
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -213,26 +210,15 @@ def test_report_opens_offline_and_shows_metrics_and_alert_lanes(browser, tmp_pat
 # ----------------------------------------------------------------------- the live page
 
 
-def start_serve(tmp_path, token):
+def serve_config(tmp_path, token):
+    """``--config`` and ``--token-file`` arguments of the live page's service."""
     config = tmp_path / "monitor.toml"
     config.write_text('[monitor]\nevery = 50\ngroup_by = "country"\nrules = ["recall < 0.5"]\n'
                       '[monitor.metrics]\nauc = "roc_auc"\nrecall = "recall"\n')
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
     token_file.chmod(0o600)
-    cmd = [sys.executable, "-m", "streameval.service", "--config", str(config), "--port", "0",
-           "--state-dir", str(tmp_path / "state"), "--token-file", str(token_file)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    if not sel.select(timeout=60):
-        proc.kill()
-        raise AssertionError("the server did not start: " + proc.stderr.read().decode())
-    line = proc.stdout.readline().decode()
-    sel.close()
-    assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read().decode()
-    return proc, line.split("listening on ", 1)[1].split()[0]
+    return ["--config", config, "--state-dir", tmp_path / "state", "--token-file", token_file]
 
 
 def post(url, events, token):
@@ -243,11 +229,14 @@ def post(url, events, token):
         return json.loads(r.read())
 
 
-def test_live_page_shows_metrics_then_an_alert_posted_over_http(browser, tmp_path, artifacts):
+def test_live_page_shows_metrics_then_an_alert_posted_over_http(browser, tmp_path, artifacts,
+                                                                serve_process):
     from selenium.webdriver.common.by import By
 
     token = "s3cret-token-of-32-bytes-at-least"
-    proc, url = start_serve(tmp_path, token)
+    sp = serve_process(*serve_config(tmp_path, token), module=("streameval.service",))
+    url = sp.url
+    assert url.startswith("http://127.0.0.1:")
     try:
         # the data is guarded like /snapshot; the page itself holds none
         with pytest.raises(urllib.error.HTTPError) as e:
@@ -317,8 +306,7 @@ def test_live_page_shows_metrics_then_an_alert_posted_over_http(browser, tmp_pat
         browser.save_screenshot(str(artifacts / "live-alert.png"))
         assert (artifacts / "live-alert.png").stat().st_size > 10_000
     finally:
-        proc.terminate()
-        proc.wait(30)
+        sp.stop()
 
 
 # ------------------------------------------------- the live page's routes, no browser

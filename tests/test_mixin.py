@@ -26,7 +26,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -47,7 +46,6 @@ DASHBOARD = MIXIN / "dashboards" / "streameval.json"
 GUIDE = ROOT / "docs" / "guides" / "monitoring.md"
 
 PROMTOOL = shutil.which("promtool")
-PROMETHEUS = shutil.which("prometheus")
 REQUIRED = os.environ.get("STREAMEVAL_REQUIRE_PROMETHEUS") == "1"
 
 #: Series Prometheus itself writes for every target (not exported by the service).
@@ -412,12 +410,6 @@ def test_selector_check_refuses_an_unknown_name_or_label_value():
 # ---------------------------------------------------------------------- a real Prometheus
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get_json(url):
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.loads(r.read())
@@ -445,11 +437,9 @@ def _promql(prom, query):
 
 
 @pytest.mark.filterwarnings("ignore:max_segments")
-def test_rules_in_prometheus_equal_the_services_own_figures(service, tmp_path):
-    need(PROMETHEUS, "prometheus")
-    port = _free_port()
+def test_rules_in_prometheus_equal_the_services_own_figures(service, prometheus):
     target = service.url.split("://", 1)[1]
-    (tmp_path / "prometheus.yml").write_text(f"""\
+    url = prometheus(f"""\
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -462,77 +452,63 @@ scrape_configs:
       - targets: ["{target}"]
         labels: {{model: fraud-v3}}
 """)
-    log = open(tmp_path / "prometheus.log", "w")
-    prom = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        snap = _get_json(service.url + "/snapshot")
-        segments = [s for s in snap["segments"] if s["segment"] is not None]
-        # recorded series equal the service's own figures, to the bit
-        count = _wait_for(lambda: _promql(url, "instance:streameval_segments:count"))
-        assert float(count[0]["value"][1]) == len(segments) == 3       # fr, br, __other__
-        assert count[0]["metric"] == {"__name__": "instance:streameval_segments:count",
-                                      "job": "streameval", "instance": target,
-                                      "model": "fraud-v3"}
-        low = _promql(url, 'instance_metric:streameval_metric:min_over_segments{metric="auc"}')
-        aucs = [s["values"]["auc"] for s in segments if s["values"]["auc"] is not None]
-        assert float(low[0]["value"][1]) == min(aucs)
-        high = _promql(url, 'instance_metric:streameval_metric:max_over_segments{metric="auc"}')
-        assert float(high[0]["value"][1]) == max(aucs)
-        firing = _promql(url, "instance:streameval_alerts_firing:count")
-        assert float(firing[0]["value"][1]) == sum(a["state"] == "firing"
-                                                   for a in snap["alerts"]) == 8
-        join = snap["service"]["join"]
-        ratio = _promql(url, "instance:streameval_predictions_pending:ratio")
-        assert float(ratio[0]["value"][1]) == join["pending"] / join["max_pending"]
-        # the mixin's own alert on the service's firing rules, one per segment
-        def prom_alerts():
-            got = _get_json(url + "/api/v1/alerts")["data"]["alerts"]
-            return [a for a in got if a["labels"]["alertname"] == "StreamevalModelAlertFiring"
-                    and a["state"] == "firing"]
-        fired = _wait_for(lambda: len(prom_alerts()) == 4 and prom_alerts())
-        # the critical rule's alerts page through their own alert, by the severity label
-        def critical():
-            got = _get_json(url + "/api/v1/alerts")["data"]["alerts"]
-            return [a for a in got if a["labels"]["alertname"] == "StreamevalModelAlertCritical"
-                    and a["state"] == "firing"]
-        paged = _wait_for(lambda: len(critical()) == 4 and critical())
-        assert {a["labels"]["rule"] for a in paged} == {"recall < 0.98"}
-        assert {a["labels"]["severity"] for a in paged} == {"critical"}
-        # the first two segments the joined events meet (labels join in id order: ids 0
-        # and 1) are kept, the third counts under __other__ (max_segments = 2)
-        kept = list(dict.fromkeys(("fr", "br", "de")[i % 3] for i in range(250)))[:2]
-        assert {a["labels"].get("segment", "") for a in fired} == {"", *kept, "__other__"}
-        assert {a["annotations"]["summary"] for a in fired} >= {
-            'streameval rule "recall < 0.99" fires',
-            'streameval rule "recall < 0.99" fires for segment br'}
-        # every rule evaluated without error on the real series
-        def evaluated():
-            groups = _get_json(url + "/api/v1/rules")["data"]["groups"]
-            rs = [r for g in groups for r in g["rules"]]
-            return len(rs) == len(rules()) and all(r.get("lastEvaluation", "").startswith("2")
-                                                   and not r["lastEvaluation"].startswith("0001")
-                                                   for r in rs) and rs
-        for r in _wait_for(evaluated):
-            assert r["health"] == "ok", (r["name"], r.get("lastError"))
-        refused = _wait_for(lambda: len(r := _promql(url, "instance:streameval_refused:rate5m"))
-                            == 7 and r)
-        assert {x["metric"]["reason"] for x in refused} == {
-            "invalid", "idempotency_conflict", "too_large", "timeout", "future", "late",
-            "pending_full"}
-        assert all(not math.isnan(float(x["value"][1])) for x in refused)
-        # every dashboard query, its variables at "All", runs in Prometheus and has data
-        for p in dashboard()["panels"]:
-            for t in p.get("targets", ()):
-                q = re.sub(r"\$(job|model|instance|segment|metric)\b", ".*", as_promql(t["expr"]))
-                assert _promql(url, q), f"{p['title']}: no data for {q}"
-    finally:
-        prom.terminate()
-        try:
-            prom.wait(10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            prom.kill()
-        log.close()
+    snap = _get_json(service.url + "/snapshot")
+    segments = [s for s in snap["segments"] if s["segment"] is not None]
+    # recorded series equal the service's own figures, to the bit
+    count = _wait_for(lambda: _promql(url, "instance:streameval_segments:count"))
+    assert float(count[0]["value"][1]) == len(segments) == 3       # fr, br, __other__
+    assert count[0]["metric"] == {"__name__": "instance:streameval_segments:count",
+                                  "job": "streameval", "instance": target,
+                                  "model": "fraud-v3"}
+    low = _promql(url, 'instance_metric:streameval_metric:min_over_segments{metric="auc"}')
+    aucs = [s["values"]["auc"] for s in segments if s["values"]["auc"] is not None]
+    assert float(low[0]["value"][1]) == min(aucs)
+    high = _promql(url, 'instance_metric:streameval_metric:max_over_segments{metric="auc"}')
+    assert float(high[0]["value"][1]) == max(aucs)
+    firing = _promql(url, "instance:streameval_alerts_firing:count")
+    assert float(firing[0]["value"][1]) == sum(a["state"] == "firing"
+                                               for a in snap["alerts"]) == 8
+    join = snap["service"]["join"]
+    ratio = _promql(url, "instance:streameval_predictions_pending:ratio")
+    assert float(ratio[0]["value"][1]) == join["pending"] / join["max_pending"]
+    # the mixin's own alert on the service's firing rules, one per segment
+    def prom_alerts():
+        got = _get_json(url + "/api/v1/alerts")["data"]["alerts"]
+        return [a for a in got if a["labels"]["alertname"] == "StreamevalModelAlertFiring"
+                and a["state"] == "firing"]
+    fired = _wait_for(lambda: len(prom_alerts()) == 4 and prom_alerts())
+    # the critical rule's alerts page through their own alert, by the severity label
+    def critical():
+        got = _get_json(url + "/api/v1/alerts")["data"]["alerts"]
+        return [a for a in got if a["labels"]["alertname"] == "StreamevalModelAlertCritical"
+                and a["state"] == "firing"]
+    paged = _wait_for(lambda: len(critical()) == 4 and critical())
+    assert {a["labels"]["rule"] for a in paged} == {"recall < 0.98"}
+    assert {a["labels"]["severity"] for a in paged} == {"critical"}
+    # the first two segments the joined events meet (labels join in id order: ids 0
+    # and 1) are kept, the third counts under __other__ (max_segments = 2)
+    kept = list(dict.fromkeys(("fr", "br", "de")[i % 3] for i in range(250)))[:2]
+    assert {a["labels"].get("segment", "") for a in fired} == {"", *kept, "__other__"}
+    assert {a["annotations"]["summary"] for a in fired} >= {
+        'streameval rule "recall < 0.99" fires',
+        'streameval rule "recall < 0.99" fires for segment br'}
+    # every rule evaluated without error on the real series
+    def evaluated():
+        groups = _get_json(url + "/api/v1/rules")["data"]["groups"]
+        rs = [r for g in groups for r in g["rules"]]
+        return len(rs) == len(rules()) and all(r.get("lastEvaluation", "").startswith("2")
+                                               and not r["lastEvaluation"].startswith("0001")
+                                               for r in rs) and rs
+    for r in _wait_for(evaluated):
+        assert r["health"] == "ok", (r["name"], r.get("lastError"))
+    refused = _wait_for(lambda: len(r := _promql(url, "instance:streameval_refused:rate5m"))
+                        == 7 and r)
+    assert {x["metric"]["reason"] for x in refused} == {
+        "invalid", "idempotency_conflict", "too_large", "timeout", "future", "late",
+        "pending_full"}
+    assert all(not math.isnan(float(x["value"][1])) for x in refused)
+    # every dashboard query, its variables at "All", runs in Prometheus and has data
+    for p in dashboard()["panels"]:
+        for t in p.get("targets", ()):
+            q = re.sub(r"\$(job|model|instance|segment|metric)\b", ".*", as_promql(t["expr"]))
+            assert _promql(url, q), f"{p['title']}: no data for {q}"
