@@ -685,52 +685,52 @@ def monitor_curves(monitor, segments=(None,), *, label="end of stream", points=C
 
 
 class CurveRecorder:
-    """Score summaries of a Monitor through the stream: when alerts fire, and at a
-    bounded number of times spread evenly over the stream.
+    """Score summaries of a Monitor through the stream: when alerts fire, and at times
+    spaced geometrically through the stream.
 
     As an ``on_alert`` sink (``monitor.on_alert.append(recorder)``, or a Pipeline's
     ``sinks``), each ``firing`` transition records the summaries
     (:func:`monitor_curves`) of its segment, the first ``limit`` times. As an
-    ``on_metrics`` sink (:meth:`on_row`; a Pipeline connects it to the Monitor's rows
-    for you), it records the whole stream's summary **at most** ``times`` **times**:
-    at the first evaluation at or after each multiple of ``step`` events of the stream
-    (``step`` starts at ``first_step``); when that would keep more than ``times``, ``step``
-    doubles and only the first recording in each new interval of ``step`` events stays.
-    So the times kept are about evenly spread over the stream, between ``times / 2``
-    and ``times`` of them past ``times * first_step`` events, and the reader of the
+    ``on_metrics`` sink (:meth:`on_row`; a Pipeline connects a sink's ``on_row`` to the
+    Monitor's rows), it records the whole stream's summary at the first evaluation at or
+    after ``first_step``, ``first_step * ratio``, ``first_step * ratio ** 2``, ...
+    events of the stream, and keeps the latest ``times`` of them; the reader of the
     report picks one with the page's time slider.
 
-    :meth:`curves` returns them with the end-of-stream summaries of the whole stream and
-    of ``end_segments``. Each recording costs `O(d)` for ``d`` distinct scores; over a
-    stream of ``n`` events the timed ones are at most
-    ``times + (times / 2) * log2(n / (times * first_step))`` recordings. :attr:`seconds`
+    Cost: a recording reads the segment's score order, `O(d)` for ``d`` distinct
+    scores (at most the events counted). The timed ones are taken at counts ``n_k`` whose
+    sum stays below ``n / (ratio - 1)`` for a stream of ``n`` events (with the default
+    ``ratio = 2``: at most one more read of the whole order, however long the stream),
+    and there are about ``log(n / first_step) / log(ratio)`` of them. :attr:`seconds`
     is the time spent recording so far.
 
     >>> import streameval as se
     >>> mon = se.Monitor({"auc": se.ROCAUC()}, every=10)
-    >>> rec = CurveRecorder(mon, times=4, first_step=10)
+    >>> rec = CurveRecorder(mon, times=3, first_step=10)
     >>> mon.on_metrics.append(rec.on_row)
     >>> _ = mon.update_many([i % 3 == 0 for i in range(100)], [i / 100 for i in range(100)])
-    >>> [c["stream_n"] for c in rec.timed]
-    [40, 80]
+    >>> [c["stream_n"] for c in rec.timed]  # at 10, 20, 40, 80: the latest 3 kept
+    [20, 40, 80]
     """
 
-    def __init__(self, monitor, limit=4, *, times=12, first_step=1000):
-        for name, v, low in (("limit", limit, 0), ("times", times, 2), ("first_step", first_step, 1)):
+    def __init__(self, monitor, limit=4, *, times=12, first_step=1000, ratio=2.0):
+        for name, v, low in (("limit", limit, 0), ("times", times, 1), ("first_step", first_step, 1)):
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise ValueError(f"{name} = {v!r}: must be an int >= {low}")
+        if not _is_num(ratio) or not ratio > 1 or not math.isfinite(ratio):
+            raise ValueError(f"ratio = {ratio!r}: must be a number > 1")
         self._monitor = monitor
         self.limit = limit
         self.times = times
-        #: events between two timed recordings (doubles as the stream grows)
-        self.step = first_step
+        self.ratio = float(ratio)
+        #: the stream's count at or after which the next timed summary is taken
+        self.next_at = first_step
         #: the summaries taken when alerts fired
         self.taken = []
-        #: the whole stream's summaries taken at times through the stream, in order
+        #: the whole stream's summaries taken through the stream (the latest ``times``)
         self.timed = []
         #: seconds spent recording
         self.seconds = 0.0
-        self._last_x = None
 
     @property
     def monitor(self):
@@ -749,29 +749,18 @@ class CurveRecorder:
         self.seconds += time.perf_counter() - t0
 
     def on_row(self, row):
-        """Take the whole stream's summary when ``row`` (a metrics row) is the first of
-        an evaluation in a new interval of :attr:`step` events (see the class)."""
+        """Take the whole stream's summary when ``row`` (a metrics row) is the first at
+        or after :attr:`next_at` events of the stream (see the class)."""
         x = row.get("stream_n", row.get("n"))
-        if not _is_num(x) or x == self._last_x:
+        if not _is_num(x) or x < self.next_at:
             return
-        self._last_x = x
-        step = self.step
-        slot = int(x) // step
-        if slot < 1 or (self.timed and int(self.timed[-1]["stream_n"]) // step >= slot):
-            return
+        while self.next_at <= x:
+            self.next_at = max(self.next_at + 1, int(math.ceil(self.next_at * self.ratio)))
         t0 = time.perf_counter()
         got = monitor_curves(self.monitor, [None], label="")
         if got:
             self.timed.append(got[0])
-            while len(self.timed) > self.times:
-                self.step *= 2
-                kept, seen = [], set()
-                for c in self.timed:
-                    k = int(c["stream_n"]) // self.step
-                    if k >= 1 and k not in seen:
-                        seen.add(k)
-                        kept.append(c)
-                self.timed = kept
+            del self.timed[:-self.times]
         self.seconds += time.perf_counter() - t0
 
     def curves(self, end_segments=()):

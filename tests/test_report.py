@@ -721,20 +721,22 @@ def test_recorder_keeps_curves_at_bounded_times_equal_to_scikit_learn():
     y = rng.integers(0, 2, n)
     s = np.clip(0.35 * y + rng.uniform(0, 0.65, n), 0, 1).round(2)  # whole curves
     mon = Monitor.from_config({"metrics": {"auc": "roc_auc", "recall": "recall"}, "every": 100})
-    rec = CurveRecorder(mon, times=6, first_step=100)
+    rec = CurveRecorder(mon, times=5, first_step=100)
     mon.on_metrics.append(rec.on_row)
-    seen = []
     for a in range(0, n, 700):  # batches of any size: the same rows, the same times
         mon.update_many(y[a:a + 700], s[a:a + 700])
-        seen.append([c["stream_n"] for c in rec.timed])
-        assert len(rec.timed) <= 6
+        assert len(rec.timed) <= 5
     times = [c["stream_n"] for c in rec.timed]
-    # the rule: the first evaluation in each interval of `step` events, step doubling
-    step = rec.step
-    assert step in (100 * 2 ** j for j in range(8))
-    assert times == sorted(times) and len(times) >= 3
-    assert [k // step for k in times] == sorted(set(k // step for k in times))
-    assert all(k % 100 == 0 for k in times)
+    # the rule: the first evaluation (every 100) at or after 100, 200, 400, ... events,
+    # the latest 5 kept; brute force over the evaluation points
+    due, want = 100, []
+    for k in range(100, n + 1, 100):
+        if k >= due:
+            want.append(k)
+            while due <= k:
+                due *= 2
+    assert want == [100, 200, 400, 800, 1600, 3200] and times == want[-5:]
+    assert rec.next_at == 6400
     for c in rec.timed:
         k = c["stream_n"]
         fpr, tpr, thr = roc_curve(y[:k], s[:k], drop_intermediate=False)
@@ -754,8 +756,10 @@ def test_recorder_keeps_curves_at_bounded_times_equal_to_scikit_learn():
     assert [c["label"] for c in curves[1:]] == [f"at event {k}" for k in times if k != n]
     data = report_data([], [], curves=curves)
     assert [c["stream_n"] for c in data["curves"]] == [n] + [k for k in times if k != n]
-    with pytest.raises(ValueError, match="times = 1"):
-        CurveRecorder(mon, times=1)
+    with pytest.raises(ValueError, match="times = 0"):
+        CurveRecorder(mon, times=0)
+    with pytest.raises(ValueError, match="ratio = 1"):
+        CurveRecorder(mon, ratio=1)
 
 
 def test_replay_records_curves_through_the_stream(tmp_path):
@@ -771,7 +775,7 @@ def test_replay_records_curves_through_the_stream(tmp_path):
     replay(str(log), tmp_path / "out", progress=False)
     data = page_data(tmp_path / "out" / "report.html")
     timed = [c for c in data["curves"] if c["label"].startswith("at event")]
-    assert 2 <= len(timed) <= 12
+    assert [c["stream_n"] for c in timed] == [1000, 2000, 4000]
     for c in timed:
         k = c["stream_n"]
         assert c["auc"] == pytest.approx(roc_auc_score(y[:k], s[:k]), abs=1e-12)
