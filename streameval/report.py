@@ -6,8 +6,9 @@ segment's row with ``"stream_n"`` too) and of ``alerts.jsonl`` (``{"rule", "stat
 "n", "t", "value", "segment"}`` plus whatever explanation fields the alert carries),
 the schemas of DESIGN.md section 6, and, optionally, score summaries
 (:func:`score_summary`: ROC and PR curves, confusion matrix, score distribution,
-reliability curve) taken from a Monitor at the end of a stream and when alerts fired
-(:func:`monitor_curves`, :class:`CurveRecorder`).
+reliability curve) taken from a Monitor at the end of a stream, when alerts fired and
+at geometrically spaced counts through the stream (:func:`monitor_curves`,
+:class:`CurveRecorder`).
 
 :func:`report_data` turns the rows into one JSON-serialisable dict (what the page
 draws); :func:`render_html` writes it into a page with `Plotly <https://plotly.com/javascript/>`_
@@ -22,10 +23,11 @@ final values; one zoomable plot per metric (one line per segment, interval bands
 rows carry ``"intervals": {name: [lo, hi]}``, dashed threshold lines of the rules on
 that metric, and shading only for the alerts of rules on that metric); one lane per
 alert (rule and segment: pending and firing spans) under the plots; events per
-evaluation per segment (and label coverage where rows carry ``"coverage"``); the alert
-table with each transition's explanation; and, where score summaries were given, ROC
-and PR curves, the confusion matrix, score distributions by class and the reliability
-curve, for a chosen segment and time. The x axis is event time when every row has one
+evaluation per segment (and the labelled share of predictions where rows carry
+``"coverage"``); an ``estimated_<metric>`` drawn dashed in ``<metric>``'s plot when both
+exist; the alert table with each transition's explanation; and, where score summaries
+were given, ROC and PR curves, the confusion matrix, score distributions by class and
+the reliability curve, for a segment picked and a time picked on a slider. The x axis is event time when every row has one
 (a switch shows events counted instead), and all timeline plots zoom together.
 
 Timelines are downsampled (:func:`downsample`): per series, equal-count buckets each
