@@ -1494,24 +1494,25 @@ _JS = r"""
                      fillcolor: c + "1a", showlegend: false, hoverinfo: "skip", legendgroup: seg.label + " est"});
       }
       traces.push({x: x, y: s.y, mode: "lines", name: seg.label + " (" + est + ")", legendgroup: seg.label + " est",
-                   line: {color: c, width: 1.3, dash: "dash"}, connectgaps: false,
-                   type: x.length > 2000 ? "scattergl" : "scatter"});
+                   line: {color: c, width: 1.3, dash: "dash"}, connectgaps: false});
     });
     (D.series[name] || []).forEach(function (s) {
       if (!isShown(D, s.seg)) return;
       var seg = D.segments[s.seg], c = color(s.seg);
       var vis = true;
       var x = xs(D, s);
+      // SVG, not WebGL: a browser without a GPU (headless, remote desktops) draws
+      // scattergl traces as an empty plot; a timeline holds a few thousand points
+      var kind = "scatter";
       if (s.lo && s.hi) {
         traces.push({x: x, y: s.hi, mode: "lines", line: {width: 0}, showlegend: false,
-                     hoverinfo: "skip", legendgroup: seg.label, visible: vis});
+                     hoverinfo: "skip", legendgroup: seg.label, visible: vis, type: kind});
         traces.push({x: x, y: s.lo, mode: "lines", line: {width: 0}, fill: "tonexty",
                      fillcolor: c + "33", name: seg.label + " interval", legendgroup: seg.label,
-                     showlegend: false, hoverinfo: "skip", visible: vis});
+                     showlegend: false, hoverinfo: "skip", visible: vis, type: kind});
       }
       traces.push({x: x, y: s.y, mode: "lines", name: seg.label, line: {color: c, width: 1.6},
-                   legendgroup: seg.label, visible: vis, connectgaps: false,
-                   type: x.length > 2000 ? "scattergl" : "scatter"});
+                   legendgroup: seg.label, visible: vis, connectgaps: false, type: kind});
     });
     var shapes = [], ann = [];
     (D.thresholds[name] || []).forEach(function (th) {
