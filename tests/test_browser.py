@@ -207,6 +207,34 @@ def test_report_opens_offline_and_shows_metrics_and_alert_lanes(browser, tmp_pat
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
 
 
+def test_long_timelines_are_drawn_with_their_bands(browser, tmp_path, artifacts):
+    """A timeline of thousands of points (a long stream, downsampled) is drawn, its line
+    and its interval band, in a browser without a GPU (WebGL plots come out empty)."""
+    from streameval.report import write_report
+
+    rng = np.random.default_rng(9)
+    y = 0.8 + np.cumsum(rng.normal(0, 0.002, 3000))
+    rows = [{"n": 1000 * (i + 1), "t": 1_709_000_000 + 50 * i, "segment": None,
+             "values": {"recall": float(y[i])},
+             "intervals": {"recall": [float(y[i]) - 0.02, float(y[i]) + 0.02]}}
+            for i in range(3000)]
+    page = write_report(rows, [], tmp_path)
+    browser.get(page.as_uri())
+    wait(lambda: rendered(browser), what="the report to draw")
+    assert severe_logs(browser) == []
+    drawn = browser.execute_script(
+        "var d = document.getElementById('se-metric-0');"
+        "return {lines: Array.from(d.querySelectorAll('.scatterlayer .js-line'))"
+        "          .map(function (p) { return (p.getAttribute('d') || '').length; }),"
+        "        fills: d.querySelectorAll('.scatterlayer .js-fill').length,"
+        "        gl: d.querySelectorAll('canvas.gl-canvas').length,"
+        "        points: d.data.map(function (t) { return t.x.length; })};")
+    assert drawn["points"] == [3000, 3000, 3000]  # band top, band bottom, the line
+    assert max(drawn["lines"]) > 10_000  # an SVG path through the points
+    assert drawn["fills"] >= 1
+    browser.save_screenshot(str(artifacts / "long-timeline.png"))
+
+
 # ----------------------------------------------------------------------- the live page
 
 
