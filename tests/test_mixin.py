@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -512,3 +513,46 @@ scrape_configs:
         for t in p.get("targets", ()):
             q = re.sub(r"\$(job|model|instance|segment|metric)\b", ".*", as_promql(t["expr"]))
             assert _promql(url, q), f"{p['title']}: no data for {q}"
+
+
+def test_refusals_are_counted_by_reason_and_alerts_carry_severity():
+    """Hand-counted: 2 invalid bodies, 1 reused Idempotency-Key, 1 body over max_body;
+    the rules' severities on streameval_alert_active; streameval_wal_failed 0 and
+    streameval_info with the configured model and the package's version."""
+    pytest.importorskip("starlette")
+    import streameval
+    from streameval.service import BackgroundServer
+
+    config = {"monitor": {"every": 10, "metrics": {"recall": "recall"},
+                          "rules": [{"rule": "recall < 0.9", "severity": "critical"},
+                                    {"rule": "recall < 0.95"}]},
+              "serve": {"model": "fraud-v3"}}
+    ok = [{"ts": 1_700_000_000 + i, "label": 1, "score": 0.1} for i in range(20)]
+
+    def post(url, body, headers=None):
+        req = urllib.request.Request(url + "/events", data=body, method="POST",
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    with BackgroundServer(config, max_body=4000) as srv:
+        assert post(srv.url, json.dumps(ok).encode(), {"Idempotency-Key": "k1"}) == 200
+        assert post(srv.url, b"[1]") == 400
+        assert post(srv.url, b'[{"ts": 1, "label": 3, "score": 0.5}]') == 400
+        assert post(srv.url, json.dumps(ok[:1]).encode(), {"Idempotency-Key": "k1"}) == 422
+        assert post(srv.url, json.dumps(ok * 10).encode()) == 413
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(srv.url + "/metrics", timeout=10) as r:
+            fams = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    by_reason = {s.labels["reason"]: s.value for s in fams["streameval_rejected_requests"].samples}
+    assert by_reason == {"invalid": 2, "idempotency_conflict": 1, "too_large": 1, "timeout": 0}
+    active = {(s.labels["rule"], s.labels["severity"]) for s in fams["streameval_alert_active"].samples}
+    assert active == {("recall < 0.9", "critical"), ("recall < 0.95", "warning")}
+    assert [s.value for s in fams["streameval_wal_failed"].samples] == [0.0]
+    (info,) = fams["streameval_info"].samples
+    assert info.labels == {"model": "fraud-v3", "version": streameval.__version__}
+    assert info.value == 1.0
