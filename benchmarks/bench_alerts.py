@@ -356,7 +356,10 @@ def run_stream(cell, seed, n, pre):
                 a, step = b, step * 2
         else:
             feed(tr, events, 0, n)
-            feed(real, events, 0, n)
+            if min(tr.trace_p, default=math.inf) <= ALPHA:
+                # it alarms (the traced path is the real one until then): run it for
+                # real to count its alarms, restarts included
+                feed(real, events, 0, n)
         first = {}
         early = {}
         ti = np.asarray(tr.trace_i, dtype=np.int64)
