@@ -55,12 +55,32 @@ pre-change mean:
   it less often, can only delay the first alarm, never bring it forward (after a
   restart the history differs, so later alarms are another matter).
 
+Dependent observations
+----------------------
+Labels (or errors) that come in bursts make neighbouring indicator values alike: ``n``
+of them then vary like ``n / V`` independent ones, ``V`` the long-run variance factor
+(``Var(sum) ~ V n sigma^2``). The detector estimates ``V`` online (:class:`_Dependence`:
+the lag-1 autocorrelation as ``(1 + rho) / (1 - rho)`` and batch means over batches of
+100 to 3 200 observations, each at a lower confidence bound, the largest, at least 1)
+and divides every count of the statistic by it (history, candidates' stretches and the
+whole), so ``n`` observations weigh as ``n / V``. For a fixed ``V >= 1`` the deflated
+e-value is at most the undeflated one to the power ``1 / V`` (a mixture of likelihoods
+to the power ``1 / V`` is at least the mixture of the powers, by Jensen's inequality;
+the best likelihood's power is the best of the powers), a nonnegative supermartingale
+under independence: the guarantee above is kept, and ``V`` is 1 on most independent
+streams (then the statistic is the one described above, bit for bit). Under dependence
+that dies out within the largest batch the guarantee is approximate: it rests on sums
+of ``n`` observations behaving like ``n / V`` independent ones (a central limit
+theorem); dependence that outlasts the batches (a slow wander, a cycle of the rate)
+is a change of the rate to the detector.
+
 Indicator values of 1/2 (AUC ties) keep every bound (each likelihood ratio is convex
 in the observation). Weights: with unit weights the counts are exact; otherwise they
 are Kish's effective counts (``n_eff = (sum w)^2 / sum w^2``, as the drift tests), an
 approximation: a few heavy events do not pass for many independent ones.
 
-Cost: ``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy); a
+Cost: ``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy, plus
+`O(DEPENDENCE_LEVELS)` for the variance factor); a
 batch `O(m)` numpy plus one boundary per ``block`` observations. Memory:
 `O(keep * log(n / block))`.
 
@@ -88,7 +108,7 @@ __all__ = ["SequentialDrift", "Change", "METRICS", "DEFAULT_HORIZON", "DEFAULT_B
 DEFAULT_HORIZON = 1_000_000
 #: indicator observations between candidate change points (and checks): 100 keeps a
 #: check cheap per observation and loses at most 100 observations of delay; a larger
-#: block spends the budget over fewer candidates (measured in bench_alerts.py)
+#: block spends the budget over fewer candidates
 DEFAULT_BLOCK = 100
 #: candidates kept per doubling of age (an exponential histogram, as ADWIN's buckets)
 DEFAULT_KEEP = 8
@@ -530,7 +550,9 @@ class SequentialDrift(BinaryMetric):
     their rate in either direction. See the module docstring for the statistic and
     the guarantee: with independent events and a stationary stream before the
     change, ``P(a false alarm within the first horizon events) <= alpha`` (Shin,
-    Ramdas & Rinaldo 2023, e-detectors; Ville's inequality).
+    Ramdas & Rinaldo 2023, e-detectors; Ville's inequality). Dependent events (labels
+    in bursts) are weighed by their estimated long-run variance factor (``n``
+    observations count as ``n / V``), which keeps the guarantee approximately.
 
     :meth:`report` gives the anytime-valid ``p_value`` and, at the best candidate,
     the rates ``reference`` (before) and ``current`` (after) and ``delta`` (after
@@ -998,7 +1020,9 @@ class SequentialDrift(BinaryMetric):
         ``change_p_value``: the p-value at which the last change was detected (the
         evidence for the change found; None before any), ``last_change``: that change
         (:class:`Change` as a dict); ``alpha``, ``horizon``; ``n``, ``t``: events seen
-        and the newest event time.
+        and the newest event time; ``variance_factor``: the long-run variance factor
+        ``V >= 1`` the counts are divided by (1: independent observations; see the
+        module docstring).
 
         ``p_value`` tests for a *new* change since the last one detected: the detector
         starts its history again at the change it found, so right after a detection
