@@ -4,7 +4,7 @@ Every *cell* is a kind of stream (:data:`CELLS`, a registry: :func:`register` ad
 one) run on ``--seeds`` seeded streams of ``--events`` events. What a cell measures
 depends on its group:
 
-* **healthy** (nothing changes in the model): the share of streams on which the default
+* **healthy** (nothing changes in the model over long stretches): the share of streams on which the default
   monitor's detectors (``SequentialDrift`` on recall and on precision at alpha 0.005
   each, horizon one million events: what ``recall alarm`` and ``precision alarm``
   read) detect anything, with its Clopper-Pearson 95% interval; the alarms per million
@@ -12,7 +12,10 @@ depends on its group:
   ADWIN (defaults) on the same indicator streams beside it. Cells: independent events
   at 30% and 1% positives; labels in bursts (a two-state Markov chain with 30%
   positives whose runs, alternating, average 5, 20 and 50 events; scores independent
-  given the label: the model is healthy, the labels are not independent).
+  given the label: the model is healthy, the labels are not independent); errors in
+  bursts (labels independent; the model alternates between hard and easy stretches
+  averaging 50 events, which shift every logit by -0.6 or +0.6: the correctness
+  indicators are autocorrelated, their long-run rates constant).
 * **drop** (a planted drop after ``--pre`` healthy events): median and 90th percentile
   of the delay (events from the change to the first alarm after it), the share found
   within the stream, alarms before the change; for the default detectors, for the
@@ -136,6 +139,23 @@ def bursty(seed, n, rate, run):
     return y, scores(rng, y, *means(rate))
 
 
+#: the logit shift of the hard and easy stretches of bursty_errors
+ERROR_SHIFT = 0.6
+
+
+def bursty_errors(seed, n, rate, run):
+    """Errors in bursts: labels independent, but the model goes through hard and easy
+    stretches (a two-state Markov chain, half the time each, runs averaging ``run``
+    events) that shift every logit by -ERROR_SHIFT or +ERROR_SHIFT: the hits and false
+    positives come in bursts, the rates over any long stretch are constant."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < rate
+    hard = markov_labels(rng, n, 0.5, run)
+    mu0, mu1 = means(rate)
+    logit = np.where(y, mu1, mu0) + np.where(hard, -ERROR_SHIFT, ERROR_SHIFT)
+    return y, 1.0 / (1.0 + np.exp(-(logit + rng.standard_normal(n))))
+
+
 def planted(seed, n, rate, kind, after, pre, until=None):
     """A drop (or a rise) of ``kind`` ("recall", "precision", "auc") to ``after`` at
     event ``pre``, back to the healthy model at ``until`` (None: never)."""
@@ -208,6 +228,9 @@ for _run in (5, 20, 50):
     register(Cell(f"bursty labels, mean run {_run}, 30% positives", "healthy",
                   _stream(bursty, rate=0.30, run=_run), DEFAULT, 0.30,
                   note="labels a two-state Markov chain; scores independent given the label"))
+register(Cell("errors in bursts, mean run 50, 30% positives", "healthy",
+              _stream(bursty_errors, rate=0.30, run=50), DEFAULT, 0.30,
+              note="labels independent; hard and easy stretches shift every logit"))
 for _rate in (0.30, 0.01):
     for _kind, _metric, _after, _label in (
             ("recall", "recall", 0.80, "recall 0.85 -> 0.80"),

@@ -304,6 +304,26 @@ def test_bursty_labels_do_not_raise_false_alarms(monkeypatch):
     assert fired_undeflated >= 2 * streams - 2
 
 
+def test_a_state_without_the_dependence_estimate_resumes_with_a_fresh_one():
+    """A state written without the variance factor's sums (an older layout) loads:
+    the detector goes on with everything else as saved and measures dependence from
+    the events that follow (the same as a detector whose estimate was just reset)."""
+    y, s = _bursty(9, 30_000, run=20)
+    d = SequentialDrift("precision", alpha=0.005).update_many(y[:10_000], s[:10_000])
+    state = json.loads(json.dumps(d.to_state()))
+    del state["data"]["dependence"]
+    old = se.from_state(state)
+    assert old.report()["variance_factor"] == 1.0
+    assert {k: v for k, v in old.to_state()["data"].items() if k != "dependence"} == \
+        {k: v for k, v in d.to_state()["data"].items() if k != "dependence"}
+    twin = SequentialDrift._from_state(json.loads(json.dumps(d.to_state())))
+    twin._dep = sequential._Dependence(twin.block)
+    old.update_many(y[10_000:], s[10_000:])
+    twin.update_many(y[10_000:], s[10_000:])
+    assert old.to_state() == twin.to_state()
+    assert old.report()["variance_factor"] > 2.0
+
+
 def test_thinning_keeps_few_candidates_and_only_spends_less():
     """An exponential histogram: about keep candidates per doubling of age; the
     thinned detector's p-values are never below the unthinned one's (fewer terms in
