@@ -17,8 +17,9 @@ depends on its group:
   bursts (labels independent; the model alternates between hard and easy stretches
   averaging 50 events, which shift every logit by -0.6 or +0.6: the correctness
   indicators are autocorrelated, their long-run rates constant).
-* **drop** (a planted drop after ``--pre`` healthy events, streams of up to
-  ``--drop-events`` events, fed until the drop is detected): median and 90th percentile
+* **drop** (a planted drop after ``--pre`` healthy events, 500 000 by default, on
+  streams of up to ``--drop-events`` events, fed until the drop is detected): median
+  and 90th percentile
   of the delay (events from the change to the first alarm after it), the share found
   within the stream, alarms before the change; for the default detectors, for the
   default *rules* (the Monitor evaluates every 1 000 events: the rule fires at the first
@@ -50,7 +51,7 @@ values, stopped at its first alarm where only that matters. Streams: binormal lo
 ``score = sigmoid(mu_y + N(0, 1))`` (continuous floats), threshold 0.5, recall 0.85,
 precision 0.60; numpy, one seed per stream: reproducible.
 
-    python benchmarks/bench_alerts.py --seeds 8 --events 200000   # reduced, minutes
+    python benchmarks/bench_alerts.py --seeds 10 --events 300000  # reduced, minutes
     python benchmarks/bench_alerts.py                              # 100 seeds x 1M events
     python benchmarks/bench_alerts.py --cells bursty               # cells whose name has it
 
@@ -494,14 +495,15 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=100, help="streams per cell")
     ap.add_argument("--events", type=int, default=1_000_000, help="events per stream")
     ap.add_argument("--drop-events", type=int, default=2_000_000,
-                    help="events per stream of a planted drop (fed until it is detected)")
-    ap.add_argument("--pre", type=int, default=None,
-                    help="healthy events before a planted change (default: a fifth of --events)")
+                    help="events per stream with a planted change (drops: fed until detected)")
+    ap.add_argument("--pre", type=int, default=500_000,
+                    help="healthy events before a planted change (the history a drop is "
+                         "compared with: at 1%% positives, 5 000 positives)")
     ap.add_argument("--cells", default="", help="run only the cells whose name contains this")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
-    pre = args.pre if args.pre is not None else args.events // 5
+    pre = args.pre
     R.start(__file__, args)
     R.param(pre=pre)
     t0 = time.perf_counter()
@@ -511,14 +513,14 @@ def main(argv=None):
     cells = [c for c in CELLS if c in cells or c.name in need]
     N, n = args.seeds, args.events
     print("# Alerts: false alarms and detection delays, cell by cell\n")
-    print(f"{N} seeds x {n:,} events per cell (planted drops: up to "
-          f"{args.drop_events:,}, fed until detected); planted changes at event {pre:,}; "
+    print(f"{N} seeds x {n:,} events per healthy cell; planted changes at event {pre:,} "
+          f"of {args.drop_events:,} (drops: fed until detected); "
           f"{args.jobs} worker processes.\n")
 
     with ProcessPoolExecutor(max_workers=args.jobs) as ex:
         check = ex.submit(check_task, 77, min(n, 200_000))
         futs = {c.name: [ex.submit(run_stream, c, 1_000_000 * (k + 1) + i,
-                                   args.drop_events if c.group == "drop" else n, pre)
+                                   args.drop_events if c.planted else n, pre)
                          for i in range(N)] for k, c in enumerate(CELLS) if c in cells}
         print("Check: the detector on the events = the detector on the indicator stream "
               f"(changes, sums), numpy AUC pairing = the detector's: "
