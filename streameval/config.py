@@ -231,7 +231,9 @@ def _metric_class(kind, where):
         raise ValueError(
             f"{where} = {kind!r}: unknown metric kind; expected one of {sorted(KINDS)}"
         )
-    return getattr(streameval, cls_name)
+    if cls_name in streameval.__all__:
+        return getattr(streameval, cls_name)
+    return _registry.state_class(cls_name)  # a kind whose class is not a public name
 
 
 def make_metric(spec, *, name="metric", threshold=None, pos_label=True, neg_label=None,
