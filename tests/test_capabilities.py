@@ -85,6 +85,11 @@ FACTORIES = {
     "DriftCounts": [DriftCounts],
     "SequentialDrift": [SequentialDrift],
 }
+FACTORIES.update({  # label-free estimates (streameval.metrics.estimated)
+    name: [getattr(importlib.import_module("streameval.metrics.estimated"), name)]
+    for name in ("EstimatedConfusion", "EstimatedPrecision", "EstimatedRecall",
+                 "EstimatedF1", "EstimatedAccuracy", "EstimatedROCAUC",
+                 "PredictedPositiveRate")})
 
 INSTANCES = [(name, i, make) for name, makes in FACTORIES.items()
              for i, make in enumerate(makes)]

@@ -22,6 +22,8 @@ each family's module tests its values against scikit-learn or worked examples.
 
 from __future__ import annotations
 
+import importlib
+
 import json
 import math
 
@@ -187,6 +189,11 @@ CASES = [
     ("SequentialDrift-auc", lambda: sequential.SequentialDrift(
         "roc_auc", alpha=0.9, block=2, keep=2, horizon=10), "binary"),
 ]
+# label-free estimates (the label is ignored; scores taken as probabilities)
+CASES += [(name, getattr(importlib.import_module("streameval.metrics.estimated"), name), "proba")
+          for name in ("EstimatedConfusion", "EstimatedPrecision", "EstimatedRecall",
+                       "EstimatedF1", "EstimatedAccuracy", "EstimatedROCAUC",
+                       "PredictedPositiveRate")]
 
 IDS = [c[0] for c in CASES]
 

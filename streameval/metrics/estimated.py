@@ -63,6 +63,7 @@ from streameval.validation import (
     check_threshold,
     check_weight,
     fail,
+    overdrawn,
 )
 
 from .base import BinaryMetric, check_bounds, from_state
@@ -262,17 +263,29 @@ class EstimatedConfusion(_LabelFree):
         holds no event. Runtime complexity: `O(1)`."""
         s, p, w = self._one(y_pred, w)
         g = 0 if s >= self.threshold else 1
-        if not self._n[g]:
-            raise ValueError(f"revert(y_pred={y_pred!r}): no such event was added")
+        o = 3 * g
+        wp = w * p
+        if not self._n[g] or self._overdrawn(g, w, wp, wp * p):
+            raise ValueError(f"revert(y_pred={y_pred!r}, w={w!r}): no such event was added")
         self._n[g] -= 1
         if not self._n[g]:
             self._zero(g)
             return
-        o = 3 * g
-        wp = w * p
         self._add(o, -w)
         self._add(o + 1, -wp)
         self._add(o + 2, -wp * p)
+
+    def _overdrawn(self, g, w, wp, wpp):
+        """Whether taking weight ``w``, ``sum w p`` = ``wp`` and ``sum w p (1 - p)`` =
+        ``wp - wpp`` out of group ``g`` leaves a sum below zero beyond rounding
+        (:func:`~streameval.validation.overdrawn`): those events were never added."""
+        o = 3 * g
+        scale = self._sum(o)
+        left_w = scale - w
+        left_a = self._sum(o + 1) - wp
+        left_v = (self._sum(o + 1) - self._sum(o + 2)) - (wp - wpp)
+        return bool(overdrawn(left_w, w, scale) or overdrawn(left_a, w, scale)
+                    or overdrawn(left_v, w, scale) or overdrawn(left_w - left_a, w, scale))
 
     def _batch(self, s, w):
         """Per group: (events, [(sum, error) of w, w p, w p^2])."""
@@ -301,11 +314,12 @@ class EstimatedConfusion(_LabelFree):
         """Remove validated columns added earlier; atomic (``ValidationError`` naming
         the first event of a group that holds fewer events, no change)."""
         batch = self._batch(s, w)
-        for g, (n, _) in enumerate(batch):
-            if n > self._n[g]:
+        for g, (n, sums) in enumerate(batch):
+            (tw, ew), (ta, ea), (tb, eb) = sums
+            if n > self._n[g] or (n and self._overdrawn(g, tw + ew, ta + ea, tb + eb)):
                 pos = s >= self.threshold
                 mask = pos if g == 0 else ~pos
-                i = int(np.flatnonzero(mask)[self._n[g]])
+                i = int(np.flatnonzero(mask)[min(self._n[g], n - 1)])
                 raise ValidationError.at(i, f"revert of (y_pred={float(s[i])!r}): no such "
                                             "event was added")
         for g, (n, sums) in enumerate(batch):
@@ -478,7 +492,8 @@ class EstimatedRecall(EstimatedConfusion):
         d = app + apn
         if not d > 0.0:
             return _NAN, _NAN
-        return app / d, (apn * apn * vpp + app * app * vpn) / (d * d * d * d)
+        ra, rb = app / d, apn / d  # (divided first: d**4 would underflow)
+        return ra, (rb * rb * vpp + ra * ra * vpn) / d / d
 
 
 class EstimatedF1(EstimatedConfusion):
@@ -500,9 +515,9 @@ class EstimatedF1(EstimatedConfusion):
         d = app + wpp + apn
         if not d > 0.0:
             return _NAN, _NAN
-        a = 2.0 * (wpp + apn)
-        b = 2.0 * app
-        return 2.0 * app / d, (a * a * vpp + b * b * vpn) / (d * d * d * d)
+        a = 2.0 * (wpp + apn) / d  # (divided first: d**4 would underflow)
+        b = 2.0 * app / d
+        return b, (a * a * vpp + b * b * vpn) / d / d
 
 
 class PredictedPositiveRate(EstimatedConfusion):
