@@ -104,6 +104,12 @@ ENTRIES = (
     Entry("EstimatedAccuracy", _E, "estimated_accuracy", public=False),
     Entry("EstimatedROCAUC", _E, "estimated_roc_auc", public=False),
     Entry("PredictedPositiveRate", _E, "predicted_positive_rate", public=False),
+    Entry("ExpectedCalibrationError", _CAL, "ece", public=False),
+    Entry("BrierDecomposition", _CAL, public=False),
+    Entry("BrierReliability", _CAL, "brier_reliability", public=False),
+    Entry("BrierResolution", _CAL, "brier_resolution", public=False),
+    Entry("BrierUncertainty", _CAL, "brier_uncertainty", public=False),
+    Entry("ReliabilityCurve", _CAL, public=False),
 )
 
 _BY_NAME = {e.name: e for e in ENTRIES}

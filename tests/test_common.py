@@ -194,6 +194,9 @@ CASES += [(name, getattr(importlib.import_module("streameval.metrics.estimated")
           for name in ("EstimatedConfusion", "EstimatedPrecision", "EstimatedRecall",
                        "EstimatedF1", "EstimatedAccuracy", "EstimatedROCAUC",
                        "PredictedPositiveRate")]
+CASES += [(name, getattr(importlib.import_module("streameval.metrics.calibration"), name), "proba")
+          for name in ("ExpectedCalibrationError", "BrierDecomposition", "BrierReliability",
+                       "BrierResolution", "BrierUncertainty", "ReliabilityCurve")]
 
 IDS = [c[0] for c in CASES]
 

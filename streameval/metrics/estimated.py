@@ -46,7 +46,8 @@ Sums are compensated (Neumaier; batches with :func:`~streameval.metrics.common.s
 and a group left without events is exactly zero, so windows revert without drift.
 
 It may import numpy, :mod:`streameval.validation` and the metrics' ``base``,
-``common`` and ``scoreorder`` modules.
+``common``, ``scoreorder`` and (to rebuild a map from a state) ``calibration``
+modules.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from streameval.validation import (
     overdrawn,
 )
 
-from .base import BinaryMetric, check_bounds, from_state
+from .base import BinaryMetric, check_bounds
 from .common import sum2
 from .scoreorder import ScoreOrder, delong_variance
 
@@ -89,8 +90,14 @@ def _calibration_param(calibration):
     its state (a dict, from a metric's state)."""
     if calibration is None:
         return None
-    if isinstance(calibration, dict):
-        return from_state(calibration)
+    if isinstance(calibration, dict):  # a map's state (from a metric's state)
+        if calibration.get("type") == "IsotonicCalibration":
+            from .calibration import IsotonicCalibration
+
+            return IsotonicCalibration.from_state(calibration)
+        raise ValidationError("calibration", calibration,
+                              "a state of an unknown calibration map (a map of your own: "
+                              "give the object itself)")
     if not callable(getattr(calibration, "transform", None)):
         raise ValidationError("calibration", calibration,
                               "must have transform(scores) -> probabilities, or be None")
