@@ -110,6 +110,8 @@ ENTRIES = (
     Entry("BrierResolution", _CAL, "brier_resolution", public=False),
     Entry("BrierUncertainty", _CAL, "brier_uncertainty", public=False),
     Entry("ReliabilityCurve", _CAL, public=False),
+    Entry("ScoreDrift", _SD, "score_drift", public=False),
+    Entry("ScoreDriftDetector", _SD, public=False),
 )
 
 _BY_NAME = {e.name: e for e in ENTRIES}

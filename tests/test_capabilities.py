@@ -94,6 +94,9 @@ FACTORIES.update({  # calibration (streameval.metrics.calibration)
     name: [getattr(importlib.import_module("streameval.metrics.calibration"), name)]
     for name in ("ExpectedCalibrationError", "BrierDecomposition", "BrierReliability",
                  "BrierResolution", "BrierUncertainty", "ReliabilityCurve")})
+FACTORIES.update({  # score drift (streameval.metrics.scoredrift)
+    name: [getattr(importlib.import_module("streameval.metrics.scoredrift"), name)]
+    for name in ("ScoreDrift", "ScoreDriftDetector")})
 
 INSTANCES = [(name, i, make) for name, makes in FACTORIES.items()
              for i, make in enumerate(makes)]

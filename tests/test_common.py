@@ -197,6 +197,12 @@ CASES += [(name, getattr(importlib.import_module("streameval.metrics.estimated")
 CASES += [(name, getattr(importlib.import_module("streameval.metrics.calibration"), name), "proba")
           for name in ("ExpectedCalibrationError", "BrierDecomposition", "BrierReliability",
                        "BrierResolution", "BrierUncertainty", "ReliabilityCurve")]
+CASES += [  # score drift: a reference of 5 events, so small streams are compared
+    ("ScoreDrift", lambda: importlib.import_module(
+        "streameval.metrics.scoredrift").ScoreDrift(baseline=5), "binary"),
+    ("ScoreDriftDetector", lambda: importlib.import_module(
+        "streameval.metrics.scoredrift").ScoreDriftDetector(reference=4, window=3, every=2),
+     "binary")]
 
 IDS = [c[0] for c in CASES]
 

@@ -136,6 +136,8 @@ class _LabelFree(BinaryMetric):
     #: the label is ignored: a Monitor feeds this metric every prediction
     needs_labels = False
     _state_exclude = ("cm",)
+    #: whether the (calibrated) scores must be probabilities (score drift: any score)
+    _probabilities_needed = True
 
     def __init__(self, threshold=0.5, calibration=None):
         BinaryMetric.__init__(self)
@@ -177,7 +179,8 @@ class _LabelFree(BinaryMetric):
         if y_true is not None and len(y_true) != n:
             raise ValueError(f"y_true has {len(y_true)} elements but y_pred has {n}")
         weights = as_weight_array(w, n)
-        calibrated(self._calibration, scores)
+        if self._probabilities_needed:
+            calibrated(self._calibration, scores)
         return np.zeros(n, dtype=bool), scores, weights
 
     def _one(self, y_pred, w):
