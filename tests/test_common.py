@@ -197,9 +197,10 @@ CASES += [(name, getattr(importlib.import_module("streameval.metrics.estimated")
 CASES += [(name, getattr(importlib.import_module("streameval.metrics.calibration"), name), "proba")
           for name in ("ExpectedCalibrationError", "BrierDecomposition", "BrierReliability",
                        "BrierResolution", "BrierUncertainty", "ReliabilityCurve")]
-CASES += [  # score drift: a reference of 5 events, so small streams are compared
+CASES += [  # score drift against a given reference (a learned one is not reverted)
     ("ScoreDrift", lambda: importlib.import_module(
-        "streameval.metrics.scoredrift").ScoreDrift(baseline=5), "binary"),
+        "streameval.metrics.scoredrift").ScoreDrift(reference=[0.1, 0.3, 0.5, 0.7, 0.9]),
+     "binary"),
     ("ScoreDriftDetector", lambda: importlib.import_module(
         "streameval.metrics.scoredrift").ScoreDriftDetector(reference=4, window=3, every=2),
      "binary")]
@@ -343,6 +344,7 @@ MERGE_REFUSED = {
     # alarms depend on the order of events: only a detector and an empty one combine
     "SequentialDrift": lambda a, b: a.n > 0 and b.n > 0,
     "SequentialDrift-auc": lambda a, b: a.n > 0 and b.n > 0,
+    "ScoreDriftDetector": lambda a, b: a.n > 0 and b.n > 0,
 }
 
 

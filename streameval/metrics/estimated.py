@@ -72,6 +72,7 @@ from .common import sum2
 from .scoreorder import ScoreOrder, delong_variance
 
 __all__ = [
+    "LabelFree",
     "EstimatedConfusion",
     "EstimatedPrecision",
     "EstimatedRecall",
@@ -129,8 +130,11 @@ def calibrated(calibration, scores):
     return p
 
 
-class _LabelFree(BinaryMetric):
-    """Shared by the label-free metrics: validation that ignores the label."""
+class LabelFree(BinaryMetric):
+    """Base of the label-free metrics (here and in
+    :mod:`streameval.metrics.scoredrift`): ``needs_labels = False``, validation that
+    ignores the label (None allowed), the ``threshold`` and ``calibration``
+    parameters."""
 
     _abstract = True
     #: the label is ignored: a Monitor feeds this metric every prediction
@@ -209,7 +213,7 @@ class _LabelFree(BinaryMetric):
 _W, _A, _B = 0, 1, 2
 
 
-class EstimatedConfusion(_LabelFree):
+class EstimatedConfusion(LabelFree):
     """The expected confusion matrix at ``threshold`` from calibrated scores, with the
     Poisson-binomial variance of each cell (see the module notes for the formulas).
 
@@ -567,7 +571,7 @@ class PredictedPositiveRate(EstimatedConfusion):
 # ---------------------------------------------------------------- expected AUC
 
 
-class EstimatedROCAUC(_LabelFree):
+class EstimatedROCAUC(LabelFree):
     """The expected ROC AUC from calibrated scores: the weighted Mann–Whitney
     statistic of the pseudo-sample in which each event is a positive of weight ``w p``
     and a negative of weight ``w (1 - p)`` at its score,

@@ -62,7 +62,7 @@ from streameval.validation import (
 )
 
 from .base import BinaryMetric
-from .estimated import _LabelFree
+from .estimated import LabelFree
 
 __all__ = [
     "ScoreDrift",
@@ -257,7 +257,7 @@ def _check_int(name, value, lo):
     return value
 
 
-class ScoreDrift(_LabelFree):
+class ScoreDrift(LabelFree):
     """How far the current score distribution is from a reference: the two-sample
     Kolmogorov–Smirnov statistic (``get()``, exact, weighted), with PSI and
     Jensen–Shannon on reference-quantile bins (:meth:`report`); ``statistic=`` picks
@@ -293,6 +293,8 @@ class ScoreDrift(_LabelFree):
     _public_name = "ScoreDrift"
     score_bounds = None
     _probabilities_needed = False
+    #: ``bins`` defines PSI and JS (and KS is exact): no error bound to report
+    bins_define_value = True
 
     def __init__(self, reference=None, baseline=1000, bins=10, statistic="ks"):
         BinaryMetric.__init__(self)
@@ -621,7 +623,7 @@ class ScoreDriftDetector(BinaryMetric):
         self._ref_s = []
         self._ref_w = []
 
-    def update(self, y_true, y_pred, w=1.0, t=None):
+    def update(self, y_true, y_pred, w=1.0):
         """Add one score (``y_true`` ignored). Runtime complexity: `O(log(k))`, plus a
         check every ``every`` events."""
         if type(y_pred) is not float or y_pred - y_pred:
@@ -683,18 +685,18 @@ class ScoreDriftDetector(BinaryMetric):
                 "direction": "rise" if after >= self._ref_mean else "drop"})
             self._restart(scores, weights)
 
-    def update_many(self, y_true, y_pred, w=None, t=None):
+    def update_many(self, y_true, y_pred, w=None):
         """Add a batch (validated first; labels ignored); the same result as a loop of
         :meth:`update`."""
-        _, s, weights = _LabelFree.validate(self, y_true, y_pred, w)
+        _, s, weights = LabelFree.validate(self, y_true, y_pred, w)
         return self.update_trusted(None, s, weights)
 
     def validate(self, y_true, y_pred, w=None):
-        return _LabelFree.validate(self, y_true, y_pred, w)
+        return LabelFree.validate(self, y_true, y_pred, w)
 
     _calibration = None
 
-    def update_trusted(self, y, s, w=None, t=None):
+    def update_trusted(self, y, s, w=None):
         add = self._add
         if w is None:
             for v in s.tolist():
