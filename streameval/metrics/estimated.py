@@ -42,8 +42,8 @@ probabilities and is a fixed parameter of the metric (a window's revert must see
 map its update saw; refitting means new metrics). Without a calibration, scores must
 be probabilities in ``[0, 1]``.
 
-Sums are compensated (Neumaier; batches with :func:`~streameval.metrics.common.sum2`)
-and a group left without events is exactly zero, so windows revert without drift.
+Sums are compensated (Neumaier, per event and per batch total) and a group left
+without events is exactly zero, so windows revert without drift.
 
 It may import numpy, :mod:`streameval.validation` and the metrics' ``base``,
 ``common``, ``scoreorder`` and (to rebuild a map from a state) ``calibration``
@@ -67,8 +67,7 @@ from streameval.validation import (
     overdrawn,
 )
 
-from .base import BinaryMetric, check_bounds
-from .common import sum2
+from .base import BinaryMetric, batch_memo, check_bounds
 from .scoreorder import ScoreOrder, delong_variance
 
 __all__ = [
@@ -301,22 +300,34 @@ class EstimatedConfusion(LabelFree):
         return bool(overdrawn(left_w, w, scale) or overdrawn(left_a, w, scale)
                     or overdrawn(left_v, w, scale) or overdrawn(left_w - left_a, w, scale))
 
-    def _batch(self, s, w):
-        """Per group: (events, [(sum, error) of w, w p, w p^2])."""
+    def _batch(self, y, s, w):
+        """Per group: (events, [(sum, error) of w, w p, w p^2]); computed once per
+        batch for every estimate of the same threshold and calibration map in a
+        Monitor's shared batch (:func:`~streameval.metrics.base.batch_memo`)."""
+        key = ("estimated confusion", self.threshold, id(self._calibration))
+        return batch_memo(key, y, s, w, lambda: self._sum_batch(s, w))
+
+    def _sum_batch(self, s, w):
         p = self._probabilities(s)
-        pos = s >= self.threshold
-        w = np.ones(len(s)) if w is None else w
-        wp = w * p
-        cols = (w, wp, wp * p)
-        out = []
-        for mask in (pos, ~pos):
-            out.append((int(np.count_nonzero(mask)), [sum2(c[mask]) for c in cols]))
-        return out
+        g = (s < self.threshold).view(np.int8)  # 0: predicted positive, 1: negative
+        if w is None:
+            n = np.bincount(g, minlength=2)
+            ws = n.astype(np.float64)
+            wp = np.bincount(g, weights=p, minlength=2)
+            wpp = np.bincount(g, weights=p * p, minlength=2)
+        else:
+            n = np.bincount(g, minlength=2)
+            ws = np.bincount(g, weights=w, minlength=2)
+            x = w * p
+            wp = np.bincount(g, weights=x, minlength=2)
+            wpp = np.bincount(g, weights=x * p, minlength=2)
+        return [(int(n[k]), [(float(ws[k]), 0.0), (float(wp[k]), 0.0), (float(wpp[k]), 0.0)])
+                for k in (0, 1)]
 
     def update_trusted(self, y, s, w=None):
         """Add validated columns (the labels are ignored). Runtime complexity: `O(m)`
         numpy, plus the calibration's ``transform``."""
-        for g, (n, sums) in enumerate(self._batch(s, w)):
+        for g, (n, sums) in enumerate(self._batch(y, s, w)):
             if n:
                 for q, (total, err) in enumerate(sums):
                     self._add(3 * g + q, total)
@@ -327,7 +338,7 @@ class EstimatedConfusion(LabelFree):
     def revert_trusted(self, y, s, w=None):
         """Remove validated columns added earlier; atomic (``ValidationError`` naming
         the first event of a group that holds fewer events, no change)."""
-        batch = self._batch(s, w)
+        batch = self._batch(y, s, w)
         for g, (n, sums) in enumerate(batch):
             (tw, ew), (ta, ea), (tb, eb) = sums
             if n > self._n[g] or (n and self._overdrawn(g, tw + ew, ta + ea, tb + eb)):
