@@ -186,3 +186,30 @@ def test_detector_state_resumes_exactly():
     for v in s:
         one.update(None, float(v))
     assert one.report()["changes"] == a.report()["changes"]
+
+
+def test_detector_in_a_monitor_from_config_pages_on_a_planted_shift():
+    rng = np.random.default_rng(8)
+    s = np.r_[rng.beta(5, 2, 6000), rng.beta(2, 5, 4000)]  # the scores fall at 6000
+    y = rng.random(10_000) < s
+    table = {"every": 500, "metrics": {"estimated_recall": "estimated_recall"},
+             "drift": {"score_drift": {"test": "score", "reference": 1000, "window": 1000,
+                                       "every": 200}},
+             "rules": [{"alarm": "score_drift"},
+                       {"alarm": "score_drift", "direction": "rise"}]}
+    mon = se.Monitor.from_config(table)
+    alerts = []
+    mon.on_alert.append(alerts.append)
+    mon.update_many(y[:6000], s[:6000])
+    assert alerts == []  # nothing before the shift
+    mon.update_many(y[6000:], s[6000:])
+    firing = [a for a in alerts if a["state"] == "firing"]
+    assert firing and firing[0]["rule"] == "score_drift alarm"
+    assert 6000 < firing[0]["n"] <= 8000
+    (whole,) = mon.snapshot()["segments"].values()
+    rep = whole["drift"]["score_drift"]
+    assert rep["last_change"]["before"] > rep["last_change"]["after"]
+    copy = se.Monitor.from_state(json.loads(json.dumps(mon.to_state())))
+    assert copy.snapshot() == mon.snapshot()
+    with pytest.raises(ValueError, match="monitor.drift.score_drift"):
+        config.make_drift({"test": "score", "every": 0}, name="score_drift")
