@@ -243,6 +243,7 @@ class EstimatedConfusion(LabelFree):
     def __init__(self, threshold=0.5, calibration=None):
         super().__init__(threshold, calibration)
         self._n = [0, 0]  # events per group: predicted positive, predicted negative
+        self._z = [0, 0]  # of which weight 0 (a group left with only these is exactly 0)
         self._s = [0.0] * 6  # compensated sums: 3 per group
         self._c = [0.0] * 6
 
@@ -270,6 +271,8 @@ class EstimatedConfusion(LabelFree):
         self._add(o + 1, wp)
         self._add(o + 2, wp * p)
         self._n[g] += 1
+        if not w:
+            self._z[g] += 1
 
     def revert(self, y_true, y_pred, w=1.0):
         """Remove one prediction added earlier; ``ValueError`` (no change) if its group
@@ -278,10 +281,12 @@ class EstimatedConfusion(LabelFree):
         g = 0 if s >= self.threshold else 1
         o = 3 * g
         wp = w * p
-        if not self._n[g] or self._overdrawn(g, w, wp, wp * p):
+        if not self._n[g] or (not w and not self._z[g]) or self._overdrawn(g, w, wp, wp * p):
             raise ValueError(f"revert(y_pred={y_pred!r}, w={w!r}): no such event was added")
         self._n[g] -= 1
-        if not self._n[g]:
+        if not w:
+            self._z[g] -= 1
+        if self._n[g] == self._z[g]:
             self._zero(g)
             return
         self._add(o, -w)
@@ -310,48 +315,52 @@ class EstimatedConfusion(LabelFree):
     def _sum_batch(self, s, w):
         p = self._probabilities(s)
         g = (s < self.threshold).view(np.int8)  # 0: predicted positive, 1: negative
+        n = np.bincount(g, minlength=2)
         if w is None:
-            n = np.bincount(g, minlength=2)
+            z = np.zeros(2, dtype=np.int64)
             ws = n.astype(np.float64)
             wp = np.bincount(g, weights=p, minlength=2)
             wpp = np.bincount(g, weights=p * p, minlength=2)
         else:
-            n = np.bincount(g, minlength=2)
+            z = np.bincount(g[w == 0.0], minlength=2)
             ws = np.bincount(g, weights=w, minlength=2)
             x = w * p
             wp = np.bincount(g, weights=x, minlength=2)
             wpp = np.bincount(g, weights=x * p, minlength=2)
-        return [(int(n[k]), [(float(ws[k]), 0.0), (float(wp[k]), 0.0), (float(wpp[k]), 0.0)])
-                for k in (0, 1)]
+        return [(int(n[k]), [(float(ws[k]), 0.0), (float(wp[k]), 0.0), (float(wpp[k]), 0.0)],
+                 int(z[k])) for k in (0, 1)]
 
     def update_trusted(self, y, s, w=None):
         """Add validated columns (the labels are ignored). Runtime complexity: `O(m)`
         numpy, plus the calibration's ``transform``."""
-        for g, (n, sums) in enumerate(self._batch(y, s, w)):
+        for g, (n, sums, z) in enumerate(self._batch(y, s, w)):
             if n:
                 for q, (total, err) in enumerate(sums):
                     self._add(3 * g + q, total)
                     self._add(3 * g + q, err)
                 self._n[g] += n
+                self._z[g] += z
         return self
 
     def revert_trusted(self, y, s, w=None):
         """Remove validated columns added earlier; atomic (``ValidationError`` naming
         the first event of a group that holds fewer events, no change)."""
         batch = self._batch(y, s, w)
-        for g, (n, sums) in enumerate(batch):
+        for g, (n, sums, z) in enumerate(batch):
             (tw, ew), (ta, ea), (tb, eb) = sums
-            if n > self._n[g] or (n and self._overdrawn(g, tw + ew, ta + ea, tb + eb)):
+            if n > self._n[g] or z > self._z[g] or (
+                    n and self._overdrawn(g, tw + ew, ta + ea, tb + eb)):
                 pos = s >= self.threshold
                 mask = pos if g == 0 else ~pos
                 i = int(np.flatnonzero(mask)[min(self._n[g], n - 1)])
                 raise ValidationError.at(i, f"revert of (y_pred={float(s[i])!r}): no such "
                                             "event was added")
-        for g, (n, sums) in enumerate(batch):
+        for g, (n, sums, z) in enumerate(batch):
             if not n:
                 continue
             self._n[g] -= n
-            if not self._n[g]:
+            self._z[g] -= z
+            if self._n[g] == self._z[g]:
                 self._zero(g)
                 continue
             for q, (total, err) in enumerate(sums):
@@ -365,7 +374,7 @@ class EstimatedConfusion(LabelFree):
         Poisson-binomial variances per group."""
         out = []
         for g in (0, 1):
-            if not self._n[g]:
+            if self._n[g] == self._z[g]:
                 out += [0.0, 0.0, 0.0]
                 continue
             o = 3 * g
@@ -423,16 +432,18 @@ class EstimatedConfusion(LabelFree):
             self._add(k, other._s[k])
             self._add(k, other._c[k])
         self._n = [a + b for a, b in zip(self._n, other._n)]
+        self._z = [a + b for a, b in zip(self._z, other._z)]
 
     def _subtract(self, other):
         for g in (0, 1):
-            if other._n[g] > self._n[g]:
+            if other._n[g] > self._n[g] or other._z[g] > self._z[g]:
                 raise ValueError(f"subtract: {self._n[g]} events here but {other._n[g]} in "
                                  f"the other {self._public_name} ({('predicted positive', 'predicted negative')[g]}): "
                                  "they were never merged")
         for g in (0, 1):
             self._n[g] -= other._n[g]
-            if not self._n[g]:
+            self._z[g] -= other._z[g]
+            if self._n[g] == self._z[g]:
                 self._zero(g)
                 continue
             for k in range(3 * g, 3 * g + 3):
@@ -440,25 +451,28 @@ class EstimatedConfusion(LabelFree):
                 self._add(k, -other._c[k])
 
     def _get_data(self):
-        return {"n": list(self._n), "sums": [[s, c] for s, c in zip(self._s, self._c)]}
+        return {"n": list(self._n), "zero": list(self._z),
+                "sums": [[s, c] for s, c in zip(self._s, self._c)]}
 
     def _set_data(self, data):
         try:
             n = [int(v) for v in data["n"]]
+            z = [int(v) for v in data.get("zero", (0, 0))]
             sums = [(float(a), float(b)) for a, b in data["sums"]]
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a {self._public_name} state: {data!r:.200} ({e})") from None
-        if len(n) != 2 or len(sums) != 6 or min(n) < 0 or not all(
+        if len(n) != 2 or len(z) != 2 or min(z) < 0 or z[0] > n[0] or z[1] > n[1] \
+                or len(sums) != 6 or not all(
                 math.isfinite(v) for pair in sums for v in pair):
             raise ValueError(f"not a {self._public_name} state: {data!r:.200}")
-        self._n = n
+        self._n, self._z = n, z
         self._s = [a for a, _ in sums]
         self._c = [b for _, b in sums]
 
     def _check(self):
         for g in (0, 1):
-            assert type(self._n[g]) is int and self._n[g] >= 0, self._n
-            if not self._n[g]:
+            assert type(self._n[g]) is int and self._n[g] >= self._z[g] >= 0, (self._n, self._z)
+            if self._n[g] == self._z[g]:
                 assert all(self._s[k] == self._c[k] == 0.0 for k in range(3 * g, 3 * g + 3))
             w, a = self._sum(3 * g), self._sum(3 * g + 1)
             assert -1e-9 * max(1.0, w) <= a <= w + 1e-9 * max(1.0, w), (a, w)

@@ -312,6 +312,8 @@ class ScoreDrift(LabelFree):
         self._cells = None if self._ref is None else np.zeros(2 * len(self._ref.keys) + 1)
         self._counts = None if self._ref is None else np.zeros(2 * len(self._ref.keys) + 1,
                                                                dtype=np.int64)
+        # events of weight 0 per cell: a cell whose other events are gone is exactly 0
+        self._zeros = None if self._counts is None else np.zeros_like(self._counts)
 
     @property
     def bigger_is_better(self):
@@ -355,10 +357,13 @@ class ScoreDrift(LabelFree):
         size = 2 * len(ref.keys) + 1
         self._cells = np.zeros(size)
         self._counts = np.zeros(size, dtype=np.int64)
+        self._zeros = np.zeros(size, dtype=np.int64)
         for (s, w), c in self._held.items():
             k = ref.cell(s)
             self._cells[k] += w * c
             self._counts[k] += c
+            if not w:
+                self._zeros[k] += c
         self._learn = {}
         self._held = collections.Counter()
 
@@ -387,6 +392,8 @@ class ScoreDrift(LabelFree):
         k = self._ref.cell(s)
         self._cells[k] += w
         self._counts[k] += 1
+        if not w:
+            self._zeros[k] += 1
 
     def revert(self, y_true, y_pred, w=1.0):
         """Remove one score added earlier (the reference, once learned, stays);
@@ -404,7 +411,9 @@ class ScoreDrift(LabelFree):
         if not self._counts[k]:
             raise ValueError(f"revert(y_pred={y_pred!r}): no such event was added")
         self._counts[k] -= 1
-        self._cells[k] = 0.0 if not self._counts[k] else self._cells[k] - w
+        if not w:
+            self._zeros[k] -= 1
+        self._cells[k] = 0.0 if self._counts[k] == self._zeros[k] else self._cells[k] - w
 
     def validate(self, y_true, y_pred, w=None):
         """Validate a batch (labels ignored; any finite score)."""
@@ -428,6 +437,8 @@ class ScoreDrift(LabelFree):
             n = len(self._cells)
             self._cells += np.bincount(cells, weights=None if w is None else w[i:], minlength=n)
             self._counts += np.bincount(cells, minlength=n)
+            if w is not None:
+                self._zeros += np.bincount(cells[w[i:] == 0.0], minlength=n)
         return self
 
     def revert_trusted(self, y, s, w=None):
@@ -452,15 +463,22 @@ class ScoreDrift(LabelFree):
             i = int(np.argmax(np.isin(cells, np.flatnonzero(over))))
             raise ValidationError.at(i, f"revert of (y_pred={float(s[i])!r}): no such event "
                                         "was added")
+        zeros = np.zeros(n, dtype=np.int64) if w is None else np.bincount(cells[w == 0.0],
+                                                                          minlength=n)
+        if (zeros > self._zeros).any():
+            i = int(np.argmax(np.isin(cells, np.flatnonzero(zeros > self._zeros))))
+            raise ValidationError.at(i, f"revert of (y_pred={float(s[i])!r}, w=0.0): no such "
+                                        "event was added")
         self._cells -= np.bincount(cells, weights=None if w is None else w, minlength=n)
         self._counts -= counts
-        self._cells[self._counts == 0] = 0.0
+        self._zeros -= zeros
+        self._cells[self._counts == self._zeros] = 0.0
         return self
 
     # -- values -------------------------------------------------------------------------
     def report(self):
         """``{"ks", "psi", "js", "n", "ready"}`` (NaN while undefined)."""
-        if self._ref is None or not self._counts.any():
+        if self._ref is None or not (self._counts > self._zeros).any():
             return {"ks": _NAN, "psi": _NAN, "js": _NAN, "n": len(self),
                     "ready": self._ref is not None}
         ks = self._ref.ks(self._cells)
@@ -470,7 +488,7 @@ class ScoreDrift(LabelFree):
     def get(self):
         """The statistic named by ``statistic`` (KS by default). Runtime complexity:
         `O(k)` numpy."""
-        if self._ref is None or not self._counts.any():
+        if self._ref is None or not (self._counts > self._zeros).any():
             return _NAN
         if self.statistic == "ks":
             return self._ref.ks(self._cells)
@@ -489,24 +507,27 @@ class ScoreDrift(LabelFree):
                              "being learned")
         self._cells += other._cells
         self._counts += other._counts
+        self._zeros += other._zeros
 
     def _subtract(self, other):
         if self._ref is None or other._ref is None:
             raise ValueError("cannot subtract score drift metrics whose reference is still "
                              "being learned")
-        if (other._counts > self._counts).any():
+        if (other._counts > self._counts).any() or (other._zeros > self._zeros).any():
             raise ValueError("subtract: the other ScoreDrift holds events not held here: "
                              "they were never merged")
         self._cells -= other._cells
         self._counts -= other._counts
-        self._cells[self._counts == 0] = 0.0
+        self._zeros -= other._zeros
+        self._cells[self._counts == self._zeros] = 0.0
 
     def _get_data(self):
         if self._ref is None:
             return {"learn": [[k, v] for k, v in self._learn.items()],
                     "learn_n": self._learn_n,
                     "held": [[s, w, c] for (s, w), c in self._held.items()]}
-        return {"cells": self._cells.tolist(), "counts": self._counts.tolist()}
+        return {"cells": self._cells.tolist(), "counts": self._counts.tolist(),
+                "zeros": self._zeros.tolist()}
 
     def _set_data(self, data):
         try:
@@ -518,16 +539,18 @@ class ScoreDrift(LabelFree):
             else:
                 cells = np.asarray(data["cells"], dtype=np.float64)
                 counts = np.asarray(data["counts"], dtype=np.int64)
-                if cells.shape != self._cells.shape or counts.shape != cells.shape:
+                zeros = np.asarray(data["zeros"], dtype=np.int64)
+                if (cells.shape != self._cells.shape or counts.shape != cells.shape
+                        or zeros.shape != cells.shape or (zeros > counts).any()):
                     raise ValueError("cells do not match the reference")
-                self._cells, self._counts = cells, counts
+                self._cells, self._counts, self._zeros = cells, counts, zeros
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a ScoreDrift state: {e}") from None
 
     def _check(self):
         if self._ref is not None:
-            assert (self._counts >= 0).all()
-            assert (self._cells[self._counts == 0] == 0.0).all()
+            assert (self._counts >= self._zeros).all() and (self._zeros >= 0).all()
+            assert (self._cells[self._counts == self._zeros] == 0.0).all()
         else:
             assert self._learn_n < self.baseline or not self._learn
 
