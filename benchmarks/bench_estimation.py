@@ -331,6 +331,10 @@ def main(argv=None):
         args.drift_streams, args.drift_events = 10, 20_000
         args.drift_reference, args.drift_every = 2000, 500
     res = _results.start(__file__, args)
+    if args.nannyml:
+        done = subprocess.run([args.nannyml, "-c", "import nannyml; print(nannyml.__version__)"],
+                              capture_output=True, text=True, check=False)
+        _results.param(nannyml_version=done.stdout.strip() or None)
     run_accuracy(args, args.nannyml)
     run_throughput(args)
     run_drift(args)
