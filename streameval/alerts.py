@@ -181,6 +181,21 @@ def _number(value, key, rule_name, *, low=None, low_open=False, high=None, integ
     return int(value) if integer else float(value)
 
 
+def _either(count, seconds, rule_name):
+    """A duration given in event time (``seconds``: ``(key, value)``), checked, or None,
+    refused when its counterpart in evaluations or events (``count``: ``(key, value
+    given, whether it is set, unit)``) is set too."""
+    key, value = seconds
+    if value is None:
+        return None
+    value = _number(value, key, rule_name, low=0)
+    ckey, cvalue, cset, unit = count
+    if cset:
+        raise ValueError(f"{_where(rule_name)}: give either {ckey} = {cvalue!r} ({unit}) "
+                         f"or {key} = {seconds[1]!r}, not both")
+    return value
+
+
 def _metric_name(metric, key="metric", rule_name=None):
     if not isinstance(metric, str) or not re.fullmatch(NAME_PATTERN, metric):
         raise ValueError(
@@ -361,37 +376,17 @@ class Rule:
                              f"(reserved: {list(RESERVED_LABELS)}); use another name")
         self.metric = _metric_name(metric, rule_name=label)
         self.for_ = _number(for_, "for", label, low=1, integer=True)
-        self.for_seconds = (
-            None if for_seconds is None else _number(for_seconds, "for_seconds", label, low=0)
-        )
-        if self.for_seconds is not None and self.for_ != 1:
-            raise ValueError(
-                f"{_where(label)}: give either for = {for_!r} (evaluations) "
-                f"or for_seconds = {for_seconds!r}, not both"
-            )
+        self.for_seconds = _either(("for", for_, self.for_ != 1, "evaluations"),
+                                   ("for_seconds", for_seconds), label)
         self.min_samples = _number(min_samples, "min_samples", label, low=0, integer=True)
         self.cooldown = _number(cooldown, "cooldown", label, low=0, integer=True)
-        self.cooldown_seconds = (
-            None if cooldown_seconds is None
-            else _number(cooldown_seconds, "cooldown_seconds", label, low=0)
-        )
-        if self.cooldown_seconds is not None and self.cooldown:
-            raise ValueError(
-                f"{_where(label)}: give either cooldown = {cooldown!r} (events) "
-                f"or cooldown_seconds = {cooldown_seconds!r}, not both"
-            )
+        self.cooldown_seconds = _either(("cooldown", cooldown, self.cooldown, "events"),
+                                        ("cooldown_seconds", cooldown_seconds), label)
         self.keep_firing_for = _number(keep_firing_for, "keep_firing_for", label, low=0,
                                        integer=True)
-        self.keep_firing_for_seconds = (
-            None if keep_firing_for_seconds is None
-            else _number(keep_firing_for_seconds, "keep_firing_for_seconds", label, low=0)
-        )
-        if self.keep_firing_for_seconds is not None and self.keep_firing_for:
-            raise ValueError(
-                f"{_where(label)}: give either keep_firing_for = {keep_firing_for!r} "
-                f"(evaluations) or keep_firing_for_seconds = {keep_firing_for_seconds!r}, "
-                "not both"
-            )
+        self.keep_firing_for_seconds = _either(
+            ("keep_firing_for", keep_firing_for, self.keep_firing_for, "evaluations"),
+            ("keep_firing_for_seconds", keep_firing_for_seconds), label)
         self._name = name
         self._reset()
 
