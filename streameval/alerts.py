@@ -1138,7 +1138,9 @@ class Alarm(Rule):
     alternatives ``reference - d``, ``d`` in :data:`SHORTFALLS`) of at least
     ``1 / REFERENCE_ALPHA``, against the reference's lower end (a one-sided Wilson
     bound at ``1 - REFERENCE_ALPHA`` when it is estimated). It resolves when that rate
-    is back at the reference (at or above it; ``"rise"``: at or below). A return to a
+    is back at the reference (at or above that end; ``"rise"``: at or below). A drop
+    detected and undone between two evaluations cannot be compared with the reference
+    any more: it opens an alert that resolves at the next evaluation. A return to a
     level held before therefore pages with probability at most about
     ``REFERENCE_ALPHA`` however long it is watched, and the false-alarm guarantee on
     a stationary stream is still the detector's,
@@ -1166,14 +1168,12 @@ class Alarm(Rule):
     (0.8) is strong evidence of a shortfall; 440 of 500 (0.88) is not, and a return
     from an improvement to that level does not page:
 
-    >>> r = Alarm("recall", baseline=0.89)
-    >>> change = {"direction": "drop", "after": 0.8}
-    >>> r.evaluate({"change": "drop", "last_change": change, "changes": 1,
-    ...             "rate": 0.8, "rate_n": 500}, n=5000)["state"]
+    >>> def report(rate):   # 500 positives since the change, at the detector's last check
+    ...     return {"change": "drop", "last_change": {"direction": "drop", "after": rate},
+    ...             "reference": rate, "n_reference": 250, "current": rate, "n_current": 250}
+    >>> Alarm("recall", baseline=0.89).evaluate(report(0.8), n=5000)["state"]
     'firing'
-    >>> r = Alarm("recall", baseline=0.89)
-    >>> r.evaluate({"change": "drop", "last_change": change, "changes": 2,
-    ...             "rate": 0.88, "rate_n": 500}, n=5000) is None
+    >>> Alarm("recall", baseline=0.89).evaluate(report(0.88), n=5000) is None
     True
 
     Parameters
@@ -1492,6 +1492,11 @@ class Alarm(Rule):
             return self._new > 0 or self._change == self.direction
         if self.reference is None:
             return False
+        if self._new > 0 and self._change != self.direction:
+            # a change in the rule's direction, and one back, since the last
+            # evaluation: the stretch between them cannot be compared with the
+            # reference any more; it opens an alert that resolves at the next one
+            return True
         return self._log_e >= _LOG_ALARM
 
     def _cleared(self, v, cond):
@@ -1500,7 +1505,10 @@ class Alarm(Rule):
         rate, n = self._since
         if not n > 0 or rate != rate:
             return False
-        return rate >= self.reference if self.direction == "drop" else rate <= self.reference
+        # back at the reference: at or past its end on the rule's side (the reference
+        # itself when it is fixed)
+        bound = self._bound()
+        return rate >= bound if self.direction == "drop" else rate <= bound
 
     def _extra_state(self):
         out = {"seen": self.seen, "marks": [list(m) for m in self._marks]}
@@ -1597,13 +1605,9 @@ def _rate_of(watched, tp, fp, fn, tn):
 
 def _since_change(rep):
     """(rate, observations) since a detector's last detected change, from its report:
-    ``rate`` and ``rate_n`` when given (the Monitor gives the detector's own), else the
-    rates before and after its best candidate at the last check (the history since
-    the restart), or the stretch after the change at the check that found it."""
-    rate, n = rep.get("rate"), rep.get("rate_n")
-    if rate is not None and n is not None:
-        rate, n = float(rate), float(n)
-        return (rate, n) if n > 0 and rate == rate else (math.nan, 0.0)
+    the rates before and after its best candidate at the last check (the history
+    since the restart), or the stretch after the change at the check that found it
+    (at most one check, ``block`` observations, behind)."""
     last = rep.get("last_change") or {}
     ref, cur = rep.get("reference"), rep.get("current")
     n0, n1 = rep.get("n_reference"), rep.get("n_current")

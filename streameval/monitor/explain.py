@@ -7,8 +7,8 @@ them from the scope's objects, only when a rule makes a transition (never per
 evaluation), and returns the new fields of the transition's record.
 
 An alarm rule reads more than its detector's report at every evaluation
-(:func:`alarm_input`): the rate since the detector's last detected change and the
-scope's cumulative confusion counts (:func:`scope_counts`), from which it learns a
+(:func:`alarm_input`): the scope's cumulative confusion counts (:func:`scope_counts`),
+from which it learns a
 declared baseline period and, at a transition, what the traffic did (prevalence,
 recall and FPR before and after the change).
 
@@ -131,17 +131,12 @@ def scope_counts(scope, threshold):
 
 def alarm_input(rule, scope, report):
     """What an alarm rule reads at an evaluation: its detector's ``report`` with the
-    rate since the detector's last detected change (``rate``: the detector's ``get()``)
-    and the scope's confusion counts at the detector's threshold (``counts``, or
-    None).
+    scope's confusion counts at the detector's threshold (``counts``, or None).
 
     Runtime complexity: `O(metrics)`.
     """
     det = scope.drift.get(rule.metric)
     out = dict(report)
-    get = getattr(det, "get", None)
-    if callable(get):
-        out["rate"] = get()
     out["counts"] = scope_counts(scope, getattr(det, "threshold", None))
     return out
 
