@@ -125,6 +125,9 @@ __all__ = [
     "Alarm",
     "parse_rule",
     "rule_from_config",
+    "false_alarm_bound",
+    "REFERENCE_ALPHA",
+    "SHORTFALLS",
     "INACTIVE",
     "PENDING",
     "FIRING",
@@ -1668,6 +1671,30 @@ def _alarm_baseline(baseline, rule_name):
         raise ValueError(f"{_where(rule_name)}: baseline = {baseline!r}: must be \"first\", "
                          "\"previous\", a number in [0, 1] or {from = <event>, to = <event>}")
     return _number(baseline, "baseline", rule_name, low=0, high=1)
+
+
+def false_alarm_bound(reports):
+    """The bound on the probability that any of these sequential detectors has raised a
+    false alarm so far: ``sum(alpha * n / horizon)`` over their reports.
+
+    A :class:`~streameval.sequential.SequentialDrift` gives each candidate change a
+    share of its budget in proportion to the events since the previous one, so over
+    its first ``m`` events it spends ``alpha * m / horizon`` (Ville's inequality on the
+    budget-weighted sum of e-processes), whatever the traffic. The detectors of the
+    segments of one Monitor see disjoint events: the sum over them is
+    ``alpha * (events of the segments) / horizon``, the monitor-wide level, however
+    many segments there are and whenever they appear. Holds on a healthy stream:
+    independent events, each detector's rate constant (prevalence and volume may
+    move: recall and FPR do not move with them).
+
+    Runtime complexity: `O(len(reports))`.
+
+    >>> false_alarm_bound([{"alpha": 0.005, "n": 300_000, "horizon": 1_000_000},
+    ...                    {"alpha": 0.005, "n": 700_000, "horizon": 1_000_000}])
+    0.005
+    """
+    return math.fsum(float(r["alpha"]) * float(r["n"]) / float(r["horizon"])
+                     for r in reports)
 
 
 # ------------------------------------------------------------------------- parsing
