@@ -21,9 +21,15 @@ Rules
   (``recall drift p < 0.01``); by default only a *drop* counts (``direction="drop"``:
   the report's ``delta`` must be negative), ``"rise"`` or ``"any"`` otherwise.
 * :class:`Alarm` -- a sequential detector
-  (:class:`~streameval.sequential.SequentialDrift`) has detected a drop
-  (``recall alarm``): firing from the detection until it detects a rise (a recovery).
-  Its false-alarm guarantee is the detector's, over the whole stream.
+  (:class:`~streameval.sequential.SequentialDrift`) has detected a change and the rate
+  since its last detected change is credibly below a reference (``recall alarm``):
+  the first stretch's level by default, a fixed value or a declared period
+  (``baseline``); firing until the rate is back at the reference, so a return from an
+  improvement does not page. Its false-alarm guarantee is the detector's, over the
+  whole stream; :func:`false_alarm_bound` adds the detectors' budgets up over the
+  segments of a Monitor. An alarm on precision explains a change by the traffic
+  (prevalence) or by the model (recall, FPR) when the Monitor gives it the scope's
+  counts.
 
 Confidence
 ----------
