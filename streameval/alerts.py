@@ -1242,7 +1242,9 @@ class Alarm(Rule):
 
     def evaluate(self, value, n, t=None, samples=None):
         s = n if samples is None else samples
-        if isinstance(value, dict) and value.get("counts") is not None:
+        if isinstance(value, dict) and value.get("counts") is not None and (
+                value.get("metric") == "precision" or isinstance(self.baseline, dict)):
+            # (kept where they are read: a precision alarm's traffic, a baseline period)
             self._note_counts(s, value["counts"])
         marks = self._marks
         # keep, per scope count, the first and the latest evaluation that saw it: the

@@ -130,14 +130,16 @@ def scope_counts(scope, threshold):
 
 
 def alarm_input(rule, scope, report):
-    """What an alarm rule reads at an evaluation: its detector's ``report`` with the
-    scope's confusion counts at the detector's threshold (``counts``, or None).
+    """What an alarm rule reads at an evaluation: its detector's ``report``, with the
+    scope's confusion counts at the detector's threshold (``counts``, or None) for an
+    alarm on precision (its traffic explanation) or with a baseline period.
 
     Runtime complexity: `O(metrics)`.
     """
     det = scope.drift.get(rule.metric)
     out = dict(report)
-    out["counts"] = scope_counts(scope, getattr(det, "threshold", None))
+    if report.get("metric") == "precision" or isinstance(getattr(rule, "baseline", None), dict):
+        out["counts"] = scope_counts(scope, getattr(det, "threshold", None))
     return out
 
 
