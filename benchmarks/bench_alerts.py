@@ -875,7 +875,7 @@ if __name__ == "__main__" and sys.argv[1:2] != ["traffic"]:
 #   (and, with a further drop to 0.84 after it, how soon that is found).
 # * segments: K = 100 and 1 000 segments of equal traffic, healthy (the share of
 #   streams with any paging alert within --events events of the whole stream), and
-#   one segment whose recall drops 0.89 -> 0.50 at 30% of the stream (its delay in
+#   one segment whose recall drops 0.89 -> 0.50 at 20% of the stream (its delay in
 #   the stream's events and in the segment's own).
 # =====================================================================================
 T_RECALL = 0.89
@@ -884,7 +884,7 @@ DAY = 100_000
 IMPROVED = 200_000
 VOLUME_EVERY_SECONDS = 600.0
 SEGMENT_COUNTS = (100, 1000)
-SEG_DROP_AT = 0.3
+SEG_DROP_AT = 0.2
 SEG_DROP_TO = 0.50
 PAGING = ("recall alarm", "fpr alarm on rise")
 
