@@ -23,10 +23,14 @@ from __future__ import annotations
 from streameval import _registry
 from streameval.metrics.base import Metric, from_state
 
-__all__ = ["array_state", "from_array_state", "MARK"]
+__all__ = ["array_state", "from_array_state", "MARK", "SUBTREE"]
 
 #: the key (and version) that marks a state holding numpy arrays
 MARK = "arrays"
+#: ``{SUBTREE: tree}`` in a state tree: a part a checkpoint writer stores apart and,
+#: while the same dict object is given again, references instead of writing it again
+#: (:mod:`streameval.io.statefile`); whoever gives it must then not change it
+SUBTREE = "$b"
 
 
 def array_state(obj):

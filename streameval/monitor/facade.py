@@ -949,11 +949,21 @@ class Monitor:
         merged or changed: a monitor saved and restored computes the same bits as one
         never saved. Marked ``"arrays": 1``; :meth:`from_array_state` reads it.
 
-        Runtime complexity: `O(number of objects)` plus the JSON of the small ones (the
+        Each scope's state is a subtree ``{"$b": {...}}``
+        (:data:`~streameval.metrics.arraystate.SUBTREE`), and a scope whose event count,
+        evaluation state, rules', detectors' and score orders' states are unchanged since
+        the last call gives the very same subtree object (the monitor keeps the last
+        capture): a checkpoint writer then references what it wrote for it, so that an
+        incremental checkpoint costs the scopes that changed. :meth:`from_array_state`
+        reads both forms.
+
+        Runtime complexity: `O(number of scopes)` for a cheap token of each, plus, for
+        the scopes that changed, `O(their objects)`, the JSON of the small ones (the
         detectors, rules, confusion counts) and a copy of what changes in place (AP's
-        running negative weights, flat orders).
+        running negative weights with fractional weights, flat orders). Memory: the
+        last capture is kept (views of the live arrays, plus those copies).
         """
-        from streameval.metrics.arraystate import array_state
+        from streameval.metrics.arraystate import SUBTREE, array_state
 
         def metric_state(m):
             if isinstance(m, SharedView):  # (its own class's hook: others are the owner's)
@@ -973,15 +983,28 @@ class Monitor:
             "max_segments": self.max_segments, "overall_rules": self.overall_rules,
         }
         segments = []
+        # a scope unchanged since the last capture gives the same subtree object, which a
+        # checkpoint writer references instead of writing it again (see _scope_token)
+        last = self.__dict__.get("_captured") or {}
+        captured = {}
         for seg in self._all_segments():
-            segments.append({
-                "overall": seg.key is None, "segment": seg.label, "n": seg.n,
-                "metrics": {name: metric_state(m) for name, m in seg.metrics.items()},
-                "drift": {name: d.to_state() for name, d in seg.drift.items()},
-                "rules": [r.to_state() for r in seg.rules],
-            })
-            if seg.eval_state() is not None:  # (the evaluator's: idle rows, held values)
-                segments[-1]["evaluation"] = seg.eval_state()
+            token = _scope_token(seg)
+            hit = last.get(seg.key)
+            if hit is not None and hit[0] == token:
+                entry = hit[1]
+            else:
+                entry = {
+                    "overall": seg.key is None, "segment": seg.label, "n": seg.n,
+                    "metrics": {name: metric_state(m) for name, m in seg.metrics.items()},
+                    "drift": {name: d.to_state() for name, d in seg.drift.items()},
+                    "rules": [r.to_state() for r in seg.rules],
+                }
+                if seg.eval_state() is not None:  # (the evaluator's: idle rows, held values)
+                    entry["evaluation"] = seg.eval_state()
+                entry = {SUBTREE: entry}
+            captured[seg.key] = (token, entry)
+            segments.append(entry)
+        self.__dict__["_captured"] = captured
         data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n,
                 "segments": segments, "other_events": self.other_events,
                 "missing_segment_fields": dict(self.missing_segment_fields),
@@ -997,6 +1020,7 @@ class Monitor:
         ``ValueError`` naming where, never another exception."""
         if not isinstance(state, dict) or state.get("type") != cls._public_name:
             raise ValueError(f"not a Monitor state: {state!r:.200}")
+        state = _inline_subtrees(state)
         _check_monitor_state(state)
         try:
             return cls._from_array_state(state)
@@ -1057,6 +1081,63 @@ class Monitor:
         return mon
 
 
+
+
+def _inline_subtrees(state):
+    """The state with each scope given as a subtree (``{"$b": {...}}``, what
+    :meth:`Monitor.to_array_state` gives before a checkpoint writer stores it apart)
+    replaced by its content; anything else as it is."""
+    from streameval.metrics.arraystate import SUBTREE
+
+    d = state.get("data")
+    segs = d.get("segments") if isinstance(d, dict) else None
+    if not isinstance(segs, list) or not any(
+            isinstance(x, dict) and SUBTREE in x for x in segs):
+        return state
+    inner = [x[SUBTREE] if isinstance(x, dict) and set(x) == {SUBTREE} else x for x in segs]
+    return dict(state, data=dict(d, segments=inner))
+
+
+def _shallow(obj):
+    """A cheap token of an object's own attributes: scalars by value, containers by
+    identity and length, other objects by identity (a rule's or a detector's state
+    changes one of them)."""
+    attrs = getattr(obj, "__dict__", None)
+    items = list(attrs.items()) if attrs is not None else []
+    for cls in type(obj).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            if hasattr(obj, name):
+                items.append((name, getattr(obj, name)))
+    out = []
+    for k, v in items:
+        if v is None or isinstance(v, (bool, int, float, str)):
+            out.append((k, v))
+        elif isinstance(v, (list, dict, tuple, set)):
+            last = None
+            if isinstance(v, (list, tuple)) and v:
+                last = v[-1] if isinstance(v[-1], (bool, int, float, str)) else (
+                    tuple(v[-1]) if isinstance(v[-1], (list, tuple)) else id(v[-1]))
+            elif isinstance(v, dict):
+                last = tuple((a, b) for a, b in v.items()
+                             if b is None or isinstance(b, (bool, int, float, str)))
+            out.append((k, id(v), len(v), last))
+        else:
+            out.append((k, id(v)))
+    return tuple(out)
+
+
+def _scope_token(seg):
+    """What decides whether a scope's binary state changed since the last capture: its
+    event count, evaluation state (count at its last row, held values), its rules' and
+    detectors' own attributes, and each metric's ``_state_token()`` where it has one
+    (what a read changes: a score order's layout and cached values)."""
+    tokens = []
+    for m in seg.metrics.values():
+        hook = getattr(m, "_state_token", None)
+        tokens.append(hook() if hook is not None else None)
+    return (seg.n, seg.eval_n, tuple((k, tuple(v)) for k, v in seg.held.items()),
+            tuple(_shallow(r) for r in seg.rules),
+            tuple(_shallow(d) for d in seg.drift.values()), tuple(tokens))
 
 
 def _check_monitor_state(state):
