@@ -87,7 +87,8 @@ BINARY_VERSION = 2
 _KEYS = ("format", "version", "kind", "fingerprint", "sha256", "state")
 
 #: the dtypes an array of a binary state may have (:mod:`streameval.io.statefile`)
-DTYPES = {"|b1": np.dtype(bool), "<i8": np.dtype("<i8"), "<f8": np.dtype("<f8")}
+DTYPES = {"|b1": np.dtype(bool), "|u1": np.dtype("u1"), "<i8": np.dtype("<i8"),
+          "<f8": np.dtype("<f8")}
 #: the key of an array reference in a binary checkpoint's manifest
 REF = "$a"
 #: the key of a subtree stored apart in a binary checkpoint's packs (its JSON, with its

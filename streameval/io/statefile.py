@@ -11,8 +11,9 @@ A state tree (JSON values with numpy arrays at some leaves, what
   (``"packs": {name: bytes}``);
 * **packs** in the directory beside it (``ckpt.json.d/``): ``<seq>.pack``, the raw
   little-endian bytes of the arrays a checkpoint wrote, one after another (the dtype and
-  shape an ``.npy`` header would hold are in the manifest). Dtypes are ``bool``,
-  ``int64`` and ``float64`` only; nothing is ever pickled.
+  shape an ``.npy`` header would hold are in the manifest), and the JSON of the
+  subtrees stored apart. Dtypes are ``bool``, ``uint8`` (UTF-8 text), ``int64`` and
+  ``float64`` only; nothing is ever pickled.
 
 **Incremental.** A :class:`StateWriter` remembers where it wrote each array that does
 not change while it lives (a read-only array in the tree: a score order's levels, a
@@ -95,8 +96,8 @@ def _dtype_key(a: np.ndarray) -> str:
     dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
     key = dt.str
     if key not in DTYPES:
-        raise TypeError(f"array of dtype {a.dtype} in a state: only bool, int64 and float64 "
-                        "are stored")
+        raise TypeError(f"array of dtype {a.dtype} in a state: only bool, uint8 (UTF-8 "
+                        "text), int64 and float64 are stored")
     return key
 
 
