@@ -710,7 +710,8 @@ class Levels:
         A side's keys and running sums never change once built, so they are given as
         read-only views (zero-copy: a checkpoint writer may reference the file it wrote
         for them earlier); ``pn``, which each negative batch updates in place, is a
-        copy. Restoring this layout, rather than the merged entries, keeps every later
+        copy. A side of one event of weight 1 per score (``ones``) leaves its running
+        sum out (``None``): it counts down from the side's size. Restoring this layout, rather than the merged entries, keeps every later
         sum in the same grouping: the same bits.
 
         With integer weights ``pn`` is left out (``None``): its values are exact
@@ -722,7 +723,10 @@ class Levels:
 
         def side(s):
             pn = None if s.pn is None or derived else s.pn.copy()
-            return {"k": _frozen(s.k), "w": _frozen(s.w), "c": _frozen(s.c),
+            # one event of weight 1 per score: the running sum counts down from the
+            # side's size, computed again at load (half the bytes of a new level)
+            w = None if s.ones and s.c is None else _frozen(s.w)
+            return {"k": _frozen(s.k), "w": w, "c": _frozen(s.c),
                     "ow": _frozen(s.ow), "pn": pn,
                     "ones": bool(s.ones),
                     "places": None if s.places is None else [_frozen(s.places[0]),
@@ -791,7 +795,10 @@ def _side_of(d, where, unit, integral, ap, first):
     n = len(k)
     if n and (not np.isfinite(k).all() or (np.diff(k) <= 0).any()):
         raise ValueError(f"{where}.k: scores must be finite and increasing")
-    w = _array(d, "w", where, _F8, n + 1)
+    if d["w"] is None and d["ones"] is True and unit:  # (left out: one event per score)
+        w = _countdown(n)
+    else:
+        w = _array(d, "w", where, _F8, n + 1)
     if w[-1] != 0.0 or not np.isfinite(w).all():
         raise ValueError(f"{where}.w: running sums must be finite and end with 0")
     c = None if unit else _array(d, "c", where, _F8, n + 1)

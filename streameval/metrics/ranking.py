@@ -1093,7 +1093,10 @@ class OrderView(SharedView):
         so = self._inner(self.owner)._so
         cached = m._cached if m._so is so and m._cached_stamp == so.stamp else None
         key = getattr(m, "_delong_key", None)
-        return {"template": self.template.clone().to_state(),
+        template = self.__dict__.get("_template_state")
+        if template is None:  # (the template never changes: its state is read once)
+            template = self.__dict__["_template_state"] = self.template.clone().to_state()
+        return {"template": template,
                 "view": {"cached": cached if isinstance(cached, float) else None,
                          "delong": float(m._delong_var) if key is not None and key[0] is so
                          and key[1] == so.stamp else None}}
