@@ -263,7 +263,8 @@ def _post_events(port, n, threads=2, batch=20_000):
 
     def body(rng, k, t0):
         y = rng.random(k) < 0.3
-        s = rng.random(k) * 0.6 + 0.3 * y
+        s = (rng.random(k) * 0.6 + 0.3 * y).tolist()
+        y = y.tolist()
         return ("[" + ",".join(f'{{"ts":{t0 + i},"label":{int(y[i])},"score":{s[i]!r}}}'
                                for i in range(k)) + "]").encode()
 

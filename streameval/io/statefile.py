@@ -22,7 +22,17 @@ references that place instead of writing it again, as RocksDB's SST files and
 Prometheus TSDB's blocks are referenced by the manifests that still need them. A
 checkpoint thus writes the arrays made since the last one (new or merged levels,
 new window batches, the few arrays that change in place) in one pack, with one fsync,
-plus the manifest. Arrays loaded by :func:`read_state` are known to the writer given
+plus the manifest.
+
+**Subtrees.** A part of the tree given as ``{"$b": subtree}``
+(:data:`~streameval.io.checkpoint.BLOB`; a Monitor gives each scope's state so) is
+stored apart: its JSON, with its own array references, goes into the pack after the
+arrays, and the manifest holds ``{"$b": [pack, offset, nbytes, "json", [nbytes],
+crc32]}``. While the same dict object is given again (the Monitor reuses the state of a
+scope that did not change), the next checkpoint references what it wrote, arrays
+included, instead of walking and writing it again: an incremental checkpoint of a
+thousand segments costs the segments that changed. Whoever gives a subtree must not
+change it afterwards. :func:`read_state` inlines subtrees back. Arrays loaded by :func:`read_state` are known to the writer given
 them (:meth:`StateWriter.adopt`), so the first checkpoint after a restart is
 incremental too.
 
@@ -35,7 +45,8 @@ generation number lower than the one installed is never installed.
 **Compaction.** When the packs the new manifest references hold more than
 :data:`COMPACT_RATIO` times the bytes of the arrays it references (arrays of merged
 levels and expired batches are dead weight in old packs), the live arrays of the packs
-that are less than half alive are written again into the new pack: the old packs are
+that are less than half alive are written again into the new pack (and the subtrees
+that reference them, or that lie in such a pack): the old packs are
 then referenced by the previous generation only and deleted at the next checkpoint.
 Bytes on disk stay within about ``2 * COMPACT_RATIO`` times the live state.
 

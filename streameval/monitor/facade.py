@@ -1098,32 +1098,31 @@ def _inline_subtrees(state):
     return dict(state, data=dict(d, segments=inner))
 
 
+def _fp(v, depth=2):
+    """A cheap fingerprint of a value: scalars as they are; small dicts by their items,
+    lists and tuples by their length and last item, ``depth`` levels down; anything
+    else by identity."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if depth and isinstance(v, dict) and len(v) <= 16:
+        return tuple((k, _fp(x, depth - 1)) for k, x in v.items())
+    if depth and isinstance(v, (list, tuple)):
+        return (len(v), _fp(v[-1], depth - 1) if v else None)
+    if isinstance(v, (dict, list, tuple, set)):
+        return (id(v), len(v))
+    return id(v)
+
+
 def _shallow(obj):
-    """A cheap token of an object's own attributes: scalars by value, containers by
-    identity and length, other objects by identity (a rule's or a detector's state
-    changes one of them)."""
+    """A cheap token of an object's own attributes (:func:`_fp` of each): what a rule's
+    or a detector's state changes when it is evaluated."""
     attrs = getattr(obj, "__dict__", None)
     items = list(attrs.items()) if attrs is not None else []
     for cls in type(obj).__mro__:
         for name in getattr(cls, "__slots__", ()):
             if hasattr(obj, name):
                 items.append((name, getattr(obj, name)))
-    out = []
-    for k, v in items:
-        if v is None or isinstance(v, (bool, int, float, str)):
-            out.append((k, v))
-        elif isinstance(v, (list, dict, tuple, set)):
-            last = None
-            if isinstance(v, (list, tuple)) and v:
-                last = v[-1] if isinstance(v[-1], (bool, int, float, str)) else (
-                    tuple(v[-1]) if isinstance(v[-1], (list, tuple)) else id(v[-1]))
-            elif isinstance(v, dict):
-                last = tuple((a, b) for a, b in v.items()
-                             if b is None or isinstance(b, (bool, int, float, str)))
-            out.append((k, id(v), len(v), last))
-        else:
-            out.append((k, id(v)))
-    return tuple(out)
+    return tuple((k, _fp(v)) for k, v in items)
 
 
 def _scope_token(seg):

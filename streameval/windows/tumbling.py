@@ -446,6 +446,16 @@ class Tumbling(Metric):
             },
         }
 
+    def _state_token(self):
+        """A cheap token that changes whenever :meth:`to_array_state` would (events
+        counted, windows closed, records drained by :meth:`closed`), for a Monitor's
+        capture (see :meth:`~streameval.metrics.ranking._BinaryRanking._state_token`).
+        `O(open windows)`."""
+        hook = getattr(self.metric, "_state_token", None)
+        return (self._seen, self._count, self._index, len(self._pending), id(self._last),
+                self._closed_upto, self.late, tuple(sorted(self._open)),
+                hook() if hook is not None else None)
+
     def to_array_state(self):
         """The binary checkpoint's state (see :mod:`streameval.metrics.arraystate`):
         :meth:`to_state`'s shape with each wrapped metric's binary state (a score order's
