@@ -103,6 +103,10 @@ VERSION = 2
 COMPACT_RATIO = 2.0
 
 
+#: JSON scalars as they are (a tree's leaves, most of its nodes)
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
 def _dtype_key(a: np.ndarray) -> str:
     dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
     key = dt.str
@@ -229,8 +233,13 @@ class StateWriter:
             return {BLOB: sub.ref}
 
         def walk(x, depth=0):
+            t = type(x)
+            if t in _SCALARS:
+                return x
             if depth > MAX_DEPTH:
                 raise ValueError("a state nested deeper than a checkpoint can be")
+            if t is list and all(type(v) in _SCALARS for v in x):
+                return list(x)
             if isinstance(x, np.ndarray):
                 return ref_of(x)
             if isinstance(x, dict):
