@@ -1117,26 +1117,37 @@ def _shallow(obj):
     """A cheap token of an object's own attributes (:func:`_fp` of each): what a rule's
     or a detector's state changes when it is evaluated."""
     attrs = getattr(obj, "__dict__", None)
-    items = list(attrs.items()) if attrs is not None else []
-    for cls in type(obj).__mro__:
-        for name in getattr(cls, "__slots__", ()):
-            if hasattr(obj, name):
-                items.append((name, getattr(obj, name)))
-    return tuple((k, _fp(v)) for k, v in items)
+    out = [] if attrs is None else [(k, _fp(v)) for k, v in attrs.items()]
+    for name in _slots(type(obj)):
+        if hasattr(obj, name):
+            out.append((name, _fp(getattr(obj, name))))
+    return tuple(out)
+
+
+_SLOTS: dict = {}
+
+
+def _slots(cls):
+    """Every ``__slots__`` name of ``cls`` and its bases (read once per class)."""
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = tuple(n for c in cls.__mro__ for n in getattr(c, "__slots__", ())
+                                    if n not in ("__dict__", "__weakref__"))
+    return names
 
 
 def _scope_token(seg):
     """What decides whether a scope's binary state changed since the last capture: its
-    event count, evaluation state (count at its last row, held values), its rules' and
-    detectors' own attributes, and each metric's ``_state_token()`` where it has one
-    (what a read changes: a score order's layout and cached values)."""
+    event count (what changes its detectors and most metrics), evaluation state (count
+    at its last row, held values), its rules' own attributes (an evaluation changes
+    them, with or without events), and each metric's ``_state_token()`` where it has
+    one (what a read changes: a score order's layout and cached values)."""
     tokens = []
     for m in seg.metrics.values():
         hook = getattr(m, "_state_token", None)
         tokens.append(hook() if hook is not None else None)
     return (seg.n, seg.eval_n, tuple((k, tuple(v)) for k, v in seg.held.items()),
-            tuple(_shallow(r) for r in seg.rules),
-            tuple(_shallow(d) for d in seg.drift.values()), tuple(tokens))
+            tuple(_shallow(r) for r in seg.rules), tuple(tokens))
 
 
 def _check_monitor_state(state):
