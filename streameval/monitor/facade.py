@@ -7,6 +7,11 @@ and wires intake, scopes and evaluation together.
   at the evaluation points inside it (:mod:`streameval.monitor.evaluation`);
   :meth:`Monitor.update_many` is ``apply(admit(...))`` of raw columns.
 * :meth:`Monitor.update` counts one event, with the same checks.
+* :meth:`Monitor.predict` and :meth:`Monitor.predict_many` count predictions when they
+  are made, before their labels: the label-free metrics (``needs_labels = False``) of
+  every scope take them at their own time; ``update(..., predicted=True)`` later counts
+  their labels in the labelled metrics only. :meth:`Monitor.apply` takes the output of a
+  label join that passes predictions on (an admitted batch with ``kind``) in row order.
 * Reading (``snapshot``, ``segment_metrics``, ``scopes``), the JSON state
   (``to_state``/``from_state``) and the binary state of checkpoints
   (``to_array_state``/``from_array_state``: numpy arrays as laid out, checked on load).
@@ -14,7 +19,8 @@ and wires intake, scopes and evaluation together.
 The rows, transitions, evaluation points and segments are described in
 :mod:`streameval.monitor`.
 
-Imports: numpy, the standard library, :mod:`streameval.alerts`,
+Imports: numpy, the standard library, :mod:`streameval.events` (the row kinds),
+:mod:`streameval.alerts`,
 :mod:`streameval.metrics.base` (the registry, ``has_interval``),
 :mod:`streameval.metrics.arraystate` (binary states, inside the state methods),
 :mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes and
@@ -32,9 +38,10 @@ import numpy as np
 
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
 from streameval.metrics.base import SharedView, from_state, has_interval, register
+from streameval.events import KIND_EVENT, KIND_EXPIRED, KIND_LABEL, KIND_PREDICTION
 from streameval.monitor.evaluation import Evaluator, evaluation_points
 from streameval.monitor.intake import OTHER_SEGMENT, Admitted, Intake
-from streameval.monitor.scopes import Scope, fresh, report_dict, trusted
+from streameval.monitor.scopes import Scope, fresh, label_free, report_dict, trusted
 from streameval.validation import (
     Integer,
     Real,
@@ -274,6 +281,14 @@ class Monitor:
         self.n = 0
         self.t = None
         self._last_eval_n = None
+        #: predictions counted before their labels (predict, predict_many) and the newest
+        #: of their times (None: none yet)
+        self.n_predicted = 0
+        self.t_predicted = None
+        self._last_eval_predicted = 0
+        #: names of the label-free metrics and drift tests (needs_labels = False)
+        self.label_free = [name for name, obj in list(self.metrics.items())
+                           + list(self.drift.items()) if label_free(obj)]
         self._segments = {}
         self._overall = self._new_segment(None) if overall else None
 
@@ -445,8 +460,11 @@ class Monitor:
         self.other_events += k
 
     # ---------------------------------------------------------------------- updates
-    def update(self, y_true, y_pred, w=1.0, t=None, segment=None):
+    def update(self, y_true, y_pred, w=1.0, t=None, segment=None, *, predicted=False):
         """Count one event; evaluate when an evaluation point is reached.
+
+        ``predicted=True``: the label of a prediction given to :meth:`predict` earlier
+        (the label-free metrics counted it then; only the labelled ones count it now).
 
         Validated before any state changes: a bad label, score, weight, time or
         segment raises ``ValueError`` naming it, and nothing is counted.
@@ -514,10 +532,11 @@ class Monitor:
             self._evaluate()
         if key is not None:
             key = self._capped(key)
+        free = not predicted
         if self._overall is not None:
-            self._overall.update(y_true, s, w, t)
+            self._overall.update(y_true, s, w, t, free)
         if key is not None:
-            self._segment_of(key).update(y_true, s, w, t)
+            self._segment_of(key).update(y_true, s, w, t, free)
         self.n += 1
         if t is not None and (self.t is None or t > self.t):
             self.t = t
@@ -527,8 +546,9 @@ class Monitor:
             self._evaluate()
 
 
-    def update_many(self, y_true, y_pred, w=None, t=None, segment=None):
-        """Count a batch: same rows, alerts and state as a loop of :meth:`update`.
+    def update_many(self, y_true, y_pred, w=None, t=None, segment=None, *, predicted=False):
+        """Count a batch: same rows, alerts and state as a loop of :meth:`update`
+        (``predicted=True``: labels of predictions given to :meth:`predict_many` before).
 
         ``apply(admit(...))`` of raw columns: the whole batch is validated first
         (``ValueError`` naming the first bad element and its index; nothing is
@@ -551,7 +571,151 @@ class Monitor:
         segment : sequence, optional
             One segment value per event (None entries: whole stream only).
         """
-        self.apply(self._intake.admit_columns(y_true, y_pred, w, t, segment))
+        admitted = self._intake.admit_columns(y_true, y_pred, w, t, segment)
+        if predicted:
+            admitted = Admitted(*admitted[:6], np.full(len(admitted), KIND_LABEL, np.int8))
+        self.apply(admitted)
+
+    # ------------------------------------------------------------------ predictions
+    def predict(self, y_score, w=1.0, t=None, segment=None):
+        """Count one prediction when it is made, before its label: every label-free
+        metric (``needs_labels = False``: estimates from scores, score drift) of the whole
+        stream and of its segment, cumulative and windowed, takes it at time ``t``.
+
+        Its label, when it comes, goes to :meth:`update` with ``predicted=True`` (the
+        labelled metrics count it then, the label-free ones not again). The label
+        coverage (:meth:`snapshot`, rows) counts it as pending until its label comes or
+        :meth:`close` says it never will. A monitor without label-free metrics counts
+        the prediction in its coverage only.
+
+        Predictions trigger evaluations as events do: every ``every`` predictions and at
+        each new period of ``every_seconds`` of their times; rows then carry ``n`` (the
+        labelled events), the newest time of either, and ``coverage``.
+
+        Validated before any state changes: a bad score, weight, time or segment raises
+        ``ValueError`` naming it, and nothing is counted.
+
+        Runtime complexity: one ``update`` per label-free metric of the whole stream and
+        of the segment, plus an evaluation at evaluation points.
+
+        >>> import streameval as se
+        >>> m = Monitor({"recall": se.Recall()}, every=0)
+        >>> m.predict(0.9, t=10.0); m.predict(0.2, t=11.0)
+        >>> m.update(True, 0.9, t=50.0, predicted=True)
+        >>> m.snapshot()["segments"][None]["coverage"]
+        {'predictions': 2, 'labelled': 1, 'pending': 1, 'expired': 0}
+        """
+        self.predict_many([y_score], [w], None if t is None else [t],
+                          None if segment is None else [segment])
+
+    def predict_many(self, y_score, w=None, t=None, segment=None):
+        """Count a batch of predictions when they are made: same rows, alerts and state
+        as a loop of :meth:`predict`. Validated whole first (``ValueError`` naming the
+        first bad element and its index; nothing counted).
+
+        Runtime complexity: `O(m)` numpy plus one ``update_many`` per label-free metric,
+        scope and slice between evaluation points."""
+        scores = y_score if isinstance(y_score, np.ndarray) else list(y_score)
+        m = len(scores)
+        admitted = self._intake.admit_columns(np.zeros(m, bool), scores, w, t, segment)
+        self.apply(Admitted(*admitted[:6], np.full(m, KIND_PREDICTION, np.int8)))
+
+    def close(self, k=1, segment=None, *, expired=True):
+        """Count ``k`` predictions of ``segment`` that will never be labelled: expired
+        (``expired=True``) or replaced by a later prediction with their id. Coverage
+        only: the metrics keep them (a prediction counts when it is made).
+        Runtime complexity: `O(1)`."""
+        key = self._intake.segment_key(segment)
+        self._close_key(key, check_param("k", k, Integer(0)), expired)
+
+    def _close_key(self, key, k, expired):
+        if self._overall is not None:
+            self._overall.close(k, expired)
+        if key is not None:
+            if key not in self._segments and self.max_segments is not None \
+                    and len(self._segments) >= self.max_segments:
+                key = self._intake.other_key
+            self._segment_of(key).close(k, expired)
+
+    def _apply_kinds(self, admitted):
+        """Apply a batch with ``kind`` in row order: runs of complete events, labels of
+        earlier predictions, predictions, and predictions closed unlabeled."""
+        kind = admitted.kind
+        cut = np.flatnonzero(np.diff(kind)) + 1
+        starts = [0] + cut.tolist()
+        ends = cut.tolist() + [len(kind)]
+        for a, b in zip(starts, ends):
+            k = int(kind[a])
+            part = admitted.part(a, b)
+            if k == KIND_EVENT:
+                self._apply(part, True)
+            elif k == KIND_LABEL:
+                self._apply(part, False)
+            elif k == KIND_PREDICTION:
+                self._predict(part)
+            else:
+                self._close_part(part, k == KIND_EXPIRED)
+
+    def _close_part(self, part, expired):
+        if part.codes is None:
+            self._close_key(None, len(part), expired)
+            return
+        counts = np.bincount(part.codes + 1, minlength=len(part.keys) + 1)
+        if self._overall is not None:
+            self._overall.close(len(part), expired)
+        for c, key in enumerate(part.keys):
+            if counts[c + 1]:
+                if key not in self._segments and self.max_segments is not None \
+                        and len(self._segments) >= self.max_segments:
+                    key = self._intake.other_key
+                self._segment_of(key).close(int(counts[c + 1]), expired)
+
+    def _predict(self, admitted):
+        s, w, times = admitted.score, admitted.weight, admitted.time
+        codes, keys = admitted.codes, list(admitted.keys)
+        m = len(s)
+        if m == 0:
+            return
+        if keys and self.max_segments is not None:
+            # the same cap as the labels will meet; its events are counted there
+            other = self.other_events
+            codes, keys = self._cap_codes(codes, keys)
+            self.other_events = other
+        points = evaluation_points(self.n_predicted, self.t_predicted, times, m, self.every,
+                                   self.every_seconds)
+        groups = None
+        if codes is not None:
+            order = np.argsort(codes, kind="stable")
+            bounds = np.searchsorted(codes[order], np.arange(-1, len(keys) + 1))
+            groups = [(keys[c], order[bounds[c + 1]:bounds[c + 2]]) for c in range(len(keys))]
+        a = 0
+        for p in points:
+            if p > a:
+                self._feed_predictions(s, w, times, groups, a, p)
+                a = p
+            self._evaluate()
+        if a < m:
+            self._feed_predictions(s, w, times, groups, a, m)
+
+    def _feed_predictions(self, s, w, t, groups, a, b):
+        sl = slice(a, b)
+        tt = None if t is None else t[sl]
+        labels = self._intake.labels
+        if self._overall is not None:
+            self._overall.predict_many(s[sl], None if w is None else w[sl], tt, labels)
+        if groups is not None:
+            for key, idx in groups:
+                lo, hi = np.searchsorted(idx, (a, b))
+                if hi == lo:
+                    continue
+                ix = idx[lo:hi]
+                self._segment_of(key).predict_many(
+                    s[ix], None if w is None else w[ix], None if t is None else t[ix], labels)
+        self.n_predicted += b - a
+        if tt is not None and not np.isnan(tt).all():
+            top = float(np.nanmax(tt))
+            if self.t_predicted is None or top > self.t_predicted:
+                self.t_predicted = top
 
     def admit(self, batch):
         """The Monitor's own checks on a validated :class:`streameval.events.Batch`, once:
@@ -591,6 +755,14 @@ class Monitor:
         slice between evaluation points, plus the evaluations."""
         if not isinstance(admitted, Admitted):
             raise TypeError(f"apply takes what admit() returns, not {type(admitted).__name__}")
+        if admitted.kind is not None:
+            self._apply_kinds(admitted)
+            return
+        self._apply(admitted, True)
+
+    def _apply(self, admitted, free):
+        """Count labelled events (``free``: complete events, which the label-free
+        metrics count too; else labels of earlier predictions)."""
         y, scores, weights, times = (admitted.is_positive, admitted.score, admitted.weight,
                                      admitted.time)
         codes, keys = admitted.codes, list(admitted.keys)
@@ -619,11 +791,11 @@ class Monitor:
         a = 0
         for p in points:
             if p > a:
-                self._feed(y, scores, weights, times, groups, a, p)
+                self._feed(y, scores, weights, times, groups, a, p, free)
                 a = p
             self._evaluate()
         if a < m:
-            self._feed(y, scores, weights, times, groups, a, m)
+            self._feed(y, scores, weights, times, groups, a, m, free)
 
     def check_many(self, y_true, y_pred, w=None, t=None, segment=None):
         """Validate a batch exactly as :meth:`update_many` does, counting nothing.
@@ -649,13 +821,13 @@ class Monitor:
         """
         return self._intake.validate(y_true, y_pred, w)
 
-    def _feed(self, y, s, w, t, groups, a, b):
+    def _feed(self, y, s, w, t, groups, a, b, free=True):
         sl = slice(a, b)
         tt = None if t is None else t[sl]
         ws = None if w is None else w[sl]
         labels = self._intake.labels
         if self._overall is not None:
-            self._overall.update_many(y[sl], s[sl], ws, tt, labels)
+            self._overall.update_many(y[sl], s[sl], ws, tt, labels, free)
         if groups is not None:
             for key, idx in groups:
                 lo, hi = np.searchsorted(idx, (a, b))
@@ -664,7 +836,7 @@ class Monitor:
                 ix = idx[lo:hi]
                 self._segment_of(key).update_many(
                     y[ix], s[ix], None if w is None else w[ix], None if t is None else t[ix],
-                    labels)
+                    labels, free)
         self.n += b - a
         if tt is not None:
             top = tt.max()
@@ -707,10 +879,13 @@ class Monitor:
     # ------------------------------------------------------------------- evaluation
     def _evaluate(self, fresh=False):
         """One evaluation point: a row per segment, then the rules. Idempotent per n."""
-        if self._last_eval_n == self.n:
+        if self._last_eval_n == self.n and self._last_eval_predicted == self.n_predicted:
             return
         self._last_eval_n = self.n
-        self._evaluator.evaluate(list(self._all_segments()), self.n, self.t, fresh)
+        self._last_eval_predicted = self.n_predicted
+        t, tp = self.t, self.t_predicted  # (rows: the newest time of events or predictions)
+        self._evaluator.evaluate(list(self._all_segments()), self.n,
+                                 t if tp is None or (t is not None and t >= tp) else tp, fresh)
 
     def evaluate(self):
         """Evaluate now (rows and rules), unless already done at this ``n``."""
@@ -807,10 +982,16 @@ class Monitor:
             bounds = seg.error_bounds()
             if bounds:
                 segments[seg.key]["error_bounds"] = bounds
-        return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
-                "other_events": self.other_events, "max_segments": self.max_segments,
-                "missing_segment_fields": dict(self.missing_segment_fields),
-                "warnings": list(self.warnings) + self.segment_warnings()}
+            coverage = seg.coverage()
+            if coverage is not None:  # predictions counted before their labels
+                segments[seg.key]["coverage"] = coverage
+        out = {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
+               "other_events": self.other_events, "max_segments": self.max_segments,
+               "missing_segment_fields": dict(self.missing_segment_fields),
+               "warnings": list(self.warnings) + self.segment_warnings()}
+        if self.n_predicted:
+            out["predicted"] = self.n_predicted
+        return out
 
     def active_alerts(self):
         """The open alerts (pending or firing): the transition that opened each, with its
@@ -884,8 +1065,29 @@ class Monitor:
                 "other_events": self.other_events, "warnings": list(self.warnings),
                 "missing_segment_fields": dict(self.missing_segment_fields),
                 "probe_segments": self._probe_segments}
+        self._predictions_state(data)
         return {"type": self._public_name, "version": self._state_version,
                 "params": params, "data": data}
+
+    def _predictions_state(self, data):
+        """Add the predictions' counters to a state's ``data`` (only when some came)."""
+        if self.n_predicted or self._last_eval_predicted:
+            data["predictions"] = {"n": self.n_predicted, "t": self.t_predicted,
+                                   "last_eval": self._last_eval_predicted}
+
+    def _restore_predictions(self, data):
+        p = data.get("predictions")
+        if p is None:
+            return
+        ok = (isinstance(p, dict) and type(p.get("n")) is int and p["n"] >= 0
+              and type(p.get("last_eval")) is int and p["last_eval"] >= 0
+              and (p.get("t") is None or (type(p["t"]) in (int, float)
+                                          and math.isfinite(p["t"]))))
+        if not ok:
+            raise ValueError(f"bad Monitor state: data.predictions = {p!r:.80}")
+        self.n_predicted = p["n"]
+        self.t_predicted = None if p["t"] is None else float(p["t"])
+        self._last_eval_predicted = p["last_eval"]
 
     @classmethod
     def from_state(cls, state):
@@ -917,6 +1119,7 @@ class Monitor:
                                     and mon.n < GROUP_BY_PROBE)
         mon.t = d["t"]
         mon._last_eval_n = d["last_eval_n"]
+        mon._restore_predictions(d)
         mon._segments = {}
         mon._overall = None
         for s in d["segments"]:
@@ -986,6 +1189,7 @@ class Monitor:
                 "segments": segments, "other_events": self.other_events,
                 "missing_segment_fields": dict(self.missing_segment_fields),
                 "warnings": list(self.warnings), "probe_segments": self._probe_segments}
+        self._predictions_state(data)
         return {"type": self._public_name, "version": self._state_version,
                 "params": params, "data": data, "arrays": 1}
 

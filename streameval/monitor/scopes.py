@@ -7,6 +7,13 @@ per batch, inside one :class:`~streameval.metrics.base.shared_batch`), and reads
 values, drift reports and late counts for the evaluator
 (:mod:`streameval.monitor.evaluation`).
 
+Label-free objects (``needs_labels = False`` on the metric or the metric a window
+holds: estimates from scores, score drift) count every prediction when it is made:
+:meth:`Scope.predict_many` feeds them alone, and :meth:`Scope.update_many` feeds them
+with the labelled ones unless the events were given to ``predict_many`` already
+(``free=False``: the labels of earlier predictions). The scope counts its label
+coverage: predictions, labelled, expired and replaced ones (:meth:`Scope.coverage`).
+
 :func:`share_orders` makes the score-order and confusion-family metrics of a scope that
 hold the same state share it (one order, one matrix, read through views).
 
@@ -28,7 +35,7 @@ from streameval.metrics.ranking import OrderView, order_key
 from streameval.windows import Sliding
 
 __all__ = ["Scope", "share_orders", "inner", "fresh", "report_dict", "trusted", "HOLD_FROM",
-           "READ_RATIO"]
+           "READ_RATIO", "label_free"]
 
 #: A cumulative value whose read costs `O(n)` (average precision, a coarsened order's
 #: AUC with its error bound: :meth:`~streameval.metrics.ranking._BinaryRanking.read_size`)
@@ -93,6 +100,26 @@ def share_orders(metrics):
         else:
             out[name] = views[key[0]](obj, owner, inner)
     return out
+
+
+def label_free(obj):
+    """Whether ``obj`` (a metric, a window over one, a drift test) counts predictions
+    without labels: it declares ``needs_labels = False`` (a window: its metric does)."""
+    return getattr(inner(obj), "needs_labels", True) is False
+
+
+def _bindings(objs):
+    """The update callables of ``objs``: ``(plain, timed, trusted, trusted_timed,
+    plain_many, timed_many)``, one event or a batch, with or without event times, on the
+    trusted path or not."""
+    ok = [o for o in objs if trusted(o)]
+    other = [o for o in objs if not trusted(o)]
+    return ([o.update for o in objs if not needs_time(o)],
+            [o.update for o in objs if needs_time(o)],
+            [o.update_trusted for o in ok if not needs_time(o)],
+            [o.update_trusted for o in ok if needs_time(o)],
+            [o.update_many for o in other if not needs_time(o)],
+            [o.update_many for o in other if needs_time(o)])
 
 
 def trusted(obj):
@@ -176,7 +203,8 @@ class Scope:
 
     __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
                  "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues",
-                 "eval_n", "held", "_read", "_fresh")
+                 "eval_n", "held", "_read", "_fresh", "_free", "n_predictions",
+                 "n_predicted", "n_expired", "n_replaced", "eval_predicted")
 
     def __init__(self, key, label, metrics, drift, rules, share=True, feed=True):
         self.key = key          # hashable (None: the whole stream)
@@ -192,6 +220,14 @@ class Scope:
         #: (see :data:`HOLD_FROM`)
         self.held = {}
         self._fresh = None  # (n, values, bounds) of the last fresh read (snapshots)
+        #: label coverage: predictions counted (complete events included), those given
+        #: to predict_many (labels to come), those closed unlabeled (expired, replaced),
+        #: and n_predicted at the last row
+        self.n_predictions = 0
+        self.n_predicted = 0
+        self.n_expired = 0
+        self.n_replaced = 0
+        self.eval_predicted = 0
         # per metric: how its read costs (read_size) and its error bound, or None
         self._read = {name: (getattr(m, "read_size", None), _bound_reader(m))
                       for name, m in self.metrics.items()}
@@ -200,38 +236,108 @@ class Scope:
         else:
             self._plain = self._timed = self._trusted = self._trusted_timed = ()
             self._plain_many = self._timed_many = self._queues = ()
+            self._free = None
 
     def _bind(self):
         # shared views are read, never updated: their owner is
         objs = [o for o in list(self.metrics.values()) + list(self.drift.values())
                 if not isinstance(o, SharedView)]
-        self._plain = [o.update for o in objs if not needs_time(o)]
-        self._timed = [o.update for o in objs if needs_time(o)]
+        # label-free objects are fed apart: by predict_many, and by update_many only for
+        # events not given to predict_many (see the module docstring)
+        free = [o for o in objs if label_free(o)]
+        objs = [o for o in objs if not label_free(o)]
         # batches: objects that take the monitor's validated binary columns get them on
         # their trusted path (no second validation); others (a user's own metric) get
         # update_many with the labels as given
-        ok = [o for o in objs if trusted(o)]
-        self._trusted = [o.update_trusted for o in ok if not needs_time(o)]
-        self._trusted_timed = [o.update_trusted for o in ok if needs_time(o)]
-        other = [o for o in objs if not trusted(o)]
-        self._plain_many = [o.update_many for o in other if not needs_time(o)]
-        self._timed_many = [o.update_many for o in other if needs_time(o)]
+        (self._plain, self._timed, self._trusted, self._trusted_timed, self._plain_many,
+         self._timed_many) = _bindings(objs)
+        self._free = _bindings(free) if free else None
         # tumbling windows queue their closed windows' records until drained: the rows
         # carry get() (the last closed window), so the records are dropped at evaluation
         self._queues = [o.closed for o in objs if callable(getattr(o, "closed", None))]
 
-    def update(self, y, s, w, t):
-        """Count one validated event (``y`` the user's label, ``s`` a float score)."""
+    def update(self, y, s, w, t, free=True):
+        """Count one validated event (``y`` the user's label, ``s`` a float score);
+        ``free=False``: the label of a prediction given to :meth:`predict` already (the
+        label-free objects counted it then)."""
         for u in self._plain:
             u(y, s, w)
         for u in self._timed:
             u(y, s, w, t=t)
         self.n += 1
+        if free:
+            self.n_predictions += 1
+            if self._free is not None:
+                plain, timed = self._free[0], self._free[1]
+                for u in plain:
+                    u(y, s, w)
+                for u in timed:
+                    u(y, s, w, t=t)
 
-    def update_many(self, y, s, w, t, labels):
+    def predict(self, y, s, w, t):
+        """Count one prediction when it is made (its label to come): the label-free
+        objects only. ``y`` is any valid label (the objects ignore it)."""
+        self.n_predictions += 1
+        self.n_predicted += 1
+        if self._free is not None:
+            plain, timed = self._free[0], self._free[1]
+            for u in plain:
+                u(y, s, w)
+            for u in timed:
+                u(y, s, w, t=t)
+
+    def predict_many(self, s, w, t, labels):
+        """Count predictions when they are made (``s`` float64, ``w`` float64 or None,
+        ``t`` float64 or None): the label-free objects only, their labels a placeholder
+        they ignore (``labels`` as in :meth:`update_many`)."""
+        m = len(s)
+        self.n_predictions += m
+        self.n_predicted += m
+        if self._free is not None:
+            self._feed_free(np.zeros(m, bool), s, w, t, labels)
+
+    def close(self, k, expired=True):
+        """Count ``k`` predictions closed unlabeled: expired (``label_ttl``) or replaced
+        by a later prediction with their id."""
+        if expired:
+            self.n_expired += k
+        else:
+            self.n_replaced += k
+
+    def coverage(self):
+        """``{"predictions", "labelled", "pending", "expired"}`` (and ``"replaced"`` when
+        some were) of this scope, or None when it counted no prediction before its label
+        (complete events only: every prediction is labelled). ``pending``: predictions
+        whose label may still come."""
+        if not (self.n_predicted or self.n_expired or self.n_replaced):
+            return None
+        out = {"predictions": self.n_predictions, "labelled": self.n,
+               "pending": self.n_predictions - self.n - self.n_expired - self.n_replaced,
+               "expired": self.n_expired}
+        if self.n_replaced:
+            out["replaced"] = self.n_replaced
+        return out
+
+    def _feed_free(self, y, s, w, t, labels):
+        _, _, tr, tr_timed, plain_many, timed_many = self._free
+        if tr or tr_timed:
+            with shared_batch(y, s, w):
+                for u in tr:
+                    u(y, s, w)
+                for u in tr_timed:
+                    u(y, s, w, t=t)
+        if plain_many or timed_many:
+            yl = labels(y)
+            for u in plain_many:
+                u(yl, s, w)
+            for u in timed_many:
+                u(yl, s, w, t=t)
+
+    def update_many(self, y, s, w, t, labels, free=True):
         """Count admitted columns: ``y`` bool "is positive", ``s`` float64, ``w`` float64
         or None, ``t`` float64 or None; ``labels(y)`` gives the labels as the user's
-        values (only for objects without the trusted path)."""
+        values (only for objects without the trusted path). ``free=False``: the labels
+        of predictions given to :meth:`predict_many` already."""
         # one batch for all: what metrics compute from it alike (the cells of two
         # confusion matrices, the losses of two log losses) is computed once
         with shared_batch(y, s, w):
@@ -246,6 +352,10 @@ class Scope:
             for u in self._timed_many:
                 u(yl, s, w, t=t)
         self.n += len(s)
+        if free:
+            self.n_predictions += len(s)
+            if self._free is not None:
+                self._feed_free(y, s, w, t, labels)
 
     def values(self, reports):
         """``{name: value or None}`` of every metric, plus each drift test's p-value and
@@ -273,9 +383,11 @@ class Scope:
         for closed in self._queues:
             for _ in closed():
                 pass
+        if hold:
+            self.eval_predicted = self.n_predicted
         n = self.n
         cached = self._fresh
-        if fresh and cached is not None and cached[0] == n:
+        if fresh and cached is not None and cached[0] == (n, self.n_predicted):
             out, bounds = dict(cached[1]), dict(cached[2])
             as_of = {}
         else:
@@ -303,7 +415,7 @@ class Scope:
                 if size_of is not None and hold:
                     held[name] = [v, b, n]
             if not as_of:
-                self._fresh = (n, dict(out), dict(bounds))
+                self._fresh = ((n, self.n_predicted), dict(out), dict(bounds))
         for name, rep in reports.items():
             out[f"drift.{name}.p_value"] = rep.get("p_value")
             out[f"drift.{name}.delta"] = rep.get("delta")
@@ -314,18 +426,26 @@ class Scope:
     def idle(self):
         """Whether this segment's row would repeat its last one: it counted no event
         since (the whole stream's scope is never idle)."""
-        return self.key is not None and self.eval_n == self.n
+        return (self.key is not None and self.eval_n == self.n
+                and self.eval_predicted == self.n_predicted)
 
     def eval_state(self):
         """What decides this scope's next rows beyond its metrics (JSON-ready), or None
         when nothing does (no row yet, nothing held): its count at its last row and its
         held values."""
-        if self.eval_n is None and not self.held:
+        cov = (self.n_predictions, self.n_predicted, self.n_expired, self.n_replaced,
+               self.eval_predicted)
+        counted = cov != (self.n, 0, 0, 0, 0)
+        if self.eval_n is None and not self.held and not counted:
             return None
-        return {"eval_n": self.eval_n, "held": {k: list(v) for k, v in self.held.items()}}
+        out = {"eval_n": self.eval_n, "held": {k: list(v) for k, v in self.held.items()}}
+        if counted:  # (the label coverage, when it is not "every event complete")
+            out["coverage"] = list(cov)
+        return out
 
     def set_eval_state(self, state):
-        """Restore :meth:`eval_state` (None: nothing to restore)."""
+        """Restore :meth:`eval_state` (None: nothing to restore), after ``n``."""
+        self.n_predictions = self.n  # (a state without coverage: every event complete)
         if state is None:
             return
         try:
@@ -336,8 +456,16 @@ class Scope:
             raise ValueError(f"bad scope evaluation state: {e!r}") from None
         if eval_n is not None and (type(eval_n) is not int or eval_n < 0):
             raise ValueError(f"bad scope evaluation state: eval_n = {eval_n!r}")
+        cov = state.get("coverage")
+        if cov is not None:
+            if (not isinstance(cov, list) or len(cov) != 5
+                    or not all(type(v) is int and v >= 0 for v in cov)):
+                raise ValueError(f"bad scope evaluation state: coverage = {cov!r:.80}")
         self.eval_n = eval_n
         self.held = held
+        if cov is not None:
+            (self.n_predictions, self.n_predicted, self.n_expired, self.n_replaced,
+             self.eval_predicted) = cov
 
     def reports(self):
         """``{name: report dict}`` of every drift test (JSON-ready)."""
