@@ -127,19 +127,26 @@ class ReplayError(Exception):
 # ------------------------------------------------------------------------- config
 
 
-def _monitor(run):
-    """The Monitor of a parsed config: its ``[monitor]`` table, or the default one."""
-    return Monitor.default() if run.monitor is None else Monitor.from_config(run.monitor)
+def _monitor(run, label_free=False):
+    """The Monitor of a parsed config: its ``[monitor]`` table, or the default one (with
+    its label-free metrics when predictions come before their labels)."""
+    if run.monitor is None:
+        return Monitor.default(label_free=label_free)
+    return Monitor.from_config(run.monitor)
 
 
 def _build(run):
     """Monitor, FieldMap, format and delayed-label options of a parsed config."""
-    monitor = _monitor(run)
-    fields = run.fields(monitor)
     delayed = None
     if run.input.get("label_ttl") is not None:  # (Spark takes no delayed-label keys)
         delayed = {"label_ttl": run.input["label_ttl"], "labels_path": run.labels_path(),
                    "on_duplicate": run.input["on_duplicate"]}
+    monitor = _monitor(run, label_free=delayed is not None)
+    fields = run.fields(monitor)
+    if delayed is not None:
+        # every prediction reaches the Monitor when it is made, for its label-free
+        # metrics (a monitor without any counts its labels only, as they join)
+        delayed["predictions"] = bool(monitor.label_free)
     return monitor, fields, run.input["format"], delayed
 
 
@@ -150,7 +157,8 @@ def load_replay_config(config, config_dir=None, *, edge="replay"):
     naming the bad key. The Spark engine reads its config with it.
 
     ``delayed`` is None without ``[input] label_ttl``, else ``{"label_ttl",
-    "labels_path", "on_duplicate"}``.
+    "labels_path", "on_duplicate", "predictions"}`` (``predictions``: the Monitor has
+    label-free metrics, which count every prediction when it is made).
     """
     return _build(runconfig.parse(config, edge, config_dir))
 
@@ -291,7 +299,8 @@ class Replay:
         if on_error == "skip" and dup == "error":
             dup = "keep_first"  # the second prediction goes to rejected.jsonl
         return DelayedSource(log, fields, label_ttl=delayed["label_ttl"],
-                             labels_path=delayed["labels_path"], on_duplicate=dup, **opts)
+                             labels_path=delayed["labels_path"], on_duplicate=dup,
+                             predictions=delayed.get("predictions", False), **opts)
 
     def run(self):
         """Run (or resume) the replay; write summary.json and the report; return the summary."""

@@ -381,10 +381,15 @@ class Monitor:
         the whole stream keeps its rows but raises no alert; ``overall_rules=True``
         adds its alarms).
         ``window=`` is the older name of ``size=``.
+        ``label_free=True`` (what replay and the service use when predictions come before
+        their labels) adds the label-free metrics, their checks against the realized
+        values as labels join, and the ``score drift`` and ``estimate diverged`` rules
+        (:func:`streameval.config.default_label_free`).
         ``kwargs`` (``every``, ``group_by``, ...) go to the constructor.
         """
         from streameval import config as _config
 
+        label_free = kwargs.pop("label_free", False)
         if size is not None and window is not None:
             raise ValueError("give size= or its alias window=, not both")
         size = size if size is not None else window if window is not None else 10_000
@@ -395,7 +400,13 @@ class Monitor:
                 table[key] = kwargs.pop(key)
         if kwargs:
             raise TypeError(f"Monitor.default() got unexpected arguments {sorted(kwargs)}")
-        return cls(**_config.build(table))
+        built = _config.build(table)
+        if label_free:
+            extra, rules = _config.default_label_free(
+                threshold, size, built.get("pos_label", True), built.get("neg_label"))
+            built["metrics"] = dict(built["metrics"], **extra)
+            built["rules"] = list(built.get("rules", ())) + rules
+        return cls(**built)
 
 
     def new_scope(self, key):
