@@ -530,3 +530,20 @@ def default_label_free(threshold=DEFAULT_THRESHOLD, size=10_000, pos_label=True,
         rules.append({"metric": f"estimate_covered.recall@{size}", "op": "<", "value": 0.5,
                       "for": 5, "min_samples": size, "name": "estimate diverged"})
     return metrics, rules
+
+
+def build_label_free(table, where="monitor"):
+    """:func:`build`, plus, when the table leaves the metrics to the default (no
+    ``metrics`` table), the label-free metrics and checks of :func:`default_label_free`
+    (and its rules, when the table has no ``rules``): the default monitor of a stream
+    whose predictions come before their labels."""
+    kw = build(table, where)
+    if table.get("metrics") is not None:
+        return kw
+    opts = runconfig.monitor_options(table, where)
+    extra, rules = default_label_free(opts["threshold"], opts["size"], kw["pos_label"],
+                                      kw["neg_label"])
+    kw["metrics"] = {**kw["metrics"], **extra}
+    if table.get("rules") is None:
+        kw["rules"] = list(kw["rules"]) + [rule_from_config(r) for r in rules]
+    return kw

@@ -132,7 +132,7 @@ def _monitor(run, label_free=False):
     its label-free metrics when predictions come before their labels)."""
     if run.monitor is None:
         return Monitor.default(label_free=label_free)
-    return Monitor.from_config(run.monitor)
+    return Monitor.from_config(run.monitor, label_free=label_free)
 
 
 def _build(run):
@@ -407,6 +407,9 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
     episodes = fired_and_resolved(alert_rows)
     elapsed = time.perf_counter() - t_start
     finals = final_values(metric_rows)
+    # label coverage (predictions counted before their labels): each segment's last
+    coverage = {json.dumps(r.get("segment")): r["coverage"] for r in metric_rows
+                if "coverage" in r}
     summary = {
         "log": str(log),
         "out": str(out),
@@ -419,7 +422,9 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
         "elapsed_seconds": round(elapsed, 3),
         "resumed": resumed,
         "webhook_failures": sum(h.failures for h in hooks),
-        "final": [{"segment": seg, **v} for seg, v in finals.items()],
+        "final": [{"segment": seg, **v, **({"coverage": coverage[json.dumps(seg)]}
+                                            if json.dumps(seg) in coverage else {})}
+                  for seg, v in finals.items()],
     }
     _write_json(out / "summary.json", summary)
     summary["report"] = None
@@ -562,6 +567,12 @@ def format_summary(summary, max_segments=6):
     resolved = sum(a.get("resolved_n") is not None for a in fired)
     tally = (f" ({resolved} resolved, {len(fired) - resolved} still firing at the end)"
              if fired else "")
+    cov = next((f["coverage"] for f in c["final"] if f["segment"] is None
+                and "coverage" in f), None)
+    if cov is not None:
+        lines.append(f"  labels      {_fmt(cov['labelled'])} of {_fmt(cov['predictions'])} "
+                     f"predictions labelled, {_fmt(cov['pending'])} pending, "
+                     f"{_fmt(cov['expired'])} expired")
     lines.append(f"  evaluated   {_fmt(c['evaluations'])} times; alerts fired: "
                  f"{c['alerts_fired']}{tally}")
     for a in fired[:10]:

@@ -348,15 +348,20 @@ class Monitor:
             )
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config, *, label_free=False):
         """A monitor from a parsed ``[monitor]`` table (or a document holding one).
 
         The schema is in :mod:`streameval.config`; an unknown or bad key raises
-        ``ValueError`` naming it.
+        ``ValueError`` naming it. ``label_free=True``: a table that leaves the metrics
+        to the default gets the default label-free metrics too
+        (:func:`streameval.config.build_label_free`).
         """
         from streameval import config as _config
 
-        return cls(**_config.build(_config.monitor_table(config)))
+        table = _config.monitor_table(config)
+        if label_free:
+            return cls(**_config.build_label_free(table))
+        return cls(**_config.build(table))
 
     @classmethod
     def from_toml(cls, path):
@@ -400,13 +405,8 @@ class Monitor:
                 table[key] = kwargs.pop(key)
         if kwargs:
             raise TypeError(f"Monitor.default() got unexpected arguments {sorted(kwargs)}")
-        built = _config.build(table)
-        if label_free:
-            extra, rules = _config.default_label_free(
-                threshold, size, built.get("pos_label", True), built.get("neg_label"))
-            built["metrics"] = dict(built["metrics"], **extra)
-            built["rules"] = list(built.get("rules", ())) + rules
-        return cls(**built)
+        return cls(**(_config.build_label_free(table) if label_free
+                       else _config.build(table)))
 
 
     def new_scope(self, key):
@@ -628,7 +628,12 @@ class Monitor:
         scope and slice between evaluation points."""
         scores = y_score if isinstance(y_score, np.ndarray) else list(y_score)
         m = len(scores)
-        admitted = self._intake.admit_columns(np.zeros(m, bool), scores, w, t, segment)
+        try:
+            admitted = self._intake.admit_columns(np.zeros(m, bool), scores, w, t, segment)
+        except ValidationError as e:
+            if e.name != "y_pred":
+                raise
+            raise ValidationError("y_score", e.value, e.reason, e.index) from None
         self.apply(Admitted(*admitted[:6], np.full(m, KIND_PREDICTION, np.int8)))
 
     def close(self, k=1, segment=None, *, expired=True):

@@ -132,8 +132,9 @@ def load_config(config):
     inp, given = run.input, run.doc.get("input", {})
     # with delayed labels the default monitor counts every prediction when it is made
     # (its label-free metrics: estimates, score drift) besides the labels as they join
-    monitor = (Monitor.default(label_free="label_ttl" in given) if run.monitor is None
-               else Monitor.from_config(run.monitor))
+    delayed = "label_ttl" in given
+    monitor = (Monitor.default(label_free=delayed) if run.monitor is None
+               else Monitor.from_config(run.monitor, label_free=delayed))
     # max_future is checked by the engine, against its clock (the rows' check is off)
     extra = {"stamp_arrival_time": inp["stamp_arrival_time"]}
     for key in ("max_future", "label_ttl", "on_duplicate"):
