@@ -382,3 +382,124 @@ def test_a_crash_between_the_fsync_and_the_response_is_retried_exactly_once(tmp_
                      "--no-progress"]) == 0
     final = json.loads((out / "summary.json").read_text())["final"][0]["values"]
     assert served_values(snap)[None] == final
+
+
+# ------------------------------------------------------------- before the labels
+
+LABEL_FREE_CONFIG = """\
+[monitor]
+every = 50
+size = 100
+group_by = "country"
+
+[input]
+label_ttl = 300
+on_duplicate = "keep_first"
+"""
+SUPPORT = str(Path(__file__).parent)
+
+
+def start_label_free_cli(*args):
+    """``streameval serve`` in a subprocess whose registry has the label-free stand-ins of
+    tests/labelfree_support.py (where the estimation module has not registered real
+    label-free kinds)."""
+    code = ("import sys; sys.path.insert(0, %r); import labelfree_support as s; s.install(); "
+            "from streameval.cli import main; sys.exit(main(sys.argv[1:]))" % SUPPORT)
+    cmd = [sys.executable, "-c", code, "serve", "--port", "0", *map(str, args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    ready = sel.select(timeout=60)
+    sel.close()
+    line = proc.stdout.readline().decode() if ready else ""
+    if "listening on http://" not in line:
+        proc.kill()
+        raise AssertionError(f"the server did not start: {line!r} {proc.stderr.read().decode()}")
+    return proc, int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+
+
+def label_free_oracle(rows, label_free):
+    """A Monitor of the same configuration fed directly: each prediction that enters the
+    join (the first of its id while it waits: keep_first) at its own time with
+    ``predict``; what the label-free metrics give then, per segment, and the number of
+    predictions per segment."""
+    from streameval import Monitor
+
+    direct = Monitor.default(size=100, every=50, group_by="country", label_free=True)
+    waiting = set()
+    counts: dict = {None: 0}
+    for kind, r in rows:
+        if kind:  # a label: its prediction no longer waits (or it was an orphan)
+            waiting.discard(r["id"])
+            continue
+        if r["id"] in waiting:
+            continue  # a duplicate while waiting: refused (keep_first)
+        waiting.add(r["id"])
+        direct.predict(r["score"], t=r["ts"], segment=r["country"])
+        counts[None] += 1
+        counts[r["country"]] = counts.get(r["country"], 0) + 1
+    snap = direct.snapshot()
+    return ({seg["segment"]: {k: seg["values"][k] for k in label_free}
+             for seg in snap["segments"].values()}, counts)
+
+
+def assert_label_free(snap, rows):
+    label_free = [k for k in snap["segments"][0]["values"]
+                  if k.startswith(("predicted_positive_rate", "estimated_"))]
+    assert "predicted_positive_rate" in label_free and "estimated_recall@100" in label_free
+    want, counts = label_free_oracle(rows, label_free)
+    for seg in snap["segments"]:
+        got = {k: seg["values"][k] for k in label_free}
+        for k, v in want[seg["segment"]].items():
+            assert got[k] == pytest.approx(v, rel=1e-9, abs=1e-12), (seg["segment"], k)
+        assert seg["coverage"]["predictions"] == counts[seg["segment"]]
+
+
+def test_every_prediction_counts_when_it_is_made_and_after_a_kill_9(tmp_path, monkeypatch):
+    """Predictions and labels through a real socket, the server killed (SIGKILL) after
+    60% of the batches (checkpoints every 300 rows: the rest only in the write-ahead
+    log), then restarted: the label-free values equal a Monitor fed the acknowledged
+    predictions directly, before and after the rest of the stream; a retried batch
+    (same Idempotency-Key) counts once."""
+    monkeypatch.syspath_prepend(SUPPORT)
+    import labelfree_support
+
+    labelfree_support.install(monkeypatch)  # (the oracle's Monitor: the server's kinds)
+    stream = delayed_stream(500, seed=4)
+    batches = batches_of(stream, size=25)
+    cut = int(len(batches) * 0.6)
+    cfg = tmp_path / "lf.toml"
+    cfg.write_text(LABEL_FREE_CONFIG)
+    state = tmp_path / "state"
+    proc, port = start_label_free_cli("--config", cfg, "--state-dir", state,
+                                      "--checkpoint-events", 300)
+    try:
+        for k, (kind, rows) in enumerate(batches[:cut]):
+            assert post(port, f"/{kind}", rows, {"Idempotency-Key": f"b{k}"})[0] == 200
+        kind, rows = batches[cut - 1]  # retried: acknowledged again, counted once
+        status, body = post(port, f"/{kind}", rows, {"Idempotency-Key": f"b{cut - 1}"})
+        assert status == 200 and body.get("retried")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(20)
+    acked = [(0 if k == "predictions" else 1, r) for k, rows in batches[:cut] for r in rows]
+    proc, port = start_label_free_cli("--config", cfg, "--state-dir", state)
+    try:
+        snap = snapshot(port)
+        assert snap["service"]["replayed_batches"] > 0  # the log was needed
+        assert_label_free(snap, acked)
+        for k, (kind, rows) in enumerate(batches[cut:], cut):
+            assert post(port, f"/{kind}", rows, {"Idempotency-Key": f"b{k}"})[0] == 200
+        snap = snapshot(port)
+        status, metrics = get(port, "/metrics")
+    finally:
+        assert stop_cli(proc) == 0
+    assert_label_free(snap, stream)
+    text = metrics.decode()
+    assert "estimated_recall@100" in text and "predicted_positive_rate" in text
+    whole = next(s for s in snap["segments"] if s["segment"] is None)
+    cov = whole["coverage"]
+    assert cov["labelled"] == snap["n"]
+    assert cov["pending"] == snap["service"]["join"]["pending"]
+    assert cov["expired"] == snap["service"]["join"]["expired"]
