@@ -503,3 +503,6 @@ def test_every_prediction_counts_when_it_is_made_and_after_a_kill_9(tmp_path, mo
     assert cov["labelled"] == snap["n"]
     assert cov["pending"] == snap["service"]["join"]["pending"]
     assert cov["expired"] == snap["service"]["join"]["expired"]
+    for state in ("predictions", "labelled", "pending", "expired"):
+        assert (f'streameval_label_coverage{{segment="",state="{state}"}} '
+                f'{float(cov[state])}') in text, state
