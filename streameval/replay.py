@@ -414,7 +414,8 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
         "log": str(log),
         "out": str(out),
         **counts,
-        "evaluations": len({r.get("stream_n", r.get("n")) for r in metric_rows}),
+        # (an evaluation's rows share n and t; predictions move t, not n)
+        "evaluations": len({(r.get("stream_n", r.get("n")), r.get("t")) for r in metric_rows}),
         "alert_transitions": len(alert_rows),
         "alerts_fired": len(fired),
         "alerts_resolved": sum(e["resolved_n"] is not None for e in episodes),

@@ -429,3 +429,37 @@ def test_replay_with_a_labels_file_counts_every_prediction_when_it_is_made(tmp_p
                                                                  len(waiting))
     assert summary["events"] == joined and summary["expired"] == expired
     assert label_of and last  # (the log has labels)
+
+
+def test_the_labels_stop_scenario_shows_the_bad_deploy_from_the_predictions(tmp_path,
+                                                                            monkeypatch):
+    """scenarios/labels_stop.toml: the label feed breaks on day 4, a bad deploy on day 6;
+    the label-free rules fire (at n = the labels counted before the break), the
+    realized one cannot, and the coverage counts what the log holds."""
+    install(monkeypatch)
+    from streameval.replay import run_scenario
+
+    root = Path(__file__).resolve().parent.parent
+    summary, failures = run_scenario(root / "scenarios" / "labels_stop.toml", tmp_path / "o",
+                                     report=False, progress=False)
+    assert failures == []
+    alerts = [json.loads(x) for x in (tmp_path / "o" / "alerts.jsonl").read_text().split("\n")
+              if x]
+    fired = {a["rule"]: a for a in alerts if a["state"] == "firing"}
+    assert set(fired) == {"positive_rate_low", "estimated_recall_low"}
+    deploy = 1_700_000_000 + 6 * 86400
+    for a in fired.values():  # before the 1000-prediction windows (16.7 h) turn over
+        assert deploy < a["t"] < deploy + 1000 * 60 and a["n"] == 2884
+    rows = gzip_rows(root / "scenarios" / "data" / "labels_stop.jsonl.gz")
+    n_pred = sum("score" in r for r in rows)
+    n_lab = sum("label" in r for r in rows)
+    cov = {f["segment"]: f for f in summary["final"]}[None]["coverage"]
+    assert cov == {"predictions": n_pred, "labelled": n_lab, "pending": n_pred - n_lab,
+                   "expired": 0}
+
+
+def gzip_rows(path):
+    import gzip
+
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f]
