@@ -435,7 +435,7 @@ class Scope:
         held values."""
         cov = (self.n_predictions, self.n_predicted, self.n_expired, self.n_replaced,
                self.eval_predicted)
-        counted = cov != (self.n, 0, 0, 0, 0)
+        counted = any(cov[1:])  # (else every event was complete: n_predictions is n)
         if self.eval_n is None and not self.held and not counted:
             return None
         out = {"eval_n": self.eval_n, "held": {k: list(v) for k, v in self.held.items()}}
