@@ -463,3 +463,36 @@ def gzip_rows(path):
 
     with gzip.open(path, "rt") as f:
         return [json.loads(line) for line in f]
+
+
+def test_a_replay_resumed_from_its_checkpoint_equals_one_uninterrupted(tmp_path, monkeypatch):
+    """Predictions and labels in one log that grows: a replay checkpointed on the first
+    part (every 150 events or predictions), resumed on the whole log, writes the rows and
+    alerts of one uninterrupted replay, label-free rows and coverage included."""
+    install(monkeypatch)
+    from streameval.replay import replay
+
+    preds, labels = delayed_log(tmp_path, n=900, seed=8, stop=600)
+    rows = sorted(preds + labels, key=lambda r: (r["ts"], "label" in r))
+    lines = [json.dumps(r) + "\n" for r in rows]
+    cfg = {"input": {"label_ttl": 45},
+           "monitor": {"group_by": "country", "size": 100, "every": 60}}
+    whole = tmp_path / "whole.jsonl"
+    whole.write_text("".join(lines))
+    ref = tmp_path / "ref"
+    replay(whole, ref, config=cfg, report=False, progress=False)
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(lines[:700]))
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    replay(log, out, config=cfg, report=False, progress=False, checkpoint=ckpt,
+           checkpoint_every=150)
+    log.write_text("".join(lines))  # the log grew
+    summary = replay(log, out, config=cfg, report=False, progress=False, checkpoint=ckpt,
+                     checkpoint_every=150)
+    assert summary["resumed"]
+    for name in ("metrics.jsonl", "alerts.jsonl"):
+        assert (out / name).read_text() == (ref / name).read_text(), name
+    rows_out = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("predicted_positive_rate@100" in r["values"] for r in rows_out)
+    last = [r for r in rows_out if r["segment"] is None][-1]
+    assert last["coverage"]["predictions"] == 900

@@ -274,18 +274,6 @@ class Scope:
                 for u in timed:
                     u(y, s, w, t=t)
 
-    def predict(self, y, s, w, t):
-        """Count one prediction when it is made (its label to come): the label-free
-        objects only. ``y`` is any valid label (the objects ignore it)."""
-        self.n_predictions += 1
-        self.n_predicted += 1
-        if self._free is not None:
-            plain, timed = self._free[0], self._free[1]
-            for u in plain:
-                u(y, s, w)
-            for u in timed:
-                u(y, s, w, t=t)
-
     def predict_many(self, s, w, t, labels):
         """Count predictions when they are made (``s`` float64, ``w`` float64 or None,
         ``t`` float64 or None): the label-free objects only, their labels a placeholder
