@@ -20,6 +20,17 @@ Two triggers at the same ``n`` give one evaluation. The batch path finds the sam
 points as the event path, feeds each metric ``update_many`` with the slice of events
 between two points, and evaluates there: same rows, same alerts, far faster.
 
+Predictions before their labels
+-------------------------------
+:meth:`Monitor.predict` and :meth:`Monitor.predict_many` take a prediction when it is
+made: the label-free metrics (``needs_labels = False``) of every scope count it at its
+own time, and ``update(..., predicted=True)`` later counts its label in the labelled
+metrics only (a complete event feeds both). Predictions have evaluation points of their
+own, by the same rules (every ``every`` predictions, each new period of their times);
+``n`` keeps counting labelled events. The output of a label join that passes
+predictions on goes in whole through :meth:`Monitor.apply` (its ``kind`` column says
+which rows are which).
+
 Output
 ------
 ``on_metrics`` and ``on_alert`` are lists of callables (sinks), called at each
@@ -32,7 +43,9 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
   or AP past ``max_scores`` distinct scores, ``bins``): ``|value - exact| <= bound``; and
   ``"as_of": {name: n}`` for cumulative values read at a cadence on long streams
   (:data:`~streameval.monitor.scopes.HOLD_FROM`): the count of events the value covers.
-  Both keys are absent when empty;
+  Both keys are absent when empty; ``"coverage": {"predictions", "labelled",
+  "pending", "expired"}`` (and ``"replaced"``) once the segment took predictions before
+  their labels;
 * alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
   "value", "segment"}`` and its explanation's fields (``message``, ``expr``,
   ``window``, ``events``, ``interval``, ...: :meth:`streameval.alerts.Rule.explain`,
@@ -42,7 +55,7 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
 stream's clock) in the whole-stream row and in alert transitions, the segment's own in
 a segment row, which also carries ``"stream_n"``, the monitor's count at that
 evaluation (shared by the rows of one evaluation); ``t`` the newest event time seen (None
-without event times), ``values`` the metrics' values with NaN (undefined: no positives,
+without event times; predictions taken before their labels count here too), ``values`` the metrics' values with NaN (undefined: no positives,
 empty window) written as None; a :class:`~streameval.Tumbling` window's value is that
 of its last closed window (a partial window is not closed by :meth:`Monitor.flush`).
 Each drift test adds ``"drift.<name>.p_value"`` and
