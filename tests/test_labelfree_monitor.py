@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.metrics import recall_score
 
 import streameval as se
@@ -496,3 +498,76 @@ def test_a_replay_resumed_from_its_checkpoint_equals_one_uninterrupted(tmp_path,
     assert any("predicted_positive_rate@100" in r["values"] for r in rows_out)
     last = [r for r in rows_out if r["segment"] is None][-1]
     assert last["coverage"]["predictions"] == 900
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["predict", "label", "close", "event"]),
+                              st.integers(0, 2), st.integers(0, 20), st.booleans()),
+                    max_size=60),
+       every=st.integers(0, 5))
+def test_any_interleaving_counts_as_brute_force(ops, every):
+    """Predictions, labels of waiting ones, closes and complete events in any order, one
+    at a time or in batches of one: label-free values over every prediction, labelled
+    ones over the labels, coverage as a brute-force tally."""
+    m = se.Monitor({"ppr": LfPositiveRate(), "recall": se.Recall()}, every=every,
+                   group_by="g")
+    preds = {k: [] for k in (None,) + SEGMENTS}
+    labelled = {k: [] for k in (None,) + SEGMENTS}
+    tally = {k: dict(predictions=0, labelled=0, expired=0, replaced=0)
+             for k in (None,) + SEGMENTS}
+    waiting = []
+    for what, g, x, flag in ops:
+        seg, score = SEGMENTS[g], x / 20
+        keys = (None, seg)
+        if what == "predict":
+            if flag:
+                m.predict(score, segment=seg)
+            else:
+                m.predict_many([score], segment=[seg])
+            waiting.append((seg, score))
+            for k in keys:
+                preds[k].append(score)
+                tally[k]["predictions"] += 1
+        elif what in ("label", "close") and waiting:
+            seg, score = waiting.pop(x % len(waiting))
+            keys = (None, seg)
+            if what == "label":
+                m.update(flag, score, segment=seg, predicted=True)
+                for k in keys:
+                    labelled[k].append((flag, score))
+                    tally[k]["labelled"] += 1
+            else:
+                m.close(1, seg, expired=flag)
+                for k in keys:
+                    tally[k]["expired" if flag else "replaced"] += 1
+        elif what == "event":
+            m.update_many([flag], [score], segment=[seg])
+            for k in keys:
+                preds[k].append(score)
+                labelled[k].append((flag, score))
+                tally[k]["predictions"] += 1
+                tally[k]["labelled"] += 1
+    snap = m.snapshot()["segments"]
+    for k in (None,) + SEGMENTS:
+        if k not in snap:
+            assert not preds[k] and not tally[k]["expired"] + tally[k]["replaced"]
+            continue
+        v = snap[k]["values"]
+        p = preds[k]
+        want_ppr = sum(s >= 0.5 for s in p) / len(p) if p else None
+        assert v["ppr"] == (None if want_ppr is None else pytest.approx(want_ppr))
+        pos = [(y, s) for y, s in labelled[k] if y]
+        want_rec = sum(s >= 0.5 for _, s in pos) / len(pos) if pos else None
+        assert v["recall"] == (None if want_rec is None else pytest.approx(want_rec))
+        t = tally[k]
+        only_complete = t["predictions"] == t["labelled"] and not (t["expired"] + t["replaced"])
+        cov = snap[k].get("coverage")
+        if cov is None:
+            assert only_complete
+            continue
+        want = {"predictions": t["predictions"], "labelled": t["labelled"],
+                "pending": t["predictions"] - t["labelled"] - t["expired"] - t["replaced"],
+                "expired": t["expired"]}
+        if t["replaced"]:
+            want["replaced"] = t["replaced"]
+        assert cov == want
