@@ -537,7 +537,7 @@ def test_any_interleaving_counts_as_brute_force(ops, every):
                     labelled[k].append((flag, score))
                     tally[k]["labelled"] += 1
             else:
-                m.close(1, seg, expired=flag)
+                m.unlabelled(1, seg, expired=flag)
                 for k in keys:
                     tally[k]["expired" if flag else "replaced"] += 1
         elif what == "event":

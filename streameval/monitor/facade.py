@@ -596,7 +596,7 @@ class Monitor:
         Its label, when it comes, goes to :meth:`update` with ``predicted=True`` (the
         labelled metrics count it then, the label-free ones not again). The label
         coverage (:meth:`snapshot`, rows) counts it as pending until its label comes or
-        :meth:`close` says it never will. A monitor without label-free metrics counts
+        :meth:`unlabelled` says it never will. A monitor without label-free metrics counts
         the prediction in its coverage only.
 
         Predictions trigger evaluations as events do: every ``every`` predictions and at
@@ -636,22 +636,22 @@ class Monitor:
             raise ValidationError("y_score", e.value, e.reason, e.index) from None
         self.apply(Admitted(*admitted[:6], np.full(m, KIND_PREDICTION, np.int8)))
 
-    def close(self, k=1, segment=None, *, expired=True):
-        """Count ``k`` predictions of ``segment`` that will never be labelled: expired
-        (``expired=True``) or replaced by a later prediction with their id. Coverage
-        only: the metrics keep them (a prediction counts when it is made).
-        Runtime complexity: `O(1)`."""
+    def unlabelled(self, k=1, segment=None, *, expired=True):
+        """Count ``k`` predictions of ``segment`` (given to :meth:`predict`) that will never
+        be labelled: expired (``expired=True``) or replaced by a later prediction with
+        their id. Label coverage only: the label-free metrics keep them (a prediction
+        counts when it is made). Runtime complexity: `O(1)`."""
         key = self._intake.segment_key(segment)
         self._close_key(key, check_param("k", k, Integer(0)), expired)
 
     def _close_key(self, key, k, expired):
         if self._overall is not None:
-            self._overall.close(k, expired)
+            self._overall.count_unlabelled(k, expired)
         if key is not None:
             if key not in self._segments and self.max_segments is not None \
                     and len(self._segments) >= self.max_segments:
                 key = self._intake.other_key
-            self._segment_of(key).close(k, expired)
+            self._segment_of(key).count_unlabelled(k, expired)
 
     def _apply_kinds(self, admitted):
         """Apply a batch with ``kind`` in row order: runs of complete events, labels of
@@ -678,13 +678,13 @@ class Monitor:
             return
         counts = np.bincount(part.codes + 1, minlength=len(part.keys) + 1)
         if self._overall is not None:
-            self._overall.close(len(part), expired)
+            self._overall.count_unlabelled(len(part), expired)
         for c, key in enumerate(part.keys):
             if counts[c + 1]:
                 if key not in self._segments and self.max_segments is not None \
                         and len(self._segments) >= self.max_segments:
                     key = self._intake.other_key
-                self._segment_of(key).close(int(counts[c + 1]), expired)
+                self._segment_of(key).count_unlabelled(int(counts[c + 1]), expired)
 
     def _predict(self, admitted):
         s, w, times = admitted.score, admitted.weight, admitted.time

@@ -284,7 +284,7 @@ class Scope:
         if self._free is not None:
             self._feed_free(np.zeros(m, bool), s, w, t, labels)
 
-    def close(self, k, expired=True):
+    def count_unlabelled(self, k, expired=True):
         """Count ``k`` predictions closed unlabeled: expired (``label_ttl``) or replaced
         by a later prediction with their id."""
         if expired:
