@@ -93,6 +93,7 @@ ENTRIES = (
     Entry("ChangePointDetector", "streameval.drift", public=False),
     Entry("DriftCounts", "streameval.drift", public=False),
     Entry("SequentialDrift", "streameval.sequential", public=False),
+    Entry("EstimateCheck", "streameval.metrics.checked", public=False),
 )
 
 _BY_NAME = {e.name: e for e in ENTRIES}
