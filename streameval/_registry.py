@@ -112,6 +112,7 @@ ENTRIES = (
     Entry("ReliabilityCurve", _CAL, public=False),
     Entry("ScoreDrift", _SD, "score_drift", public=False),
     Entry("ScoreDriftDetector", _SD, public=False),
+    Entry("EstimateCheck", "streameval.metrics.checked", public=False),
 )
 
 _BY_NAME = {e.name: e for e in ENTRIES}

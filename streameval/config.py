@@ -513,3 +513,73 @@ def build(table, where="monitor"):
             raise ValueError(f"{where}.rules: must be an array of rule tables or strings")
         kw["rules"] = [rule_from_config(r, where=f"{where}.rules[{i}]") for i, r in enumerate(rules)]
     return kw
+
+
+# --------------------------------------------------------------- before the labels
+
+#: The default monitor's label-free metrics (with ``label_free=True``), by kind: they
+#: count every prediction when it is made. Kinds not registered are left out.
+LABEL_FREE_KINDS = ("predicted_positive_rate", "score_drift", "estimated_precision",
+                    "estimated_recall", "estimated_f1", "estimated_roc_auc")
+#: The realized metrics the default monitor checks its estimates against, as labels join.
+CHECKED_KINDS = ("precision", "recall", "f1", "roc_auc")
+
+
+def default_label_free(threshold=DEFAULT_THRESHOLD, size=10_000, pos_label=True,
+                       neg_label=None):
+    """``(metrics, rules)`` the default monitor adds when predictions come before their
+    labels: the label-free kinds of :data:`LABEL_FREE_KINDS` (cumulative and over the last
+    ``size`` events, ``estimated_recall@10000``), and for each realized metric of
+    :data:`CHECKED_KINDS` with an estimate, ``estimation_error.<metric>`` and
+    ``estimate_covered.<metric>`` (:class:`~streameval.metrics.checked.EstimateCheck`, over
+    the labelled events, cumulative and over the last ``size`` labels). Rules: ``score
+    drift`` (``score_drift@<size> > 0.1``, the KS statistic, for 3 evaluations) and ``estimate diverged`` (the realized recall outside the estimate's 95%
+    interval at 5 evaluations in a row, over the last ``size`` labels, with at least
+    ``size`` labels): concept shift or broken calibration."""
+    from streameval.metrics.checked import EstimateCheck
+
+    labels = {"pos_label": pos_label, "neg_label": neg_label}
+    kinds = _registry.config_kinds()
+    metrics = {}
+    for k in LABEL_FREE_KINDS:
+        if k not in kinds:
+            continue
+        metrics[k] = make_metric(k, name=k, threshold=threshold, **labels)
+        if size:
+            metrics[f"{k}@{size}"] = make_metric({"metric": k, "size": size},
+                                                 name=f"{k}@{size}", threshold=threshold,
+                                                 **labels)
+    rules = []
+    for k in CHECKED_KINDS:
+        if f"estimated_{k}" not in kinds:
+            continue
+        for output, prefix in (("error", "estimation_error"), ("covered", "estimate_covered")):
+            check = EstimateCheck(k, output=output, threshold=threshold, **labels)
+            metrics[f"{prefix}.{k}"] = check
+            if size:
+                metrics[f"{prefix}.{k}@{size}"] = _make_window(check.clone(), {"size": size},
+                                                               f"{prefix}.{k}@{size}")
+    if size and f"score_drift@{size}" in metrics:
+        rules.append({"metric": f"score_drift@{size}", "op": ">", "value": 0.1, "for": 3,
+                      "name": "score drift"})
+    if size and f"estimate_covered.recall@{size}" in metrics:
+        rules.append({"metric": f"estimate_covered.recall@{size}", "op": "<", "value": 0.5,
+                      "for": 5, "min_samples": size, "name": "estimate diverged"})
+    return metrics, rules
+
+
+def build_label_free(table, where="monitor"):
+    """:func:`build`, plus, when the table leaves the metrics to the default (no
+    ``metrics`` table), the label-free metrics and checks of :func:`default_label_free`
+    (and its rules, when the table has no ``rules``): the default monitor of a stream
+    whose predictions come before their labels."""
+    kw = build(table, where)
+    if table.get("metrics") is not None:
+        return kw
+    opts = runconfig.monitor_options(table, where)
+    extra, rules = default_label_free(opts["threshold"], opts["size"], kw["pos_label"],
+                                      kw["neg_label"])
+    kw["metrics"] = {**kw["metrics"], **extra}
+    if table.get("rules") is None:
+        kw["rules"] = list(kw["rules"]) + [rule_from_config(r) for r in rules]
+    return kw

@@ -75,6 +75,8 @@ __all__ = [
     "KIND_EVENT",
     "KIND_PREDICTION",
     "KIND_LABEL",
+    "KIND_EXPIRED",
+    "KIND_REPLACED",
     "EventError",
     "FieldMap",
     "Event",
@@ -101,6 +103,13 @@ DEFAULT_BATCH_SIZE = 65536
 KIND_EVENT = 0  #: a complete row: label and score.
 KIND_PREDICTION = 1  #: a prediction waiting for its label: score, no label.
 KIND_LABEL = 2  #: a label for an earlier prediction: label, no score.
+#: In the output of a label join that passes predictions on
+#: (:class:`streameval.io.delayed.LabelJoiner` with ``predictions=True``): a prediction
+#: that expired unlabeled (score, weight, segment and prediction time of the prediction).
+KIND_EXPIRED = 3
+#: As :data:`KIND_EXPIRED`: a waiting prediction replaced by a later one with its id
+#: (``on_duplicate="keep_last"``); it will never be labeled.
+KIND_REPLACED = 4
 
 _UTC = _dt.timezone.utc
 _Real = numbers.Real

@@ -433,7 +433,9 @@ class Pipeline:
     def _loop(self) -> None:
         every = self.checkpoint_every or DEFAULT_CHECKPOINT_EVERY
         ckpt = self.checkpoint_path is not None
-        next_ckpt = (self.monitor.n // every + 1) * every if ckpt else None
+        # (progress: events and predictions counted, so that a stream whose labels
+        # stopped is still checkpointed)
+        next_ckpt = (_progress(self.monitor) // every + 1) * every if ckpt else None
         on_batch = self.on_batch
         take = self.take
         for batch in self.source:
@@ -441,9 +443,9 @@ class Pipeline:
             if on_batch is not None and on_batch(self, batch) is False:
                 self.stopped = True
                 return
-            if ckpt and self.monitor.n >= next_ckpt:
+            if ckpt and _progress(self.monitor) >= next_ckpt:
                 self.checkpoint()
-                next_ckpt = (self.monitor.n // every + 1) * every
+                next_ckpt = (_progress(self.monitor) // every + 1) * every
         self.done = True
         if ckpt:  # before the flush: a resume reads on (the log may grow), then flushes
             self.checkpoint(done=True)
@@ -457,7 +459,7 @@ class Pipeline:
         an :class:`~streameval.events.EventError` naming its line). The Structured
         Streaming sink feeds its micro-batches this way."""
         monitor = self.monitor
-        n = monitor.n
+        n = _progress(monitor)
         try:
             self.feed(batch)
             return
@@ -587,13 +589,19 @@ class Pipeline:
                             fingerprint=self.fingerprint)
 
 
+def _progress(monitor) -> int:
+    """Events plus predictions taken before their labels: what the Monitor counted."""
+    return monitor.n + getattr(monitor, "n_predicted", 0)
+
+
 def _all_or_nothing(monitor, n: int, batch, err: BaseException) -> None:
-    """Raise ``RuntimeError`` if the Monitor counted events of a batch it refused
-    (``n``: its count before): its state is no longer that of any prefix of the log,
-    and no row can be set aside (a sink that failed while writing, say)."""
-    if monitor.n != n:
+    """Raise ``RuntimeError`` if the Monitor counted events (or predictions) of a batch it
+    refused (``n``: its :func:`_progress` before): its state is no longer that of any
+    prefix of the log, and no row can be set aside (a sink that failed while writing,
+    say)."""
+    if _progress(monitor) != n:
         raise RuntimeError(
-            f"the Monitor counted {monitor.n - n} event(s) of a batch it refused (lines "
+            f"the Monitor counted {_progress(monitor) - n} event(s) of a batch it refused (lines "
             f"{int(batch.line[0])}..{int(batch.line[-1])}): {type(err).__name__}: {err}") from err
 
 

@@ -127,19 +127,26 @@ class ReplayError(Exception):
 # ------------------------------------------------------------------------- config
 
 
-def _monitor(run):
-    """The Monitor of a parsed config: its ``[monitor]`` table, or the default one."""
-    return Monitor.default() if run.monitor is None else Monitor.from_config(run.monitor)
+def _monitor(run, label_free=False):
+    """The Monitor of a parsed config: its ``[monitor]`` table, or the default one (with
+    its label-free metrics when predictions come before their labels)."""
+    if run.monitor is None:
+        return Monitor.default(label_free=label_free)
+    return Monitor.from_config(run.monitor, label_free=label_free)
 
 
 def _build(run):
     """Monitor, FieldMap, format and delayed-label options of a parsed config."""
-    monitor = _monitor(run)
-    fields = run.fields(monitor)
     delayed = None
     if run.input.get("label_ttl") is not None:  # (Spark takes no delayed-label keys)
         delayed = {"label_ttl": run.input["label_ttl"], "labels_path": run.labels_path(),
                    "on_duplicate": run.input["on_duplicate"]}
+    monitor = _monitor(run, label_free=delayed is not None)
+    fields = run.fields(monitor)
+    if delayed is not None:
+        # every prediction reaches the Monitor when it is made, for its label-free
+        # metrics (a monitor without any counts its labels only, as they join)
+        delayed["predictions"] = bool(monitor.label_free)
     return monitor, fields, run.input["format"], delayed
 
 
@@ -150,7 +157,8 @@ def load_replay_config(config, config_dir=None, *, edge="replay"):
     naming the bad key. The Spark engine reads its config with it.
 
     ``delayed`` is None without ``[input] label_ttl``, else ``{"label_ttl",
-    "labels_path", "on_duplicate"}``.
+    "labels_path", "on_duplicate", "predictions"}`` (``predictions``: the Monitor has
+    label-free metrics, which count every prediction when it is made).
     """
     return _build(runconfig.parse(config, edge, config_dir))
 
@@ -291,7 +299,8 @@ class Replay:
         if on_error == "skip" and dup == "error":
             dup = "keep_first"  # the second prediction goes to rejected.jsonl
         return DelayedSource(log, fields, label_ttl=delayed["label_ttl"],
-                             labels_path=delayed["labels_path"], on_duplicate=dup, **opts)
+                             labels_path=delayed["labels_path"], on_duplicate=dup,
+                             predictions=delayed.get("predictions", False), **opts)
 
     def run(self):
         """Run (or resume) the replay; write summary.json and the report; return the summary."""
@@ -398,11 +407,15 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
     episodes = fired_and_resolved(alert_rows)
     elapsed = time.perf_counter() - t_start
     finals = final_values(metric_rows)
+    # label coverage (predictions counted before their labels): each segment's last
+    coverage = {json.dumps(r.get("segment")): r["coverage"] for r in metric_rows
+                if "coverage" in r}
     summary = {
         "log": str(log),
         "out": str(out),
         **counts,
-        "evaluations": len({r.get("stream_n", r.get("n")) for r in metric_rows}),
+        # (an evaluation's rows share n and t; predictions move t, not n)
+        "evaluations": len({(r.get("stream_n", r.get("n")), r.get("t")) for r in metric_rows}),
         "alert_transitions": len(alert_rows),
         "alerts_fired": len(fired),
         "alerts_resolved": sum(e["resolved_n"] is not None for e in episodes),
@@ -410,7 +423,9 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
         "elapsed_seconds": round(elapsed, 3),
         "resumed": resumed,
         "webhook_failures": sum(h.failures for h in hooks),
-        "final": [{"segment": seg, **v} for seg, v in finals.items()],
+        "final": [{"segment": seg, **v, **({"coverage": coverage[json.dumps(seg)]}
+                                            if json.dumps(seg) in coverage else {})}
+                  for seg, v in finals.items()],
     }
     _write_json(out / "summary.json", summary)
     summary["report"] = None
@@ -553,6 +568,12 @@ def format_summary(summary, max_segments=6):
     resolved = sum(a.get("resolved_n") is not None for a in fired)
     tally = (f" ({resolved} resolved, {len(fired) - resolved} still firing at the end)"
              if fired else "")
+    cov = next((f["coverage"] for f in c["final"] if f["segment"] is None
+                and "coverage" in f), None)
+    if cov is not None:
+        lines.append(f"  labels      {_fmt(cov['labelled'])} of {_fmt(cov['predictions'])} "
+                     f"predictions labelled, {_fmt(cov['pending'])} pending, "
+                     f"{_fmt(cov['expired'])} expired")
     lines.append(f"  evaluated   {_fmt(c['evaluations'])} times; alerts fired: "
                  f"{c['alerts_fired']}{tally}")
     for a in fired[:10]:

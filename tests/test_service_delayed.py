@@ -144,8 +144,22 @@ def served_values(snap):
 
 
 def assert_equal_to_replay(snap, values, summary):
+    """The whole stream's served values are replay's final ones; a segment's (as of its
+    last row: its later events wait in its buffer, ``pending``) are those of replay's row
+    of that segment at the same count (rows do not depend on batch boundaries)."""
     assert snap["n"] == summary["events"]
-    assert served_values(snap) == values  # exactly: the same events in the same order
+    served = served_values(snap)
+    assert served[None] == values[None]  # exactly: the same events in the same order
+    rows = [json.loads(x) for x in
+            (Path(summary["out"]) / "metrics.jsonl").read_text().splitlines()]
+    for seg in snap["segments"]:
+        key = seg["segment"]
+        if key is None or seg["n"] == 0:
+            continue
+        at = [r["values"] for r in rows if r["segment"] == key and r["n"] == seg["n"]]
+        assert at and at[-1] == seg["values"], key
+        if not seg.get("pending"):
+            assert seg["values"] == values[key]
     join = snap["service"]["join"]
     assert join["pending"] == summary["unlabeled"]
     assert join["expired"] == summary["expired"]
@@ -382,3 +396,153 @@ def test_a_crash_between_the_fsync_and_the_response_is_retried_exactly_once(tmp_
                      "--no-progress"]) == 0
     final = json.loads((out / "summary.json").read_text())["final"][0]["values"]
     assert served_values(snap)[None] == final
+
+
+# ------------------------------------------------------------- before the labels
+
+LABEL_FREE_CONFIG = """\
+[monitor]
+every = 50
+size = 100
+group_by = "country"
+
+[input]
+label_ttl = 300
+on_duplicate = "keep_first"
+"""
+SUPPORT = str(Path(__file__).parent)
+
+
+def start_label_free_cli(*args):
+    """``streameval serve`` in a subprocess whose registry has the label-free stand-ins of
+    tests/labelfree_support.py (where the estimation module has not registered real
+    label-free kinds)."""
+    code = ("import sys; sys.path.insert(0, %r); import labelfree_support as s; s.install(); "
+            "from streameval.cli import main; sys.exit(main(sys.argv[1:]))" % SUPPORT)
+    cmd = [sys.executable, "-c", code, "serve", "--port", "0", *map(str, args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    ready = sel.select(timeout=60)
+    sel.close()
+    line = proc.stdout.readline().decode() if ready else ""
+    if "listening on http://" not in line:
+        proc.kill()
+        raise AssertionError(f"the server did not start: {line!r} {proc.stderr.read().decode()}")
+    return proc, int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+
+
+def label_free_oracle(rows, label_free):
+    """A Monitor of the same configuration fed directly: each prediction that enters the
+    join (the first of its id while it waits: keep_first) at its own time with
+    ``predict``; what the label-free metrics give then, per segment, the number of
+    predictions per segment, and per segment the values after each of its first k
+    predictions (k from 0)."""
+    from streameval import Monitor
+
+    direct = Monitor.default(size=100, every=50, group_by="country", label_free=True)
+    waiting = set()
+    scores: dict = {}
+    counts: dict = {None: 0}
+    for kind, r in rows:
+        if kind:  # a label: its prediction no longer waits (or it was an orphan)
+            waiting.discard(r["id"])
+            continue
+        if r["id"] in waiting:
+            continue  # a duplicate while waiting: refused (keep_first)
+        waiting.add(r["id"])
+        direct.predict(r["score"], t=r["ts"], segment=r["country"])
+        scores.setdefault(r["country"], []).append((r["score"], r["ts"]))
+        counts[None] += 1
+        counts[r["country"]] = counts.get(r["country"], 0) + 1
+    direct.evaluate()  # (the segments' buffered predictions fed)
+    snap = direct.snapshot()
+    # each segment's values after each of its first k predictions (a Monitor of the
+    # segment alone, read after every prediction)
+    prefixes = {}
+    for key in counts:
+        if key is None:
+            continue
+        alone = Monitor.default(size=100, every=0, label_free=True)
+        vals = [alone.snapshot()["segments"][None]["values"]]
+        for s, t in scores[key]:
+            alone.predict(s, t=t)
+            vals.append(alone.snapshot()["segments"][None]["values"])
+        prefixes[key] = [{k: v[k] for k in label_free} for v in vals]
+    return ({seg["segment"]: {k: seg["values"][k] for k in label_free}
+             for seg in snap["segments"].values()}, counts, prefixes)
+
+
+def assert_label_free(snap, rows):
+    label_free = [k for k in snap["segments"][0]["values"]
+                  if k.startswith(("predicted_positive_rate", "estimated_"))]
+    assert "predicted_positive_rate" in label_free and "estimated_recall@100" in label_free
+    want, counts, prefixes = label_free_oracle(rows, label_free)
+    for seg in snap["segments"]:
+        key = seg["segment"]
+        got = {k: seg["values"][k] for k in label_free}
+        assert seg["coverage"]["predictions"] == counts[key]  # (counted when they come)
+        if key is None:
+            for k, v in want[key].items():
+                assert got[k] == pytest.approx(v, rel=1e-9, abs=1e-12), (key, k)
+            continue
+        # a segment's values are as of its last row: those of the predictions it had
+        # then, at most its ``pending`` (buffered events of either kind) short of all
+        close = [k for k in range(max(0, counts[key] - seg.get("pending", 0)),
+                                  counts[key] + 1)
+                 if all(got[name] == pytest.approx(v, rel=1e-9, abs=1e-12)
+                        for name, v in prefixes[key][k].items())]
+        assert close, key
+
+
+def test_every_prediction_counts_when_it_is_made_and_after_a_kill_9(tmp_path, monkeypatch):
+    """Predictions and labels through a real socket, the server killed (SIGKILL) after
+    60% of the batches (checkpoints every 300 rows: the rest only in the write-ahead
+    log), then restarted: the label-free values equal a Monitor fed the acknowledged
+    predictions directly, before and after the rest of the stream; a retried batch
+    (same Idempotency-Key) counts once."""
+    monkeypatch.syspath_prepend(SUPPORT)
+    import labelfree_support
+
+    labelfree_support.install(monkeypatch)  # (the oracle's Monitor: the server's kinds)
+    stream = delayed_stream(500, seed=4)
+    batches = batches_of(stream, size=25)
+    cut = int(len(batches) * 0.6)
+    cfg = tmp_path / "lf.toml"
+    cfg.write_text(LABEL_FREE_CONFIG)
+    state = tmp_path / "state"
+    proc, port = start_label_free_cli("--config", cfg, "--state-dir", state,
+                                      "--checkpoint-events", 300)
+    try:
+        for k, (kind, rows) in enumerate(batches[:cut]):
+            assert post(port, f"/{kind}", rows, {"Idempotency-Key": f"b{k}"})[0] == 200
+        kind, rows = batches[cut - 1]  # retried: acknowledged again, counted once
+        status, body = post(port, f"/{kind}", rows, {"Idempotency-Key": f"b{cut - 1}"})
+        assert status == 200 and body.get("retried")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(20)
+    acked = [(0 if k == "predictions" else 1, r) for k, rows in batches[:cut] for r in rows]
+    proc, port = start_label_free_cli("--config", cfg, "--state-dir", state)
+    try:
+        snap = snapshot(port)
+        assert snap["service"]["replayed_batches"] > 0  # the log was needed
+        assert_label_free(snap, acked)
+        for k, (kind, rows) in enumerate(batches[cut:], cut):
+            assert post(port, f"/{kind}", rows, {"Idempotency-Key": f"b{k}"})[0] == 200
+        snap = snapshot(port)
+        status, metrics = get(port, "/metrics")
+    finally:
+        assert stop_cli(proc) == 0
+    assert_label_free(snap, stream)
+    text = metrics.decode()
+    assert "estimated_recall@100" in text and "predicted_positive_rate" in text
+    whole = next(s for s in snap["segments"] if s["segment"] is None)
+    cov = whole["coverage"]
+    assert cov["labelled"] == snap["n"]
+    assert cov["pending"] == snap["service"]["join"]["pending"]
+    assert cov["expired"] == snap["service"]["join"]["expired"]
+    for state in ("predictions", "labelled", "pending", "expired"):
+        assert (f'streameval_label_coverage{{segment="",state="{state}"}} '
+                f'{float(cov[state])}') in text, state

@@ -35,6 +35,18 @@ keyed by id, with a heap on prediction time for expiry:
   and reporting the other as a rejected row;
 * a complete row (label and score) passes through unchanged (``pred_ts = ts``).
 
+With ``predictions=True`` every prediction also counts **when it is made**: the output
+holds, in row order, each accepted prediction at its own time (``kind``
+:data:`~streameval.events.KIND_PREDICTION`, a placeholder label), each joined event
+(``kind`` :data:`~streameval.events.KIND_LABEL`: the label of a prediction passed on
+before), each complete row (:data:`~streameval.events.KIND_EVENT`) and each prediction
+closed unlabeled (:data:`~streameval.events.KIND_EXPIRED` at the time it expired, with the
+prediction's score, weight, segment and ``pred_ts``; :data:`~streameval.events.KIND_REPLACED`
+for one replaced by a later prediction with its id, ``on_duplicate="keep_last"``). A
+Monitor's ``apply`` takes such a batch: label-free metrics count the predictions,
+labelled metrics the labels, and its label coverage the rest. The joined events, the
+counters, the callbacks and the expiry are the same as without it.
+
 Ids join by value: ``"7"`` and ``7`` are different ids.
 
 Imports: numpy, :mod:`streameval.events` and :mod:`streameval.io.sources`; never the
@@ -54,8 +66,10 @@ import numpy as np
 from streameval.events import (
     DEFAULT_BATCH_SIZE,
     KIND_EVENT,
+    KIND_EXPIRED,
     KIND_LABEL,
     KIND_PREDICTION,
+    KIND_REPLACED,
     Batch,
     EventError,
     FieldMap,
@@ -120,6 +134,7 @@ class LabelJoiner:
         on_expired: Callable[[Any, float, int], None] | None = None,
         on_orphan: Callable[[Any, float, int], None] | None = None,
         rejected: Callable[[int, str, Any], None] | None = None,
+        predictions: bool = False,
     ) -> None:
         if on_duplicate not in _DUPLICATE_MODES:
             raise ValueError(f"on_duplicate must be one of {_DUPLICATE_MODES}, got {on_duplicate!r}")
@@ -128,6 +143,13 @@ class LabelJoiner:
         self.on_expired = on_expired
         self.on_orphan = on_orphan
         self.rejected = rejected
+        if not isinstance(predictions, bool):
+            raise ValueError(f"predictions must be True or False, got {predictions!r}")
+        #: pass every prediction on when it is made (see the module docstring)
+        self.predictions = predictions
+        # predictions expired by advance() between two process() calls (predictions=True):
+        # the next output starts with them
+        self._closed: list = []
         # id -> (pred_ts, score, weight, segment, line, seq)
         self._pending: dict[Any, list] = {}
         self._heap: list[tuple[float, int, Any]] = []  # (pred_ts, seq, id), lazily deleted
@@ -174,10 +196,14 @@ class LabelJoiner:
         """Move the labels' clock to ``t`` (if later) and expire what is overdue.
 
         For a service whose clock moves without label rows. Returns the number of
-        predictions expired. Cost: `O(k log p)` for ``k`` expiries.
+        predictions expired (with ``predictions=True`` the next :meth:`process` output
+        starts with their rows). Cost: `O(k log p)` for ``k`` expiries.
         """
         reports: list = []
         k = self._advance(float(t), reports)
+        if self.predictions:
+            self._closed.extend((KIND_EXPIRED, r[1], self.watermark, r[4]) for r in reports
+                                if r[0] == "expired")
         self._report(reports)
         return k
 
@@ -195,7 +221,7 @@ class LabelJoiner:
                 continue  # already labeled, or replaced by a later prediction
             del pending[key]
             k += 1
-            reports.append(("expired", key, pred_ts, entry[4]))
+            reports.append(("expired", key, pred_ts, entry[4], entry))
         self.n_expired += k
         return k
 
@@ -257,11 +283,42 @@ class LabelJoiner:
         n_pred = n_lab = n_join = n_comp = n_orph = n_dup = 0
         advance = self._advance
         ttl = self.label_ttl
+        passing = self.predictions
+        o_kind: list = []
+        if passing:
+            # kind, id, time, (pred_ts, score, weight, segment, line, seq)
+            for kd, key, t, entry in self._closed:
+                o_kind.append(kd)
+                o_label.append(False)
+                o_score.append(entry[1])
+                o_ts.append(t)
+                o_w.append(entry[2])
+                o_line.append(entry[4])
+                o_id.append(key)
+                o_seg.append(entry[3])
+                o_pts.append(entry[0])
+
+        def close(kd, key, t, entry):
+            o_kind.append(kd)
+            o_label.append(False)
+            o_score.append(entry[1])
+            o_ts.append(t)
+            o_w.append(entry[2])
+            o_line.append(entry[4])
+            o_id.append(key)
+            o_seg.append(entry[3])
+            o_pts.append(entry[0])
+
         for i, k in enumerate(kind_l):
             t = ts_l[i]
             if k != KIND_PREDICTION and t > self.watermark:  # the labels' clock moves
                 if heap and t - heap[0][0] > ttl:
+                    before = len(reports)
                     advance(t, reports)
+                    if passing:
+                        for r in reports[before:]:
+                            if r[0] == "expired":
+                                close(KIND_EXPIRED, r[1], t, r[4])
                 else:
                     self.watermark = t
             if k == KIND_LABEL:
@@ -273,6 +330,8 @@ class LabelJoiner:
                     reports.append(("orphan", key, t, line_l[i]))
                     continue
                 n_join += 1
+                if passing:
+                    o_kind.append(KIND_LABEL)
                 o_label.append(label_l[i])
                 o_score.append(entry[1])
                 o_ts.append(t)
@@ -297,20 +356,29 @@ class LabelJoiner:
                         continue
                     reports.append(("rejected", old[4],
                                     f"duplicate prediction id {key!r} (replaced by line {line_l[i]})", key))
+                    if passing:
+                        close(KIND_REPLACED, key, t, old)
                 seq = self._seq
                 self._seq = seq + 1
+                entry = (t, score_l[i], weight_l[i], segs[i] if segs is not None else None,
+                         line_l[i], seq)
+                if passing:  # the prediction counts now, at its own time
+                    close(KIND_PREDICTION, key, t, entry)
                 if self.watermark - t > ttl:
                     # already overdue on the labels' clock: expired now (it would
                     # otherwise wait for a later label time, and could still join)
                     pending.pop(key, None)
                     self.n_expired += 1
                     reports.append(("expired", key, t, line_l[i]))
+                    if passing:
+                        close(KIND_EXPIRED, key, t, entry)
                     continue
-                pending[key] = (t, score_l[i], weight_l[i],
-                                segs[i] if segs is not None else None, line_l[i], seq)
+                pending[key] = entry
                 push(heap, (t, seq, key))
             else:
                 n_comp += 1
+                if passing:
+                    o_kind.append(KIND_EVENT)
                 o_label.append(label_l[i])
                 o_score.append(score_l[i])
                 o_ts.append(t)
@@ -325,6 +393,7 @@ class LabelJoiner:
         self.n_complete += n_comp
         self.n_orphans += n_orph
         self.n_duplicates += n_dup
+        self._closed = []
         return Batch(
             np.array(o_label, dtype=bool),
             np.array(o_score, dtype=np.float64),
@@ -333,12 +402,12 @@ class LabelJoiner:
             np.array(o_line, dtype=np.int64),
             o_id if any(v is not None for v in o_id) else None,
             o_seg if any(v is not None for v in o_seg) else None,
-            None,
+            np.array(o_kind, dtype=np.int8) if passing else None,
             np.array(o_pts, dtype=np.float64),
         )
 
     def _report(self, reports: list) -> None:
-        for what, a, b, c in reports:
+        for what, a, b, c, *_ in reports:
             if what == "expired":
                 if self.on_expired is not None:
                     self.on_expired(a, b, c)
@@ -366,6 +435,9 @@ class LabelJoiner:
             "pending": [[k, e[0], e[1], e[2], list(e[3]) if isinstance(e[3], tuple) else e[3],
                          e[4], e[5]] for k, e in pending],
             "counters": {name: getattr(self, "n_" + name) for name in _COUNTERS},
+            **({"closed": [[kd, key, t, e[0], e[1], e[2], list(e[3]) if isinstance(e[3], tuple)
+                            else e[3], e[4], e[5]] for kd, key, t, e in self._closed]}
+               if self._closed else {}),
         }
 
     def to_array_state(self) -> dict:
@@ -508,6 +580,11 @@ class LabelJoiner:
             heapq.heapify(j._heap)
             for name in _COUNTERS:
                 setattr(j, "n_" + name, int(state["counters"][name]))
+            for kd, key, t, pred_ts, score, weight, seg, line, seq in state.get("closed", ()):
+                if isinstance(seg, list):
+                    seg = tuple(seg)
+                j._closed.append((int(kd), key, float(t), (float(pred_ts), float(score),
+                                  float(weight), seg, int(line), int(seq))))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"corrupt LabelJoiner state: {e!r}") from None
         return j
@@ -573,7 +650,9 @@ class _Stream:
 class DelayedSource:
     """Read a delayed-label log (one file, or predictions + labels files) as joined batches.
 
-    Yields :class:`Batch` objects of joined events (with ``pred_ts``).
+    Yields :class:`Batch` objects of joined events (with ``pred_ts``); with
+    ``predictions=True`` each batch also holds the predictions when they are made and the
+    predictions closed unlabeled, in row order, with ``kind`` (see :class:`LabelJoiner`).
     With ``labels_path`` the two files are merged by event time (each is
     expected in time order; predictions before labels at equal times; a row
     out of order is placed after the rows already merged, never dropped).
@@ -605,6 +684,7 @@ class DelayedSource:
         on_orphan: Callable[[Any, float, int], None] | None = None,
         state: dict | None = None,
         follow: Any = None,
+        predictions: bool = False,
         **read: Any,
     ) -> None:
         self.fields = fm = fields if fields is not None else FieldMap()
@@ -613,7 +693,11 @@ class DelayedSource:
         self.label_ttl = _check_ttl(label_ttl)
         self.on_duplicate = on_duplicate
         self._callbacks = dict(on_expired=on_expired, on_orphan=on_orphan, rejected=rejected)
-        self.joiner = LabelJoiner(label_ttl, on_duplicate=on_duplicate, **self._callbacks)
+        #: batches hold every prediction when it is made, besides the joined events
+        #: (:class:`LabelJoiner` ``predictions=True``)
+        self.predictions = predictions
+        self.joiner = LabelJoiner(label_ttl, on_duplicate=on_duplicate,
+                                  predictions=predictions, **self._callbacks)
         self.batch_size = batch_size
         self.on_error = on_error
         self._rejected = rejected
@@ -635,7 +719,8 @@ class DelayedSource:
         """Go on from a state saved by :meth:`to_state` (before iterating): the joiner's
         waiting predictions and counters, and the position in each input."""
         try:
-            joiner = LabelJoiner.from_state(state["joiner"], **self._callbacks)
+            joiner = LabelJoiner.from_state(state["joiner"], predictions=self.predictions,
+                                            **self._callbacks)
             positions = [int(p) for p in state["positions"]]
             if state.get("type") != "DelayedSource" or len(positions) != 2:
                 raise ValueError("not a DelayedSource state")

@@ -19,12 +19,16 @@ The whole stream:
   ones).
 
 A segment (``group_by``) has its own cadence: it is evaluated after every ``every`` of
-*its own* events since its last row, at each new period of ``every_seconds``, at
+*its own* events since its last row (labels, complete events and predictions taken
+before their labels alike), at each new period of ``every_seconds``, at
 :meth:`Monitor.evaluate` and at :meth:`Monitor.flush`, each time only if it counted
-events since its last row. Between two of its rows its events wait in its buffer (part
-of the state) and are fed to its metrics in one slice when its row is due; reading
+events or predictions since its last row. Between two of its rows its events wait in
+its buffer with their kinds (part of the state) and are fed to its metrics in one slice
+when its row is due: the label-free metrics take the predictions and complete events,
+the labelled ones the labels and complete events, each in arrival order. Reading
 (snapshots, the live metric objects) shows a segment as of its last row, and never
-feeds a buffer. A segment that gets a share ``q`` of the stream is thus evaluated every
+feeds a buffer (``pending`` counts what waits; the label coverage counts events when
+they come). A segment that gets a share ``q`` of the stream is thus evaluated every
 ``every / q`` stream events: an evaluation costs what changed (idle segments are not
 read), at the price of a longer detection delay on small segments, which
 ``every_seconds`` bounds in event time.
@@ -34,6 +38,18 @@ the segments due there; a new period then feeds and evaluates every other segmen
 buffered events). The batch path finds the same points as the event path, feeds each
 metric ``update_many`` with the slice of events between two points (a segment: its
 events since its last row), and evaluates there: same rows, same alerts, far faster.
+
+Predictions before their labels
+-------------------------------
+:meth:`Monitor.predict` and :meth:`Monitor.predict_many` take a prediction when it is
+made: the label-free metrics (``needs_labels = False``) count it at its own time, and
+``update(..., predicted=True)`` later counts its label in the labelled metrics only (a
+complete event feeds both). The whole stream feeds them at once, and has evaluation
+points of predictions of their own, by the same rules (every ``every`` predictions,
+each new period of their times); ``n`` keeps counting labelled events. A segment
+buffers predictions with its other events and counts them towards its own points (see
+above). The output of a label join that passes predictions on goes in whole through
+:meth:`Monitor.apply` (its ``kind`` column says which rows are which).
 
 Output
 ------
@@ -51,7 +67,9 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
   ``"intervals": {name: [lo, hi]}``, the 95% confidence interval of each value computed
   now that has one at `O(1)` or over a window (Wilson for proportions, DeLong for a
   window's AUC: :func:`~streameval.monitor.evaluation.row_intervals`). These keys are
-  absent when empty;
+  absent when empty; ``"coverage": {"predictions", "labelled", "pending",
+  "expired"}`` (and ``"replaced"``) once the scope took predictions before their labels
+  (counted when they come: a segment's buffered ones too);
 * alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
   "value", "segment"}`` and its explanation's fields (``message``, ``expr``,
   ``window``, ``events``, ``interval``, ...: :meth:`streameval.alerts.Rule.explain`,
@@ -61,7 +79,7 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
 stream's clock) in the whole-stream row and in alert transitions, the segment's own in
 a segment row, which also carries ``"stream_n"``, the monitor's count at that
 evaluation (shared by the rows of one evaluation); ``t`` the newest event time seen (None
-without event times), ``values`` the metrics' values with NaN (undefined: no positives,
+without event times; predictions taken before their labels count here too), ``values`` the metrics' values with NaN (undefined: no positives,
 empty window) written as None; a :class:`~streameval.Tumbling` window's value is that
 of its last closed window (a partial window is not closed by :meth:`Monitor.flush`).
 Each drift test adds ``"drift.<name>.p_value"`` and

@@ -148,6 +148,9 @@ class Evaluator:
                    {"n": sc.n, "stream_n": n, "t": t, "segment": sc.label, "values": vals})
             if late:
                 row["late"] = sc.late(late)
+            coverage = sc.coverage()
+            if coverage is not None:  # (predictions counted before their labels)
+                row["coverage"] = coverage
             if bounds:
                 row["error_bounds"] = bounds
             if as_of:

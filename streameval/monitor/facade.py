@@ -7,6 +7,12 @@ and wires intake, scopes and evaluation together.
   at the evaluation points inside it (:mod:`streameval.monitor.evaluation`);
   :meth:`Monitor.update_many` is ``apply(admit(...))`` of raw columns.
 * :meth:`Monitor.update` counts one event, with the same checks.
+* :meth:`Monitor.predict` and :meth:`Monitor.predict_many` count predictions when they
+  are made, before their labels: the label-free metrics (``needs_labels = False``) take
+  them (the whole stream's at once, a segment's with its other buffered events at its
+  next row, in arrival order); ``update(..., predicted=True)`` later counts
+  their labels in the labelled metrics only. :meth:`Monitor.apply` takes the output of a
+  label join that passes predictions on (an admitted batch with ``kind``) in row order.
 * Reading (``snapshot``, ``segment_metrics``, ``scopes``), the JSON state
   (``to_state``/``from_state``) and the binary state of checkpoints
   (``to_array_state``/``from_array_state``: numpy arrays as laid out, checked on load).
@@ -14,7 +20,8 @@ and wires intake, scopes and evaluation together.
 The rows, transitions, evaluation points and segments are described in
 :mod:`streameval.monitor`.
 
-Imports: numpy, the standard library, :mod:`streameval.alerts`,
+Imports: numpy, the standard library, :mod:`streameval.events` (the row kinds),
+:mod:`streameval.alerts`,
 :mod:`streameval.metrics.base` (the registry, ``has_interval``),
 :mod:`streameval.metrics.arraystate` (binary states, inside the state methods),
 :mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes,
@@ -31,11 +38,19 @@ import numbers
 import numpy as np
 
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
+from streameval.events import KIND_EVENT, KIND_EXPIRED, KIND_LABEL, KIND_PREDICTION
 from streameval.metrics.base import SharedView, from_state, has_interval, register
 from streameval.monitor.evaluation import Evaluator, evaluation_points
 from streameval.monitor.explain import check_alarm
 from streameval.monitor.intake import OTHER_SEGMENT, Admitted, Intake
-from streameval.monitor.scopes import Scope, fresh, report_dict, trusted
+from streameval.monitor.scopes import (
+    Scope,
+    _widen,
+    fresh,
+    label_free,
+    report_dict,
+    trusted,
+)
 from streameval.validation import (
     Integer,
     Real,
@@ -94,18 +109,30 @@ class Monitor:
     See :mod:`streameval.monitor` for evaluation points, rows and segments; the TOML schema
     is in :mod:`streameval.config`.
 
+    Events come complete (:meth:`update`, :meth:`update_many`), or as a prediction when
+    it is made (:meth:`predict`, :meth:`predict_many`) and its label later
+    (``update(..., predicted=True)``): label-free metrics (``needs_labels = False``)
+    count predictions and complete events, labelled metrics labels and complete events.
+    The whole stream feeds each at once and evaluates every ``every`` labelled events and,
+    apart, every ``every`` predictions (and at each new period of ``every_seconds`` of
+    either's times).
+
     Segments (``group_by``) are evaluated at their own cadence: a segment writes a row
-    after every ``every`` of its own events since its last row, at each new period of
-    ``every_seconds``, at :meth:`evaluate` and at :meth:`flush`, and only when it
-    counted events since its last row. A segment row's ``n`` counts all of the
-    segment's events its values cover (the values a monitor fed only those events
-    would give), ``stream_n`` the stream's count when it was written. Until its row is
-    due, a segment's events wait in its buffer (part of the state); its rules are
+    after every ``every`` of its own events since its last row (labels, complete events
+    and predictions alike), at each new period of ``every_seconds``, at :meth:`evaluate`
+    and at :meth:`flush`, and only when it counted events since its last row. A segment
+    row's ``n`` counts the segment's labelled events its values cover, its
+    ``coverage`` the predictions (the values a monitor fed only those events would
+    give), ``stream_n`` the stream's count when it was written. Until its row is due, a
+    segment's events wait in its buffer with their kinds (part of the state), and are
+    then fed in arrival order: its label-free metrics take the predictions and complete
+    events, its labelled metrics the labels and complete events. Its rules are
     evaluated at its rows (and, while one is pending or firing, at the whole stream's
     evaluation points); reads (:meth:`snapshot`, :meth:`segment_metrics`) show it as of
-    its last row, with ``pending`` the events waiting. The cost of this: a segment with
-    a share ``q`` of the stream is evaluated every ``every / q`` stream events
-    (``every_seconds`` bounds the delay in event time).
+    its last row, with ``pending`` the events waiting, while its label ``coverage``
+    counts every event when it comes. The cost of this: a segment with a share ``q`` of
+    the stream is evaluated every ``every / q`` stream events (``every_seconds`` bounds
+    the delay in event time).
 
     Runtime complexity: :meth:`update` costs one ``update`` per metric of the whole
     stream and an append to the event's segment's buffer; :meth:`update_many` one
@@ -298,6 +325,14 @@ class Monitor:
         self.n = 0
         self.t = None
         self._last_eval_n = None
+        #: predictions counted before their labels (predict, predict_many) and the newest
+        #: of their times (None: none yet)
+        self.n_predicted = 0
+        self.t_predicted = None
+        self._last_eval_predicted = 0
+        #: names of the label-free metrics and drift tests (needs_labels = False)
+        self.label_free = [name for name, obj in list(self.metrics.items())
+                           + list(self.drift.items()) if label_free(obj)]
         self._segments = {}
         self._index_segments()
         self._overall = self._new_segment(None) if overall else None
@@ -358,15 +393,20 @@ class Monitor:
             )
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config, *, label_free=False):
         """A monitor from a parsed ``[monitor]`` table (or a document holding one).
 
         The schema is in :mod:`streameval.config`; an unknown or bad key raises
-        ``ValueError`` naming it.
+        ``ValueError`` naming it. ``label_free=True``: a table that leaves the metrics
+        to the default gets the default label-free metrics too
+        (:func:`streameval.config.build_label_free`).
         """
         from streameval import config as _config
 
-        return cls(**_config.build(_config.monitor_table(config)))
+        table = _config.monitor_table(config)
+        if label_free:
+            return cls(**_config.build_label_free(table))
+        return cls(**_config.build(table))
 
     @classmethod
     def from_toml(cls, path):
@@ -395,10 +435,15 @@ class Monitor:
         (``overall_rules=False``: the whole stream keeps its rows but raises no alert;
         ``overall_rules=True`` adds its alarms, and their own 1%).
         ``window=`` is the older name of ``size=``.
+        ``label_free=True`` (what replay and the service use when predictions come before
+        their labels) adds the label-free metrics, their checks against the realized
+        values as labels join, and the ``score drift`` and ``estimate diverged`` rules
+        (:func:`streameval.config.default_label_free`).
         ``kwargs`` (``every``, ``group_by``, ...) go to the constructor.
         """
         from streameval import config as _config
 
+        label_free = kwargs.pop("label_free", False)
         if size is not None and window is not None:
             raise ValueError("give size= or its alias window=, not both")
         size = size if size is not None else window if window is not None else 10_000
@@ -409,7 +454,8 @@ class Monitor:
                 table[key] = kwargs.pop(key)
         if kwargs:
             raise TypeError(f"Monitor.default() got unexpected arguments {sorted(kwargs)}")
-        return cls(**_config.build(table))
+        return cls(**(_config.build_label_free(table) if label_free
+                       else _config.build(table)))
 
 
     def new_scope(self, key):
@@ -476,13 +522,16 @@ class Monitor:
 
     def _compact(self):
         """Move every stashed event to its segment's buffer: the blocks sorted together
-        by segment (stable: each segment's events stay in order), one slice each."""
+        by segment (stable: each segment's events stay in order), one slice each; blocks
+        of different layouts (weights, times, event kinds) in the widest of them."""
         stash = self._stash
         if not stash:
             return
-        kind = stash[0][1]
+        kind = 0
+        for x in stash:
+            kind |= x[1]
         ids = np.concatenate([x[2] for x in stash])
-        block = np.concatenate([x[0] for x in stash], axis=1)
+        block = np.concatenate([_widen(x[0], x[1], kind) for x in stash], axis=1)
         self._stash = []
         if not len(ids):
             return
@@ -539,8 +588,10 @@ class Monitor:
                 self._feed_segment(sc)
                 segs[sc.key] = sc
         scopes = []
-        if stream and self._last_eval_n != self.n:
+        if stream and (self._last_eval_n != self.n
+                       or self._last_eval_predicted != self.n_predicted):
             self._last_eval_n = self.n
+            self._last_eval_predicted = self.n_predicted
             if self._overall is not None:
                 scopes.append(self._overall)
             for k, sc in self._active_index().items():
@@ -548,7 +599,9 @@ class Monitor:
         if not scopes and not segs:
             return
         ordered = self._in_order(list(segs.values()))
-        self._evaluator.evaluate(scopes + ordered, self.n, self.t, fresh)
+        t, tp = self.t, self.t_predicted  # (rows: the newest time of events or predictions)
+        self._evaluator.evaluate(scopes + ordered, self.n,
+                                 t if tp is None or (t is not None and t >= tp) else tp, fresh)
         active = self._active_index()
         for sc in ordered:
             if any(r.active is not None for r in sc.rules):
@@ -601,8 +654,11 @@ class Monitor:
         self.other_events += k
 
     # ---------------------------------------------------------------------- updates
-    def update(self, y_true, y_pred, w=1.0, t=None, segment=None):
+    def update(self, y_true, y_pred, w=1.0, t=None, segment=None, *, predicted=False):
         """Count one event; evaluate when an evaluation point is reached.
+
+        ``predicted=True``: the label of a prediction given to :meth:`predict` earlier
+        (the label-free metrics counted it then; only the labelled ones count it now).
 
         Validated before any state changes: a bad label, score, weight, time or
         segment raises ``ValueError`` naming it, and nothing is counted.
@@ -670,14 +726,16 @@ class Monitor:
             self._point(stream=True, flush=True)
         if key is not None:
             key = self._capped(key)
+        free = not predicted
         if self._overall is not None:
-            self._overall.update(y_true, s, w, t)
+            self._overall.update(y_true, s, w, t, free)
         due = ()
         if key is not None:
             seg = self._segment_of(key)
             # a segment's events wait in its buffer until its own evaluation point
             self._compact()  # (the stashed ones first: they came before)
-            seg.pend_one(y_true in self._pos_set, s, w, t)
+            seg.pend_one(y_true in self._pos_set, s, w, t,
+                         KIND_EVENT if free else KIND_LABEL)
             self._pending_index()[key] = seg
             self._counts()[self._seqs()[key]] += 1
             if self.every and seg.pending >= self.every:
@@ -693,8 +751,9 @@ class Monitor:
             self._point(stream, due)
 
 
-    def update_many(self, y_true, y_pred, w=None, t=None, segment=None):
-        """Count a batch: same rows, alerts and state as a loop of :meth:`update`.
+    def update_many(self, y_true, y_pred, w=None, t=None, segment=None, *, predicted=False):
+        """Count a batch: same rows, alerts and state as a loop of :meth:`update`
+        (``predicted=True``: labels of predictions given to :meth:`predict_many` before).
 
         ``apply(admit(...))`` of raw columns: the whole batch is validated first
         (``ValueError`` naming the first bad element and its index; nothing is
@@ -719,7 +778,122 @@ class Monitor:
         segment : sequence, optional
             One segment value per event (None entries: whole stream only).
         """
-        self.apply(self._intake.admit_columns(y_true, y_pred, w, t, segment))
+        admitted = self._intake.admit_columns(y_true, y_pred, w, t, segment)
+        if predicted:
+            admitted = Admitted(*admitted[:6], np.full(len(admitted), KIND_LABEL, np.int8))
+        self.apply(admitted)
+
+    # ------------------------------------------------------------------ predictions
+    def predict(self, y_score, w=1.0, t=None, segment=None):
+        """Count one prediction when it is made, before its label: every label-free
+        metric (``needs_labels = False``: estimates from scores, score drift) of the whole
+        stream, cumulative and windowed, takes it at time ``t``; its segment's buffers it
+        with its other events and takes it at its next row, in arrival order.
+
+        Its label, when it comes, goes to :meth:`update` with ``predicted=True`` (the
+        labelled metrics count it then, the label-free ones not again). The label
+        coverage (:meth:`snapshot`, rows) counts it as pending until its label comes or
+        :meth:`unlabelled` says it never will. A monitor without label-free metrics counts
+        the prediction in its coverage only.
+
+        Predictions trigger evaluations as events do: every ``every`` predictions and at
+        each new period of ``every_seconds`` of their times (the whole stream), after
+        every ``every`` events of either kind since its last row (a segment); rows then
+        carry ``n`` (the labelled events), the newest time of either, and ``coverage``.
+
+        Validated before any state changes: a bad score, weight, time or segment raises
+        ``ValueError`` naming it, and nothing is counted.
+
+        Runtime complexity: one ``update`` per label-free metric of the whole stream and
+        an append to the segment's buffer, plus an evaluation at evaluation points.
+
+        >>> import streameval as se
+        >>> m = Monitor({"recall": se.Recall()}, every=0)
+        >>> m.predict(0.9, t=10.0); m.predict(0.2, t=11.0)
+        >>> m.update(True, 0.9, t=50.0, predicted=True)
+        >>> m.snapshot()["segments"][None]["coverage"]
+        {'predictions': 2, 'labelled': 1, 'pending': 1, 'expired': 0}
+        """
+        self.predict_many([y_score], [w], None if t is None else [t],
+                          None if segment is None else [segment])
+
+    def predict_many(self, y_score, w=None, t=None, segment=None):
+        """Count a batch of predictions when they are made: same rows, alerts and state
+        as a loop of :meth:`predict`. Validated whole first (``ValueError`` naming the
+        first bad element and its index; nothing counted).
+
+        Runtime complexity: `O(m)` numpy plus one ``update_many`` per label-free metric,
+        scope and slice between evaluation points."""
+        scores = y_score if isinstance(y_score, np.ndarray) else list(y_score)
+        m = len(scores)
+        try:
+            admitted = self._intake.admit_columns(np.zeros(m, bool), scores, w, t, segment)
+        except ValidationError as e:
+            if e.name != "y_pred":
+                raise
+            raise ValidationError("y_score", e.value, e.reason, e.index) from None
+        self.apply(Admitted(*admitted[:6], np.full(m, KIND_PREDICTION, np.int8)))
+
+    def unlabelled(self, k=1, segment=None, *, expired=True):
+        """Count ``k`` predictions of ``segment`` (given to :meth:`predict`) that will never
+        be labelled: expired (``expired=True``) or replaced by a later prediction with
+        their id. Label coverage only: the label-free metrics keep them (a prediction
+        counts when it is made). Runtime complexity: `O(1)`."""
+        key = self._intake.segment_key(segment)
+        self._close_key(key, check_param("k", k, Integer(0)), expired)
+
+    def _close_key(self, key, k, expired):
+        if self._overall is not None:
+            self._overall.count_unlabelled(k, expired)
+        if key is not None:
+            if key not in self._segments and self.max_segments is not None \
+                    and len(self._segments) >= self.max_segments:
+                key = self._intake.other_key
+            self._segment_of(key).count_unlabelled(k, expired)
+
+    def _apply_kinds(self, admitted):
+        """Apply a batch with ``kind`` in row order: runs of complete events, labels of
+        earlier predictions, predictions, and predictions closed unlabeled."""
+        kind = admitted.kind
+        cut = np.flatnonzero(np.diff(kind)) + 1
+        starts = [0] + cut.tolist()
+        ends = cut.tolist() + [len(kind)]
+        for a, b in zip(starts, ends):
+            k = int(kind[a])
+            part = admitted.part(a, b)
+            if k in (KIND_EVENT, KIND_LABEL, KIND_PREDICTION):
+                self._apply(part, k)
+            else:
+                self._close_part(part, k == KIND_EXPIRED)
+
+    def _close_part(self, part, expired):
+        if part.codes is None:
+            self._close_key(None, len(part), expired)
+            return
+        counts = np.bincount(part.codes + 1, minlength=len(part.keys) + 1)
+        if self._overall is not None:
+            self._overall.count_unlabelled(len(part), expired)
+        for c, key in enumerate(part.keys):
+            if counts[c + 1]:
+                if key not in self._segments and self.max_segments is not None \
+                        and len(self._segments) >= self.max_segments:
+                    key = self._intake.other_key
+                self._segment_of(key).count_unlabelled(int(counts[c + 1]), expired)
+
+    def _advance_predictions(self, s, w, t, a, b):
+        """Count the batch's predictions ``a:b`` in the stream: fed to the whole stream's
+        label-free objects (segments buffer theirs), the count and newest time of
+        predictions."""
+        sl = slice(a, b)
+        tt = None if t is None else t[sl]
+        if self._overall is not None:
+            self._overall.predict_many(s[sl], None if w is None else w[sl], tt,
+                                       self._intake.labels)
+        self.n_predicted += b - a
+        if tt is not None and not np.isnan(tt).all():
+            top = float(np.nanmax(tt))
+            if self.t_predicted is None or top > self.t_predicted:
+                self.t_predicted = top
 
     def admit(self, batch):
         """The Monitor's own checks on a validated :class:`streameval.events.Batch`, once:
@@ -762,50 +936,75 @@ class Monitor:
         segments."""
         if not isinstance(admitted, Admitted):
             raise TypeError(f"apply takes what admit() returns, not {type(admitted).__name__}")
+        if admitted.kind is not None:
+            self._apply_kinds(admitted)
+            return
+        self._apply(admitted, KIND_EVENT)
+
+    def _apply(self, admitted, ek):
+        """Count events of one kind ``ek``: complete events (``KIND_EVENT``: every
+        object), labels of earlier predictions (``KIND_LABEL``: the labelled objects) or
+        predictions before their labels (``KIND_PREDICTION``: the label-free objects;
+        they count and evaluate on their own clock, ``n_predicted`` and
+        ``t_predicted``). A segment buffers them with their kind (:meth:`Scope.pend`)
+        and counts either kind towards its own evaluation points."""
         y, scores, weights, times = (admitted.is_positive, admitted.score, admitted.weight,
                                      admitted.time)
         codes, keys = admitted.codes, list(admitted.keys)
         m = len(scores)
         if m == 0:
             return
-        if self._fields is not None:
-            missing = self._intake.missing_fields(codes, keys, m)
-            if missing:
-                self._count_missing(missing)
-        if keys and self.max_segments is not None:
-            codes, keys = self._cap_codes(codes, keys)
-        if self._probe_segments and self.n + m >= GROUP_BY_PROBE:
-            self._check_group_by(keys, codes, GROUP_BY_PROBE - self.n)
+        if ek == KIND_PREDICTION:
+            # predictions: no label (a placeholder the label-free objects ignore); the
+            # same segment cap as their labels will meet, which count its events
+            y = np.zeros(m, bool)
+            if keys and self.max_segments is not None:
+                other = self.other_events
+                codes, keys = self._cap_codes(codes, keys)
+                self.other_events = other
+            n0, t0 = self.n_predicted, self.t_predicted
+        else:
+            if self._fields is not None:
+                missing = self._intake.missing_fields(codes, keys, m)
+                if missing:
+                    self._count_missing(missing)
+            if keys and self.max_segments is not None:
+                codes, keys = self._cap_codes(codes, keys)
+            if self._probe_segments and self.n + m >= GROUP_BY_PROBE:
+                self._check_group_by(keys, codes, GROUP_BY_PROBE - self.n)
+            n0, t0 = self.n, self.t
 
-        # evaluation points of the whole stream: after the first p events of the batch
+        # evaluation points of the whole stream (of its predictions, for predictions):
+        # after the first p events of the batch
         every, E = self.every, self.every_seconds
-        counts = evaluation_points(self.n, self.t, None, m, every, None) if every else []
-        periods = evaluation_points(self.n, self.t, times, m, 0, E) if E is not None else []
+        counts = evaluation_points(n0, t0, None, m, every, None) if every else []
+        periods = evaluation_points(n0, t0, times, m, 0, E) if E is not None else []
         count_set, period_set = set(counts), set(periods)
         if codes is None or not keys:
             points = sorted(count_set | period_set)
             a = 0
             for p in points:
                 if p > a:
-                    self._advance(y, scores, weights, times, a, p)
+                    self._advance(y, scores, weights, times, a, p, ek)
                     a = p
                 if p in count_set:
                     self._point(stream=True)
                 if p in period_set:
                     self._point(stream=True, flush=True)
             if a < m:
-                self._advance(y, scores, weights, times, a, m)
+                self._advance(y, scores, weights, times, a, m, ek)
             return
 
         # the batch sorted by segment (stable: each segment's events in batch order),
-        # as one block of rows (is positive, score[, weight][, time]) that segments'
-        # buffers take their slices of
+        # as one block of rows (is positive, score[, weight][, time][, kind]: see
+        # Scope.pend) that segments' buffers take their slices of
         K = len(keys)
         order = np.argsort(codes, kind="stable")
         edges = np.searchsorted(codes[order], np.arange(K + 1)).tolist()
-        kind = (weights is not None) | ((times is not None) << 1)
+        kind = (weights is not None) | ((times is not None) << 1) | ((ek != KIND_EVENT) << 2)
         rows = [y, scores] + ([weights] if weights is not None else []) + (
-            [times] if times is not None else [])
+            [times] if times is not None else []) + (
+            [np.full(m, float(ek))] if ek != KIND_EVENT else [])
         block = np.vstack(rows)[:, order]
         known = self._segments.get
         segs = [known(k) or self._segment_of(k) for k in keys]  # (first appearance order)
@@ -851,7 +1050,7 @@ class Monitor:
         a = 0
         for p in sorted(count_set | period_set | due.keys()):
             if p > a:
-                self._advance(y, scores, weights, times, a, p)
+                self._advance(y, scores, weights, times, a, p, ek)
                 a = p
             fed = []
             for c in due.get(p, ()):
@@ -867,7 +1066,7 @@ class Monitor:
                 self._point(stream=True, flush=True)
                 counts_all = self._counts()
         if a < m:
-            self._advance(y, scores, weights, times, a, m)
+            self._advance(y, scores, weights, times, a, m, ek)
         # the rest waits in the stash: the events not taken (each segment's taken ones
         # are the first of its run in the sorted block)
         rest = np.array(end) - np.array(start)
@@ -876,8 +1075,6 @@ class Monitor:
             keep[:edges[0]] = False  # (events without a segment)
             for c in touched:
                 keep[edges[c]:start[c]] = False
-            if self._stash and self._stash[0][1] != kind:
-                self._compact()  # (one layout of rows in the stash)
             self._stash.append((block[:, keep], kind, ids[codes[order][keep]]))
             counts_all = self._counts()
             counts_all[ids] += rest
@@ -908,14 +1105,18 @@ class Monitor:
         """
         return self._intake.validate(y_true, y_pred, w)
 
-    def _advance(self, y, s, w, t, a, b):
-        """Count the batch's events ``a:b`` in the stream: fed to the whole stream's
-        scope (segments buffer theirs), the stream's count and newest time."""
+    def _advance(self, y, s, w, t, a, b, ek=KIND_EVENT):
+        """Count the batch's events ``a:b`` of kind ``ek`` in the stream: fed to the
+        whole stream's scope (segments buffer theirs), the stream's count and newest
+        time (of predictions, for ``KIND_PREDICTION``)."""
+        if ek == KIND_PREDICTION:
+            self._advance_predictions(s, w, t, a, b)
+            return
         sl = slice(a, b)
         tt = None if t is None else t[sl]
         if self._overall is not None:
             self._overall.update_many(y[sl], s[sl], None if w is None else w[sl], tt,
-                                      self._intake.labels)
+                                      self._intake.labels, ek == KIND_EVENT)
         self.n += b - a
         if tt is not None:
             top = tt.max()
@@ -1064,10 +1265,16 @@ class Monitor:
                 entry["late"] = seg.late(late)
             if bounds:
                 entry["error_bounds"] = bounds
-        return {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
-                "other_events": self.other_events, "max_segments": self.max_segments,
-                "missing_segment_fields": dict(self.missing_segment_fields),
-                "warnings": list(self.warnings) + self.segment_warnings()}
+            coverage = seg.coverage()
+            if coverage is not None:  # predictions counted before their labels
+                entry["coverage"] = coverage
+        out = {"n": self.n, "t": self.t, "segments": segments, "alerts": self.active_alerts(),
+               "other_events": self.other_events, "max_segments": self.max_segments,
+               "missing_segment_fields": dict(self.missing_segment_fields),
+               "warnings": list(self.warnings) + self.segment_warnings()}
+        if self.n_predicted:
+            out["predicted"] = self.n_predicted
+        return out
 
     def active_alerts(self):
         """The open alerts (pending or firing): the transition that opened each, with its
@@ -1144,8 +1351,29 @@ class Monitor:
                 "other_events": self.other_events, "warnings": list(self.warnings),
                 "missing_segment_fields": dict(self.missing_segment_fields),
                 "probe_segments": self._probe_segments}
+        self._predictions_state(data)
         return {"type": self._public_name, "version": self._state_version,
                 "params": params, "data": data}
+
+    def _predictions_state(self, data):
+        """Add the predictions' counters to a state's ``data`` (only when some came)."""
+        if self.n_predicted or self._last_eval_predicted:
+            data["predictions"] = {"n": self.n_predicted, "t": self.t_predicted,
+                                   "last_eval": self._last_eval_predicted}
+
+    def _restore_predictions(self, data):
+        p = data.get("predictions")
+        if p is None:
+            return
+        ok = (isinstance(p, dict) and type(p.get("n")) is int and p["n"] >= 0
+              and type(p.get("last_eval")) is int and p["last_eval"] >= 0
+              and (p.get("t") is None or (type(p["t"]) in (int, float)
+                                          and math.isfinite(p["t"]))))
+        if not ok:
+            raise ValueError(f"bad Monitor state: data.predictions = {p!r:.80}")
+        self.n_predicted = p["n"]
+        self.t_predicted = None if p["t"] is None else float(p["t"])
+        self._last_eval_predicted = p["last_eval"]
 
     @classmethod
     def from_state(cls, state):
@@ -1177,6 +1405,7 @@ class Monitor:
                                     and mon.n < GROUP_BY_PROBE)
         mon.t = d["t"]
         mon._last_eval_n = d["last_eval_n"]
+        mon._restore_predictions(d)
         mon._segments = {}
         mon._index_segments()  # (rebuilt from the segments' own state on first use)
         mon._overall = None
@@ -1272,6 +1501,7 @@ class Monitor:
                 "segments": segments, "other_events": self.other_events,
                 "missing_segment_fields": dict(self.missing_segment_fields),
                 "warnings": list(self.warnings), "probe_segments": self._probe_segments}
+        self._predictions_state(data)
         return {"type": self._public_name, "version": self._state_version,
                 "params": params, "data": data, "arrays": 1}
 
@@ -1402,7 +1632,8 @@ def _slots(cls):
 def _scope_token(seg):
     """What decides whether a scope's binary state changed since the last capture: its
     event count (what changes its detectors and most metrics), evaluation state (count
-    at its last row, held values), its rules' own attributes (an evaluation changes
+    at its last row, held values, the events waiting in its buffer: only added to until
+    all are fed, so their count tells them), its label coverage counters, its rules' own attributes (an evaluation changes
     them, with or without events), and each metric's ``state_token()`` where it has
     one (what a read changes: a score order's layout and cached values)."""
     tokens = []
@@ -1410,7 +1641,8 @@ def _scope_token(seg):
         hook = getattr(m, "state_token", None)
         tokens.append(hook() if hook is not None else None)
     return (seg.n, seg.eval_n, tuple((k, tuple(v)) for k, v in seg.held.items()),
-            tuple(_shallow(r) for r in seg.rules), tuple(tokens))
+            seg.pending, seg.n_predictions, seg.n_predicted, seg.n_expired, seg.n_replaced,
+            seg.eval_predicted, tuple(_shallow(r) for r in seg.rules), tuple(tokens))
 
 
 def _check_monitor_state(state):

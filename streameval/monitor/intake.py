@@ -19,7 +19,9 @@ refuses a score that is not finite or a weight outside ``[0, MAX_WEIGHT]``: a ba
 by hand cannot break a metric.
 
 It returns an :class:`Admitted` batch: the columns the metrics' trusted path takes, the
-event times, and per event a segment code into a list of keys. An admitted batch is
+event times, per event a segment code into a list of keys, and, for the output of a label
+join that passes predictions on, what each row is (``kind``: a prediction when it is made,
+the label of an earlier prediction, a complete event, a prediction closed unlabeled). An admitted batch is
 accepted by :meth:`Monitor.apply <streameval.monitor.Monitor.apply>` on any state of a
 Monitor of the same configuration (the segment cap, which depends on the segments met
 so far, is applied there). :meth:`Intake.refused` names every row that ``admit`` would
@@ -69,8 +71,11 @@ class Admitted(NamedTuple):
     ``is_positive`` (bool), ``score`` (float64), ``weight`` (float64, or None: all 1),
     ``time`` (float64 epoch seconds, NaN: unknown; None: no event has one), ``codes``
     (int64 per event: an index into ``keys``, -1 for no segment; None without segments)
-    and ``keys`` (the segment keys, in order of first appearance). Immutable (a named
-    tuple: cheap to build once per batch); the columns are read, never written.
+    and ``keys`` (the segment keys, in order of first appearance); ``kind`` (int8 per
+    event, the :data:`~streameval.events.KIND_EVENT` ... codes; None: every row a
+    complete event) says which rows are predictions, labels of earlier predictions and
+    predictions closed unlabeled (expired or replaced). Immutable (a named tuple: cheap
+    to build once per batch); the columns are read, never written.
 
     Runtime complexity: :meth:`concat` `O(m)`.
     """
@@ -81,6 +86,7 @@ class Admitted(NamedTuple):
     time: np.ndarray | None
     codes: np.ndarray | None
     keys: tuple
+    kind: np.ndarray | None = None
 
     def __len__(self) -> int:  # type: ignore[override]
         return len(self.score)
@@ -118,9 +124,32 @@ class Admitted(NamedTuple):
                     remap[c] = code
                 cols.append(remap[p.codes])
             codes = np.concatenate(cols)
+        kind = None
+        if any(p.kind is not None for p in parts):
+            kind = np.concatenate([np.zeros(k, np.int8) if p.kind is None else p.kind
+                                   for p, k in zip(parts, sizes)])
         return Admitted(np.concatenate([p.is_positive for p in parts]),
                         np.concatenate([p.score for p in parts]), weight, time, codes,
-                        tuple(keys))
+                        tuple(keys), kind)
+
+    def part(self, a, b):
+        """Events ``a`` to ``b`` (a slice) as an Admitted batch without ``kind``, its
+        segment keys those of its own events (renumbered in order of first appearance).
+        Runtime complexity: `O(b - a)`."""
+        sl = slice(a, b)
+        codes, keys = self.codes, self.keys
+        if codes is not None:
+            codes = codes[sl]
+            has = codes >= 0
+            used, first = np.unique(codes[has], return_index=True)
+            used = used[np.argsort(first)]  # (order of first appearance)
+            remap = np.full(len(keys) + 1, -1, np.int64)
+            remap[used] = np.arange(len(used))
+            codes = remap[codes]  # (-1 stays -1: remap's last entry)
+            keys = tuple(keys[c] for c in used.tolist())
+        return Admitted(self.is_positive[sl], self.score[sl],
+                        None if self.weight is None else self.weight[sl],
+                        None if self.time is None else self.time[sl], codes, keys)
 
 
 #: how many checked string segment values a monitor's intake remembers (their keys are
@@ -455,7 +484,10 @@ class Intake:
         seg = batch.segment
         codes, keys = (None, ()) if seg is None else self.segment_codes(
             seg, m, batch.segment_codes())
-        return Admitted(y, s, w, times, codes, keys)
+        kind = batch.kind
+        if kind is not None and not kind.any():
+            kind = None  # every row a complete event
+        return Admitted(y, s, w, times, codes, keys, kind)
 
     def _batch_times(self, ts, m):
         if ts is None:

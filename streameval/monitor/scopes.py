@@ -7,10 +7,25 @@ per batch, inside one :class:`~streameval.metrics.base.shared_batch`), and reads
 values, drift reports and late counts for the evaluator
 (:mod:`streameval.monitor.evaluation`).
 
+Label-free objects (``needs_labels = False`` on the metric or the metric a window
+holds: estimates from scores, score drift) count every prediction when it is made:
+:meth:`Scope.predict_many` feeds them alone, and :meth:`Scope.update_many` feeds them
+with the labelled ones unless the events were given to ``predict_many`` already
+(``free=False``: the labels of earlier predictions). The scope counts its label
+coverage: predictions, labelled, expired and replaced ones (:meth:`Scope.coverage`).
+
+A segment's scope keeps its events in a buffer until its own evaluation point
+(:meth:`Scope.pend`, :meth:`Scope.feed_pending`): complete events, labels of earlier
+predictions and predictions alike, each with its kind, so that at the feed its labelled
+objects take the labels and complete events and its label-free objects the predictions
+and complete events, each in arrival order. Its label coverage counts events when they
+are buffered; its values cover the events fed.
+
 :func:`share_orders` makes the score-order and confusion-family metrics of a scope that
 hold the same state share it (one order, one matrix, read through views).
 
-Imports: numpy, the standard library, :mod:`streameval.windows` and
+Imports: numpy, the standard library, :mod:`streameval.events` (the event kinds),
+:mod:`streameval.windows` and
 :mod:`streameval.metrics` (the protocol, the shared score order and confusion matrix).
 Never another part of the Monitor's package, the pipeline, ``io``, the CLI or the
 service.
@@ -22,13 +37,14 @@ import math
 
 import numpy as np
 
+from streameval.events import KIND_EVENT, KIND_LABEL, KIND_PREDICTION
 from streameval.metrics.base import SharedView, needs_time, shared_batch
 from streameval.metrics.confusion import CountsView, counts_key
 from streameval.metrics.ranking import OrderView, order_key
 from streameval.windows import Sliding
 
 __all__ = ["Scope", "share_orders", "inner", "fresh", "report_dict", "trusted", "HOLD_FROM",
-           "READ_RATIO"]
+           "READ_RATIO", "label_free"]
 
 #: A cumulative value whose read costs `O(n)` (average precision, a coarsened order's
 #: AUC with its error bound: :meth:`~streameval.metrics.ranking._BinaryRanking.read_size`)
@@ -95,6 +111,26 @@ def share_orders(metrics):
     return out
 
 
+def label_free(obj):
+    """Whether ``obj`` (a metric, a window over one, a drift test) counts predictions
+    without labels: it declares ``needs_labels = False`` (a window: its metric does)."""
+    return getattr(inner(obj), "needs_labels", True) is False
+
+
+def _bindings(objs):
+    """The update callables of ``objs``: ``(plain, timed, trusted, trusted_timed,
+    plain_many, timed_many)``, one event or a batch, with or without event times, on the
+    trusted path or not."""
+    ok = [o for o in objs if trusted(o)]
+    other = [o for o in objs if not trusted(o)]
+    return ([o.update for o in objs if not needs_time(o)],
+            [o.update for o in objs if needs_time(o)],
+            [o.update_trusted for o in ok if not needs_time(o)],
+            [o.update_trusted for o in ok if needs_time(o)],
+            [o.update_many for o in other if not needs_time(o)],
+            [o.update_many for o in other if needs_time(o)])
+
+
 def trusted(obj):
     """Whether ``obj`` takes a Monitor's validated binary columns on its trusted path."""
     return getattr(obj, "columns", None) == "binary" and callable(
@@ -149,13 +185,34 @@ def _value(v):
     return None if v != v else v
 
 
-def _full(block, kind):
-    """A buffer block (:meth:`Scope.pend`) with all four rows: weights (1.0) and times
-    (NaN) filled in where ``kind`` has none."""
+def _row(kind, bit):
+    """The index of row ``bit`` (1: weights, 2: times, 4: event kinds) in a buffer block
+    of layout ``kind`` (:meth:`Scope.pend`)."""
+    return 2 + bin(kind & (bit - 1)).count("1")
+
+
+def _widen(block, kind, to):
+    """A buffer block (:meth:`Scope.pend`) of layout ``kind`` in layout ``to`` (which has
+    every row ``kind`` has): weights (1.0), times (NaN) and event kinds (complete) filled
+    in where ``kind`` has none."""
+    if kind == to:
+        return block
     k = block.shape[1]
-    w = block[2] if kind & 1 else np.ones(k)
-    t = block[3 if kind & 1 else 2] if kind & 2 else np.full(k, math.nan)
-    return np.vstack([block[0], block[1], w, t])
+    rows = [block[0], block[1]]
+    for bit, fill in ((1, 1.0), (2, math.nan), (4, float(KIND_EVENT))):
+        if to & bit:
+            rows.append(block[_row(kind, bit)] if kind & bit else np.full(k, fill))
+    return np.vstack(rows)
+
+
+def _plain_columns(w, t):
+    """``(w, t)`` as the buffer gives them: weights None when all are 1.0, times None
+    when all are unknown."""
+    if w is not None and bool((w == 1.0).all()):
+        w = None
+    if t is not None and bool(np.isnan(t).all()):
+        t = None
+    return w, t
 
 
 class Scope:
@@ -186,7 +243,8 @@ class Scope:
     __slots__ = ("key", "label", "n", "metrics", "drift", "rules", "_plain", "_timed",
                  "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues",
                  "eval_n", "held", "_read", "_fresh", "_reports", "_pend", "_pend_one",
-                 "pending")
+                 "pending", "_pend_free", "_pend_labelled", "_free", "n_predictions",
+                 "n_predicted", "n_expired", "n_replaced", "eval_predicted")
 
     def __init__(self, key, label, metrics, drift, rules, share=True, feed=True):
         self.key = key          # hashable (None: the whole stream)
@@ -209,6 +267,19 @@ class Scope:
         self._pend_one = []
         #: how many events wait in the buffer (:meth:`pend`, :meth:`take`)
         self.pending = 0
+        #: of those, the predictions taken before their labels (label-free objects only)
+        #: and the events for the labelled objects (labels and complete events)
+        self._pend_free = 0
+        self._pend_labelled = 0
+        #: label coverage: predictions counted (complete events included; a segment's when
+        #: buffered, before they are fed), those given
+        #: to predict_many (labels to come), those closed unlabeled (expired, replaced),
+        #: and n_predicted at the last row
+        self.n_predictions = 0
+        self.n_predicted = 0
+        self.n_expired = 0
+        self.n_replaced = 0
+        self.eval_predicted = 0
         # per metric: how its read costs (read_size) and its error bound, or None
         self._read = {name: (getattr(m, "read_size", None), _bound_reader(m))
                       for name, m in self.metrics.items()}
@@ -217,38 +288,105 @@ class Scope:
         else:
             self._plain = self._timed = self._trusted = self._trusted_timed = ()
             self._plain_many = self._timed_many = self._queues = ()
+            self._free = None
 
     def _bind(self):
         # shared views are read, never updated: their owner is
         objs = [o for o in list(self.metrics.values()) + list(self.drift.values())
                 if not isinstance(o, SharedView)]
-        self._plain = [o.update for o in objs if not needs_time(o)]
-        self._timed = [o.update for o in objs if needs_time(o)]
+        # label-free objects are fed apart: by predict_many, and by update_many only for
+        # events not given to predict_many (see the module docstring)
+        free = [o for o in objs if label_free(o)]
+        objs = [o for o in objs if not label_free(o)]
         # batches: objects that take the monitor's validated binary columns get them on
         # their trusted path (no second validation); others (a user's own metric) get
         # update_many with the labels as given
-        ok = [o for o in objs if trusted(o)]
-        self._trusted = [o.update_trusted for o in ok if not needs_time(o)]
-        self._trusted_timed = [o.update_trusted for o in ok if needs_time(o)]
-        other = [o for o in objs if not trusted(o)]
-        self._plain_many = [o.update_many for o in other if not needs_time(o)]
-        self._timed_many = [o.update_many for o in other if needs_time(o)]
+        (self._plain, self._timed, self._trusted, self._trusted_timed, self._plain_many,
+         self._timed_many) = _bindings(objs)
+        self._free = _bindings(free) if free else None
         # tumbling windows queue their closed windows' records until drained: the rows
         # carry get() (the last closed window), so the records are dropped at evaluation
         self._queues = [o.closed for o in objs if callable(getattr(o, "closed", None))]
 
-    def update(self, y, s, w, t):
-        """Count one validated event (``y`` the user's label, ``s`` a float score)."""
+    def update(self, y, s, w, t, free=True):
+        """Count one validated event (``y`` the user's label, ``s`` a float score);
+        ``free=False``: the label of a prediction given to :meth:`predict` already (the
+        label-free objects counted it then)."""
         for u in self._plain:
             u(y, s, w)
         for u in self._timed:
             u(y, s, w, t=t)
         self.n += 1
+        if free:
+            self.n_predictions += 1
+            if self._free is not None:
+                plain, timed = self._free[0], self._free[1]
+                for u in plain:
+                    u(y, s, w)
+                for u in timed:
+                    u(y, s, w, t=t)
 
-    def update_many(self, y, s, w, t, labels):
+    def predict_many(self, s, w, t, labels):
+        """Count predictions when they are made (``s`` float64, ``w`` float64 or None,
+        ``t`` float64 or None): the label-free objects only, their labels a placeholder
+        they ignore (``labels`` as in :meth:`update_many`)."""
+        m = len(s)
+        self.n_predictions += m
+        self.n_predicted += m
+        if self._free is not None:
+            self._feed_free(np.zeros(m, bool), s, w, t, labels)
+
+    def count_unlabelled(self, k, expired=True):
+        """Count ``k`` predictions closed unlabeled: expired (``label_ttl``) or replaced
+        by a later prediction with their id."""
+        if expired:
+            self.n_expired += k
+        else:
+            self.n_replaced += k
+
+    def coverage(self):
+        """``{"predictions", "labelled", "pending", "expired"}`` (and ``"replaced"`` when
+        some were) of this scope, or None when it counted no prediction before its label
+        (complete events only: every prediction is labelled). ``pending``: predictions
+        whose label may still come."""
+        if not (self.n_predicted or self.n_expired or self.n_replaced):
+            return None
+        labelled = self.n + self._pend_labelled  # (counted, buffered ones too)
+        out = {"predictions": self.n_predictions, "labelled": labelled,
+               "pending": self.n_predictions - labelled - self.n_expired - self.n_replaced,
+               "expired": self.n_expired}
+        if self.n_replaced:
+            out["replaced"] = self.n_replaced
+        return out
+
+    def _feed_free(self, y, s, w, t, labels):
+        _, _, tr, tr_timed, plain_many, timed_many = self._free
+        if tr or tr_timed:
+            with shared_batch(y, s, w):
+                for u in tr:
+                    u(y, s, w)
+                for u in tr_timed:
+                    u(y, s, w, t=t)
+        if plain_many or timed_many:
+            yl = labels(y)
+            for u in plain_many:
+                u(yl, s, w)
+            for u in timed_many:
+                u(yl, s, w, t=t)
+
+    def update_many(self, y, s, w, t, labels, free=True):
         """Count admitted columns: ``y`` bool "is positive", ``s`` float64, ``w`` float64
         or None, ``t`` float64 or None; ``labels(y)`` gives the labels as the user's
-        values (only for objects without the trusted path)."""
+        values (only for objects without the trusted path). ``free=False``: the labels
+        of predictions given to :meth:`predict_many` already."""
+        self._feed(y, s, w, t, labels)
+        if free:
+            self.n_predictions += len(s)
+            if self._free is not None:
+                self._feed_free(y, s, w, t, labels)
+
+    def _feed(self, y, s, w, t, labels):
+        """Feed the labelled objects (columns as in :meth:`update_many`), count them."""
         # one batch for all: what metrics compute from it alike (the cells of two
         # confusion matrices, the losses of two log losses) is computed once
         with shared_batch(y, s, w):
@@ -265,89 +403,141 @@ class Scope:
         self.n += len(s)
 
     # ------------------------------------------------------------------ the buffer
-    def pend(self, block, kind):
+    def pend(self, block, kind, count=True):
         """Keep admitted events for a later feed (:meth:`feed_pending`), in order.
 
         ``block`` is a float64 array of rows: "is positive" (1.0 or 0.0), the score,
-        then the weight when ``kind & 1`` and the event time (NaN: unknown) when
-        ``kind & 2``; it becomes the scope's (the caller gives it a copy).
+        then the weight when ``kind & 1``, the event time (NaN: unknown) when ``kind & 2``
+        and the event's kind when ``kind & 4`` (:data:`~streameval.events.KIND_EVENT`: a
+        complete event, for every object; ``KIND_LABEL``: the label of an earlier
+        prediction, for the labelled objects; ``KIND_PREDICTION``: a prediction before its
+        label, for the label-free objects, its "is positive" a placeholder; no such row:
+        complete events). It becomes the scope's (the caller gives it a copy).
+        ``count``: the label coverage counts the events now (not when they are fed).
 
-        Runtime complexity: `O(1)`."""
+        Runtime complexity: `O(1)`, `O(k)` with event kinds."""
         if self._pend_one:
             self._fold_one()
         self._pend.append((block, kind))
-        self.pending += len(block[0])
+        k = block.shape[1]
+        if kind & 4:
+            kinds = block[_row(kind, 4)]
+            free = int(np.count_nonzero(kinds == KIND_PREDICTION))
+            complete = int(np.count_nonzero(kinds == KIND_EVENT))
+        else:
+            free, complete = 0, k
+        self._count_pending(k, free, complete, count)
 
-    def pend_one(self, is_positive, s, w, t):
-        """Keep one admitted event for a later feed (``t`` None: unknown).
+    def _count_pending(self, k, free, complete, count):
+        self.pending += k
+        self._pend_free += free
+        self._pend_labelled += k - free
+        if count:
+            self.n_predictions += free + complete
+            self.n_predicted += free
+
+    def pend_one(self, is_positive, s, w, t, kind=KIND_EVENT):
+        """Keep one admitted event for a later feed (``t`` None: unknown; ``kind`` as in
+        :meth:`pend`).
 
         Runtime complexity: `O(1)`."""
-        self._pend_one.append((1.0 if is_positive else 0.0, s, w, math.nan if t is None else t))
-        self.pending += 1
+        self._pend_one.append((1.0 if is_positive else 0.0, s, w,
+                               math.nan if t is None else t, float(kind)))
+        self._count_pending(1, kind == KIND_PREDICTION, kind == KIND_EVENT, True)
 
     def _fold_one(self):
         block = np.array(self._pend_one, dtype=np.float64).T.copy()
-        self._pend.append((block, 3))
+        if (block[4] == KIND_EVENT).all():
+            self._pend.append((block[:4].copy(), 3))
+        else:
+            self._pend.append((block, 7))
         self._pend_one = []
+
+    def fed(self):
+        """``(n, predictions)``: the events and the predictions (before their labels) the
+        scope's objects counted (its buffer's not yet)."""
+        return self.n, self.n_predicted - self._pend_free
 
     def peek(self):
         """The buffered events as columns ``(is_positive bool, scores, weights or None,
-        times or None)``, without taking them (None when there are none): weights are
-        None when all are 1, times None when all are unknown, so that the same events
-        give the same columns whichever path (one event, a batch) buffered them."""
+        times or None, kinds or None)``, without taking them (None when there are none):
+        weights are None when all are 1, times None when all are unknown, kinds (int8,
+        :meth:`pend`) None when all events are complete, so that the same events give the
+        same columns whichever path (one event, a batch) buffered them."""
         if not self.pending:
             return None
         if self._pend_one:
             self._fold_one()
         chunks = self._pend
-        kinds = {k for _, k in chunks}
-        if len(kinds) == 1:
-            (kind,) = kinds
-            block = chunks[0][0] if len(chunks) == 1 else np.concatenate(
-                [b for b, _ in chunks], axis=1)
+        kind = 0
+        for _, k in chunks:
+            kind |= k
+        if len(chunks) == 1:
+            block = _widen(chunks[0][0], chunks[0][1], kind)
         else:
-            kind = 3
-            block = np.concatenate([_full(b, k) for b, k in chunks], axis=1)
-        if len(chunks) > 1:  # (one block from now on: a later peek costs nothing)
-            self._pend = [(block, kind)]
+            block = np.concatenate([_widen(b, k, kind) for b, k in chunks], axis=1)
+            self._pend = [(block, kind)]  # (one block from now on: a later peek costs nothing)
         y = block[0] != 0.0
         s = block[1].copy()
-        w = block[2].copy() if kind & 1 else None
-        if w is not None and bool((w == 1.0).all()):
-            w = None
-        t = block[3 if kind & 1 else 2].copy() if kind & 2 else None
-        if t is not None and bool(np.isnan(t).all()):
-            t = None
-        return y, s, w, t
+        w = block[_row(kind, 1)].copy() if kind & 1 else None
+        t = block[_row(kind, 2)].copy() if kind & 2 else None
+        k = block[_row(kind, 4)].astype(np.int8) if kind & 4 else None
+        if k is not None and not k.any():  # (KIND_EVENT is 0)
+            k = None
+        return (y, s) + _plain_columns(w, t) + (k,)
 
     def take(self):
         """:meth:`peek`, and the buffer is emptied."""
         cols = self.peek()
         self._pend = []
-        self.pending = 0
+        self.pending = self._pend_free = self._pend_labelled = 0
         return cols
 
     def feed_pending(self, labels):
-        """Feed the buffered events to the scope's objects (:meth:`update_many`, one
-        slice) and empty the buffer; nothing when it is empty."""
+        """Feed the buffered events to the scope's objects and empty the buffer (nothing
+        when it is empty): the labelled objects take the labels and complete events, the
+        label-free ones the predictions and complete events, each in arrival order in one
+        slice (one ``update_many``)."""
         cols = self.take()
-        if cols is not None:
-            y, s, w, t = cols
-            self.update_many(y, s, w, t, labels)
+        if cols is None:
+            return
+        y, s, w, t, k = cols
+        if k is None:  # complete events: every object
+            self._feed(y, s, w, t, labels)
+            if self._free is not None:
+                self._feed_free(y, s, w, t, labels)
+            return
+        # labelled objects: labels and complete events; label-free: predictions and
+        # complete events (disjoint objects: each sees its own events in order)
+        parts = [(self._feed, k != KIND_PREDICTION)]
+        if self._free is not None:
+            parts.append((self._feed_free, k != KIND_LABEL))
+        for feed, mask in parts:
+            if mask.all():
+                feed(y, s, w, t, labels)
+            elif mask.any():
+                feed(y[mask], s[mask], *_plain_columns(None if w is None else w[mask],
+                                                       None if t is None else t[mask]),
+                     labels)
 
     def pending_state(self):
-        """The buffered events, JSON-ready (None when there are none)."""
+        """The buffered events, JSON-ready (None when there are none); ``"k"``, their
+        kinds, only when some event is not complete."""
         cols = self.peek()
         if cols is None:
             return None
-        y, s, w, t = cols
-        return {"y": y.tolist(), "s": s.tolist(), "w": None if w is None else w.tolist(),
-                "t": None if t is None else [None if v != v else v for v in t.tolist()]}
+        y, s, w, t, k = cols
+        out = {"y": y.tolist(), "s": s.tolist(), "w": None if w is None else w.tolist(),
+               "t": None if t is None else [None if v != v else v for v in t.tolist()]}
+        if k is not None:
+            out["k"] = k.tolist()
+        return out
 
     def set_pending_state(self, state):
         """Restore :meth:`pending_state` (None: an empty buffer); ``ValueError`` naming
-        what is malformed."""
-        self._pend, self._pend_one, self.pending = [], [], 0
+        what is malformed. The label coverage is restored apart (it counted them)."""
+        self._pend, self._pend_one = [], []
+        self.pending = self._pend_free = self._pend_labelled = 0
         if state is None:
             return
         try:
@@ -356,18 +546,24 @@ class Scope:
             w = None if state["w"] is None else np.array(state["w"], dtype=np.float64)
             t = None if state["t"] is None else np.array(
                 [math.nan if v is None else v for v in state["t"]], dtype=np.float64)
-        except (KeyError, TypeError, ValueError) as e:
+            k = state.get("k")
+            k = None if k is None else np.array(k, dtype=np.float64)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"bad scope evaluation state: pending: {e!r}") from None
-        k = len(s)
-        if y.shape != (k,) or any(c is not None and c.shape != (k,) for c in (w, t)) \
+        n = len(s)
+        if y.shape != (n,) or any(c is not None and c.shape != (n,) for c in (w, t, k)) \
                 or not np.isin(y, (0.0, 1.0)).all() or not np.isfinite(s).all() \
-                or (w is not None and not (np.isfinite(w).all() and (w >= 0).all())):
+                or (w is not None and not (np.isfinite(w).all() and (w >= 0).all())) \
+                or (k is not None and not np.isin(
+                    k, (KIND_EVENT, KIND_LABEL, KIND_PREDICTION)).all()):
             raise ValueError("bad scope evaluation state: pending: columns of different "
-                             "lengths, labels not 0/1, or scores or weights not finite")
-        if not k:
+                             "lengths, labels not 0/1, scores or weights not finite, or "
+                             "kinds not those of events, labels and predictions")
+        if not n:
             return
-        rows = [y, s] + ([w] if w is not None else []) + ([t] if t is not None else [])
-        self.pend(np.vstack(rows), (w is not None) | (t is not None) << 1)
+        rows = [y, s] + [c for c in (w, t, k) if c is not None]
+        self.pend(np.vstack(rows), (w is not None) | (t is not None) << 1
+                  | (k is not None) << 2, count=False)
 
     def values(self, reports):
         """``{name: value or None}`` of every metric, plus each drift test's p-value and
@@ -397,8 +593,11 @@ class Scope:
                 pass
         n = self.n
         cached = self._fresh
-        if cached is not None and cached[0] == n:
-            # nothing counted since the last read with every value current: the same
+        fed = self.fed()
+        if hold:
+            self.eval_predicted = fed[1]
+        if cached is not None and cached[0] == fed:
+            # nothing fed since the last read with every value current: the same
             # values (an evaluation's read makes them the held ones, as a new read would)
             out, bounds = dict(cached[1]), dict(cached[2])
             as_of = {}
@@ -431,7 +630,7 @@ class Scope:
                 if size_of is not None and hold:
                     held[name] = [v, b, n]
             if not as_of:
-                self._fresh = (n, dict(out), dict(bounds))
+                self._fresh = (fed, dict(out), dict(bounds))
         for name, rep in reports.items():
             out[f"drift.{name}.p_value"] = rep.get("p_value")
             out[f"drift.{name}.delta"] = rep.get("delta")
@@ -441,28 +640,37 @@ class Scope:
 
     def idle(self):
         """Whether this segment's row would repeat its last one: its objects counted no
-        event since (events still in its buffer do not count: they are not fed yet; the
-        whole stream's scope is never idle)."""
-        return self.key is not None and self.eval_n == self.n
+        event and no prediction since (events and predictions still in its buffer do not
+        count: they are not fed yet; the whole stream's scope is never idle)."""
+        return (self.key is not None and self.eval_n == self.n
+                and self.eval_predicted == self.n_predicted - self._pend_free)
 
     def eval_state(self):
         """What decides this scope's next rows beyond its metrics (JSON-ready), or None
-        when nothing does (no row yet, nothing held, nothing buffered): its count at its
-        last row, its held values, and the events in its buffer (``"pending"``, only
-        when there are some: :meth:`pending_state`)."""
-        if self.eval_n is None and not self.held and not self.pending:
+        when nothing does (no row yet, nothing held, nothing buffered, every event
+        complete): its count at its last row, its held values, the events in its buffer
+        (``"pending"``, only when there are some: :meth:`pending_state`) and its label
+        coverage (``"coverage"``, only when some predictions came before their labels)."""
+        cov = (self.n_predictions, self.n_predicted, self.n_expired, self.n_replaced,
+               self.eval_predicted)
+        counted = any(cov[1:])  # (else every event was complete: n_predictions is n)
+        if self.eval_n is None and not self.held and not self.pending and not counted:
             return None
         out = {"eval_n": self.eval_n, "held": {k: list(v) for k, v in self.held.items()}}
         if self.pending:
             out["pending"] = self.pending_state()
+        if counted:  # (the label coverage, when it is not "every event complete")
+            out["coverage"] = list(cov)
         return out
 
     def set_eval_state(self, state):
-        """Restore :meth:`eval_state` (None: nothing to restore)."""
+        """Restore :meth:`eval_state` (None: nothing to restore), after ``n``."""
+        self.n_predictions = self.n  # (a state without coverage: every event complete)
         if state is None:
             return
         if isinstance(state, dict) and "pending" in state:
             self.set_pending_state(state["pending"])
+            self.n_predictions = self.n + self.pending  # (overwritten by a coverage)
         try:
             eval_n = state["eval_n"]
             held = {str(k): [None if v[0] is None else float(v[0]), float(v[1]), int(v[2])]
@@ -471,16 +679,26 @@ class Scope:
             raise ValueError(f"bad scope evaluation state: {e!r}") from None
         if eval_n is not None and (type(eval_n) is not int or eval_n < 0):
             raise ValueError(f"bad scope evaluation state: eval_n = {eval_n!r}")
+        cov = state.get("coverage")
+        if cov is not None:
+            if (not isinstance(cov, list) or len(cov) != 5
+                    or not all(type(v) is int and v >= 0 for v in cov)):
+                raise ValueError(f"bad scope evaluation state: coverage = {cov!r:.80}")
         self.eval_n = eval_n
         self.held = held
+        if cov is not None:
+            (self.n_predictions, self.n_predicted, self.n_expired, self.n_replaced,
+             self.eval_predicted) = cov
 
     def reports(self):
         """``{name: report dict}`` of every drift test (JSON-ready); computed once per
-        count of events (a scope that counted none since is read from its cache)."""
+        count of events and predictions fed (a scope fed none since is read from its
+        cache)."""
         cached = self._reports
-        if cached is None or cached[0] != self.n:
+        fed = self.fed()
+        if cached is None or cached[0] != fed:
             cached = self._reports = (
-                self.n, {name: report_dict(d.report()) for name, d in self.drift.items()})
+                fed, {name: report_dict(d.report()) for name, d in self.drift.items()})
         return {name: dict(rep) for name, rep in cached[1].items()}
 
     def late(self, names):

@@ -129,8 +129,12 @@ def load_config(config):
     ``group_by``, the labels its ``pos_label``/``neg_label``.
     """
     run = runconfig.parse(config, "serve")
-    monitor = Monitor.default() if run.monitor is None else Monitor.from_config(run.monitor)
     inp, given = run.input, run.doc.get("input", {})
+    # with delayed labels the default monitor counts every prediction when it is made
+    # (its label-free metrics: estimates, score drift) besides the labels as they join
+    delayed = "label_ttl" in given
+    monitor = (Monitor.default(label_free=delayed) if run.monitor is None
+               else Monitor.from_config(run.monitor, label_free=delayed))
     # max_future is checked by the engine, against its clock (the rows' check is off)
     extra = {"stamp_arrival_time": inp["stamp_arrival_time"]}
     for key in ("max_future", "label_ttl", "on_duplicate"):

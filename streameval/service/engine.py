@@ -280,8 +280,11 @@ class Engine:
                 f"on_duplicate = {on_duplicate!r}: the service takes 'keep_first' or "
                 "'keep_last' (a batch is durable before its predictions are joined, so it "
                 "cannot be refused for a duplicate id; duplicates are counted)")
-        self.joiner = None if label_ttl is None else LabelJoiner(label_ttl,
-                                                                 on_duplicate=on_duplicate)
+        # a Monitor with label-free metrics gets every prediction when it is made (the
+        # joiner passes it on, in the order of the log: recovery replays the same)
+        self.joiner = None if label_ttl is None else LabelJoiner(
+            label_ttl, on_duplicate=on_duplicate,
+            predictions=bool(getattr(monitor, "label_free", ())))
         self.max_pending = check_param(
             "max_pending", DEFAULT_MAX_PENDING if max_pending is None else max_pending,
             Integer(1))
@@ -544,7 +547,8 @@ class Engine:
                     raise ValueError(f"seq = {seq!r:.40}")
                 cls = type(self.monitor)
                 monitor = getattr(cls, "from_array_state", cls.from_state)(state["monitor"])
-                joiner = (LabelJoiner.from_state(state["joiner"])
+                joiner = (LabelJoiner.from_state(state["joiner"],
+                                                 predictions=self.joiner.predictions)
                           if self.joiner is not None and state.get("joiner") else None)
             except (KeyError, TypeError, ValueError, RecursionError, AttributeError,
                     IndexError) as e:

@@ -42,6 +42,9 @@ Families:
 * with delayed labels: ``streameval_label_join_total{outcome}`` (``joined``,
   ``expired``, ``orphans``, ``duplicates``), ``streameval_predictions_pending``,
   ``streameval_predictions_pending_max`` and ``streameval_pending_refusals_total``;
+  when the Monitor counts predictions before their labels (label-free metrics),
+  ``streameval_label_coverage{segment, state}`` (``predictions``, ``labelled``,
+  ``pending``, ``expired``, and ``replaced`` when some were);
 * ``streameval_missing_segment_field_total{field}`` -- events that lacked a segment
   field, per field, when the Monitor's snapshot counts them
   (``missing_segment_fields``).
@@ -177,6 +180,13 @@ class MonitorCollector(Collector):
             "Guaranteed bound on the distance of a metric's value to the exact one",
             labels=["metric", "window", "segment"],
         )
+        coverage = GaugeMetricFamily(
+            "streameval_label_coverage",
+            "Predictions per segment by label state: predictions (all made), labelled, "
+            "pending (label may still come), expired (never labelled); with delayed labels",
+            labels=["segment", "state"],
+        )
+        covered = False
         bounded = False
         for seg, entry in _segments(snap):
             label = segment_label(seg)
@@ -189,7 +199,12 @@ class MonitorCollector(Collector):
                 seg_events.add_metric([label], float(entry["n"]))
             for name, k in (entry.get("late") or {}).items():
                 late.add_metric([name, windows.get(name, "cumulative"), label], float(k))
+            for state, k in (entry.get("coverage") or {}).items():
+                coverage.add_metric([label, state], float(k))
+                covered = True
         yield metric
+        if covered:
+            yield coverage
         if bounded:
             yield bounds
         yield seg_events

@@ -1,0 +1,150 @@
+"""An estimate from scores checked against the realized value on the same events.
+
+A label-free estimate (``estimated_recall``: the recall expected from calibrated
+scores, with its interval) is only as good as its assumptions: calibrated scores and no
+concept shift. :class:`EstimateCheck` watches them. It is a labelled metric: each labelled
+event goes to its own copy of the estimate (the label ignored) and of the realized metric
+(``recall``), so both cover exactly the same predictions, and it reports
+
+* ``output="error"``: the estimation error, estimate minus realized value;
+* ``output="covered"``: 1.0 when the realized value lies inside the estimate's interval
+  at ``level``, else 0.0 (``nan`` while either is undefined).
+
+Over a window (``Sliding(EstimateCheck(...), size=10_000)``) it compares the two over the
+last labelled events. A realized value outside the interval for a sustained period is the
+sign of concept shift or broken calibration: the default monitor's ``estimate diverged``
+rule watches ``estimate_covered.<metric>@<size>``.
+
+Imports: :mod:`streameval._registry` (the metrics by kind, resolved when built),
+:mod:`streameval.metrics.base`; never the Monitor.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+from streameval import _registry
+from streameval.metrics.base import Metric, from_state
+
+__all__ = ["EstimateCheck", "OUTPUTS"]
+
+#: What an :class:`EstimateCheck` reports.
+OUTPUTS = ("error", "covered")
+
+
+def _build(kind, threshold, pos_label, neg_label):
+    """A metric of config kind (or class name) ``kind`` with the parameters it takes."""
+    name = _registry.config_kinds().get(kind, kind)
+    cls = _registry.state_class(name)
+    if cls is None:
+        raise ValueError(f"{kind!r} is not a metric kind (not registered)")
+    params = inspect.signature(cls.__init__).parameters
+    kwargs = {}
+    if "threshold" in params and threshold is not None:
+        kwargs["threshold"] = threshold
+    if "pos_label" in params:
+        kwargs["pos_label"] = pos_label
+    if "neg_label" in params:
+        kwargs["neg_label"] = neg_label
+    return cls(**kwargs)
+
+
+class EstimateCheck(Metric):
+    """A label-free estimate and the realized metric over the same labelled events.
+
+    Runtime complexity: each ``update`` is one ``update`` of the estimate and one of the
+    realized metric (their costs); ``get`` one ``get`` of each (``"covered"``: and the
+    estimate's ``interval``).
+
+    Parameters
+    ----------
+    of : str
+        The realized metric's kind (``"recall"``).
+    estimate : str, optional
+        The estimate's kind (default ``"estimated_<of>"``); it must declare
+        ``needs_labels = False``, and for ``output="covered"`` have ``interval(level)``.
+    output : {"error", "covered"}
+        What :meth:`get` returns (see the module docstring).
+    level : float
+        The interval's confidence level (``"covered"``).
+    threshold, pos_label, neg_label
+        Given to both metrics where they take them.
+    """
+
+    _public_name = "EstimateCheck"
+    needs_labels = True
+
+    def __init__(self, of="recall", estimate=None, output="error", level=0.95, threshold=0.5,
+                 pos_label=True, neg_label=None):
+        if output not in OUTPUTS:
+            raise ValueError(f"output = {output!r}: must be one of {OUTPUTS}")
+        if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+            raise ValueError(f"level = {level!r}: must be a number in (0, 1)")
+        self.of = of
+        self.estimate = estimate
+        self.output = output
+        self.level = float(level)
+        self.threshold = threshold
+        self.pos_label = pos_label
+        self.neg_label = neg_label
+        self._real = _build(of, threshold, pos_label, neg_label)
+        self._est = _build(estimate or f"estimated_{of}", threshold, pos_label, neg_label)
+        if getattr(self._est, "needs_labels", True) is not False:
+            raise ValueError(f"estimate {estimate or 'estimated_' + of!r} is not a label-free "
+                             "metric (needs_labels = False)")
+
+    def update(self, y_true, y_pred, w=1.0):
+        """Add one labelled event to both. Returns ``self``."""
+        self._real.update(y_true, y_pred, w)  # (validates first: a bad event changes nothing)
+        self._est.update(y_true, y_pred, w)
+        return self
+
+    def revert(self, y_true, y_pred, w=1.0):
+        """Remove one event added earlier from both. Returns ``self``."""
+        self._real.revert(y_true, y_pred, w)
+        self._est.revert(y_true, y_pred, w)
+        return self
+
+    def update_many(self, y_true, y_pred, w=None):
+        """Add a batch to both (validated by the realized metric first). Returns ``self``."""
+        self._real.validate(y_true, y_pred, w)
+        self._real.update_many(y_true, y_pred, w)
+        self._est.update_many(y_true, y_pred, w)
+        return self
+
+    def revert_many(self, y_true, y_pred, w=None):
+        """Remove a batch added earlier from both. Returns ``self``."""
+        self._real.revert_many(y_true, y_pred, w)
+        self._est.revert_many(y_true, y_pred, w)
+        return self
+
+    def get(self):
+        """The estimation error, or 1.0/0.0 for a realized value inside/outside the
+        estimate's interval; ``nan`` while either value is undefined."""
+        real = float(self._real.get())
+        if self.output == "error":
+            return float(self._est.get()) - real
+        lo, hi = self._est.interval(self.level)
+        if lo is None or hi is None or any(math.isnan(v) for v in (real, lo, hi)):
+            return math.nan
+        return 1.0 if lo <= real <= hi else 0.0
+
+    def values(self):
+        """``(estimate, realized)`` over the events counted."""
+        return float(self._est.get()), float(self._real.get())
+
+    def _get_data(self):
+        return {"estimate": self._est.to_state(), "realized": self._real.to_state()}
+
+    def _set_data(self, data):
+        self._est = from_state(data["estimate"])
+        self._real = from_state(data["realized"])
+
+    def _merge(self, other):
+        self._est.merge(other._est)
+        self._real.merge(other._real)
+
+    def _subtract(self, other):
+        self._real.subtract(other._real)
+        self._est.subtract(other._est)
