@@ -97,6 +97,8 @@ FACTORIES.update({  # calibration (streameval.metrics.calibration)
 FACTORIES.update({  # score drift (streameval.metrics.scoredrift)
     name: [getattr(importlib.import_module("streameval.metrics.scoredrift"), name)]
     for name in ("ScoreDrift", "ScoreDriftDetector")})
+FACTORIES["EstimateCheck"] = [  # an estimate checked against the labels (metrics.checked)
+    lambda: importlib.import_module("streameval.metrics.checked").EstimateCheck(of="recall")]
 
 INSTANCES = [(name, i, make) for name, makes in FACTORIES.items()
              for i, make in enumerate(makes)]

@@ -203,7 +203,9 @@ CASES += [  # score drift against a given reference (a learned one is not revert
      "binary"),
     ("ScoreDriftDetector", lambda: importlib.import_module(
         "streameval.metrics.scoredrift").ScoreDriftDetector(reference=4, window=3, every=2),
-     "binary")]
+     "binary"),
+    ("EstimateCheck", lambda: importlib.import_module(  # an estimate against the labels
+        "streameval.metrics.checked").EstimateCheck(of="recall"), "proba")]
 
 IDS = [c[0] for c in CASES]
 

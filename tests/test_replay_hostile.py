@@ -218,7 +218,8 @@ def test_segments_past_the_cap_are_counted_in_the_summary(tmp_path):
                      "--no-report", "-q"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["other_events"] == 120  # "c" and "d": 2 of every 5 rows
-    assert [f["segment"] for f in summary["final"]] == [None, "a", "b", "__other__"]
+    # (in the order of each segment's first row: a segment writes at its own cadence)
+    assert sorted(f["segment"] or "" for f in summary["final"]) == ["", "__other__", "a", "b"]
 
 
 def test_resume_after_a_kill_keeps_the_rows_a_metric_refused(tmp_path):

@@ -94,9 +94,30 @@ class EstimateCheck(Metric):
             raise ValueError(f"estimate {estimate or 'estimated_' + of!r} is not a label-free "
                              "metric (needs_labels = False)")
 
+    @property
+    def score_bounds(self):
+        """The estimate's: it reads scores as probabilities, where the realized metric
+        may take any score."""
+        return getattr(self._est, "score_bounds", None)
+
+    def _validate_both(self, y_true, y_pred, w=None):
+        """Check a batch against both metrics, changing nothing (a
+        ``ValidationError`` naming the first bad element and its ``index``); the
+        realized metric's columns."""
+        cols = self._real.validate(y_true, y_pred, w)
+        self._est.validate(y_true, y_pred, w)
+        return cols
+
+    def check_columns(self, y, s, w=None):
+        """Refuse, changing nothing, columns that :meth:`update_trusted` would refuse:
+        it adds event by event, each checked against both metrics."""
+        self._validate_both(y, s, w)
+
     def update(self, y_true, y_pred, w=1.0):
-        """Add one labelled event to both. Returns ``self``."""
-        self._real.update(y_true, y_pred, w)  # (validates first: a bad event changes nothing)
+        """Add one labelled event to both (checked against both first: a bad event
+        changes nothing). Returns ``self``."""
+        self._validate_both([y_true], [y_pred], None if w is None else [w])
+        self._real.update(y_true, y_pred, w)
         self._est.update(y_true, y_pred, w)
         return self
 
@@ -107,8 +128,8 @@ class EstimateCheck(Metric):
         return self
 
     def update_many(self, y_true, y_pred, w=None):
-        """Add a batch to both (validated by the realized metric first). Returns ``self``."""
-        self._real.validate(y_true, y_pred, w)
+        """Add a batch to both (validated against both first). Returns ``self``."""
+        self._validate_both(y_true, y_pred, w)
         self._real.update_many(y_true, y_pred, w)
         self._est.update_many(y_true, y_pred, w)
         return self

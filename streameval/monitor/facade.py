@@ -45,11 +45,11 @@ from streameval.monitor.explain import check_alarm
 from streameval.monitor.intake import OTHER_SEGMENT, Admitted, Intake
 from streameval.monitor.scopes import (
     Scope,
-    _widen,
     fresh,
     label_free,
     report_dict,
     trusted,
+    widen,
 )
 from streameval.validation import (
     Integer,
@@ -531,7 +531,7 @@ class Monitor:
         for x in stash:
             kind |= x[1]
         ids = np.concatenate([x[2] for x in stash])
-        block = np.concatenate([_widen(x[0], x[1], kind) for x in stash], axis=1)
+        block = np.concatenate([widen(x[0], x[1], kind) for x in stash], axis=1)
         self._stash = []
         if not len(ids):
             return

@@ -44,7 +44,7 @@ from streameval.metrics.ranking import OrderView, order_key
 from streameval.windows import Sliding
 
 __all__ = ["Scope", "share_orders", "inner", "fresh", "report_dict", "trusted", "HOLD_FROM",
-           "READ_RATIO", "label_free"]
+           "READ_RATIO", "label_free", "widen"]
 
 #: A cumulative value whose read costs `O(n)` (average precision, a coarsened order's
 #: AUC with its error bound: :meth:`~streameval.metrics.ranking._BinaryRanking.read_size`)
@@ -191,7 +191,7 @@ def _row(kind, bit):
     return 2 + bin(kind & (bit - 1)).count("1")
 
 
-def _widen(block, kind, to):
+def widen(block, kind, to):
     """A buffer block (:meth:`Scope.pend`) of layout ``kind`` in layout ``to`` (which has
     every row ``kind`` has): weights (1.0), times (NaN) and event kinds (complete) filled
     in where ``kind`` has none."""
@@ -473,9 +473,9 @@ class Scope:
         for _, k in chunks:
             kind |= k
         if len(chunks) == 1:
-            block = _widen(chunks[0][0], chunks[0][1], kind)
+            block = widen(chunks[0][0], chunks[0][1], kind)
         else:
-            block = np.concatenate([_widen(b, k, kind) for b, k in chunks], axis=1)
+            block = np.concatenate([widen(b, k, kind) for b, k in chunks], axis=1)
             self._pend = [(block, kind)]  # (one block from now on: a later peek costs nothing)
         y = block[0] != 0.0
         s = block[1].copy()

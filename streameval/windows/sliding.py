@@ -226,9 +226,14 @@ class Sliding(Cases):
         return as_seq(y_true), as_seq(y_pred), None if w is None else as_seq(w)
 
     def check_columns(self, y, s, w=None):
-        """The wrapped metric's ``check_columns`` (see ``Metric.check_columns``)."""
+        """The wrapped metric's ``check_columns`` (see ``Metric.check_columns``); over a
+        metric without typed columns, the check :meth:`update_trusted` makes first (its
+        ``validate``)."""
+        if not self._typed:
+            self._ops.validate(y, s, w)
+            return
         check = getattr(self.metric, "check_columns", None)
-        if check is not None and self._typed:
+        if check is not None:
             check(y, s, w)
 
     def update_trusted(self, y, s, w=None, t=None):
