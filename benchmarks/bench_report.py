@@ -48,6 +48,10 @@ EVERY = 1000  # the default monitor's evaluation interval
 METRICS = ("roc_auc", "average_precision", "precision", "recall", "f1", "accuracy", "log_loss",
            "roc_auc@10000", "average_precision@10000", "precision@10000", "recall@10000",
            "f1@10000", "accuracy@10000", "log_loss@10000")
+#: the metrics whose rows carry an interval (Wilson for proportions, DeLong for a window's
+#: AUC; not the cumulative AUC: streameval.monitor.evaluation.row_intervals)
+INTERVALS = [i for i, m in enumerate(METRICS)
+             if m.split("@")[0] in ("precision", "recall", "accuracy") or m == "roc_auc@10000"]
 
 
 def write_rows(path, events, segments, seed=SEED):
@@ -80,8 +84,13 @@ def write_rows(path, events, segments, seed=SEED):
                     vals = walk[i, j]
                     if seg == broken and k > evals // 2:
                         vals = vals - 0.2
+                    vals = np.round(vals, 6)
                     row = {"n": n if seg is None else n // max(1, len(segs) - 1), "t": t,
-                           "segment": seg, "values": dict(zip(METRICS, np.round(vals, 6).tolist()))}
+                           "segment": seg, "values": dict(zip(METRICS, vals.tolist()))}
+                    # the 95% intervals rows carry (proportions and windows' AUC)
+                    row["intervals"] = {METRICS[m]: [round(float(vals[m]) - 0.01, 6),
+                                                     round(float(vals[m]) + 0.01, 6)]
+                                        for m in INTERVALS}
                     if seg is not None:
                         row["stream_n"] = n
                     lines.append(json.dumps(row, separators=(",", ":")))
@@ -224,26 +233,35 @@ def replay_table(res, tmp, events):
     log = tmp / "events.jsonl"
     make_log(log, events, scores_kind="continuous")
     out = tmp / "replay"
-    t0 = time.perf_counter()
     run = Replay(str(log), out, report=False, progress=False)
-    run.run()
-    replay_s = time.perf_counter() - t0
-    # what the replay's report adds at the end: the Monitor's score summaries (whole
-    # stream and alerting segments), reading the rows, the page; wall and CPU time
+    # the report's score summaries, as a replay with a report takes them: through the
+    # stream (CurveRecorder.on_row), when alerts fire, and at the end
     mon = run.pipeline.monitor
+    rec = CurveRecorder(mon)
+    mon.on_metrics.append(rec.on_row)
+    mon.on_alert.append(rec)
+    t0 = time.perf_counter()
+    run.run()
+    during, during_cpu = rec.seconds, rec.seconds  # (recording is CPU-bound)
+    replay_s = time.perf_counter() - t0 - during
+    # what the report adds: the recordings during the replay, then at the end the
+    # summaries, reading the rows, the page; wall and CPU time
     w0, c0 = time.perf_counter(), time.process_time()
     alerts = read_jsonl(out / "alerts.jsonl")
     alerting = [a.get("segment") for a in alerts if a.get("state") == "firing"]
-    curves = CurveRecorder(mon).curves(alerting)
+    curves = rec.curves(alerting)
     path = write_report(read_jsonl(out / "metrics.jsonl"), alerts, out, curves=curves,
                         rules=[r.to_config() for r in mon.rules])
-    report_s, report_cpu = time.perf_counter() - w0, time.process_time() - c0
-    cols = ["events", "replay without report s", "report s", "report CPU s", "page MB"]
+    report_s = time.perf_counter() - w0 + during
+    report_cpu = time.process_time() - c0 + during_cpu
+    cols = ["events", "replay without report s", "report s", "report CPU s", "page MB",
+            "curve times"]
     table = res.table("replay", "The report of a replay (default monitor, continuous scores)",
                       cols, note="the report: the Monitor's score summaries (ROC, PR, "
-                                 "confusion, scores, calibration), reading the rows, the page")
+                                 "confusion, scores, calibration) through the stream and at "
+                                 "the end, reading the rows, the page")
     cells = [events, round(replay_s, 3), round(report_s, 3), round(report_cpu, 3),
-             round(path.stat().st_size / 1e6, 2)]
+             round(path.stat().st_size / 1e6, 2), len(rec.timed)]
     table.add(*cells)
     res.figure("replay_report_seconds", f"report of a {events:,}-event replay",
                round(report_s, 3), "s", better="lower")

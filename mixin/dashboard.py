@@ -68,11 +68,11 @@ def series(title: str, description: str, targets, unit: str = "short", *,
 
 
 def single(title: str, description: str, expr: str, unit: str = "short", *, span: int = 3,
-           steps=((None, "green"),)):
+           steps=((None, "green"),), legend: str = "{{instance}}"):
     th = (dashboard.ThresholdsConfig().mode(md.ThresholdsMode.ABSOLUTE)
           .steps([md.Threshold(value=v, color=c) for v, c in steps]))
     return (stat.Panel().title(title).description(description).datasource(DS).unit(unit)
-            .span(span).height(4).with_target(query(expr, legend="{{instance}}"))
+            .span(span).height(4).with_target(query(expr, legend=legend))
             .thresholds(th)
             .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]))
             .color_mode(mc.BigValueColorMode.BACKGROUND)
@@ -87,6 +87,24 @@ def variable(name: str, label: str, q: str, *, multi: bool = False, include_all:
     if include_all:
         v = v.include_all(True).all_value(".*")
     return v.current(md.VariableOption(selected=True, text="All", value="$__all"))
+
+
+def sel(name: str, extra: str = "", *, segment: bool = False) -> str:
+    """``name{<target selector>[, segment selector]<extra>}``: every query's selector."""
+    return f"{name}{{{SEG if segment else SEL}{extra}}}"
+
+
+def rate(name: str) -> str:
+    """The per-second rate of the counter ``name`` over Grafana's rate interval."""
+    return f"rate({sel(name)}[$__rate_interval])"
+
+
+def row(d, title: str, *panels):
+    """``d`` with a row titled ``title`` holding ``panels``, in order."""
+    d = d.with_row(dashboard.Row(title))
+    for p in panels:
+        d = d.with_panel(p)
+    return d
 
 
 def build() -> md.Dashboard:
@@ -106,177 +124,174 @@ def build() -> md.Dashboard:
                                  'label_values(streameval_events_total{job=~"$job", '
                                  'model=~"$model"}, instance)', multi=True))
          .with_variable(variable("segment", "Segment",
-                                 f'label_values(streameval_segment_events{{{SEL}}}, segment)',
+                                 f'label_values({sel("streameval_segment_events")}, segment)',
                                  multi=True))
          .with_variable(variable("metric", "Metric",
-                                 f'label_values(streameval_metric{{{SEL}}}, metric)',
+                                 f'label_values({sel("streameval_metric")}, metric)',
                                  multi=True)))
 
-    # ------------------------------------------------------------------ health
-    d = (d.with_row(dashboard.Row("Health"))
-         .with_panel(single("Up", "Prometheus's last scrape of each target: 1 up, 0 down "
-                            "(alert StreamevalDown).",
-                            f'min(up{{{SEL}}})', "none",
-                            steps=((None, "red"), (1, "green"))))
-         .with_panel(single("Since last scrape", "Wall clock since Prometheus's newest sample "
-                            "of up (no value once the target is stale, after 5 minutes).",
-                            f'time() - max(timestamp(up{{{SEL}}}))', "s"))
-         .with_panel(single("Events counted", "Events acknowledged by the service "
-                            "(streameval_events_total).",
-                            f'sum(streameval_events_total{{{SEL}}})', "short"))
-         .with_panel(single("Event-time lag", "Wall clock minus the newest event time "
-                            "(instance:streameval_event_time_lag_seconds); large for a replay "
-                            "of old logs.",
-                            f'max(instance:streameval_event_time_lag_seconds{{{SEL}}})', "s"))
-         .with_panel(single("Firing alerts", "Rules of the service's monitor firing now "
-                            "(instance:streameval_alerts_firing:count).",
-                            f'sum(instance:streameval_alerts_firing:count{{{SEL}}})', "none",
-                            steps=((None, "green"), (1, "red"))))
-         .with_panel(single("Pending alerts", "Rules of the service's monitor pending now "
-                            "(instance:streameval_alerts_pending:count).",
-                            f'sum(instance:streameval_alerts_pending:count{{{SEL}}})', "none",
-                            steps=((None, "green"), (1, "orange"))))
-         .with_panel(single("Segments", "Segments with series of their own "
-                            "(instance:streameval_segments:count); at most max_segments.",
-                            f'sum(instance:streameval_segments:count{{{SEL}}})', "none"))
-         .with_panel(single("Checkpoint age", "Wall clock since the last checkpoint "
-                            "(instance:streameval_checkpoint_age_seconds).",
-                            f'max(instance:streameval_checkpoint_age_seconds{{{SEL}}})', "s"))
-         .with_panel(series("Scrape duration and ingest latency (p99)",
-                            "Prometheus's scrape_duration_seconds, and the 99th percentile of "
-                            "the time to validate, log and apply one request "
-                            "(instance:streameval_ingest_seconds:p99_rate5m).",
-                            [query(f'scrape_duration_seconds{{{SEL}}}', "scrape {{instance}}"),
-                             query(f'instance:streameval_ingest_seconds:p99_rate5m{{{SEL}}}',
-                                   "ingest p99 {{instance}}")], "s", span=24)))
+    d = row(
+        d, "Health",
+        single("Up", "Prometheus's last scrape of each target: 1 up, 0 down "
+               "(alert StreamevalDown).",
+               f'min({sel("up")})', "none", steps=((None, "red"), (1, "green"))),
+        single("Since last scrape", "Wall clock since Prometheus's newest sample "
+               "of up (no value once the target is stale, after 5 minutes).",
+               f'time() - max(timestamp({sel("up")}))', "s"),
+        single("Events counted", "Events acknowledged by the service "
+               "(streameval_events_total).",
+               f'sum({sel("streameval_events_total")})', "short"),
+        single("Event-time lag", "Wall clock minus the newest event time "
+               "(instance:streameval_event_time_lag_seconds); large for a replay "
+               "of old logs.",
+               f'max({sel("instance:streameval_event_time_lag_seconds")})', "s"),
+        single("Firing alerts", "Rules of the service's monitor firing now "
+               "(instance:streameval_alerts_firing:count).",
+               f'sum({sel("instance:streameval_alerts_firing:count")})', "none",
+               steps=((None, "green"), (1, "red"))),
+        single("Pending alerts", "Rules of the service's monitor pending now "
+               "(instance:streameval_alerts_pending:count).",
+               f'sum({sel("instance:streameval_alerts_pending:count")})', "none",
+               steps=((None, "green"), (1, "orange"))),
+        single("Segments", "Segments with series of their own "
+               "(instance:streameval_segments:count); at most max_segments.",
+               f'sum({sel("instance:streameval_segments:count")})', "none"),
+        single("Checkpoint age", "Wall clock since the last checkpoint "
+               "(instance:streameval_checkpoint_age_seconds).",
+               f'max({sel("instance:streameval_checkpoint_age_seconds")})', "s"),
+        single("Write-ahead log", "streameval_wal_failed: 1 once a batch could not be made "
+               "durable or applied; events are refused until a restart (alert "
+               "StreamevalWALFailed).",
+               f'max({sel("streameval_wal_failed")})', "none",
+               steps=((None, "green"), (1, "red"))),
+        single("Version", "streameval_info: streameval's version on each target.",
+               f'max by (version) ({sel("streameval_info")})', "none", legend="{{version}}",
+               span=3).text_mode(mc.BigValueTextMode.NAME),
+        series("Scrape duration and ingest latency (p99)",
+               "Prometheus's scrape_duration_seconds, and the 99th percentile of "
+               "the time to validate, log and apply one request "
+               "(instance:streameval_ingest_seconds:p99_rate5m).",
+               [query(sel("scrape_duration_seconds"), "scrape {{instance}}"),
+                query(sel("instance:streameval_ingest_seconds:p99_rate5m"),
+                      "ingest p99 {{instance}}")], "s", span=18))
 
-    # ------------------------------------------------------------------ ingestion
-    d = (d.with_row(dashboard.Row("Ingestion"))
-         .with_panel(series("Events and batches per second",
-                            "instance:streameval_events:rate5m and "
-                            "instance:streameval_batches:rate5m.",
-                            [query(f'instance:streameval_events:rate5m{{{SEL}}}',
-                                   "events {{instance}}"),
-                             query(f'instance:streameval_batches:rate5m{{{SEL}}}',
-                                   "batches {{instance}}")], "ops"))
-         .with_panel(series("Refusals by reason",
-                            "instance:streameval_refused:rate5m: bad requests (requests/s), "
-                            "events dated past max_future and late events (events/s), "
-                            "predictions refused at max_pending (batches/s).",
-                            [query(f'instance:streameval_refused:rate5m{{{SEL}}}',
-                                   "{{reason}} ({{unit}}/s) {{instance}}")], "ops"))
-         .with_panel(series("Events per second by segment",
-                            "instance_segment:streameval_segment_events:rate5m: the volume "
-                            "each segment's metrics rest on.",
-                            [query(whole(f'instance_segment:streameval_segment_events:rate5m'
-                                         f'{{{SEG}}}'), "{{segment}}")], "ops"))
-         .with_panel(series("Events under __other__ per second",
-                            "rate(streameval_other_segment_events_total): events of new "
-                            "segment values past max_segments (alert "
-                            "StreamevalSegmentCapReached).",
-                            [query(f'rate(streameval_other_segment_events_total{{{SEL}}}'
-                                   f'[$__rate_interval])', "{{instance}}")], "ops")))
+    d = row(
+        d, "Ingestion",
+        series("Events and batches per second",
+               "instance:streameval_events:rate5m and instance:streameval_batches:rate5m.",
+               [query(sel("instance:streameval_events:rate5m"), "events {{instance}}"),
+                query(sel("instance:streameval_batches:rate5m"), "batches {{instance}}")],
+               "ops"),
+        series("Refusals by reason",
+               "instance:streameval_refused:rate5m: refused requests by the service's "
+               "reason (invalid, idempotency_conflict, too_large, timeout; requests/s), "
+               "events dated past max_future and late events (events/s), predictions "
+               "refused at max_pending (batches/s).",
+               [query(sel("instance:streameval_refused:rate5m"),
+                      "{{reason}} ({{unit}}/s) {{instance}}")], "ops"),
+        series("Events per second by segment",
+               "instance_segment:streameval_segment_events:rate5m: the volume "
+               "each segment's metrics rest on.",
+               [query(whole(sel("instance_segment:streameval_segment_events:rate5m",
+                                segment=True)), "{{segment}}")], "ops"),
+        series("Events under __other__ per second",
+               "rate(streameval_other_segment_events_total): events of new "
+               "segment values past max_segments (alert StreamevalSegmentCapReached).",
+               [query(rate("streameval_other_segment_events_total"), "{{instance}}")], "ops"))
 
-    # ------------------------------------------------------------------ label join
-    d = (d.with_row(dashboard.Row("Label join"))
-         .with_panel(series("Join outcomes per second",
-                            "instance:streameval_label_join:rate5m by outcome: joined, expired "
-                            "unlabelled (label_ttl), orphan labels, duplicate prediction ids.",
-                            [query(f'instance:streameval_label_join:rate5m{{{SEL}}}',
-                                   "{{outcome}} {{instance}}")], "ops"))
-         .with_panel(series("Predictions waiting for a label",
-                            "streameval_predictions_pending against "
-                            "streameval_predictions_pending_max (429 past it).",
-                            [query(f'streameval_predictions_pending{{{SEL}}}',
-                                   "pending {{instance}}"),
-                             query(f'streameval_predictions_pending_max{{{SEL}}}',
-                                   "max_pending {{instance}}")], "short"))
-         .with_panel(series("Expired and orphan shares (1h)",
-                            "instance:streameval_label_join_expired:ratio_rate1h and "
-                            "instance:streameval_label_join_orphans:ratio_rate1h.",
-                            [query(f'instance:streameval_label_join_expired:ratio_rate1h'
-                                   f'{{{SEL}}}', "expired {{instance}}"),
-                             query(f'instance:streameval_label_join_orphans:ratio_rate1h'
-                                   f'{{{SEL}}}', "orphans {{instance}}")],
-                            "percentunit", max_val=1)))
+    d = row(
+        d, "Label join",
+        series("Join outcomes per second",
+               "instance:streameval_label_join:rate5m by outcome: joined, expired "
+               "unlabelled (label_ttl), orphan labels, duplicate prediction ids.",
+               [query(sel("instance:streameval_label_join:rate5m"),
+                      "{{outcome}} {{instance}}")], "ops"),
+        series("Predictions waiting for a label",
+               "streameval_predictions_pending against "
+               "streameval_predictions_pending_max (429 past it).",
+               [query(sel("streameval_predictions_pending"), "pending {{instance}}"),
+                query(sel("streameval_predictions_pending_max"), "max_pending {{instance}}")],
+               "short"),
+        series("Expired and orphan shares (1h)",
+               "instance:streameval_label_join_expired:ratio_rate1h and "
+               "instance:streameval_label_join_orphans:ratio_rate1h.",
+               [query(sel("instance:streameval_label_join_expired:ratio_rate1h"),
+                      "expired {{instance}}"),
+                query(sel("instance:streameval_label_join_orphans:ratio_rate1h"),
+                      "orphans {{instance}}")],
+               "percentunit", max_val=1))
 
-    # ------------------------------------------------------------------ late and future
-    d = (d.with_row(dashboard.Row("Late and future events"))
-         .with_panel(series("Late events per second by segment",
-                            "instance_segment:streameval_late_events:rate5m: the most any "
-                            "window by period of the segment refused as late.",
-                            [query(whole(f'instance_segment:streameval_late_events:rate5m'
-                                         f'{{{SEG}}}'), "{{segment}}")], "ops"))
-         .with_panel(series("Future events per second",
-                            "rate(streameval_future_events_total): events refused for a time "
-                            "past max_future.",
-                            [query(f'rate(streameval_future_events_total{{{SEL}}}'
-                                   f'[$__rate_interval])', "{{instance}}")], "ops")))
+    d = row(
+        d, "Late and future events",
+        series("Late events per second by segment",
+               "instance_segment:streameval_late_events:rate5m: the most any "
+               "window by period of the segment refused as late.",
+               [query(whole(sel("instance_segment:streameval_late_events:rate5m",
+                                segment=True)), "{{segment}}")], "ops"),
+        series("Future events per second",
+               "rate(streameval_future_events_total): events refused for a time "
+               "past max_future.",
+               [query(rate("streameval_future_events_total"), "{{instance}}")], "ops"))
 
-    # ------------------------------------------------------------------ checkpoints
-    d = (d.with_row(dashboard.Row("Checkpoints"))
-         .with_panel(series("Checkpoints and failures per hour",
-                            "increase of streameval_checkpoints_total and "
-                            "streameval_checkpoint_errors_total.",
-                            [query(f'increase(streameval_checkpoints_total{{{SEL}}}[1h])',
-                                   "written {{instance}}"),
-                             query(f'increase(streameval_checkpoint_errors_total{{{SEL}}}[1h])',
-                                   "failed {{instance}}")], "short", span=8))
-         .with_panel(series("Events only in the write-ahead log",
-                            "streameval_events_since_checkpoint: what a restart replays.",
-                            [query(f'streameval_events_since_checkpoint{{{SEL}}}',
-                                   "{{instance}}")], "short", span=8))
-         .with_panel(series("Lost at start",
-                            "streameval_lost_batches_total and streameval_lost_events_total: "
-                            "acknowledged data missing at a start with accept_loss.",
-                            [query(f'streameval_lost_batches_total{{{SEL}}}',
-                                   "batches {{instance}}"),
-                             query(f'streameval_lost_events_total{{{SEL}}}',
-                                   "events {{instance}}")], "short", span=8)))
+    d = row(
+        d, "Checkpoints",
+        series("Checkpoints and failures per hour",
+               "increase of streameval_checkpoints_total and "
+               "streameval_checkpoint_errors_total.",
+               [query(f'increase({sel("streameval_checkpoints_total")}[1h])',
+                      "written {{instance}}"),
+                query(f'increase({sel("streameval_checkpoint_errors_total")}[1h])',
+                      "failed {{instance}}")], "short", span=8),
+        series("Events only in the write-ahead log",
+               "streameval_events_since_checkpoint: what a restart replays.",
+               [query(sel("streameval_events_since_checkpoint"), "{{instance}}")],
+               "short", span=8),
+        series("Lost at start",
+               "streameval_lost_batches_total and streameval_lost_events_total: "
+               "acknowledged data missing at a start with accept_loss.",
+               [query(sel("streameval_lost_batches_total"), "batches {{instance}}"),
+                query(sel("streameval_lost_events_total"), "events {{instance}}")],
+               "short", span=8))
 
-    # ------------------------------------------------------------------ quality
-    d = (d.with_row(dashboard.Row("Quality by segment"))
-         .with_panel(series("$metric",
-                            "streameval_metric for the chosen metric, one line per segment "
-                            "(no line while the value is undefined); repeated for each chosen "
-                            "metric.",
-                            [query(whole(f'streameval_metric{{{SEG}, metric=~"$metric"}}'),
-                                   "{{segment}} {{window}}")], "none", span=24, min_val=None)
-                     .repeat("metric").repeat_direction("h")
-                     .max_per_row(2))
-         .with_panel(series("Worst and best segment",
-                            "instance_metric:streameval_metric:min_over_segments and "
-                            "max_over_segments for the chosen metrics.",
-                            [query(f'instance_metric:streameval_metric:min_over_segments'
-                                   f'{{{SEL}, metric=~"$metric"}}', "min {{metric}}"),
-                             query(f'instance_metric:streameval_metric:max_over_segments'
-                                   f'{{{SEL}, metric=~"$metric"}}', "max {{metric}}")],
-                            "none", span=24, min_val=None)))
+    d = row(
+        d, "Quality by segment",
+        series("$metric",
+               "streameval_metric for the chosen metric, one line per segment "
+               "(no line while the value is undefined); repeated for each chosen metric.",
+               [query(whole(sel("streameval_metric", ', metric=~"$metric"', segment=True)),
+                      "{{segment}} {{window}}")], "none", span=24, min_val=None)
+        .repeat("metric").repeat_direction("h").max_per_row(2),
+        series("Worst and best segment",
+               "instance_metric:streameval_metric:min_over_segments and "
+               "max_over_segments for the chosen metrics.",
+               [query(sel("instance_metric:streameval_metric:min_over_segments",
+                          ', metric=~"$metric"'), "min {{metric}}"),
+                query(sel("instance_metric:streameval_metric:max_over_segments",
+                          ', metric=~"$metric"'), "max {{metric}}")],
+               "none", span=24, min_val=None))
 
-    # ------------------------------------------------------------------ alerts
-    d = (d.with_row(dashboard.Row("Alerts"))
-         .with_panel(table.Panel().title("Active alerts").datasource(DS).span(12).height(8)
-                     .description("streameval_alert_active: the service's rules that are "
-                                  "pending or firing now, by rule and segment.")
-                     .with_target(query(whole(f'streameval_alert_active{{{SEG}}} == 1'),
-                                        instant=True))
-                     .with_transformation(md.DataTransformerConfig(
-                         id_val="organize",
-                         options={"excludeByName": {"Time": True, "Value": True,
-                                                    "__name__": True},
-                                  "indexByName": {"rule": 0, "segment": 1, "state": 2}})))
-         .with_panel(series("Alert transitions per hour",
-                            "instance:streameval_alert_transitions:increase1h: more than 20 "
-                            "an hour fires StreamevalAlertsFlapping.",
-                            [query(f'instance:streameval_alert_transitions:increase1h{{{SEL}}}',
-                                   "{{instance}}")], "short"))
-         .with_panel(series("Firing and pending alerts",
-                            "instance:streameval_alerts_firing:count and "
-                            "instance:streameval_alerts_pending:count.",
-                            [query(f'instance:streameval_alerts_firing:count{{{SEL}}}',
-                                   "firing {{instance}}"),
-                             query(f'instance:streameval_alerts_pending:count{{{SEL}}}',
-                                   "pending {{instance}}")], "short", span=24)))
+    d = row(
+        d, "Alerts",
+        table.Panel().title("Active alerts").datasource(DS).span(12).height(8)
+        .description("streameval_alert_active: the service's rules that are pending or "
+                     "firing now, by rule and segment, with the rule's severity.")
+        .with_target(query(whole(f'{sel("streameval_alert_active", segment=True)} == 1'),
+                           instant=True))
+        .with_transformation(md.DataTransformerConfig(
+            id_val="organize",
+            options={"excludeByName": {"Time": True, "Value": True, "__name__": True},
+                     "indexByName": {"rule": 0, "segment": 1, "state": 2, "severity": 3}})),
+        series("Alert transitions per hour",
+               "instance:streameval_alert_transitions:increase1h: more than 20 "
+               "an hour fires StreamevalAlertsFlapping.",
+               [query(sel("instance:streameval_alert_transitions:increase1h"),
+                      "{{instance}}")], "short"),
+        series("Firing and pending alerts",
+               "instance:streameval_alerts_firing:count and "
+               "instance:streameval_alerts_pending:count.",
+               [query(sel("instance:streameval_alerts_firing:count"), "firing {{instance}}"),
+                query(sel("instance:streameval_alerts_pending:count"), "pending {{instance}}")],
+               "short", span=24))
     built = d.build()
     for i, panel in enumerate(built.panels, 1):     # unique ids, rows included
         panel.id_val = i

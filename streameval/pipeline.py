@@ -166,7 +166,8 @@ class Pipeline:
         ``"alerts"`` (its alert transitions), ``"rejected"`` (the source's bad rows).
         Opened fresh, or, after a resume, cut back to the sizes in the checkpoint.
     sinks : sequence
-        More receivers of alert transitions: io sinks (with ``write``) or callables.
+        More receivers of alert transitions: io sinks (with ``write``) or callables; a
+        sink with an ``on_row`` method receives the metrics rows there too.
     checkpoint : str or Path, optional
         Checkpoint file; :meth:`resume` reads it, :meth:`run` saves it every
         ``checkpoint_every`` events (at the end of the batch that reaches it) and at
@@ -378,6 +379,8 @@ class Pipeline:
             m.on_alert.append(self._writers["alerts"].write)
         for sink in self.sinks:
             m.on_alert.append(as_writer(sink))
+            if callable(getattr(sink, "on_row", None)):  # a sink of metrics rows too
+                m.on_metrics.append(sink.on_row)
         if "rejected" in self._writers and self.source is not None:
             self.source.rejected = rejected_callback(self._writers["rejected"])
 

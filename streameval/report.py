@@ -6,8 +6,9 @@ segment's row with ``"stream_n"`` too) and of ``alerts.jsonl`` (``{"rule", "stat
 "n", "t", "value", "segment"}`` plus whatever explanation fields the alert carries),
 the schemas of DESIGN.md section 6, and, optionally, score summaries
 (:func:`score_summary`: ROC and PR curves, confusion matrix, score distribution,
-reliability curve) taken from a Monitor at the end of a stream and when alerts fired
-(:func:`monitor_curves`, :class:`CurveRecorder`).
+reliability curve) taken from a Monitor at the end of a stream, when alerts fired and
+at geometrically spaced counts through the stream (:func:`monitor_curves`,
+:class:`CurveRecorder`).
 
 :func:`report_data` turns the rows into one JSON-serialisable dict (what the page
 draws); :func:`render_html` writes it into a page with `Plotly <https://plotly.com/javascript/>`_
@@ -22,10 +23,11 @@ final values; one zoomable plot per metric (one line per segment, interval bands
 rows carry ``"intervals": {name: [lo, hi]}``, dashed threshold lines of the rules on
 that metric, and shading only for the alerts of rules on that metric); one lane per
 alert (rule and segment: pending and firing spans) under the plots; events per
-evaluation per segment (and label coverage where rows carry ``"coverage"``); the alert
-table with each transition's explanation; and, where score summaries were given, ROC
-and PR curves, the confusion matrix, score distributions by class and the reliability
-curve, for a chosen segment and time. The x axis is event time when every row has one
+evaluation per segment (and the labelled share of predictions where rows carry
+``"coverage"``); an ``estimated_<metric>`` drawn dashed in ``<metric>``'s plot when both
+exist; the alert table with each transition's explanation; and, where score summaries
+were given, ROC and PR curves, the confusion matrix, score distributions by class and
+the reliability curve, for a segment picked and a time picked on a slider. The x axis is event time when every row has one
 (a switch shows events counted instead), and all timeline plots zoom together.
 
 Timelines are downsampled (:func:`downsample`): per series, equal-count buckets each
@@ -37,9 +39,10 @@ of points (:data:`POINT_BUDGET` over all series). The page holds the timelines o
 picker shows others (all segments stay in the tables). Cost: `O(m log m)` for ``m``
 metric rows, read in one pass (an iterable of rows is not held whole).
 
-Imports: the standard library, numpy, and plotly (lazily, for its bundled plotly.js,
-when a page is rendered); nothing from streameval, so a report can be drawn from the
-output files alone. :func:`plot_metric` draws one metric as a static matplotlib figure
+Imports: the standard library, numpy, :func:`streameval.io.sinks.write_atomic` (the
+page is written beside and renamed in) and plotly (lazily, for its bundled plotly.js,
+when a page is rendered); it reads plain rows, never metric or Monitor internals, so a
+report can be drawn from the output files alone. :func:`plot_metric` draws one metric as a static matplotlib figure
 (matplotlib, imported lazily).
 
 >>> rows = [{"n": 10, "t": None, "segment": None, "values": {"recall": 0.5}},
@@ -54,14 +57,15 @@ import functools
 import html
 import json
 import math
-import os
 import re
-import tempfile
+import time
 from datetime import datetime, timezone
 from array import array
 from pathlib import Path
 
 import numpy as np
+
+from streameval.io.sinks import write_atomic
 
 __all__ = [
     "write_report",
@@ -683,19 +687,52 @@ def monitor_curves(monitor, segments=(None,), *, label="end of stream", points=C
 
 
 class CurveRecorder:
-    """Score summaries of a Monitor taken when alerts fire: an ``on_alert`` sink.
+    """Score summaries of a Monitor through the stream: when alerts fire, and at times
+    spaced geometrically through the stream.
 
-    ``monitor.on_alert.append(recorder)`` makes each ``firing`` transition record the
-    summaries (:func:`monitor_curves`) of its segment, at most ``limit`` times (the
-    first ones); :meth:`curves` returns them with the end-of-stream summaries of the
-    whole stream and of ``end_segments``. Each recording costs `O(d)` for ``d``
-    distinct scores of the segment.
+    As an ``on_alert`` sink (``monitor.on_alert.append(recorder)``, or a Pipeline's
+    ``sinks``), each ``firing`` transition records the summaries
+    (:func:`monitor_curves`) of its segment, the first ``limit`` times. As an
+    ``on_metrics`` sink (:meth:`on_row`; a Pipeline connects a sink's ``on_row`` to the
+    Monitor's rows), it records the whole stream's summary at the first evaluation at or
+    after ``first_step``, ``first_step * ratio``, ``first_step * ratio ** 2``, ...
+    events of the stream, and keeps the latest ``times`` of them; the reader of the
+    report picks one with the page's time slider.
+
+    Cost: a recording reads the segment's score order, `O(d)` for ``d`` distinct
+    scores (at most the events counted). The timed ones are taken at counts ``n_k`` whose
+    sum stays below ``n / (ratio - 1)`` for a stream of ``n`` events (with the default
+    ``ratio = 2``: at most one more read of the whole order, however long the stream),
+    and there are about ``log(n / first_step) / log(ratio)`` of them. :attr:`seconds`
+    is the time spent recording so far.
+
+    >>> import streameval as se
+    >>> mon = se.Monitor({"auc": se.ROCAUC()}, every=10)
+    >>> rec = CurveRecorder(mon, times=3, first_step=10)
+    >>> mon.on_metrics.append(rec.on_row)
+    >>> _ = mon.update_many([i % 3 == 0 for i in range(100)], [i / 100 for i in range(100)])
+    >>> [c["stream_n"] for c in rec.timed]  # at 10, 20, 40, 80: the latest 3 kept
+    [20, 40, 80]
     """
 
-    def __init__(self, monitor, limit=4):
+    def __init__(self, monitor, limit=4, *, times=12, first_step=1000, ratio=2.0):
+        for name, v, low in (("limit", limit, 0), ("times", times, 1), ("first_step", first_step, 1)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ValueError(f"{name} = {v!r}: must be an int >= {low}")
+        if not _is_num(ratio) or not ratio > 1 or not math.isfinite(ratio):
+            raise ValueError(f"ratio = {ratio!r}: must be a number > 1")
         self._monitor = monitor
         self.limit = limit
+        self.times = times
+        self.ratio = float(ratio)
+        #: the stream's count at or after which the next timed summary is taken
+        self.next_at = first_step
+        #: the summaries taken when alerts fired
         self.taken = []
+        #: the whole stream's summaries taken through the stream (the latest ``times``)
+        self.timed = []
+        #: seconds spent recording
+        self.seconds = 0.0
 
     @property
     def monitor(self):
@@ -709,13 +746,37 @@ class CurveRecorder:
             return
         seg = transition.get("segment")
         label = f"when {transition.get('rule')} fired"
+        t0 = time.perf_counter()
         self.taken += monitor_curves(self.monitor, [seg], label=label)
+        self.seconds += time.perf_counter() - t0
+
+    def on_row(self, row):
+        """Take the whole stream's summary when ``row`` (a metrics row) is the first at
+        or after :attr:`next_at` events of the stream (see the class)."""
+        x = row.get("stream_n", row.get("n"))
+        if not _is_num(x) or x < self.next_at:
+            return
+        while self.next_at <= x:
+            self.next_at = max(self.next_at + 1, int(math.ceil(self.next_at * self.ratio)))
+        t0 = time.perf_counter()
+        got = monitor_curves(self.monitor, [None], label="")
+        if got:
+            self.timed.append(got[0])
+            del self.timed[:-self.times]
+        self.seconds += time.perf_counter() - t0
 
     def curves(self, end_segments=()):
         """The end of the stream's summaries (whole stream first, then
-        ``end_segments``), then the recorded ones."""
+        ``end_segments``), then the timed ones (labelled "at event <n>"), then those
+        recorded when alerts fired."""
         segs = [None] + [s for s in dict.fromkeys(end_segments) if s is not None]
-        return monitor_curves(self.monitor, segs) + self.taken
+        t0 = time.perf_counter()
+        end = monitor_curves(self.monitor, segs)
+        self.seconds += time.perf_counter() - t0
+        end_n = end[0]["stream_n"] if end else None
+        timed = [dict(c, label=f"at event {c['stream_n']}") for c in self.timed
+                 if c["stream_n"] != end_n]
+        return end + timed + self.taken
 
 
 # ------------------------------------------------------------------------ the data
@@ -843,7 +904,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
                 names.setdefault(name, None)
         group[0].append(i)
         group[1].append(tuple(values.values()))
-        if len(row) > 5:  # beyond n, stream_n, t, segment, values
+        if len(row) > 4:  # beyond n, t, segment, values (and a segment's stream_n)
             ivs = row.get("intervals")
             if isinstance(ivs, dict):
                 for name, pair in ivs.items():
@@ -940,7 +1001,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
         if time_axis:
             vol["t"] = [t[i] for i in keep.tolist()]
         if d["cov"]:
-            vol["coverage"] = [{"x": _json_num(x[i]), "t": t[i], **c} for i, c in d["cov"]]
+            vol["coverage"] = _coverage(d["cov"], x, t, buckets)
         volume.append(vol)
 
     # alert lanes: one per rule and segment, most troubled segments first
@@ -997,6 +1058,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
         "time_axis": time_axis,
         "end_n": end_n,
         "metrics": names,
+        "estimated": {m: f"estimated_{m}" for m in names if f"estimated_{m}" in name_set},
         "segments": [{k: _jsonable(v) for k, v in s.items() if k != "key"} for s in segs],
         "drawn": [seg_index[k] for k in drawn],
         "series": series,
@@ -1014,6 +1076,29 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
             "rows": rows_seen, "points": points, "buckets": buckets,
             "segments_drawn": len(drawn), "segments": len(segs)},
     }
+
+
+def _coverage(cov, x, t, buckets):
+    """A segment's label coverage, downsampled as its timelines are (extremes of the
+    labelled share kept): ``[{"x", "t", "share", "predictions", "labelled", "pending",
+    "expired"}]`` from its rows' ``(row index, coverage dict)``; ``share`` is labelled
+    over predictions (None before any prediction)."""
+    def num(c, k):
+        v = c.get(k)
+        return float(v) if _is_num(v) else math.nan
+
+    pred = np.array([num(c, "predictions") for _, c in cov])
+    lab = np.array([num(c, "labelled") for _, c in cov])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(pred > 0, lab / pred, np.nan)
+    out = []
+    for j in downsample(share, buckets).tolist():
+        i, c = cov[j]
+        item = {"x": _nums(x[i:i + 1])[0], "t": t[i], "share": _json_num(float(share[j]))}
+        for k in ("predictions", "labelled", "pending", "expired"):
+            item[k] = _json_num(c.get(k))
+        out.append(item)
+    return out
 
 
 def _json_num(v):
@@ -1151,22 +1236,8 @@ def write_report(metric_rows, alert_rows, out_dir, *, title="streameval report",
                        curves=curves)
     page = render_html(data)
     path = out_dir / "report.html"
-    _replace(path, page.encode("utf-8"))
+    write_atomic(path, page.encode("utf-8"))  # renamed in: never a half-written page
     return path
-
-
-def _replace(path, data):
-    """Write ``data`` as ``path``: a new file beside it renamed in (a symbolic link at
-    ``path`` is replaced, never written through)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def report_from_dir(out_dir, *, title="streameval report", summary=None, rules=None,
@@ -1293,7 +1364,7 @@ _JS = r"""
   var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31"];
   var VISIBLE = 10;
-  var state = {axis: null, curve: 0, timeline: [], syncing: false, data: null, token: null};
+  var state = {axis: null, curve: 0, timeline: [], syncing: false, data: null, token: null, drawing: []};
 
   function el(tag, attrs, text) {
     var e = document.createElement(tag);
@@ -1361,7 +1432,18 @@ _JS = r"""
     layout.uirevision = "keep";
     layout.margin = layout.margin || {l: 60, r: 20, t: 36, b: 40};
     layout.hovermode = layout.hovermode || "x unified";
-    Plotly.react(div, traces, layout, {responsive: true, displaylogo: false});
+    state.drawing.push(Plotly.react(div, traces, layout, {responsive: true, displaylogo: false}));
+  }
+  function drawn(started) {
+    // the page is drawn when every Plotly.react of this render has resolved: then
+    // data-rendered (a time stamp) and data-render-ms are set (tests and benchmarks wait
+    // for them)
+    var ps = state.drawing;
+    state.drawing = [];
+    Promise.all(ps).then(function () {
+      document.body.setAttribute("data-rendered", String(Date.now()));
+      document.body.setAttribute("data-render-ms", String(Math.round(performance.now() - started)));
+    });
   }
 
   function syncZoom(div) {
@@ -1392,23 +1474,45 @@ _JS = r"""
   }
   function isShown(D, i) { return shownSegments(D).indexOf(i) >= 0; }
 
+  function plotted(D) {
+    // an estimated_<metric> is drawn in its metric's plot when both exist
+    var est = D.estimated || {}, twins = {};
+    Object.keys(est).forEach(function (m) { twins[est[m]] = true; });
+    return D.metrics.filter(function (m) { return !twins[m]; });
+  }
+
   function metricPlot(D, name, div) {
     var traces = [];
+    var est = (D.estimated || {})[name];
+    (est ? D.series[est] || [] : []).forEach(function (s) {
+      if (!isShown(D, s.seg)) return;
+      var seg = D.segments[s.seg], c = color(s.seg), x = xs(D, s);
+      if (s.lo && s.hi) {
+        traces.push({x: x, y: s.hi, mode: "lines", line: {width: 0}, showlegend: false,
+                     hoverinfo: "skip", legendgroup: seg.label + " est"});
+        traces.push({x: x, y: s.lo, mode: "lines", line: {width: 0}, fill: "tonexty",
+                     fillcolor: c + "1a", showlegend: false, hoverinfo: "skip", legendgroup: seg.label + " est"});
+      }
+      traces.push({x: x, y: s.y, mode: "lines", name: seg.label + " (" + est + ")", legendgroup: seg.label + " est",
+                   line: {color: c, width: 1.3, dash: "dash"}, connectgaps: false});
+    });
     (D.series[name] || []).forEach(function (s) {
       if (!isShown(D, s.seg)) return;
       var seg = D.segments[s.seg], c = color(s.seg);
       var vis = true;
       var x = xs(D, s);
+      // SVG, not WebGL: a browser without a GPU (headless, remote desktops) draws
+      // scattergl traces as an empty plot; a timeline holds a few thousand points
+      var kind = "scatter";
       if (s.lo && s.hi) {
         traces.push({x: x, y: s.hi, mode: "lines", line: {width: 0}, showlegend: false,
-                     hoverinfo: "skip", legendgroup: seg.label, visible: vis});
+                     hoverinfo: "skip", legendgroup: seg.label, visible: vis, type: kind});
         traces.push({x: x, y: s.lo, mode: "lines", line: {width: 0}, fill: "tonexty",
                      fillcolor: c + "33", name: seg.label + " interval", legendgroup: seg.label,
-                     showlegend: false, hoverinfo: "skip", visible: vis});
+                     showlegend: false, hoverinfo: "skip", visible: vis, type: kind});
       }
       traces.push({x: x, y: s.y, mode: "lines", name: seg.label, line: {color: c, width: 1.6},
-                   legendgroup: seg.label, visible: vis, connectgaps: false,
-                   type: x.length > 2000 ? "scattergl" : "scatter"});
+                   legendgroup: seg.label, visible: vis, connectgaps: false, type: kind});
     });
     var shapes = [], ann = [];
     (D.thresholds[name] || []).forEach(function (th) {
@@ -1494,23 +1598,27 @@ _JS = r"""
   }
 
   function volumePlot(D, div) {
-    var traces = [];
+    var traces = [], anyCov = false;
     D.volume.forEach(function (v) {
       if (!isShown(D, v.seg)) return;
       var seg = D.segments[v.seg];
       traces.push({x: xs(D, v), y: v.events, mode: "lines", name: seg.label, line: {color: color(v.seg), width: 1.2}});
-      if (v.coverage) {
+      if (v.coverage && v.coverage.length) {
+        anyCov = true;
         var cx = v.coverage.map(function (c) { return useTime(D) ? (c.t === null ? null : new Date(c.t * 1000)) : c.x; });
-        Object.keys(v.coverage[0]).forEach(function (k) {
-          if (k === "x" || k === "t") return;
-          traces.push({x: cx, y: v.coverage.map(function (c) { return c[k]; }), mode: "lines", yaxis: "y2",
-                       name: seg.label + " " + k, line: {dash: "dot", width: 1}});
-        });
+        traces.push({x: cx, y: v.coverage.map(function (c) { return c.share; }), mode: "lines", yaxis: "y2",
+                     name: seg.label + " labelled share", line: {color: color(v.seg), dash: "dot", width: 1.4},
+                     text: v.coverage.map(function (c) {
+                       return fmt(c.labelled) + " labelled of " + fmt(c.predictions) + " predictions; " +
+                              fmt(c.pending) + " pending, " + fmt(c.expired) + " expired"; }),
+                     hovertemplate: "%{y:.1%}: %{text}<extra>" + seg.label + "</extra>"});
       }
     });
-    plot(div, traces, timeLayout(D, {title: {text: "volume: events per evaluation, by segment", font: {size: 14}},
-                       height: 270, yaxis: {title: {text: "events"}, rangemode: "tozero"},
-                       yaxis2: {title: {text: "labels"}, overlaying: "y", side: "right", rangemode: "tozero"}}));
+    var lay = {title: {text: anyCov ? "volume (events per evaluation) and label coverage (labelled share of predictions), by segment"
+                                    : "volume: events per evaluation, by segment", font: {size: 14}},
+               height: 270, yaxis: {title: {text: "events"}, rangemode: "tozero"}};
+    if (anyCov) lay.yaxis2 = {title: {text: "labelled share"}, overlaying: "y", side: "right", range: [0, 1.02], tickformat: ".0%"};
+    plot(div, traces, timeLayout(D, lay));
   }
 
   function curves(D, root) {
@@ -1519,20 +1627,52 @@ _JS = r"""
       s.appendChild(el("p", {"class": "none"}, "No score summaries (they come from a Monitor holding roc_auc or average_precision)."));
       return;
     }
-    var ctl = el("div", {"class": "controls"}), lab = el("label", null, "segment and time: ");
-    var sel = el("select", {id: "se-curve-select"});
+    // a segment picker, and a slider over the times at which that segment's summaries
+    // were taken (the end of the stream last)
+    var groups = {}, segOrder = [];
     D.curves.forEach(function (c, i) {
-      var o = el("option", {value: String(i)}, curveLabel(c));
-      if (i === state.curve) o.selected = true;
+      var k = JSON.stringify(c.segment);
+      if (!(k in groups)) { groups[k] = []; segOrder.push(k); }
+      groups[k].push(i);
+    });
+    segOrder.forEach(function (k) {
+      groups[k].sort(function (a, b) { return (D.curves[a].stream_n - D.curves[b].stream_n) || (a - b); });
+    });
+    var ctl = el("div", {"class": "controls"}), lab = el("label", null, "segment: ");
+    var sel = el("select", {id: "se-curve-segment"});
+    var cur = JSON.stringify((D.curves[state.curve] || D.curves[0]).segment);
+    segOrder.forEach(function (k) {
+      var c = D.curves[groups[k][0]];
+      var o = el("option", {value: k}, c.segment === null ? "all events" : "segment " + c.segment);
+      if (k === cur) o.selected = true;
       sel.appendChild(o);
     });
-    lab.appendChild(sel); ctl.appendChild(lab); s.appendChild(ctl);
+    lab.appendChild(sel); ctl.appendChild(lab);
+    var lab2 = el("label", null, "time: ");
+    var slider = el("input", {type: "range", id: "se-curve-time", min: "0", step: "1"});
+    var what = el("span", {id: "se-curve-label"});
+    lab2.appendChild(slider); ctl.appendChild(lab2); ctl.appendChild(what); s.appendChild(ctl);
+    function setSegment(k, keepLast) {
+      var idx = groups[k];
+      slider.max = String(idx.length - 1);
+      var at = idx.indexOf(state.curve);
+      if (at < 0 || keepLast) {  // the end of the stream: the latest summary
+        at = idx.length - 1;
+        for (var j = idx.length - 1; j >= 0; j--) if (/^end/.test(D.curves[idx[j]].label)) { at = j; break; }
+      }
+      slider.value = String(at);
+      slider.disabled = idx.length < 2;
+      state.curve = idx[at];
+    }
+    setSegment(cur, false);
     var grid = el("div", {"class": "grid"});
     var ids = ["se-roc", "se-pr", "se-confusion", "se-hist", "se-calibration"];
     ids.forEach(function (id) { grid.appendChild(el("div", {id: id})); });
     s.appendChild(grid);
     function draw() {
       var c = state.data.curves[state.curve];
+      what.textContent = curveLabel(c);
+      document.getElementById("se-curves").setAttribute("data-curve", String(state.curve));
       var small = {margin: {l: 55, r: 15, t: 36, b: 45}, height: 340, hovermode: "closest"};
       function L(o) { var r = {}; for (var k in small) r[k] = small[k]; for (k in o) r[k] = o[k]; return r; }
       plot(document.getElementById("se-roc"), [
@@ -1567,8 +1707,11 @@ _JS = r"""
              yaxis: {title: {text: "share of positives"}, range: [0, 1]}}));
       } else { Plotly.purge(cal); cal.textContent = "No reliability curve: scores outside [0, 1]."; }
     }
-    sel.addEventListener("change", function () { state.curve = Number(sel.value); draw(); });
-    state.drawCurves = draw;
+    sel.addEventListener("change", function () { setSegment(sel.value, true); draw(); });
+    slider.addEventListener("input", function () {
+      state.curve = groups[sel.value][Number(slider.value)]; draw(); drawn(performance.now());
+    });
+    state.drawCurves = function () { setSegment(sel.value, false); draw(); };
     draw();
   }
   function curveLabel(c) {
@@ -1637,14 +1780,10 @@ _JS = r"""
     fillSegments(document.getElementById("se-segments-box"), D);
     fillAlerts(document.getElementById("se-alerts-box"), D);
     document.getElementById("se-ds-note").textContent = dsNote(D);
-    D.metrics.forEach(function (name, i) { metricPlot(D, name, document.getElementById("se-metric-" + i)); });
+    plotted(D).forEach(function (name, i) { metricPlot(D, name, document.getElementById("se-metric-" + i)); });
     if (D.lanes.length) lanePlot(D, document.getElementById("se-lanes"));
     if (D.volume.length) volumePlot(D, document.getElementById("se-volume"));
-    if (D.curves && D.curves.length) {
-      var sel = document.getElementById("se-curve-select");
-      D.curves.forEach(function (c, i) { sel.options[i].textContent = curveLabel(c); });
-      state.drawCurves();
-    }
+    if (D.curves && D.curves.length) state.drawCurves();
   }
 
   function render(D) {
@@ -1652,8 +1791,7 @@ _JS = r"""
     var key = shapeKey(D);
     if (key === state.key) {
       update(D);
-      document.body.setAttribute("data-rendered", String(Date.now()));
-      document.body.setAttribute("data-render-ms", String(Math.round(performance.now() - started)));
+      drawn(started);
       return;
     }
     state.key = key;
@@ -1702,7 +1840,7 @@ _JS = r"""
     ctl.appendChild(el("p", {"class": "none", id: "se-ds-note"}, dsNote(D)));
     tl.appendChild(ctl);
     if (!D.metrics.length) tl.appendChild(el("p", {"class": "none"}, "No metric rows."));
-    D.metrics.forEach(function (name, i) {
+    plotted(D).forEach(function (name, i) {
       var d = el("div", {"class": "plot se-metric", id: "se-metric-" + i, "data-metric": name});
       tl.appendChild(d); metricPlot(D, name, d); state.timeline.push(d);
     });
@@ -1724,8 +1862,7 @@ _JS = r"""
     if (state.curve >= (D.curves || []).length) state.curve = 0;
     curves(D, root);
     window.scrollTo(0, scrollY);
-    document.body.setAttribute("data-rendered", String(Date.now()));
-    document.body.setAttribute("data-render-ms", String(Math.round(performance.now() - started)));
+    drawn(started);
   }
 
   function askToken(url) {

@@ -17,10 +17,7 @@ selenium the tests are skipped, saying so; with ``STREAMEVAL_REQUIRE_BROWSER=1``
 import json
 import os
 import re
-import selectors
 import shutil
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -174,38 +171,82 @@ def test_report_opens_offline_and_shows_metrics_and_alert_lanes(browser, tmp_pat
             "var r = document.getElementById('se-lanes').layout.xaxis.range;"
             "return r && r[0] == '2024-02-27 08:00' && r[1] == '2024-02-27 12:00';"),
             timeout=20, what="zoom to sync")
+        # the rows' intervals are bands: recall's (Wilson) has one per segment
+        recall = next(p for p in metric_plots if p["metric"] == "recall")
+        assert {"all events interval", "segment br interval"} <= {t["name"] for t in recall["traces"]}
         # ROC, PR, confusion, score distribution and reliability plots are drawn
         for div in ("se-roc", "se-pr", "se-confusion", "se-hist", "se-calibration"):
             assert browser.execute_script(
                 f"return document.getElementById('{div}').querySelectorAll('.main-svg').length") >= 1
+        # at the end of the stream, then at the earliest time the slider offers: the
+        # ROC curve's AUC is scikit-learn's over the events up to then
+        from sklearn.metrics import roc_auc_score
+
+        events = [json.loads(line) for line in log.read_text().splitlines()]
+        y = np.array([e["label"] for e in events])
+        s = np.array([e["score"] for e in events])
+
+        def roc_title():
+            return browser.execute_script(
+                "return document.getElementById('se-roc').layout.title.text")
+
+        assert roc_title() == f"ROC (AUC {float(f'{roc_auc_score(y, s):.6g}')})"
+        assert browser.execute_script("return document.getElementById('se-curve-time').max") >= "2"
+        browser.execute_script(
+            "var r = document.getElementById('se-curve-time'); r.value = '0';"
+            "r.dispatchEvent(new Event('input'));")
+        label = wait(lambda: "at event" in browser.find_element(
+            "id", "se-curve-label").text and browser.find_element("id", "se-curve-label").text,
+            what="the slider's time")
+        k = int(re.search(r"at event (\d+)", label).group(1))
+        assert 0 < k < len(y)
+        assert roc_title() == f"ROC (AUC {float(f'{roc_auc_score(y[:k], s[:k]):.6g}')})"
+        browser.save_screenshot(str(artifacts / "report-curves-earlier.png"))
         assert (artifacts / "report.png").stat().st_size > 10_000
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
 
 
+def test_long_timelines_are_drawn_with_their_bands(browser, tmp_path, artifacts):
+    """A timeline of thousands of points (a long stream, downsampled) is drawn, its line
+    and its interval band, in a browser without a GPU (WebGL plots come out empty)."""
+    from streameval.report import write_report
+
+    rng = np.random.default_rng(9)
+    y = 0.8 + np.cumsum(rng.normal(0, 0.002, 3000))
+    rows = [{"n": 1000 * (i + 1), "t": 1_709_000_000 + 50 * i, "segment": None,
+             "values": {"recall": float(y[i])},
+             "intervals": {"recall": [float(y[i]) - 0.02, float(y[i]) + 0.02]}}
+            for i in range(3000)]
+    page = write_report(rows, [], tmp_path)
+    browser.get(page.as_uri())
+    wait(lambda: rendered(browser), what="the report to draw")
+    assert severe_logs(browser) == []
+    drawn = browser.execute_script(
+        "var d = document.getElementById('se-metric-0');"
+        "return {lines: Array.from(d.querySelectorAll('.scatterlayer .js-line'))"
+        "          .map(function (p) { return (p.getAttribute('d') || '').length; }),"
+        "        fills: d.querySelectorAll('.scatterlayer .js-fill').length,"
+        "        gl: d.querySelectorAll('canvas.gl-canvas').length,"
+        "        points: d.data.map(function (t) { return t.x.length; })};")
+    assert drawn["points"] == [3000, 3000, 3000]  # band top, band bottom, the line
+    assert max(drawn["lines"]) > 10_000  # an SVG path through the points
+    assert drawn["fills"] >= 1
+    browser.save_screenshot(str(artifacts / "long-timeline.png"))
+
+
 # ----------------------------------------------------------------------- the live page
 
 
-def start_serve(tmp_path, token):
+def serve_config(tmp_path, token):
+    """``--config`` and ``--token-file`` arguments of the live page's service."""
     config = tmp_path / "monitor.toml"
     config.write_text('[monitor]\nevery = 50\ngroup_by = "country"\nrules = ["recall < 0.5"]\n'
                       '[monitor.metrics]\nauc = "roc_auc"\nrecall = "recall"\n')
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
     token_file.chmod(0o600)
-    cmd = [sys.executable, "-m", "streameval.service", "--config", str(config), "--port", "0",
-           "--state-dir", str(tmp_path / "state"), "--token-file", str(token_file)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    if not sel.select(timeout=60):
-        proc.kill()
-        raise AssertionError("the server did not start: " + proc.stderr.read().decode())
-    line = proc.stdout.readline().decode()
-    sel.close()
-    assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read().decode()
-    return proc, line.split("listening on ", 1)[1].split()[0]
+    return ["--config", config, "--state-dir", tmp_path / "state", "--token-file", token_file]
 
 
 def post(url, events, token):
@@ -216,11 +257,14 @@ def post(url, events, token):
         return json.loads(r.read())
 
 
-def test_live_page_shows_metrics_then_an_alert_posted_over_http(browser, tmp_path, artifacts):
+def test_live_page_shows_metrics_then_an_alert_posted_over_http(browser, tmp_path, artifacts,
+                                                                serve_process):
     from selenium.webdriver.common.by import By
 
     token = "s3cret-token-of-32-bytes-at-least"
-    proc, url = start_serve(tmp_path, token)
+    sp = serve_process(*serve_config(tmp_path, token), module=("streameval.service",))
+    url = sp.url
+    assert url.startswith("http://127.0.0.1:")
     try:
         # the data is guarded like /snapshot; the page itself holds none
         with pytest.raises(urllib.error.HTTPError) as e:
@@ -290,8 +334,7 @@ def test_live_page_shows_metrics_then_an_alert_posted_over_http(browser, tmp_pat
         browser.save_screenshot(str(artifacts / "live-alert.png"))
         assert (artifacts / "live-alert.png").stat().st_size > 10_000
     finally:
-        proc.terminate()
-        proc.wait(30)
+        sp.stop()
 
 
 # ------------------------------------------------- the live page's routes, no browser

@@ -26,10 +26,10 @@ import math
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -37,6 +37,8 @@ from pathlib import Path
 import pytest
 
 yaml = pytest.importorskip("yaml")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mixin"))
+import runbooks  # noqa: E402  (mixin/runbooks.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXIN = ROOT / "mixin"
@@ -45,7 +47,6 @@ DASHBOARD = MIXIN / "dashboards" / "streameval.json"
 GUIDE = ROOT / "docs" / "guides" / "monitoring.md"
 
 PROMTOOL = shutil.which("promtool")
-PROMETHEUS = shutil.which("prometheus")
 REQUIRED = os.environ.get("STREAMEVAL_REQUIRE_PROMETHEUS") == "1"
 
 #: Series Prometheus itself writes for every target (not exported by the service).
@@ -165,12 +166,41 @@ def test_every_alert_has_a_severity_and_a_runbook_section():
         ann = a["annotations"]
         assert ann["summary"] and ann["description"], a["alert"]
         url = ann["runbook_url"]
-        assert url == f"https://streameval.example/guides/monitoring/#{a['alert'].lower()}"
+        assert url == f"{runbooks.DEFAULT_PREFIX}{runbooks.GUIDE_PATH}#{a['alert'].lower()}"
         assert a["alert"].lower() in headings, f"no runbook section for {a['alert']}"
         # the guide's table of alerts states the rule's severity and "for" as written
         row = re.search(rf"^\| `{a['alert']}` \| (\w+) \| (\w+) \|", guide, re.M)
         assert row, f"{a['alert']} is not in the guide's table of alerts"
         assert row.groups() == (a["labels"]["severity"], a.get("for", "0")), a["alert"]
+
+
+def test_runbook_links_follow_one_prefix(tmp_path):
+    text = (MIXIN / "prometheus_alerts.yaml").read_text()
+    prefix = "https://docs.example.org/ml/streameval/"
+    out = runbooks.with_prefix(text, prefix)
+    # only the links changed, every one of them, to the same section under the prefix
+    before, after = text.splitlines(), out.splitlines()
+    changed = [(a, b) for a, b in zip(before, after) if a != b]
+    assert len(before) == len(after) and len(changed) == len(alerts())
+    for a, b in changed:
+        assert a.strip().startswith("runbook_url: " + runbooks.DEFAULT_PREFIX)
+        assert b == a.replace(runbooks.DEFAULT_PREFIX, prefix)
+    got = [r for g in yaml.safe_load(out)["groups"] for r in g["rules"] if "alert" in r]
+    assert [r["annotations"]["runbook_url"] for r in got] == [
+        f"{prefix}guides/monitoring/#{r['alert'].lower()}" for r in got]
+    for bad in ("docs.example.org/", "https://docs.example.org", "ftp://x/"):
+        with pytest.raises(ValueError, match="must be an http"):
+            runbooks.with_prefix(text, bad)
+    with pytest.raises(ValueError, match="does not start with"):
+        runbooks.with_prefix("      runbook_url: https://elsewhere/x\n", prefix)
+    # the script writes the same
+    proc = subprocess.run([sys.executable, str(MIXIN / "runbooks.py"), prefix],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == out
+    if PROMTOOL:
+        (tmp_path / "alerts.yaml").write_text(out)
+        subprocess.run([PROMTOOL, "check", "rules", str(tmp_path / "alerts.yaml")], check=True,
+                       capture_output=True)
 
 
 def test_the_guides_prometheus_configuration_loads_the_rules(tmp_path):
@@ -266,6 +296,7 @@ SERVICE_CONFIG = {
         "metrics": {"auc": "roc_auc", "recall": "recall",
                     "auc@1h": {"metric": "roc_auc", "period": 3600}},
         "rules": [{"rule": "recall < 0.99"},
+                  {"rule": "recall < 0.98", "severity": "critical"},
                   {"rule": "auc < 0.99", "for": 1000}],     # pending for 1000 evaluations
     },
     "input": {"label_ttl": 100},
@@ -349,7 +380,14 @@ def test_every_series_named_is_exported(service):
     # and the check is not vacuous: it has seen the families it is meant to cover
     assert {"streameval_metric", "streameval_alert_active", "streameval_label_join_total",
             "streameval_late_events_total", "streameval_ingest_seconds_bucket",
-            "streameval_checkpoint_errors_total", "up"} <= named
+            "streameval_checkpoint_errors_total", "streameval_rejected_requests_total",
+            "streameval_wal_failed", "streameval_info", "up"} <= named
+    # the labels the rules select on are the service's: reasons and severities
+    assert {"invalid", "idempotency_conflict", "too_large", "timeout"} <= \
+        exported["streameval_rejected_requests_total"]["reason"]
+    assert "warning" in exported["streameval_alert_active"]["severity"]
+    assert exported["streameval_wal_failed"] == {}
+    assert set(exported["streameval_info"]) == {"model", "version"}
 
 
 def test_selector_check_refuses_an_unknown_name_or_label_value():
@@ -371,12 +409,6 @@ def test_selector_check_refuses_an_unknown_name_or_label_value():
 
 
 # ---------------------------------------------------------------------- a real Prometheus
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get_json(url):
@@ -406,11 +438,9 @@ def _promql(prom, query):
 
 
 @pytest.mark.filterwarnings("ignore:max_segments")
-def test_rules_in_prometheus_equal_the_services_own_figures(service, tmp_path):
-    need(PROMETHEUS, "prometheus")
-    port = _free_port()
+def test_rules_in_prometheus_equal_the_services_own_figures(service, prometheus):
     target = service.url.split("://", 1)[1]
-    (tmp_path / "prometheus.yml").write_text(f"""\
+    url = prometheus(f"""\
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -423,68 +453,106 @@ scrape_configs:
       - targets: ["{target}"]
         labels: {{model: fraud-v3}}
 """)
-    log = open(tmp_path / "prometheus.log", "w")
-    prom = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        snap = _get_json(service.url + "/snapshot")
-        segments = [s for s in snap["segments"] if s["segment"] is not None]
-        # recorded series equal the service's own figures, to the bit
-        count = _wait_for(lambda: _promql(url, "instance:streameval_segments:count"))
-        assert float(count[0]["value"][1]) == len(segments) == 3       # fr, br, __other__
-        assert count[0]["metric"] == {"__name__": "instance:streameval_segments:count",
-                                      "job": "streameval", "instance": target,
-                                      "model": "fraud-v3"}
-        low = _promql(url, 'instance_metric:streameval_metric:min_over_segments{metric="auc"}')
-        aucs = [s["values"]["auc"] for s in segments if s["values"]["auc"] is not None]
-        assert float(low[0]["value"][1]) == min(aucs)
-        high = _promql(url, 'instance_metric:streameval_metric:max_over_segments{metric="auc"}')
-        assert float(high[0]["value"][1]) == max(aucs)
-        firing = _promql(url, "instance:streameval_alerts_firing:count")
-        assert float(firing[0]["value"][1]) == sum(a["state"] == "firing"
-                                                   for a in snap["alerts"]) == 4
-        join = snap["service"]["join"]
-        ratio = _promql(url, "instance:streameval_predictions_pending:ratio")
-        assert float(ratio[0]["value"][1]) == join["pending"] / join["max_pending"]
-        # the mixin's own alert on the service's firing rules, one per segment
-        def prom_alerts():
-            got = _get_json(url + "/api/v1/alerts")["data"]["alerts"]
-            return [a for a in got if a["labels"]["alertname"] == "StreamevalModelAlertFiring"
-                    and a["state"] == "firing"]
-        fired = _wait_for(lambda: len(prom_alerts()) == 4 and prom_alerts())
-        # the first two segments the joined events meet (labels join in id order: ids 0
-        # and 1) are kept, the third counts under __other__ (max_segments = 2)
-        kept = list(dict.fromkeys(("fr", "br", "de")[i % 3] for i in range(250)))[:2]
-        assert {a["labels"].get("segment", "") for a in fired} == {"", *kept, "__other__"}
-        assert {a["annotations"]["summary"] for a in fired} >= {
-            'streameval rule "recall < 0.99" fires',
-            'streameval rule "recall < 0.99" fires for segment br'}
-        # every rule evaluated without error on the real series
-        def evaluated():
-            groups = _get_json(url + "/api/v1/rules")["data"]["groups"]
-            rs = [r for g in groups for r in g["rules"]]
-            return len(rs) == len(rules()) and all(r.get("lastEvaluation", "").startswith("2")
-                                                   and not r["lastEvaluation"].startswith("0001")
-                                                   for r in rs) and rs
-        for r in _wait_for(evaluated):
-            assert r["health"] == "ok", (r["name"], r.get("lastError"))
-        refused = _wait_for(lambda: len(r := _promql(url, "instance:streameval_refused:rate5m"))
-                            == 4 and r)
-        assert {x["metric"]["reason"] for x in refused} == {"bad_request", "future", "late",
-                                                            "pending_full"}
-        assert all(not math.isnan(float(x["value"][1])) for x in refused)
-        # every dashboard query, its variables at "All", runs in Prometheus and has data
-        for p in dashboard()["panels"]:
-            for t in p.get("targets", ()):
-                q = re.sub(r"\$(job|model|instance|segment|metric)\b", ".*", as_promql(t["expr"]))
-                assert _promql(url, q), f"{p['title']}: no data for {q}"
-    finally:
-        prom.terminate()
+    snap = _get_json(service.url + "/snapshot")
+    segments = [s for s in snap["segments"] if s["segment"] is not None]
+    # recorded series equal the service's own figures, to the bit
+    count = _wait_for(lambda: _promql(url, "instance:streameval_segments:count"))
+    assert float(count[0]["value"][1]) == len(segments) == 3       # fr, br, __other__
+    assert count[0]["metric"] == {"__name__": "instance:streameval_segments:count",
+                                  "job": "streameval", "instance": target,
+                                  "model": "fraud-v3"}
+    low = _promql(url, 'instance_metric:streameval_metric:min_over_segments{metric="auc"}')
+    aucs = [s["values"]["auc"] for s in segments if s["values"]["auc"] is not None]
+    assert float(low[0]["value"][1]) == min(aucs)
+    high = _promql(url, 'instance_metric:streameval_metric:max_over_segments{metric="auc"}')
+    assert float(high[0]["value"][1]) == max(aucs)
+    firing = _promql(url, "instance:streameval_alerts_firing:count")
+    assert float(firing[0]["value"][1]) == sum(a["state"] == "firing"
+                                               for a in snap["alerts"]) == 8
+    join = snap["service"]["join"]
+    ratio = _promql(url, "instance:streameval_predictions_pending:ratio")
+    assert float(ratio[0]["value"][1]) == join["pending"] / join["max_pending"]
+    # the mixin's own alert on the service's firing rules, one per segment
+    def prom_alerts():
+        got = _get_json(url + "/api/v1/alerts")["data"]["alerts"]
+        return [a for a in got if a["labels"]["alertname"] == "StreamevalModelAlertFiring"
+                and a["state"] == "firing"]
+    fired = _wait_for(lambda: len(prom_alerts()) == 4 and prom_alerts())
+    # the critical rule's alerts page through their own alert, by the severity label
+    def critical():
+        got = _get_json(url + "/api/v1/alerts")["data"]["alerts"]
+        return [a for a in got if a["labels"]["alertname"] == "StreamevalModelAlertCritical"
+                and a["state"] == "firing"]
+    paged = _wait_for(lambda: len(critical()) == 4 and critical())
+    assert {a["labels"]["rule"] for a in paged} == {"recall < 0.98"}
+    assert {a["labels"]["severity"] for a in paged} == {"critical"}
+    # the first two segments the joined events meet (labels join in id order: ids 0
+    # and 1) are kept, the third counts under __other__ (max_segments = 2)
+    kept = list(dict.fromkeys(("fr", "br", "de")[i % 3] for i in range(250)))[:2]
+    assert {a["labels"].get("segment", "") for a in fired} == {"", *kept, "__other__"}
+    assert {a["annotations"]["summary"] for a in fired} >= {
+        'streameval rule "recall < 0.99" fires',
+        'streameval rule "recall < 0.99" fires for segment br'}
+    # every rule evaluated without error on the real series
+    def evaluated():
+        groups = _get_json(url + "/api/v1/rules")["data"]["groups"]
+        rs = [r for g in groups for r in g["rules"]]
+        return len(rs) == len(rules()) and all(r.get("lastEvaluation", "").startswith("2")
+                                               and not r["lastEvaluation"].startswith("0001")
+                                               for r in rs) and rs
+    for r in _wait_for(evaluated):
+        assert r["health"] == "ok", (r["name"], r.get("lastError"))
+    refused = _wait_for(lambda: len(r := _promql(url, "instance:streameval_refused:rate5m"))
+                        == 7 and r)
+    assert {x["metric"]["reason"] for x in refused} == {
+        "invalid", "idempotency_conflict", "too_large", "timeout", "future", "late",
+        "pending_full"}
+    assert all(not math.isnan(float(x["value"][1])) for x in refused)
+    # every dashboard query, its variables at "All", runs in Prometheus and has data
+    for p in dashboard()["panels"]:
+        for t in p.get("targets", ()):
+            q = re.sub(r"\$(job|model|instance|segment|metric)\b", ".*", as_promql(t["expr"]))
+            assert _promql(url, q), f"{p['title']}: no data for {q}"
+
+
+def test_refusals_are_counted_by_reason_and_alerts_carry_severity():
+    """Hand-counted: 2 invalid bodies, 1 reused Idempotency-Key, 1 body over max_body;
+    the rules' severities on streameval_alert_active; streameval_wal_failed 0 and
+    streameval_info with the configured model and the package's version."""
+    pytest.importorskip("starlette")
+    import streameval
+    from streameval.service import BackgroundServer
+
+    config = {"monitor": {"every": 10, "metrics": {"recall": "recall"},
+                          "rules": [{"rule": "recall < 0.9", "severity": "critical"},
+                                    {"rule": "recall < 0.95"}]},
+              "serve": {"model": "fraud-v3"}}
+    ok = [{"ts": 1_700_000_000 + i, "label": 1, "score": 0.1} for i in range(20)]
+
+    def post(url, body, headers=None):
+        req = urllib.request.Request(url + "/events", data=body, method="POST",
+                                     headers={"Content-Type": "application/json", **(headers or {})})
         try:
-            prom.wait(10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            prom.kill()
-        log.close()
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    with BackgroundServer(config, max_body=4000) as srv:
+        assert post(srv.url, json.dumps(ok).encode(), {"Idempotency-Key": "k1"}) == 200
+        assert post(srv.url, b"[1]") == 400
+        assert post(srv.url, b'[{"ts": 1, "label": 3, "score": 0.5}]') == 400
+        assert post(srv.url, json.dumps(ok[:1]).encode(), {"Idempotency-Key": "k1"}) == 422
+        assert post(srv.url, json.dumps(ok * 10).encode()) == 413
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(srv.url + "/metrics", timeout=10) as r:
+            fams = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    by_reason = {s.labels["reason"]: s.value for s in fams["streameval_rejected_requests"].samples}
+    assert by_reason == {"invalid": 2, "idempotency_conflict": 1, "too_large": 1, "timeout": 0}
+    active = {(s.labels["rule"], s.labels["severity"]) for s in fams["streameval_alert_active"].samples}
+    assert active == {("recall < 0.9", "critical"), ("recall < 0.95", "warning")}
+    assert [s.value for s in fams["streameval_wal_failed"].samples] == [0.0]
+    (info,) = fams["streameval_info"].samples
+    assert info.labels == {"model": "fraud-v3", "version": streameval.__version__}
+    assert info.value == 1.0

@@ -1047,7 +1047,8 @@ def test_a_checkpoint_from_before_the_sequential_detectors_still_loads_and_resum
     expected = [r if r["segment"] is None else
                 dict(r, n=sum(1 for g in seg[:r["n"]] if g == r["segment"]), stream_n=r["n"])
                 for r in doc["rows_after"]]
-    assert rows == expected
+    # (rows carry the intervals of their values too: a key that version did not write)
+    assert [{k: v for k, v in r.items() if k != "intervals"} for r in rows] == expected
     assert _core(alerts) == doc["alerts_after"]
 
 

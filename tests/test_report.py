@@ -620,3 +620,162 @@ def test_live_timeline_stays_bounded_with_more_segments_than_rows():
     rows = tl.rows()
     assert len(rows) <= 40 and rows[-1]["n"] == 2000
     assert tl.thinned == 2000 - len(rows)
+
+
+# ------------------------------------------------- intervals, coverage, curves in time
+
+
+def _wilson(k, n, z=1.959963984540054):
+    # the Wilson score interval, by its textbook formula
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return mid - half, mid + half
+
+
+def test_rows_carry_intervals_and_the_report_draws_them_as_bands():
+    from scipy.stats import norm
+
+    assert norm.ppf(0.975) == pytest.approx(1.959963984540054, abs=1e-12)
+    rng = np.random.default_rng(11)
+    n = 600
+    y = rng.integers(0, 2, n)
+    s = np.clip(0.3 * y + rng.uniform(0, 0.7, n), 0, 1).round(3)
+    mon = Monitor.from_config({"metrics": {"recall": "recall", "auc": "roc_auc",
+                                           "auc@200": {"metric": "roc_auc", "size": 200}},
+                               "every": 100})
+    rows = []
+    mon.on_metrics.append(rows.append)
+    mon.update_many(y, s)
+    for row in rows:
+        k = row["n"]
+        tp = int(((s[:k] >= 0.5) & (y[:k] == 1)).sum())
+        lo, hi = _wilson(tp, int(y[:k].sum()))
+        assert row["intervals"]["recall"] == pytest.approx([lo, hi], abs=1e-12)
+        # the cumulative AUC's DeLong interval is one pass over its scores: not in rows;
+        # the window's is, and it holds the window's value
+        assert "auc" not in row["intervals"]
+        wlo, whi = row["intervals"]["auc@200"]
+        assert wlo <= row["values"]["auc@200"] <= whi
+        assert row["values"]["auc@200"] == pytest.approx(
+            roc_auc_score(y[max(0, k - 200):k], s[max(0, k - 200):k]), abs=1e-12)
+    data = report_data(rows, [])
+    (recall,) = data["series"]["recall"]
+    assert recall["lo"] == [r["intervals"]["recall"][0] for r in rows]
+    assert recall["hi"] == [r["intervals"]["recall"][1] for r in rows]
+    assert "lo" not in data["series"]["auc"][0]
+    # an empty interval (no positives yet) is absent, and a row without one has no band
+    empty = Monitor.from_config({"metrics": {"recall": "recall"}, "every": 2})
+    got = []
+    empty.on_metrics.append(got.append)
+    empty.update_many([0, 0, 1, 1], [0.1, 0.9, 0.8, 0.2])
+    assert "intervals" not in got[0] and got[1]["intervals"]["recall"] == pytest.approx(
+        list(_wilson(1, 2)), abs=1e-12)
+
+
+def test_volume_and_label_coverage_panel_per_segment():
+    rows = []
+    for k in range(1, 201):
+        for seg, rate in (("eu", 0.9), ("br", 0.3 if k > 100 else 0.9)):
+            pred = 50 * k
+            lab = int(pred * rate)
+            rows.append({"n": pred, "stream_n": 100 * k, "t": None, "segment": seg,
+                         "values": {"recall": 0.8},
+                         "coverage": {"predictions": pred, "labelled": lab,
+                                      "pending": pred - lab - k, "expired": k}})
+    data = report_data(rows, [], point_budget=100)
+    vols = {data["segments"][v["seg"]]["segment"]: v for v in data["volume"]}
+    assert set(vols) == {"eu", "br"}
+    for seg, v in vols.items():
+        assert all(e == 50 for e in v["events"][1:])  # events per evaluation
+        cov = v["coverage"]
+        assert len(cov) < 200  # downsampled with the timelines
+        for c in cov:
+            k = c["x"] // 100
+            row = next(r for r in rows if r["stream_n"] == c["x"] and r["segment"] == seg)
+            assert c["share"] == pytest.approx(row["coverage"]["labelled"] / (50 * k), abs=1e-12)
+            assert (c["pending"], c["expired"]) == (row["coverage"]["pending"], k)
+    # the labelled share's extremes survive: br's fall after half the stream
+    shares = [c["share"] for c in vols["br"]["coverage"]]
+    assert min(shares) == pytest.approx(0.3, abs=0.01) and max(shares) == pytest.approx(0.9, abs=0.01)
+    # without the key: volume only
+    plain = report_data([{k: v for k, v in r.items() if k != "coverage"} for r in rows], [])
+    assert all("coverage" not in v for v in plain["volume"])
+
+
+def test_estimated_metrics_share_their_metrics_plot():
+    rows = [{"n": n, "t": None, "segment": None,
+             "values": {"precision": 0.7, "estimated_precision": 0.72, "estimated_auc": 0.8}}
+            for n in (10, 20, 30)]
+    data = report_data(rows, [])
+    # estimated_auc has no realized auc beside it: it keeps a plot of its own
+    assert data["estimated"] == {"precision": "estimated_precision"}
+    assert data["series"]["estimated_precision"][0]["y"] == [0.72, 0.72, 0.72]
+    page = report.render_html(data)
+    assert "function plotted(D)" in page
+
+
+def test_recorder_keeps_curves_at_bounded_times_equal_to_scikit_learn():
+    rng = np.random.default_rng(5)
+    n = 5000
+    y = rng.integers(0, 2, n)
+    s = np.clip(0.35 * y + rng.uniform(0, 0.65, n), 0, 1).round(2)  # whole curves
+    mon = Monitor.from_config({"metrics": {"auc": "roc_auc", "recall": "recall"}, "every": 100})
+    rec = CurveRecorder(mon, times=5, first_step=100)
+    mon.on_metrics.append(rec.on_row)
+    for a in range(0, n, 700):  # batches of any size: the same rows, the same times
+        mon.update_many(y[a:a + 700], s[a:a + 700])
+        assert len(rec.timed) <= 5
+    times = [c["stream_n"] for c in rec.timed]
+    # the rule: the first evaluation (every 100) at or after 100, 200, 400, ... events,
+    # the latest 5 kept; brute force over the evaluation points
+    due, want = 100, []
+    for k in range(100, n + 1, 100):
+        if k >= due:
+            want.append(k)
+            while due <= k:
+                due *= 2
+    assert want == [100, 200, 400, 800, 1600, 3200] and times == want[-5:]
+    assert rec.next_at == 6400
+    for c in rec.timed:
+        k = c["stream_n"]
+        fpr, tpr, thr = roc_curve(y[:k], s[:k], drop_intermediate=False)
+        assert len(fpr) <= report.CURVE_POINTS
+        assert c["roc"]["fpr"] == pytest.approx(fpr.tolist(), abs=1e-5)
+        assert c["roc"]["tpr"] == pytest.approx(tpr.tolist(), abs=1e-5)
+        assert c["auc"] == pytest.approx(roc_auc_score(y[:k], s[:k]), abs=1e-12)
+        p, r, _ = precision_recall_curve(y[:k], s[:k], drop_intermediate=False)
+        assert c["pr"]["precision"] == pytest.approx(p.tolist(), abs=1e-5)
+        assert c["pr"]["recall"] == pytest.approx(r.tolist(), abs=1e-5)
+        tn, fp, fn, tp = confusion_matrix(y[:k], s[:k] >= 0.5).ravel()
+        m = c["confusion"]
+        assert (m["tp"], m["fp"], m["fn"], m["tn"]) == (tp, fp, fn, tn)
+    # the report's curves: end of stream first, then the times, labelled
+    curves = rec.curves()
+    assert curves[0]["label"] == "end of stream" and curves[0]["stream_n"] == n
+    assert [c["label"] for c in curves[1:]] == [f"at event {k}" for k in times if k != n]
+    data = report_data([], [], curves=curves)
+    assert [c["stream_n"] for c in data["curves"]] == [n] + [k for k in times if k != n]
+    with pytest.raises(ValueError, match="times = 0"):
+        CurveRecorder(mon, times=0)
+    with pytest.raises(ValueError, match="ratio = 1"):
+        CurveRecorder(mon, ratio=1)
+
+
+def test_replay_records_curves_through_the_stream(tmp_path):
+    from streameval.replay import replay
+
+    rng = np.random.default_rng(6)
+    n = 6000
+    y = rng.integers(0, 2, n)
+    s = np.clip(0.3 * y + rng.uniform(0, 0.7, n), 0, 1).round(4)
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps({"ts": 1_700_000_000 + i, "label": int(y[i]),
+                                       "score": float(s[i])}) + "\n" for i in range(n)))
+    replay(str(log), tmp_path / "out", progress=False)
+    data = page_data(tmp_path / "out" / "report.html")
+    timed = [c for c in data["curves"] if c["label"].startswith("at event")]
+    assert [c["stream_n"] for c in timed] == [1000, 2000, 4000]
+    for c in timed:
+        k = c["stream_n"]
+        assert c["auc"] == pytest.approx(roc_auc_score(y[:k], s[:k]), abs=1e-12)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -43,12 +42,6 @@ if not (PROMETHEUS and ALERTMANAGER):
                            "(apt-get install prometheus prometheus-alertmanager)")
     pytest.skip("prometheus or prometheus-alertmanager is not installed",
                 allow_module_level=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get_json(url):
@@ -112,7 +105,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def stack(tmp_path):
+def stack(tmp_path, prometheus, free_port):
     """Alertmanager (routing to a local webhook receiver), then streameval pushing to
     it, then Prometheus scraping streameval; yields their URLs."""
     receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
@@ -151,9 +144,8 @@ receivers:
         "serve": {"alertmanager": [am_url], "alertmanager_resend": 1, "model": "fraud-v3"},
     }
     srv = BackgroundServer(config).start()
-    prom_port = free_port()
     target = srv.url.split("://", 1)[1]
-    (tmp_path / "prometheus.yml").write_text(f"""\
+    prom = prometheus(f"""\
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -165,16 +157,12 @@ scrape_configs:
     static_configs:
       - targets: ["{target}"]
 """)
-    prom = start([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-                  f"--storage.tsdb.path={tmp_path / 'prom'}",
-                  f"--web.listen-address=127.0.0.1:{prom_port}"], log)
     try:
         wait_for(lambda: get_json(am_url + "/api/v2/status"))
-        yield {"service": srv, "am": am_url, "prom": f"http://127.0.0.1:{prom_port}",
+        yield {"service": srv, "am": am_url, "prom": prom,
                "received": receiver.received, "log": tmp_path / "stack.log"}
     finally:
         srv.stop()
-        stop(prom)
         stop(am)
         receiver.shutdown()
         log.close()

@@ -62,14 +62,18 @@ def _same(one, two):
     a, b = _jsonl(Path(one) / "metrics.jsonl"), _jsonl(Path(two) / "metrics.jsonl")
     assert len(a) == len(b) and len(a) > 10
     for x, y in zip(a, b):
-        assert {k: v for k, v in x.items() if k != "values"} == \
-            {k: v for k, v in y.items() if k != "values"}
+        assert {k: v for k, v in x.items() if k not in ("values", "intervals")} == \
+            {k: v for k, v in y.items() if k not in ("values", "intervals")}
         assert list(x["values"]) == list(y["values"])
         for k, v in x["values"].items():
             w = y["values"][k]
             assert (v is None) == (w is None), (x["n"], x["segment"], k, v, w)
             if v is not None:
                 assert math.isclose(v, w, rel_tol=0, abs_tol=1e-12), (x["n"], k, v, w)
+        ivx, ivy = x.get("intervals", {}), y.get("intervals", {})
+        assert list(ivx) == list(ivy), (x["n"], x["segment"], ivx, ivy)
+        for k, iv in ivx.items():
+            assert np.allclose(iv, ivy[k], rtol=0, atol=1e-12), (x["n"], k, iv, ivy[k])
     alerts = _jsonl(Path(one) / "alerts.jsonl")
     assert alerts == _jsonl(Path(two) / "alerts.jsonl")
     return a, alerts

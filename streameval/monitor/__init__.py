@@ -31,8 +31,11 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
   ``"error_bounds": {name: bound}`` for the values that are not exact (a cumulative AUC
   or AP past ``max_scores`` distinct scores, ``bins``): ``|value - exact| <= bound``; and
   ``"as_of": {name: n}`` for cumulative values read at a cadence on long streams
-  (:data:`~streameval.monitor.scopes.HOLD_FROM`): the count of events the value covers.
-  Both keys are absent when empty;
+  (:data:`~streameval.monitor.scopes.HOLD_FROM`): the count of events the value covers;
+  ``"intervals": {name: [lo, hi]}``, the 95% confidence interval of each value computed
+  now that has one at `O(1)` or over a window (Wilson for proportions, DeLong for a
+  window's AUC: :func:`~streameval.monitor.evaluation.row_intervals`). These keys are
+  absent when empty;
 * alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
   "value", "segment"}`` and its explanation's fields (``message``, ``expr``,
   ``window``, ``events``, ``interval``, ...: :meth:`streameval.alerts.Rule.explain`,

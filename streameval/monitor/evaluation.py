@@ -11,17 +11,53 @@ states.
 
 Row and transition formats are described in :mod:`streameval.monitor`.
 
-Imports: numpy, the standard library and :mod:`streameval.monitor.explain` (the
-explanation fields of a transition); it reads scopes through their public methods.
+Imports: numpy, the standard library, :mod:`streameval.monitor.explain` (the
+explanation fields of a transition) and :func:`streameval.metrics.base.has_interval`; it
+reads scopes through their public methods.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from streameval.metrics.base import has_interval
 from streameval.monitor.explain import explain
 
-__all__ = ["Evaluator", "evaluation_points"]
+__all__ = ["Evaluator", "evaluation_points", "row_intervals", "ROW_INTERVAL_LEVEL"]
+
+#: confidence level of the ``"intervals"`` a metrics row carries
+ROW_INTERVAL_LEVEL = 0.95
+
+
+def row_intervals(metrics, values, as_of):
+    """``{name: [lo, hi]}``: the :data:`ROW_INTERVAL_LEVEL` confidence interval of each
+    metric that has one (:func:`~streameval.metrics.base.has_interval`: Wilson for the
+    proportions, DeLong for ROCAUC and Gini, their windows), for the values computed now
+    (a held value, in ``as_of``, has none) and defined; empty when none is.
+
+    A cumulative metric whose read costs `O(d)` (it declares ``read_size``: a Monitor's
+    cumulative ROCAUC or Gini, where DeLong's variance is another pass over the ``d``
+    distinct scores) has none in rows: ``interval(level)`` on the metric, or the
+    Monitor's snapshot, gives it on demand; its windows' intervals are in the rows.
+
+    Runtime complexity: one ``interval`` per metric that gets one (`O(1)` for a
+    proportion; a window's over its events).
+
+    >>> import streameval as se
+    >>> r = se.Recall().update_many([1, 1, 0], [0.9, 0.2, 0.7])
+    >>> {k: [round(v, 4) for v in iv] for k, iv in row_intervals({"recall": r}, {"recall": 0.5}, {}).items()}
+    {'recall': [0.0945, 0.9055]}
+    """
+    out = {}
+    for name, m in metrics.items():
+        if name in as_of or values.get(name) is None or not has_interval(m):
+            continue
+        if getattr(m, "read_size", None) is not None:
+            continue
+        lo, hi = m.interval(ROW_INTERVAL_LEVEL)
+        if lo == lo and hi == hi:  # (NaN: no variance estimate)
+            out[name] = [lo, hi]
+    return out
 
 
 def evaluation_points(n, t, times, m, every, every_seconds):
@@ -72,7 +108,9 @@ class Evaluator:
     last row still holds). A cumulative value whose read costs `O(n)` is recomputed at a
     cadence on long streams (:data:`~streameval.monitor.scopes.HOLD_FROM`): rows then
     carry ``as_of`` ``{name: n}``, the count the value covers; values that are not exact
-    (a coarsened score order, bins) carry ``error_bounds`` ``{name: bound}``.
+    (a coarsened score order, bins) carry ``error_bounds`` ``{name: bound}``; values with
+    a confidence interval carry it in ``intervals`` ``{name: [lo, hi]}``
+    (:data:`ROW_INTERVAL_LEVEL`, :func:`row_intervals`).
 
     >>> import streameval as se
     >>> from streameval.alerts import Threshold
@@ -81,8 +119,10 @@ class Evaluator:
     >>> sc.update(True, 0.9, 1.0, None); sc.update(True, 0.1, 1.0, None)
     >>> rows, alerts = [], []
     >>> Evaluator([rows.append], [alerts.append]).evaluate([sc], n=2, t=None)
-    >>> rows, [(a["state"], a["n"]) for a in alerts]
-    ([{'n': 2, 't': None, 'segment': None, 'values': {'recall': 0.5}}], [('firing', 2)])
+    >>> [(k, v) for k, v in rows[0].items() if k != "intervals"]
+    [('n', 2), ('t', None), ('segment', None), ('values', {'recall': 0.5})]
+    >>> [round(v, 4) for v in rows[0]["intervals"]["recall"]], [(a["state"], a["n"]) for a in alerts]
+    ([0.0945, 0.9055], [('firing', 2)])
     """
 
     __slots__ = ("on_metrics", "on_alert", "late")
@@ -112,6 +152,9 @@ class Evaluator:
                 row["error_bounds"] = bounds
             if as_of:
                 row["as_of"] = as_of
+            ivs = row_intervals(sc.metrics, vals, as_of)
+            if ivs:
+                row["intervals"] = ivs
             if sc.idle():
                 row["idle"] = True  # (read for its rules only: evaluate drops the row)
             rows.append(row)

@@ -685,6 +685,7 @@ def create_app(engine, *, token: str | None = None, public_reads: bool = False,
     def refused(e: BadRequest) -> Response:
         # the connection is not reusable when its body was not read to the end
         close = {"Connection": "close"} if e.status in (408, 413) else None
+        engine.count_refused_body(e.status)
         return _JSON(e.to_json(), status_code=e.status, headers=close)
 
     def ingestion(kind: str):

@@ -165,7 +165,7 @@ from streameval.validation import Integer, Real, check_param
 
 __all__ = ["Engine", "Unavailable", "StateMismatch", "StateDirError", "DataLoss",
            "CHECKPOINT_FILE", "PREVIOUS_CHECKPOINT_FILE", "LOCK_FILE", "WAL_FILE", "DEFAULT_MAX_PENDING", "DEFAULT_IDEMPOTENCY_WINDOW",
-           "DEFAULT_MAX_IDEMPOTENCY_KEYS", "PENDING_BYTES"]
+           "DEFAULT_MAX_IDEMPOTENCY_KEYS", "PENDING_BYTES", "REJECT_REASONS"]
 
 #: File names inside the state directory.
 CHECKPOINT_FILE = "checkpoint.json"
@@ -188,6 +188,11 @@ DEFAULT_IDEMPOTENCY_WINDOW = 86_400
 #: Seconds the committing caller waits for the batches still being validated, so that
 #: they share its commit and its Monitor update (PostgreSQL's ``commit_delay``).
 COMMIT_DELAY = 0.005
+#: why an ingestion request was refused (the ``reason`` label of
+#: ``streameval_rejected_requests_total``): a body or event that failed validation, an
+#: Idempotency-Key reused for another batch (422), a body over ``max_body`` (413), a
+#: body not received within ``body_timeout`` (408)
+REJECT_REASONS = ("invalid", "idempotency_conflict", "too_large", "timeout")
 DEFAULT_MAX_IDEMPOTENCY_KEYS = 1_000_000
 
 _log = logging.getLogger("streameval.service")
@@ -329,7 +334,9 @@ class Engine:
                       "sink_errors": 0, "future_events": 0, "checkpoint_errors": 0,
                       "retried_batches": 0, "pending_refusals": 0, "log_commits": 0,
                       "monitor_updates": 0, "lost_batches": 0, "lost_events": 0,
-                      "damage_accepted": 0}
+                      "damage_accepted": 0,
+                      # refused requests by reason (their sum is rejected_requests)
+                      **{f"rejected_{r}": 0 for r in REJECT_REASONS}}
         self.checkpoint_error: str | None = None  # why the last checkpoint failed
         self.export_errors: dict = {}  # route -> why its last rendering failed
         self.started = clock()
@@ -797,6 +804,7 @@ class Engine:
                 seq, accepted, dig0, _ = hit
                 if dig0 != dig:
                     self.stats["rejected_requests"] += 1
+                    self.stats["rejected_idempotency_conflict"] += 1
                     raise BadRequest(f"Idempotency-Key {key!r} was used for another batch "
                                      f"(seq {seq}); use a new key for a new batch",
                                      status=422, seq=seq)
@@ -845,9 +853,16 @@ class Engine:
             else:
                 break
 
-    def _count_rejected(self) -> None:
+    def _count_rejected(self, reason: str = "invalid") -> None:
         with self._lock:
             self.stats["rejected_requests"] += 1
+            self.stats[f"rejected_{reason}"] += 1
+
+    def count_refused_body(self, status: int) -> None:
+        """Count a request refused before its body was read whole: 413 (too large) or
+        408 (too slow); in ``rejected_requests`` and by reason (:data:`REJECT_REASONS`)."""
+        self._count_rejected("too_large" if status == 413 else "timeout" if status == 408
+                             else "invalid")
 
     def _make_durable(self, seq: int) -> None:
         """Return once batch ``seq`` is durable and applied (group commit: one caller

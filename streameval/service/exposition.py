@@ -17,11 +17,19 @@ Families:
   period refused as late; ``streameval_other_segment_events_total`` -- events of new
   segment values counted under ``__other__`` once ``max_segments`` was reached;
 * ``streameval_events_total`` / ``streameval_batches_total`` -- acknowledged events
-  and batches; ``streameval_rejected_requests_total`` -- refused requests;
+  and batches; ``streameval_rejected_requests_total{reason}`` -- refused requests, by
+  reason (``invalid``, ``idempotency_conflict``, ``too_large``, ``timeout``: the
+  engine's ``REJECT_REASONS``; ``unrecorded`` for those a restored state counted without
+  a reason);
   ``streameval_future_events_total`` -- events refused for a time too far ahead;
 * ``streameval_event_time_seconds`` -- the newest event time seen;
-* ``streameval_alert_active{rule, segment, state}`` -- 1 for each active alert
-  (``pending`` or ``firing``); ``streameval_alert_transitions_total``;
+* ``streameval_alert_active{rule, segment, state, severity}`` -- 1 for each active
+  alert (``pending`` or ``firing``), with its rule's ``severity``;
+  ``streameval_alert_transitions_total``;
+* ``streameval_wal_failed`` -- 1 once a batch could not be made durable or applied
+  (the service refuses events until it is restarted; ``/healthz`` says 503);
+* ``streameval_info{model, version}`` -- always 1: ``[serve] model`` (``""`` without
+  one) and streameval's version;
 * ``streameval_checkpoints_total``, ``streameval_last_checkpoint_timestamp_seconds``,
   ``streameval_events_since_checkpoint``; ``streameval_checkpoint_errors_total`` --
   checkpoint attempts that failed (periodic or ``POST /checkpoint``);
@@ -56,8 +64,9 @@ monitor with 1 000 segments of 256-byte values renders in a few MB.
 The ``window`` label is what each metric declares (the ``window_kind`` of its
 :class:`~streameval.metrics.base.Capabilities`), never its class name.
 
-Imports: prometheus-client and :mod:`streameval.metrics.base` (a metric's declared
-capabilities); it reads the Monitor's plain snapshots, never metric internals.
+Imports: prometheus-client, :mod:`streameval.metrics.base` (a metric's declared
+capabilities) and the package's ``__version__``; it reads the Monitor's plain snapshots
+and rules' names and severities, never metric internals.
 """
 
 from __future__ import annotations
@@ -150,7 +159,7 @@ class MonitorCollector(Collector):
         self.engine = engine
 
     def collect(self):
-        snap, info, windows = self.engine.read(_gather)
+        snap, info, windows, severities = self.engine.read(_gather)
         metric = GaugeMetricFamily(
             "streameval_metric", "Current value of a monitored metric (NaN when undefined)",
             labels=["metric", "window", "segment"],
@@ -197,10 +206,20 @@ class MonitorCollector(Collector):
         yield CounterMetricFamily(
             "streameval_batches", "Batches acknowledged by the service", value=float(info["batches"])
         )
-        yield CounterMetricFamily(
-            "streameval_rejected_requests", "Ingestion requests refused (bad body or event)",
-            value=float(info["rejected_requests"]),
+        rejected = CounterMetricFamily(
+            "streameval_rejected_requests",
+            "Requests refused, by reason: invalid (a bad body or event), "
+            "idempotency_conflict, too_large (over max_body), timeout (body_timeout)",
+            labels=["reason"],
         )
+        by_reason = {k[len("rejected_"):]: float(v) for k, v in info.items()
+                     if k.startswith("rejected_") and k != "rejected_requests"}
+        for reason, k in by_reason.items():
+            rejected.add_metric([reason], k)
+        rest = float(info["rejected_requests"]) - sum(by_reason.values())
+        if rest > 0:  # counted by a state that kept no reasons
+            rejected.add_metric(["unrecorded"], rest)
+        yield rejected
         yield CounterMetricFamily(
             "streameval_future_events",
             "Events refused for a time further ahead of the server's clock than max_future",
@@ -212,15 +231,30 @@ class MonitorCollector(Collector):
             value=_value(t),
         )
         active = GaugeMetricFamily(
-            "streameval_alert_active", "1 for each active (pending or firing) alert",
-            labels=["rule", "segment", "state"],
+            "streameval_alert_active",
+            "1 for each active (pending or firing) alert, with its rule's severity",
+            labels=["rule", "segment", "state", "severity"],
         )
         for a in snap.get("alerts") or ():
+            rule = str(a.get("rule"))
             active.add_metric(
-                [bounded_label(str(a.get("rule"))), segment_label(a.get("segment")),
-                 str(a.get("state"))], 1.0
+                [bounded_label(rule), segment_label(a.get("segment")), str(a.get("state")),
+                 severities.get(rule, "warning")], 1.0
             )
         yield active
+        yield GaugeMetricFamily(
+            "streameval_wal_failed",
+            "1 once a batch could not be made durable or applied (write-ahead log write or "
+            "sync, the committer, the Monitor): events are refused until a restart",
+            value=float(bool(getattr(self.engine, "failed", None))),
+        )
+        build = GaugeMetricFamily(
+            "streameval_info", "Always 1: the model served (serve.model) and streameval's version",
+            labels=["model", "version"],
+        )
+        model = (getattr(self.engine, "serve_options", None) or {}).get("model") or ""
+        build.add_metric([bounded_label(str(model)), _version()], 1.0)
+        yield build
         yield CounterMetricFamily(
             "streameval_alert_transitions", "Alert transitions emitted since start",
             value=float(info["alerts"]),
@@ -309,7 +343,14 @@ def _gather(monitor, info):
     snap = monitor.snapshot()
     metrics = getattr(monitor, "metrics", None) or {}
     windows = {name: window_label(m) for name, m in metrics.items()}
-    return snap, info, windows
+    severities = {r.name: getattr(r, "severity", "warning") for r in getattr(monitor, "rules", ())}
+    return snap, info, windows, severities
+
+
+def _version():
+    from streameval import __version__
+
+    return __version__
 
 
 def _segments(snap):

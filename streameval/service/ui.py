@@ -2,7 +2,8 @@
 
 The page is the replay report's (:func:`streameval.report.render_html`, the same
 script and plotly.js inline, so it needs no network beyond the service): segments by
-trouble, one plot per metric, alert lanes, volume, the alert table, and ROC/PR,
+trouble, one plot per metric (interval bands where rows carry them), alert lanes,
+volume and label coverage, the alert table, and ROC/PR,
 confusion matrix, score distribution and reliability views. It holds no data of its
 own: every 2 seconds it fetches ``/ui/data`` (:func:`streameval.report.report_data`
 over the service's timeline) and redraws, keeping the zoom.

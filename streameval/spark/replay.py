@@ -599,6 +599,13 @@ class _WindowValue:
             return (math.nan, math.nan)
         return self.metric.interval(level)
 
+    @property
+    def _has_interval(self):
+        # as the window it stands for: read through has_interval (rows carry intervals)
+        from streameval.metrics.base import has_interval
+
+        return self.metric is not None and has_interval(self.metric)
+
 
 def replay(log, out, config=None, *, spark=None, order_by=None, format=None,
            on_error="fail", report=True, title=None, config_dir=None, stats=None,
