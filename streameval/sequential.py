@@ -55,12 +55,32 @@ pre-change mean:
   it less often, can only delay the first alarm, never bring it forward (after a
   restart the history differs, so later alarms are another matter).
 
+Dependent observations
+----------------------
+Labels (or errors) that come in bursts make neighbouring indicator values alike: ``n``
+of them then vary like ``n / V`` independent ones, ``V`` the long-run variance factor
+(``Var(sum) ~ V n sigma^2``). The detector estimates ``V`` online (:class:`_Dependence`:
+the lag-1 autocorrelation as ``(1 + rho) / (1 - rho)`` and batch means over batches of
+100 to 3 200 observations, each at a lower confidence bound, the largest, at least 1)
+and divides every count of the statistic by it (history, candidates' stretches and the
+whole), so ``n`` observations weigh as ``n / V``. For a fixed ``V >= 1`` the deflated
+e-value is at most the undeflated one to the power ``1 / V`` (a mixture of likelihoods
+to the power ``1 / V`` is at least the mixture of the powers, by Jensen's inequality;
+the best likelihood's power is the best of the powers), a nonnegative supermartingale
+under independence: the guarantee above is kept, and ``V`` is 1 on most independent
+streams (then the statistic is the one described above, bit for bit). Under dependence
+that dies out within the largest batch the guarantee is approximate: it rests on sums
+of ``n`` observations behaving like ``n / V`` independent ones (a central limit
+theorem); dependence that outlasts the batches (a slow wander, a cycle of the rate)
+is a change of the rate to the detector.
+
 Indicator values of 1/2 (AUC ties) keep every bound (each likelihood ratio is convex
 in the observation). Weights: with unit weights the counts are exact; otherwise they
 are Kish's effective counts (``n_eff = (sum w)^2 / sum w^2``, as the drift tests), an
 approximation: a few heavy events do not pass for many independent ones.
 
-Cost: ``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy); a
+Cost: ``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy, plus
+`O(DEPENDENCE_LEVELS)` for the variance factor); a
 batch `O(m)` numpy plus one boundary per ``block`` observations. Memory:
 `O(keep * log(n / block))`.
 
@@ -88,7 +108,7 @@ __all__ = ["SequentialDrift", "Change", "METRICS", "DEFAULT_HORIZON", "DEFAULT_B
 DEFAULT_HORIZON = 1_000_000
 #: indicator observations between candidate change points (and checks): 100 keeps a
 #: check cheap per observation and loses at most 100 observations of delay; a larger
-#: block spends the budget over fewer candidates (measured in bench_alerts.py)
+#: block spends the budget over fewer candidates
 DEFAULT_BLOCK = 100
 #: candidates kept per doubling of age (an exponential histogram, as ADWIN's buckets)
 DEFAULT_KEEP = 8
@@ -397,6 +417,131 @@ def _prior(W, X, Q):
     return _log_kt(s, n), a, c, [g[i] + g[k + i] - g[2 * k + i] for i in range(k)]
 
 
+#: the smallest batch of the batch means, in indicator observations (rounded up to
+#: whole blocks); the batches double ``DEPENDENCE_LEVELS - 1`` times from there
+DEPENDENCE_BATCH = 100
+#: batch sizes of the batch means: DEPENDENCE_BATCH, twice that, ..., 32 times
+#: (3 200 observations with the default block): autocorrelation that has died out
+#: well within the largest batch is measured
+DEPENDENCE_LEVELS = 6
+#: successive differences a batch size needs before its estimate is used
+DEPENDENCE_MIN_DIFFS = 30
+#: the estimates enter as lower confidence bounds, this many standard errors below
+#: the estimate, so that an independent stream keeps a factor of 1 (no loss of
+#: power) on most streams
+DEPENDENCE_Z = 2.5
+#: a successive difference of batch means is clipped at this many times the mean of
+#: the earlier ones (from the 10th on), so that the jump of a real change does not
+#: pass for dependence
+DEPENDENCE_CLIP = 9.0
+
+
+class _Dependence:
+    """Online estimate of the long-run variance factor ``V`` of an indicator stream:
+    ``Var(sum of n observations) ~ V n sigma^2`` for long stretches (``V = 1`` for
+    independent observations, ``(1 + rho) / (1 - rho)`` for a Markov chain whose
+    lag-1 autocorrelation is ``rho``).
+
+    Two estimates, each as a lower confidence bound (``DEPENDENCE_Z`` standard
+    errors), and the largest wins, at least 1:
+
+    * the lag-1 autocorrelation ``rho`` of all observations so far, as
+      ``(1 + rho) / (1 - rho)``: available after a few hundred observations, exact
+      for Markov dependence;
+    * batch means (the variance of means of batches of ``B`` observations times
+      ``B / sigma^2``), for ``B`` = ``DEPENDENCE_BATCH`` x 1, 2, 4, ..., 32, each from
+      the mean squared successive difference of its batch means (a level shift adds
+      one difference, clipped), once it has ``DEPENDENCE_MIN_DIFFS`` differences:
+      any dependence that dies out within a batch.
+
+    It counts every observation once (unweighted values; the restarts of the detector
+    do not reset it: dependence is a property of the stream). Runtime complexity:
+    `O(1)` per observation, `O(DEPENDENCE_LEVELS)` per block."""
+
+    __slots__ = ("n", "s1", "s2", "s11", "last", "mark", "base", "levels")
+
+    def __init__(self, block):
+        #: observations, sum, sum of squares, sum of lag-1 products, last value
+        self.n = 0
+        self.s1 = self.s2 = self.s11 = 0.0
+        self.last = None
+        #: s1 at the last closed block
+        self.mark = 0.0
+        #: blocks per batch at the first level
+        self.base = max(1, -(-DEPENDENCE_BATCH // block))
+        #: per level: [sum of the open batch, its blocks, previous batch mean or None,
+        #: sum of squared successive differences, their number]
+        self.levels = [[0.0, 0, None, 0.0, 0] for _ in range(DEPENDENCE_LEVELS)]
+
+    def add(self, x):
+        x = float(x)
+        self.n += 1
+        self.s1 += x
+        self.s2 += x * x
+        if self.last is not None:
+            self.s11 += x * self.last
+        self.last = x
+
+    def close_block(self, block):
+        """A block of ``block`` observations ended (``s1`` is counted up to it)."""
+        total, self.mark = self.s1 - self.mark, self.s1
+        size = block * self.base
+        carry = total
+        for k, lev in enumerate(self.levels):
+            lev[0] += carry
+            lev[1] += 1
+            if lev[1] < (self.base if k == 0 else 2):
+                return
+            # a batch of this level is complete: its mean, and the next level's input
+            carry, lev[0], lev[1] = lev[0], 0.0, 0
+            mean = carry / (size << k)
+            if lev[2] is not None:
+                d2 = (mean - lev[2]) ** 2
+                if lev[4] >= 10:
+                    d2 = min(d2, DEPENDENCE_CLIP * lev[3] / lev[4])
+                lev[3] += d2
+                lev[4] += 1
+            lev[2] = mean
+
+    def factor(self, block):
+        """The variance factor ``V >= 1`` the evidence is deflated by."""
+        n = self.n
+        if n < 3:
+            return 1.0
+        m = self.s1 / n
+        var = self.s2 / n - m * m
+        if not var > 1e-12:
+            return 1.0
+        out = 1.0
+        rho = (self.s11 / (n - 1) - m * m) / var - DEPENDENCE_Z / math.sqrt(n)
+        if rho > 0.0:
+            rho = min(rho, 0.999)
+            out = (1.0 + rho) / (1.0 - rho)
+        size = block * self.base
+        for k, lev in enumerate(self.levels):
+            nd = lev[4]
+            if nd >= DEPENDENCE_MIN_DIFFS:
+                v = (size << k) * lev[3] / (2.0 * nd) / var
+                v *= 1.0 - DEPENDENCE_Z * math.sqrt(3.0 / nd)
+                if v > out:
+                    out = v
+        return out
+
+    def to_list(self):
+        return [self.n, self.s1, self.s2, self.s11, self.last, self.mark,
+                [list(lev) for lev in self.levels]]
+
+    def load(self, data):
+        n, s1, s2, s11, last, mark, levels = data
+        self.n, self.s1, self.s2, self.s11 = int(n), float(s1), float(s2), float(s11)
+        self.last = None if last is None else float(last)
+        self.mark = float(mark)
+        if len(levels) != DEPENDENCE_LEVELS:
+            raise ValueError(f"{len(levels)} batch-means levels, expected {DEPENDENCE_LEVELS}")
+        self.levels = [[float(a), int(b), None if c is None else float(c), float(d), int(e)]
+                       for a, b, c, d, e in levels]
+
+
 class SequentialDrift(BinaryMetric):
     """Sequential change detection with a false-alarm guarantee over the whole stream.
 
@@ -405,7 +550,9 @@ class SequentialDrift(BinaryMetric):
     their rate in either direction. See the module docstring for the statistic and
     the guarantee: with independent events and a stationary stream before the
     change, ``P(a false alarm within the first horizon events) <= alpha`` (Shin,
-    Ramdas & Rinaldo 2023, e-detectors; Ville's inequality).
+    Ramdas & Rinaldo 2023, e-detectors; Ville's inequality). Dependent events (labels
+    in bursts) are weighed by their estimated long-run variance factor (``n``
+    observations count as ``n / V``), which keeps the guarantee approximately.
 
     :meth:`report` gives the anytime-valid ``p_value`` and, at the best candidate,
     the rates ``reference`` (before) and ``current`` (after) and ``delta`` (after
@@ -491,6 +638,8 @@ class SequentialDrift(BinaryMetric):
         self._cands = _Candidates()
         self._pending = [None, None]   # roc_auc: (score, weight) of a negative, a positive
         self._stat = None              # the last check: (p, before, after, n_before, n_after)
+        #: the dependence of the observations (their long-run variance factor)
+        self._dep = _Dependence(self.block)
 
     # -- updates -------------------------------------------------------------------
     def update(self, y_true, y_pred, w=1.0, t=None):
@@ -519,6 +668,7 @@ class SequentialDrift(BinaryMetric):
         self._Q += w * w
         self._n += 1
         self.n_indicator += 1
+        self._dep.add(x)
         if self._n % self.block == 0:
             self._boundary()
         return len(self.changes) > before
@@ -580,6 +730,17 @@ class SequentialDrift(BinaryMetric):
             ws = None if w is None else w[ev]
         base, ind0 = self.n, self.n_indicator
         i, k = 0, len(ev)
+        # the dependence sums after each observation, in the event loop's order
+        dep = self._dep
+        if k:
+            dsum = np.empty((3, k + 1))
+            dsum[:, 0] = (dep.s1, dep.s2, dep.s11)
+            dsum[0, 1:] = xs
+            np.multiply(xs, xs, out=dsum[1, 1:])
+            dsum[2, 1] = 0.0 if dep.last is None else xs[0] * dep.last
+            np.multiply(xs[1:], xs[:-1], out=dsum[2, 2:])
+            np.cumsum(dsum, axis=1, out=dsum)
+            dn0 = dep.n
         while i < k:
             W0, X0 = self._W, self._X
             # unit weights and whole (or half) sums far below 2^51, the usual case: every
@@ -620,6 +781,9 @@ class SequentialDrift(BinaryMetric):
                 self._n = n0 + j + 1
                 self.n_indicator = ind0 + i + j + 1
                 self.n = base + e + 1
+                dep.n = dn0 + i + j + 1
+                dep.s1, dep.s2, dep.s11 = dsum[:, i + j + 1].tolist()
+                dep.last = float(xs[i + j])
                 if t is not None:
                     newest = _running_max(start, t, e + 1)
                     if newest != -math.inf:
@@ -640,6 +804,10 @@ class SequentialDrift(BinaryMetric):
                 i = k
         self.n = base + m
         self.n_indicator = ind0 + k
+        if k:
+            dep.n = dn0 + k
+            dep.s1, dep.s2, dep.s11 = dsum[:, k].tolist()
+            dep.last = float(xs[k - 1])
         if t is not None:
             newest = _running_max(start, t, m)
             if newest != -math.inf:
@@ -677,7 +845,10 @@ class SequentialDrift(BinaryMetric):
         # the formulas in the comments)
         c = self._cands
         m = len(c)
+        dep = self._dep
+        dep.close_block(self.block)
         if m:
+            V = dep.factor(self.block)
             s_all, n_all = _counts(self._W, self._X, self._Q)
             f = c.f
             W1 = self._W - f[:, 0]
@@ -702,6 +873,16 @@ class SequentialDrift(BinaryMetric):
             sf = np.empty((m, 2))
             s1 = np.clip(s1, 0.0, n1, out=sf[:, 0])
             np.subtract(n1, s1, out=sf[:, 1])  # (f1)
+            raw, n1d = sf, n1
+            if V != 1.0:
+                raw, n1d = sf.copy(), n1 / V
+                # dependent observations: n of them carry the evidence of n / V
+                # independent ones (every count deflated, the history's KT again)
+                sf /= V
+                s_all, n_all = s_all / V, n_all / V
+                lead = c.log_pi + self._log_kt_history(c, V)
+            else:
+                lead = c.lead
             # every lgamma of the check in one call, per candidate: KT's and each
             # prior's for the successes (s1 + 1/2, a + s1), the failures (f1 + 1/2,
             # c + f1) and the trials (n1 + 1, a + c + s1 + f1)
@@ -710,7 +891,7 @@ class SequentialDrift(BinaryMetric):
             total_args = arg[:, 2, 1:]
             np.add(c.ac, sf[:, :1], out=total_args)
             total_args += sf[:, 1:]
-            np.add(n1, 1.0, out=arg[:, 2, 0])
+            np.add(n1d, 1.0, out=arg[:, 2, 0])
             g = _lg(arg.reshape(-1)).reshape(m, 3, self._K1)
             # Q: the Beta-binomial likelihoods of what follows each candidate, under
             # the flat prior and the priors around its history's rate, mixed equally;
@@ -727,7 +908,7 @@ class SequentialDrift(BinaryMetric):
             mix = np.log(np.add.reduce(parts, axis=1))
             mix += top            # (top + log(...) - log K, in that order)
             mix -= _LOG_K
-            log_e = c.lead + mix  # (log_pi + pre + mix - log max L)
+            log_e = lead + mix  # (log_pi + pre + mix - log max L)
             log_e -= _log_max(s_all, n_all)
             best = int(log_e.argmax())
             # the e-detector: the budget-weighted sum of the candidates' e-values
@@ -738,7 +919,7 @@ class SequentialDrift(BinaryMetric):
             bw, bx, bq = f[best, :3].tolist()
             s0, n0 = _counts(bw, bx, bq)
             before = s0 / n0
-            sb, nb = float(s1[best]), float(n1[best])
+            sb, nb = float(raw[best, 0]), float(n1[best])
             after = sb / nb if nb > 0 else math.nan
             p = math.exp(-total) if total > 0.0 else 1.0
             self._stat = (p, before, after, n0, nb, total)
@@ -766,6 +947,20 @@ class SequentialDrift(BinaryMetric):
               math.nan if self._t is None else self._t)
         self._last_e = self.n
         self._thin(now)
+
+    @staticmethod
+    def _log_kt_history(c, V):
+        """log KT of each candidate's history with its counts divided by ``V``."""
+        W, X, Q = c.W, c.X, c.Q
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unit = Q == W
+            n0 = np.where(unit, W, W * W / Q)
+            s0 = np.where(unit, X, X / W * n0)
+        some = W > 0.0
+        n0 = np.where(some, n0, 0.0) / V
+        s0 = np.clip(np.where(some, s0, 0.0) / V, 0.0, n0)
+        g = _lg(np.concatenate((s0 + 0.5, n0 - s0 + 0.5, n0 + 1.0))).reshape(3, -1)
+        return g[0] + g[1] - g[2] - _LOG_PI
 
     def _thin(self, now):
         """Thin the candidates at block ``now``: ages [0, 2 keep) keep every block, then
@@ -825,7 +1020,9 @@ class SequentialDrift(BinaryMetric):
         ``change_p_value``: the p-value at which the last change was detected (the
         evidence for the change found; None before any), ``last_change``: that change
         (:class:`Change` as a dict); ``alpha``, ``horizon``; ``n``, ``t``: events seen
-        and the newest event time.
+        and the newest event time; ``variance_factor``: the long-run variance factor
+        ``V >= 1`` the counts are divided by (1: independent observations; see the
+        module docstring).
 
         ``p_value`` tests for a *new* change since the last one detected: the detector
         starts its history again at the change it found, so right after a detection
@@ -847,6 +1044,7 @@ class SequentialDrift(BinaryMetric):
                 "change_p_value": None if last is None else last["p_value"],
                 "drops": self._drops, "rises": len(self.changes) - self._drops,
                 "alpha": self.alpha, "horizon": self.horizon, "ready": True,
+                "variance_factor": self._dep.factor(self.block),
                 "n": self.n, "t": self._t}
 
     # -- protocol ------------------------------------------------------------------
@@ -896,6 +1094,7 @@ class SequentialDrift(BinaryMetric):
                 "pending": [None if v is None else list(v) for v in self._pending],
                 "stat": None if self._stat is None else [_enc(v) for v in self._stat],
                 "changes": [ch.to_dict() for ch in self.changes],
+                "dependence": self._dep.to_list(),
             },
         }
 
@@ -918,6 +1117,8 @@ class SequentialDrift(BinaryMetric):
             obj._stat = None if d["stat"] is None else tuple(_dec(v) for v in d["stat"])
             obj.changes = [Change(**ch) for ch in d["changes"]]
             obj._drops = sum(ch.direction == "drop" for ch in obj.changes)
+            if "dependence" in d:   # (a state without it: no dependence measured yet)
+                obj._dep.load(d["dependence"])
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a SequentialDrift state: {d!r:.200} ({e})") from None
         obj._check()

@@ -18,6 +18,7 @@ from scipy import special, stats
 import streameval as se
 from streameval.alerts import Alarm, parse_rule
 from streameval.drift import PrecisionRecallDrift
+from streameval import sequential
 from streameval.sequential import CONCENTRATIONS, SequentialDrift
 
 SETTINGS = settings(max_examples=40, deadline=None)
@@ -66,15 +67,54 @@ def _eff(ws, xs):
     return float((ws * xs).sum() / W * n), float(n)
 
 
-def _log_e(pre, post, log_pi):
+def _variance_factor(xs, block):
+    """The long-run variance factor of the observations ``xs`` (all of them, in
+    order), from the definition: the larger of the lag-1 bound
+    ``(1 + rho) / (1 - rho)`` (``rho`` the lag-1 autocorrelation less Z / sqrt(n))
+    and, per batch size ``B`` (the first at least DEPENDENCE_BATCH in whole blocks,
+    then doubling), ``B`` x half the mean squared successive difference of the
+    complete batches' means (each clipped at CLIP x the mean of the earlier ones from
+    the 10th on) / the variance, times ``1 - Z sqrt(3 / differences)``; at least 1."""
+    x = np.asarray(xs, dtype=float)
+    n, Z = len(x), sequential.DEPENDENCE_Z
+    if n < 3:
+        return 1.0
+    m = x.mean()
+    var = (x * x).mean() - m * m
+    if var <= 1e-12:
+        return 1.0
+    out = 1.0
+    rho = ((x[1:] * x[:-1]).sum() / (n - 1) - m * m) / var - Z / math.sqrt(n)
+    if rho > 0:
+        rho = min(rho, 0.999)
+        out = (1 + rho) / (1 - rho)
+    size = block * max(1, -(-sequential.DEPENDENCE_BATCH // block))
+    for k in range(sequential.DEPENDENCE_LEVELS):
+        B = size << k
+        means = x[:n // B * B].reshape(-1, B).mean(axis=1)
+        d2s = []
+        for d2 in np.diff(means) ** 2:
+            if len(d2s) >= 10:
+                d2 = min(d2, sequential.DEPENDENCE_CLIP * sum(d2s) / len(d2s))
+            d2s.append(d2)
+        nd = len(d2s)
+        if nd >= sequential.DEPENDENCE_MIN_DIFFS:
+            out = max(out, B * sum(d2s) / (2 * nd) / var * (1 - Z * math.sqrt(3 / nd)))
+    return out
+
+
+def _log_e(pre, post, log_pi, V=1.0):
     """log E of one candidate from its history before and after, by the definition:
     KT mixture of the history x mixture of Beta-binomials (flat, and Beta priors
-    around the history's rate) of what follows / best single rate of all of it."""
+    around the history's rate) of what follows / best single rate of all of it,
+    every count divided by the variance factor ``V`` (the priors' centre is the
+    history's rate, undeflated)."""
     s0, n0 = _eff([w for _, w in pre], [x for x, _ in pre])
-    s1, n1 = _eff([w for _, w in post], [x for x, _ in post])
-    sa, na = _eff([w for _, w in pre + post], [x for x, _ in pre + post])
-    kt = special.betaln(s0 + 0.5, n0 - s0 + 0.5) - special.betaln(0.5, 0.5)
     p0 = (s0 + 0.5) / (n0 + 1.0)
+    s0, n0 = s0 / V, n0 / V
+    s1, n1 = (v / V for v in _eff([w for _, w in post], [x for x, _ in post]))
+    sa, na = (v / V for v in _eff([w for _, w in pre + post], [x for x, _ in pre + post]))
+    kt = special.betaln(s0 + 0.5, n0 - s0 + 0.5) - special.betaln(0.5, 0.5)
     priors = [(0.5, 0.5)] + [(k * p0, k * (1 - p0)) for k in CONCENTRATIONS]
     mix = special.logsumexp([special.betaln(a + s1, b + n1 - s1) - special.betaln(a, b)
                              for a, b in priors]) - math.log(len(priors))
@@ -87,16 +127,19 @@ def _brute(metric, y, s, w, alpha, horizon, block, keep):
     with its budget share, checked at every boundary; thinning by age; restart at the
     best candidate on an alarm. Returns the p-value at each boundary and the changes."""
     obs = _indicators(metric, y, s, w)
+    seen = []            # every observation's value, for the variance factor
     hist = []            # (x, w) since the restart
     cands = []           # (position in hist, block number, log pi, event count at opening)
     last_e = 0
     ps, changes = [], []
     for i, x, ww in obs:
         hist.append((x, ww))
+        seen.append(x)
         if len(hist) % block:
             continue
         if cands:
-            les = [_log_e(hist[:pos], hist[pos:], lp) for pos, _, lp, _ in cands]
+            V = _variance_factor(seen, block)
+            les = [_log_e(hist[:pos], hist[pos:], lp, V) for pos, _, lp, _ in cands]
             k = int(np.argmax(les))
             total = special.logsumexp(les)     # the budget-weighted sum of e-values
             ps.append(min(1.0, math.exp(-total)))
@@ -157,6 +200,128 @@ def test_p_values_and_alarms_equal_the_definition(metric, weights):
     if metric in ("recall", "accuracy", "roc_auc") and not weights:
         assert d.changes and d.changes[0].direction == "drop"
         assert 3000 <= d.changes[0].index < 4500
+
+
+def _markov_labels(rng, n, rate, run):
+    """Labels in bursts: a two-state Markov chain with ``rate`` positives whose runs
+    (of either label, alternating) average ``run`` events: positive runs ``2 run
+    rate``, negative runs ``2 run (1 - rate)`` on average."""
+    leave = np.array([1 / (2 * run * (1 - rate)), 1 / (2 * run * rate)])  # from 0, from 1
+    u = rng.random(n)
+    y = np.empty(n, dtype=bool)
+    cur = bool(rng.random() < rate)
+    for i in range(n):
+        y[i] = cur
+        if u[i] < leave[int(cur)]:
+            cur = not cur
+    return y
+
+
+def _bursty(seed, n, rate=0.3, run=20):
+    """Bursty labels, scores independent given the label (the binormal model of
+    bench_alerts.py: recall 0.85, precision 0.60 at 30% positives)."""
+    rng = np.random.default_rng(seed)
+    y = _markov_labels(rng, n, rate, run)
+    s = 1 / (1 + np.exp(-(np.where(y, 1.036, -0.697) + rng.standard_normal(n))))
+    return y, s
+
+
+@pytest.mark.parametrize("metric,weights,run", [("precision", False, 20), ("precision", True, 20),
+                                                ("roc_auc", False, 3)])
+def test_deflated_p_values_on_bursty_labels_equal_the_definition(metric, weights, run):
+    """Bursty labels (variance factor well above 1): at every boundary the p-value is
+    1 / sum_j pi_j E_j with every count divided by the variance factor recomputed from
+    all observations so far (lag-1 and batch means, by the definition), and the same
+    changes."""
+    n = 8000
+    y, s = _bursty(4, n, run=run)
+    w = np.random.default_rng(5).choice([0.0, 0.5, 1.0, 2.0], n) if weights else np.ones(n)
+    d = SequentialDrift(metric, alpha=0.05, horizon=5000, block=40, keep=3)
+    ps = []
+    for i in range(n):
+        before = d.n_indicator
+        d.update(bool(y[i]), float(s[i]), float(w[i]))
+        if d.n_indicator != before and d._n % 40 == 0 and d._stat is not None:
+            ps.append(d.report()["p_value"])
+    if metric == "precision":   # (the precision indicator is the bursty label)
+        assert d.report()["variance_factor"] > 2.0
+    want_ps, want_changes = _brute(metric, y, s, w, 0.05, 5000, 40, 3)
+    assert len(ps) == len(want_ps) > 10
+    np.testing.assert_allclose(ps, want_ps, rtol=1e-9, atol=1e-300)
+    assert [(c.index, c.start, c.direction) for c in d.changes] == want_changes
+    # the batch path gives the same state
+    assert SequentialDrift(metric, alpha=0.05, horizon=5000, block=40, keep=3).update_many(
+        y, s, w).to_state() == d.to_state()
+
+
+@pytest.mark.parametrize("block,run", [(100, 20), (7, 5), (40, 50)])
+def test_variance_factor_equals_the_definition(block, run):
+    """The online variance factor (lag-1 bound, batch means with clipped successive
+    differences, over several batch sizes) equals its definition recomputed from all
+    observations at every boundary, fed event by event or in uneven batches; it is
+    about the chain's (1 + lambda) / (1 - lambda) on a long bursty stream and 1 on an
+    independent one."""
+    y, s = _bursty(6, 60_000, run=run)
+    d = SequentialDrift("precision", alpha=1e-300, block=block)
+    xs = y[s >= 0.5].astype(float)
+    k = 0
+    for a, b in zip(range(0, 60_000, 3_331), range(3_331, 63_331, 3_331)):
+        d.update_many(y[a:b], s[a:b])
+        k = d.n_indicator
+        want = _variance_factor(xs[:k], block)
+        assert d.report()["variance_factor"] == pytest.approx(want, rel=1e-9)
+    # the label chain's second eigenvalue, seen at the predicted positives (the
+    # precision indicator is the label there): (1 + lambda) / (1 - lambda)
+    leave0, leave1 = 1 / (2 * run * 0.7), 1 / (2 * run * 0.3)
+    P = np.array([[1 - leave0, leave0], [leave1, 1 - leave1]])
+    sel = np.diag([np.mean(s[~y] >= 0.5), np.mean(s[y] >= 0.5)])
+    T = np.linalg.solve(np.eye(2) - P @ (np.eye(2) - sel), P @ sel)
+    lam = np.trace(T) - 1
+    V = d.report()["variance_factor"]
+    assert 0.6 * (1 + lam) / (1 - lam) <= V <= 1.2 * (1 + lam) / (1 - lam)
+    rng = np.random.default_rng(7)
+    yi = rng.random(60_000) < 0.3
+    assert SequentialDrift("precision").update_many(
+        yi, rng.random(60_000)).report()["variance_factor"] == 1.0
+
+
+def test_bursty_labels_do_not_raise_false_alarms(monkeypatch):
+    """Labels in bursts (mean run length 20 and 50, scores independent given the
+    label: the model is healthy): the precision detector at the default monitor's
+    alpha stays silent on every seeded stream; with the variance factor pinned at 1
+    (independence assumed, the detector without the deflation) it fires on most."""
+    streams, n = 4, 60_000
+    quiet = fired_undeflated = 0
+    for run in (20, 50):
+        for k in range(streams):
+            y, s = _bursty(100 + k, n, run=run)
+            quiet += not SequentialDrift("precision", alpha=0.005).update_many(y, s).changes
+            with monkeypatch.context() as mp:
+                mp.setattr(sequential._Dependence, "factor", lambda self, block: 1.0)
+                d = SequentialDrift("precision", alpha=0.005)
+                fired_undeflated += bool(d.update_many(y, s).changes)
+    assert quiet == 2 * streams
+    assert fired_undeflated >= 2 * streams - 2
+
+
+def test_a_state_without_the_dependence_estimate_resumes_with_a_fresh_one():
+    """A state written without the variance factor's sums (an older layout) loads:
+    the detector goes on with everything else as saved and measures dependence from
+    the events that follow (the same as a detector whose estimate was just reset)."""
+    y, s = _bursty(9, 30_000, run=20)
+    d = SequentialDrift("precision", alpha=0.005).update_many(y[:10_000], s[:10_000])
+    state = json.loads(json.dumps(d.to_state()))
+    del state["data"]["dependence"]
+    old = se.from_state(state)
+    assert old.report()["variance_factor"] == 1.0
+    assert {k: v for k, v in old.to_state()["data"].items() if k != "dependence"} == \
+        {k: v for k, v in d.to_state()["data"].items() if k != "dependence"}
+    twin = SequentialDrift._from_state(json.loads(json.dumps(d.to_state())))
+    twin._dep = sequential._Dependence(twin.block)
+    old.update_many(y[10_000:], s[10_000:])
+    twin.update_many(y[10_000:], s[10_000:])
+    assert old.to_state() == twin.to_state()
+    assert old.report()["variance_factor"] > 2.0
 
 
 def test_thinning_keeps_few_candidates_and_only_spends_less():
