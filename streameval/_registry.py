@@ -44,6 +44,9 @@ _R = "streameval.metrics.regression"
 _K = "streameval.metrics.ranking"
 _Q = "streameval.metrics.retrieval"
 _T = "streameval.metrics.text"
+_E = "streameval.metrics.estimated"
+_CAL = "streameval.metrics.calibration"
+_SD = "streameval.metrics.scoredrift"
 
 #: Every public name and every state type, in the order of DESIGN.md section 2.
 ENTRIES = (
@@ -93,6 +96,22 @@ ENTRIES = (
     Entry("ChangePointDetector", "streameval.drift", public=False),
     Entry("DriftCounts", "streameval.drift", public=False),
     Entry("SequentialDrift", "streameval.sequential", public=False),
+    # label-free estimates, score drift and calibration: config kinds, not public names
+    Entry("EstimatedConfusion", _E, public=False),
+    Entry("EstimatedPrecision", _E, "estimated_precision", public=False),
+    Entry("EstimatedRecall", _E, "estimated_recall", public=False),
+    Entry("EstimatedF1", _E, "estimated_f1", public=False),
+    Entry("EstimatedAccuracy", _E, "estimated_accuracy", public=False),
+    Entry("EstimatedROCAUC", _E, "estimated_roc_auc", public=False),
+    Entry("PredictedPositiveRate", _E, "predicted_positive_rate", public=False),
+    Entry("ExpectedCalibrationError", _CAL, "ece", public=False),
+    Entry("BrierDecomposition", _CAL, public=False),
+    Entry("BrierReliability", _CAL, "brier_reliability", public=False),
+    Entry("BrierResolution", _CAL, "brier_resolution", public=False),
+    Entry("BrierUncertainty", _CAL, "brier_uncertainty", public=False),
+    Entry("ReliabilityCurve", _CAL, public=False),
+    Entry("ScoreDrift", _SD, "score_drift", public=False),
+    Entry("ScoreDriftDetector", _SD, public=False),
 )
 
 _BY_NAME = {e.name: e for e in ENTRIES}

@@ -231,7 +231,9 @@ def _metric_class(kind, where):
         raise ValueError(
             f"{where} = {kind!r}: unknown metric kind; expected one of {sorted(KINDS)}"
         )
-    return getattr(streameval, cls_name)
+    if cls_name in streameval.__all__:
+        return getattr(streameval, cls_name)
+    return _registry.state_class(cls_name)  # a kind whose class is not a public name
 
 
 def make_metric(spec, *, name="metric", threshold=None, pos_label=True, neg_label=None,
@@ -368,12 +370,15 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
     if not isinstance(spec, dict):
         raise ValueError(f"{where} = {spec!r}: must be a table")
     test = spec.get("test", "window")
-    if test not in ("window", "sequential"):
+    if test not in ("window", "sequential", "score"):
         raise ValueError(f"{where}.test = {test!r}: must be \"window\" (a two-proportion "
-                         "test of a window against a reference) or \"sequential\" (an "
-                         "anytime-valid detector)")
+                         "test of a window against a reference), \"sequential\" (an "
+                         "anytime-valid detector) or \"score\" (a shift of the score "
+                         "distribution, no labels needed)")
     if test == "sequential":
         return _make_sequential(spec, name, threshold, pos_label, neg_label, where)
+    if test == "score":
+        return _make_score_detector(spec, where)
     _unknown(where, spec, _DRIFT_KEYS)
     kwargs = dict(spec)
     kwargs.pop("test", None)
@@ -388,6 +393,21 @@ def make_drift(spec, *, name, threshold=DEFAULT_THRESHOLD, pos_label=True, neg_l
         kwargs["period"] = check_period(kwargs["period"], f"{where}.period")
     try:
         return PrecisionRecallDrift(**kwargs, pos_label=pos_label, neg_label=neg_label)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+_SCORE_KEYS = ("test", "alpha", "horizon", "reference", "window", "every")
+
+
+def _make_score_detector(spec, where):
+    """A :class:`~streameval.metrics.scoredrift.ScoreDriftDetector` from a drift table
+    with ``test = "score"``."""
+    from streameval.metrics.scoredrift import ScoreDriftDetector
+
+    _unknown(where, spec, _SCORE_KEYS)
+    try:
+        return ScoreDriftDetector(**{k: v for k, v in spec.items() if k != "test"})
     except (TypeError, ValueError) as e:
         raise ValueError(f"{where}: {e}") from None
 

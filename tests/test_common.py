@@ -22,6 +22,8 @@ each family's module tests its values against scikit-learn or worked examples.
 
 from __future__ import annotations
 
+import importlib
+
 import json
 import math
 
@@ -187,6 +189,21 @@ CASES = [
     ("SequentialDrift-auc", lambda: sequential.SequentialDrift(
         "roc_auc", alpha=0.9, block=2, keep=2, horizon=10), "binary"),
 ]
+# label-free estimates (the label is ignored; scores taken as probabilities)
+CASES += [(name, getattr(importlib.import_module("streameval.metrics.estimated"), name), "proba")
+          for name in ("EstimatedConfusion", "EstimatedPrecision", "EstimatedRecall",
+                       "EstimatedF1", "EstimatedAccuracy", "EstimatedROCAUC",
+                       "PredictedPositiveRate")]
+CASES += [(name, getattr(importlib.import_module("streameval.metrics.calibration"), name), "proba")
+          for name in ("ExpectedCalibrationError", "BrierDecomposition", "BrierReliability",
+                       "BrierResolution", "BrierUncertainty", "ReliabilityCurve")]
+CASES += [  # score drift against a given reference (a learned one is not reverted)
+    ("ScoreDrift", lambda: importlib.import_module(
+        "streameval.metrics.scoredrift").ScoreDrift(reference=[0.1, 0.3, 0.5, 0.7, 0.9]),
+     "binary"),
+    ("ScoreDriftDetector", lambda: importlib.import_module(
+        "streameval.metrics.scoredrift").ScoreDriftDetector(reference=4, window=3, every=2),
+     "binary")]
 
 IDS = [c[0] for c in CASES]
 
@@ -327,6 +344,7 @@ MERGE_REFUSED = {
     # alarms depend on the order of events: only a detector and an empty one combine
     "SequentialDrift": lambda a, b: a.n > 0 and b.n > 0,
     "SequentialDrift-auc": lambda a, b: a.n > 0 and b.n > 0,
+    "ScoreDriftDetector": lambda a, b: a.n > 0 and b.n > 0,
 }
 
 

@@ -268,8 +268,11 @@ def batch_input(size, y_true, y_pred, w, t):
     """A batch given to a window's ``update_many``, checked for its shape: ``(raw,
     ts)`` with ``raw`` the ``(y_true, y_pred, w)`` sequences as given and ``ts`` the
     event times as float64 (None for a count window, ``size`` not None); a period
-    window without times, or a bad time, raises ``ValidationError`` (with its index)."""
+    window without times, or a bad time, raises ``ValidationError`` (with its index).
+    ``y_true=None`` (label-free metrics) stands for a column of None."""
     n = check_same_length(y_true=y_true, y_pred=y_pred, w=w)
+    if y_true is None:  # a label-free metric's batch (``needs_labels = False``)
+        y_true = [None] * len(as_seq(y_pred))
     raw = (as_seq(y_true), as_seq(y_pred), None if w is None else as_seq(w))
     if size is not None:
         return raw, None
