@@ -807,13 +807,17 @@ def test_the_largest_weights_and_scores_keep_every_metric_finite_and_revert_exac
                     continue
                 added.append(ev)
                 v = m.get()
-                assert v is None or math.isfinite(v), (kind, ev, v)
+                # (a metric still undefined on these events, such as a score drift whose
+                # reference is not full yet, stays NaN: never an infinite value)
+                undefined = isinstance(ref.get(), float) and math.isnan(ref.get())
+                assert v is None or math.isfinite(v) or (undefined and math.isnan(v)), (
+                    kind, ev, v)
         assert len(added) >= 9, kind
         for ev in reversed(added):
             m.revert(*ev)
         a, b = m.get(), ref.get()
-        assert (a is None and b is None) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (
-            kind, a, b)
+        assert (a is None and b is None) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) \
+            or (math.isnan(a) and math.isnan(b)), (kind, a, b)
     auc = Monitor.from_config({"metrics": {"roc_auc": "roc_auc"}}).metrics["roc_auc"]
     auc.update_many(y, p)
     for s in EXTREME_SCORES:
