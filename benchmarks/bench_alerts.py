@@ -650,5 +650,296 @@ def main(argv=None):
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:2] != ["traffic"]:
     sys.exit(main())
+
+
+# =====================================================================================
+# Traffic, recoveries and segments: the default monitor's paging rules on healthy
+# streams whose traffic moves, after an improvement, and over many segments.
+#
+#     python benchmarks/bench_alerts.py traffic --quick     # smoke run, a few minutes
+#     python benchmarks/bench_alerts.py traffic             # 100 seeds x 1M events per cell
+#
+# Results: benchmarks/results/bench_alerts_traffic.json (the alerts guide's calibration
+# section shows its tables).
+#
+# Cells (every stream from its own seed; shares with Wilson 95% intervals):
+# * prevalence cycle: positives 30% +- 10% over a "day" of DAY events, the model
+#   unchanged (the same score distribution per class: recall 0.89, FPR fixed);
+#   the earlier default (recall and precision alarms against the level before the last
+#   change) against the default (recall and FPR alarms page, precision reports): the
+#   share of streams with a paging alert and with a traffic report; and the same
+#   streams with recall dropping 0.89 -> 0.80 half-way (found, median delay).
+# * volume cycle: events per second following a daily cycle (x1 to x5), evaluated every
+#   VOLUME_EVERY_SECONDS of event time; otherwise stationary.
+# * recovery after an improvement: recall 0.89, then 0.94 for IMPROVED events (a fifth
+#   of a shorter stream) from a fifth of the stream on, then 0.89 again; the share of streams where the recall alarm fires after the return
+#   (and, with a further drop to 0.84 after it, how soon that is found).
+# * segments: K = 100 and 1 000 segments of equal traffic, healthy (the share of
+#   streams with any paging alert within --events events of the whole stream), and
+#   one segment whose recall drops 0.89 -> 0.50 after 1 000 of its events (its delay in
+#   its own events, and in the stream's at its share of the traffic).
+# =====================================================================================
+T_RECALL = 0.89
+T_RATE = 0.30
+DAY = 100_000
+IMPROVED = 200_000
+VOLUME_EVERY_SECONDS = 600.0
+SEGMENT_COUNTS = (100, 1000)
+#: the dropped segment's own events before and after its drop
+SEG_BEFORE, SEG_AFTER = 1000, 2000
+SEG_DROP_TO = 0.50
+PAGING = ("recall alarm", "fpr alarm on rise")
+
+
+def t_wilson(k, n, z=1.959963984540054):
+    if n == 0:
+        return math.nan, math.nan
+    p = k / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(c - h, 0.0), min(c + h, 1.0)
+
+
+def t_share(k, n):
+    lo, hi = t_wilson(k, n)
+    return f"{k}/{n} = {pct(k / n)} [{pct(lo)}, {pct(hi)}]"
+
+
+def t_model(rate=T_RATE, recall=T_RECALL):
+    """Logit means (mu_0, mu_1) of the healthy model: recall 0.89, precision 0.60 at 30%."""
+    return means(rate, recall=recall)
+
+
+def t_stream(n, seed, rate=None, mu1=None, nseg=0):
+    """Labels, scores and segments: ``rate`` and ``mu1`` arrays (or None: healthy)."""
+    rng = np.random.default_rng(seed)
+    mu0, h1 = t_model()
+    rate = np.full(n, T_RATE) if rate is None else rate
+    mu1 = np.full(n, h1) if mu1 is None else mu1
+    y = rng.random(n) < rate
+    logit = np.where(y, mu1, mu0) + rng.standard_normal(n)
+    seg = rng.integers(0, nseg, n) if nseg else None
+    return y, 1.0 / (1.0 + np.exp(-logit)), seg
+
+
+def t_monitor(old=False, group_by=None, every_seconds=None):
+    """The default monitor's detectors and rules on one cheap metric (its counts feed
+    the traffic explanation); ``old``: recall and precision alarms against the level
+    before the last change (the earlier default)."""
+    import streameval as se
+    from streameval import config
+    from streameval.alerts import Alarm
+    from streameval.monitor import Monitor
+
+    drift = config.default_drift()
+    if old:
+        drift.pop("fpr")
+        rules = [Alarm("recall", baseline="previous"), Alarm("precision", baseline="previous")]
+    else:
+        rules = config.default_rules()
+    kw = {"every": 0, "every_seconds": every_seconds} if every_seconds else {}
+    return Monitor({"precision": se.Precision()}, drift=drift, rules=rules,
+                   group_by=group_by, overall_rules=False if group_by else True, **kw)
+
+
+def t_run(mon, y, s, seg=None, t=None, chunk=100_000):
+    out = []
+    mon.on_alert.append(out.append)
+    for i in range(0, len(y), chunk):
+        kw = {}
+        if seg is not None:
+            kw["segment"] = seg[i:i + chunk]
+        if t is not None:
+            kw["t"] = t[i:i + chunk]
+        mon.update_many(y[i:i + chunk], s[i:i + chunk], **kw)
+    return [a for a in out if a["state"] == "firing"]
+
+
+def t_first(alerts, rules, after=0):
+    ns = [a["n"] for a in alerts if a["rule"] in rules and a["n"] > after]
+    return min(ns) if ns else None
+
+
+def t_prevalence_task(n, seed):
+    from scipy.stats import norm
+
+    i = np.arange(n)
+    rate = T_RATE + 0.10 * np.sin(2 * np.pi * i / DAY)
+    y, s, _ = t_stream(n, seed, rate=rate)
+    out = {}
+    for key, old in (("old", True), ("new", False)):
+        al = t_run(t_monitor(old=old), y, s)
+        paging = ("recall alarm from previous", "precision alarm from previous") if old \
+            else PAGING
+        out[key] = {"paged": any(a["rule"] in paging for a in al),
+                    "reports": sum(a["rule"] == "precision alarm" for a in al),
+                    "traffic": sum(a.get("cause") == "traffic" for a in al
+                                   if a["rule"] == "precision alarm")}
+    mu1 = np.full(n, t_model()[1])
+    mu1[n // 2:] = norm.ppf(0.80)
+    y, s, _ = t_stream(n, seed, rate=rate, mu1=mu1)
+    al = t_run(t_monitor(), y, s)
+    first = t_first(al, ("recall alarm",), after=n // 2)
+    out["drop"] = {"delay": None if first is None else first - n // 2,
+                   "early": any(a["rule"] in PAGING and a["n"] <= n // 2 for a in al)}
+    return out
+
+
+def t_volume_task(n, seed):
+    y, s, _ = t_stream(n, seed)
+    rng = np.random.default_rng(seed + 7)
+    # events per second 1 + 4 (1 + sin) / 2 over a day of 86 400 s: gaps of 1 / rate
+    day = 86_400.0
+    t = np.empty(n)
+    now = 0.0
+    gaps = rng.exponential(1.0, n)
+    for i in range(n):  # (a thinning-free inhomogeneous Poisson process, step by step)
+        lam = 0.2 * (1.0 + 2.0 * (1.0 + math.sin(2 * math.pi * now / day)))
+        now += gaps[i] / lam
+        t[i] = now
+    al = t_run(t_monitor(every_seconds=VOLUME_EVERY_SECONDS), y, s, t=t)
+    return {"paged": any(a["rule"] in PAGING for a in al)}
+
+
+def t_recovery_task(n, seed):
+    from scipy.stats import norm
+
+    pre = n // 5
+    back = pre + min(IMPROVED, n // 5)
+    mu1 = np.full(n, t_model()[1])
+    mu1[pre:back] = norm.ppf(T_RECALL + 0.05)
+    y, s, _ = t_stream(n, seed, mu1=mu1)
+    out = {}
+    for key, old in (("old", True), ("new", False)):
+        al = t_run(t_monitor(old=old), y, s)
+        rule = "recall alarm from previous" if old else "recall alarm"
+        out[key] = {"paged_after_return": any(a["rule"] == rule and a["n"] > back for a in al),
+                    "paged": any(a["rule"] == rule for a in al)}
+    # a real drop after the return: 0.89 -> 0.84 from the middle of the rest
+    drop = back + (n - back) // 2
+    mu1[drop:] = norm.ppf(T_RECALL - 0.05)
+    y, s, _ = t_stream(n, seed, mu1=mu1)
+    al = t_run(t_monitor(), y, s)
+    first = t_first(al, ("recall alarm",), after=drop)
+    out["drop"] = {"delay": None if first is None else first - drop,
+                   "early": any(a["rule"] == "recall alarm" and a["n"] <= drop for a in al)}
+    return out
+
+
+def t_segments_task(n, seed, k):
+    y, s, seg = t_stream(n, seed, nseg=k)
+    al = t_run(t_monitor(group_by="seg"), y, s, seg=seg.astype(str))
+    return {"healthy": any(a["rule"] in PAGING for a in al)}
+
+
+def t_segment_drop_task(seed, k):
+    """One segment of ``k`` with equal traffic: SEG_BEFORE of its events healthy, then
+    recall 0.50 for up to SEG_AFTER. Under group_by a segment's detectors and rules see
+    its events only, evaluated at the stream's evaluation points (every 1 000 stream
+    events: every 1 000 / k of its own), so its own events are run through the default
+    rules evaluated at that cadence; its delay in stream events is k times its own."""
+    from scipy.stats import norm
+
+    m = SEG_BEFORE + SEG_AFTER
+    mu1 = np.full(m, t_model()[1])
+    mu1[SEG_BEFORE:] = norm.ppf(SEG_DROP_TO)
+    y, s, _ = t_stream(m, seed, mu1=mu1)
+    mon = t_monitor()
+    mon.every = max(1000 // k, 1)
+    al = t_run(mon, y, s, chunk=m)
+    first = t_first(al, ("recall alarm",), after=SEG_BEFORE)
+    d = None if first is None else first - SEG_BEFORE
+    return {"delay": d, "early": any(a["rule"] in PAGING and a["n"] <= SEG_BEFORE for a in al)}
+
+
+def traffic_main(argv=None):
+    ap = argparse.ArgumentParser(description="bench_alerts traffic: prevalence and volume "
+                                 "cycles, recoveries, segments")
+    ap.add_argument("--streams", type=int, default=100, help="seeds per cell")
+    ap.add_argument("--events", type=int, default=1_000_000, help="events per stream")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes")
+    ap.add_argument("--quick", action="store_true", help="4 seeds x 200 000 events")
+    R.add_json_argument(ap, __file__.replace("bench_alerts.py", "bench_alerts_traffic.py"))
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.streams, args.events = 4, 200_000
+    run = R.start(__file__.replace("bench_alerts.py", "bench_alerts_traffic.py"), args)
+    n, m = args.events, args.streams
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(args.jobs) as ex:
+        prev = [ex.submit(t_prevalence_task, n, 50_000_000 + i) for i in range(m)]
+        vol = [ex.submit(t_volume_task, n, 51_000_000 + i) for i in range(m)]
+        rec = [ex.submit(t_recovery_task, n, 52_000_000 + i) for i in range(m)]
+        seg = {k: [ex.submit(t_segments_task, n, 53_000_000 + 100_000 * j + i, k)
+                   for i in range(m)] for j, k in enumerate(SEGMENT_COUNTS)}
+        sdrop = {k: [ex.submit(t_segment_drop_task, 54_000_000 + 100_000 * j + i, k)
+                     for i in range(m)] for j, k in enumerate(SEGMENT_COUNTS)}
+        prev = [f.result() for f in prev]
+        vol = [f.result() for f in vol]
+        rec = [f.result() for f in rec]
+        seg = {k: [f.result() for f in v] for k, v in seg.items()}
+        sdrop = {k: [f.result() for f in v] for k, v in sdrop.items()}
+
+    heading("## Traffic changes: what pages\n")
+    rows = []
+    for key, label in (("old", "recall and precision alarms, reference: the level before "
+                        "the last change"),
+                       ("new", "default: recall and FPR alarms page, precision reports")):
+        k = sum(r[key]["paged"] for r in prev)
+        rep = sum(r[key]["reports"] > 0 for r in prev)
+        rows.append(("prevalence cycle 20-40%", label, t_share(k, m),
+                     t_share(rep, m) if key == "new" else "-"))
+    k = sum(r["paged"] for r in vol)
+    rows.append(("volume cycle x1-x5", "default", t_share(k, m), "-"))
+    print(table(("stream", "rules", "streams with a paging alert",
+                 "streams with a traffic report"), rows))
+    d = [r["drop"]["delay"] for r in prev]
+    found = sum(x is not None for x in d)
+    print()
+    print(table(("stream", "found", "median delay (events)", "p90 delay",
+                 "paged before the drop"),
+                [("prevalence cycle, recall 0.89 -> 0.80 half-way", t_share(found, m),
+                  fmt_delay(quantile(d, 0.5)), fmt_delay(quantile(d, 0.9)),
+                  t_share(sum(r["drop"]["early"] for r in prev), m))]))
+
+    heading("## Recovery after an improvement\n")
+    rows = []
+    for key, label in (("old", "reference: the level before the last change"),
+                       ("new", "default reference: the first stretch's level")):
+        rows.append((label, t_share(sum(r[key]["paged_after_return"] for r in rec), m),
+                     t_share(sum(r[key]["paged"] for r in rec), m)))
+    print(table(("recall alarm", "paged after the return to 0.89", "paged at all"), rows))
+    d = [r["drop"]["delay"] for r in rec]
+    print()
+    print(table(("stream", "found", "median delay (events)", "p90 delay",
+                 "paged before the drop"),
+                [("after the return, recall 0.89 -> 0.84",
+                  t_share(sum(x is not None for x in d), m), fmt_delay(quantile(d, 0.5)),
+                  fmt_delay(quantile(d, 0.9)),
+                  t_share(sum(r["drop"]["early"] for r in rec), m))]))
+
+    heading("## Segments: one guarantee for the whole monitor\n")
+    rows = []
+    for k in SEGMENT_COUNTS:
+        d = [r["delay"] for r in sdrop[k]]
+        med = quantile(d, 0.5)
+        rows.append((k, t_share(sum(r["healthy"] for r in seg[k]), m),
+                     t_share(sum(x is not None for x in d), m), fmt_delay(med),
+                     fmt_delay(quantile(d, 0.9)),
+                     fmt_delay(med * k) if med == med else "-",
+                     t_share(sum(r["early"] for r in sdrop[k]), m)))
+    print(table(("segments", f"healthy: streams with a paging alert in {n:,} events",
+                 f"one segment's recall 0.89 -> {SEG_DROP_TO:.2f}: found within "
+                 f"{SEG_AFTER:,} of its events",
+                 "median delay (its own events)", "p90 delay (its own events)",
+                 "median delay (stream events, at its share)", "paged before the drop"),
+                rows))
+    print(f"\nTotal wall time: {time.perf_counter() - t0:,.0f} s")
+    run.write(args.json)
+    return 0
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["traffic"]:
+    sys.exit(traffic_main(sys.argv[2:]))

@@ -21,9 +21,15 @@ Rules
   (``recall drift p < 0.01``); by default only a *drop* counts (``direction="drop"``:
   the report's ``delta`` must be negative), ``"rise"`` or ``"any"`` otherwise.
 * :class:`Alarm` -- a sequential detector
-  (:class:`~streameval.sequential.SequentialDrift`) has detected a drop
-  (``recall alarm``): firing from the detection until it detects a rise (a recovery).
-  Its false-alarm guarantee is the detector's, over the whole stream.
+  (:class:`~streameval.sequential.SequentialDrift`) has detected a change and the rate
+  since its last detected change is credibly below a reference (``recall alarm``):
+  the first stretch's level by default, a fixed value or a declared period
+  (``baseline``); firing until the rate is back at the reference, so a return from an
+  improvement does not page. Its false-alarm guarantee is the detector's, over the
+  whole stream; :func:`false_alarm_bound` adds the detectors' budgets up over the
+  segments of a Monitor. An alarm on precision explains a change by the traffic
+  (prevalence) or by the model (recall, FPR) when the Monitor gives it the scope's
+  counts.
 
 Confidence
 ----------
@@ -125,6 +131,9 @@ __all__ = [
     "Alarm",
     "parse_rule",
     "rule_from_config",
+    "false_alarm_bound",
+    "REFERENCE_ALPHA",
+    "SHORTFALLS",
     "INACTIVE",
     "PENDING",
     "FIRING",
@@ -179,6 +188,21 @@ def _number(value, key, rule_name, *, low=None, low_open=False, high=None, integ
             bound += f"{' and' if bound else ''} <= {high}"
         raise ValueError(f"{_where(rule_name)}: {key} = {value!r}: must be {kind}{bound}")
     return int(value) if integer else float(value)
+
+
+def _either(count, seconds, rule_name):
+    """A duration given in event time (``seconds``: ``(key, value)``), checked, or None,
+    refused when its counterpart in evaluations or events (``count``: ``(key, value
+    given, whether it is set, unit)``) is set too."""
+    key, value = seconds
+    if value is None:
+        return None
+    value = _number(value, key, rule_name, low=0)
+    ckey, cvalue, cset, unit = count
+    if cset:
+        raise ValueError(f"{_where(rule_name)}: give either {ckey} = {cvalue!r} ({unit}) "
+                         f"or {key} = {seconds[1]!r}, not both")
+    return value
 
 
 def _metric_name(metric, key="metric", rule_name=None):
@@ -361,37 +385,17 @@ class Rule:
                              f"(reserved: {list(RESERVED_LABELS)}); use another name")
         self.metric = _metric_name(metric, rule_name=label)
         self.for_ = _number(for_, "for", label, low=1, integer=True)
-        self.for_seconds = (
-            None if for_seconds is None else _number(for_seconds, "for_seconds", label, low=0)
-        )
-        if self.for_seconds is not None and self.for_ != 1:
-            raise ValueError(
-                f"{_where(label)}: give either for = {for_!r} (evaluations) "
-                f"or for_seconds = {for_seconds!r}, not both"
-            )
+        self.for_seconds = _either(("for", for_, self.for_ != 1, "evaluations"),
+                                   ("for_seconds", for_seconds), label)
         self.min_samples = _number(min_samples, "min_samples", label, low=0, integer=True)
         self.cooldown = _number(cooldown, "cooldown", label, low=0, integer=True)
-        self.cooldown_seconds = (
-            None if cooldown_seconds is None
-            else _number(cooldown_seconds, "cooldown_seconds", label, low=0)
-        )
-        if self.cooldown_seconds is not None and self.cooldown:
-            raise ValueError(
-                f"{_where(label)}: give either cooldown = {cooldown!r} (events) "
-                f"or cooldown_seconds = {cooldown_seconds!r}, not both"
-            )
+        self.cooldown_seconds = _either(("cooldown", cooldown, self.cooldown, "events"),
+                                        ("cooldown_seconds", cooldown_seconds), label)
         self.keep_firing_for = _number(keep_firing_for, "keep_firing_for", label, low=0,
                                        integer=True)
-        self.keep_firing_for_seconds = (
-            None if keep_firing_for_seconds is None
-            else _number(keep_firing_for_seconds, "keep_firing_for_seconds", label, low=0)
-        )
-        if self.keep_firing_for_seconds is not None and self.keep_firing_for:
-            raise ValueError(
-                f"{_where(label)}: give either keep_firing_for = {keep_firing_for!r} "
-                f"(evaluations) or keep_firing_for_seconds = {keep_firing_for_seconds!r}, "
-                "not both"
-            )
+        self.keep_firing_for_seconds = _either(
+            ("keep_firing_for", keep_firing_for, self.keep_firing_for, "evaluations"),
+            ("keep_firing_for_seconds", keep_firing_for_seconds), label)
         self._name = name
         self._reset()
 
@@ -518,7 +522,7 @@ class Rule:
 
     # -- explanation ----------------------------------------------------------------
     def explain(self, record, *, segment_n=None, window=None, events=None, interval=None,
-                interval_level=None, report=None):
+                interval_level=None, report=None, peers=None):
         """What a transition rests on, as new fields of its record (the explanation).
 
         ``record`` is a transition this rule returned (with ``"segment"`` when the
@@ -526,7 +530,9 @@ class Rule:
         scope's own event count (``segment_n``), what the metric covers (``window``, in
         words), the labelled events its value rests on (``events``), the value's
         interval (``(low, high)`` at ``interval_level``; a rule with ``confidence``
-        uses the interval it read) and the drift test's full report (``report``).
+        uses the interval it read), the drift test's full report (``report``) and the
+        scope's other detectors' reports (``peers``: an alarm on precision reads them to
+        tell a change of the traffic from one of the model).
         Returns a dict of new keys only (``expr``, ``kind``, ``metric``, ``window``,
         ``value_label``, ``events``, ``segment_n``, ``interval``, ``interval_level``,
         the kind's own keys, and ``message``: one sentence); the record's own keys
@@ -556,6 +562,7 @@ class Rule:
             "interval": iv,
             "interval_level": _finite(interval_level) if iv is not None else None,
         }
+        self._peers = peers
         out.update(self._explain(record, out, report))
         out["message"] = self._message(record, out)
         last = self._last
@@ -1109,25 +1116,56 @@ class Drift(Rule):
 
 
 class Alarm(Rule):
-    """Fires while a sequential detector's last detected change is a drop
-    (``recall alarm``), or a rise (``direction="rise"``: ``error_rate alarm on rise``).
+    """Fires while a sequential detector's changes have taken the watched rate below its
+    reference (``recall alarm``), or above it (``direction="rise"``:
+    ``error_rate alarm on rise``).
 
     Evaluated on the report of a :class:`~streameval.sequential.SequentialDrift` (a
-    mapping with ``"change"``: ``"drop"``, ``"rise"`` or None, and ``"last_change"``).
-    The alert opens at the first evaluation after the detector detects a change in
-    the rule's direction (even if a change back followed before that evaluation: the
-    rule counts the detections, it does not only look at the last one) and resolves
-    at the first evaluation whose last detected change is in the other direction (a
-    recovery). Its false-alarm guarantee is the detector's:
-    ``P(a false alarm within horizon events) <= alpha``, over the whole stream,
-    however often the rule is evaluated. The transition's ``value`` is the rate after
-    the last detected change; before any detection there is nothing to evaluate.
+    mapping with ``"change"``: ``"drop"``, ``"rise"`` or None, ``"last_change"``, and
+    the rates of the history since that change). What counts as bad is set by
+    ``baseline``, the *reference* level:
+
+    * ``"first"`` (default): the rate of the stream's first stretch, before the
+      detector's first detected change: the level the model had when monitoring
+      began, estimated from that whole stretch. An improvement and the return from
+      it are two detected changes, but the rate after them is back at the
+      reference, so nothing fires. (The level before the last change would page on
+      every return from an improvement; a long-run average would let a long bad
+      period lower its own reference.)
+    * a number: a fixed reference (``baseline = 0.89``).
+    * ``{"from": a, "to": b}``: the rate over the scope's events ``a`` to ``b``, a
+      declared healthy period (read at the evaluations nearest its ends; in a
+      Monitor, from the scope's cumulative confusion counts at the detector's
+      threshold, so for the proportions only, not ``roc_auc``).
+    * ``"previous"``: the level before the last change: firing from each detected
+      change in the rule's direction until one in the other direction (the
+      recovery), whatever the levels.
+
+    With a reference, the alert fires when the detector has detected at least one
+    change and the rate since its last detected change is below the reference with
+    anytime-valid evidence: an e-value (a likelihood ratio mixed over the
+    alternatives ``reference - d``, ``d`` in :data:`SHORTFALLS`) of at least
+    ``1 / REFERENCE_ALPHA``, against the reference's lower end (a one-sided Wilson
+    bound at ``1 - REFERENCE_ALPHA`` when it is estimated). It resolves when that rate
+    is back at the reference (at or above that end; ``"rise"``: at or below). A drop
+    detected and undone between two evaluations cannot be compared with the reference
+    any more: it opens an alert that resolves at the next evaluation. A return to a
+    level held before therefore pages with probability at most about
+    ``REFERENCE_ALPHA`` however long it is watched, and the false-alarm guarantee on
+    a stationary stream is still the detector's,
+    ``P(a false alarm within horizon events) <= alpha``: nothing fires before a
+    detected change.
+
+    The rule counts the detections, it does not only look at the last one, so an
+    alert opens even when a change back followed before the next evaluation
+    (``"previous"``). The transition's ``value`` is the rate after the last detected
+    change; before any detection there is nothing to evaluate.
 
     Runtime complexity of :meth:`~Rule.evaluate`: `O(1)`.
 
-    >>> r = Alarm("recall")
+    >>> r = Alarm("recall", baseline="previous")
     >>> r.name
-    'recall alarm'
+    'recall alarm from previous'
     >>> r.evaluate({"change": None, "last_change": None}, n=1) is None
     True
     >>> r.evaluate({"change": "drop", "last_change": {"after": 0.71}}, n=2)["state"]
@@ -1135,24 +1173,41 @@ class Alarm(Rule):
     >>> r.evaluate({"change": "rise", "last_change": {"after": 0.85}}, n=3)["state"]
     'resolved'
 
+    Against a fixed reference of 0.89: 400 of 500 positives found since the change
+    (0.8) is strong evidence of a shortfall; 440 of 500 (0.88) is not, and a return
+    from an improvement to that level does not page:
+
+    >>> def report(rate):   # 500 positives since the change, at the detector's last check
+    ...     return {"change": "drop", "last_change": {"direction": "drop", "after": rate},
+    ...             "reference": rate, "n_reference": 250, "current": rate, "n_current": 250}
+    >>> Alarm("recall", baseline=0.89).evaluate(report(0.8), n=5000)["state"]
+    'firing'
+    >>> Alarm("recall", baseline=0.89).evaluate(report(0.88), n=5000) is None
+    True
+
     Parameters
     ----------
     metric : str
         The name of the detector (a drift test of the Monitor).
     direction : str
         ``"drop"`` (default) or ``"rise"``.
+    baseline : str, float or dict
+        The reference: ``"first"`` (default), a number in [0, 1], ``{"from": a,
+        "to": b}`` (scope events, ``0 <= a < b``) or ``"previous"``.
     **kwargs
         See :class:`Rule`.
     """
 
     kind = "alarm"
 
-    def __init__(self, metric, *, direction="drop", **kwargs):
+    def __init__(self, metric, *, direction="drop", baseline="first", **kwargs):
+        label = kwargs.get("name")
         if direction not in ("drop", "rise"):
             raise ValueError(
-                f"{_where(kwargs.get('name'))}: direction = {direction!r}: must be \"drop\" or \"rise\""
+                f"{_where(label)}: direction = {direction!r}: must be \"drop\" or \"rise\""
             )
         self.direction = direction
+        self.baseline = _alarm_baseline(baseline, label)
         self._change = None
         self._new = 0
         super().__init__(metric, **kwargs)
@@ -1169,9 +1224,28 @@ class Alarm(Rule):
         # scope's count stood in the stream, to place a change start in stream events
         self._marks = []
         self._report = None
+        #: the reference level and the effective observations behind it (None: fixed,
+        #: or not known yet)
+        self.reference = None if isinstance(self.baseline, (str, dict)) else self.baseline
+        self.reference_n = None
+        # (scope events, tp, fp, fn, tn) at evaluations, when the Monitor gives the
+        # scope's confusion counts: the traffic's side of an explanation, and a
+        # declared baseline period's counts
+        self._counts = []
+        # the counts at a declared baseline period's start
+        self._period_start = None
+        # the change starts seen (scope events), the newest last: the before-stretch
+        # of the last change begins at the one before it
+        self._starts = []
+        self._since = (math.nan, 0.0)    # (rate, observations) since the last change
+        self._log_e = -math.inf          # the evidence against the reference
 
     def evaluate(self, value, n, t=None, samples=None):
         s = n if samples is None else samples
+        if isinstance(value, dict) and value.get("counts") is not None and (
+                value.get("metric") == "precision" or isinstance(self.baseline, dict)):
+            # (kept where they are read: a precision alarm's traffic, a baseline period)
+            self._note_counts(s, value["counts"])
         marks = self._marks
         # keep, per scope count, the first and the latest evaluation that saw it: the
         # count's last event came before the first, the next event after the latest
@@ -1213,6 +1287,77 @@ class Alarm(Rule):
         pos = n0 + frac * (n1 - n0)
         return int(round(min(max(pos, n0 + (k - s0)), n1 - (s1 - k))))
 
+    # -- counts and the reference --------------------------------------------------
+    def _note_counts(self, s, counts):
+        """Keep the scope's cumulative confusion counts at scope event ``s`` (thinned as
+        the marks are), and a declared baseline period's counts at its ends."""
+        try:
+            c = tuple(float(counts[k]) for k in ("tp", "fp", "fn", "tn"))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{_where(self.name)}: counts = {counts!r:.80}: must be a "
+                             "mapping of tp, fp, fn, tn") from None
+        marks = self._counts
+        if marks and marks[-1][0] == s:
+            marks[-1] = (s, *c)
+        else:
+            marks.append((s, *c))
+            if len(marks) > self.MARKS:
+                half = self.MARKS // 2
+                marks[:half] = marks[:half:2]
+        period = self.baseline if isinstance(self.baseline, dict) else None
+        if period is None or self.reference is not None:
+            return
+        if self._period_start is None and s >= period["from"]:
+            self._period_start = c if period["from"] > 0 else (0.0, 0.0, 0.0, 0.0)
+        if self._period_start is not None and s >= period["to"]:
+            watched = (self._report or {}).get("metric") or self.metric
+            diff = [x - y for x, y in zip(c, self._period_start)]
+            rate = _rate_of(watched, *diff)
+            if rate is not None and rate[1] > 0:
+                self.reference, self.reference_n = rate[0] / rate[1], rate[1]
+
+    def counts_at(self, k):
+        """The scope's cumulative confusion counts ``(tp, fp, fn, tn)`` at the last
+        evaluation at or before scope event ``k`` (zeros before the first, or at 0);
+        None without counts. Runtime complexity: `O(marks)`."""
+        import bisect
+
+        marks = self._counts
+        if not marks:
+            return None
+        i = bisect.bisect_right([m[0] for m in marks], k)
+        return (0.0, 0.0, 0.0, 0.0) if i == 0 or k <= 0 else tuple(marks[i - 1][1:])
+
+    def _bound(self):
+        """The reference's end on the rule's side: its one-sided Wilson bound at
+        ``1 - REFERENCE_ALPHA`` when it is estimated (the lower end for a drop)."""
+        ref, n = self.reference, self.reference_n
+        if n is None or not n > 0:
+            return ref
+        lo, hi = _wilson(ref, n, _Z_REFERENCE)
+        return lo if self.direction == "drop" else hi
+
+    def _evidence(self):
+        """log of the e-value of the stretch since the last change against the
+        reference's bound (a mixture of likelihood ratios over SHORTFALLS)."""
+        rate, n = self._since
+        if not n > 0 or rate != rate:
+            return -math.inf
+        p0 = min(max(self._bound(), 1e-12), 1.0 - 1e-12)
+        sk = min(max(rate * n, 0.0), n)
+        fk = n - sk
+        sign = 1.0 if self.direction == "drop" else -1.0
+        terms = []
+        for d in SHORTFALLS:
+            q = p0 - sign * d
+            if 0.0 < q < 1.0:
+                terms.append(sk * math.log(q / p0) + fk * math.log((1.0 - q) / (1.0 - p0)))
+        if not terms:
+            return -math.inf
+        top = max(terms)
+        return top + math.log(sum(math.exp(x - top) for x in terms) / len(SHORTFALLS))
+
+    # -- explanation ----------------------------------------------------------------
     def _explain(self, record, f, report):
         rep = self._report or {}
         det = rep.get("metric")
@@ -1236,6 +1381,56 @@ class Alarm(Rule):
         if index is not None:
             out["detected_segment_n"] = int(index) + 1
             out["detected_n"] = self.stream_position(int(index), out["detected_t"]) + 1
+        base = self.baseline
+        out["baseline"] = _finite(self.reference)
+        out["baseline_rule"] = ("fixed" if not isinstance(base, (str, dict)) else
+                                "period" if isinstance(base, dict) else base)
+        out["rate"] = _finite(self._since[0]) if self._since[1] > 0 else None
+        out.update(self._traffic(det, start, f["segment_n"], getattr(self, "_peers", None)))
+        return out
+
+    def _traffic(self, watched, start, now, peers):
+        """What the traffic did across the last change: prevalence, recall and FPR
+        before and after it (from the scope's counts), the precision that the
+        prevalence after it and the recall and FPR before it give, and the cause of a
+        precision change (``"traffic"`` when that expected precision explains it and
+        no detector of recall or FPR detected a change over the same time)."""
+        out = {k: None for k in TRAFFIC_FIELDS}
+        if watched != "precision" and watched is not None:
+            out["cause"] = "model"
+        c_now = self._counts[-1][1:] if self._counts else None
+        if start is None or c_now is None:
+            return out
+        starts = self._starts
+        prev = starts[-2] if len(starts) >= 2 and starts[-1] == start else 0
+        c0, c1 = self.counts_at(prev), self.counts_at(start)
+        before = [x - y for x, y in zip(c1, c0)]
+        after = [x - y for x, y in zip(c_now, c1)]
+        for name, (tp, fp, fn, tn) in (("before", before), ("after", after)):
+            out[f"prevalence_{name}"] = _ratio(tp + fn, tp + fp + fn + tn)
+            out[f"recall_{name}"] = _ratio(tp, tp + fn)
+            out[f"fpr_{name}"] = _ratio(fp, fp + tn)
+            out[f"precision_{name}"] = _ratio(tp, tp + fp)
+        p, tpr, fpr = out["prevalence_after"], out["recall_before"], out["fpr_before"]
+        if None not in (p, tpr, fpr) and p * tpr + (1 - p) * fpr > 0:
+            out["expected_precision"] = p * tpr / (p * tpr + (1 - p) * fpr)
+        if watched != "precision":
+            return out
+        changed = []
+        for rep in (peers or {}).values():
+            if not isinstance(rep, dict) or rep.get("metric") not in ("recall", "fpr"):
+                continue
+            lc = rep.get("last_change") or {}
+            idx = lc.get("index")
+            if idx is not None and idx >= start - (now - start):
+                changed.append(rep["metric"])
+        out["model_changes"] = sorted(set(changed))
+        e, obs, k = out["expected_precision"], out["precision_after"], after[0] + after[1]
+        if e is None or obs is None:
+            return out
+        se_ = math.sqrt(max(e * (1 - e), 1e-12) / max(k, 1.0))
+        explained = abs(obs - e) <= EXPLAINED_SE * se_ + 1e-12
+        out["cause"] = "traffic" if explained and not changed else "model"
         return out
 
     def _message(self, record, f):
@@ -1262,8 +1457,14 @@ class Alarm(Rule):
             msg += f"; detected at event {_count(f['detected_n'])}"
         if f.get("p_value") is not None:
             msg += f", p = {_show(f['p_value'])}"
+        if record.get("state") != RESOLVED and f.get("baseline") is not None \
+                and self.baseline != "previous":
+            msg += f"; reference {_show(f['baseline'])} ({f['baseline_rule']})"
+        if record.get("state") != RESOLVED and watched == "precision":
+            msg += _traffic_words(f)
         return msg
 
+    # -- evaluation -----------------------------------------------------------------
     def _value(self, value):
         if value is None:
             return math.nan
@@ -1282,31 +1483,226 @@ class Alarm(Rule):
         last = value.get("last_change")
         if not last or last.get("after") is None:
             return math.nan
+        start = last.get("start")
+        if start is not None and (not self._starts or self._starts[-1] != int(start)):
+            self._starts = (self._starts + [int(start)])[-2:]
+        if self.reference is None and self.baseline == "first" \
+                and last.get("before") is not None:
+            # the first stretch's rate: exact at the first detection the rule sees (a
+            # later one, after a restore from a state without it, gives the level
+            # before the last change)
+            self.reference = float(last["before"])
+            nb = last.get("n_before")
+            self.reference_n = None if nb is None else float(nb)
+        self._since = _since_change(value)
+        self._log_e = self._evidence() if self.baseline != "previous" else -math.inf
         return float(last["after"])
 
     def _condition(self, v):
-        return self._new > 0 or self._change == self.direction
+        if self.baseline == "previous":
+            return self._new > 0 or self._change == self.direction
+        if self.reference is None:
+            return False
+        if self._new > 0 and self._change != self.direction:
+            # a change in the rule's direction, and one back, since the last
+            # evaluation: the stretch between them cannot be compared with the
+            # reference any more; it opens an alert that resolves at the next one
+            return True
+        return self._log_e >= _LOG_ALARM
+
+    def _cleared(self, v, cond):
+        if self.baseline == "previous" or self.reference is None:
+            return not cond
+        rate, n = self._since
+        if not n > 0 or rate != rate:
+            return False
+        # back at the reference: at or past its end on the rule's side (the reference
+        # itself when it is fixed)
+        bound = self._bound()
+        return rate >= bound if self.direction == "drop" else rate <= bound
 
     def _extra_state(self):
-        return {"seen": self.seen, "marks": [list(m) for m in self._marks]}
+        out = {"seen": self.seen, "marks": [list(m) for m in self._marks]}
+        if self.baseline != "previous":
+            out["reference"] = [self.reference, self.reference_n]
+        if self._counts:
+            out["counts"] = [list(m) for m in self._counts]
+        if self._period_start is not None:
+            out["period_start"] = list(self._period_start)
+        if self._starts:
+            out["starts"] = list(self._starts)
+        return out
 
     def _set_extra_state(self, life):
         self.seen = int(life.get("seen", 0))
         self._marks = [(int(s), int(n), None if t is None else float(t))
                        for s, n, t in life.get("marks", [])]
+        ref = life.get("reference")
+        if ref is not None:
+            self.reference = None if ref[0] is None else float(ref[0])
+            self.reference_n = None if ref[1] is None else float(ref[1])
+        self._counts = [(int(m[0]), *(float(x) for x in m[1:])) for m in life.get("counts", [])]
+        ps = life.get("period_start")
+        self._period_start = None if ps is None else tuple(float(x) for x in ps)
+        self._starts = [int(x) for x in life.get("starts", [])]
 
     def _default_name(self):
         name = f"{self.metric} alarm"
-        return name if self.direction == "drop" else f"{name} on {self.direction}"
+        if self.direction != "drop":
+            name += f" on {self.direction}"
+        base = self.baseline
+        if base == "first":
+            return name
+        if isinstance(base, dict):
+            return f"{name} from events {base['from']} to {base['to']}"
+        return f"{name} from {base if isinstance(base, str) else _fmt(base)}"
 
     def _spec(self):
-        return {"metric": self.metric, "direction": self.direction}
+        base = self.baseline
+        return {"metric": self.metric, "direction": self.direction,
+                "baseline": dict(base) if isinstance(base, dict) else base}
 
     def _config_spec(self):
         spec = {"alarm": self.metric}
         if self.direction != "drop":
             spec["direction"] = self.direction
+        if self.baseline != "first":
+            base = self.baseline
+            spec["baseline"] = dict(base) if isinstance(base, dict) else base
         return spec
+
+
+#: the evidence a reference-based alarm needs against its reference: an e-value of
+#: ``1 / REFERENCE_ALPHA`` (a return to the reference pages with probability at most
+#: about this, however long it is watched); also the level of the estimated
+#: reference's one-sided Wilson bound
+REFERENCE_ALPHA = 0.01
+#: the shortfalls from the reference that the evidence mixes over, equally weighted:
+#: from half a point to 32 points, so a small change gathers evidence at about the rate
+#: of the nearest one, a large one at once
+SHORTFALLS = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
+_LOG_ALARM = math.log(1.0 / REFERENCE_ALPHA)
+#: z of the reference's one-sided bound at ``1 - REFERENCE_ALPHA``
+_Z_REFERENCE = 2.3263478740408408
+#: a precision after a change within this many standard errors of the expected
+#: precision counts as explained by the prevalence
+EXPLAINED_SE = 3.0
+#: the traffic fields of an alarm's explanation (None where they do not apply)
+TRAFFIC_FIELDS = ("prevalence_before", "prevalence_after", "recall_before", "recall_after",
+                  "fpr_before", "fpr_after", "precision_before", "precision_after",
+                  "expected_precision", "model_changes", "cause")
+
+
+def _ratio(a, b):
+    return a / b if b > 0 else None
+
+
+def _wilson(p, n, z):
+    """Wilson's interval ``(low, high)`` of a rate ``p`` over ``n`` observations."""
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(max(p * (1 - p) / n + z2 / (4 * n * n), 0.0)) / (1 + z2 / n)
+    return centre - half, centre + half
+
+
+def _rate_of(watched, tp, fp, fn, tn):
+    """(successes, observations) of a detector's indicator from confusion counts; None
+    for what counts cannot give (``roc_auc``)."""
+    table = {"recall": (tp, tp + fn), "precision": (tp, tp + fp),
+             "accuracy": (tp + tn, tp + fp + fn + tn), "error_rate": (fp + fn, tp + fp + fn + tn),
+             "fpr": (fp, fp + tn), "specificity": (tn, fp + tn)}
+    return table.get(watched)
+
+
+def _since_change(rep):
+    """(rate, observations) since a detector's last detected change, from its report:
+    the rates before and after its best candidate at the last check (the history
+    since the restart), or the stretch after the change at the check that found it
+    (at most one check, ``block`` observations, behind)."""
+    last = rep.get("last_change") or {}
+    ref, cur = rep.get("reference"), rep.get("current")
+    n0, n1 = rep.get("n_reference"), rep.get("n_current")
+    if (last.get("n_after") is not None and n1 == last.get("n_after")
+            and cur == last.get("after")):  # the last check is the detection's
+        n0 = 0.0
+    vals = [_finite(x) for x in (ref, cur, n0, n1)]
+    if None in vals[2:]:
+        vals = [_finite(last.get("after")), 0.0, _finite(last.get("n_after")), 0.0]
+        if None in vals:
+            return math.nan, 0.0
+    ref, cur, n0, n1 = vals
+    n = (n0 or 0.0) + (n1 or 0.0)
+    if not n > 0:
+        return math.nan, 0.0
+    return ((ref or 0.0) * (n0 or 0.0) + (cur or 0.0) * (n1 or 0.0)) / n, n
+
+
+def _traffic_words(f):
+    """The traffic's side of a precision alarm's sentence: what prevalence did, and
+    whether it explains the change."""
+    p0, p1, e = f.get("prevalence_before"), f.get("prevalence_after"), f.get("expected_precision")
+    if p0 is None or p1 is None or e is None:
+        return ""
+    moved = "fell" if p1 < p0 else "rose" if p1 > p0 else "stayed"
+    words = (f"; prevalence {moved} from {_show(p0 * 100)}% to {_show(p1 * 100)}%"
+             if moved != "stayed" else f"; prevalence stayed at {_show(p1 * 100)}%")
+    if f.get("cause") == "traffic":
+        return (words + f", which explains it (expected precision {_show(e)}); "
+                "recall and FPR unchanged")
+    changed = f.get("model_changes") or []
+    parts = []
+    for name in ("recall", "fpr"):
+        a, b = f.get(f"{name}_before"), f.get(f"{name}_after")
+        label = "FPR" if name == "fpr" else name
+        if name in changed and a is not None and b is not None:
+            parts.append(f"{label} {'fell' if b < a else 'rose'} from {_show(a)} to {_show(b)}")
+    tail = "; " + " and ".join(parts) if parts else "; the model changed"
+    return words + f", which explains a precision of {_show(e)} only" + tail
+
+
+def _alarm_baseline(baseline, rule_name):
+    """An alarm's ``baseline``, checked: "first", "previous", a number in [0, 1] or a
+    period ``{"from": a, "to": b}`` of scope events."""
+    if baseline in ("first", "previous"):
+        return baseline
+    if isinstance(baseline, dict):
+        if set(baseline) != {"from", "to"}:
+            raise ValueError(f"{_where(rule_name)}: baseline = {baseline!r}: a period is "
+                             "{from = <event>, to = <event>}")
+        a = _number(baseline["from"], "baseline.from", rule_name, low=0, integer=True)
+        b = _number(baseline["to"], "baseline.to", rule_name, low=0, integer=True)
+        if b <= a:
+            raise ValueError(f"{_where(rule_name)}: baseline = {baseline!r}: 'to' must be "
+                             "after 'from'")
+        return {"from": a, "to": b}
+    if isinstance(baseline, str):
+        raise ValueError(f"{_where(rule_name)}: baseline = {baseline!r}: must be \"first\", "
+                         "\"previous\", a number in [0, 1] or {from = <event>, to = <event>}")
+    return _number(baseline, "baseline", rule_name, low=0, high=1)
+
+
+def false_alarm_bound(reports):
+    """The bound on the probability that any of these sequential detectors has raised a
+    false alarm so far: ``sum(alpha * n / horizon)`` over their reports.
+
+    A :class:`~streameval.sequential.SequentialDrift` gives each candidate change a
+    share of its budget in proportion to the events since the previous one, so over
+    its first ``m`` events it spends ``alpha * m / horizon`` (Ville's inequality on the
+    budget-weighted sum of e-processes), whatever the traffic. The detectors of the
+    segments of one Monitor see disjoint events: the sum over them is
+    ``alpha * (events of the segments) / horizon``, the monitor-wide level, however
+    many segments there are and whenever they appear. Holds on a healthy stream:
+    independent events, each detector's rate constant (prevalence and volume may
+    move: recall and FPR do not move with them).
+
+    Runtime complexity: `O(len(reports))`.
+
+    >>> false_alarm_bound([{"alpha": 0.005, "n": 300_000, "horizon": 1_000_000},
+    ...                    {"alpha": 0.005, "n": 700_000, "horizon": 1_000_000}])
+    0.005
+    """
+    return math.fsum(float(r["alpha"]) * float(r["n"]) / float(r["horizon"])
+                     for r in reports)
 
 
 # ------------------------------------------------------------------------- parsing
@@ -1400,7 +1796,7 @@ _KIND_KEYS = {
     "drop": {"metric", "drop", "baseline", "relative", "confidence"},
     "rise": {"metric", "rise", "baseline", "relative", "confidence"},
     "drift": {"drift", "p_below", "direction"},
-    "alarm": {"alarm", "direction"},
+    "alarm": {"alarm", "direction", "baseline"},
     "rule": {"rule", "baseline", "relative", "direction", "confidence", "resolve"},
 }
 
@@ -1475,7 +1871,7 @@ def rule_from_config(table, where="rule"):
             return parse_rule(table["rule"], **extra, **common)
         if kind == "alarm":
             return Alarm(_metric_name(table["alarm"], "alarm", table.get("name")),
-                         **({"direction": table["direction"]} if "direction" in table else {}),
+                         **({k: table[k] for k in ("direction", "baseline") if k in table}),
                          **common)
         if kind == "drift":
             return Drift(_metric_name(table["drift"], "drift", table.get("name")),

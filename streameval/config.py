@@ -92,8 +92,10 @@ table, ``metric`` may be left out when the name before any ``@`` is a kind
 ``alpha``, ``bins``). Without ``[monitor.metrics]`` the monitor has the default
 metrics (:func:`default_metrics`) and sequential detectors (:func:`default_drift`), and
 if ``[monitor.drift]`` and ``rules`` are absent too, the default alarm rules
-``recall alarm`` and ``precision alarm`` (:func:`default_rules`): at most a 1% chance
-of any false alarm within a million events of a segment. With ``group_by`` these
+``recall alarm``, ``fpr alarm on rise`` (they page: the model) and ``precision alarm``
+(severity ``"info"``: the traffic) (:func:`default_rules`): at most a 1% chance that a
+paging rule raises a false alarm within a million events of the whole stream, segments
+included. With ``group_by`` these
 default rules watch the segments only (``overall_rules = false`` unless given): the
 whole stream keeps its rows and detectors but raises no alert of its own. Giving a table replaces its defaults, it never
 adds to them: with ``[monitor.metrics]`` there are no default drift tests or rules.
@@ -160,14 +162,21 @@ DEFAULT_THRESHOLD = 0.5
 #: significance level of the earlier default monitor's drift rules
 #: (``recall drift p < 0.01``); kept for configs that write such rules
 DEFAULT_P_BELOW = 0.01
-#: the default monitor's false-alarm guarantee, per segment: the probability that any
-#: of its default rules fires on a stationary stream within DEFAULT_HORIZON events of
-#: that segment is at most DEFAULT_ALPHA (each of its detectors gets an equal share)
+#: the default monitor's false-alarm guarantee: the probability that any of its paging
+#: rules (recall and FPR: the model) fires on a healthy stream within DEFAULT_HORIZON
+#: events of the whole stream, segments included, is at most DEFAULT_ALPHA (each
+#: paging detector gets an equal share; the traffic report on precision, severity
+#: "info", has a share of its own)
 DEFAULT_ALPHA = 0.01
 #: the horizon of that guarantee, in events
 DEFAULT_HORIZON = 1_000_000
 #: the proportions the default monitor watches with sequential detectors
-DEFAULT_DETECTORS = ("recall", "precision")
+DEFAULT_DETECTORS = ("recall", "precision", "fpr")
+#: the detectors whose alarms page: what does not move with prevalence
+PAGING_DETECTORS = ("recall", "fpr")
+#: the severity of the default precision alarm: a precision change is reported with
+#: its cause (the traffic or the model), and pages through the recall and FPR alarms
+TRAFFIC_SEVERITY = "info"
 
 #: metric kind (config name) -> public class name in ``streameval``
 KINDS = _registry.config_kinds()
@@ -425,15 +434,18 @@ def _make_sequential(spec, name, threshold, pos_label, neg_label, where):
 
 def default_drift(threshold=DEFAULT_THRESHOLD, size=_UNSET, pos_label=True, neg_label=None,
                   *, window=_UNSET):
-    """The default drift tests ``recall`` and ``precision``: anytime-valid sequential
-    detectors (:class:`~streameval.sequential.SequentialDrift`), each at
-    ``alpha = DEFAULT_ALPHA / 2`` over ``DEFAULT_HORIZON`` events, so that together
-    they raise a false alarm on a stationary stream with probability at most
-    ``DEFAULT_ALPHA`` (1%) within a million events of each segment. ``size`` (or its
-    older name ``window=``) is checked, as before, but the detectors have no window:
-    their reference is all the history since the last detected change."""
+    """The default drift tests ``recall``, ``precision`` and ``fpr``: anytime-valid
+    sequential detectors (:class:`~streameval.sequential.SequentialDrift`), each at
+    ``alpha = DEFAULT_ALPHA / 2`` over ``DEFAULT_HORIZON`` events. The two that page
+    (recall and FPR: the model) together raise a false alarm on a healthy stream with
+    probability at most ``DEFAULT_ALPHA`` (1%) within a million events of the whole
+    stream (a segment's detector spends its budget by the segment's events, so the
+    segments share it by traffic); precision's, which reports the traffic, has a share
+    of its own. ``size`` (or its older name ``window=``) is checked, as before, but the
+    detectors have no window: their reference is all the history since the last
+    detected change."""
     _size_or_window(size, window, "monitor", none_ok=False)
-    alpha = DEFAULT_ALPHA / len(DEFAULT_DETECTORS)
+    alpha = DEFAULT_ALPHA / len(PAGING_DETECTORS)
     return {
         k: make_drift({"test": "sequential", "alpha": alpha, "horizon": DEFAULT_HORIZON},
                       name=k, threshold=threshold, pos_label=pos_label, neg_label=neg_label)
@@ -442,9 +454,13 @@ def default_drift(threshold=DEFAULT_THRESHOLD, size=_UNSET, pos_label=True, neg_
 
 
 def default_rules():
-    """The default rules ``recall alarm`` and ``precision alarm``: firing from a
-    detected drop until a detected recovery (see :class:`~streameval.alerts.Alarm`)."""
-    return [rule_from_config({"alarm": k}) for k in DEFAULT_DETECTORS]
+    """The default rules ``recall alarm``, ``precision alarm`` (severity ``"info"``: it
+    reports a precision change and its cause, see :class:`~streameval.alerts.Alarm`) and
+    ``fpr alarm on rise``: each firing while the rate since its detector's last
+    detected change is below (FPR: above) the level of the stream's first stretch."""
+    return [rule_from_config({"alarm": "recall"}),
+            rule_from_config({"alarm": "precision", "severity": TRAFFIC_SEVERITY}),
+            rule_from_config({"alarm": "fpr", "direction": "rise"})]
 
 
 # ---------------------------------------------------------------------------- build

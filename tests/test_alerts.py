@@ -773,3 +773,306 @@ def test_hysteresis_matches_run_based_oracle_and_resumes(values, resolve, keep, 
     b = Rule.from_state(json.loads(json.dumps(a.to_state())))
     tail = run(b, values[cut:], ns=[(i + 1) * 100 for i in range(cut, len(values))])
     assert head + [(i + cut, s) for i, s in tail] == want
+
+
+# ------------------------------------------- traffic, references, the monitor's budget
+#
+# Oracles: hand-computed confusion counts and the expected-precision formula, direct
+# counts over seeded streams, a likelihood ratio computed by hand, and the budget
+# arithmetic over segments' event counts from numpy.
+
+
+def _report(start, index, before, after, *, direction="drop", n_before=1000.0,
+            n_after=500.0, changes=1, p=1e-4, stat=None):
+    """A sequential detector's report whose last change starts at scope event
+    ``start``, found at ``index``; ``stat``: (reference, n_reference, current,
+    n_current) of the last check (default: the check that found it)."""
+    last = {"index": index, "t": None, "start": start, "direction": direction,
+            "before": before, "after": after, "p_value": p, "start_t": None,
+            "n_before": n_before, "n_after": n_after}
+    ref, n0, cur, n1 = stat if stat is not None else (before, n_before, after, n_after)
+    return {"metric": "precision", "change": direction, "changes": changes,
+            "drops": changes if direction == "drop" else 0,
+            "rises": changes if direction == "rise" else 0, "last_change": last,
+            "p_value": p, "reference": ref, "n_reference": n0, "current": cur,
+            "n_current": n1}
+
+
+def test_expected_precision_and_its_cause_match_a_hand_computation():
+    """Counts by hand: 10 000 events at 30% positives (recall 0.8, FPR 0.2), then 10 000
+    at 20% (the same recall and FPR): precision falls from 240/380 to 160/320, which
+    0.2 * 0.8 / (0.2 * 0.8 + 0.8 * 0.2) = 0.5 explains."""
+    from streameval.alerts import Alarm
+
+    r = Alarm("precision")
+    c1 = {"tp": 2400.0, "fp": 1400.0, "fn": 600.0, "tn": 5600.0}
+    assert r.evaluate(dict(_report(0, 0, 0.7, 0.7, changes=0), change=None, last_change=None,
+                           counts=c1), n=10_000) is None
+    c2 = {"tp": 2400.0 + 1600, "fp": 1400.0 + 1600, "fn": 600.0 + 400, "tn": 5600.0 + 6400}
+    rep = _report(10_000, 19_999, 240 / 380, 0.5, n_before=3800, n_after=3200)
+    peers = {"recall": {"metric": "recall", "last_change": None},
+             "fpr": {"metric": "fpr", "last_change": None}}
+    tr = r.evaluate(dict(rep, counts=c2), n=20_000)
+    assert tr["state"] == "firing"
+    f = r.explain(tr, peers=peers)
+    assert f["prevalence_before"] == pytest.approx(0.3) and f["prevalence_after"] == 0.2
+    assert (f["recall_before"], f["recall_after"]) == (0.8, 0.8)
+    assert f["fpr_before"] == pytest.approx(0.2) and f["fpr_after"] == 0.2
+    assert f["precision_before"] == pytest.approx(240 / 380) and f["precision_after"] == 0.5
+    assert f["expected_precision"] == pytest.approx(0.2 * 0.8 / (0.2 * 0.8 + 0.8 * 0.2))
+    assert f["cause"] == "traffic" and f["model_changes"] == []
+    assert ("prevalence fell from 30% to 20%, which explains it (expected precision 0.5); "
+            "recall and FPR unchanged") in f["message"]
+    assert f["message"].startswith("precision of the whole stream fell from 0.632 to 0.5")
+    # the same change with recall's detector reporting a drop over that time: the model
+    peers["recall"] = {"metric": "recall", "last_change": {"index": 15_000}}
+    g = r.explain(tr, peers=peers)
+    assert g["cause"] == "model" and g["model_changes"] == ["recall"]
+    # and a precision far from what prevalence explains (recall fell 0.8 -> 0.4): the
+    # model, with the words that say so
+    r2 = Alarm("precision")
+    r2.evaluate(dict(_report(0, 0, 0.7, 0.7, changes=0), change=None, last_change=None,
+                     counts=c1), n=10_000)
+    c3 = {"tp": 2400.0 + 800, "fp": 1400.0 + 1600, "fn": 600.0 + 1200, "tn": 5600.0 + 6400}
+    tr = r2.evaluate(dict(rep, counts=c3), n=20_000)
+    h = r2.explain(tr, peers={"recall": {"metric": "recall", "last_change": {"index": 18_000}}})
+    assert h["recall_after"] == pytest.approx(0.4) and h["expected_precision"] == 0.5
+    assert h["cause"] == "model"
+    assert "which explains a precision of 0.5 only; recall fell from 0.8 to 0.4" in h["message"]
+
+
+def _alarm_monitor(rules, detectors=("recall", "precision", "fpr")):
+    import streameval as se
+    from streameval import config
+
+    drift = {k: config.make_drift({"test": "sequential", "alpha": 0.005}, name=k)
+             for k in detectors}
+    return se.Monitor({"precision": se.Precision()}, drift=drift, rules=rules)
+
+
+def _cycle(n, seed, period, recall_after=None):
+    """Positives 30% +- 10% over ``period`` events, recall 0.89 and FPR 0.2 (the same
+    score distribution per class); recall ``recall_after`` from the middle on."""
+    import numpy as np
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(seed)
+    i = np.arange(n)
+    y = rng.random(n) < 0.3 + 0.1 * np.sin(2 * np.pi * i / period)
+    mu1 = np.full(n, norm.ppf(0.89))
+    if recall_after is not None:
+        mu1[n // 2:] = norm.ppf(recall_after)
+    logit = np.where(y, mu1, norm.ppf(0.2)) + rng.standard_normal(n)
+    return y, 1.0 / (1.0 + np.exp(-logit))
+
+
+def test_a_prevalence_cycle_pages_the_old_default_not_the_new_while_a_recall_drop_pages():
+    import numpy as np
+
+    from streameval import config
+    from streameval.alerts import Alarm
+
+    y, s = _cycle(200_000, 11, period=50_000)
+    # the direct counts of the oracle: recall and FPR do not move, precision does
+    pred = s >= 0.5
+    halves = [slice(0, 12_500), slice(25_000, 37_500)]  # the cycle's high and low
+    prec = [y[h][pred[h]].mean() for h in halves]
+    assert prec[0] - prec[1] > 0.1
+    old = _run_monitor(_alarm_monitor([Alarm("recall", baseline="previous"),
+                                       Alarm("precision", baseline="previous")],
+                                      ("recall", "precision")), y, s)
+    assert any(a["rule"] == "precision alarm from previous" and a["state"] == "firing"
+               for a in old)
+    new = _run_monitor(_alarm_monitor(config.default_rules()), y, s)
+    paged = [a for a in new if a["rule"] != "precision alarm"]
+    assert paged == []
+    reports = [a for a in new if a["rule"] == "precision alarm" and a["state"] == "firing"]
+    assert reports and all(a["cause"] == "traffic" for a in reports)
+    a = reports[0]
+    # its prevalences against direct counts over the stretches it names (read at the
+    # evaluations around the change start: every 1 000 events)
+    k = a["change_start_segment_n"]
+    lo = (k // 1000) * 1000
+    assert a["prevalence_after"] == pytest.approx(y[lo:a["n"]].mean(), abs=1e-12)
+    assert a["recall_after"] == pytest.approx(pred[lo:a["n"]][y[lo:a["n"]]].mean(), abs=1e-12)
+    assert a["expected_precision"] == pytest.approx(
+        a["prevalence_after"] * a["recall_before"]
+        / (a["prevalence_after"] * a["recall_before"]
+           + (1 - a["prevalence_after"]) * a["fpr_before"]), rel=1e-12)
+    assert "which explains it" in a["message"]
+    # a real recall drop on the same cycle still pages, after it happened
+    y, s = _cycle(200_000, 11, period=50_000, recall_after=0.75)
+    new = _run_monitor(_alarm_monitor(config.default_rules()), y, s)
+    fired = [a for a in new if a["rule"] == "recall alarm" and a["state"] == "firing"]
+    assert fired and 100_000 < fired[0]["n"] < 110_000
+    assert [a for a in new if a["rule"] == "fpr alarm on rise"] == []
+    assert np.isclose(fired[0]["baseline"], fired[0]["before"], atol=0.05)
+
+
+def _recovery(n, seed, pre, improved, drop_at=None):
+    """Recall 0.89 (positives 30%), 0.94 over ``improved`` events from ``pre``, 0.89
+    again, and 0.80 from ``drop_at``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.3
+    p = np.full(n, 0.89)
+    p[pre:pre + improved] = 0.94
+    if drop_at is not None:
+        p[drop_at:] = 0.80
+    hit = rng.random(n) < p
+    s = np.where(y, np.where(hit, 0.8, 0.2), np.where(rng.random(n) < 0.2, 0.7, 0.3))
+    return y, s
+
+
+def test_a_return_from_an_improvement_does_not_page_and_a_drop_below_the_reference_does():
+    from streameval.alerts import Alarm
+    from streameval.sequential import SequentialDrift
+
+    y, s = _recovery(200_000, 4, 40_000, 60_000)
+    d = SequentialDrift("recall", alpha=0.005).update_many(y, s)
+    # the oracle: the detector sees the improvement and the return
+    assert [c.direction for c in d.changes][:2] == ["rise", "drop"]
+    back = d.changes[1].index
+    old = _run_monitor(_alarm_monitor([Alarm("recall", baseline="previous")], ("recall",)), y, s)
+    assert [a["state"] for a in old if a["n"] > back][:1] == ["firing"]  # the old page
+    new = _run_monitor(_alarm_monitor([Alarm("recall")], ("recall",)), y, s)
+    assert new == []
+    # the first stretch's level is the reference: its positives' hit rate, by count
+    pos = y[:d.changes[0].start]
+    first = (s[:d.changes[0].start][pos] >= 0.5).mean()
+    mon = _alarm_monitor([Alarm("recall")], ("recall",))
+    _run_monitor(mon, y, s)
+    (rule,) = mon.scopes()[0].rules
+    assert rule.reference == pytest.approx(first, abs=1e-12)
+    assert rule.reference_n == pos.sum()
+    # a drop below it after the return pages, and a fixed baseline does the same
+    y, s = _recovery(200_000, 4, 40_000, 60_000, drop_at=150_000)
+    for r in (Alarm("recall"), Alarm("recall", baseline=0.89)):
+        got = _run_monitor(_alarm_monitor([r], ("recall",)), y, s)
+        assert [a["state"] for a in got] == ["firing"] and 150_000 < got[0]["n"] < 160_000
+        assert got[0]["baseline"] == pytest.approx(first if r.baseline == "first" else 0.89)
+
+
+def test_the_evidence_against_the_reference_is_the_mixed_likelihood_ratio():
+    """By hand: 420 of 500 positives since the change against a fixed reference 0.9:
+    log of the mean over the shortfalls d of (0.9 - d)^420 (0.1 + d)^80 / (0.9^420 0.1^80);
+    430 of 500 is not enough."""
+    from streameval.alerts import REFERENCE_ALPHA, SHORTFALLS, Alarm
+
+    def rep(k, n):
+        return {"change": "drop", "changes": 1, "last_change": {"after": k / n},
+                "reference": k / n, "n_reference": n / 2, "current": k / n,
+                "n_current": n / 2}
+
+    def e_value(k, n):
+        terms = [math.exp(k * math.log((0.9 - d) / 0.9) + (n - k) * math.log((0.1 + d) / 0.1))
+                 for d in SHORTFALLS if d < 0.9]
+        return sum(terms) / len(SHORTFALLS)
+
+    r = Alarm("recall", baseline=0.9)
+    assert r.evaluate(rep(430, 500), n=1) is None
+    assert r._log_e == pytest.approx(math.log(e_value(430, 500)), rel=1e-12)
+    assert e_value(430, 500) < 1 / REFERENCE_ALPHA <= e_value(420, 500)
+    assert r.evaluate(rep(420, 500), n=2)["state"] == "firing"
+    assert r._log_e == pytest.approx(math.log(e_value(420, 500)), rel=1e-12)
+    # resolves at the reference (a fixed one: the value itself), not before
+    assert r.evaluate(rep(895, 1000), n=3) is None
+    assert r.evaluate(rep(900, 1000), n=4)["state"] == "resolved"
+
+
+def test_a_declared_baseline_period_is_read_from_the_scope_counts():
+    import numpy as np
+
+    import streameval as se
+    from streameval import config
+    from streameval.alerts import Alarm
+
+    y, s = _recovery(120_000, 8, 50_000, 70_000)  # 0.94 from 50 000 on: a rise
+    rule = Alarm("recall", direction="rise", baseline={"from": 10_000, "to": 30_000})
+    assert rule.name == "recall alarm on rise from events 10000 to 30000"
+    mon = _alarm_monitor([rule], ("recall",))
+    got = _run_monitor(mon, y, s)
+    (r,) = mon.scopes()[0].rules
+    pos = y[10_000:30_000]
+    assert r.reference == pytest.approx((s[10_000:30_000][pos] >= 0.5).mean(), abs=1e-12)
+    assert r.reference_n == pos.sum()
+    assert [a["state"] for a in got] == ["firing"] and got[0]["n"] > 50_000
+    assert got[0]["baseline_rule"] == "period"
+    # a period cannot be read without cumulative counts at the detector's threshold
+    with pytest.raises(ValueError, match="baseline period"):
+        se.Monitor({"auc": se.ROCAUC()},
+                   drift={"recall": config.make_drift({"test": "sequential"}, name="recall")},
+                   rules=[rule])
+    # config, names and checks
+    table = rule.to_config()
+    assert table == {"alarm": "recall", "direction": "rise",
+                     "baseline": {"from": 10_000, "to": 30_000}}
+    assert rule_from_config(table).name == rule.name
+    assert rule_from_config({"alarm": "recall", "baseline": 0.9}).name == "recall alarm from 0.9"
+    assert parse_rule("recall alarm", baseline="previous").name == "recall alarm from previous"
+    for bad, msg in (({"from": 5, "to": 5}, "'to' must be after 'from'"),
+                     ({"from": 5}, "a period is"), ("last", "must be \"first\""),
+                     (1.5, "baseline = 1.5")):
+        with pytest.raises(ValueError, match=msg):
+            Alarm("recall", baseline=bad)
+    assert np.isfinite(r.reference)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: __import__("streameval.alerts").alerts.Alarm("precision"),
+    lambda: __import__("streameval.alerts").alerts.Alarm("recall", baseline=0.8),
+    lambda: __import__("streameval.alerts").alerts.Alarm(
+        "recall", direction="rise", baseline={"from": 0, "to": 20_000}),
+    lambda: __import__("streameval.alerts").alerts.Alarm("recall", baseline="previous"),
+])
+def test_alarm_states_round_trip_byte_identical_mid_stream(make):
+    """Mid-stream: the state written, read and written again is the same bytes, and the
+    restored rule continues with the same transitions."""
+    y, s = _recovery(60_000, 2, 20_000, 20_000, drop_at=45_000)
+    ref = _alarm_monitor([make()], ("recall", "precision"))
+    whole = _run_monitor(ref, y, s)
+    mon = _alarm_monitor([make()], ("recall", "precision"))
+    first = _run_monitor(mon, y[:30_000], s[:30_000])
+    (rule,) = mon.scopes()[0].rules
+    text = json.dumps(rule.to_state(), sort_keys=True)
+    again = Rule.from_state(json.loads(text))
+    assert json.dumps(again.to_state(), sort_keys=True) == text
+    state = json.loads(json.dumps(mon.to_state()))
+    import streameval as se
+
+    resumed = se.Monitor.from_state(state)
+    rest = []
+    resumed.on_alert = [rest.append]
+    resumed.update_many(y[30_000:], s[30_000:])
+    resumed.flush()
+    assert first + rest == whole
+
+
+def test_the_budget_of_the_segments_adds_up_to_the_monitor_level():
+    """Each segment's detector spends alpha per horizon of the segment's own events
+    (SequentialDrift: P(false alarm within m events) <= alpha m / horizon), so the
+    monitor-wide bound is the sum over segments: brute force from numpy's counts of
+    each segment's events, against what the detectors' reports give."""
+    import numpy as np
+
+    import streameval as se
+    from streameval.alerts import false_alarm_bound
+
+    rng = np.random.default_rng(1)
+    n = 30_000
+    seg = rng.integers(0, 40, n)
+    seg[: n // 2] %= 25  # segments 25..39 appear half-way: they get budget as they come
+    y = rng.random(n) < 0.3
+    s = rng.random(n)
+    mon = se.Monitor.default(group_by="g")
+    mon.update_many(y, s, segment=[str(x) for x in seg])
+    counts = np.bincount(seg)
+    paging = ("recall", "fpr")
+    brute = sum(0.005 * int(c) / 1_000_000 for c in counts for _ in paging)
+    reports = [sc.reports()[k] for sc in mon.scopes() if sc.key is not None for k in paging]
+    assert false_alarm_bound(reports) == pytest.approx(brute, rel=1e-12)
+    assert brute == pytest.approx(0.01 * n / 1_000_000, rel=1e-12)
+    # the whole stream's detectors, when they page too, spend as much again
+    whole = [mon.scopes()[0].reports()[k] for k in paging]
+    assert false_alarm_bound(whole) == pytest.approx(0.01 * n / 1_000_000, rel=1e-12)

@@ -32,10 +32,14 @@ def test_build_defaults():
     kw = config.build({})
     assert list(kw["metrics"]) == DEFAULT_NAMES + [f"{k}@10000" for k in DEFAULT_NAMES]
     assert kw["every"] == 1000
-    assert sorted(kw["drift"]) == ["precision", "recall"]
-    assert [r.name for r in kw["rules"]] == ["recall alarm", "precision alarm"]
+    assert sorted(kw["drift"]) == ["fpr", "precision", "recall"]
+    assert [r.name for r in kw["rules"]] == ["recall alarm", "precision alarm",
+                                             "fpr alarm on rise"]
     assert all(type(r) is Alarm for r in kw["rules"])
-    # each detector gets half the default monitor's 1% over a million events
+    # recall and FPR page; precision reports (severity info)
+    assert [r.severity for r in kw["rules"]] == ["warning", "info", "warning"]
+    # each paging detector gets half the default monitor's 1% over a million events
+    # (precision's report has a share of its own)
     assert all(type(d) is SequentialDrift and d.alpha == 0.005 and d.horizon == 1_000_000
                for d in kw["drift"].values())
     win = kw["metrics"]["recall@10000"]
@@ -49,7 +53,7 @@ def test_giving_metrics_replaces_default_metrics_drift_and_rules():
     assert list(kw["metrics"]) == ["auc"] and kw["drift"] == {} and kw["rules"] == []
     # rules alone keep the default metrics and drift tests, and replace the default rules
     kw = config.build({"rules": ["recall@10000 < 0.8"]})
-    assert len(kw["metrics"]) == 14 and sorted(kw["drift"]) == ["precision", "recall"]
+    assert len(kw["metrics"]) == 14 and sorted(kw["drift"]) == ["fpr", "precision", "recall"]
     assert [r.name for r in kw["rules"]] == ["recall@10000 < 0.8"]
 
 
@@ -201,7 +205,8 @@ name = "auc_drop"
 def test_default_monitor_matches_design():
     mon = Monitor.default()
     assert list(mon.metrics) == DEFAULT_NAMES + [f"{k}@10000" for k in DEFAULT_NAMES]
-    assert [r.name for r in mon.rules] == ["recall alarm", "precision alarm"]
+    assert [r.name for r in mon.rules] == ["recall alarm", "precision alarm",
+                                           "fpr alarm on rise"]
     assert mon.every == 1000 and mon.group_by is None
     mon = Monitor.default(threshold=0.2, window=50, every=10, group_by="country")
     assert mon.metrics["f1@50"].metric.threshold == 0.2 and mon.every == 10

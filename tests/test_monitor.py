@@ -1003,12 +1003,14 @@ def test_default_alarm_rules_on_a_planted_recall_drop():
     s = np.where(y, rng.uniform(0.3, 1.0, n), rng.uniform(0.0, 0.6, n))
     s[15_000:] = np.where(y[15_000:], rng.uniform(0.1, 0.8, n - 15_000), s[15_000:])
     mon = Monitor.default(every=every)
-    assert [r.name for r in mon.rules] == ["recall alarm", "precision alarm"]
+    assert [r.name for r in mon.rules] == ["recall alarm", "precision alarm",
+                                           "fpr alarm on rise"]
     rows, alerts = _collect(mon)
     _batches(mon, y, s, cuts=range(0, n, 1777))
     mon.flush()
-    dets = {k: SequentialDrift(k, alpha=0.005, horizon=1_000_000) for k in ("recall", "precision")}
-    rules = {k: se.alerts.Alarm(k) for k in dets}
+    dets = {k: SequentialDrift(k, alpha=0.005, horizon=1_000_000)
+            for k in ("recall", "precision", "fpr")}
+    rules = {k: se.alerts.Alarm(k, direction="rise" if k == "fpr" else "drop") for k in dets}
     expected, at = [], list(range(every, n + 1, every))
     prev = 0
     for k in at:

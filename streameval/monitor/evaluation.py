@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from streameval.metrics.base import has_interval
-from streameval.monitor.explain import explain
+from streameval.monitor.explain import alarm_input, explain
 
 __all__ = ["Evaluator", "evaluation_points", "row_intervals", "ROW_INTERVAL_LEVEL"]
 
@@ -174,7 +174,7 @@ class Evaluator:
                 if kind == "drift":
                     value = sc.rule_input(rule.metric, reps[rule.metric])
                 elif kind == "alarm":
-                    value = reps[rule.metric]
+                    value = alarm_input(rule, sc, reps[rule.metric])
                 elif getattr(rule, "confidence", None) is not None:
                     lo, hi = sc.metrics[rule.metric].interval(rule.confidence)
                     value = {"value": vals[rule.metric], "low": lo, "high": hi}

@@ -17,8 +17,8 @@ The rows, transitions, evaluation points and segments are described in
 Imports: numpy, the standard library, :mod:`streameval.alerts`,
 :mod:`streameval.metrics.base` (the registry, ``has_interval``),
 :mod:`streameval.metrics.arraystate` (binary states, inside the state methods),
-:mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes and
-evaluation modules, and :mod:`streameval.config` only inside :meth:`Monitor.default` and
+:mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes,
+evaluation and explain modules, and :mod:`streameval.config` only inside :meth:`Monitor.default` and
 :meth:`Monitor.from_config` (config imports the Monitor's parts, not the Monitor).
 Never :mod:`streameval.io`, the pipeline, the CLI or the service.
 """
@@ -33,6 +33,7 @@ import numpy as np
 from streameval.alerts import NAME_PATTERN, Rule, rule_from_config
 from streameval.metrics.base import SharedView, from_state, has_interval, register
 from streameval.monitor.evaluation import Evaluator, evaluation_points
+from streameval.monitor.explain import check_alarm
 from streameval.monitor.intake import OTHER_SEGMENT, Admitted, Intake
 from streameval.monitor.scopes import Scope, fresh, report_dict, trusted
 from streameval.validation import (
@@ -58,7 +59,7 @@ GROUP_BY_PROBE = 1000
 _Real = numbers.Real
 
 
-def _check_rule_input(rule, obj):
+def _check_rule_input(rule, obj, metrics=None):
     """Refuse a rule whose metric or detector cannot give what it reads: an interval
     (rules with ``confidence``), or a sequential detector's report (``alarm``)."""
     if rule.kind == "alarm":
@@ -68,6 +69,7 @@ def _check_rule_input(rule, obj):
                 "sequential detector (an alarm rule reads a SequentialDrift: "
                 "[monitor.drift.<name>] test = \"sequential\")"
             )
+        check_alarm(rule, metrics, obj)
         return
     if getattr(rule, "confidence", None) is not None and not has_interval(obj):
         raise ValueError(
@@ -196,7 +198,8 @@ class Monitor:
                 raise ValueError(
                     f"rule {rule.name!r}: {rule.metric!r} is not one of the monitor's {where} {have}"
                 )
-            _check_rule_input(rule, (self.drift if on_drift else self.metrics)[rule.metric])
+            _check_rule_input(rule, (self.drift if on_drift else self.metrics)[rule.metric],
+                              self.metrics)
             if rule.name in {b.name for b in built}:
                 raise ValueError(f"two rules are named {rule.name!r}; give one a name=")
             built.append(rule.clone())
@@ -357,14 +360,18 @@ class Monitor:
         Cumulative ``roc_auc``, ``average_precision``, ``precision``, ``recall``, ``f1``,
         ``accuracy``, ``log_loss`` (threshold metrics at ``threshold``), the same over
         the last ``size`` events (default 10 000) named ``<metric>@<size>``
-        (``recall@10000``), sequential detectors ``recall`` and ``precision``
+        (``recall@10000``), sequential detectors ``recall``, ``precision`` and ``fpr``
         (:class:`~streameval.sequential.SequentialDrift`, ``alpha = 0.005`` each) and
-        the rules ``recall alarm`` and ``precision alarm``. Its guarantee, per segment:
-        on a stationary stream of independent events, the probability that any of its
-        rules fires within the first million events of a segment is at most 1%.
-        With ``group_by`` the rules watch the segments only (``overall_rules=False``:
-        the whole stream keeps its rows but raises no alert; ``overall_rules=True``
-        adds its alarms).
+        the rules ``recall alarm`` and ``fpr alarm on rise`` (they page: what does not
+        move with prevalence) and ``precision alarm`` (severity ``"info"``: it reports a
+        precision change with its cause, the traffic or the model). Its guarantee: on
+        a healthy stream of independent events (the model's recall and FPR constant;
+        prevalence and volume may move), the probability that a paging rule fires
+        within the first million events of the whole stream is at most 1%, however many
+        segments ``group_by`` makes (each segment's detectors spend the budget by the
+        segment's events). With ``group_by`` the rules watch the segments only
+        (``overall_rules=False``: the whole stream keeps its rows but raises no alert;
+        ``overall_rules=True`` adds its alarms, and their own 1%).
         ``window=`` is the older name of ``size=``.
         ``kwargs`` (``every``, ``group_by``, ...) go to the constructor.
         """
