@@ -1139,7 +1139,10 @@ class Alarm(Rule):
       threshold, so for the proportions only, not ``roc_auc``).
     * ``"previous"``: the level before the last change: firing from each detected
       change in the rule's direction until one in the other direction (the
-      recovery), whatever the levels.
+      recovery), whatever the levels. An alarm on a detector of the score
+      distribution (:class:`~streameval.metrics.scoredrift.ScoreDriftDetector`,
+      whose report has ``"ks"``) works this way whatever its ``baseline``: it
+      watches no rate to hold against a reference.
 
     With a reference, the alert fires when the detector has detected at least one
     change and the rate since its last detected change is below the reference with
@@ -1224,6 +1227,7 @@ class Alarm(Rule):
         # scope's count stood in the stream, to place a change start in stream events
         self._marks = []
         self._report = None
+        self._on_detection = self.baseline == "previous"
         #: the reference level and the effective observations behind it (None: fixed,
         #: or not known yet)
         self.reference = None if isinstance(self.baseline, (str, dict)) else self.baseline
@@ -1475,6 +1479,10 @@ class Alarm(Rule):
             )
         self._change = value.get("change")
         self._report = value
+        # a detector of the score distribution (its report has "ks") watches no rate
+        # to hold against a reference: its alarm fires on each detected change, as with
+        # baseline = "previous"
+        self._on_detection = self.baseline == "previous" or "ks" in value
         count = value.get("drops" if self.direction == "drop" else "rises")
         if count is None:  # a report without counts: the last change only
             count = self.seen + (self._change == self.direction)
@@ -1495,11 +1503,11 @@ class Alarm(Rule):
             nb = last.get("n_before")
             self.reference_n = None if nb is None else float(nb)
         self._since = _since_change(value)
-        self._log_e = self._evidence() if self.baseline != "previous" else -math.inf
+        self._log_e = self._evidence() if not self._on_detection else -math.inf
         return float(last["after"])
 
     def _condition(self, v):
-        if self.baseline == "previous":
+        if self._on_detection:
             return self._new > 0 or self._change == self.direction
         if self.reference is None:
             return False
@@ -1511,7 +1519,7 @@ class Alarm(Rule):
         return self._log_e >= _LOG_ALARM
 
     def _cleared(self, v, cond):
-        if self.baseline == "previous" or self.reference is None:
+        if self._on_detection or self.reference is None:
             return not cond
         rate, n = self._since
         if not n > 0 or rate != rate:

@@ -1067,6 +1067,7 @@ def test_the_budget_of_the_segments_adds_up_to_the_monitor_level():
     s = rng.random(n)
     mon = se.Monitor.default(group_by="g")
     mon.update_many(y, s, segment=[str(x) for x in seg])
+    mon.evaluate()  # (every segment's buffered events fed to its detectors)
     counts = np.bincount(seg)
     paging = ("recall", "fpr")
     brute = sum(0.005 * int(c) / 1_000_000 for c in counts for _ in paging)
