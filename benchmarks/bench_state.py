@@ -16,16 +16,23 @@ script measures, in one run:
   and ``VmRSS``, both less the resident size before the load, with the modules a restore
   imports already imported).
 
-Then, for ``--segments`` counts (``group_by``, events spread evenly): the incremental
-checkpoint after ``--step`` events; and a replay of ``--replay-events`` rows with
-``--checkpoint`` every 100 000 rows against the same replay without.
+Then, for ``--segments`` counts (``group_by``, ``--segment-events`` events spread evenly
+over the segments): the full checkpoint and the incremental one after ``--step`` more
+events, spread evenly (every segment changes) and skewed (a tenth of the segments get
+them: the others are referenced, not written again); a replay of ``--replay-events``
+rows with ``--checkpoint`` every 100 000 rows against the same replay without; and the
+service (a real ``streameval serve`` subprocess, ``--service-sizes`` events posted
+first): the p99 latency of 8 clients posting batches of 100 events without checkpoints
+and with one every 10 s (``POST /checkpoint`` every 10 s, the periodic writer's path:
+captured under the lock, written in a thread; one untimed checkpoint first, as a service
+that has been running has written), the time a SIGTERM takes (a final checkpoint) and
+the restart's time to serve again.
 
-    python benchmarks/bench_state.py                           # full: to 10 M events
-    python benchmarks/bench_state.py --sizes 100000,300000 --segments 1,10 \
-        --replay-events 100000 --json -                         # a quick check
+    python benchmarks/bench_state.py                 # full: to 10 M events, ~15 min idle
+    python benchmarks/bench_state.py --quick --json -  # a quick check (~3 min)
 
 Results: ``benchmarks/results/bench_state.json`` (``--json``), shown on the
-documentation's performance page.
+documentation's performance page. The machine's load average is recorded with them.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -91,6 +99,8 @@ class Stream:
         self.n = 0
         self.segments = segments
 
+    few = 0  # events only on the first ``few`` segments (0: all of them)
+
     def feed(self, monitor, k):
         for _ in range(k // BATCH):
             y = self.rng.random(BATCH) < 0.3
@@ -98,7 +108,8 @@ class Stream:
             t = np.arange(self.n, self.n + BATCH, dtype=float)
             seg = None
             if self.segments:
-                seg = [f"s{i}" for i in self.rng.integers(0, self.segments, BATCH)]
+                seg = [f"s{i}" for i in self.rng.integers(0, self.few or self.segments,
+                                                          BATCH)]
             monitor.update_many(y, s, t=t, segment=seg)
             self.n += BATCH
 
@@ -179,7 +190,9 @@ def by_length(args, res, tmp):
 def by_segments(args, res, tmp):
     t = res.table("segments", f"Incremental checkpoint after {args.step:,} events against "
                   "the number of segments", ["segments", "events", "full s", "full MB",
-                                             "incr. s", "incr. MB"])
+                                             "incr. s (even)", "incr. MB (even)",
+                                             "incr. s (a tenth)", "incr. MB (a tenth)"])
+    worst = None
     for k in [int(x) for x in args.segments.split(",")]:
         mon = Monitor.default(**({"group_by": "segment"} if k > 1 else {}))
         stream = Stream(seed=2, segments=k if k > 1 else 0)
@@ -190,14 +203,22 @@ def by_segments(args, res, tmp):
         t0 = time.perf_counter()
         w.write({"monitor": mon.to_array_state()}, kind="bench")
         full, full_mb = time.perf_counter() - t0, w.last["bytes"] / 1e6
-        stream.feed(mon, args.step)
-        t0 = time.perf_counter()
-        w.write({"monitor": mon.to_array_state()}, kind="bench")
-        inc = time.perf_counter() - t0
-        t.add(k, mon.n, full, full_mb, inc, w.last["bytes"] / 1e6)
-        print(f"segments {k:>5}: full {full:.3f} s {full_mb:.1f} MB, incremental {inc:.3f} s "
-              f"{w.last['bytes'] / 1e6:.1f} MB", flush=True)
+        out = []
+        for few in (False, True):
+            stream.few = max(1, k // 10) if few and k > 1 else 0
+            stream.feed(mon, args.step)
+            t0 = time.perf_counter()
+            w.write({"monitor": mon.to_array_state()}, kind="bench")
+            out += [time.perf_counter() - t0, w.last["bytes"] / 1e6]
+        t.add(k, mon.n, full, full_mb, *out)
+        if k == max(int(x) for x in args.segments.split(",")):
+            worst = out
+        print(f"segments {k:>5}: full {full:.3f} s {full_mb:.1f} MB, incremental {out[0]:.3f}"
+              f" s {out[1]:.1f} MB (even), {out[2]:.3f} s {out[3]:.1f} MB (a tenth)",
+              flush=True)
         shutil.rmtree(d)
+    res.figure("segments_incremental", "incremental checkpoint, most segments, events on a "
+               "tenth of them", worst[2], "s", better="lower")
 
 
 def replay(args, res, tmp):
@@ -234,6 +255,139 @@ def replay(args, res, tmp):
                times["with"] / times["without"], "x", better="lower")
 
 
+def _post_events(port, n, threads=2, batch=20_000):
+    """Post ``n`` continuous-score events (batches of ``batch``) from ``threads``
+    connections; returns the seconds it took."""
+    import http.client
+    import threading
+
+    def body(rng, k, t0):
+        y = rng.random(k) < 0.3
+        s = (rng.random(k) * 0.6 + 0.3 * y).tolist()
+        y = y.tolist()
+        return ("[" + ",".join(f'{{"ts":{t0 + i},"label":{int(y[i])},"score":{s[i]!r}}}'
+                               for i in range(k)) + "]").encode()
+
+    per = n // threads
+    errors = []
+
+    def run(j):
+        rng = np.random.default_rng(100 + j)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        try:
+            for i in range(0, per, batch):
+                k = min(batch, per - i)
+                conn.request("POST", "/events", body=body(rng, k, j * per + i),
+                             headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                data = r.read()
+                if r.status != 200:
+                    raise RuntimeError(f"HTTP {r.status}: {data[:200]!r}")
+        except Exception as e:  # reported below
+            errors.append(e)
+        finally:
+            conn.close()
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=run, args=(j,)) for j in range(threads)]
+    for x in ts:
+        x.start()
+    for x in ts:
+        x.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - t0
+
+
+def _p99_window(bs, port, seconds, checkpoint_every=None):
+    """p99 latency (ms) of 8 clients x 100 events over ``seconds``; with
+    ``checkpoint_every``, a ``POST /checkpoint`` that often meanwhile (their count is
+    returned too)."""
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    results = ctx.Queue()
+    t_start = time.monotonic() + 0.5
+    t_end = t_start + seconds
+    workers = [ctx.Process(target=bs.client_process,
+                           args=(port, 100, 2, 7 + i, t_start, t_end, results))
+               for i in range(4)]
+    for w in workers:
+        w.start()
+    done = 0
+    if checkpoint_every:
+        nxt = t_start + checkpoint_every / 2
+        while True:
+            now = time.monotonic()
+            if nxt >= t_end:
+                break
+            time.sleep(max(0.0, nxt - now))
+            bs.request(port, "POST", "/checkpoint", body=b"")
+            done += 1
+            nxt += checkpoint_every
+    got = [results.get(timeout=600) for _ in workers]
+    for w in workers:
+        w.join(60)
+    errors = [e for g in got for e in g["errors"]]
+    if errors:
+        raise RuntimeError(f"client error: {errors[0]}")
+    lat = sorted(x for g in got for x in g["lat"])
+    return 1e3 * bs.percentile(lat, 99), done
+
+
+def service(args, res, tmp):
+    import bench_service as bs
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(HERE) + (os.pathsep + old if old else "")  # (the server)
+    t = res.table("service", "The service: p99 latency without and with a checkpoint every "
+                  "10 s, SIGTERM and restart, against the events it holds",
+                  ["events", "post s", "p99 ms (none)", "p99 ms (every 10 s)", "ratio",
+                   "checkpoints", "SIGTERM s", "restart s", "checkpoint MB"])
+    ratio = sigterm = None
+    for n in [int(x) for x in args.service_sizes.split(",")]:
+        state = str(tmp / f"svc-{n}")
+        server, port = bs.start_server(state, bs.NO_CHECKPOINTS)
+        try:
+            post = _post_events(port, n)
+            p_none, _ = _p99_window(bs, port, args.service_seconds)
+            bs.request(port, "POST", "/checkpoint", body=b"")  # (a running service's)
+            p_ckpt, done = _p99_window(bs, port, args.service_seconds, 10.0)
+            t0 = time.perf_counter()
+            server.send_signal(signal.SIGTERM)
+            server.wait(600)
+            sigterm = time.perf_counter() - t0
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait(60)
+            server.stdout.close()
+        size = _dir_bytes(state) / 1e6
+        t0 = time.perf_counter()
+        server, port = bs.start_server(state, bs.NO_CHECKPOINTS)
+        restart = time.perf_counter() - t0
+        try:
+            snap = bs.request(port, "GET", "/snapshot")
+            assert snap["n"] >= n, (snap["n"], n)
+        finally:
+            server.kill()
+            server.wait(60)
+            server.stdout.close()
+        shutil.rmtree(state, ignore_errors=True)
+        ratio = p_ckpt / p_none
+        t.add(n, post, p_none, p_ckpt, ratio, done, sigterm, restart, size)
+        print(f"service {n}: p99 {p_none:.1f} ms -> {p_ckpt:.1f} ms with checkpoints "
+              f"({ratio:.2f}x, {done}), SIGTERM {sigterm:.2f} s, restart {restart:.2f} s",
+              flush=True)
+    res.figure("service_p99_ratio", "service p99 with a checkpoint every 10 s / without, "
+               "most events", ratio, "x", better="lower")
+    res.figure("sigterm", "SIGTERM (final checkpoint), most events", sigterm, "s",
+               better="lower")
+
+
+QUICK = {"sizes": "100000,300000", "json_max": 100_000, "increments": 3,
+         "segments": "1,10,100", "segment_events": 100_000, "replay_events": 100_000,
+         "repeat": 1, "service_sizes": "100000", "service_seconds": 4.0}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="100000,1000000,3000000,10000000",
@@ -245,18 +399,29 @@ def main(argv=None):
     ap.add_argument("--increments", type=int, default=5,
                     help="incremental checkpoints per length")
     ap.add_argument("--segments", default="1,100,1000", help="segment counts")
-    ap.add_argument("--segment-events", type=int, default=1_000_000,
+    ap.add_argument("--segment-events", type=int, default=300_000,
                     help="events before the segment measurement")
     ap.add_argument("--replay-events", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=2, help="replay runs per case (best)")
+    ap.add_argument("--repeat", type=int, default=1, help="replay runs per case (best)")
+    ap.add_argument("--service-sizes", default="1000000,10000000",
+                    help="events the service holds when measured ('' to skip)")
+    ap.add_argument("--service-seconds", type=float, default=25.0,
+                    help="seconds of each latency window")
+    ap.add_argument("--quick", action="store_true", help="small sizes: a check that the "
+                    "script works (" + ", ".join(f"{k}={v}" for k, v in QUICK.items()) + ")")
     R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    if args.quick:
+        for k, v in QUICK.items():
+            setattr(args, k, v)
     res = R.Results(__file__, args)
     tmp = Path(tempfile.mkdtemp(prefix="bench_state."))
     try:
         by_length(args, res, tmp)
         by_segments(args, res, tmp)
         replay(args, res, tmp)
+        if args.service_sizes:
+            service(args, res, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json != "-":

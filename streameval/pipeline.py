@@ -563,7 +563,9 @@ class Pipeline:
         binary = self.checkpoint_format == "binary" and to_arrays is not None
         state: dict = {"monitor": to_arrays() if binary else self.monitor.to_state()}
         if self.source is not None:
-            state["source"] = self.source.to_state()
+            to_source_arrays = getattr(self.source, "to_array_state", None) if binary else None
+            state["source"] = (to_source_arrays() if to_source_arrays is not None
+                               else self.source.to_state())
             state["outputs"] = {k: w.offset for k, w in self._writers.items()}
             state["counts"] = self.counts()
             state["done"] = done

@@ -75,7 +75,9 @@ __all__ = [
     "canonical",
     "fsync_dir",
     "unlink_quietly",
+    "write_synced",
     "MAX_DEPTH",
+    "BLOB",
 ]
 
 FORMAT = "streameval-checkpoint"
@@ -85,9 +87,13 @@ BINARY_VERSION = 2
 _KEYS = ("format", "version", "kind", "fingerprint", "sha256", "state")
 
 #: the dtypes an array of a binary state may have (:mod:`streameval.io.statefile`)
-DTYPES = {"|b1": np.dtype(bool), "<i8": np.dtype("<i8"), "<f8": np.dtype("<f8")}
+DTYPES = {"|b1": np.dtype(bool), "|u1": np.dtype("u1"), "<i8": np.dtype("<i8"),
+          "<f8": np.dtype("<f8")}
 #: the key of an array reference in a binary checkpoint's manifest
 REF = "$a"
+#: the key of a subtree stored apart in a binary checkpoint's packs (its JSON, with its
+#: own array references): ``{"$b": [pack, offset, nbytes, "json", [nbytes], crc32]}``
+BLOB = "$b"
 #: deepest nesting of a binary checkpoint's state tree
 MAX_DEPTH = 200
 
@@ -180,15 +186,27 @@ def _write_temp(path: str, obj: Any) -> str:
     data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
                                suffix=".tmp")
+    write_synced(tmp, (data,), fd=fd)
+    return tmp
+
+
+def write_synced(path: str, chunks, fd: int | None = None) -> int:
+    """Write the byte chunks (bytes or memoryviews, an iterable) to a new file at
+    ``path`` (or the open descriptor ``fd`` of it), flush and fsync it; returns the
+    bytes written. If anything fails the file is removed and the error raised: no
+    partial file is left. Cost: `O(bytes)` plus one fsync."""
+    n = 0
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        with (os.fdopen(fd, "wb") if fd is not None else open(path, "wb")) as f:
+            for c in chunks:
+                f.write(c)
+                n += len(c) if isinstance(c, bytes) else c.nbytes
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
-        unlink_quietly(tmp)
+        unlink_quietly(path)
         raise
-    return tmp
+    return n
 
 
 def unlink_quietly(path: str) -> None:
@@ -477,14 +495,47 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
         adopted[id(a)] = (a, ref)
         return a
 
+    blobs: dict[tuple, Any] = {}
+
+    def load_blob(ref, depth):
+        if not (isinstance(ref, list) and len(ref) == 6 and isinstance(ref[0], str)
+                and all(type(x) is int and x >= 0 for x in (ref[1], ref[2], ref[5]))
+                and ref[3] == "json" and ref[4] == [ref[2]]):
+            raise damaged(f"a subtree reference of the wrong shape: {ref!r:.100}")
+        name, offset, nbytes, _, _, crc = ref
+        k = (name, offset, nbytes)
+        if k in blobs:
+            return blobs[k]
+        if name not in packs:
+            raise damaged(f"a subtree in pack {name!r:.60}, which the manifest does not list")
+        p = os.path.join(directory, name)
+        if offset + nbytes > packs[name]:
+            raise damaged(f"a subtree at {offset}+{nbytes} beyond the end of pack {p}")
+        f = files.get(name)
+        if f is None:
+            f = files[name] = open(p, "rb")
+        f.seek(offset)
+        data = f.read(nbytes)
+        if len(data) != nbytes:
+            raise damaged(f"pack {p} ends inside a subtree (offset {offset})")
+        if zlib.crc32(data) != crc:
+            raise CheckpointError(path, f"corrupted: a subtree of pack {p} (offset {offset}, "
+                                  f"{nbytes} bytes) does not match its CRC-32", damaged=True)
+        try:
+            sub = json.loads(data)
+        except (ValueError, RecursionError):
+            raise damaged(f"a subtree of pack {p} (offset {offset}) is not JSON") from None
+        out = blobs[k] = walk(sub, depth + 1)
+        return out
+
     def walk(x, depth=0):
         if depth > MAX_DEPTH:
             raise damaged("nested deeper than a checkpoint can be")
         if isinstance(x, dict):
-            if REF in x:
+            if REF in x or BLOB in x:
                 if len(x) != 1:
-                    raise damaged("an array reference with other keys")
-                return load(x[REF])
+                    raise damaged("an array or subtree reference with other keys")
+                return load(x[REF]) if REF in x else load_blob(x[BLOB], depth)
             return {k: walk(v, depth + 1) for k, v in x.items()}
         if isinstance(x, list):
             return [walk(v, depth + 1) for v in x]

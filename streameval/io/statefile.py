@@ -11,8 +11,9 @@ A state tree (JSON values with numpy arrays at some leaves, what
   (``"packs": {name: bytes}``);
 * **packs** in the directory beside it (``ckpt.json.d/``): ``<seq>.pack``, the raw
   little-endian bytes of the arrays a checkpoint wrote, one after another (the dtype and
-  shape an ``.npy`` header would hold are in the manifest). Dtypes are ``bool``,
-  ``int64`` and ``float64`` only; nothing is ever pickled.
+  shape an ``.npy`` header would hold are in the manifest), and the JSON of the
+  subtrees stored apart. Dtypes are ``bool``, ``uint8`` (UTF-8 text), ``int64`` and
+  ``float64`` only; nothing is ever pickled.
 
 **Incremental.** A :class:`StateWriter` remembers where it wrote each array that does
 not change while it lives (a read-only array in the tree: a score order's levels, a
@@ -21,7 +22,17 @@ references that place instead of writing it again, as RocksDB's SST files and
 Prometheus TSDB's blocks are referenced by the manifests that still need them. A
 checkpoint thus writes the arrays made since the last one (new or merged levels,
 new window batches, the few arrays that change in place) in one pack, with one fsync,
-plus the manifest. Arrays loaded by :func:`read_state` are known to the writer given
+plus the manifest.
+
+**Subtrees.** A part of the tree given as ``{"$b": subtree}``
+(:data:`~streameval.io.checkpoint.BLOB`; a Monitor gives each scope's state so) is
+stored apart: its JSON, with its own array references, goes into the pack after the
+arrays, and the manifest holds ``{"$b": [pack, offset, nbytes, "json", [nbytes],
+crc32]}``. While the same dict object is given again (the Monitor reuses the state of a
+scope that did not change), the next checkpoint references what it wrote, arrays
+included, instead of walking and writing it again: an incremental checkpoint of a
+thousand segments costs the segments that changed. Whoever gives a subtree must not
+change it afterwards. :func:`read_state` inlines subtrees back. Arrays loaded by :func:`read_state` are known to the writer given
 them (:meth:`StateWriter.adopt`), so the first checkpoint after a restart is
 incremental too.
 
@@ -34,7 +45,8 @@ generation number lower than the one installed is never installed.
 **Compaction.** When the packs the new manifest references hold more than
 :data:`COMPACT_RATIO` times the bytes of the arrays it references (arrays of merged
 levels and expired batches are dead weight in old packs), the live arrays of the packs
-that are less than half alive are written again into the new pack: the old packs are
+that are less than half alive are written again into the new pack (and the subtrees
+that reference them, or that lie in such a pack): the old packs are
 then referenced by the previous generation only and deleted at the next checkpoint.
 Bytes on disk stay within about ``2 * COMPACT_RATIO`` times the live state.
 
@@ -67,6 +79,7 @@ from typing import Any
 import numpy as np
 
 from streameval.io.checkpoint import (
+    BLOB,
     DTYPES,
     FORMAT,
     MAX_DEPTH,
@@ -78,6 +91,7 @@ from streameval.io.checkpoint import (
     previous_path,
     read_state,
     unlink_quietly,
+    write_synced,
 )
 
 __all__ = ["StateWriter", "read_state", "VERSION", "COMPACT_RATIO", "pack_dir",
@@ -89,12 +103,16 @@ VERSION = 2
 COMPACT_RATIO = 2.0
 
 
+#: JSON scalars as they are (a tree's leaves, most of its nodes)
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
 def _dtype_key(a: np.ndarray) -> str:
     dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
     key = dt.str
     if key not in DTYPES:
-        raise TypeError(f"array of dtype {a.dtype} in a state: only bool, int64 and float64 "
-                        "are stored")
+        raise TypeError(f"array of dtype {a.dtype} in a state: only bool, uint8 (UTF-8 "
+                        "text), int64 and float64 are stored")
     return key
 
 
@@ -169,34 +187,66 @@ class StateWriter:
         os.makedirs(self.dir, exist_ok=True)
         pack = f"{seq:012d}.pack"
         pack_path = os.path.join(self.dir, pack)
+        # key -> (array or _Subtree, ref): everything the new manifest references
         used: dict[tuple, tuple] = {}
-        pending: list = []  # (array, ref list to fill)
+        pending: list = []  # (array, ref) to write into the new pack
+        new_subtrees: list = []  # _Subtree to serialise into it (inner ones first)
+        inside: list = []  # the subtrees being walked
+
+        def note(k, item):
+            used[k] = item
+            if inside:
+                inside[-1].items[k] = item
 
         def ref_of(a: np.ndarray) -> dict:
             key = _dtype_key(a)
             if not a.flags.writeable:
-                root = _root(a)
-                k = self._key(a, root)
+                k = self._key(a, _root(a))
                 hit = used.get(k) or self._cache.get(k)
                 if hit is not None:
-                    used[k] = hit
+                    note(k, hit)
                     return {REF: hit[1]}
-            else:
-                k = None
             ref = [pack, 0, int(a.nbytes), key, list(a.shape), 0]
             pending.append((a, ref))
-            if k is not None:
-                used[k] = (a, ref)
+            if not a.flags.writeable:
+                note(self._key(a, _root(a)), (a, ref))
+            elif inside:  # (changes in place: written again unless its subtree is reused)
+                note(("w", id(ref)), (a, ref))
             return {REF: ref}
 
+        def subtree(x, depth):
+            if len(x) != 1:
+                raise ValueError(f"a state may not use the key {BLOB!r} beside others")
+            k = ("b", id(x))
+            hit = used.get(k) or self._cache.get(k)
+            if hit is not None and hit[0].marker is x:
+                self._reuse(hit, note)
+                return {BLOB: hit[1]}
+            sub = _Subtree(x, [pack, 0, 0, "json", [0], 0])
+            inside.append(sub)
+            try:
+                sub.tree = walk(x[BLOB], depth + 1)
+            finally:
+                inside.pop()
+            new_subtrees.append(sub)
+            note(k, (sub, sub.ref))
+            return {BLOB: sub.ref}
+
         def walk(x, depth=0):
+            t = type(x)
+            if t in _SCALARS:
+                return x
             if depth > MAX_DEPTH:
                 raise ValueError("a state nested deeper than a checkpoint can be")
+            if t is list and all(type(v) in _SCALARS for v in x):
+                return list(x)
             if isinstance(x, np.ndarray):
                 return ref_of(x)
             if isinstance(x, dict):
                 if REF in x:
                     raise ValueError(f"a state may not use the key {REF!r}")
+                if BLOB in x:
+                    return subtree(x, depth)
                 return {k: walk(v, depth + 1) for k, v in x.items()}
             if isinstance(x, (list, tuple)):
                 return [walk(v, depth + 1) for v in x]
@@ -205,7 +255,7 @@ class StateWriter:
             return x
 
         refs = walk(tree)
-        # compaction: live bytes per pack (arrays referenced again) against pack sizes
+        # compaction: live bytes per pack (items referenced again) against pack sizes
         live: dict[str, int] = {}
         for _, ref in used.values():
             if ref[0] != pack:
@@ -215,19 +265,43 @@ class StateWriter:
         compacted = 0
         if live and sum(sizes.values()) > COMPACT_RATIO * (sum(live.values()) + new_bytes):
             sparse = {p for p in live if live[p] * 2 < sizes.get(p, 0)}
-            for k, (a, ref) in list(used.items()):
-                if ref[0] in sparse:
+            moved = set()
+            for k, (obj, ref) in list(used.items()):
+                if ref[0] in sparse and isinstance(obj, np.ndarray):
                     ref[0] = pack  # (every reference to it in the tree is this list)
-                    pending.append((a, ref))
+                    pending.append((obj, ref))
                     compacted += ref[2]
-        written = self._write_pack(pack_path, pending)
-        if pending:
+                    moved.add(k)
+            # a subtree in a sparse pack, or holding a moved array, is written again
+            fresh = {id(x) for x in new_subtrees}
+            for k, (obj, ref) in list(used.items()):
+                if isinstance(obj, _Subtree) and id(obj) not in fresh and (
+                        ref[0] in sparse or any(j in moved for j in obj.items)):
+                    compacted += ref[2]
+                    ref[0] = pack
+                    new_subtrees.append(obj)
+                    fresh.add(id(obj))
+                    moved.add(k)
+            # (a subtree holding a subtree written again: written again after it)
+            again = True
+            while again:
+                again = False
+                for k, (obj, ref) in list(used.items()):
+                    if (isinstance(obj, _Subtree) and id(obj) not in fresh
+                            and any(j in moved for j in obj.items)):
+                        ref[0] = pack
+                        new_subtrees.append(obj)
+                        fresh.add(id(obj))
+                        moved.add(k)
+                        again = True
+        written = self._write_pack(pack_path, pending, new_subtrees)
+        if pending or new_subtrees:
             packs = {pack: written}
         else:
             packs = {}
             unlink_quietly(pack_path)
         for _, ref in used.values():
-            if ref[0] != pack:
+            if ref[0] != pack and ref[0] not in packs:
                 packs[ref[0]] = sizes.get(ref[0]) or os.path.getsize(
                     os.path.join(self.dir, ref[0]))
         env = {"format": FORMAT, "version": VERSION, "kind": kind,
@@ -238,10 +312,7 @@ class StateWriter:
                           allow_nan=True).encode("utf-8")
         tmp = f"{os.path.join(os.path.dirname(os.path.abspath(self.path)), '.' + os.path.basename(self.path))}.{seq}.tmp"
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            write_synced(tmp, (data,))
             if self._seq is not None and seq <= self._seq:  # (re-checked at the rename)
                 raise ValueError(f"checkpoint generation {seq} is not above {self._seq}")
             install(tmp, self.path, keep_previous)
@@ -253,9 +324,21 @@ class StateWriter:
         prev = _manifest_packs(previous_path(self.path)) if keep_previous else set()
         removed = remove_unreferenced(self.dir, set(packs) | prev)
         self.last = {"seq": seq, "bytes": written, "arrays": len(pending),
-                     "compacted": compacted, "manifest": len(data),
-                     "removed": removed, "seconds": time.perf_counter() - t0}
+                     "subtrees": len(new_subtrees), "compacted": compacted,
+                     "manifest": len(data), "removed": removed,
+                     "seconds": time.perf_counter() - t0}
         return seq
+
+    @staticmethod
+    def _reuse(hit, note):
+        """Reference a subtree written before, and everything it holds."""
+        sub = hit[0]
+        note(("b", id(sub.marker)), hit)
+        for k, item in sub.items.items():
+            if isinstance(item[0], _Subtree):
+                StateWriter._reuse(item, note)
+            else:
+                note(k, item)
 
     def _pack_sizes(self, names) -> dict:
         out = {}
@@ -267,29 +350,56 @@ class StateWriter:
         return out
 
     @staticmethod
-    def _write_pack(pack_path: str, pending: list) -> int:
-        """Write the pending arrays into one pack (offsets and CRC-32 filled into their
-        references), fsync it; returns its size."""
-        if not pending:
+    def _write_pack(pack_path: str, pending: list, subtrees: list = ()) -> int:
+        """Write the pending arrays, then the subtrees' JSON (which holds the arrays'
+        places), into one pack (offsets and CRC-32 filled into their references),
+        fsync it; returns its size."""
+        if not pending and not subtrees:
             return 0
         offset = 0
-        try:
-            with open(pack_path, "wb") as f:
-                for a, ref in pending:
-                    a = np.ascontiguousarray(a)
-                    if a.dtype.byteorder == ">":
-                        a = a.astype(a.dtype.newbyteorder("<"))
-                    mv = memoryview(a).cast("B") if a.nbytes else b""
-                    f.write(mv)
-                    ref[1] = offset
-                    ref[5] = zlib.crc32(mv)
-                    offset += a.nbytes
-                f.flush()
-                os.fsync(f.fileno())
-        except BaseException:
-            unlink_quietly(pack_path)
-            raise
+
+        def chunks():
+            nonlocal offset
+            for a, ref in pending:
+                a = np.ascontiguousarray(a)
+                if a.dtype.byteorder == ">":
+                    a = a.astype(a.dtype.newbyteorder("<"))
+                mv = memoryview(a).cast("B") if a.nbytes else memoryview(b"")
+                ref[1] = offset
+                ref[5] = zlib.crc32(mv)
+                offset += a.nbytes
+                yield mv
+            todo, done = {id(x) for x in subtrees}, set()
+
+            def emit(sub):  # (inner subtrees first: their places are then known)
+                nonlocal offset
+                done.add(id(sub))
+                for obj, _ in sub.items.values():
+                    if isinstance(obj, _Subtree) and id(obj) in todo and id(obj) not in done:
+                        yield from emit(obj)
+                b = json.dumps(sub.tree, separators=(",", ":"), ensure_ascii=False,
+                               allow_nan=True).encode("utf-8")
+                sub.ref[1:] = [offset, len(b), "json", [len(b)], zlib.crc32(b)]
+                offset += len(b)
+                yield b
+
+            for sub in subtrees:
+                if id(sub) not in done:
+                    yield from emit(sub)
+
+        write_synced(pack_path, chunks())
         return offset
+
+
+class _Subtree:
+    """A subtree stored apart (``{BLOB: subtree}`` in a state tree): the marker dict it
+    was given as (while the same object is given again, the subtree is referenced, not
+    written), its reference, its tree of references, and what it holds."""
+
+    __slots__ = ("marker", "ref", "tree", "items")
+
+    def __init__(self, marker, ref):
+        self.marker, self.ref, self.tree, self.items = marker, ref, None, {}
 
 
 def _manifest_packs(path: str) -> set:

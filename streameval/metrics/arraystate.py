@@ -1,12 +1,14 @@
 """Binary states: a metric's or window's state with numpy arrays for its big parts.
 
 A binary checkpoint (:mod:`streameval.io.statefile`) stores a state tree whose big
-leaves are numpy arrays, each in its own ``.npy`` file. Objects that hold big data offer
+leaves are numpy arrays, as raw bytes in packs beside a JSON manifest, and whose
+``{SUBTREE: ...}`` parts (a Monitor's scopes) apart, referenced again while unchanged. Objects that hold big data offer
 it as arrays, zero-copy and without changing anything (``to_state()`` may merge deferred
 work first, which would make the sums after a restore group differently):
 
 * ``obj.to_array_state()``: the state with numpy arrays in it, marked ``"arrays": 1``
-  (score-order metrics, count windows); a read-only array in it never changes while the
+  (score-order metrics, count and time windows, tumbling windows; the label join's
+  :meth:`~streameval.io.delayed.LabelJoiner.to_array_state` has the same shape); a read-only array in it never changes while the
   object lives (a checkpoint writer may reference the file it wrote for it before);
 * ``cls._from_array_state(state)`` (windows) or ``obj._set_array_data(data)`` (metrics
   built from their ``params``): the inverse, checked, ``ValueError`` if bad.
@@ -23,10 +25,14 @@ from __future__ import annotations
 from streameval import _registry
 from streameval.metrics.base import Metric, from_state
 
-__all__ = ["array_state", "from_array_state", "MARK"]
+__all__ = ["array_state", "from_array_state", "MARK", "SUBTREE"]
 
 #: the key (and version) that marks a state holding numpy arrays
 MARK = "arrays"
+#: ``{SUBTREE: tree}`` in a state tree: a part a checkpoint writer stores apart and,
+#: while the same dict object is given again, references instead of writing it again
+#: (:mod:`streameval.io.statefile`); whoever gives it must then not change it
+SUBTREE = "$b"
 
 
 def array_state(obj):

@@ -710,11 +710,24 @@ class Levels:
         A side's keys and running sums never change once built, so they are given as
         read-only views (zero-copy: a checkpoint writer may reference the file it wrote
         for them earlier); ``pn``, which each negative batch updates in place, is a
-        copy. Restoring this layout, rather than the merged entries, keeps every later
-        sum in the same grouping: the same bits. Runtime complexity: `O(size of pn)`."""
+        copy. A side of one event of weight 1 per score (``ones``) leaves its running
+        sum out (``None``): it counts down from the side's size. Restoring this layout, rather than the merged entries, keeps every later
+        sum in the same grouping: the same bits.
+
+        With integer weights ``pn`` is left out (``None``): its values are exact
+        integers, which :meth:`from_layout` computes again from the negative sides, bit
+        for bit, so that a checkpoint writes only the sides made since the last one.
+        With fractional weights it is a copy (its sums were grouped as the batches
+        came). Runtime complexity: `O(1)` with integer weights, else `O(size of pn)`."""
+        derived = self.integral
+
         def side(s):
-            return {"k": _frozen(s.k), "w": _frozen(s.w), "c": _frozen(s.c),
-                    "ow": _frozen(s.ow), "pn": None if s.pn is None else s.pn.copy(),
+            pn = None if s.pn is None or derived else s.pn.copy()
+            # one event of weight 1 per score: the running sum counts down from the
+            # side's size, computed again at load (half the bytes of a new level)
+            w = None if s.ones and s.c is None else _frozen(s.w)
+            return {"k": _frozen(s.k), "w": w, "c": _frozen(s.c),
+                    "ow": _frozen(s.ow), "pn": pn,
                     "ones": bool(s.ones),
                     "places": None if s.places is None else [_frozen(s.places[0]),
                                                              _frozen(s.places[1])]}
@@ -724,9 +737,11 @@ class Levels:
     @classmethod
     def from_layout(cls, data, unit, integral):
         """The levels of :meth:`to_layout`, checked: dtypes, lengths, ascending finite
-        keys, running sums ending in 0, ``pn`` exactly where average precision is read.
-        ``ValueError`` naming the side and array otherwise. Runtime complexity: `O(n)`
-        numpy passes."""
+        keys, running sums ending in 0, ``pn`` exactly where average precision is read
+        (or, with integer weights, left out: then computed from the negative sides, the
+        same bits). ``ValueError`` naming the side and array otherwise. Runtime
+        complexity: `O(n)` numpy passes, plus `O(n log(n))` searches where ``pn`` is
+        computed."""
         lv = cls(bool(unit), bool(integral))
         if not isinstance(data, dict) or set(data) != {"ap", "rent", "pos", "neg"}:
             raise ValueError(f"levels: expected keys ap, rent, pos, neg, got "
@@ -743,6 +758,9 @@ class Levels:
                 out.append(_side_of(d, f"levels.{name}[{i}]", lv.unit, lv.integral,
                                     lv.ap and name == "pos", first=i == 0))
             setattr(lv, name, out)
+        for s in lv.pos:
+            if s.pn is None and lv.ap:  # (integer weights: exact, the same bits)
+                s.pn = lv._negatives_above(s.k)
         return lv
 
 
@@ -777,7 +795,10 @@ def _side_of(d, where, unit, integral, ap, first):
     n = len(k)
     if n and (not np.isfinite(k).all() or (np.diff(k) <= 0).any()):
         raise ValueError(f"{where}.k: scores must be finite and increasing")
-    w = _array(d, "w", where, _F8, n + 1)
+    if d["w"] is None and d["ones"] is True and unit:  # (left out: one event per score)
+        w = _countdown(n)
+    else:
+        w = _array(d, "w", where, _F8, n + 1)
     if w[-1] != 0.0 or not np.isfinite(w).all():
         raise ValueError(f"{where}.w: running sums must be finite and end with 0")
     c = None if unit else _array(d, "c", where, _F8, n + 1)
@@ -787,7 +808,7 @@ def _side_of(d, where, unit, integral, ap, first):
     if integral and d["ow"] is not None:
         raise ValueError(f"{where}.ow: per-score weights in an order of integer weights")
     pn = None
-    if ap:
+    if ap and (d["pn"] is not None or not integral):
         pn = _array(d, "pn", where, _F8, n + 1)
     elif d["pn"] is not None:
         raise ValueError(f"{where}.pn: present where average precision is not kept")

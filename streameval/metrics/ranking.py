@@ -970,6 +970,18 @@ class _BinaryRanking(BinaryMetric):
             "next_check": self._next_check,  # (a bounded order's next cap check)
         }
 
+    def _state_token(self):
+        """A cheap token that changes whenever :meth:`_get_array_data` would (events
+        counted, values cached, a read that reshapes the order's layout): a Monitor
+        reuses the last binary state of a scope whose tokens did not change. `O(1)`."""
+        so = self._so
+        lv = getattr(so, "_levels", None)
+        key = getattr(self, "_delong_key", None)
+        return (id(so), so.stamp, self._cached_stamp, len(self._ps), len(self._chunks),
+                len(self._gone), None if key is None else (id(key[0]), key[1]),
+                None if lv is None else (lv.rent, lv.ap, len(lv.pos), len(lv.neg),
+                                         tuple(id(x.k) for x in lv.pos)))
+
     def to_array_state(self):
         """The binary checkpoint's state (see :mod:`streameval.metrics.arraystate`):
         ``to_state()``'s shape with :meth:`_get_array_data` as its data."""
@@ -1126,10 +1138,20 @@ class OrderView(SharedView):
         so = self._inner(self.owner)._so
         cached = m._cached if m._so is so and m._cached_stamp == so.stamp else None
         key = getattr(m, "_delong_key", None)
-        return {"template": self.template.clone().to_state(),
+        template = self.__dict__.get("_template_state")
+        if template is None:  # (the template never changes: its state is read once)
+            template = self.__dict__["_template_state"] = self.template.clone().to_state()
+        return {"template": template,
                 "view": {"cached": cached if isinstance(cached, float) else None,
                          "delong": float(m._delong_var) if key is not None and key[0] is so
                          and key[1] == so.stamp else None}}
+
+    def _state_token(self):
+        """What :meth:`to_array_state` depends on, cheaply (see
+        :meth:`_BinaryRanking._state_token`): the view's cached values."""
+        m = self._metric
+        key = getattr(m, "_delong_key", None)
+        return (id(m._so), m._cached_stamp, None if key is None else (id(key[0]), key[1]))
 
     def restore_view_cache(self, view):
         """Give this view the cache of :meth:`to_array_state`'s ``view`` part, linked to

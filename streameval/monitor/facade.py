@@ -956,11 +956,21 @@ class Monitor:
         merged or changed: a monitor saved and restored computes the same bits as one
         never saved. Marked ``"arrays": 1``; :meth:`from_array_state` reads it.
 
-        Runtime complexity: `O(number of objects)` plus the JSON of the small ones (the
+        Each scope's state is a subtree ``{"$b": {...}}``
+        (:data:`~streameval.metrics.arraystate.SUBTREE`), and a scope whose event count,
+        evaluation state, rules', detectors' and score orders' states are unchanged since
+        the last call gives the very same subtree object (the monitor keeps the last
+        capture): a checkpoint writer then references what it wrote for it, so that an
+        incremental checkpoint costs the scopes that changed. :meth:`from_array_state`
+        reads both forms.
+
+        Runtime complexity: `O(number of scopes)` for a cheap token of each, plus, for
+        the scopes that changed, `O(their objects)`, the JSON of the small ones (the
         detectors, rules, confusion counts) and a copy of what changes in place (AP's
-        running negative weights, flat orders).
+        running negative weights with fractional weights, flat orders). Memory: the
+        last capture is kept (views of the live arrays, plus those copies).
         """
-        from streameval.metrics.arraystate import array_state
+        from streameval.metrics.arraystate import SUBTREE, array_state
 
         def metric_state(m):
             if isinstance(m, SharedView):  # (its own class's hook: others are the owner's)
@@ -980,15 +990,28 @@ class Monitor:
             "max_segments": self.max_segments, "overall_rules": self.overall_rules,
         }
         segments = []
+        # a scope unchanged since the last capture gives the same subtree object, which a
+        # checkpoint writer references instead of writing it again (see _scope_token)
+        last = self.__dict__.get("_captured") or {}
+        captured = {}
         for seg in self._all_segments():
-            segments.append({
-                "overall": seg.key is None, "segment": seg.label, "n": seg.n,
-                "metrics": {name: metric_state(m) for name, m in seg.metrics.items()},
-                "drift": {name: d.to_state() for name, d in seg.drift.items()},
-                "rules": [r.to_state() for r in seg.rules],
-            })
-            if seg.eval_state() is not None:  # (the evaluator's: idle rows, held values)
-                segments[-1]["evaluation"] = seg.eval_state()
+            token = _scope_token(seg)
+            hit = last.get(seg.key)
+            if hit is not None and hit[0] == token:
+                entry = hit[1]
+            else:
+                entry = {
+                    "overall": seg.key is None, "segment": seg.label, "n": seg.n,
+                    "metrics": {name: metric_state(m) for name, m in seg.metrics.items()},
+                    "drift": {name: d.to_state() for name, d in seg.drift.items()},
+                    "rules": [r.to_state() for r in seg.rules],
+                }
+                if seg.eval_state() is not None:  # (the evaluator's: idle rows, held values)
+                    entry["evaluation"] = seg.eval_state()
+                entry = {SUBTREE: entry}
+            captured[seg.key] = (token, entry)
+            segments.append(entry)
+        self.__dict__["_captured"] = captured
         data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n,
                 "segments": segments, "other_events": self.other_events,
                 "missing_segment_fields": dict(self.missing_segment_fields),
@@ -1004,6 +1027,7 @@ class Monitor:
         ``ValueError`` naming where, never another exception."""
         if not isinstance(state, dict) or state.get("type") != cls._public_name:
             raise ValueError(f"not a Monitor state: {state!r:.200}")
+        state = _inline_subtrees(state)
         _check_monitor_state(state)
         try:
             return cls._from_array_state(state)
@@ -1064,6 +1088,73 @@ class Monitor:
         return mon
 
 
+
+
+def _inline_subtrees(state):
+    """The state with each scope given as a subtree (``{"$b": {...}}``, what
+    :meth:`Monitor.to_array_state` gives before a checkpoint writer stores it apart)
+    replaced by its content; anything else as it is."""
+    from streameval.metrics.arraystate import SUBTREE
+
+    d = state.get("data")
+    segs = d.get("segments") if isinstance(d, dict) else None
+    if not isinstance(segs, list) or not any(
+            isinstance(x, dict) and SUBTREE in x for x in segs):
+        return state
+    inner = [x[SUBTREE] if isinstance(x, dict) and set(x) == {SUBTREE} else x for x in segs]
+    return dict(state, data=dict(d, segments=inner))
+
+
+def _fp(v, depth=2):
+    """A cheap fingerprint of a value: scalars as they are; small dicts by their items,
+    lists and tuples by their length and last item, ``depth`` levels down; anything
+    else by identity."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if depth and isinstance(v, dict) and len(v) <= 16:
+        return tuple((k, _fp(x, depth - 1)) for k, x in v.items())
+    if depth and isinstance(v, (list, tuple)):
+        return (len(v), _fp(v[-1], depth - 1) if v else None)
+    if isinstance(v, (dict, list, tuple, set)):
+        return (id(v), len(v))
+    return id(v)
+
+
+def _shallow(obj):
+    """A cheap token of an object's own attributes (:func:`_fp` of each): what a rule's
+    or a detector's state changes when it is evaluated."""
+    attrs = getattr(obj, "__dict__", None)
+    out = [] if attrs is None else [(k, _fp(v)) for k, v in attrs.items()]
+    for name in _slots(type(obj)):
+        if hasattr(obj, name):
+            out.append((name, _fp(getattr(obj, name))))
+    return tuple(out)
+
+
+_SLOTS: dict = {}
+
+
+def _slots(cls):
+    """Every ``__slots__`` name of ``cls`` and its bases (read once per class)."""
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = tuple(n for c in cls.__mro__ for n in getattr(c, "__slots__", ())
+                                    if n not in ("__dict__", "__weakref__"))
+    return names
+
+
+def _scope_token(seg):
+    """What decides whether a scope's binary state changed since the last capture: its
+    event count (what changes its detectors and most metrics), evaluation state (count
+    at its last row, held values), its rules' own attributes (an evaluation changes
+    them, with or without events), and each metric's ``_state_token()`` where it has
+    one (what a read changes: a score order's layout and cached values)."""
+    tokens = []
+    for m in seg.metrics.values():
+        hook = getattr(m, "_state_token", None)
+        tokens.append(hook() if hook is not None else None)
+    return (seg.n, seg.eval_n, tuple((k, tuple(v)) for k, v in seg.held.items()),
+            tuple(_shallow(r) for r in seg.rules), tuple(tokens))
 
 
 def _check_monitor_state(state):

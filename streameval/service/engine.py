@@ -1214,8 +1214,9 @@ class Engine:
 
     def _state(self, head: dict) -> dict:
         state = {**head, **self.pipeline.state()}
-        if self.joiner is not None:
-            state["joiner"] = self.joiner.to_state()
+        if self.joiner is not None:  # (its waiting predictions as numpy columns)
+            to_arrays = getattr(self.joiner, "to_array_state", None)
+            state["joiner"] = to_arrays() if to_arrays is not None else self.joiner.to_state()
         return state
 
     def _checkpoint_loop(self) -> None:

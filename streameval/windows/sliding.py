@@ -385,6 +385,14 @@ class Sliding(Cases):
         """Restore :meth:`_stored_arrays` (``ValueError`` when this window keeps none)."""
         raise ValueError("bad Sliding state: stored arrays in a window that keeps none")
 
+    def _state_token(self):
+        """A cheap token of the window's state for a Monitor's capture (see
+        :meth:`~streameval.metrics.ranking._BinaryRanking._state_token`): the wrapped
+        metric's, with the window's newest event and late count (a window changes
+        only with events). `O(1)`."""
+        hook = getattr(self.metric, "_state_token", None)
+        return (self.newest, getattr(self, "late", None), hook() if hook else None)
+
     def to_array_state(self):
         """The binary checkpoint's state (see :mod:`streameval.metrics.arraystate`): the
         wrapped metric's binary state and the stored batches as their numpy columns,

@@ -423,6 +423,9 @@ class Tumbling(Metric):
     def to_state(self):
         """JSON-serialisable state: open windows' metric states, counters, and the
         records not yet taken from :meth:`closed`. Callbacks are not saved."""
+        return self._state_with(state_of)
+
+    def _state_with(self, state_of):
         return {
             "type": self._public_name,
             "version": self._state_version,
@@ -443,13 +446,37 @@ class Tumbling(Metric):
             },
         }
 
+    def _state_token(self):
+        """A cheap token that changes whenever :meth:`to_array_state` would (events
+        counted, windows closed, records drained by :meth:`closed`), for a Monitor's
+        capture (see :meth:`~streameval.metrics.ranking._BinaryRanking._state_token`).
+        `O(open windows)`."""
+        hook = getattr(self.metric, "_state_token", None)
+        return (self._seen, self._count, self._index, len(self._pending), id(self._last),
+                self._closed_upto, self.late, tuple(sorted(self._open)),
+                hook() if hook is not None else None)
+
+    def to_array_state(self):
+        """The binary checkpoint's state (see :mod:`streameval.metrics.arraystate`):
+        :meth:`to_state`'s shape with each wrapped metric's binary state (a score order's
+        layout as numpy arrays), marked ``"arrays": 1``. Runtime complexity: what the
+        open windows' metrics' hooks cost."""
+        from streameval.metrics.arraystate import MARK, array_state
+        return dict(self._state_with(array_state), **{MARK: 1})
+
     @classmethod
-    def _from_state(cls, state):
+    def _from_array_state(cls, state):
+        """The inverse of :meth:`to_array_state` (``ValueError`` if malformed)."""
+        from streameval.metrics.arraystate import from_array_state
+        return cls._from_state(state, load=from_array_state)
+
+    @classmethod
+    def _from_state(cls, state, load=from_state):
         d = state["data"]
-        obj = cls(from_state(d["template"]), **state["params"])
-        obj.metric = from_state(d["metric"])
+        obj = cls(load(d["template"]), **state["params"])
+        obj.metric = load(d["metric"])
         obj._count, obj._index, obj._seen = int(d["count"]), int(d["index"]), int(d["seen"])
-        obj._open = {int(k): [from_state(s), int(n)] for k, n, s in d["open"]}
+        obj._open = {int(k): [load(s), int(n)] for k, n, s in d["open"]}
         obj._newest = -math.inf if d["newest"] is None else float(d["newest"])
         obj._closed_upto = -math.inf if d["closed_upto"] is None else int(d["closed_upto"])
         obj.late = int(d["late"])
