@@ -436,6 +436,7 @@ class Rule:
         self._resolved_n = None   # n and t at the last resolution of a firing alert
         self._resolved_t = None
         self._last = None         # the transition that opened the current alert
+        self._peers = None        # the other detectors' reports, while explaining
         self._clear_streak = 0    # firing: consecutive evaluations with the condition cleared
         self._clear_since_t = None  # event time of the first of them
 
@@ -1390,7 +1391,7 @@ class Alarm(Rule):
         out["baseline_rule"] = ("fixed" if not isinstance(base, (str, dict)) else
                                 "period" if isinstance(base, dict) else base)
         out["rate"] = _finite(self._since[0]) if self._since[1] > 0 else None
-        out.update(self._traffic(det, start, f["segment_n"], getattr(self, "_peers", None)))
+        out.update(self._traffic(det, start, f["segment_n"], self._peers))
         return out
 
     def _traffic(self, watched, start, now, peers):

@@ -970,7 +970,7 @@ class _BinaryRanking(BinaryMetric):
             "next_check": self._next_check,  # (a bounded order's next cap check)
         }
 
-    def _state_token(self):
+    def state_token(self):
         """A cheap token that changes whenever :meth:`_get_array_data` would (events
         counted, values cached, a read that reshapes the order's layout): a Monitor
         reuses the last binary state of a scope whose tokens did not change. `O(1)`."""
@@ -1146,9 +1146,9 @@ class OrderView(SharedView):
                          "delong": float(m._delong_var) if key is not None and key[0] is so
                          and key[1] == so.stamp else None}}
 
-    def _state_token(self):
+    def state_token(self):
         """What :meth:`to_array_state` depends on, cheaply (see
-        :meth:`_BinaryRanking._state_token`): the view's cached values."""
+        :meth:`_BinaryRanking.state_token`): the view's cached values."""
         m = self._metric
         key = getattr(m, "_delong_key", None)
         return (id(m._so), m._cached_stamp, None if key is None else (id(key[0]), key[1]))

@@ -1147,11 +1147,11 @@ def _scope_token(seg):
     """What decides whether a scope's binary state changed since the last capture: its
     event count (what changes its detectors and most metrics), evaluation state (count
     at its last row, held values), its rules' own attributes (an evaluation changes
-    them, with or without events), and each metric's ``_state_token()`` where it has
+    them, with or without events), and each metric's ``state_token()`` where it has
     one (what a read changes: a score order's layout and cached values)."""
     tokens = []
     for m in seg.metrics.values():
-        hook = getattr(m, "_state_token", None)
+        hook = getattr(m, "state_token", None)
         tokens.append(hook() if hook is not None else None)
     return (seg.n, seg.eval_n, tuple((k, tuple(v)) for k, v in seg.held.items()),
             tuple(_shallow(r) for r in seg.rules), tuple(tokens))

@@ -385,12 +385,12 @@ class Sliding(Cases):
         """Restore :meth:`_stored_arrays` (``ValueError`` when this window keeps none)."""
         raise ValueError("bad Sliding state: stored arrays in a window that keeps none")
 
-    def _state_token(self):
+    def state_token(self):
         """A cheap token of the window's state for a Monitor's capture (see
-        :meth:`~streameval.metrics.ranking._BinaryRanking._state_token`): the wrapped
+        :meth:`~streameval.metrics.ranking._BinaryRanking.state_token`): the wrapped
         metric's, with the window's newest event and late count (a window changes
         only with events). `O(1)`."""
-        hook = getattr(self.metric, "_state_token", None)
+        hook = getattr(self.metric, "state_token", None)
         return (self.newest, getattr(self, "late", None), hook() if hook else None)
 
     def to_array_state(self):

@@ -446,12 +446,12 @@ class Tumbling(Metric):
             },
         }
 
-    def _state_token(self):
+    def state_token(self):
         """A cheap token that changes whenever :meth:`to_array_state` would (events
         counted, windows closed, records drained by :meth:`closed`), for a Monitor's
-        capture (see :meth:`~streameval.metrics.ranking._BinaryRanking._state_token`).
+        capture (see :meth:`~streameval.metrics.ranking._BinaryRanking.state_token`).
         `O(open windows)`."""
-        hook = getattr(self.metric, "_state_token", None)
+        hook = getattr(self.metric, "state_token", None)
         return (self._seen, self._count, self._index, len(self._pending), id(self._last),
                 self._closed_upto, self.late, tuple(sorted(self._open)),
                 hook() if hook is not None else None)
