@@ -2187,7 +2187,7 @@ class _MultiClassROCAUC(ROCAUC, _OVRRanking, case="multiclass"):
         ...                  {"a": .7, "b": .3}, {"a": .3, "b": .7}, {"a": .1, "b": .9}])
         ROCAUC: 0.777778
         >>> [round(v, 6) for v in auc.interval(0.95)]
-        [0.319485, 0.96309]
+        [0.370403, 0.954175]
 
         Parameters
         ----------

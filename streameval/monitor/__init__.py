@@ -65,11 +65,12 @@ evaluation with plain JSON-ready dicts (DESIGN.md section 6):
   ``"as_of": {name: n}`` for cumulative values read at a cadence on long streams
   (:data:`~streameval.monitor.scopes.HOLD_FROM`): the count of events the value covers;
   ``"intervals": {name: [lo, hi]}``, the 95% confidence interval of each value computed
-  now that has one at `O(1)` or over a window (Wilson for proportions, DeLong for a
-  window's AUC: :func:`~streameval.monitor.evaluation.row_intervals`). These keys are
-  absent when empty; ``"coverage": {"predictions", "labelled", "pending",
-  "expired"}`` (and ``"replaced"``) once the scope took predictions before their labels
-  (counted when they come: a segment's buffered ones too);
+  now that has one at `O(1)` or over a window (Wilson with continuity correction for
+  proportions, DeLong for a window's AUC:
+  :func:`~streameval.monitor.evaluation.row_intervals`). These keys are absent when
+  empty; ``"coverage": {"predictions", "labelled", "pending", "expired"}`` (and
+  ``"replaced"``) once the scope took predictions before their labels (counted when
+  they come: a segment's buffered ones too);
 * alert transition: ``{"rule", "state": "pending"|"firing"|"resolved", "n", "t",
   "value", "segment"}`` and its explanation's fields (``message``, ``expr``,
   ``window``, ``events``, ``interval``, ...: :meth:`streameval.alerts.Rule.explain`,

@@ -31,8 +31,9 @@ ROW_INTERVAL_LEVEL = 0.95
 
 def row_intervals(metrics, values, as_of):
     """``{name: [lo, hi]}``: the :data:`ROW_INTERVAL_LEVEL` confidence interval of each
-    metric that has one (:func:`~streameval.metrics.base.has_interval`: Wilson for the
-    proportions, DeLong for ROCAUC and Gini, their windows), for the values computed now
+    metric that has one (:func:`~streameval.metrics.base.has_interval`: Wilson with
+    continuity correction for the proportions, DeLong on the logit scale for ROCAUC and
+    Gini, their windows), for the values computed now
     (a held value, in ``as_of``, has none) and defined; empty when none is.
 
     A cumulative metric whose read costs `O(d)` (it declares ``read_size``: a Monitor's
@@ -46,7 +47,7 @@ def row_intervals(metrics, values, as_of):
     >>> import streameval as se
     >>> r = se.Recall().update_many([1, 1, 0], [0.9, 0.2, 0.7])
     >>> {k: [round(v, 4) for v in iv] for k, iv in row_intervals({"recall": r}, {"recall": 0.5}, {}).items()}
-    {'recall': [0.0945, 0.9055]}
+    {'recall': [0.0267, 0.9733]}
     """
     out = {}
     for name, m in metrics.items():
@@ -122,7 +123,7 @@ class Evaluator:
     >>> [(k, v) for k, v in rows[0].items() if k != "intervals"]
     [('n', 2), ('t', None), ('segment', None), ('values', {'recall': 0.5})]
     >>> [round(v, 4) for v in rows[0]["intervals"]["recall"]], [(a["state"], a["n"]) for a in alerts]
-    ([0.0945, 0.9055], [('firing', 2)])
+    ([0.0267, 0.9733], [('firing', 2)])
     """
 
     __slots__ = ("on_metrics", "on_alert", "late")

@@ -1633,8 +1633,8 @@ def _scope_token(seg):
     """What decides whether a scope's binary state changed since the last capture: its
     event count (what changes its detectors and most metrics), evaluation state (count
     at its last row, held values, the events waiting in its buffer: only added to until
-    all are fed, so their count tells them), its label coverage counters, its rules' own attributes (an evaluation changes
-    them, with or without events), and each metric's ``state_token()`` where it has
+    all are fed, so their count tells them), its label coverage counters, its rules' own
+    attributes (an evaluation changes them, with or without events), and each metric's ``state_token()`` where it has
     one (what a read changes: a score order's layout and cached values)."""
     tokens = []
     for m in seg.metrics.values():
