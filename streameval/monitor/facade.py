@@ -1634,8 +1634,9 @@ def _scope_token(seg):
     event count (what changes its detectors and most metrics), evaluation state (count
     at its last row, held values, the events waiting in its buffer: only added to until
     all are fed, so their count tells them), its label coverage counters, its rules' own
-    attributes (an evaluation changes them, with or without events), and each metric's ``state_token()`` where it has
-    one (what a read changes: a score order's layout and cached values)."""
+    attributes (an evaluation changes them, with or without events), and each metric's
+    ``state_token()`` where it has one (what a read changes: a score order's layout and
+    cached values)."""
     tokens = []
     for m in seg.metrics.values():
         hook = getattr(m, "state_token", None)
