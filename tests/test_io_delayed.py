@@ -371,6 +371,26 @@ def test_joiner_state_round_trip_mid_stream():
         LabelJoiner.from_state({**state, "pending": [["a", 1]]})
 
 
+@pytest.mark.parametrize("form", ["to_state", "to_array_state"])
+def test_expired_predictions_not_yet_passed_on_survive_a_checkpoint(form):
+    """With predictions passed on, an expiry by the clock (advance) is handed out by the
+    next process; a checkpoint between the two, in either form, keeps it: the resumed
+    joiner's next output equals the uninterrupted one's (kinds, ids, times)."""
+    def run(cut):
+        j = LabelJoiner(60, predictions=True)
+        j.process(events_to_batch([{"id": 1, "ts": 0, "score": 0.25},
+                                   {"id": 2, "ts": 30, "score": 0.75}], partial=True))
+        assert j.advance(61) == 1
+        if cut:
+            j = LabelJoiner.from_state(getattr(j, form)(), predictions=True)
+        out = j.process(events_to_batch([{"id": 2, "ts": 62, "label": 1}], partial=True))
+        return out.kind.tolist(), out.id, out.ts.tolist(), out.score.tolist()
+
+    whole, resumed = run(False), run(True)
+    assert whole == resumed and whole[1] == [1, 2]
+    assert whole[2][0] == 61.0 and whole[3][0] == 0.25
+
+
 def test_join_of_a_large_log(tmp_path):
     rows, _, _ = delayed_rows(100_000, 6)
     p = tmp_path / "big.jsonl"

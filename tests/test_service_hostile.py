@@ -540,12 +540,16 @@ def test_refused_bodies_give_their_memory_back(tmp_path):
     config.write_text("[serve]\nrefusal_penalty = 0\n")
     proc, port = start_cli("--config", config)
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-
         def send(body):
-            conn.request("POST", "/events", body=body, headers=JSON)
-            r = conn.getresponse()
-            return r.status, json.loads(r.read())
+            # a connection per request: waiting for the release can outlast the
+            # server's keep-alive, after which it closes an idle connection
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            try:
+                conn.request("POST", "/events", body=body, headers=JSON)
+                r = conn.getresponse()
+                return r.status, json.loads(r.read())
+            finally:
+                conn.close()
 
         def settled_rss():
             assert wait_for(lambda: release_settled(port), timeout=30)
@@ -566,7 +570,6 @@ def test_refused_bodies_give_their_memory_back(tmp_path):
             status, err = send(empties)
             assert status == 400 and err["index"] == 0, err
         after_empties = settled_rss()
-        conn.close()
     finally:
         stop_cli(proc)
     assert peak > baseline  # the bodies were parsed: memory was taken, then given back

@@ -425,20 +425,12 @@ class LabelJoiner:
         Cost: `O(p)`. Callbacks are not part of the state.
         """
         pending = sorted(self._pending.items(), key=lambda kv: kv[1][5])
-        return {
-            "type": "LabelJoiner",
-            "version": STATE_VERSION,
-            "label_ttl": self.label_ttl if math.isfinite(self.label_ttl) else None,
-            "on_duplicate": self.on_duplicate,
-            "watermark": self.watermark if math.isfinite(self.watermark) else None,
-            "seq": self._seq,
-            "pending": [[k, e[0], e[1], e[2], list(e[3]) if isinstance(e[3], tuple) else e[3],
-                         e[4], e[5]] for k, e in pending],
-            "counters": {name: getattr(self, "n_" + name) for name in _COUNTERS},
-            **({"closed": [[kd, key, t, e[0], e[1], e[2], list(e[3]) if isinstance(e[3], tuple)
-                            else e[3], e[4], e[5]] for kd, key, t, e in self._closed]}
-               if self._closed else {}),
-        }
+        state = self._state_head()
+        counters = state.pop("counters")  # (after "pending", as states have it)
+        state["pending"] = [[k, e[0], e[1], e[2], list(e[3]) if isinstance(e[3], tuple)
+                             else e[3], e[4], e[5]] for k, e in pending]
+        state["counters"] = counters
+        return state
 
     def to_array_state(self) -> dict:
         """:meth:`to_state` for a binary checkpoint: the waiting predictions as numpy
@@ -480,8 +472,11 @@ class LabelJoiner:
         return state
 
     def _state_head(self) -> dict:
-        """:meth:`to_state` without its waiting predictions (``"pending"``): `O(1)`."""
-        return {
+        """:meth:`to_state` without its waiting predictions (``"pending"``), with the
+        expired or joined predictions not yet passed on (``"closed"``, when any: only
+        with ``predictions=True``, between :meth:`advance` and the next
+        :meth:`process`)."""
+        head = {
             "type": "LabelJoiner",
             "version": STATE_VERSION,
             "label_ttl": self.label_ttl if math.isfinite(self.label_ttl) else None,
@@ -490,6 +485,10 @@ class LabelJoiner:
             "seq": self._seq,
             "counters": {name: getattr(self, "n_" + name) for name in _COUNTERS},
         }
+        if self._closed:
+            head["closed"] = [[kd, key, t, e[0], e[1], e[2], list(e[3]) if isinstance(e[3], tuple)
+                               else e[3], e[4], e[5]] for kd, key, t, e in self._closed]
+        return head
 
     @staticmethod
     def _pending_rows(columns: Any) -> list:
