@@ -38,6 +38,7 @@ from sklearn.metrics import average_precision_score, precision_score, recall_sco
 
 from streameval.monitor import Monitor  # noqa: E402
 from streameval.service import BackgroundServer, add_serve_arguments, build_engine  # noqa: E402
+from streameval.service import load_config  # noqa: E402
 from streameval.io.sinks import dumps  # noqa: E402
 from streameval.service import snapshot_json  # noqa: E402
 from streameval.service.engine import CHECKPOINT_FILE, WAL_FILE  # noqa: E402
@@ -94,8 +95,10 @@ def columns(events):
 
 
 def direct_monitor(config, batches):
-    """A Monitor fed the batches directly (the oracle for the service's state)."""
-    mon = Monitor.from_config(config["monitor"]) if config is not None else Monitor.default()
+    """A Monitor fed the batches directly (the oracle for the service's state), built
+    from the config as the service builds it (with ``group_by``, evaluated every
+    ``SEGMENT_EVERY_SECONDS`` of event time too)."""
+    mon = load_config(config)[0]
     alerts = []
     mon.on_alert.append(alerts.append)
     for events in batches:
@@ -140,6 +143,13 @@ def get_json(url, path, token=None):
 
 def values_by_segment(snap):
     return {e["segment"]: e["values"] for e in snap["segments"]}
+
+
+def covered(sub, n, pending):
+    """The events of a segment (``sub``, in order) that its values cover: the first
+    ``n`` (its last row's), the other ``pending`` waiting for its next row."""
+    assert n + pending == len(sub), (n, pending, len(sub))
+    return sub[:n]
 
 
 def assert_same_state(served, mon):
@@ -209,8 +219,12 @@ def test_formats_object_array_ndjson_equal_sklearn_and_direct_monitor(server):
     snap = get_json(srv.url, "/snapshot")
     assert snap["n"] == 300
     vals = values_by_segment(snap)
+    entries = {e["segment"]: e for e in snap["segments"]}
     for seg in (None, "fr", "de", "us"):
         sub = [e for e in events if seg is None or e["country"] == seg]
+        # a segment shows its last row's values (evaluated each minute of event time)
+        sub = covered(sub, entries[seg]["n"], entries[seg].get("pending", 0))
+        assert len(sub) >= 50
         for name, expected in sk_values(sub).items():
             assert_close(vals[seg][name], expected, (seg, name))
         tail = sub[-WINDOW:]  # brute force over the last WINDOW events of the segment
@@ -288,8 +302,13 @@ def test_prometheus_exposition_parses_back_to_the_values(server):
     assert hdrs["content-type"].startswith("text/plain")
     samples = {(s.labels["metric"], s.labels["window"], s.labels["segment"]): s.value
                for s in fams["streameval_metric"].samples}
+    per_seg = {s.labels["segment"]: s.value for s in fams["streameval_segment_events"].samples}
+    waiting = {s.labels["segment"]: s.value
+               for s in fams["streameval_segment_pending_events"].samples}
     for seg, label in ((None, ""), ("fr", "fr"), ("de", "de"), ("us", "us")):
         sub = [e for e in events if seg is None or e.get("country") == seg]
+        sub = covered(sub, int(per_seg[label]), int(waiting[label]))  # its last row's
+        assert len(sub) >= 30
         ref = sk_values(sub)
         for name in ("auc", "ap", "precision", "recall"):
             assert_close(samples[(name, "cumulative", label)], ref[name], (seg, name))
@@ -299,9 +318,9 @@ def test_prometheus_exposition_parses_back_to_the_values(server):
     assert math.isnan(samples[("auc", "cumulative", "jp")])
     (total,) = fams["streameval_events"].samples
     assert total.name == "streameval_events_total" and total.value == 155
-    per_seg = {s.labels["segment"]: s.value for s in fams["streameval_segment_events"].samples}
-    assert per_seg[""] == 155 and per_seg["jp"] == 5
-    assert sum(per_seg[c] for c in ("fr", "de", "us", "jp")) == 155
+    assert per_seg[""] == 155 and per_seg["jp"] + waiting["jp"] == 5
+    assert sum(per_seg[c] + waiting[c] for c in ("fr", "de", "us", "jp")) == 155
+    assert waiting[""] == 0
     active = {(s.labels["rule"], s.labels["segment"], s.labels["state"])
               for s in fams["streameval_alert_active"].samples}
     alerts = get_json(srv.url, "/alerts")["alerts"]
@@ -977,12 +996,14 @@ def test_snapshot_route_is_the_monitor_snapshot_through_the_documented_conversio
     for e in events:
         key = (e["country"], e["device"])
         counts[key] = counts.get(key, 0) + 1
-    assert {(tuple(e["segment"]) if e["segment"] else None): e["n"]
+    # (a segment's n counts what its last row covers, pending what waits for the next)
+    assert {(tuple(e["segment"]) if e["segment"] else None): e["n"] + e.get("pending", 0)
             for e in served["segments"]} == counts
     back = segments_by_key(served["segments"])
     assert list(back) == list(direct["segments"]) and set(back) == set(counts)
     for key, entry in back.items():
-        assert entry["segment"] == key and entry["n"] == counts[key]
+        assert entry["segment"] == key
+        assert entry["n"] + entry.get("pending", 0) == counts[key]
         assert entry["values"] == json.loads(dumps(direct["segments"][key]["values"]))
 
 

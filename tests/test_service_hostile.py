@@ -187,12 +187,15 @@ def test_late_future_and_other_segment_events_are_counted_in_every_export():
                                   for c in ("us", "br", "us")])[0] == 200
         # the clock did not move: an event 30 s old is still in time
         assert post(srv.url, [{"ts": now - 30, "label": 1, "score": 0.8, "country": "fr"}])[0] == 200
+        # a segment counts its late events when its buffered events are fed, at its next
+        # row: the next minute of event time (SEGMENT_EVERY_SECONDS) writes every row
+        assert post(srv.url, [{"ts": now + 60, "label": 1, "score": 0.8, "country": "fr"}])[0] == 200
         status, _, data = call(srv.url, "GET", "/snapshot")
         snap = json.loads(data)
         late = {s["segment"]: s["late"]["p@1h"] for s in snap["segments"]}
         assert late == {None: 2, "de": 2, "fr": 0, "__other__": 0}
         assert snap["other_events"] == 3 and snap["service"]["future_events"] == 1
-        assert snap["t"] == now
+        assert snap["t"] == now + 60
         samples = scrape(srv.url)
         assert samples['streameval_future_events_total'] == 1.0
         assert samples['streameval_other_segment_events_total'] == 3.0

@@ -118,7 +118,8 @@ def test_uninterrupted_equals_single_process(uninterrupted, files):
     rows, alerts = _oracle(files)
     assert _jsonl(d / "out" / "metrics.jsonl") == rows
     assert _jsonl(d / "out" / "alerts.jsonl") == alerts
-    assert len(rows) > 40 and any(a["state"] == "firing" for a in alerts)
+    # 15 whole-stream rows and a segment's every 100 of its own events: more than 25
+    assert len(rows) > 25 and any(a["state"] == "firing" for a in alerts)
     total = N_FILES * ROWS
     assert sink.counts() == dict(sink.counts(), rows=total, events=total, rejected=0,
                                  batch_id=N_FILES - 1)

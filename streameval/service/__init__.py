@@ -71,6 +71,7 @@ __all__ = [
     "main",
     "check_token",
     "MIN_TOKEN_BYTES",
+    "SEGMENT_EVERY_SECONDS",
     "snapshot_json",
     "segments_by_key",
 ]
@@ -82,6 +83,12 @@ DEFAULT_PORT = 8000
 #: crash takes well under a second, and a checkpoint of the default monitor is cheap.
 DEFAULT_CHECKPOINT_EVENTS = 100_000
 DEFAULT_CHECKPOINT_SECONDS = 60.0
+#: With ``group_by`` and no ``every_seconds`` in the ``[monitor]`` table, the service's
+#: monitor also evaluates at each new minute of event time: a segment's values (its last
+#: row, what ``/metrics``, ``/snapshot`` and the live page show) then lag its events by
+#: at most about a minute of event time however small its share of the traffic. The
+#: points depend on the events alone, so a restart rebuilds the same rows.
+SEGMENT_EVERY_SECONDS = 60.0
 TOKEN_ENV = "STREAMEVAL_TOKEN"
 
 
@@ -126,15 +133,21 @@ def load_config(config):
     ``label_ttl``, ``on_duplicate`` when given). ``accept_loss`` starts over a damaged
     state directory from what can be read, counting the loss (see
     :mod:`streameval.service.engine`). The segment field is the monitor's
-    ``group_by``, the labels its ``pos_label``/``neg_label``.
+    ``group_by``, the labels its ``pos_label``/``neg_label``. With ``group_by`` and no
+    ``every_seconds``, the monitor evaluates at each new period of
+    :data:`SEGMENT_EVERY_SECONDS` of event time as well (``monitor_table`` is the table
+    as given).
     """
     run = runconfig.parse(config, "serve")
     inp, given = run.input, run.doc.get("input", {})
     # with delayed labels the default monitor counts every prediction when it is made
     # (its label-free metrics: estimates, score drift) besides the labels as they join
     delayed = "label_ttl" in given
-    monitor = (Monitor.default(label_free=delayed) if run.monitor is None
-               else Monitor.from_config(run.monitor, label_free=delayed))
+    table = run.monitor
+    if table is not None and table.get("group_by") and table.get("every_seconds") is None:
+        table = {**table, "every_seconds": SEGMENT_EVERY_SECONDS}
+    monitor = (Monitor.default(label_free=delayed) if table is None
+               else Monitor.from_config(table, label_free=delayed))
     # max_future is checked by the engine, against its clock (the rows' check is off)
     extra = {"stamp_arrival_time": inp["stamp_arrival_time"]}
     for key in ("max_future", "label_ttl", "on_duplicate"):

@@ -12,7 +12,10 @@ Families:
   not exact (a cumulative AUC or AP past its ``max_scores`` distinct scores, bins), its
   guaranteed bound: ``|value - exact| <= bound`` (the family is absent while every
   value is exact);
-* ``streameval_segment_events{segment}`` -- events counted per segment;
+* ``streameval_segment_events{segment}`` -- events counted per segment (those its
+  values cover: a segment's values are those of its last row);
+  ``streameval_segment_pending_events{segment}`` -- events and predictions of a segment
+  that wait for its next row (0 when none);
 * ``streameval_late_events_total{metric, window, segment}`` -- events each window by
   period refused as late; ``streameval_other_segment_events_total`` -- events of new
   segment values counted under ``__other__`` once ``max_segments`` was reached;
@@ -170,6 +173,11 @@ class MonitorCollector(Collector):
         seg_events = GaugeMetricFamily(
             "streameval_segment_events", "Events counted per segment", labels=["segment"]
         )
+        seg_pending = GaugeMetricFamily(
+            "streameval_segment_pending_events",
+            "Events and predictions of a segment waiting for its next row (its values "
+            "are those of its last row)", labels=["segment"],
+        )
         late = CounterMetricFamily(
             "streameval_late_events",
             "Events a window by period refused as late (older than its lateness allows)",
@@ -197,6 +205,7 @@ class MonitorCollector(Collector):
                 bounded = True
             if entry.get("n") is not None:
                 seg_events.add_metric([label], float(entry["n"]))
+                seg_pending.add_metric([label], float(entry.get("pending", 0)))
             for name, k in (entry.get("late") or {}).items():
                 late.add_metric([name, windows.get(name, "cumulative"), label], float(k))
             for state, k in (entry.get("coverage") or {}).items():
@@ -208,6 +217,7 @@ class MonitorCollector(Collector):
         if bounded:
             yield bounds
         yield seg_events
+        yield seg_pending
         yield late
         yield CounterMetricFamily(
             "streameval_other_segment_events",
