@@ -667,6 +667,12 @@ def _ident(v: Any, name: str, text: bool, limit: int = MAX_ID_BYTES) -> Any:
         return None
     if isinstance(v, np.integer):
         return int(v)
+    if t is float and v.is_integer() and abs(v) >= 2.0 ** 63:
+        # orjson (the logs' and the service's parser) reads an integer outside
+        # [-2**63, 2**64) as a float: its digits are lost, so it cannot be an id
+        raise _Bad(f"{name} must be a string or an integer of at most 64 bits, got "
+                   f"{_show(v)} (larger integers are read as floats: send such ids as "
+                   "strings)")
     raise _Bad(f"{name} must be a string or an integer, got {_show(v)}")
 
 

@@ -6,6 +6,7 @@ single-row path on seeded random rows with planted faults.
 """
 
 import calendar
+import json
 import math
 import random
 
@@ -185,6 +186,23 @@ def test_ids_and_segments():
         parse_event(ev(id=1.5), fm)
     with pytest.raises(EventError, match=r"country must be a string, number or bool, got \['x'\]"):
         parse_event(ev(country=["x"]), fm)
+
+
+def test_an_integer_id_beyond_64_bits_read_as_a_float_says_so(tmp_path):
+    """orjson reads an integer outside [-2**63, 2**64) as a float (its digits lost): the
+    row is refused naming the line and saying to send such ids as strings; the largest
+    integers it keeps are ids."""
+    orjson = pytest.importorskip("orjson")
+    from streameval.io.sources import read_events
+
+    big = -46_207_026_260_963_024_896
+    assert type(orjson.loads(str(big).encode())) is float  # the parser's behaviour
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps({"ts": 1, "label": 1, "score": 0.5, "id": i}) + "\n"
+                           for i in (2**64 - 1, -(2**63), big)))
+    with pytest.raises(EventError, match=r"line 3: id must be a string or an integer of "
+                                         r"at most 64 bits, .*send such ids as strings"):
+        list(read_events(log, FieldMap()))
 
 
 @pytest.mark.parametrize("bad, reason", [(math.nan, "country is NaN"),

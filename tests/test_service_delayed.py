@@ -38,6 +38,7 @@ MONITOR = """\
 [monitor]
 every = 50
 group_by = "country"
+every_seconds = 60  # the service's default with group_by, given here for replay too
 
 [monitor.metrics]
 auc = "roc_auc"

@@ -143,11 +143,11 @@ def load_config(config):
     # with delayed labels the default monitor counts every prediction when it is made
     # (its label-free metrics: estimates, score drift) besides the labels as they join
     delayed = "label_ttl" in given
-    table = run.monitor
-    if table is not None and table.get("group_by") and table.get("every_seconds") is None:
-        table = {**table, "every_seconds": SEGMENT_EVERY_SECONDS}
-    monitor = (Monitor.default(label_free=delayed) if table is None
-               else Monitor.from_config(table, label_free=delayed))
+    mtable = run.monitor
+    if mtable is not None and mtable.get("group_by") and mtable.get("every_seconds") is None:
+        mtable = {**mtable, "every_seconds": SEGMENT_EVERY_SECONDS}
+    monitor = (Monitor.default(label_free=delayed) if mtable is None
+               else Monitor.from_config(mtable, label_free=delayed))
     # max_future is checked by the engine, against its clock (the rows' check is off)
     extra = {"stamp_arrival_time": inp["stamp_arrival_time"]}
     for key in ("max_future", "label_ttl", "on_duplicate"):
