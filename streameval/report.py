@@ -1364,6 +1364,7 @@ _JS = r"""
   var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31"];
   var VISIBLE = 10;
+  var TABLE_ROWS = 100;
   var state = {axis: null, curve: 0, timeline: [], syncing: false, data: null, token: null, drawing: []};
 
   function el(tag, attrs, text) {
@@ -1732,12 +1733,23 @@ _JS = r"""
     var anyT = D.segments.some(function (s) { return typeof s.t === "number"; });
     if (anyT) head.push("last event time");
     var div = el("div", {"class": "scroll"});
-    table(div, head.concat(D.metrics), D.segments.map(function (s) {
+    // the most troubled TABLE_ROWS segments, the others on demand: every plot drawn
+    // after this table lays out the whole page again, so a table of a thousand rows
+    // would cost each plot its layout
+    var rows = state.allSegments ? D.segments : D.segments.slice(0, TABLE_ROWS);
+    table(div, head.concat(D.metrics), rows.map(function (s) {
       var r = [s.label, fmt(s.n), {text: String(s.alerts), cls: s.alerts ? "firing" : ""}, fmt(s.drop)];
       if (anyT) r.push(fmtTime(s.t));
       return r.concat(D.metrics.map(function (m) { return fmt(s.values[m]); }));
     }), "se-segment-table");
     box.appendChild(div);
+    if (rows.length < D.segments.length) {
+      var more = el("button", {type: "button", id: "se-all-segments"},
+                    "show all " + D.segments.length + " segments");
+      more.addEventListener("click", function () { state.allSegments = true; fillSegments(box, state.data); });
+      box.appendChild(el("p", {"class": "none"}, rows.length + " of " + D.segments.length +
+                         " segments, the most troubled first. ")).appendChild(more);
+    }
   }
   function fillAlerts(box, D) {
     box.textContent = "";

@@ -236,6 +236,34 @@ def test_long_timelines_are_drawn_with_their_bands(browser, tmp_path, artifacts)
     browser.save_screenshot(str(artifacts / "long-timeline.png"))
 
 
+def test_many_segments_table_shows_the_most_troubled_then_all_on_demand(browser, tmp_path):
+    """With more segments than the table's first rows (100), the page lists the most
+    troubled 100 and a button that lists them all. Oracle: the segments written, and
+    the trouble order (the one segment with an alert first)."""
+    from streameval.report import write_report
+
+    rows = [{"n": 10 * k, "t": None, "segment": f"s{i:03d}", "values": {"auc": 0.5 + i / 1000}}
+            for k in (1, 2) for i in range(130)]
+    rows += [{"n": 2600, "t": None, "segment": None, "values": {"auc": 0.6}}]
+    alerts = [{"rule": "auc < 0.6", "state": "firing", "n": 20, "t": None, "value": 0.55,
+               "segment": "s042"}]
+    write_report(rows, alerts, tmp_path, title="many")
+    browser.get((tmp_path / "report.html").as_uri())
+    wait(lambda: rendered(browser), what="the report to draw")
+    assert severe_logs(browser) == []
+
+    def listed():
+        return browser.execute_script(
+            "return Array.from(document.querySelectorAll('.se-segment-table tr td:first-child'))"
+            ".map(function (e) { return e.textContent; })")
+
+    first = listed()
+    assert len(first) == 100 and first[0] == "segment s042"
+    browser.find_element("id", "se-all-segments").click()
+    everything = wait(lambda: len(listed()) > 100 and listed(), what="every segment listed")
+    assert sorted(everything) == sorted(["all events"] + [f"segment s{i:03d}" for i in range(130)])
+
+
 # ----------------------------------------------------------------------- the live page
 
 
