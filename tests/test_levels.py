@@ -471,3 +471,25 @@ def test_tail_bounds_equal_bounds():
             lo, hi = levels.Levels._tail_bounds(big, tail)
             assert lo.tolist() == big.k.searchsorted(tail_k).tolist()
             assert hi.tolist() == big.k.searchsorted(tail_k, "right").tolist()
+
+
+@pytest.mark.parametrize("max_scores", [None, 500])
+def test_a_view_read_size_counts_the_owner_events_and_merges_nothing(max_scores):
+    """A Monitor asks a shared view its read size at every evaluation, to decide whether
+    to hold its value: the answer is the owner's events (deferred ones included, capped
+    at twice max_scores) and asking merges none of the deferred events; the values read
+    afterwards are still scikit-learn's."""
+    rng = np.random.default_rng(5)
+    y, s = rng.random(3000) < 0.3, rng.random(3000)
+    auc = se.ROCAUC(max_scores=max_scores)
+    ap = OrderView(se.AveragePrecision(max_scores=max_scores), auc)
+    for a in range(0, 3000, 7):
+        auc.update_many(y[a:a + 7], s[a:a + 7])
+        deferred = (len(auc._ps), auc._nchunked)
+        n = min(a + 7, 3000)
+        assert ap.read_size() == auc.read_size() == (
+            n if max_scores is None else min(n, 2 * max_scores))
+        assert (len(auc._ps), auc._nchunked) == deferred  # nothing merged by asking
+    if max_scores is None:
+        assert ap.get() == pytest.approx(average_precision_score(y, s), abs=1e-12)
+        assert auc.get() == pytest.approx(roc_auc_score(y, s), abs=1e-12)

@@ -1115,8 +1115,12 @@ class OrderView(SharedView):
         return self._linked().error_bound()
 
     def read_size(self):
-        """The template kind's :meth:`_BinaryRanking.read_size` on the owner's order."""
-        return self._linked().read_size()
+        """The template kind's :meth:`_BinaryRanking.read_size` on the owner's order,
+        from the owner's event count: `O(1)`, it merges none of the owner's deferred
+        events (a read that is held does not pay for them)."""
+        n = self._inner(self.owner)._events()
+        cap = self._metric._cap
+        return n if cap is None else min(n, 2 * cap)
 
     @property
     def exact(self):
