@@ -534,7 +534,7 @@ SCORE_ALPHA = DEFAULT_ALPHA / 2
 #: Its reference and window, in predictions: a shift that moves the KS distance of the
 #: score distribution by about 0.08 is detectable (the two-sample DKW bound at the level
 #: of one check, see :func:`~streameval.metrics.scoredrift.ks_threshold`), a large one
-#: within a few hundred predictions of the change (``benchmarks/bench_alerts.py score``).
+#: a few thousand predictions after the change (``benchmarks/bench_alerts.py score``).
 SCORE_WINDOW = 5000
 #: Predictions between two of its checks (each check at level
 #: ``SCORE_ALPHA * SCORE_EVERY / DEFAULT_HORIZON``).

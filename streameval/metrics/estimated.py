@@ -754,13 +754,21 @@ class EstimatedROCAUC(LabelFree):
 
     _has_interval = True
 
+    #: (score order, its stamp) of the cached DeLong variance
+    _delong_key = None
+    _delong_var = _NAN
+
     def _interval_parts(self):
         so = self._so
         auc = so.auc()
         if auc != auc:
             return None
-        wp, wn = so.weights()
-        var = delong_variance(wp, wn, auc, so.pos_weight, so.neg_weight)
+        key = self._delong_key
+        if key is None or key[0] is not so or key[1] != so.stamp:
+            wp, wn = so.weights(copy=False)  # (only read)
+            self._delong_var = delong_variance(wp, wn, auc, so.pos_weight, so.neg_weight)
+            self._delong_key = (so, so.stamp)
+        var = self._delong_var
         if var != var:
             return None
         return ["normal", auc, var, 0.0, 1.0]
@@ -769,7 +777,7 @@ class EstimatedROCAUC(LabelFree):
         """DeLong's normal interval of the pseudo-sample (expected positive weight
         ``sum w p``, negative ``sum w (1 - p)``), clipped to ``[0, 1]``; ``(nan, nan)``
         when either expected class weight is at most 1. Runtime complexity: one numpy
-        pass over the distinct scores."""
+        pass over the distinct scores, cached until the order changes."""
         return super().interval(level)
 
     def __len__(self):
