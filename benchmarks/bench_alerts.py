@@ -650,7 +650,7 @@ def main(argv=None):
     return 0
 
 
-if __name__ == "__main__" and sys.argv[1:2] != ["traffic"]:
+if __name__ == "__main__" and sys.argv[1:2] not in (["traffic"], ["score"]):
     sys.exit(main())
 
 
@@ -943,3 +943,206 @@ def traffic_main(argv=None):
 
 if __name__ == "__main__" and sys.argv[1:2] == ["traffic"]:
     sys.exit(traffic_main(sys.argv[2:]))
+
+
+# =====================================================================================
+# Score drift: the default label-free monitor's `score drift` alarms (the sequential
+# detector of the score distribution, streameval.config.default_label_free_drift) on
+# stationary score streams and on planted score shifts, beside the KS threshold rule
+# `score_drift@10000 > 0.1 for 3 evaluations` (a window of 10 000 predictions against
+# the first 1 000, evaluated every 1 000: no stream-wide guarantee).
+#
+#     python benchmarks/bench_alerts.py score --quick   # smoke run, a minute
+#     python benchmarks/bench_alerts.py score           # 200 seeds x 1M predictions
+#
+# Results: benchmarks/results/bench_alerts_score.json (the estimation guide shows its
+# tables).
+#
+# Streams: binormal logits (recall 0.85, precision 0.60 at the rate's positives, as
+# above), score = sigmoid(logit), continuous floats; "rounded" keeps 2 decimals (ties).
+# Stationary cells: the share of streams with any alarm within --events predictions
+# (Wilson 95% interval) and the bound alpha * events / horizon. A daily prevalence
+# cycle (30% +- 10% positives over DAY predictions) moves the score distribution
+# itself: its row says how often the detector reports that traffic change. Planted
+# shifts after S_PRE healthy predictions, fed S_AFTER more: the share found, the
+# median and 90th percentile delay of the detector (predictions from the shift to the
+# check that alarmed) and of the rule (the Monitor evaluates every 1 000 predictions:
+# the first evaluation at or after the detection), alarms before the shift.
+# =====================================================================================
+S_PRE = 20_000
+S_AFTER = 100_000
+S_KS_SIZE, S_KS_BASELINE, S_KS_VALUE, S_KS_FOR = 10_000, 1000, 0.1, 3
+#: stationary streams: (label, positives, decimals or None)
+S_STATIONARY = (("30% positives", 0.30, None), ("1% positives", 0.01, None),
+                ("30% positives, rounded to 2 decimals", 0.30, 2))
+#: planted shifts at 30% positives: (label, logit scale, logit shift of all, of
+#: positives only, positives after)
+S_SHIFTS = (("bad deploy: logits x 0.5", 0.5, 0.0, 0.0, None),
+            ("all logits -0.5", 1.0, -0.5, 0.0, None),
+            ("all logits -0.2", 1.0, -0.2, 0.0, None),
+            ("all logits +0.2", 1.0, 0.2, 0.0, None),
+            ("positives' logits -1 (recall 0.85 -> 0.61)", 1.0, 0.0, -1.0, None),
+            ("prevalence 30% -> 40%", 1.0, 0.0, 0.0, 0.40))
+
+
+def s_stream(seed, n, rate, scale=1.0, shift=0.0, pos_shift=0.0, after=None,
+             rate_after=None, decimals=None):
+    """Scores of one stream; the change (``scale``, ``shift``, ``pos_shift``,
+    ``rate_after``) applies from prediction ``after`` on (None: a rate array's cycle or
+    no change)."""
+    rng = np.random.default_rng(seed)
+    mu0, mu1 = means(rate if np.isscalar(rate) else 0.30)  # (a cycle: the model at 30%)
+    r = np.full(n, rate) if np.isscalar(rate) else rate
+    if rate_after is not None:
+        r = r.copy()
+        r[after:] = rate_after
+    y = rng.random(n) < r
+    logit = np.where(y, mu1, mu0) + rng.standard_normal(n)
+    if after is not None:
+        tail = logit[after:]
+        tail *= scale
+        tail += shift + pos_shift * y[after:]
+    s = 1.0 / (1.0 + np.exp(-logit))
+    return s if decimals is None else np.round(s, decimals)
+
+
+def s_detector():
+    from streameval import config
+
+    (det,) = config.default_label_free_drift().values()
+    return det
+
+
+def s_first_alarm(det, after=0):
+    """The event (1-based count) of the detector's first alarm after ``after``."""
+    for c in det.changes:
+        if c["n"] > after:
+            return c["n"]
+    return None
+
+
+def s_ks_rule(s, after=0):
+    """The KS threshold rule on the same predictions: the evaluation (count) at which
+    ``score_drift@10000 > 0.1`` has held for 3 evaluations, the first after ``after``;
+    and whether it fired at or before ``after``."""
+    from streameval import config
+
+    m = config.make_metric({"metric": "score_drift", "baseline": S_KS_BASELINE,
+                            "size": S_KS_SIZE}, name="score_drift@10000")
+    streak, early = 0, False
+    for i in range(0, len(s), EVERY):
+        m.update_many(None, s[i:i + EVERY])
+        v = m.get()
+        streak = streak + 1 if v == v and v > S_KS_VALUE else 0
+        if streak >= S_KS_FOR:
+            n = i + EVERY
+            if n > after:
+                return n, early
+            early = True
+            streak = -10**9  # (fired: counted once, as an alert that stays firing)
+    return None, early
+
+
+def s_stationary_task(seed, n, rate, decimals, ks_rule=True):
+    s = s_stream(seed, n, rate, decimals=decimals)
+    det = s_detector().update_many(None, s)
+    ks_n = s_ks_rule(s)[0] if ks_rule else None
+    return {"alarmed": bool(det.changes), "alarms": len(det.changes),
+            "ks_fired": ks_n is not None}
+
+
+def s_cycle_task(seed, n):
+    day = 100_000
+    rate = 0.30 + 0.10 * np.sin(2 * np.pi * np.arange(n) / day)
+    s = s_stream(seed, n, rate)
+    det = s_detector().update_many(None, s)
+    return {"alarmed": bool(det.changes), "alarms": len(det.changes),
+            "ks_fired": s_ks_rule(s)[0] is not None}
+
+
+def s_shift_task(seed, scale, shift, pos_shift, rate_after):
+    n = S_PRE + S_AFTER
+    s = s_stream(seed, n, 0.30, scale, shift, pos_shift, S_PRE, rate_after)
+    det = s_detector().update_many(None, s)
+    first = s_first_alarm(det, S_PRE)
+    early = any(c["n"] <= S_PRE for c in det.changes)
+    ks_n, ks_early = s_ks_rule(s, S_PRE)
+    return {"delay": None if first is None else first - S_PRE,
+            "rule_delay": None if first is None else -(-first // EVERY) * EVERY - S_PRE,
+            "early": early, "ks_delay": None if ks_n is None else ks_n - S_PRE,
+            "ks_early": ks_early}
+
+
+def score_main(argv=None):
+    ap = argparse.ArgumentParser(description="bench_alerts score: the score drift alarms' "
+                                 "false alarms and delays")
+    ap.add_argument("--streams", type=int, default=200, help="seeds per cell")
+    ap.add_argument("--events", type=int, default=1_000_000,
+                    help="predictions per stationary stream")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes")
+    ap.add_argument("--quick", action="store_true", help="8 seeds x 100 000 predictions")
+    R.add_json_argument(ap, __file__.replace("bench_alerts.py", "bench_alerts_score.py"))
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.streams, args.events = 8, 100_000
+    run = R.start(__file__.replace("bench_alerts.py", "bench_alerts_score.py"), args)
+    det = s_detector()
+    R.param(alpha=det.alpha, horizon=det.horizon, reference=det.reference,
+            window=det.window, every=det.every, pre=S_PRE, after=S_AFTER)
+    n, m = args.events, args.streams
+    bound = det.alpha * n / det.horizon
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(args.jobs) as ex:
+        stat = {lab: [ex.submit(s_stationary_task, 60_000_000 + 100_000 * j + i, n, rate,
+                                dec) for i in range(m)]
+                for j, (lab, rate, dec) in enumerate(S_STATIONARY)}
+        cyc = [ex.submit(s_cycle_task, 61_000_000 + i, n) for i in range(m)]
+        shifts = {lab: [ex.submit(s_shift_task, 62_000_000 + 100_000 * j + i, *spec)
+                        for i in range(m)]
+                  for j, (lab, *spec) in enumerate(S_SHIFTS)}
+        stat = {k: [f.result() for f in v] for k, v in stat.items()}
+        cyc = [f.result() for f in cyc]
+        shifts = {k: [f.result() for f in v] for k, v in shifts.items()}
+
+    print("# Score drift: false alarms and delays\n")
+    print(f"Detector: alpha {det.alpha} over {det.horizon:,} predictions, reference and "
+          f"window {det.window:,}, a check every {det.every:,}; {m} streams per cell; "
+          f"{args.jobs} worker processes.\n")
+    rows = [(lab, t_share(sum(r["alarmed"] for r in res), m), f"{pct(bound)}",
+             t_share(sum(r["ks_fired"] for r in res), m)) for lab, res in stat.items()]
+    rows.append(("prevalence cycle 20-40% (the scores move)",
+                 t_share(sum(r["alarmed"] for r in cyc), m), "-",
+                 t_share(sum(r["ks_fired"] for r in cyc), m)))
+    table("score_stationary", f"Stationary streams of {n:,} predictions",
+          ("stream", "streams with a score drift alarm", "bound",
+           "streams where the KS > 0.1 rule fired"), rows,
+          note="Wilson 95% intervals. The bound holds for independent scores from one "
+               "distribution; a prevalence cycle changes the distribution.")
+    rows = []
+    for lab, res in shifts.items():
+        d = [r["delay"] for r in res]
+        rd = [r["rule_delay"] for r in res]
+        kd = [r["ks_delay"] for r in res]
+        rows.append((lab, t_share(sum(x is not None for x in d), m),
+                     fmt_delay(quantile(d, 0.5)), fmt_delay(quantile(d, 0.9)),
+                     fmt_delay(quantile(rd, 0.5)),
+                     t_share(sum(r["early"] for r in res), m),
+                     t_share(sum(x is not None for x in kd), m), fmt_delay(quantile(kd, 0.5))))
+    table("score_shifts", f"Planted score shifts after {S_PRE:,} predictions (30% positives)",
+          ("shift", "found", "median delay", "p90 delay", "median delay of the rule",
+           "alarmed before the shift", "KS > 0.1 rule: found", "its median delay"), rows,
+          note=f"Delays in predictions from the shift; {S_AFTER:,} predictions after it. "
+               "The rule fires at the Monitor's first evaluation (every 1 000) at or after "
+               "the detection.")
+    deploy = shifts[S_SHIFTS[0][0]]
+    R.figure("score_deploy_delay", "score drift alarm: median delay on a bad deploy",
+             quantile([r["rule_delay"] for r in deploy], 0.5), "predictions",
+             peer="KS > 0.1 rule", peer_value=quantile([r["ks_delay"] for r in deploy], 0.5),
+             better="lower")
+    print(f"Total wall time: {time.perf_counter() - t0:,.0f} s")
+    run.write(args.json)
+    return 0
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["score"]:
+    sys.exit(score_main(sys.argv[2:]))

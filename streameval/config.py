@@ -525,6 +525,22 @@ LABEL_FREE_KINDS = ("predicted_positive_rate", "score_drift", "estimated_precisi
 CHECKED_KINDS = ("precision", "recall", "f1", "roc_auc")
 
 
+#: The name of the default monitor's detector of the score distribution (a drift test
+#: with ``test = "score"``: :class:`~streameval.metrics.scoredrift.ScoreDriftDetector`).
+SCORE_DETECTOR = "score_shift"
+#: Its false-alarm probability within :data:`DEFAULT_HORIZON` predictions of the whole
+#: stream, segments included (a share of its own beside the paging rules' 1%).
+SCORE_ALPHA = DEFAULT_ALPHA / 2
+#: Its reference and window, in predictions: a shift that moves the KS distance of the
+#: score distribution by about 0.08 is detectable (the two-sample DKW bound at the level
+#: of one check, see :func:`~streameval.metrics.scoredrift.ks_threshold`), a large one
+#: a few thousand predictions after the change (``benchmarks/bench_alerts.py score``).
+SCORE_WINDOW = 5000
+#: Predictions between two of its checks (each check at level
+#: ``SCORE_ALPHA * SCORE_EVERY / DEFAULT_HORIZON``).
+SCORE_EVERY = 500
+
+
 def default_label_free(threshold=DEFAULT_THRESHOLD, size=10_000, pos_label=True,
                        neg_label=None):
     """``(metrics, rules)`` the default monitor adds when predictions come before their
@@ -533,9 +549,11 @@ def default_label_free(threshold=DEFAULT_THRESHOLD, size=10_000, pos_label=True,
     :data:`CHECKED_KINDS` with an estimate, ``estimation_error.<metric>`` and
     ``estimate_covered.<metric>`` (:class:`~streameval.metrics.checked.EstimateCheck`, over
     the labelled events, cumulative and over the last ``size`` labels). Rules: ``score
-    drift`` (``score_drift@<size> > 0.1``, the KS statistic, for 3 evaluations) and ``estimate diverged`` (the realized recall outside the estimate's 95%
-    interval at 5 evaluations in a row, over the last ``size`` labels, with at least
-    ``size`` labels): concept shift or broken calibration."""
+    drift`` and ``score drift on rise`` (alarms of the sequential detector
+    :data:`SCORE_DETECTOR` of :func:`default_label_free_drift`: the score distribution
+    shifted and its mean fell, or rose) and ``estimate diverged`` (the realized recall
+    outside the estimate's 95% interval at 5 evaluations in a row, over the last ``size``
+    labels, with at least ``size`` labels): concept shift or broken calibration."""
     from streameval.metrics.checked import EstimateCheck
 
     labels = {"pos_label": pos_label, "neg_label": neg_label}
@@ -559,20 +577,36 @@ def default_label_free(threshold=DEFAULT_THRESHOLD, size=10_000, pos_label=True,
             if size:
                 metrics[f"{prefix}.{k}@{size}"] = _make_window(check.clone(), {"size": size},
                                                                f"{prefix}.{k}@{size}")
-    if size and f"score_drift@{size}" in metrics:
-        rules.append({"metric": f"score_drift@{size}", "op": ">", "value": 0.1, "for": 3,
-                      "name": "score drift"})
+    rules.append({"alarm": SCORE_DETECTOR, "name": "score drift"})
+    rules.append({"alarm": SCORE_DETECTOR, "direction": "rise", "name": "score drift on rise"})
     if size and f"estimate_covered.recall@{size}" in metrics:
         rules.append({"metric": f"estimate_covered.recall@{size}", "op": "<", "value": 0.5,
                       "for": 5, "min_samples": size, "name": "estimate diverged"})
     return metrics, rules
 
 
+def default_label_free_drift():
+    """The default monitor's detector of the score distribution when predictions come
+    before their labels: ``{SCORE_DETECTOR: ScoreDriftDetector(...)}`` at
+    ``alpha = SCORE_ALPHA`` over ``DEFAULT_HORIZON`` predictions, reference and window of
+    :data:`SCORE_WINDOW` predictions, a check every :data:`SCORE_EVERY`. On a stationary
+    stream of independent scores, the probability that it detects a change within a
+    million predictions of the whole stream is at most 0.5%, segments included (a
+    segment's detector checks once per ``SCORE_EVERY`` of its own predictions, so the
+    checks of all segments together spend the budget by the stream's predictions)."""
+    return {SCORE_DETECTOR: make_drift(
+        {"test": "score", "alpha": SCORE_ALPHA, "horizon": DEFAULT_HORIZON,
+         "reference": SCORE_WINDOW, "window": SCORE_WINDOW, "every": SCORE_EVERY},
+        name=SCORE_DETECTOR)}
+
+
 def build_label_free(table, where="monitor"):
     """:func:`build`, plus, when the table leaves the metrics to the default (no
-    ``metrics`` table), the label-free metrics and checks of :func:`default_label_free`
-    (and its rules, when the table has no ``rules``): the default monitor of a stream
-    whose predictions come before their labels."""
+    ``metrics`` table), the label-free metrics and checks of :func:`default_label_free`,
+    the score detector of :func:`default_label_free_drift` (when the table has no
+    ``drift`` table either) and their rules (when the table has no ``rules``; the score
+    drift alarms only with the detector): the default monitor of a stream whose
+    predictions come before their labels."""
     kw = build(table, where)
     if table.get("metrics") is not None:
         return kw
@@ -580,6 +614,11 @@ def build_label_free(table, where="monitor"):
     extra, rules = default_label_free(opts["threshold"], opts["size"], kw["pos_label"],
                                       kw["neg_label"])
     kw["metrics"] = {**kw["metrics"], **extra}
+    detector = table.get("drift") is None
+    if detector:
+        kw["drift"] = {**kw["drift"], **default_label_free_drift()}
     if table.get("rules") is None:
-        kw["rules"] = list(kw["rules"]) + [rule_from_config(r) for r in rules]
+        kw["rules"] = list(kw["rules"]) + [
+            rule_from_config(r) for r in rules
+            if detector or r.get("alarm") != SCORE_DETECTOR]
     return kw

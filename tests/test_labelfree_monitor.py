@@ -476,9 +476,9 @@ def gzip_rows(path):
         return [json.loads(line) for line in f]
 
 
-FLOAT_SUMS = {"estimated_precision", "estimated_recall", "estimated_f1", "estimated_accuracy",
-              "estimated_roc_auc", "estimation_error.precision", "estimation_error.recall",
-              "estimation_error.f1", "estimation_error.roc_auc"}
+#: values kept as float sums whose grouping follows the batches read (the expected AUC's
+#: score order); the confusion-family estimates keep exact sums: equal to the bit
+FLOAT_SUMS = {"estimated_roc_auc", "estimation_error.roc_auc"}
 
 
 def test_a_replay_resumed_from_its_checkpoint_equals_one_uninterrupted(tmp_path, monkeypatch):
@@ -507,9 +507,10 @@ def test_a_replay_resumed_from_its_checkpoint_equals_one_uninterrupted(tmp_path,
                      checkpoint_every=150)
     assert summary["resumed"]
     assert (out / "alerts.jsonl").read_text() == (ref / "alerts.jsonl").read_text()
-    # realized values and coverage are byte-identical; the label-free estimates are sums
-    # of float probabilities, grouped by the batches read, and the first run's last batch
-    # ended where that log did: equal to 1e-12
+    # realized values, coverage and the confusion-family estimates (exact sums) are
+    # byte-identical; the expected AUC sums float weights in its score order, grouped by
+    # the batches read, and the first run's last batch ended where that log did: equal
+    # to 1e-12
     rows_out = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     rows_ref = [json.loads(x) for x in (ref / "metrics.jsonl").read_text().splitlines()]
     assert len(rows_out) == len(rows_ref)
@@ -749,3 +750,42 @@ def test_a_checkpoint_holds_a_segment_buffer_of_predictions_and_labels():
         play(b, y, s, w, seg, ops[cut:])
         b.flush()
         assert rows == rows_ref
+
+
+def test_checks_that_differ_in_what_they_report_share_one_pair_of_metrics():
+    """``estimate_covered.<m>`` reads ``estimation_error.<m>``'s metrics (a CheckView):
+    its values and state are those of an unshared check fed the same events (the
+    oracle: standalone EstimateChecks), and the monitor's states round trip."""
+    from streameval.metrics.checked import CheckView
+
+    rng = np.random.default_rng(4)
+    y = rng.random(3000) < 0.3
+    s = np.clip(rng.normal(0.3 + 0.3 * y, 0.2), 0, 1)
+    m = se.Monitor.default(size=500, every=400, label_free=True)
+    for i in range(0, 3000, 700):
+        m.update_many(y[i:i + 700], s[i:i + 700])
+    m.flush()
+    seg = m._overall
+    for k in ("precision", "recall", "f1", "roc_auc"):
+        for suffix in ("", "@500"):
+            cov = seg.metrics[f"estimate_covered.{k}{suffix}"]
+            assert isinstance(cov, CheckView), (k, suffix)
+            assert not isinstance(seg.metrics[f"estimation_error.{k}{suffix}"], CheckView)
+            alone = EstimateCheck(k, output="covered")
+            err = EstimateCheck(k, output="error")
+            part = slice(2500, 3000) if suffix else slice(0, 3000)
+            alone.update_many(y[part], s[part])
+            err.update_many(y[part], s[part])
+            got = cov.get()
+            assert (got != got and alone.get() != alone.get()) or got == alone.get()
+            assert seg.metrics[f"estimation_error.{k}{suffix}"].get() == pytest.approx(
+                err.get(), abs=1e-12)
+            if not suffix:
+                assert cov.to_state()["params"] == alone.to_state()["params"]
+                assert json.dumps(cov.to_state()["data"]["realized"]) == json.dumps(
+                    alone.to_state()["data"]["realized"])
+    snap = m.snapshot()
+    assert se.Monitor.from_state(json.loads(json.dumps(m.to_state()))).snapshot() == snap
+    assert se.Monitor.from_array_state(m.to_array_state()).snapshot() == snap
+    with pytest.raises(TypeError, match="read-only"):
+        seg.metrics["estimate_covered.recall"].update(True, 0.5)

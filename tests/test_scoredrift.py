@@ -213,3 +213,139 @@ def test_detector_in_a_monitor_from_config_pages_on_a_planted_shift():
     assert copy.snapshot() == mon.snapshot()
     with pytest.raises(ValueError, match="monitor.drift.score_drift"):
         config.make_drift({"test": "score", "every": 0}, name="score_drift")
+
+
+# ------------------------------------------------------------- the detector, exactly
+
+
+def naive_alarms(scores, reference, window, every, alpha, horizon):
+    """The detector as its docstring states it, on unit weights, with scipy's KS: the
+    first ``reference`` scores make the reference; after each score, once ``window``
+    scores followed it, every ``every``-th compares the last ``window`` with it at
+    level ``alpha * every / horizon``; an alarm makes the window the new reference."""
+    level = alpha * every / horizon
+    ref, win, since, out, checks = [], [], 0, [], []
+    for n, x in enumerate(scores, 1):
+        if len(ref) < reference:
+            ref.append(x)
+            continue
+        win.append(x)
+        win = win[-window:]
+        if len(win) < window:
+            continue
+        since += 1
+        if since < every:
+            continue
+        since = 0
+        ks = ks_2samp(ref, win).statistic
+        checks.append((n, ks))
+        if ks > ks_threshold(len(ref), len(win), level):
+            out.append(n)
+            ref, win = list(win), []
+    return out, checks
+
+
+@pytest.mark.filterwarnings("ignore:ks_2samp")
+@pytest.mark.parametrize("seed", range(4))
+def test_detector_alarms_where_the_stated_test_does(seed):
+    rng = np.random.default_rng(seed)
+    # rounded scores (ties), a shift at 1500 and another at 3200
+    s = np.round(np.r_[rng.beta(2, 5, 1500), rng.beta(4, 4, 1700), rng.beta(2, 5, 1300)], 2)
+    kw = dict(reference=300, window=250, every=50, alpha=0.05, horizon=10_000)
+    want, checks = naive_alarms(s.tolist(), **kw)
+    d = ScoreDriftDetector(**kw)
+    for x in s.tolist():
+        d.update(None, x)
+    assert [c["n"] for c in d.changes] == want and len(want) >= 2
+    ks_at = dict(checks)
+    for c in d.changes:
+        assert c["ks"] == pytest.approx(ks_at[c["n"]], abs=1e-12)
+        assert c["start"] == c["n"] - kw["window"]
+    # the checks without an alarm: the last one's statistic
+    last = max(n for n, _ in checks)
+    if last not in want:
+        assert d.get() == pytest.approx(ks_at[last], abs=1e-12)
+    rep = d.report()
+    assert rep["drops"] + rep["rises"] == rep["changes"] == len(want)
+    assert d.changes[0]["direction"] == "rise" and 1500 < d.changes[0]["n"] < 1800
+    assert any(c["direction"] == "drop" and c["n"] > 3200 for c in d.changes)
+
+
+@settings(max_examples=30, deadline=None)
+@given(cuts=st.lists(st.integers(0, 3000), max_size=6), weighted=st.booleans(),
+       seed=st.integers(0, 5))
+def test_detector_batches_and_states_give_the_same_bits(cuts, weighted, seed):
+    rng = np.random.default_rng(seed)
+    s = np.r_[rng.beta(2, 5, 1600), rng.beta(3, 3, 1400)]
+    w = rng.random(3000) * 2 if weighted else None
+    kw = dict(reference=400, window=300, every=70, alpha=0.05, horizon=10_000)
+    one = ScoreDriftDetector(**kw)
+    for i, x in enumerate(s.tolist()):
+        one.update(None, x, 1.0 if w is None else float(w[i]))
+    bounds = sorted({0, 3000, *cuts})
+    part = ScoreDriftDetector(**kw)
+    for a, b in zip(bounds, bounds[1:]):
+        part = se.from_state(json.loads(json.dumps(part.to_state())))
+        part.update_many(None, s[a:b], None if w is None else w[a:b])
+    assert json.dumps(part.report(), sort_keys=True) == json.dumps(one.report(), sort_keys=True)
+    assert part.changes == one.changes and len(one.changes) >= 1
+    assert json.dumps(part.to_state()) == json.dumps(one.to_state())
+
+
+# ------------------------------------------------------- the default label-free monitor
+
+
+def test_the_default_label_free_monitor_has_the_score_drift_alarms():
+    m = se.Monitor.default(size=200, label_free=True)
+    det = m.drift[config.SCORE_DETECTOR]
+    assert isinstance(det, ScoreDriftDetector)
+    assert (det.alpha, det.horizon, det.reference, det.window, det.every) == (
+        config.SCORE_ALPHA, config.DEFAULT_HORIZON, config.SCORE_WINDOW, config.SCORE_WINDOW,
+        config.SCORE_EVERY)
+    rules = {r.name: r for r in m.rules}
+    assert rules["score drift"].metric == rules["score drift on rise"].metric == "score_shift"
+    assert (rules["score drift"].direction, rules["score drift on rise"].direction) == (
+        "drop", "rise")
+    assert "score_drift@200 > 0.1" not in rules and config.SCORE_DETECTOR in m.label_free
+    # a drift table of one's own replaces the detector, and its alarms go with it
+    kw = config.build_label_free({"drift": {"recall": {"test": "sequential"}}})
+    assert set(kw["drift"]) == {"recall"}
+    assert not any(r.name.startswith("score drift") for r in kw["rules"])
+    # rules of one's own replace the default rules; the detector stays (rows, snapshot)
+    kw = config.build_label_free({"rules": ["recall < 0.5"]})
+    assert config.SCORE_DETECTOR in kw["drift"] and [r.name for r in kw["rules"]] == [
+        "recall < 0.5"]
+    # metrics of one's own: no label-free defaults at all
+    kw = config.build_label_free({"metrics": {"recall": "recall"}})
+    assert kw["drift"] == {} and kw["rules"] == []
+
+
+@pytest.mark.parametrize("group_by", [None, "country"])
+def test_the_score_drift_rule_fires_at_the_first_evaluation_after_its_detection(group_by):
+    rng = np.random.default_rng(11)
+    n0, n1 = 12_000, 6000
+    s = np.r_[rng.beta(2, 5, n0), rng.beta(2, 9, n1)]  # the scores fall at 12 000
+    t = np.arange(n0 + n1, dtype=float)
+    m = se.Monitor.default(size=1000, every=1000, label_free=True,
+                           **({} if group_by is None else {"group_by": group_by}))
+    alerts = []
+    m.on_alert.append(alerts.append)
+    seg = None if group_by is None else ["fr"] * len(s)
+    for i in range(0, n0 + n1, 1000):
+        m.predict_many(s[i:i + 1000], t=t[i:i + 1000],
+                       segment=None if seg is None else seg[i:i + 1000])
+    m.flush()
+    direct = ScoreDriftDetector(alpha=config.SCORE_ALPHA, horizon=config.DEFAULT_HORIZON,
+                                reference=config.SCORE_WINDOW, window=config.SCORE_WINDOW,
+                                every=config.SCORE_EVERY).update_many(None, s)
+    (first,) = [c["n"] for c in direct.changes]
+    assert n0 < first < n0 + 2000
+    fired = [a for a in alerts if a["state"] == "firing"]
+    assert [a["rule"] for a in fired] == ["score drift"]
+    assert fired[0]["t"] == -(-first // 1000) * 1000 - 1  # the evaluation that saw it
+    assert fired[0]["segment"] == (None if group_by is None else "fr")
+    key = None if group_by is None else "fr"
+    rep = m.snapshot()["segments"][key]["drift"][config.SCORE_DETECTOR]
+    assert rep["last_change"]["n"] == first and rep["drops"] == 1
+    copy = se.Monitor.from_state(json.loads(json.dumps(m.to_state())))
+    assert copy.snapshot() == m.snapshot()

@@ -15,6 +15,10 @@ last labelled events. A realized value outside the interval for a sustained peri
 sign of concept shift or broken calibration: the default monitor's ``estimate diverged``
 rule watches ``estimate_covered.<metric>@<size>``.
 
+A Monitor keeps one pair of metrics for the checks that differ only in what they report
+(``estimation_error.recall`` and ``estimate_covered.recall``, over the same window): the
+second is a read-only :class:`CheckView` of the first (:func:`check_key` says which).
+
 Imports: :mod:`streameval._registry` (the metrics by kind, resolved when built),
 :mod:`streameval.metrics.base`; never the Monitor.
 """
@@ -25,9 +29,9 @@ import inspect
 import math
 
 from streameval import _registry
-from streameval.metrics.base import Metric, from_state
+from streameval.metrics.base import Metric, SharedView, from_state
 
-__all__ = ["EstimateCheck", "OUTPUTS"]
+__all__ = ["EstimateCheck", "CheckView", "check_key", "OUTPUTS"]
 
 #: What an :class:`EstimateCheck` reports.
 OUTPUTS = ("error", "covered")
@@ -94,11 +98,19 @@ class EstimateCheck(Metric):
             raise ValueError(f"estimate {estimate or 'estimated_' + of!r} is not a label-free "
                              "metric (needs_labels = False)")
 
+    #: validated binary columns (the realized metric's): a Monitor validates a batch
+    #: once and hands it to :meth:`update_trusted`; windows keep it as numpy columns
+    columns = "binary"
+
     @property
     def score_bounds(self):
         """The estimate's: it reads scores as probabilities, where the realized metric
         may take any score."""
         return getattr(self._est, "score_bounds", None)
+
+    def label_of(self, is_positive):
+        """The configured label for a bool "is positive" (the realized metric's)."""
+        return self._real.label_of(is_positive)
 
     def _validate_both(self, y_true, y_pred, w=None):
         """Check a batch against both metrics, changing nothing (a
@@ -108,10 +120,40 @@ class EstimateCheck(Metric):
         self._est.validate(y_true, y_pred, w)
         return cols
 
+    def validate(self, y_true, y_pred, w=None):
+        """The realized metric's validated binary columns, the batch checked against
+        the estimate too (scores its calibration maps to probabilities), nothing
+        changed. Runtime complexity: `O(m)` numpy for each."""
+        return self._validate_both(y_true, y_pred, w)
+
     def check_columns(self, y, s, w=None):
         """Refuse, changing nothing, columns that :meth:`update_trusted` would refuse:
-        it adds event by event, each checked against both metrics."""
-        self._validate_both(y, s, w)
+        the realized metric's ``check_columns`` and, with a calibration map, the
+        estimate's probabilities (the score bounds a Monitor checks itself)."""
+        check = getattr(self._real, "check_columns", None)
+        if check is not None:
+            check(y, s, w)
+        if getattr(self._est, "calibration", None) is not None:
+            self._est.validate(None, s, w)
+
+    def update_trusted(self, y, s, w=None):
+        """Add validated columns to both (the estimate ignores the labels). Runtime
+        complexity: the two metrics' ``update_trusted``."""
+        self._real.update_trusted(y, s, w)
+        self._est.update_trusted(y, s, w)
+        return self
+
+    def revert_trusted(self, y, s, w=None):
+        """Remove validated columns added earlier from both; atomic as the realized
+        metric's and the estimate's are (the estimate checked first: if it refuses,
+        neither changed)."""
+        self._est.revert_trusted(y, s, w)
+        try:
+            self._real.revert_trusted(y, s, w)
+        except ValueError:
+            self._est.update_trusted(y, s, w)  # (put back: nothing changed)
+            raise
+        return self
 
     def update(self, y_true, y_pred, w=1.0):
         """Add one labelled event to both (checked against both first: a bad event
@@ -129,16 +171,11 @@ class EstimateCheck(Metric):
 
     def update_many(self, y_true, y_pred, w=None):
         """Add a batch to both (validated against both first). Returns ``self``."""
-        self._validate_both(y_true, y_pred, w)
-        self._real.update_many(y_true, y_pred, w)
-        self._est.update_many(y_true, y_pred, w)
-        return self
+        return self.update_trusted(*self._validate_both(y_true, y_pred, w))
 
     def revert_many(self, y_true, y_pred, w=None):
         """Remove a batch added earlier from both. Returns ``self``."""
-        self._real.revert_many(y_true, y_pred, w)
-        self._est.revert_many(y_true, y_pred, w)
-        return self
+        return self.revert_trusted(*self._validate_both(y_true, y_pred, w))
 
     def get(self):
         """The estimation error, or 1.0/0.0 for a realized value inside/outside the
@@ -169,3 +206,43 @@ class EstimateCheck(Metric):
     def _subtract(self, other):
         self._real.subtract(other._real)
         self._est.subtract(other._est)
+
+
+def check_key(metric):
+    """What decides an :class:`EstimateCheck`'s state (the realized metric, the estimate,
+    the threshold and labels; not what it reports), as a hashable key; None for any other
+    metric. Two checks with one key fed the same events hold the same state, so a Monitor
+    keeps one and reads it for both (:class:`CheckView`)."""
+    if type(metric) is EstimateCheck:
+        return ("check", metric.of, metric.estimate or f"estimated_{metric.of}",
+                metric.threshold, metric.pos_label, metric.neg_label)
+    return None
+
+
+class CheckView(SharedView):
+    """A read-only :class:`EstimateCheck` that reads another one's metrics: the same
+    realized metric and estimate (:func:`check_key`), another output or level
+    (``estimate_covered.recall`` reading ``estimation_error.recall``'s pair).
+
+    ``get()`` is the template's on the owner's metrics and ``to_state()`` exactly the
+    state the template would have if it had been fed the owner's events. Nothing
+    updates a view (``TypeError``: the owner is updated). Runtime complexity: ``get``
+    as :meth:`EstimateCheck.get`.
+    """
+
+    key_of = staticmethod(check_key)
+    what = "estimate and realized metric"
+    mismatch = "a CheckView reads an EstimateCheck of the same metrics, threshold and labels"
+    refusal = "a shared estimate check is read-only: its owner is updated"
+
+    def _linked(self):
+        """The template, its check reading the owner's current metrics."""
+        owner = self._inner(self.owner)
+        m = self._metric
+        if m._real is not owner._real or m._est is not owner._est:
+            m._real, m._est = owner._real, owner._est
+        return self.template
+
+    def to_state(self):
+        self._linked()
+        return self._window_state(self._metric.to_state())

@@ -576,12 +576,18 @@ class ScoreDriftDetector(BinaryMetric):
     the smallest level at which a check since the last change would have alarmed,
     ``min_k 4 exp(...) * horizon / every``, at most 1), ``change`` (``"rise"`` or
     ``"drop"``: the direction of the mean score at the last alarm; None before one),
-    ``last_change``, ``changes``, ``ks`` (at the last check) and ``threshold`` (the
-    KS distance that alarms).
+    ``last_change`` (``n``: the events counted at the check that alarmed, ``start``:
+    the window's first event, 0-based, ``ks``, ``threshold``, ``p_value``, ``before`` and
+    ``after``: the mean score of the reference and of the window, ``n_before`` and
+    ``n_after``: their effective sizes, ``direction``), ``changes``, ``drops`` and
+    ``rises`` (the alarms by direction), ``ks`` (at the last check) and ``threshold``
+    (the KS distance that alarms).
 
-    Runtime complexity: ``update`` `O(log(k))` (``k`` distinct reference scores); a
-    check `O(k)` numpy; ``update_many`` `O(m log(k))` plus its checks. Memory: the
-    reference and the window's scores.
+    Runtime complexity: ``update`` `O(log(k))` (``k`` distinct reference scores);
+    ``update_many`` `O(m log(k))` numpy (the events between two checks go in as one
+    run); a check `O(window + k)` numpy, its window's cell weights summed afresh, oldest
+    first, so that ``update`` and any batching give the same bits. Memory: the reference
+    and a ring of the window's scores, weights and cells (24 bytes per event).
 
     >>> import numpy as np
     >>> from streameval.metrics.scoredrift import ScoreDriftDetector
@@ -621,10 +627,10 @@ class ScoreDriftDetector(BinaryMetric):
         self._ref_s = list(scores)
         self._ref_w = list(weights)
         self._ref = None
-        self._win = collections.deque()
         self._since = 0  # events since the last check
         self._min_p = 1.0
         self._ks = _NAN
+        self._wlen = self._wpos = 0  # the window: events held, next slot of the ring
         if len(self._ref_s) >= self.reference:
             self._build()
 
@@ -639,12 +645,17 @@ class ScoreDriftDetector(BinaryMetric):
             return
         self._ref = ref
         self._ref_mean = float(np.dot(self._ref_s, self._ref_w) / np.sum(self._ref_w))
-        self._cells = np.zeros(2 * len(ref.keys) + 1)
-        self._counts = np.zeros(2 * len(ref.keys) + 1, dtype=np.int64)
-        self._w2 = 0.0
-        self._ws = 0.0
+        self._alloc()
         self._ref_s = []
         self._ref_w = []
+
+    def _alloc(self):
+        """An empty window: a ring of the last ``window`` events' scores, weights and
+        cells."""
+        self._bs = np.zeros(self.window)
+        self._bw = np.zeros(self.window)
+        self._bk = np.zeros(self.window, dtype=np.int64)
+        self._wlen = self._wpos = 0
 
     def update(self, y_true, y_pred, w=1.0):
         """Add one score (``y_true`` ignored). Runtime complexity: `O(log(k))`, plus a
@@ -657,56 +668,87 @@ class ScoreDriftDetector(BinaryMetric):
 
     def _add(self, s, w):
         self.n += 1
-        if self._ref is None:
+        ref = self._ref
+        if ref is None:
             self._ref_s.append(s)
             self._ref_w.append(w)
             if len(self._ref_s) >= self.reference:
                 self._build()
             return
-        ref = self._ref
-        k = ref.cell(s)
-        win = self._win
-        win.append((s, w, k))
-        self._cells[k] += w
-        self._counts[k] += 1
-        self._ws += w
-        self._w2 += w * w
-        if len(win) > self.window:
-            _, ow, ok = win.popleft()
-            self._counts[ok] -= 1
-            self._cells[ok] = 0.0 if not self._counts[ok] else self._cells[ok] - ow
-            self._ws -= ow
-            self._w2 -= ow * ow
-        if len(win) >= self.window:
+        p = self._wpos
+        self._bs[p] = s
+        self._bw[p] = w
+        self._bk[p] = ref.cell(s)
+        self._wpos = (p + 1) % self.window
+        if self._wlen < self.window:
+            self._wlen += 1
+        if self._wlen >= self.window:
             self._since += 1
             if self._since >= self.every:
                 self._since = 0
                 self._check_now()
 
+    def _push(self, s, w, k):
+        """Write a run of events into the window's ring (only the last ``window``
+        stay)."""
+        size, m = self.window, len(s)
+        if m >= size:
+            self._bs[:] = s[m - size:]
+            self._bw[:] = w[m - size:]
+            self._bk[:] = k[m - size:]
+            self._wpos, self._wlen = 0, size
+            return
+        p = self._wpos
+        first = min(m, size - p)
+        self._bs[p:p + first] = s[:first]
+        self._bw[p:p + first] = w[:first]
+        self._bk[p:p + first] = k[:first]
+        if first < m:
+            self._bs[:m - first] = s[first:]
+            self._bw[:m - first] = w[first:]
+            self._bk[:m - first] = k[first:]
+        self._wpos = (p + m) % size
+        self._wlen = min(size, self._wlen + m)
+
+    def _window(self):
+        """The window's ``(scores, weights, cells)``, oldest first (copies)."""
+        if self._ref is None or not self._wlen:
+            e = np.zeros(0)
+            return e, e, np.zeros(0, dtype=np.int64)
+        if self._wlen < self.window:
+            n = self._wlen
+            return self._bs[:n].copy(), self._bw[:n].copy(), self._bk[:n].copy()
+        p = self._wpos
+        return (np.concatenate((self._bs[p:], self._bs[:p])),
+                np.concatenate((self._bw[p:], self._bw[:p])),
+                np.concatenate((self._bk[p:], self._bk[:p])))
+
     def _check_now(self):
+        """One check: the window's cell weights summed afresh (oldest first), so a check
+        gives the same bits whatever batches brought its events."""
         ref = self._ref
-        ks = ref.ks(self._cells)
+        s, w, k = self._window()
+        cells = np.bincount(k, weights=w, minlength=2 * len(ref.keys) + 1)
+        ks = ref.ks(cells)
         self._ks = ks
         if ks != ks:
             return
-        ws = float(self._cells.sum())
-        w2 = max(self._w2, 1e-300)
-        n = ws * ws / w2 if ws > 0 else 0.0
+        ws = float(cells.sum())
+        w2 = float(np.dot(w, w))
+        n = ws * ws / w2 if ws > 0 and w2 > 0 else 0.0
         m = ref.n_eff
         if not (n > 0 and m > 0):
             return
         p = min(1.0, _ks_p_value(ks, m, n) * self.horizon / self.every)
         self._min_p = min(self._min_p, p)
         if ks > ks_threshold(m, n, self.level):
-            scores = [e[0] for e in self._win]
-            weights = [e[1] for e in self._win]
-            after = float(np.dot(scores, weights) / max(np.sum(weights), 1e-300))
+            after = float(np.dot(s, w) / max(ws, 1e-300))
             self.changes.append({
-                "n": self.n, "start": self.n - len(self._win), "ks": ks,
+                "n": self.n, "start": self.n - len(s), "ks": ks,
                 "threshold": ks_threshold(m, n, self.level), "p_value": self._min_p,
-                "before": self._ref_mean, "after": after,
+                "before": self._ref_mean, "after": after, "n_before": m, "n_after": n,
                 "direction": "rise" if after >= self._ref_mean else "drop"})
-            self._restart(scores, weights)
+            self._restart(s.tolist(), w.tolist())
 
     def update_many(self, y_true, y_pred, w=None):
         """Add a batch (validated first; labels ignored); the same result as a loop of
@@ -720,13 +762,33 @@ class ScoreDriftDetector(BinaryMetric):
     _calibration = None
 
     def update_trusted(self, y, s, w=None):
-        add = self._add
-        if w is None:
-            for v in s.tolist():
-                add(v, 1.0)
-        else:
-            for v, ww in zip(s.tolist(), w.tolist()):
-                add(v, ww)
+        """Add validated columns: numpy runs between checks, each check on the window
+        as :meth:`update` leaves it (the same bits). Runtime complexity: `O(m log(k))`
+        numpy plus `O(window + k)` per check."""
+        s = np.asarray(s, dtype=np.float64)
+        w = np.ones(len(s)) if w is None else np.asarray(w, dtype=np.float64)
+        i, m = 0, len(s)
+        while i < m:
+            if self._ref is None:
+                need = max(self.reference - len(self._ref_s), 1)
+                j = min(m, i + need)
+                self._ref_s.extend(s[i:j].tolist())
+                self._ref_w.extend(w[i:j].tolist())
+                self.n += j - i
+                i = j
+                if len(self._ref_s) >= self.reference:
+                    self._build()
+                continue
+            fill = max(self.window - self._wlen - 1, 0)  # events before the window is full
+            j = min(m, i + fill + self.every - self._since)
+            run = s[i:j]
+            self._push(run, w[i:j], self._ref.cells(run))
+            self.n += j - i
+            self._since += max(j - i - fill, 0)
+            i = j
+            if self._since >= self.every:
+                self._since = 0
+                self._check_now()
         return self
 
     def revert(self, *args, **kwargs):
@@ -745,16 +807,20 @@ class ScoreDriftDetector(BinaryMetric):
         return self._ks
 
     def report(self):
-        """The detector's state (see the class notes)."""
+        """The detector's state (see the class notes). Runtime complexity:
+        `O(window)`."""
         ready = self._ref is not None
         m = self._ref.n_eff if ready else _NAN
-        ws = self._ws if ready else 0.0
-        n = ws * ws / self._w2 if ready and self._w2 > 0 else _NAN
+        _, w, _ = self._window()
+        ws, w2 = float(w.sum()), float(np.dot(w, w))
+        n = ws * ws / w2 if ready and w2 > 0 else _NAN
         thr = ks_threshold(m, n, self.level) if ready and n == n and n > 0 else _NAN
         last = self.changes[-1] if self.changes else None
+        drops = sum(c["direction"] == "drop" for c in self.changes)
         return {"metric": "score_drift", "p_value": self._min_p, "ks": self._ks,
                 "threshold": thr, "change": self.change, "last_change": last,
-                "changes": len(self.changes),
+                "changes": len(self.changes), "drops": drops,
+                "rises": len(self.changes) - drops,
                 "change_p_value": None if last is None else last["p_value"],
                 "delta": _NAN if last is None else last["after"] - last["before"],
                 "alpha": self.alpha, "horizon": self.horizon, "ready": ready, "n": self.n}
@@ -778,11 +844,12 @@ class ScoreDriftDetector(BinaryMetric):
         d = {"n": self.n, "changes": self.changes, "since": self._since,
              "min_p": self._min_p, "ks": None if self._ks != self._ks else self._ks}
         if self._ref is None:
-            d["pending"] = [self._ref_s, self._ref_w]
+            d["pending"] = [list(self._ref_s), list(self._ref_w)]
         else:
+            s, w, _ = self._window()
             d["reference"] = self._ref.to_data()
             d["reference_mean"] = self._ref_mean
-            d["window"] = [[s for s, _, _ in self._win], [w for _, w, _ in self._win]]
+            d["window"] = [s.tolist(), w.tolist()]
         return d
 
     def _set_data(self, data):
@@ -793,21 +860,17 @@ class ScoreDriftDetector(BinaryMetric):
                 self._restart(*data["pending"])
             else:
                 ref = data["reference"]
+                self._ref_s, self._ref_w = [], []
                 self._ref = _Reference(ref["scores"], ref["weights"], 2)
+                self._alloc()
                 self._ref.n_eff = float(ref["n_eff"])
                 self._ref_mean = float(data["reference_mean"])
-                self._ref_s, self._ref_w = [], []
-                self._cells = np.zeros(2 * len(self._ref.keys) + 1)
-                self._counts = np.zeros(len(self._cells), dtype=np.int64)
-                self._win = collections.deque()
-                self._ws = self._w2 = 0.0
-                for s, w in zip(*data["window"]):
-                    k = self._ref.cell(float(s))
-                    self._win.append((float(s), float(w), k))
-                    self._cells[k] += w
-                    self._counts[k] += 1
-                    self._ws += w
-                    self._w2 += w * w
+                s = np.asarray(data["window"][0], dtype=np.float64)
+                w = np.asarray(data["window"][1], dtype=np.float64)
+                if s.ndim != 1 or s.shape != w.shape or len(s) > self.window:
+                    raise ValueError(f"a window of at most {self.window} scores and weights")
+                if len(s):
+                    self._push(s, w, self._ref.cells(s))
             self._since = int(data["since"])
             self._min_p = float(data["min_p"])
             self._ks = _NAN if data["ks"] is None else float(data["ks"])

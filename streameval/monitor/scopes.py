@@ -22,11 +22,13 @@ and complete events, each in arrival order. Its label coverage counts events whe
 are buffered; its values cover the events fed.
 
 :func:`share_orders` makes the score-order and confusion-family metrics of a scope that
-hold the same state share it (one order, one matrix, read through views).
+hold the same state share it (one order, one matrix, read through views), and the
+estimate checks that differ only in what they report (one pair of metrics).
 
 Imports: numpy, the standard library, :mod:`streameval.events` (the event kinds),
 :mod:`streameval.windows` and
-:mod:`streameval.metrics` (the protocol, the shared score order and confusion matrix).
+:mod:`streameval.metrics` (the protocol, the shared score order, confusion matrix and
+estimate check).
 Never another part of the Monitor's package, the pipeline, ``io``, the CLI or the
 service.
 """
@@ -39,6 +41,7 @@ import numpy as np
 
 from streameval.events import KIND_EVENT, KIND_LABEL, KIND_PREDICTION
 from streameval.metrics.base import SharedView, needs_time, shared_batch
+from streameval.metrics.checked import CheckView, check_key
 from streameval.metrics.confusion import CountsView, counts_key
 from streameval.metrics.ranking import OrderView, order_key
 from streameval.windows import Sliding
@@ -61,7 +64,8 @@ READ_RATIO = 32
 
 
 #: the kinds of shared state: what decides it, and the read-only view of an owner's
-_SHARED = (("order", order_key, OrderView), ("counts", counts_key, CountsView))
+_SHARED = (("order", order_key, OrderView), ("counts", counts_key, CountsView),
+           ("check", check_key, CheckView))
 
 
 def _share_key(obj):
@@ -92,7 +96,8 @@ def share_orders(metrics):
     :class:`~streameval.metrics.ranking.OrderView` of that one, and every binary
     metric of the confusion family (precision, recall, F1, accuracy...; or a sliding
     window over one) whose matrix (threshold and labels) another one before it
-    already holds a :class:`~streameval.metrics.confusion.CountsView` of that one.
+    already holds a :class:`~streameval.metrics.confusion.CountsView` of that one (an
+    estimate check of the same metrics: a :class:`~streameval.metrics.checked.CheckView`).
     Values, rows and states are those of unshared metrics; the order or matrix is
     updated once instead of once per metric (the default monitor: 2 orders, not 4,
     and 2 matrices, not 8)."""
