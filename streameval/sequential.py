@@ -156,9 +156,11 @@ _LOG_1C = math.log1p(C)
 #: history of ``n`` gives ``n / (n + HISTORY_SCALE)`` to the second; about where
 #: the second starts to win for a drop of 5 points
 HISTORY_SCALE = 20_000.0
-# the open interval (0, 1) in floats, and Newton's stopping rule (a relative step)
+# the open interval (0, 1) in floats, Newton's stopping rule (a relative step), and
+# where _region_one starts it: this many Gaussian half-widths from the history's rate
 _TINY, _ONE = 5e-324, 1.0 - 2.0 ** -53
 _NEWTON_TOL = 1e-13
+_START = 1.1
 _LOG_PI = math.log(math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: from this argument on, _lg uses Stirling's series (its next term is below 1e-13);
@@ -475,14 +477,15 @@ def _ll(p, s, f):
 
 
 def _region_one(s, n, K):
-    """:func:`_region` of one history, in Python floats (the same method)."""
+    """:func:`_region` of one history, in Python floats (the same ends, from a start
+    nearer to them: a few Newton steps)."""
     f = n - s
     ph = s / n if n > 0.0 else 0.5
     gap = _ll(ph, s, f) - K
     if not gap >= 0.0:
         return [1.0, 0.0]
     ends = []
-    half = 2.0 * math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
+    half = _START * math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
     for side, count in ((-1.0, s), (1.0, f)):
         if not count > 0.0:
             ends.append(0.0 if side < 0 else 1.0)   # (the likelihood is largest there)
@@ -490,12 +493,21 @@ def _region_one(s, n, K):
         x = ph + side * half
         if not 0.0 < x < 1.0:
             x = (ph + (1.0 if side > 0 else 0.0)) / 2.0
-        for _ in range(60):
+        edge = 1.0 if side > 0 else 0.0
+        for _ in range(80):
             if _ll(x, s, f) - K <= 0.0:
                 break
-            x = (x + 1.0) / 2.0 if side > 0 else x / 2.0
+            y = ph + 2.0 * (x - ph)      # twice as far out, or half way to the edge
+            x = y if 0.0 < y < 1.0 else (x + edge) / 2.0
+        if not _TINY <= x <= _ONE:   # (the end lies within a float of the edge)
+            ends.append(0.0 if side < 0 else 1.0)
+            continue
         for _ in range(60):
-            step = (_ll(x, s, f) - K) / (s / x - f / (1.0 - x))
+            d = s / x - f / (1.0 - x)
+            phi = _ll(x, s, f) - K
+            if not (d and math.isfinite(phi)):
+                break
+            step = phi / d
             x = min(max(x - step, _TINY), _ONE)
             if not abs(step) > _NEWTON_TOL * x:
                 break
