@@ -156,7 +156,8 @@ _LOG_1C = math.log1p(C)
 #: history of ``n`` gives ``n / (n + HISTORY_SCALE)`` to the second; about where
 #: the second starts to win for a drop of 5 points
 HISTORY_SCALE = 20_000.0
-# the open interval (0, 1) in floats, Newton's stopping rule (a relative step), and
+# the open interval (0, 1) in floats, Newton's stopping rule (a step relative to the
+# distance from the nearer edge: the log likelihood is steep there), and
 # where _region_one starts it: this many Gaussian half-widths from the history's rate
 _TINY, _ONE = 5e-324, 1.0 - 2.0 ** -53
 _NEWTON_TOL = 1e-13
@@ -509,7 +510,7 @@ def _region_one(s, n, K):
                 break
             step = phi / d
             x = min(max(x - step, _TINY), _ONE)
-            if not abs(step) > _NEWTON_TOL * x:
+            if not abs(step) > _NEWTON_TOL * min(x, 1.0 - x):
                 break
         ends.append(x)
     return ends
@@ -561,7 +562,7 @@ def _region(s, n, K):
                 d = s / x - f / (1.0 - x)
                 step = np.where(todo & (d != 0.0) & np.isfinite(phi), phi / d, 0.0)
             x = np.clip(x - step, _TINY, _ONE)
-            if not (np.abs(step) > _NEWTON_TOL * x).any():
+            if not (np.abs(step) > _NEWTON_TOL * np.minimum(x, 1.0 - x)).any():
                 break
         if side > 0:
             hi = np.where(todo, x, hi)

@@ -702,6 +702,21 @@ def test_the_plausible_rates_are_where_the_history_likelihood_reaches_the_level(
         assert lo[0] <= ph <= hi[0]
 
 
+def test_the_plausible_rates_of_many_histories_match_brentq():
+    """300 seeded small histories (where the ends lie near 0 or 1), both versions."""
+    rng = np.random.default_rng(11)
+    n = rng.integers(1, 200, 300).astype(float)
+    s = np.floor(rng.random(300) * (n + 1))
+    K = np.array([sequential._log_kt(a, b) for a, b in zip(s, n)])
+    lo, hi = sequential._region(s, n, K)
+    for i, (a, b, k) in enumerate(zip(s.tolist(), n.tolist(), K.tolist())):
+        ph = a / b
+        want = [_root(a, b - a, k, ph, 0.0) if a > 0 else 0.0,
+                _root(a, b - a, k, ph, 1.0) if b - a > 0 else 1.0]
+        np.testing.assert_allclose(sequential._region_one(a, b, k), want, rtol=1e-10)
+        np.testing.assert_allclose([lo[i], hi[i]], want, rtol=1e-10)
+
+
 def test_a_long_history_finds_a_small_drop_sooner_than_universal_inference_alone(
         monkeypatch):
     """The second e-value (the history's plausible rates) is what makes a long history
