@@ -22,8 +22,9 @@ depends on its group:
   and 90th percentile
   of the delay (events from the change to the first alarm after it), the share found
   within the stream, alarms before the change; for the default detectors, for the
-  default *rules* (the Monitor evaluates every 1 000 events: the rule fires at the first
-  evaluation at or after the detection), for the watched detector at the budget that
+  default *rules* (run in a Monitor evaluated every 1 000 events, the alarm against
+  the first stretch's level: the alert's ``n``, where its condition held, and the
+  evaluation that emitted it), for the watched detector at the budget that
   matches ADWIN's false-alarm share, and for ADWIN. Cells: recall 0.85 -> 0.80 and
   -> 0.70, precision 0.60 -> 0.50, AUC 0.90 -> 0.85 (the AUC detector), at 30% and 1%
   positives.
@@ -402,6 +403,7 @@ def run_stream(cell, seed, n, pre):
             early[b] = bool(len(hit) and hit[0] < cut) if cell.planted else None
             after = hit[hit >= cut] if cell.planted else hit
             first[b] = int(after[0]) if len(after) else None
+        rule = rule_alert(y, s, metric, cut, n) if cell.group == "drop" else None
         real_ev = [c.index for c in real.changes]
         dirs = [c.direction for c in real.changes]
         adw = adwin_alarms(xs, stop_after=int(np.searchsorted(ev, pre)) - 1
@@ -411,8 +413,36 @@ def run_stream(cell, seed, n, pre):
             "min_p": float(tp.min()) if len(tp) else math.inf,
             "adwin": [int(ev[i]) for i in adw],
             "variance_factor": tr.report()["variance_factor"],
+            "rule": rule,
         }
     return out
+
+
+def rule_alert(y, s, metric, cut, n):
+    """The default rule on a planted drop, run for real: a Monitor (evaluated every
+    EVERY events) with the metric's SequentialDrift at the default alpha and its alarm
+    (reference: the first stretch), fed up to the change, then in growing chunks until
+    the alarm fires after it. Returns ``{"n": the firing transition's n, "evaluated_n":
+    the evaluation that emitted it}`` (None: not found within the stream)."""
+    import streameval as se
+    from streameval.alerts import Alarm
+    from streameval.monitor import Monitor
+    from streameval.sequential import SequentialDrift
+
+    name = "auc" if metric == "roc_auc" else metric
+    mon = Monitor({"precision": se.Precision()}, every=EVERY,
+                  drift={name: SequentialDrift(metric, alpha=ALPHA, threshold=THRESHOLD)},
+                  rules=[Alarm(name)])
+    fired = []
+    mon.on_alert.append(lambda a: fired.append(a) if a["state"] == "firing" else None)
+    mon.update_many(y[:cut], s[:cut])
+    a, step = cut, 5000
+    while a < n and not any(f["n"] > cut for f in fired):
+        b = min(n, a + step)
+        mon.update_many(y[a:b], s[a:b])
+        a, step = b, step * 2
+    after = [f for f in fired if f["n"] > cut]
+    return {"n": after[0]["n"], "evaluated_n": after[0]["evaluated_n"]} if after else None
 
 
 def check_task(seed, n):
@@ -593,17 +623,22 @@ def main(argv=None):
             return [None if e is None else e - pre + 1 for e in events]
 
         d_def = delays([r[m]["first"][ALPHA] for r in rs])
-        # the rule fires at the first evaluation (a multiple of EVERY) at or after it
-        d_rule = [None if d is None else -(-(d + pre) // EVERY) * EVERY - pre for d in d_def]
+        # the rule, run in a Monitor: the alert's n (where its condition held) and the
+        # evaluation that emitted it
+        d_rule = [None if r[m]["rule"] is None else r[m]["rule"]["n"] - pre for r in rs]
+        d_emit = [None if r[m]["rule"] is None else r[m]["rule"]["evaluated_n"] - pre
+                  for r in rs]
         d_adw = delays([next((i for i in r[m]["adwin"] if i >= pre), None) for r in rs])
         d_b = delays([r[m]["first"][b] if b is not None else None for r in rs])
         early_def = sum(bool(r[m]["early"][ALPHA]) for r in rs)
         early_adw = sum(any(i < pre for i in r[m]["adwin"]) for r in rs)
         med = {k: quantile(v, 0.5) for k, v in
-               (("def", d_def), ("rule", d_rule), ("adw", d_adw), ("b", d_b))}
+               (("def", d_def), ("rule", d_rule), ("emit", d_emit), ("adw", d_adw),
+                ("b", d_b))}
         found = sum(d is not None for d in d_def) / len(rs)
         rows.append((c.name, fmt_delay(med["def"]), fmt_delay(quantile(d_def, 0.9)),
                      pct(found), f"{early_def}/{len(rs)}", fmt_delay(med["rule"]),
+                     fmt_delay(med["emit"]),
                      fmt_delay(med["adw"]), f"{early_adw}/{len(rs)}",
                      "none" if b is None else f"{b:g}", fmt_delay(med["b"]),
                      f"{ratio(med['b'], med['adw']):.2f}",
@@ -615,7 +650,8 @@ def main(argv=None):
     if rows:
         table("drops", "Detection delay on planted drops",
               ("drop", "median delay (detector, alpha 0.005)", "p90", "found",
-               "alarms before the change", "median delay (rule, evaluated every 1 000)",
+               "alarms before the change", "median delay (rule: the alert's n)",
+               "median delay (rule: the evaluation that emitted it, every 1 000)",
                "ADWIN median", "ADWIN alarms before", "matched budget",
                "median at matched budget", "ratio to ADWIN (matched)",
                "ratio to ADWIN (alpha 0.005)"),
@@ -854,6 +890,25 @@ def t_segment_drop_task(seed, k):
     return {"delay": d, "early": any(a["rule"] in PAGING and a["n"] <= SEG_BEFORE for a in al)}
 
 
+_T_TITLE = [""]
+_T_KEYS = iter(range(1_000))
+
+
+def heading(text):
+    """Print a section heading; the tables after it carry its title."""
+    print(text)
+    _T_TITLE[0] = text.strip("#\n ")
+
+
+def t_table(head, rows):
+    """Record a table of the traffic run (keys t0, t1, ...) and return it as Markdown."""
+    t = R.table(f"t{next(_T_KEYS)}", _T_TITLE[0], list(head))
+    for r in rows:
+        t.add(*r)
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
 def traffic_main(argv=None):
     ap = argparse.ArgumentParser(description="bench_alerts traffic: prevalence and volume "
                                  "cycles, recoveries, segments")
@@ -893,12 +948,12 @@ def traffic_main(argv=None):
                      t_share(rep, m) if key == "new" else "-"))
     k = sum(r["paged"] for r in vol)
     rows.append(("volume cycle x1-x5", "default", t_share(k, m), "-"))
-    print(table(("stream", "rules", "streams with a paging alert",
+    print(t_table(("stream", "rules", "streams with a paging alert",
                  "streams with a traffic report"), rows))
     d = [r["drop"]["delay"] for r in prev]
     found = sum(x is not None for x in d)
     print()
-    print(table(("stream", "found", "median delay (events)", "p90 delay",
+    print(t_table(("stream", "found", "median delay (events)", "p90 delay",
                  "paged before the drop"),
                 [("prevalence cycle, recall 0.89 -> 0.80 half-way", t_share(found, m),
                   fmt_delay(quantile(d, 0.5)), fmt_delay(quantile(d, 0.9)),
@@ -910,10 +965,10 @@ def traffic_main(argv=None):
                        ("new", "default reference: the first stretch's level")):
         rows.append((label, t_share(sum(r[key]["paged_after_return"] for r in rec), m),
                      t_share(sum(r[key]["paged"] for r in rec), m)))
-    print(table(("recall alarm", "paged after the return to 0.89", "paged at all"), rows))
+    print(t_table(("recall alarm", "paged after the return to 0.89", "paged at all"), rows))
     d = [r["drop"]["delay"] for r in rec]
     print()
-    print(table(("stream", "found", "median delay (events)", "p90 delay",
+    print(t_table(("stream", "found", "median delay (events)", "p90 delay",
                  "paged before the drop"),
                 [("after the return, recall 0.89 -> 0.84",
                   t_share(sum(x is not None for x in d), m), fmt_delay(quantile(d, 0.5)),
@@ -930,7 +985,7 @@ def traffic_main(argv=None):
                      fmt_delay(quantile(d, 0.9)),
                      fmt_delay(med * k) if med == med else "-",
                      t_share(sum(r["early"] for r in sdrop[k]), m)))
-    print(table(("segments", f"healthy: streams with a paging alert in {n:,} events",
+    print(t_table(("segments", f"healthy: streams with a paging alert in {n:,} events",
                  f"one segment's recall 0.89 -> {SEG_DROP_TO:.2f}: found within "
                  f"{SEG_AFTER:,} of its events",
                  "median delay (its own events)", "p90 delay (its own events)",

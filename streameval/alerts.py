@@ -1165,6 +1165,20 @@ class Alarm(Rule):
     (``"previous"``). The transition's ``value`` is the rate after the last detected
     change; before any detection there is nothing to evaluate.
 
+    Where an alert opens: when it opens on a detection made since the previous
+    evaluation, its ``n`` and ``t`` are the detection's (the event on which the
+    detector crossed its level, placed in the stream by :meth:`stream_position`:
+    exactly for the whole stream, within the bounds its counts allow for a segment),
+    provided the condition already held there (with a reference: the stretch after
+    the change, as the detector counted it at the detection, carries the evidence
+    against the reference) and no cooldown ran then. Otherwise (the evidence came
+    later, or a change and its reversal fell between two evaluations) they are the
+    evaluation's. The evaluation that emitted the transition is in its explanation
+    (``evaluated_n``, ``evaluated_t``); resolutions, cooldowns and ``for`` count
+    evaluations as for every rule. So the alert does not wait for the evaluation
+    cadence to say when the change was detected (up to ``every - 1`` events later);
+    it is emitted at the next evaluation.
+
     Runtime complexity of :meth:`~Rule.evaluate`: `O(1)`.
 
     >>> r = Alarm("recall", baseline="previous")
@@ -1244,6 +1258,7 @@ class Alarm(Rule):
         self._starts = []
         self._since = (math.nan, 0.0)    # (rate, observations) since the last change
         self._log_e = -math.inf          # the evidence against the reference
+        self._evaluated = (None, None)   # (n, t) of the evaluation under way
 
     def evaluate(self, value, n, t=None, samples=None):
         s = n if samples is None else samples
@@ -1261,7 +1276,51 @@ class Alarm(Rule):
             if len(marks) > self.MARKS:
                 half = self.MARKS // 2
                 marks[:half] = marks[:half:2]
-        return super().evaluate(value, n, t, samples)
+        opening = self.state == INACTIVE
+        self._evaluated = (n, t)
+        tr = super().evaluate(value, n, t, samples)
+        if tr is not None and opening:
+            at = self._crossing()
+            if at is not None:
+                # the alert opens where its condition first held: at the detection
+                tr["n"], tr["t"] = at
+                self._last.update(n=at[0], t=at[1])
+        return tr
+
+    def _crossing(self):
+        """``(n, t)`` of the event where an opening alert's condition first held,
+        when that is the detector's last detection and it came after the previous
+        evaluation: the detection is in the rule's direction, outside a cooldown, and
+        (with a reference) the stretch after the change already held the evidence
+        against the reference when it was detected. None otherwise (the alert opens at
+        the evaluation). The stream position is :meth:`stream_position`'s (exact for
+        the whole stream)."""
+        rep = self._report or {}
+        last = rep.get("last_change") or {}
+        index, after = last.get("index"), _finite(last.get("after"))
+        if (self._new <= 0 or last.get("direction") != self.direction or index is None
+                or after is None):
+            return None
+        t = _finite(last.get("t"))
+        n = self.stream_position(int(index), t) + 1
+        if not n < self._evaluated[0]:
+            return None
+        if self._resolved_n is not None and self.cooldown_seconds is not None and t is None:
+            return None   # (a cooldown in event time, and no time at the detection)
+        if self._cooling(n, t):
+            return None
+        if not self._on_detection:
+            nb = _finite(last.get("n_after"))
+            if self.reference is None or nb is None or not nb > 0:
+                return None
+            since, self._since = self._since, (after, nb)
+            try:
+                held = self._evidence() >= _LOG_ALARM
+            finally:
+                self._since = since
+            if not held:
+                return None
+        return n, t
 
     def stream_position(self, k, t=None):
         """The stream's count when the scope had counted ``k`` events (where the scope's
@@ -1377,7 +1436,8 @@ class Alarm(Rule):
                "detected_segment_n": None, "detected_t": _finite(last.get("t")),
                "observations_before": _finite(last.get("n_before")),
                "observations_after": _finite(last.get("n_after")),
-               "observation": _OBSERVATIONS.get(det)}
+               "observation": _OBSERVATIONS.get(det),
+               "evaluated_n": self._evaluated[0], "evaluated_t": _finite(self._evaluated[1])}
         start, index = last.get("start"), last.get("index")
         if start is not None:
             out["change_start_segment_n"] = int(start)

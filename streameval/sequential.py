@@ -26,19 +26,38 @@ universal inference (Wasserman, Ramdas and Balakrishnan, PNAS 2020) for the unkn
 pre-change mean:
 
 * Every ``block`` indicator observations a *candidate* change point ``j`` is opened.
-  Its e-process at time ``t`` is ::
+  Its e-process at time ``t`` mixes two, ``E_j = (1 - w_j) U_j + w_j S_j``::
 
-      E_j(t) = KT(x[r:j]) * Q(x[j:t] | x[r:j]) / max_p L_p(x[r:t])
+      U_j(t) = KT(h) * Q(a | h) / max_p L_p(h) L_p(a)
+      S_j(t) = Q(a | h) / ((1 + C) * max_p L_p(a) min(1, L_p(h) / (C KT(h))))
 
-  where ``r`` is the start of the history (the stream's start, or the last detected
-  change), ``KT`` the Krichevsky–Trofimov (Beta(1/2, 1/2)) mixture likelihood of the
-  history before ``j``, ``Q`` an equal-weight mixture of Beta-binomial likelihoods of
-  what follows ``j``: under the flat Beta(1/2, 1/2) prior and under Beta priors
+  with ``h = x[r:j]`` the history before the candidate and ``a = x[j:t]`` what
+  follows it, where ``r`` is the start of the history (the stream's start, or the
+  last detected change), ``KT`` the Krichevsky–Trofimov (Beta(1/2, 1/2)) mixture
+  likelihood of the history, ``Q`` a mixture (weights :data:`PRIOR_WEIGHTS`) of
+  Beta-binomial likelihoods of what follows: under the flat Beta(1/2, 1/2) prior and
+  under Beta priors
   centred on the history's rate with concentrations 10, 100, ..., 100 000 (changes of
-  any size, in either direction), and the denominator the best single-rate
-  likelihood of all of it. For every rate
-  ``p``, ``E_j`` is at most ``Q_j / L_p``, a nonnegative martingale of mean 1 (a
-  probability over the observations divided by the true one).
+  any size, in either direction), and ``U``'s denominator the best single-rate
+  likelihood of all of it (universal inference). For every rate ``p``, ``U_j`` is at
+  most ``KT(h) Q(a | h) / L_p(h) L_p(a)``, a nonnegative martingale of mean 1 (a
+  probability over the observations divided by the true one). ``U`` pays for the
+  unknown rate with the history's own likelihood, about ``log(n) / 2`` nats for a
+  history of ``n`` observations: little for a short history, much for a long one.
+  ``S`` (``C`` = :data:`C`) pays a fixed ``log(1 + C)`` instead and compares what
+  follows with the rates the history finds plausible (those whose likelihood is at
+  least ``C`` times the history's KT likelihood; rates outside are penalised by how
+  far below they are): for every ``p``, ``S_j`` is at most
+  ``Q(a | h) / L_p(a) * (1 + C KT(h) / L_p(h)) / (1 + C)`` (``1 / min(1, z)`` is at
+  most ``1 + 1 / z``), again a nonnegative martingale of mean 1 (``KT(h) / L_p(h)``
+  is one along the history). A long history makes ``S`` win, a short one ``U``: the
+  weight ``w_j = n / (n + HISTORY_SCALE)`` (:data:`HISTORY_SCALE`) for a history of
+  ``n`` observations follows that, and costs ``-log w_j`` (or ``-log(1 - w_j)``)
+  against the term that wins. The weights depend only on how many observations came
+  before the candidate, not on their values. ``S``'s maximum over ``p`` is
+  exact: the function is concave, so it lies at the stretch's own rate, at an end of
+  the plausible interval (its ends found by Newton's method), or at the rate of all
+  of it.
 * The candidate's share of the error budget is ``pi_j = (events since the previous
   candidate) / horizon``, so the shares of the candidates opened within the first
   ``horizon`` events sum to at most 1. The shares depend only on *when* observations
@@ -66,7 +85,8 @@ and divides every count of the statistic by it (history, candidates' stretches a
 whole), so ``n`` observations weigh as ``n / V``. For a fixed ``V >= 1`` the deflated
 e-value is at most the undeflated one to the power ``1 / V`` (a mixture of likelihoods
 to the power ``1 / V`` is at least the mixture of the powers, by Jensen's inequality;
-the best likelihood's power is the best of the powers), a nonnegative supermartingale
+the best likelihood's power is the best of the powers; for ``S``, the bound above with
+each likelihood ratio to the power ``1 / V``), a nonnegative supermartingale
 under independence: the guarantee above is kept, and ``V`` is 1 on most independent
 streams (then the statistic is the one described above, bit for bit). Under dependence
 that dies out within the largest batch the guarantee is approximate: it rests on sums
@@ -80,7 +100,8 @@ are Kish's effective counts (``n_eff = (sum w)^2 / sum w^2``, as the drift tests
 approximation: a few heavy events do not pass for many independent ones.
 
 Cost: ``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy, plus
-`O(DEPENDENCE_LEVELS)` for the variance factor); a
+`O(DEPENDENCE_LEVELS)` for the variance factor, and with ``V > 1`` a few Newton steps
+per candidate for the plausible rates of its deflated history); a
 batch `O(m)` numpy plus one boundary per ``block`` observations. Memory:
 `O(keep * log(n / block))`.
 
@@ -119,7 +140,28 @@ DEFAULT_KEEP = 8
 #: Beta(1/2, 1/2) for anything larger); a continuous mixture, not a grid of
 #: alternatives, whose cost would grow with the observations after the change
 CONCENTRATIONS = (10.0, 100.0, 1_000.0, 10_000.0, 100_000.0)
-_LOG_K = math.log(len(CONCENTRATIONS) + 1)
+#: the weights of ``Q``'s mixture: the flat prior, then each concentration. Most of
+#: the mass goes to the drops that matter in production, about 1 to 15 points
+#: (concentrations 10 to 1 000); a change found by a component costs ``-log(weight)``
+#: nats of evidence (1.2 at 0.3, against 1.8 for six equal weights)
+PRIOR_WEIGHTS = (0.10, 0.25, 0.30, 0.20, 0.10, 0.05)
+_LOG_W = tuple(math.log(w) for w in PRIOR_WEIGHTS)
+#: the constant C of the second e-value (module docstring): it costs ``log(1 + C)``,
+#: and the rates it holds plausible are those whose history likelihood is at least
+#: ``C`` times the history's KT mixture likelihood
+C = 1.0
+LOG_C = math.log(C)
+_LOG_1C = math.log1p(C)
+#: the history length (observations) at which the two e-values weigh half each: a
+#: history of ``n`` gives ``n / (n + HISTORY_SCALE)`` to the second; about where
+#: the second starts to win for a drop of 5 points
+HISTORY_SCALE = 20_000.0
+# the open interval (0, 1) in floats, Newton's stopping rule (a step relative to the
+# distance from the nearer edge: the log likelihood is steep there), and
+# where _region_one starts it: this many Gaussian half-widths from the history's rate
+_TINY, _ONE = 5e-324, 1.0 - 2.0 ** -53
+_NEWTON_TOL = 1e-13
+_START = 1.1
 _LOG_PI = math.log(math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: from this argument on, _lg uses Stirling's series (its next term is below 1e-13);
@@ -309,23 +351,32 @@ class _Candidates:
     __slots__ = ("_fbuf", "_ibuf", "f", "i", "unit", "thinned", "blocks")
 
     _K = len(CONCENTRATIONS)
-    _WIDTH = 6 + 2 * (_K + 1) + _K + (_K + 1) + 1   # the columns below
+    _WIDTH = 6 + 2 * (_K + 1) + _K + (_K + 1) + 1 + 5   # the columns below
     W = _column("f", 0)                  # sums of the history before it
     X = _column("f", 1)
     Q = _column("f", 2)
     log_pi = _column("f", 3)             # log of its share of the budget
     pre = _column("f", 4)                # log KT of the history before it
-    lead = _column("f", 5)               # log_pi + pre
+    lead = _column("f", 5)               # log_pi + pre + log of the first term's weight
     # the successes' lgamma arguments less the successes: KT's 1/2, then Q's Beta(a, c)
     # priors around its rate; the failures' likewise (1/2, then c)
     base = _column("f", 6, 2 * _K + 2)
     a = _column("f", 7, _K)
     c = _column("f", 8 + _K, _K)
     ac = _column("f", 8 + 2 * _K, _K)    # a + c
-    # what each log likelihood is divided by: KT's B(1/2, 1/2) = pi, then B(a, c) (logs)
+    # what each log likelihood is divided by: KT's B(1/2, 1/2) = pi, then B(a, c) (logs),
+    # each less the log of its weight in the mixture
     divide = _column("f", 8 + 3 * _K, _K + 1)
     norm = _column("f", 9 + 3 * _K, _K)
     t = _column("f", 9 + 4 * _K)         # the newest event time when it opened (NaN: none)
+    # the history's counts and its plausible rates (see _region): successes, trials,
+    # and the interval [lo, hi] (lo > hi: none); then log_pi + the log of the second
+    # term's weight - log(1 + C)
+    s0 = _column("f", 10 + 4 * _K)
+    n0 = _column("f", 11 + 4 * _K)
+    lo = _column("f", 12 + 4 * _K)
+    hi = _column("f", 13 + 4 * _K)
+    lead_s = _column("f", 14 + 4 * _K)
     b = _column("i", 0)                  # block number since the restart
     e = _column("i", 1)                  # events counted when it opened
 
@@ -376,7 +427,7 @@ class _Candidates:
         if m == len(self._fbuf):
             self._fbuf = np.concatenate((self.f, np.empty((m + 16, self._WIDTH))))
             self._ibuf = np.concatenate((self.i, np.empty((m + 16, 2), dtype=np.int64)))
-        self._fbuf[m] = [W, X, Q] + _row(W, X, Q, log_pi) + [t]
+        self._fbuf[m] = [W, X, Q] + _row(W, X, Q, log_pi) + [t] + _history(W, X, Q, log_pi)
         self._ibuf[m] = (b, e)
         self.f = self._fbuf[:m + 1]
         self.i = self._ibuf[:m + 1]
@@ -391,16 +442,166 @@ class _Candidates:
         self.b = self.b - b
         self.blocks = self.b.tolist()
         self.thinned = None
+        t = 9 + 4 * self._K
         for i, (Wi, Xi, Qi, lp) in enumerate(self.f[:, :4].tolist()):
-            self.f[i, 3:-1] = _row(Wi, Xi, Qi, lp)
+            self.f[i, 3:t] = _row(Wi, Xi, Qi, lp)
+            self.f[i, t + 1:] = _history(Wi, Xi, Qi, lp)
 
 
 def _row(W, X, Q, log_pi):
     """A candidate's row after its sums (see :class:`_Candidates`): its share, then
     what :func:`_prior` gives, as the check reads it."""
-    pre, a, c, norm = _prior(W, X, Q)
-    return ([log_pi, pre, log_pi + pre, 0.5, *a, 0.5, *c]
-            + [u + v for u, v in zip(a, c)] + [_LOG_PI, *norm])
+    pre, a, c, norm, n = _prior(W, X, Q)
+    w = math.log(HISTORY_SCALE / (n + HISTORY_SCALE))
+    return ([log_pi, pre, log_pi + pre + w, 0.5, *a, 0.5, *c]
+            + [u + v for u, v in zip(a, c)]
+            + [v - lw for v, lw in zip([_LOG_PI, *norm], _LOG_W)])
+
+
+def _history(W, X, Q, log_pi):
+    """A candidate's history columns: its counts, the interval of rates it finds
+    plausible (:func:`_region`), and what the second e-value's log adds to the
+    candidate's (its share, its weight, ``-log(1 + C)``)."""
+    s, n = _counts(float(W), float(X), float(Q))
+    w = math.log(n / (n + HISTORY_SCALE)) if n > 0.0 else -math.inf
+    return [s, n, *_region_one(s, n, _log_kt(s, n) + LOG_C), log_pi + w - _LOG_1C]
+
+
+def _ll(p, s, f):
+    """``s log p + f log(1 - p)`` of Python floats, with ``0 log 0 = 0``."""
+    out = 0.0
+    if s > 0.0:
+        out += s * math.log(p) if p > 0.0 else -math.inf
+    if f > 0.0:
+        out += f * math.log1p(-p) if p < 1.0 else -math.inf
+    return out
+
+
+def _region_one(s, n, K):
+    """:func:`_region` of one history, in Python floats (the same ends, from a start
+    nearer to them: a few Newton steps)."""
+    f = n - s
+    ph = s / n if n > 0.0 else 0.5
+    gap = _ll(ph, s, f) - K
+    if not gap >= 0.0:
+        return [1.0, 0.0]
+    ends = []
+    half = _START * math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
+    for side, count in ((-1.0, s), (1.0, f)):
+        if not count > 0.0:
+            ends.append(0.0 if side < 0 else 1.0)   # (the likelihood is largest there)
+            continue
+        x = ph + side * half
+        if not 0.0 < x < 1.0:
+            x = (ph + (1.0 if side > 0 else 0.0)) / 2.0
+        edge = 1.0 if side > 0 else 0.0
+        for _ in range(80):
+            if _ll(x, s, f) - K <= 0.0:
+                break
+            y = ph + 2.0 * (x - ph)      # twice as far out, or half way to the edge
+            x = y if 0.0 < y < 1.0 else (x + edge) / 2.0
+        if not _TINY <= x <= _ONE:   # (the end lies within a float of the edge)
+            ends.append(0.0 if side < 0 else 1.0)
+            continue
+        for _ in range(60):
+            d = s / x - f / (1.0 - x)
+            phi = _ll(x, s, f) - K
+            if not (d and math.isfinite(phi)):
+                break
+            step = phi / d
+            x = min(max(x - step, _TINY), _ONE)
+            if not abs(step) > _NEWTON_TOL * min(x, 1.0 - x):
+                break
+        ends.append(x)
+    return ends
+
+
+def _loglik(p, s, f):
+    """``s log p + f log(1 - p)``, elementwise, with ``0 log 0 = 0``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(s > 0.0, s * np.log(p), 0.0)
+        b = np.where(f > 0.0, f * np.log1p(-p), 0.0)
+    return a + b
+
+
+def _region(s, n, K):
+    """The rates ``p`` whose log likelihood on a history of ``s`` successes in ``n``
+    reaches ``K`` (an interval around ``s / n``, the likelihood being log-concave in
+    ``p``): ``(lo, hi)`` arrays, ``lo > hi`` where there is none. Each end by Newton's
+    method from outside the interval (monotone: the log likelihood is concave), to
+    machine precision. Runtime complexity: `O(len(s))` numpy, a few dozen calls."""
+    s = np.asarray(s, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    f = n - s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ph = np.where(n > 0.0, s / n, 0.5)
+    gap = _loglik(ph, s, f) - K
+    empty = ~(gap >= 0.0)
+    lo = np.where(s > 0.0, ph, 0.0)
+    hi = np.where(f > 0.0, ph, 1.0)
+    # a start outside each end: twice the Gaussian half-width, pushed out until the
+    # log likelihood is below K (n = 0: the whole of [0, 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = 2.0 * np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
+    for side, todo in ((1.0, (f > 0.0) & ~empty), (-1.0, (s > 0.0) & ~empty)):
+        if not todo.any():
+            continue
+        edge = 1.0 if side > 0 else 0.0
+        x = ph + side * half
+        x = np.where((x > 0.0) & (x < 1.0), x, (ph + edge) / 2.0)
+        for _ in range(60):
+            out = _loglik(x, s, f) - K
+            bad = todo & ~(out <= 0.0)
+            if not bad.any():
+                break
+            x = np.where(bad, (x + edge) / 2.0 if side > 0 else x / 2.0, x)
+        x = np.where(todo, x, ph)
+        for _ in range(60):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                phi = _loglik(x, s, f) - K
+                d = s / x - f / (1.0 - x)
+                step = np.where(todo & (d != 0.0) & np.isfinite(phi), phi / d, 0.0)
+            x = np.clip(x - step, _TINY, _ONE)
+            if not (np.abs(step) > _NEWTON_TOL * np.minimum(x, 1.0 - x)).any():
+                break
+        if side > 0:
+            hi = np.where(todo, x, hi)
+        else:
+            lo = np.where(todo, x, lo)
+    lo = np.where(empty, 1.0, lo)
+    hi = np.where(empty, 0.0, hi)
+    return lo, hi
+
+
+def _log_e_local(mix, s1, f1, s0, f0, K, lo, hi):
+    """log of each candidate's second e-value (module docstring) but ``-log(1 + C)``:
+    ``mix`` (log Q of the stretch after it) less the log of the best ``L_p(after) *
+    min(1, L_p(history) / (C KT(history)))`` over ``p``; ``s1, f1`` after it, ``s0,
+    f0`` before it, ``K = log KT(history) + log C``, ``[lo, hi]`` where the history's
+    log likelihood reaches ``K``.
+
+    The maximised function is concave in ``p`` (a log likelihood plus the minimum of
+    0 and another), so its maximum is at the stretch's own rate when the history finds
+    it plausible, else at the near end of the interval or, beyond it, at the rate of
+    all the observations."""
+    # the rate of the stretch and of both stretches pooled (an empty one reads 0: any
+    # plausible rate is then a maximum); then the maximum: the stretch's rate clipped
+    # into the interval widened to the pooled rate (no interval: the pooled rate)
+    pa = s1 / np.maximum(s1 + f1, _TINY)
+    p_all = np.add(s0, s1)
+    p_all /= np.maximum(s0 + f0 + s1 + f1, _TINY)
+    b = np.clip(pa, np.minimum(lo, p_all), np.maximum(hi, p_all))
+    # (the rates clipped into the open interval: 0 log 0 reads 0, and a rate of 0 or 1
+    # moves by less than 1e-16)
+    np.clip(b, _TINY, _ONE, out=b)
+    lb, l1b = np.log(b), np.log1p(-b)
+    g = s0 * lb
+    g += f0 * l1b
+    g -= K
+    np.minimum(g, 0.0, out=g)
+    g += s1 * lb
+    g += f1 * l1b
+    return mix - g
 
 
 def _prior(W, X, Q):
@@ -414,7 +615,7 @@ def _prior(W, X, Q):
     c = [kappa * q0 for kappa in CONCENTRATIONS]
     k = len(a)
     g = _lg_list(a + c + [u + v for u, v in zip(a, c)])
-    return _log_kt(s, n), a, c, [g[i] + g[k + i] - g[2 * k + i] for i in range(k)]
+    return _log_kt(s, n), a, c, [g[i] + g[k + i] - g[2 * k + i] for i in range(k)], n
 
 
 #: the smallest batch of the batch means, in indicator observations (rounded up to
@@ -880,7 +1081,8 @@ class SequentialDrift(BinaryMetric):
                 # independent ones (every count deflated, the history's KT again)
                 sf /= V
                 s_all, n_all = s_all / V, n_all / V
-                lead = c.log_pi + self._log_kt_history(c, V)
+                kt_h = self._log_kt_history(c, V)
+                lead = c.lead - c.pre + kt_h
             else:
                 lead = c.lead
             # every lgamma of the check in one call, per candidate: KT's and each
@@ -894,9 +1096,10 @@ class SequentialDrift(BinaryMetric):
             np.add(n1d, 1.0, out=arg[:, 2, 0])
             g = _lg(arg.reshape(-1)).reshape(m, 3, self._K1)
             # Q: the Beta-binomial likelihoods of what follows each candidate, under
-            # the flat prior and the priors around its history's rate, mixed equally;
-            # per candidate: KT's log likelihood g(s1 + 1/2) + g(f1 + 1/2) - g(n1 + 1)
-            # - log pi, then each prior's g(a + s1) + g(c + f1) - g(a + c + n1) - norm
+            # the flat prior and the priors around its history's rate, mixed with
+            # PRIOR_WEIGHTS; per candidate: KT's log likelihood g(s1 + 1/2) +
+            # g(f1 + 1/2) - g(n1 + 1) - log pi, then each prior's g(a + s1) + g(c + f1)
+            # - g(a + c + n1) - norm, each plus the log of its weight
             parts = np.add(g[:, 0], g[:, 1])
             parts -= g[:, 2]
             parts -= c.divide
@@ -906,10 +1109,23 @@ class SequentialDrift(BinaryMetric):
             parts -= top[:, None]
             np.exp(parts, out=parts)
             mix = np.log(np.add.reduce(parts, axis=1))
-            mix += top            # (top + log(...) - log K, in that order)
-            mix -= _LOG_K
-            log_e = lead + mix  # (log_pi + pre + mix - log max L)
+            mix += top            # (top + log(...))
+            log_e = lead + mix  # (log_pi + log w + pre + mix - log max L)
             log_e -= _log_max(s_all, n_all)
+            # the second e-value: the history as a set of plausible rates, not a
+            # likelihood paid for; the two mixed half and half
+            if V != 1.0:
+                s0 = np.minimum(c.s0 / V, c.n0 / V)
+                n0 = c.n0 / V
+                K = kt_h + LOG_C
+                lo, hi = _region(s0, n0, K)
+            else:
+                s0, n0, K, lo, hi = c.s0, c.n0, c.pre + LOG_C, c.lo, c.hi
+            local = _log_e_local(mix, sf[:, 0], sf[:, 1], s0, n0 - s0, K, lo, hi)
+            local += c.lead_s
+            # (the weights: n / (n + HISTORY_SCALE) to the second for a history of n
+            # observations, the rest to the first, in lead_s and lead)
+            log_e = np.logaddexp(log_e, local)
             best = int(log_e.argmax())
             # the e-detector: the budget-weighted sum of the candidates' e-values
             top = float(log_e[best])
@@ -925,7 +1141,7 @@ class SequentialDrift(BinaryMetric):
             self._stat = (p, before, after, n0, nb, total)
             if total >= self._log_alarm:
                 self._drops += after < before
-                st = float(f[best, -1])
+                st = float(c.t[best])
                 self.changes.append(Change(
                     index=self.n - 1, t=self._t, start=int(c.e[best]),
                     direction="drop" if after < before else "rise",

@@ -595,7 +595,11 @@ def test_an_alarm_explains_its_change_in_stream_events_time_and_rates():
     assert br[c.index] <= a["detected_n"] - 1 <= br[c.index] + 1
     assert a["detected_t"] == t[br[c.index]]
     # the events it rests on: the segment's events since the change start
-    assert a["segment_n"] == int((seg[:a["n"]] == "br").sum())
+    assert a["segment_n"] == int((seg[:a["evaluated_n"]] == "br").sum())
+    # the alert opened at the detection (the evaluation emitted it): n and t are the
+    # detection's, in the stream
+    assert a["n"] == a["detected_n"] < a["evaluated_n"] and a["evaluated_n"] % 1000 == 0
+    assert a["t"] == a["detected_t"] and a["evaluated_t"] == t[a["evaluated_n"] - 1]
     assert a["events"] == a["segment_n"] - k
     start_text = f"{a['change_start_n']:,}".replace(",", " ")
     assert a["message"].startswith(
@@ -893,8 +897,9 @@ def test_a_prevalence_cycle_pages_the_old_default_not_the_new_while_a_recall_dro
     # evaluations around the change start: every 1 000 events)
     k = a["change_start_segment_n"]
     lo = (k // 1000) * 1000
-    assert a["prevalence_after"] == pytest.approx(y[lo:a["n"]].mean(), abs=1e-12)
-    assert a["recall_after"] == pytest.approx(pred[lo:a["n"]][y[lo:a["n"]]].mean(), abs=1e-12)
+    e = a["evaluated_n"]
+    assert a["prevalence_after"] == pytest.approx(y[lo:e].mean(), abs=1e-12)
+    assert a["recall_after"] == pytest.approx(pred[lo:e][y[lo:e]].mean(), abs=1e-12)
     assert a["expected_precision"] == pytest.approx(
         a["prevalence_after"] * a["recall_before"]
         / (a["prevalence_after"] * a["recall_before"]
@@ -1017,6 +1022,95 @@ def test_a_declared_baseline_period_is_read_from_the_scope_counts():
         with pytest.raises(ValueError, match=msg):
             Alarm("recall", baseline=bad)
     assert np.isfinite(r.reference)
+
+
+def _drop(n, seed, at, before, after):
+    """Positives 30%, recall ``before`` then ``after`` from event ``at``; an event every
+    10 s."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.3
+    hit = rng.random(n) < np.where(np.arange(n) < at, before, after)
+    s = np.where(y, np.where(hit, 0.8, 0.2), np.where(rng.random(n) < 0.2, 0.7, 0.3))
+    return y, s, T0 + 10.0 * np.arange(n)
+
+
+def _detection_report(direction, index, t, drops, rises, after=0.7):
+    return {"change": direction, "drops": drops, "rises": rises,
+            "last_change": {"index": index, "t": t, "direction": direction, "after": after,
+                            "before": 0.9, "start": index - 300, "n_after": 90.0,
+                            "n_before": 3000.0, "p_value": 1e-4}}
+
+
+def test_an_alarm_opens_at_the_event_its_detector_detected_on():
+    """By hand, on the whole stream (the scope's count is the stream's): a drop detected
+    on event 1 500 (0-based 1 499) and seen at the evaluation of n = 2 000 opens the
+    alert at n = 1 500 and the detection's time; the resolution stays at its
+    evaluation. Within a cooldown the alert waits for the evaluation after it."""
+    from streameval.alerts import Alarm
+
+    for cooldown, opened in ((0, (1500, 15.0)), (1000, (6000, 60.0))):
+        r = Alarm("recall", baseline="previous", cooldown=cooldown)
+        assert r.evaluate({"change": None, "last_change": None}, n=1000, t=10.0) is None
+        tr = r.evaluate(_detection_report("drop", 1499, 15.0, 1, 0), n=2000, t=20.0)
+        assert (tr["state"], tr["n"], tr["t"], tr["value"]) == ("firing", 1500, 15.0, 0.7)
+        assert r.active["n"] == 1500
+        assert r.explain(tr)["evaluated_n"] == 2000
+        assert r.evaluate(_detection_report("drop", 1499, 15.0, 1, 0), n=3000, t=30.0) is None
+        tr = r.evaluate(_detection_report("rise", 3499, 35.0, 1, 1, 0.9), n=4000, t=40.0)
+        assert (tr["state"], tr["n"], tr["t"]) == ("resolved", 4000, 40.0)
+        # a second drop on event 4 500: inside a cooldown of 1 000 events from 4 000
+        assert r.evaluate(_detection_report("rise", 3499, 35.0, 1, 1, 0.9), n=5000, t=50.0) is None
+        tr = r.evaluate(_detection_report("drop", 4499, 45.0, 2, 1), n=6000, t=60.0) if cooldown \
+            else r.evaluate(_detection_report("drop", 5499, 55.0, 2, 1), n=6000, t=60.0)
+        want = opened if cooldown else (5500, 55.0)
+        assert (tr["state"], tr["n"], tr["t"]) == ("firing", *want)
+
+
+@pytest.mark.parametrize("baseline", ["first", "previous", 0.9])
+def test_an_alarm_opens_at_the_detection_not_at_the_next_evaluation(baseline):
+    """The Monitor evaluates every 1 000 events; the alert's n and t are those of the
+    event on which an independent detector over the same events detected the drop,
+    whatever the batches; the evaluation that emitted it is the first at or after it."""
+    from streameval.alerts import Alarm
+    from streameval.sequential import SequentialDrift
+
+    y, s, t = _drop(60_000, 5, 30_000, 0.9, 0.6)
+    d = SequentialDrift("recall", alpha=0.005).update_many(y, s, t=t)
+    c = d.changes[0]
+    assert c.direction == "drop" and 30_000 < c.index < 34_000
+    runs = [_run_monitor(_alarm_monitor([Alarm("recall", baseline=baseline)], ("recall",)),
+                         y, s, t, cuts=cuts) for cuts in (1, 7, 60)]
+    assert runs[0] == runs[1] == runs[2]
+    (a,) = [a for a in runs[0] if a["state"] == "firing"]
+    assert (a["n"], a["t"]) == (c.index + 1, t[c.index])
+    assert a["evaluated_n"] == -(-(c.index + 1) // 1000) * 1000
+    assert a["evaluated_t"] == t[a["evaluated_n"] - 1]
+    assert a["detected_n"] == a["n"] and a["value"] == pytest.approx(c.after, abs=1e-12)
+    assert f"detected at event {a['n']:,}".replace(",", " ") in a["message"]
+
+
+def test_an_alarm_whose_evidence_comes_after_the_detection_opens_at_an_evaluation():
+    """Against a fixed reference of 0.84, a drop 0.95 -> 0.80 is detected before the
+    stretch after it is credibly below 0.84 (checked by hand at the detection: the
+    mixed likelihood ratio against 0.84 is below 100 there): the alert opens at the
+    evaluation where the evidence is there, not at the detection."""
+    import numpy as np
+
+    from streameval.alerts import SHORTFALLS, Alarm
+    from streameval.sequential import SequentialDrift
+
+    y, s, t = _drop(60_000, 8, 30_000, 0.95, 0.80)
+    c = SequentialDrift("recall", alpha=0.005).update_many(y, s, t=t).changes[0]
+    k = c.after * c.n_after
+    lr = np.mean([((0.84 - dd) / 0.84) ** k * ((0.16 + dd) / 0.16) ** (c.n_after - k)
+                  for dd in SHORTFALLS])
+    assert c.direction == "drop" and lr < 100
+    got = _run_monitor(_alarm_monitor([Alarm("recall", baseline=0.84)], ("recall",)), y, s, t)
+    (a,) = [a for a in got if a["state"] == "firing"]
+    assert a["n"] == a["evaluated_n"] and a["n"] % 1000 == 0 and a["n"] > c.index + 1
+    assert a["t"] == t[a["n"] - 1]
 
 
 @pytest.mark.parametrize("make", [
