@@ -596,9 +596,9 @@ def test_an_alarm_explains_its_change_in_stream_events_time_and_rates():
     assert a["detected_t"] == t[br[c.index]]
     # the events it rests on: the segment's events since the change start
     assert a["segment_n"] == int((seg[:a["evaluated_n"]] == "br").sum())
-    # the alert opened at the detection (the evaluation emitted it): n and t are the
-    # detection's, in the stream
-    assert a["n"] == a["detected_n"] < a["evaluated_n"] and a["evaluated_n"] % 1000 == 0
+    # the alert opened at the detection (the evaluation emitted it: the segment's row,
+    # after every 1 000 of its own events): n and t are the detection's, in the stream
+    assert a["n"] == a["detected_n"] < a["evaluated_n"] and a["segment_n"] % 1000 == 0
     assert a["t"] == a["detected_t"] and a["evaluated_t"] == t[a["evaluated_n"] - 1]
     assert a["events"] == a["segment_n"] - k
     start_text = f"{a['change_start_n']:,}".replace(",", " ")
