@@ -69,6 +69,7 @@ these checkpoints: :func:`~streameval.io.checkpoint.read_state`).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -114,6 +115,26 @@ def _dtype_key(a: np.ndarray) -> str:
         raise TypeError(f"array of dtype {a.dtype} in a state: only bool, uint8 (UTF-8 "
                         "text), int64 and float64 are stored")
     return key
+
+
+class _GCPaused:
+    """Python's cyclic garbage collector paused while a state is captured or written:
+    they make tens of thousands of short-lived containers and no cycle, and every
+    collection they would trigger walks the whole heap (a monitor of a thousand
+    segments holds millions of objects), costing more than the checkpoint itself. The
+    collector is enabled again afterwards if it was."""
+
+    __slots__ = ("was",)
+
+    def __enter__(self):
+        self.was = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc):
+        if self.was:
+            gc.enable()
+        return False
 
 
 def _root(a: np.ndarray) -> np.ndarray:
@@ -175,6 +196,10 @@ class StateWriter:
         above the installed one; default: the next). An ``OSError`` (disk full, read-only
         directory) leaves the installed generations as they were (a partial pack is
         removed, or at the latest by the next write's garbage collection)."""
+        with _GCPaused():
+            return self._write(tree, kind, fingerprint, seq, keep_previous)
+
+    def _write(self, tree, kind, fingerprint, seq, keep_previous):
         t0 = time.perf_counter()
         if not isinstance(kind, str) or not kind:
             raise ValueError(f"kind must be a non-empty string, got {kind!r}")
@@ -189,27 +214,39 @@ class StateWriter:
         pack_path = os.path.join(self.dir, pack)
         # key -> (array or _Subtree, ref): everything the new manifest references
         used: dict[tuple, tuple] = {}
-        pending: list = []  # (array, ref) to write into the new pack
+        # (contiguous little-endian array, ref) to write into the new pack, in the order
+        # of their offsets (each ref's offset and CRC-32 are final when it is made)
+        pending: list = []
+        end = [0]  # bytes of the arrays placed in the new pack so far
         new_subtrees: list = []  # _Subtree to serialise into it (inner ones first)
         inside: list = []  # the subtrees being walked
+        fast: list = []  # (subtree, depth) serialised by the JSON encoder (see _dump)
 
         def note(k, item):
             used[k] = item
             if inside:
                 inside[-1].items[k] = item
 
+        def place(a, ref):
+            c = _little(a)
+            ref[0], ref[1] = pack, end[0]
+            end[0] += ref[2]
+            pending.append((c, ref))
+            return c
+
         def ref_of(a: np.ndarray) -> dict:
             key = _dtype_key(a)
-            if not a.flags.writeable:
+            ro = not a.flags.writeable
+            if ro:
                 k = self._key(a, _root(a))
                 hit = used.get(k) or self._cache.get(k)
                 if hit is not None:
                     note(k, hit)
                     return {REF: hit[1]}
             ref = [pack, 0, int(a.nbytes), key, list(a.shape), 0]
-            pending.append((a, ref))
-            if not a.flags.writeable:
-                note(self._key(a, _root(a)), (a, ref))
+            ref[5] = zlib.crc32(_bytes(place(a, ref)))
+            if ro:
+                note(k, (a, ref))
             elif inside:  # (changes in place: written again unless its subtree is reused)
                 note(("w", id(ref)), (a, ref))
             return {REF: ref}
@@ -225,7 +262,10 @@ class StateWriter:
             sub = _Subtree(x, [pack, 0, 0, "json", [0], 0])
             inside.append(sub)
             try:
-                sub.tree = walk(x[BLOB], depth + 1)
+                if _dump(sub, ref_of):
+                    fast.append((sub, depth))
+                else:
+                    sub.tree = walk(x[BLOB], depth + 1)
             finally:
                 inside.pop()
             new_subtrees.append(sub)
@@ -255,21 +295,28 @@ class StateWriter:
             return x
 
         refs = walk(tree)
+        # the subtrees the JSON encoder wrote: nested no deeper than a reader goes (else
+        # walked, which raises where a state is too deep)
+        for sub, depth in _too_deep(fast):
+            inside.append(sub)
+            try:
+                walk(sub.marker[BLOB], depth + 1)
+            finally:
+                inside.pop()
         # compaction: live bytes per pack (items referenced again) against pack sizes
         live: dict[str, int] = {}
         for _, ref in used.values():
             if ref[0] != pack:
                 live[ref[0]] = live.get(ref[0], 0) + ref[2]
         sizes = self._pack_sizes(live)
-        new_bytes = sum(ref[2] for _, ref in pending)
+        new_bytes = end[0]
         compacted = 0
         if live and sum(sizes.values()) > COMPACT_RATIO * (sum(live.values()) + new_bytes):
             sparse = {p for p in live if live[p] * 2 < sizes.get(p, 0)}
             moved = set()
             for k, (obj, ref) in list(used.items()):
                 if ref[0] in sparse and isinstance(obj, np.ndarray):
-                    ref[0] = pack  # (every reference to it in the tree is this list)
-                    pending.append((obj, ref))
+                    place(obj, ref)  # (every reference to it in the tree is this list)
                     compacted += ref[2]
                     moved.add(k)
             # a subtree in a sparse pack, or holding a moved array, is written again
@@ -294,7 +341,7 @@ class StateWriter:
                         fresh.add(id(obj))
                         moved.add(k)
                         again = True
-        written = self._write_pack(pack_path, pending, new_subtrees)
+        written = self._write_pack(pack_path, pending, new_subtrees, end[0])
         if pending or new_subtrees:
             packs = {pack: written}
         else:
@@ -350,10 +397,11 @@ class StateWriter:
         return out
 
     @staticmethod
-    def _write_pack(pack_path: str, pending: list, subtrees: list = ()) -> int:
-        """Write the pending arrays, then the subtrees' JSON (which holds the arrays'
-        places), into one pack (offsets and CRC-32 filled into their references),
-        fsync it; returns its size."""
+    def _write_pack(pack_path: str, pending: list, subtrees: list = (), start: int = 0) -> int:
+        """Write the pending arrays (their offsets and CRC-32 already in their
+        references, the first at 0 and the last ending at ``start``), then the subtrees'
+        JSON (which holds the arrays' places), into one pack (the subtrees' offsets and
+        CRC-32 filled into their references), fsync it; returns its size."""
         if not pending and not subtrees:
             return 0
         offset = 0
@@ -361,14 +409,12 @@ class StateWriter:
         def chunks():
             nonlocal offset
             for a, ref in pending:
-                a = np.ascontiguousarray(a)
-                if a.dtype.byteorder == ">":
-                    a = a.astype(a.dtype.newbyteorder("<"))
-                mv = memoryview(a).cast("B") if a.nbytes else memoryview(b"")
-                ref[1] = offset
-                ref[5] = zlib.crc32(mv)
-                offset += a.nbytes
-                yield mv
+                if ref[1] != offset:  # (a reference placed twice: an internal error)
+                    raise AssertionError(f"array at {ref[1]}, expected {offset}")
+                offset += ref[2]
+                yield _bytes(a)
+            if offset != start:
+                raise AssertionError(f"arrays end at {offset}, expected {start}")
             todo, done = {id(x) for x in subtrees}, set()
 
             def emit(sub):  # (inner subtrees first: their places are then known)
@@ -377,8 +423,11 @@ class StateWriter:
                 for obj, _ in sub.items.values():
                     if isinstance(obj, _Subtree) and id(obj) in todo and id(obj) not in done:
                         yield from emit(obj)
-                b = json.dumps(sub.tree, separators=(",", ":"), ensure_ascii=False,
-                               allow_nan=True).encode("utf-8")
+                if sub.parts is not None:
+                    b = _joined(sub.parts, sub.refs)
+                else:
+                    b = json.dumps(sub.tree, separators=(",", ":"), ensure_ascii=False,
+                                   allow_nan=True).encode("utf-8")
                 sub.ref[1:] = [offset, len(b), "json", [len(b)], zlib.crc32(b)]
                 offset += len(b)
                 yield b
@@ -394,12 +443,96 @@ class StateWriter:
 class _Subtree:
     """A subtree stored apart (``{BLOB: subtree}`` in a state tree): the marker dict it
     was given as (while the same object is given again, the subtree is referenced, not
-    written), its reference, its tree of references, and what it holds."""
+    written), its reference, its tree of references (or, written by the JSON encoder,
+    its JSON in ``parts`` split where its arrays' references go, and those ``refs``), and
+    what it holds."""
 
-    __slots__ = ("marker", "ref", "tree", "items")
+    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs")
 
     def __init__(self, marker, ref):
         self.marker, self.ref, self.tree, self.items = marker, ref, None, {}
+        self.parts = self.refs = None
+
+
+def _little(a: np.ndarray) -> np.ndarray:
+    """``a`` contiguous and little-endian (the bytes a pack holds)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return a
+
+
+def _bytes(a: np.ndarray):
+    """The bytes of a contiguous array, without a copy."""
+    return memoryview(a).cast("B") if a.nbytes else memoryview(b"")
+
+
+#: what :func:`_dump` has the JSON encoder write in place of each array
+_HOLE = {REF: None}
+_HOLE_BYTES = json.dumps(_HOLE, separators=(",", ":")).encode()
+
+
+def _dump(sub: _Subtree, ref_of) -> bool:
+    """Serialise a subtree's content with the JSON encoder (in C: no Python step per
+    value), an array reference where each array is, rather than by walking it in
+    Python. Declines (False, nothing done) a content that holds a subtree or the key
+    ``$a`` (walked instead: reused, or refused), or a string with an escape (its depth
+    is then not read from the bytes, see :func:`_too_deep`)."""
+    arrays: list = []
+
+    def hole(o):
+        if isinstance(o, np.ndarray):
+            arrays.append(o)
+            return _HOLE
+        if isinstance(o, np.generic):
+            return o.item()
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+    data = json.dumps(sub.marker[BLOB], default=hole, separators=(",", ":"),
+                      ensure_ascii=False, allow_nan=True).encode("utf-8")
+    if b'"' + BLOB.encode() + b'"' in data or b"\\" in data:
+        return False
+    parts = data.split(_HOLE_BYTES)
+    if len(parts) != len(arrays) + 1 or data.count(b'"' + REF.encode() + b'"') != len(arrays):
+        return False
+    sub.parts = parts
+    sub.refs = [ref_of(a)[REF] for a in arrays]
+    return True
+
+
+def _joined(parts: list, refs: list) -> bytes:
+    """A subtree's JSON from :func:`_dump`'s parts with its arrays' references (as they
+    are now: compaction may have moved an array)."""
+    out = [parts[0]]
+    names: dict = {}
+    for ref, part in zip(refs, parts[1:]):
+        name = names.get(ref[0])
+        if name is None:
+            name = names[ref[0]] = json.dumps(ref[0], ensure_ascii=False)
+        shape = ",".join(map(str, ref[4]))
+        out.append(f'{{"{REF}":[{name},{ref[1]},{ref[2]},"{ref[3]}",[{shape}],{ref[5]}]}}'
+                   .encode("utf-8"))
+        out.append(part)
+    return b"".join(out)
+
+
+def _too_deep(fast: list) -> list:
+    """The subtrees of ``fast`` (``(subtree, depth)``, serialised by :func:`_dump`) whose
+    JSON may nest deeper than a reader goes (:data:`MAX_DEPTH` counted from the
+    manifest's root): the bracket depth of each, outside strings (no string holds an
+    escape, so every quote delimits one), in a few numpy passes over all of them."""
+    if not fast:
+        return []
+    datas = [b"".join(sub.parts) for sub, _ in fast]
+    lens = np.array([len(d) for d in datas], dtype=np.int64)
+    b = np.frombuffer(b"".join(datas), dtype=np.uint8)
+    outside = (np.cumsum(b == 34, dtype=np.int64) & 1) == 0
+    step = (((b == 91) | (b == 123)) & outside).astype(np.int8)
+    step -= ((b == 93) | (b == 125)) & outside
+    depth = np.cumsum(step, dtype=np.int32)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    most = np.maximum.reduceat(depth, starts) if len(depth) else np.zeros(len(fast))
+    return [(sub, d) for (sub, d), m in zip(fast, most.tolist()) if d + 1 + m > MAX_DEPTH]
 
 
 def _manifest_packs(path: str) -> set:
