@@ -69,7 +69,6 @@ these checkpoints: :func:`~streameval.io.checkpoint.read_state`).
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -85,6 +84,7 @@ from streameval.io.checkpoint import (
     FORMAT,
     MAX_DEPTH,
     REF,
+    _GCPaused,
     canonical,
     fsync_dir,
     install,
@@ -115,26 +115,6 @@ def _dtype_key(a: np.ndarray) -> str:
         raise TypeError(f"array of dtype {a.dtype} in a state: only bool, uint8 (UTF-8 "
                         "text), int64 and float64 are stored")
     return key
-
-
-class _GCPaused:
-    """Python's cyclic garbage collector paused while a state is captured or written:
-    they make tens of thousands of short-lived containers and no cycle, and every
-    collection they would trigger walks the whole heap (a monitor of a thousand
-    segments holds millions of objects), costing more than the checkpoint itself. The
-    collector is enabled again afterwards if it was."""
-
-    __slots__ = ("was",)
-
-    def __enter__(self):
-        self.was = gc.isenabled()
-        gc.disable()
-        return self
-
-    def __exit__(self, *exc):
-        if self.was:
-            gc.enable()
-        return False
 
 
 def _root(a: np.ndarray) -> np.ndarray:
@@ -274,11 +254,13 @@ class StateWriter:
 
         def walk(x, depth=0):
             t = type(x)
+            if depth > MAX_DEPTH:  # (a reader refuses a value, scalars too, below it)
+                raise ValueError("a state nested deeper than a checkpoint can be")
             if t in _SCALARS:
                 return x
-            if depth > MAX_DEPTH:
-                raise ValueError("a state nested deeper than a checkpoint can be")
             if t is list and all(type(v) in _SCALARS for v in x):
+                if x and depth >= MAX_DEPTH:  # (its values one level further down)
+                    raise ValueError("a state nested deeper than a checkpoint can be")
                 return list(x)
             if isinstance(x, np.ndarray):
                 return ref_of(x)
@@ -516,23 +498,39 @@ def _joined(parts: list, refs: list) -> bytes:
     return b"".join(out)
 
 
+#: per byte of JSON: +1 for an opening bracket, -1 for a closing one; and whether the
+#: byte is a bracket or a quote (what :func:`_too_deep` reads)
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
+_MARKS = _STEP != 0
+_MARKS[ord('"')] = True
+
+
 def _too_deep(fast: list) -> list:
     """The subtrees of ``fast`` (``(subtree, depth)``, serialised by :func:`_dump`) whose
     JSON may nest deeper than a reader goes (:data:`MAX_DEPTH` counted from the
     manifest's root): the bracket depth of each, outside strings (no string holds an
-    escape, so every quote delimits one), in a few numpy passes over all of them."""
+    escape, so every quote delimits one), in a few numpy passes over the brackets and
+    quotes of all of them."""
     if not fast:
         return []
     datas = [b"".join(sub.parts) for sub, _ in fast]
-    lens = np.array([len(d) for d in datas], dtype=np.int64)
     b = np.frombuffer(b"".join(datas), dtype=np.uint8)
-    outside = (np.cumsum(b == 34, dtype=np.int64) & 1) == 0
-    step = (((b == 91) | (b == 123)) & outside).astype(np.int8)
-    step -= ((b == 93) | (b == 125)) & outside
+    at = np.flatnonzero(_MARKS[b])
+    c = b[at]
+    step = _STEP[c]
+    step[(np.cumsum(c == 34, dtype=np.int64) & 1).astype(bool)] = 0  # (inside a string)
     depth = np.cumsum(step, dtype=np.int32)
-    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
-    most = np.maximum.reduceat(depth, starts) if len(depth) else np.zeros(len(fast))
-    return [(sub, d) for (sub, d), m in zip(fast, most.tolist()) if d + 1 + m > MAX_DEPTH]
+    starts = np.cumsum([0] + [len(d) for d in datas[:-1]], dtype=np.int64)
+    # (every subtree's JSON opens with a bracket or holds none: a scalar, depth 0)
+    first = np.minimum(at.searchsorted(starts), max(len(at) - 1, 0))
+    most = np.maximum.reduceat(depth, first) if len(depth) else np.zeros(len(fast), int)
+    out = []
+    for i, ((sub, d), m) in enumerate(zip(fast, most.tolist())):
+        if d + 1 + m > MAX_DEPTH:
+            out.append((sub, d))
+    return out
 
 
 def _manifest_packs(path: str) -> set:
