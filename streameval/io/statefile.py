@@ -108,12 +108,18 @@ COMPACT_RATIO = 2.0
 _SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
+_DTYPE_KEYS: dict = {}
+
+
 def _dtype_key(a: np.ndarray) -> str:
-    dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
-    key = dt.str
-    if key not in DTYPES:
-        raise TypeError(f"array of dtype {a.dtype} in a state: only bool, uint8 (UTF-8 "
-                        "text), int64 and float64 are stored")
+    key = _DTYPE_KEYS.get(a.dtype)
+    if key is None:
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+        key = dt.str
+        if key not in DTYPES:
+            raise TypeError(f"array of dtype {a.dtype} in a state: only bool, uint8 (UTF-8 "
+                            "text), int64 and float64 are stored")
+        _DTYPE_KEYS[a.dtype] = key
     return key
 
 
@@ -139,6 +145,9 @@ class StateWriter:
         # (id of the root array, address, shape, strides, dtype) -> (array, ref); the
         # array (a view) keeps its root alive, so the id is not reused while cached
         self._cache: dict[tuple, tuple] = {}
+        # id of an array the cache holds -> its key (the same object given again, as a
+        # window gives its packed runs, is found without reading its address)
+        self._ids: dict[int, tuple] = {}
         self._seq: int | None = None  # generation of the manifest installed, once known
         self.last: dict = {}  # what the last write did: bytes, arrays written, seconds
 
@@ -152,7 +161,9 @@ class StateWriter:
         :func:`read_state`): a later checkpoint references them while they do not change
         (the read-only views a state tree gives of them)."""
         for a, ref in arrays.values():
-            self._cache[self._key(a, _root(a))] = (a, ref)
+            k = self._key(a, _root(a))
+            self._cache[k] = (a, ref)
+            self._ids[id(a)] = k
 
     # -------------------------------------------------------------- writing
     def _current_seq(self) -> int:
@@ -202,8 +213,13 @@ class StateWriter:
         inside: list = []  # the subtrees being walked
         fast: list = []  # (subtree, depth) serialised by the JSON encoder (see _dump)
 
+        ids: dict[int, tuple] = {}  # (the next self._ids)
+        known = self._ids
+
         def note(k, item):
             used[k] = item
+            if k[0] not in ("w", "b"):  # (an array's identity key)
+                ids[id(item[0])] = k
             if inside:
                 inside[-1].items[k] = item
 
@@ -218,7 +234,8 @@ class StateWriter:
             key = _dtype_key(a)
             ro = not a.flags.writeable
             if ro:
-                k = self._key(a, _root(a))
+                # (an id the cache holds is its array's: the cache keeps it alive)
+                k = ids.get(id(a)) or known.get(id(a)) or self._key(a, _root(a))
                 hit = used.get(k) or self._cache.get(k)
                 if hit is not None:
                     note(k, hit)
@@ -350,6 +367,7 @@ class StateWriter:
             raise
         self._seq = seq
         self._cache = used
+        self._ids = ids
         prev = _manifest_packs(previous_path(self.path)) if keep_previous else set()
         removed = remove_unreferenced(self.dir, set(packs) | prev)
         self.last = {"seq": seq, "bytes": written, "arrays": len(pending),
