@@ -32,7 +32,19 @@ crc32]}``. While the same dict object is given again (the Monitor reuses the sta
 scope that did not change), the next checkpoint references what it wrote, arrays
 included, instead of walking and writing it again: an incremental checkpoint of a
 thousand segments costs the segments that changed. Whoever gives a subtree must not
-change it afterwards. :func:`read_state` inlines subtrees back. Arrays loaded by :func:`read_state` are known to the writer given
+change it afterwards. :func:`read_state` inlines subtrees back.
+
+A new subtree's JSON is written by the JSON encoder (in C) with a placeholder where
+each array is, the placeholders then replaced by the arrays' references (each array's
+place in the pack and CRC-32 are fixed when it is met): no Python step per value, which
+is what a subtree of lists of small records (a rule's evaluation marks, a detector's
+candidates) costs when walked. A subtree holding a subtree, the key ``$a``, or a string
+with an escape is walked instead, and so is one whose brackets (counted outside
+strings in one numpy pass over all of them) may nest deeper than a reader goes, which
+raises where it is too deep: a checkpoint a reader would refuse is never written.
+Python's cyclic garbage collector is paused while a checkpoint is written and read
+(and while a Monitor captures or restores its state): the short-lived containers they
+make hold no cycle, and each collection they would trigger walks the whole heap. Arrays loaded by :func:`read_state` are known to the writer given
 them (:meth:`StateWriter.adopt`), so the first checkpoint after a restart is
 incremental too.
 
