@@ -651,3 +651,177 @@ def test_a_chain_of_incremental_checkpoints_equals_a_full_one(tmp_path_factory, 
         assert json.dumps(from_array_state(s).to_state()) == json.dumps(o.to_state())
     assert json.dumps(Monitor.from_array_state(chain["m"]).to_state()) == json.dumps(
         mon.to_state())
+
+
+# ------------------------------------------------------- subtrees and their JSON
+_text = st.text(alphabet=st.sampled_from(list('ab"\\[]{}é$\n ')), max_size=6)
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**62, 2**62),
+                    st.floats(allow_nan=True, allow_infinity=True), _text)
+
+
+def _array_st():
+    return st.one_of(
+        st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=8).map(
+            lambda v: np.array(v, dtype=np.float64)),
+        st.lists(st.booleans(), max_size=8).map(lambda v: np.array(v, dtype=bool)),
+        st.lists(st.integers(-2**62, 2**62), max_size=8).map(
+            lambda v: np.array(v, dtype=np.int64)))
+
+
+_content = st.recursive(
+    st.one_of(_scalar, _array_st()),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(_text.filter(lambda k: k not in ("$a", "$b")),
+                                            inner, max_size=4)),
+    max_leaves=25)
+
+
+def _expected(x):
+    """What a load gives back for a state tree: tuples as lists, numpy scalars as
+    Python ones, subtree markers inlined by :func:`_plain` in the comparisons."""
+    if isinstance(x, dict):
+        return {k: _expected(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_expected(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contents=st.lists(_content, min_size=1, max_size=5), nested=st.booleans(),
+       frozen=st.booleans())
+def test_subtrees_load_back_exactly_whatever_they_hold(tmp_path_factory, contents, nested,
+                                                       frozen):
+    """Subtrees of any JSON content with arrays anywhere (strings with quotes,
+    backslashes and brackets, NaN, a subtree inside a subtree), written by the JSON
+    encoder or walked, load back equal to what was given, and again from a second,
+    incremental checkpoint that references them."""
+    def freeze(x):
+        if isinstance(x, np.ndarray) and frozen:
+            x.flags.writeable = False
+        elif isinstance(x, dict):
+            for v in x.values():
+                freeze(v)
+        elif isinstance(x, list):
+            for v in x:
+                freeze(v)
+        return x
+
+    subs = [{"$b": freeze(c)} for c in contents]
+    if nested:
+        subs.append({"$b": {"inner": subs[0], "n": 1}})
+    tree = {"segments": subs, "scalar": np.int64(3), "t": (1, 2.5)}
+    d = tmp_path_factory.mktemp("sub")
+    w = StateWriter(d / "c.json")
+    w.write(tree, kind="k")
+    want = _expected(_plain(tree))
+    _same_tree(load_checkpoint(d / "c.json"), want)
+    w.write(tree, kind="k")  # (the same subtree objects: referenced)
+    assert w.last["subtrees"] == 0
+    _same_tree(load_checkpoint(d / "c.json"), want)
+
+
+@pytest.mark.parametrize("quote", [False, True])
+def test_a_writer_never_writes_a_state_its_reader_refuses_as_too_deep(tmp_path, quote):
+    """Near the deepest level a reader goes, inside a subtree: either the write raises
+    ``ValueError`` naming the depth, or the checkpoint loads back."""
+    from streameval.io.checkpoint import MAX_DEPTH
+
+    def nest(k):
+        x = [1.5]
+        for _ in range(k):
+            x = [x, 'a]]"' if quote else "a]]}"]
+        return x
+
+    written = refused = 0
+    for k in range(MAX_DEPTH - 10, MAX_DEPTH + 2):
+        path = tmp_path / f"c{k}.json"
+        a = np.arange(3.0)
+        try:
+            StateWriter(path).write({"s": [{"$b": {"x": nest(k), "a": a}}]}, kind="k")
+        except ValueError as e:
+            assert "nested deeper" in str(e)
+            refused += 1
+            continue
+        got = load_checkpoint(path, fallback=False)
+        assert got["s"][0]["x"] == _expected(nest(k))
+        assert got["s"][0]["a"].tolist() == [0.0, 1.0, 2.0]
+        written += 1
+    assert written and refused
+
+
+def test_after_a_restart_unchanged_window_batches_are_referenced(tmp_path):
+    """A monitor restored from a checkpoint, its writer told where the loaded arrays
+    are: the next checkpoint references the windows' stored batches of the segments
+    that got no event (their pack is the old one), and loads equal to the monitor."""
+    rng = np.random.default_rng(12)
+    m = Monitor.default(group_by="segment")
+    segs = [f"s{i}" for i in range(12)]
+    y = rng.random(6000) < 0.3
+    m.update_many(y, rng.random(6000), t=np.arange(6000.0), segment=list(rng.choice(segs, 6000)))
+    path = tmp_path / "c.json"
+    StateWriter(path).write(m.to_array_state(), kind="monitor")
+    first = json.loads(path.read_text())["packs"]
+    w = StateWriter(path)
+    back = Monitor.from_array_state(load_checkpoint(path, expected_kind="monitor", writer=w))
+    y = rng.random(500) < 0.3
+    back.update_many(y, rng.random(500), t=6000 + np.arange(500.0), segment=["s1"] * 500)
+    w.write(back.to_array_state(), kind="monitor")
+    env = json.loads(path.read_text())
+    d = Path(pack_dir(path))
+    stores = 0
+    for ref in env["state"]["data"]["segments"]:
+        ref = ref["$b"]
+        raw = (d / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]]
+        seg = json.loads(raw)
+        if seg["segment"] in ("s1", None):
+            continue
+        for name, ms in seg["metrics"].items():
+            if "@" in name and "store" in ms.get("data", {}):
+                for run in ms["data"]["store"]:
+                    assert run["y"]["$a"][0] in first, (seg["segment"], name)
+                    stores += 1
+    assert stores >= 10 * 3
+    again = Monitor.from_array_state(load_checkpoint(path, expected_kind="monitor"))
+    assert json.dumps(again.to_state()) == json.dumps(back.to_state())
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_a_chain_through_restarts_equals_a_full_checkpoint(tmp_path_factory, seed):
+    """A segmented monitor checkpointed after each feed, restored from its newest
+    checkpoint (the writer adopting the loaded arrays) at random steps and fed on: the
+    chain's load equals a full checkpoint of a monitor never restored, and both go on
+    alike."""
+    rng = np.random.default_rng(seed)
+    d = tmp_path_factory.mktemp("restart")
+    ref = Monitor.default(group_by="segment")
+    mon = Monitor.default(group_by="segment")
+    w = StateWriter(d / "c.json")
+    t0 = 0.0
+    for step in range(6):
+        k = int(rng.integers(1, 2500))
+        y = rng.random(k) < 0.3
+        s = rng.random(k)
+        seg = list(rng.choice(["a", "b", "c"][:1 + step % 3], k))
+        for x in (ref, mon):
+            x.update_many(y, s, t=t0 + np.arange(k, dtype=float), segment=seg)
+        t0 += k
+        w.write({"m": mon.to_array_state()}, kind="k")
+        if rng.random() < 0.5:
+            w = StateWriter(d / "c.json")
+            mon = Monitor.from_array_state(load_checkpoint(d / "c.json", writer=w)["m"])
+    # (a restored window keeps its batches packed in the runs it loaded, where one
+    # never restored packs them in one: the layouts differ, the states do not)
+    f = StateWriter(d / "f.json")
+    f.write({"m": ref.to_array_state()}, kind="k")
+    chain = Monitor.from_array_state(load_checkpoint(d / "c.json")["m"])
+    once = Monitor.from_array_state(load_checkpoint(d / "f.json")["m"])
+    assert json.dumps(chain.to_state()) == json.dumps(once.to_state()) == json.dumps(
+        ref.to_state())
+    y = rng.random(3000) < 0.3
+    s = rng.random(3000)
+    for x in (chain, ref):
+        x.update_many(y, s, t=t0 + np.arange(3000.0), segment=["a", "b", "c"] * 1000)
+    assert json.dumps(chain.snapshot()) == json.dumps(ref.snapshot())

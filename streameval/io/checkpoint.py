@@ -45,6 +45,7 @@ Imports: numpy and the standard library; the pipeline, the service and
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -108,6 +109,26 @@ def pack_dir(path: str | os.PathLike) -> str:
     return os.fspath(path) + ".d"
 
 
+
+
+class _GCPaused:
+    """Python's cyclic garbage collector paused while a state is captured, written or read:
+    they make tens of thousands of short-lived containers and no cycle, and every
+    collection they would trigger walks the whole heap (a monitor of a thousand
+    segments holds millions of objects), costing more than the checkpoint itself. The
+    collector is enabled again afterwards if it was."""
+
+    __slots__ = ("was",)
+
+    def __enter__(self):
+        self.was = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc):
+        if self.was:
+            gc.enable()
+        return False
 
 
 class CheckpointError(ValueError):
@@ -389,7 +410,8 @@ def read_checkpoint(
     if env["fingerprint"] is not None and not isinstance(env["fingerprint"], str):
         raise damaged(f"fingerprint = {env['fingerprint']!r:.40} is not a string")
     if env["version"] == BINARY_VERSION:
-        state, adopted = read_state(path, env)
+        with _GCPaused():
+            state, adopted = read_state(path, env)
     else:
         try:
             ok = hashlib.sha256(canonical(env["state"])).hexdigest() == env["sha256"]

@@ -32,7 +32,19 @@ crc32]}``. While the same dict object is given again (the Monitor reuses the sta
 scope that did not change), the next checkpoint references what it wrote, arrays
 included, instead of walking and writing it again: an incremental checkpoint of a
 thousand segments costs the segments that changed. Whoever gives a subtree must not
-change it afterwards. :func:`read_state` inlines subtrees back. Arrays loaded by :func:`read_state` are known to the writer given
+change it afterwards. :func:`read_state` inlines subtrees back.
+
+A new subtree's JSON is written by the JSON encoder (in C) with a placeholder where
+each array is, the placeholders then replaced by the arrays' references (each array's
+place in the pack and CRC-32 are fixed when it is met): no Python step per value, which
+is what a subtree of lists of small records (a rule's evaluation marks, a detector's
+candidates) costs when walked. A subtree holding a subtree, the key ``$a``, or a string
+with an escape is walked instead, and so is one whose brackets (counted outside
+strings in one numpy pass over all of them) may nest deeper than a reader goes, which
+raises where it is too deep: a checkpoint a reader would refuse is never written.
+Python's cyclic garbage collector is paused while a checkpoint is written and read
+(and while a Monitor captures or restores its state): the short-lived containers they
+make hold no cycle, and each collection they would trigger walks the whole heap. Arrays loaded by :func:`read_state` are known to the writer given
 them (:meth:`StateWriter.adopt`), so the first checkpoint after a restart is
 incremental too.
 
@@ -84,6 +96,7 @@ from streameval.io.checkpoint import (
     FORMAT,
     MAX_DEPTH,
     REF,
+    _GCPaused,
     canonical,
     fsync_dir,
     install,
@@ -107,12 +120,18 @@ COMPACT_RATIO = 2.0
 _SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
+_DTYPE_KEYS: dict = {}
+
+
 def _dtype_key(a: np.ndarray) -> str:
-    dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
-    key = dt.str
-    if key not in DTYPES:
-        raise TypeError(f"array of dtype {a.dtype} in a state: only bool, uint8 (UTF-8 "
-                        "text), int64 and float64 are stored")
+    key = _DTYPE_KEYS.get(a.dtype)
+    if key is None:
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+        key = dt.str
+        if key not in DTYPES:
+            raise TypeError(f"array of dtype {a.dtype} in a state: only bool, uint8 (UTF-8 "
+                            "text), int64 and float64 are stored")
+        _DTYPE_KEYS[a.dtype] = key
     return key
 
 
@@ -138,6 +157,9 @@ class StateWriter:
         # (id of the root array, address, shape, strides, dtype) -> (array, ref); the
         # array (a view) keeps its root alive, so the id is not reused while cached
         self._cache: dict[tuple, tuple] = {}
+        # id of an array the cache holds -> its key (the same object given again, as a
+        # window gives its packed runs, is found without reading its address)
+        self._ids: dict[int, tuple] = {}
         self._seq: int | None = None  # generation of the manifest installed, once known
         self.last: dict = {}  # what the last write did: bytes, arrays written, seconds
 
@@ -151,7 +173,9 @@ class StateWriter:
         :func:`read_state`): a later checkpoint references them while they do not change
         (the read-only views a state tree gives of them)."""
         for a, ref in arrays.values():
-            self._cache[self._key(a, _root(a))] = (a, ref)
+            k = self._key(a, _root(a))
+            self._cache[k] = (a, ref)
+            self._ids[id(a)] = k
 
     # -------------------------------------------------------------- writing
     def _current_seq(self) -> int:
@@ -175,6 +199,10 @@ class StateWriter:
         above the installed one; default: the next). An ``OSError`` (disk full, read-only
         directory) leaves the installed generations as they were (a partial pack is
         removed, or at the latest by the next write's garbage collection)."""
+        with _GCPaused():
+            return self._write(tree, kind, fingerprint, seq, keep_previous)
+
+    def _write(self, tree, kind, fingerprint, seq, keep_previous):
         t0 = time.perf_counter()
         if not isinstance(kind, str) or not kind:
             raise ValueError(f"kind must be a non-empty string, got {kind!r}")
@@ -189,27 +217,45 @@ class StateWriter:
         pack_path = os.path.join(self.dir, pack)
         # key -> (array or _Subtree, ref): everything the new manifest references
         used: dict[tuple, tuple] = {}
-        pending: list = []  # (array, ref) to write into the new pack
+        # (contiguous little-endian array, ref) to write into the new pack, in the order
+        # of their offsets (each ref's offset and CRC-32 are final when it is made)
+        pending: list = []
+        end = [0]  # bytes of the arrays placed in the new pack so far
         new_subtrees: list = []  # _Subtree to serialise into it (inner ones first)
         inside: list = []  # the subtrees being walked
+        fast: list = []  # (subtree, depth) serialised by the JSON encoder (see _dump)
+
+        ids: dict[int, tuple] = {}  # (the next self._ids)
+        known = self._ids
 
         def note(k, item):
             used[k] = item
+            if k[0] not in ("w", "b"):  # (an array's identity key)
+                ids[id(item[0])] = k
             if inside:
                 inside[-1].items[k] = item
 
+        def place(a, ref):
+            c = _little(a)
+            ref[0], ref[1] = pack, end[0]
+            end[0] += ref[2]
+            pending.append((c, ref))
+            return c
+
         def ref_of(a: np.ndarray) -> dict:
             key = _dtype_key(a)
-            if not a.flags.writeable:
-                k = self._key(a, _root(a))
+            ro = not a.flags.writeable
+            if ro:
+                # (an id the cache holds is its array's: the cache keeps it alive)
+                k = ids.get(id(a)) or known.get(id(a)) or self._key(a, _root(a))
                 hit = used.get(k) or self._cache.get(k)
                 if hit is not None:
                     note(k, hit)
                     return {REF: hit[1]}
             ref = [pack, 0, int(a.nbytes), key, list(a.shape), 0]
-            pending.append((a, ref))
-            if not a.flags.writeable:
-                note(self._key(a, _root(a)), (a, ref))
+            ref[5] = zlib.crc32(_bytes(place(a, ref)))
+            if ro:
+                note(k, (a, ref))
             elif inside:  # (changes in place: written again unless its subtree is reused)
                 note(("w", id(ref)), (a, ref))
             return {REF: ref}
@@ -225,7 +271,10 @@ class StateWriter:
             sub = _Subtree(x, [pack, 0, 0, "json", [0], 0])
             inside.append(sub)
             try:
-                sub.tree = walk(x[BLOB], depth + 1)
+                if _dump(sub, ref_of):
+                    fast.append((sub, depth))
+                else:
+                    sub.tree = walk(x[BLOB], depth + 1)
             finally:
                 inside.pop()
             new_subtrees.append(sub)
@@ -234,11 +283,13 @@ class StateWriter:
 
         def walk(x, depth=0):
             t = type(x)
+            if depth > MAX_DEPTH:  # (a reader refuses a value, scalars too, below it)
+                raise ValueError("a state nested deeper than a checkpoint can be")
             if t in _SCALARS:
                 return x
-            if depth > MAX_DEPTH:
-                raise ValueError("a state nested deeper than a checkpoint can be")
             if t is list and all(type(v) in _SCALARS for v in x):
+                if x and depth >= MAX_DEPTH:  # (its values one level further down)
+                    raise ValueError("a state nested deeper than a checkpoint can be")
                 return list(x)
             if isinstance(x, np.ndarray):
                 return ref_of(x)
@@ -255,21 +306,28 @@ class StateWriter:
             return x
 
         refs = walk(tree)
+        # the subtrees the JSON encoder wrote: nested no deeper than a reader goes (else
+        # walked, which raises where a state is too deep)
+        for sub, depth in _too_deep(fast):
+            inside.append(sub)
+            try:
+                walk(sub.marker[BLOB], depth + 1)
+            finally:
+                inside.pop()
         # compaction: live bytes per pack (items referenced again) against pack sizes
         live: dict[str, int] = {}
         for _, ref in used.values():
             if ref[0] != pack:
                 live[ref[0]] = live.get(ref[0], 0) + ref[2]
         sizes = self._pack_sizes(live)
-        new_bytes = sum(ref[2] for _, ref in pending)
+        new_bytes = end[0]
         compacted = 0
         if live and sum(sizes.values()) > COMPACT_RATIO * (sum(live.values()) + new_bytes):
             sparse = {p for p in live if live[p] * 2 < sizes.get(p, 0)}
             moved = set()
             for k, (obj, ref) in list(used.items()):
                 if ref[0] in sparse and isinstance(obj, np.ndarray):
-                    ref[0] = pack  # (every reference to it in the tree is this list)
-                    pending.append((obj, ref))
+                    place(obj, ref)  # (every reference to it in the tree is this list)
                     compacted += ref[2]
                     moved.add(k)
             # a subtree in a sparse pack, or holding a moved array, is written again
@@ -294,7 +352,7 @@ class StateWriter:
                         fresh.add(id(obj))
                         moved.add(k)
                         again = True
-        written = self._write_pack(pack_path, pending, new_subtrees)
+        written = self._write_pack(pack_path, pending, new_subtrees, end[0])
         if pending or new_subtrees:
             packs = {pack: written}
         else:
@@ -321,6 +379,7 @@ class StateWriter:
             raise
         self._seq = seq
         self._cache = used
+        self._ids = ids
         prev = _manifest_packs(previous_path(self.path)) if keep_previous else set()
         removed = remove_unreferenced(self.dir, set(packs) | prev)
         self.last = {"seq": seq, "bytes": written, "arrays": len(pending),
@@ -350,10 +409,11 @@ class StateWriter:
         return out
 
     @staticmethod
-    def _write_pack(pack_path: str, pending: list, subtrees: list = ()) -> int:
-        """Write the pending arrays, then the subtrees' JSON (which holds the arrays'
-        places), into one pack (offsets and CRC-32 filled into their references),
-        fsync it; returns its size."""
+    def _write_pack(pack_path: str, pending: list, subtrees: list = (), start: int = 0) -> int:
+        """Write the pending arrays (their offsets and CRC-32 already in their
+        references, the first at 0 and the last ending at ``start``), then the subtrees'
+        JSON (which holds the arrays' places), into one pack (the subtrees' offsets and
+        CRC-32 filled into their references), fsync it; returns its size."""
         if not pending and not subtrees:
             return 0
         offset = 0
@@ -361,14 +421,12 @@ class StateWriter:
         def chunks():
             nonlocal offset
             for a, ref in pending:
-                a = np.ascontiguousarray(a)
-                if a.dtype.byteorder == ">":
-                    a = a.astype(a.dtype.newbyteorder("<"))
-                mv = memoryview(a).cast("B") if a.nbytes else memoryview(b"")
-                ref[1] = offset
-                ref[5] = zlib.crc32(mv)
-                offset += a.nbytes
-                yield mv
+                if ref[1] != offset:  # (a reference placed twice: an internal error)
+                    raise AssertionError(f"array at {ref[1]}, expected {offset}")
+                offset += ref[2]
+                yield _bytes(a)
+            if offset != start:
+                raise AssertionError(f"arrays end at {offset}, expected {start}")
             todo, done = {id(x) for x in subtrees}, set()
 
             def emit(sub):  # (inner subtrees first: their places are then known)
@@ -377,8 +435,11 @@ class StateWriter:
                 for obj, _ in sub.items.values():
                     if isinstance(obj, _Subtree) and id(obj) in todo and id(obj) not in done:
                         yield from emit(obj)
-                b = json.dumps(sub.tree, separators=(",", ":"), ensure_ascii=False,
-                               allow_nan=True).encode("utf-8")
+                if sub.parts is not None:
+                    b = _joined(sub.parts, sub.refs)
+                else:
+                    b = json.dumps(sub.tree, separators=(",", ":"), ensure_ascii=False,
+                                   allow_nan=True).encode("utf-8")
                 sub.ref[1:] = [offset, len(b), "json", [len(b)], zlib.crc32(b)]
                 offset += len(b)
                 yield b
@@ -394,12 +455,112 @@ class StateWriter:
 class _Subtree:
     """A subtree stored apart (``{BLOB: subtree}`` in a state tree): the marker dict it
     was given as (while the same object is given again, the subtree is referenced, not
-    written), its reference, its tree of references, and what it holds."""
+    written), its reference, its tree of references (or, written by the JSON encoder,
+    its JSON in ``parts`` split where its arrays' references go, and those ``refs``), and
+    what it holds."""
 
-    __slots__ = ("marker", "ref", "tree", "items")
+    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs")
 
     def __init__(self, marker, ref):
         self.marker, self.ref, self.tree, self.items = marker, ref, None, {}
+        self.parts = self.refs = None
+
+
+def _little(a: np.ndarray) -> np.ndarray:
+    """``a`` contiguous and little-endian (the bytes a pack holds)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return a
+
+
+def _bytes(a: np.ndarray):
+    """The bytes of a contiguous array, without a copy."""
+    return memoryview(a).cast("B") if a.nbytes else memoryview(b"")
+
+
+#: what :func:`_dump` has the JSON encoder write in place of each array
+_HOLE = {REF: None}
+_HOLE_BYTES = json.dumps(_HOLE, separators=(",", ":")).encode()
+
+
+def _dump(sub: _Subtree, ref_of) -> bool:
+    """Serialise a subtree's content with the JSON encoder (in C: no Python step per
+    value), an array reference where each array is, rather than by walking it in
+    Python. Declines (False, nothing done) a content that holds a subtree or the key
+    ``$a`` (walked instead: reused, or refused), or a string with an escape (its depth
+    is then not read from the bytes, see :func:`_too_deep`)."""
+    arrays: list = []
+
+    def hole(o):
+        if isinstance(o, np.ndarray):
+            arrays.append(o)
+            return _HOLE
+        if isinstance(o, np.generic):
+            return o.item()
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+    data = json.dumps(sub.marker[BLOB], default=hole, separators=(",", ":"),
+                      ensure_ascii=False, allow_nan=True).encode("utf-8")
+    if b'"' + BLOB.encode() + b'"' in data or b"\\" in data:
+        return False
+    parts = data.split(_HOLE_BYTES)
+    if len(parts) != len(arrays) + 1 or data.count(b'"' + REF.encode() + b'"') != len(arrays):
+        return False
+    sub.parts = parts
+    sub.refs = [ref_of(a)[REF] for a in arrays]
+    return True
+
+
+def _joined(parts: list, refs: list) -> bytes:
+    """A subtree's JSON from :func:`_dump`'s parts with its arrays' references (as they
+    are now: compaction may have moved an array)."""
+    out = [parts[0]]
+    names: dict = {}
+    for ref, part in zip(refs, parts[1:]):
+        name = names.get(ref[0])
+        if name is None:
+            name = names[ref[0]] = json.dumps(ref[0], ensure_ascii=False)
+        shape = ",".join(map(str, ref[4]))
+        out.append(f'{{"{REF}":[{name},{ref[1]},{ref[2]},"{ref[3]}",[{shape}],{ref[5]}]}}'
+                   .encode("utf-8"))
+        out.append(part)
+    return b"".join(out)
+
+
+#: per byte of JSON: +1 for an opening bracket, -1 for a closing one; and whether the
+#: byte is a bracket or a quote (what :func:`_too_deep` reads)
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
+_MARKS = _STEP != 0
+_MARKS[ord('"')] = True
+
+
+def _too_deep(fast: list) -> list:
+    """The subtrees of ``fast`` (``(subtree, depth)``, serialised by :func:`_dump`) whose
+    JSON may nest deeper than a reader goes (:data:`MAX_DEPTH` counted from the
+    manifest's root): the bracket depth of each, outside strings (no string holds an
+    escape, so every quote delimits one), in a few numpy passes over the brackets and
+    quotes of all of them."""
+    if not fast:
+        return []
+    datas = [b"".join(sub.parts) for sub, _ in fast]
+    b = np.frombuffer(b"".join(datas), dtype=np.uint8)
+    at = np.flatnonzero(_MARKS[b])
+    c = b[at]
+    step = _STEP[c]
+    step[(np.cumsum(c == 34, dtype=np.int64) & 1).astype(bool)] = 0  # (inside a string)
+    depth = np.cumsum(step, dtype=np.int32)
+    starts = np.cumsum([0] + [len(d) for d in datas[:-1]], dtype=np.int64)
+    # (every subtree's JSON opens with a bracket or holds none: a scalar, depth 0)
+    first = np.minimum(at.searchsorted(starts), max(len(at) - 1, 0))
+    most = np.maximum.reduceat(depth, first) if len(depth) else np.zeros(len(fast), int)
+    out = []
+    for i, ((sub, d), m) in enumerate(zip(fast, most.tolist())):
+        if d + 1 + m > MAX_DEPTH:
+            out.append((sub, d))
+    return out
 
 
 def _manifest_packs(path: str) -> set:

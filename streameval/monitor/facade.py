@@ -1453,6 +1453,12 @@ class Monitor:
         running negative weights with fractional weights, flat orders). Memory: the
         last capture is kept (views of the live arrays, plus those copies).
         """
+        from streameval.metrics.arraystate import gc_paused
+
+        with gc_paused():
+            return self._to_array_state()
+
+    def _to_array_state(self):
         from streameval.metrics.arraystate import SUBTREE, array_state
 
         self._compact()  # (the segments' buffered events are in their states)
@@ -1513,10 +1519,13 @@ class Monitor:
         ``ValueError`` naming where, never another exception."""
         if not isinstance(state, dict) or state.get("type") != cls._public_name:
             raise ValueError(f"not a Monitor state: {state!r:.200}")
+        from streameval.metrics.arraystate import gc_paused
+
         state = _inline_subtrees(state)
         _check_monitor_state(state)
         try:
-            return cls._from_array_state(state)
+            with gc_paused():
+                return cls._from_array_state(state)
         except ValueError:
             raise
         except (TypeError, KeyError, AttributeError, IndexError, OverflowError,

@@ -447,7 +447,10 @@ class _CountSliding(Sliding, case="count"):
                     self._chunks.append(ch)
             run[first].lo = lo
             n += int(sizes[first:].sum()) - lo
-            packs.append((run, y, s, w, sizes, {id(c): j for j, c in enumerate(run)}))
+            # (read-only views, as packed: a checkpoint writer that loaded them
+            # references them while they live instead of writing them again)
+            packs.append((run, _frozen(y), _frozen(s), _frozen(w), _frozen(sizes),
+                          {id(c): j for j, c in enumerate(run)}))
         if n > self.size:
             raise ValueError(f"bad Sliding state: {n} events in a window of {self.size}")
         self._n = n
