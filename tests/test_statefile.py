@@ -760,6 +760,7 @@ def test_after_a_restart_unchanged_window_batches_are_referenced(tmp_path):
     segs = [f"s{i}" for i in range(12)]
     y = rng.random(6000) < 0.3
     m.update_many(y, rng.random(6000), t=np.arange(6000.0), segment=list(rng.choice(segs, 6000)))
+    m.evaluate()  # every segment's buffered events fed to its metrics (its windows' batches)
     path = tmp_path / "c.json"
     StateWriter(path).write(m.to_array_state(), kind="monitor")
     first = json.loads(path.read_text())["packs"]
