@@ -74,6 +74,28 @@ refusal_penalty = X`` (0: off) to show what the per-host penalty buys. Results:
     python benchmarks/bench_service.py --attack                      # ~1 min
     python benchmarks/bench_service.py --attack --refusal-penalty 0  # without the penalty
 
+``--longrun EVENTS`` runs one server (durable, the default monitor unless ``--config``,
+checkpoints at the service's defaults: every 100 000 events or 60 s) over EVENTS
+events, posted by ``--clients`` connections (default 8 here) in batches of
+``--batch`` events (default 100 here), spread over ``--client-procs`` processes. Each
+event has a unique id (``"e<n>"``, ``n`` its position in the stream), an event time
+``n / --event-rate`` seconds (default 1 000 events a second) after the stream's start
+(set so that the last one is about the start of the run), a label ~ Bernoulli(0.3) and
+a continuous score; each request carries an ``Idempotency-Key``, and one that fails on
+its connection is sent again with it (counted). Every ``--every`` events (default
+5 000 000) it prints a row for the stretch since the previous one: events/s, the
+server's CPU seconds per million events (``/proc/PID/stat``), p50/p99/max latency of
+the stretch's requests, the server's RSS and peak RSS (``/proc/PID/status``), the
+checkpoints written so far (renames of the checkpoint's manifest), and the cores the
+server, the clients and the rest of the machine used. Then the flatness check: CPU per
+million and events/s of the last stretch against the second one (target: within
+1.3x), RSS at the end against RSS at 10 M events, or at the first row in a shorter run
+(target: at most 1.2x). The server's event count is checked against the events sent.
+Results: ``benchmarks/results/bench_service_longrun.json``.
+
+    python benchmarks/bench_service.py --longrun 30000000 --every 5000000  # ~1 h
+    python benchmarks/bench_service.py --longrun 600000 --every 100000     # ~1 min
+
 ``--old-socket`` starts the server with its listening socket made without TCP_NODELAY
 (protocol 0, so asyncio leaves Nagle's algorithm on for accepted connections: every
 keep-alive response then waits for the client's delayed ACK, about 40 ms).
@@ -523,6 +545,289 @@ def attack_mode(args):
                  med[kind][0], "requests/s", peer="without the attack", peer_value=base)
 
 
+# --------------------------------------------------------------------------- long run
+
+LONGRUN_POSITIVES = 0.3  # share of positive labels in --longrun
+#: Flat within these factors (last stretch against the second one; RSS at the end
+#: against RSS at 10 M events, or at the first stretch's end in a shorter run).
+LONGRUN_CPU_FACTOR = 1.3
+LONGRUN_RSS_FACTOR = 1.2
+LONGRUN_RSS_REFERENCE = 10_000_000
+
+
+def longrun_body(index, batch, t_base, rate, seed):
+    """Batch ``index`` of a long run: ``batch`` events with ids ``e<n>`` (``n`` the
+    event's position in the stream, unique), event times ``t_base + n / rate`` (so
+    increasing along the stream), labels ~ Bernoulli(0.3), continuous scores (a full
+    precision logistic of a normal, informative: AUC about 0.9)."""
+    rng = random.Random(seed * 1_000_003 + index)
+    rand, gauss, exp = rng.random, rng.gauss, math.exp
+    n0 = index * batch
+    parts = []
+    for j in range(batch):
+        n = n0 + j
+        y = 1 if rand() < LONGRUN_POSITIVES else 0
+        s = 1.0 / (1.0 + exp(1.0 - 2.0 * y - gauss(0.0, 1.0)))
+        parts.append(f'{{"id":"e{n}","ts":{t_base + n / rate:.6f},"label":{y},"score":{s!r}}}')
+    return ("[" + ",".join(parts) + "]").encode()
+
+
+def longrun_thread(port, batch, n_batches, t_base, rate, seed, counter, lat, done_at,
+                   retries, errors):
+    """One keep-alive connection: claims the next batch index from ``counter`` and posts
+    it (``Idempotency-Key: <seed>-<index>``) until every batch is claimed. A request
+    that fails on the connection is sent again with the same key on a new one (at most 3
+    times; the service counts it once). Writes each batch's latency (first send to the
+    last response read) and completion time (monotonic) into ``lat`` / ``done_at``."""
+    headers = {"Content-Type": "application/json"}
+
+    def connect():
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        c.connect()
+        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return c
+
+    conn = connect()
+    try:
+        while True:
+            with counter.get_lock():
+                i = counter.value
+                counter.value = i + 1
+            if i >= n_batches:
+                return
+            body = longrun_body(i, batch, t_base, rate, seed)
+            hdrs = {**headers, "Idempotency-Key": f"{seed}-{i}"}
+            t0 = time.monotonic()
+            for attempt in range(4):
+                try:
+                    conn.request("POST", "/events", body=body, headers=hdrs)
+                    r = conn.getresponse()
+                    data = r.read()
+                    break
+                except (OSError, http.client.HTTPException):
+                    if attempt == 3:
+                        raise
+                    with retries.get_lock():
+                        retries.value += 1
+                    conn.close()
+                    conn = connect()
+            t1 = time.monotonic()
+            if r.status != 200:
+                raise RuntimeError(f"batch {i}: HTTP {r.status}: {data[:200]!r}")
+            lat[i] = t1 - t0
+            done_at[i] = t1
+    except Exception as e:  # reported by the parent
+        errors.put(f"{type(e).__name__}: {e}")
+    finally:
+        conn.close()
+
+
+def longrun_process(port, batch, n_batches, threads, t_base, rate, seed, counter, lat,
+                    done_at, retries, errors, cpu, slot):
+    """``threads`` client threads in this process; its CPU seconds go to ``cpu[slot]``
+    when they are done."""
+    ts = [threading.Thread(target=longrun_thread,
+                           args=(port, batch, n_batches, t_base, rate, seed, counter, lat,
+                                 done_at, retries, errors))
+          for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    cpu[slot] = time.process_time()
+
+
+def proc_memory_mb(pid):
+    """(RSS, peak RSS) of process ``pid`` in MB, from /proc/PID/status."""
+    rss = hwm = math.nan
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024 / 1e6
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return rss, hwm
+
+
+def _drain(stream):
+    """Read a subprocess's pipe until it closes, so that its writes never block."""
+    for _ in iter(stream.readline, b""):
+        pass
+
+
+def longrun_mode(args):
+    """The service over ``args.longrun`` events; one row per ``args.every`` events."""
+    import numpy as np
+
+    batch, clients = args.batch, args.clients
+    n_batches = -(-args.longrun // batch)
+    per_stretch = args.every // batch
+    n_stretches = -(-n_batches // per_stretch)
+    procs_n = max(1, min(clients, args.client_procs))
+    per = [clients // procs_n + (1 if i < clients % procs_n else 0) for i in range(procs_n)]
+    ctx = mp.get_context("fork")
+    counter, retries = ctx.Value("q", 0), ctx.Value("q", 0)
+    lat, done_at = ctx.RawArray("d", n_batches), ctx.RawArray("d", n_batches)
+    cpu_end = ctx.RawArray("d", procs_n)
+    lat_v, done_v = np.frombuffer(lat), np.frombuffer(done_at)
+    errors = ctx.Queue()
+    # event times end about now: the stream is what `rate` events a second produced
+    # up to the start (the service refuses times more than an hour ahead of its clock)
+    t_base = time.time() - n_batches * batch / args.event_rate
+    rows = []
+    print(f"  {'events':>12} {'events/s':>9} {'srv CPU s/M':>11} {'p50 ms':>7} {'p99 ms':>7} "
+          f"{'max ms':>7} {'RSS MB':>7} {'peak MB':>7} {'ckpts':>5} {'srv cores':>9} "
+          f"{'cli cores':>9} {'other':>6}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench_service_longrun.") as tmp:
+        state = os.path.join(tmp, "state")
+        server, port = start_server(state, (), args.config)
+        threading.Thread(target=_drain, args=(server.stdout,), daemon=True).start()
+        ckpt_path = os.path.join(state, "checkpoint.json")
+
+        def ckpt_ident():
+            try:
+                st = os.stat(ckpt_path)
+            except OSError:
+                return None
+            return st.st_ino, st.st_mtime_ns
+
+        try:
+            workers = [ctx.Process(target=longrun_process,
+                                   args=(port, batch, n_batches, n, t_base, args.event_rate,
+                                         args.seed, counter, lat, done_at, retries, errors,
+                                         cpu_end, slot))
+                       for slot, n in enumerate(per)]
+            t_prev = time.monotonic()
+            s_prev, m_prev = cpu_seconds(server.pid), machine_busy_seconds()
+            for w in workers:
+                w.start()
+            c_prev = 0.0
+            last_c = {w.pid: 0.0 for w in workers}
+            ident, ckpts = ckpt_ident(), 0
+            for k in range(n_stretches):
+                lo, hi = k * per_stretch, min((k + 1) * per_stretch, n_batches)
+                while np.count_nonzero(done_v[lo:hi]) < hi - lo:
+                    time.sleep(0.05)
+                    now = ckpt_ident()
+                    if now is not None and now != ident:
+                        ckpts += 1
+                    ident = now
+                    if not errors.empty():
+                        raise RuntimeError(f"client error: {errors.get()}")
+                    if any(w.exitcode not in (None, 0) for w in workers):
+                        raise RuntimeError("a client process failed")
+                t = time.monotonic()
+                s, m = cpu_seconds(server.pid), machine_busy_seconds()
+                if k == n_stretches - 1:  # the clients are done: their own final figure
+                    for w in workers:
+                        w.join(120)
+                    c = sum(cpu_end)
+                else:
+                    for w in workers:
+                        c = cpu_seconds(w.pid)
+                        if not math.isnan(c):
+                            last_c[w.pid] = max(last_c[w.pid], c)
+                    c = sum(last_c.values())
+                rss, hwm = proc_memory_mb(server.pid)
+                ls = np.sort(lat_v[lo:hi])
+                ev, dt = (hi - lo) * batch, t - t_prev
+                r = {"events": hi * batch, "events_s": ev / dt,
+                     "cpu_per_million": (s - s_prev) * 1e6 / ev,
+                     "p50": 1e3 * float(np.percentile(ls, 50)),
+                     "p99": 1e3 * float(np.percentile(ls, 99)), "max": 1e3 * float(ls[-1]),
+                     "rss_mb": rss, "peak_rss_mb": hwm, "ckpts": ckpts,
+                     "srv_cores": (s - s_prev) / dt, "cli_cores": (c - c_prev) / dt,
+                     "other_cores": max(0.0, (m - m_prev) - (s - s_prev) - (c - c_prev)) / dt,
+                     "seconds": dt}
+                rows.append(r)
+                print(f"  {r['events']:>12,} {r['events_s']:>9,.0f} {r['cpu_per_million']:>11.1f} "
+                      f"{r['p50']:>7.1f} {r['p99']:>7.1f} {r['max']:>7.0f} {rss:>7,.0f} "
+                      f"{hwm:>7,.0f} {ckpts:>5} {r['srv_cores']:>9.2f} {r['cli_cores']:>9.2f} "
+                      f"{r['other_cores']:>6.2f}", flush=True)
+                t_prev, s_prev, m_prev, c_prev = t, s, m, c
+            for w in workers:
+                w.join(120)
+            if not errors.empty():
+                raise RuntimeError(f"client error: {errors.get()}")
+            snap = request(port, "GET", "/snapshot")
+        finally:
+            server.send_signal(signal.SIGKILL)
+            server.wait(60)
+    sent = n_batches * batch
+    lost = sent - snap["n"]
+    print(f"\n{sent:,} events sent and acknowledged, {snap['n']:,} in the server's monitor "
+          f"(lost: {lost}); {retries.value} requests sent again after a connection error; "
+          f"{snap['service']['checkpoints']} checkpoints written in all")
+    R.param(batches=n_batches, events_sent=sent, lost=lost, retried_requests=retries.value,
+            checkpoints_total=snap["service"]["checkpoints"])
+    longrun_results(rows, args)
+    return lost
+
+
+def longrun_results(rows, args):
+    """The rows of a long run as a table, curves and flatness figures."""
+    tab = R.table("longrun", f"streameval serve over a long stream: {args.clients} clients x "
+                  f"{args.batch} events per request, durable, checkpoints at the service's "
+                  "defaults, default monitor, continuous scores",
+                  ["events", "events/s", "server CPU s per million", "p50 ms", "p99 ms",
+                   "max ms", "RSS MB", "peak RSS MB", "checkpoints", "server cores",
+                   "client cores", "other cores"],
+                  note="each row is the stretch since the previous one (the first includes "
+                       "the server's warm-up); checkpoints: written so far, seen as "
+                       "renames of the checkpoint's manifest; 'other cores': what the rest "
+                       "of the machine used meanwhile")
+    for r in rows:
+        tab.add(r["events"], r["events_s"], r["cpu_per_million"], r["p50"], r["p99"],
+                r["max"], r["rss_mb"], r["peak_rss_mb"], r["ckpts"], r["srv_cores"],
+                r["cli_cores"], r["other_cores"])
+    xs = [r["events"] for r in rows]
+    R.curve("longrun_cpu", "Server CPU seconds per million events along the stream",
+            "events", "CPU s per million", xs, {"server": [r["cpu_per_million"] for r in rows]})
+    R.curve("longrun_rss", "Server resident memory along the stream", "events", "MB", xs,
+            {"RSS": [r["rss_mb"] for r in rows], "peak RSS": [r["peak_rss_mb"] for r in rows]})
+    R.curve("longrun_latency", "Request latency along the stream", "events", "ms", xs,
+            {"p50": [r["p50"] for r in rows], "p99": [r["p99"] for r in rows]})
+    if len(rows) < 2:
+        return
+    second, last = rows[1], rows[-1]
+    ref = next((r for r in rows[:-1] if r["events"] >= LONGRUN_RSS_REFERENCE), rows[0])
+    flat = R.table("longrun_flat", "Flat cost and memory: the last stretch against the "
+                   "second, RSS at the end against RSS at 10 M events",
+                   ["measure", "reference", "reference value", "at the end", "ratio",
+                    "target", "met"],
+                   note="the reference for RSS is the row at 10 M events, or the first row "
+                        "in a shorter run")
+    checks = [
+        ("server CPU s per million", "second stretch", second["cpu_per_million"],
+         last["cpu_per_million"], f"<= {LONGRUN_CPU_FACTOR:g}", True, LONGRUN_CPU_FACTOR),
+        ("events/s", "second stretch", second["events_s"], last["events_s"],
+         f">= 1/{LONGRUN_CPU_FACTOR:g}", False, 1 / LONGRUN_CPU_FACTOR),
+        ("p99 ms", "second stretch", second["p99"], last["p99"], "-", None, None),
+        ("RSS MB", f"{ref['events']:,} events", ref["rss_mb"], last["rss_mb"],
+         f"<= {LONGRUN_RSS_FACTOR:g}", True, LONGRUN_RSS_FACTOR),
+    ]
+    print(f"\n{'measure':>26} {'reference':>18} {'value':>10} {'at end':>10} {'ratio':>6}  target")
+    for name, refname, v0, v1, target, lower, bound in checks:
+        ratio = v1 / v0 if v0 else math.nan
+        met = "-" if bound is None else (
+            "yes" if (ratio <= bound if lower else ratio >= bound) else "NO")
+        flat.add(name, refname, v0, v1, ratio, target, met)
+        print(f"{name:>26} {refname:>18} {v0:>10,.1f} {v1:>10,.1f} {ratio:>6.2f}  {target} "
+              f"{met}")
+    R.figure("longrun_cpu_per_million", "server CPU per million events, last stretch",
+             last["cpu_per_million"], "s", peer="the second stretch",
+             peer_value=second["cpu_per_million"], better="lower",
+             note=f"flat: at most {LONGRUN_CPU_FACTOR:g}x")
+    R.figure("longrun_events_s", "events/s, last stretch", last["events_s"], "events/s",
+             peer="the second stretch", peer_value=second["events_s"])
+    R.figure("longrun_rss", "server RSS at the end", last["rss_mb"], "MB",
+             peer=f"RSS at {ref['events']:,} events", peer_value=ref["rss_mb"],
+             better="lower", note=f"flat: at most {LONGRUN_RSS_FACTOR:g}x")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 100, 1000],
@@ -551,8 +856,42 @@ def main(argv=None):
                     help="--attack: rounds of the three phases (default %(default)s)")
     ap.add_argument("--refusal-penalty", type=float, default=None,
                     help="--attack: [serve] refusal_penalty of the server (default: its default)")
+    ap.add_argument("--longrun", type=int, metavar="EVENTS",
+                    help="one server over EVENTS events, a row every --every (see above)")
+    ap.add_argument("--every", type=int, default=5_000_000, metavar="N",
+                    help="--longrun: events per row (default %(default)s)")
+    ap.add_argument("--event-rate", type=float, default=1000.0, metavar="R",
+                    help="--longrun: events per second of event time (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=1, help="--longrun: random seed")
     R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    if args.longrun is not None:
+        if args.json == str(R.default_path(__file__)):
+            args.json = str(R.RESULTS_DIR / "bench_service_longrun.json")
+        args.batch = 100 if args.batch == [1, 100, 1000] else args.batch[0]
+        args.clients = 8 if args.clients == [8, 32] else args.clients[0]
+        if args.longrun < 1 or args.every < args.batch or args.event_rate <= 0:
+            ap.error(f"--longrun {args.longrun} --every {args.every} --event-rate "
+                     f"{args.event_rate:g}: need EVENTS >= 1, every >= the batch "
+                     f"({args.batch}) and a positive rate")
+        args.every -= args.every % args.batch
+        res = R.start(__file__, args)
+        for key in ("checkpoints", "seconds", "warmup", "quick", "checkpoint_seconds",
+                    "checkpoint_events", "old_socket", "attack", "pairs", "refusal_penalty"):
+            res.parameters.pop(key, None)  # the cells' and the attack's, not this run's
+        from streameval.service import DEFAULT_CHECKPOINT_EVENTS, DEFAULT_CHECKPOINT_SECONDS
+        R.param(service_checkpoint_events=DEFAULT_CHECKPOINT_EVENTS,
+                service_checkpoint_seconds=DEFAULT_CHECKPOINT_SECONDS)
+        print(f"nproc {os.cpu_count()}, Python {sys.version.split()[0]}, load average "
+              f"{os.getloadavg()[0]:.1f}; {args.longrun:,} events, {args.clients} clients x "
+              f"{args.batch} events per request, a row every {args.every:,} events; "
+              f"{args.config or 'default monitor'}; durable (--state-dir), checkpoints at "
+              "the service's defaults", flush=True)
+        t0 = time.monotonic()
+        lost = longrun_mode(args)
+        print(f"\n{time.monotonic() - t0:.0f} s in all")
+        res.write(args.json)
+        return 1 if lost else 0
     if args.attack:
         if args.json == str(R.default_path(__file__)):
             args.json = str(R.RESULTS_DIR / "bench_service_attack.json")
