@@ -437,8 +437,9 @@ class Monitor:
         ``window=`` is the older name of ``size=``.
         ``label_free=True`` (what replay and the service use when predictions come before
         their labels) adds the label-free metrics, their checks against the realized
-        values as labels join, and the ``score drift`` and ``estimate diverged`` rules
-        (:func:`streameval.config.default_label_free`).
+        values as labels join, the sequential score detector ``score_shift`` with its
+        ``score drift`` and ``score drift on rise`` alarms, and the ``estimate diverged``
+        rule (:func:`streameval.config.default_label_free`).
         ``kwargs`` (``every``, ``group_by``, ...) go to the constructor.
         """
         from streameval import config as _config
