@@ -59,6 +59,7 @@ import numpy as np
 
 __all__ = [
     "CheckpointError",
+    "gc_paused",
     "FORMAT",
     "VERSION",
     "BINARY_VERSION",
@@ -111,7 +112,7 @@ def pack_dir(path: str | os.PathLike) -> str:
 
 
 
-class _GCPaused:
+class gc_paused:
     """Python's cyclic garbage collector paused while a state is captured, written or read:
     they make tens of thousands of short-lived containers and no cycle, and every
     collection they would trigger walks the whole heap (a monitor of a thousand
@@ -410,7 +411,7 @@ def read_checkpoint(
     if env["fingerprint"] is not None and not isinstance(env["fingerprint"], str):
         raise damaged(f"fingerprint = {env['fingerprint']!r:.40} is not a string")
     if env["version"] == BINARY_VERSION:
-        with _GCPaused():
+        with gc_paused():
             state, adopted = read_state(path, env)
     else:
         try:

@@ -96,7 +96,7 @@ from streameval.io.checkpoint import (
     FORMAT,
     MAX_DEPTH,
     REF,
-    _GCPaused,
+    gc_paused,
     canonical,
     fsync_dir,
     install,
@@ -199,7 +199,7 @@ class StateWriter:
         above the installed one; default: the next). An ``OSError`` (disk full, read-only
         directory) leaves the installed generations as they were (a partial pack is
         removed, or at the latest by the next write's garbage collection)."""
-        with _GCPaused():
+        with gc_paused():
             return self._write(tree, kind, fingerprint, seq, keep_previous)
 
     def _write(self, tree, kind, fingerprint, seq, keep_previous):
