@@ -1299,7 +1299,9 @@ class Alarm(Rule):
         last = rep.get("last_change") or {}
         index, after = last.get("index"), _finite(last.get("after"))
         if (self._new <= 0 or last.get("direction") != self.direction or index is None
-                or after is None):
+                or after is None or _on_predictions(rep)):
+            # (a score detector counts predictions: the stream's count of labelled
+            # events does not place its detection)
             return None
         t = _finite(last.get("t"))
         n = self.stream_position(int(index), t) + 1
@@ -1439,13 +1441,26 @@ class Alarm(Rule):
                "observation": _OBSERVATIONS.get(det),
                "evaluated_n": self._evaluated[0], "evaluated_t": _finite(self._evaluated[1])}
         start, index = last.get("start"), last.get("index")
-        if start is not None:
-            out["change_start_segment_n"] = int(start)
-            out["change_start_n"] = self.stream_position(int(start), out["change_start_t"])
-            f["events"] = max(f["segment_n"] - int(start), 0)
-        if index is not None:
-            out["detected_segment_n"] = int(index) + 1
-            out["detected_n"] = self.stream_position(int(index), out["detected_t"]) + 1
+        if _on_predictions(rep):
+            # the score detector's positions count the scope's predictions: said in
+            # predictions (``clock``), not placed among the labelled events
+            out["clock"] = "predictions"
+            if start is not None:
+                out["change_start_segment_n"] = int(start)
+                if _finite(rep.get("n")) is not None:
+                    f["events"] = max(int(rep["n"]) - int(start), 0)
+            seen = last.get("n") if index is None else int(index) + 1
+            if _finite(seen) is not None:
+                out["detected_segment_n"] = int(seen)
+        else:
+            if start is not None:
+                out["change_start_segment_n"] = int(start)
+                out["change_start_n"] = self.stream_position(int(start),
+                                                             out["change_start_t"])
+                f["events"] = max(f["segment_n"] - int(start), 0)
+            if index is not None:
+                out["detected_segment_n"] = int(index) + 1
+                out["detected_n"] = self.stream_position(int(index), out["detected_t"]) + 1
         base = self.baseline
         out["baseline"] = _finite(self.reference)
         out["baseline_rule"] = ("fixed" if not isinstance(base, (str, dict)) else
@@ -1509,17 +1524,21 @@ class Alarm(Rule):
         what = watched if watched == self.metric else f"{watched} ({self.metric})"
         msg = (f"{what} of {where} {head}{verb} from {_show(f['before'])} to "
                f"{_show(f['after'])}")
-        if f.get("change_start_n") is not None:
-            msg += f" from about event {_count(f['change_start_n'])}"
+        scores = f.get("clock") == "predictions"
+        start = f.get("change_start_segment_n") if scores else f.get("change_start_n")
+        if start is not None:
+            msg += f" from about {'prediction' if scores else 'event'} {_count(start)}"
             when = _when(f.get("change_start_t"))
             if when:
                 msg += f" ({when})"
         if f.get("events") is not None:
-            msg += f"; {_count(f['events'])} labelled events since"
+            msg += f"; {_count(f['events'])} {'predictions' if scores else 'labelled events'} since"
             if f.get("observations_after") is not None and f.get("observation"):
                 msg += f" ({_count(f['observations_after'])} {f['observation']} after the change)"
         if f.get("detected_n") is not None:
             msg += f"; detected at event {_count(f['detected_n'])}"
+        elif scores and f.get("detected_segment_n") is not None:
+            msg += f"; detected at prediction {_count(f['detected_segment_n'])}"
         if f.get("p_value") is not None:
             msg += f", p = {_show(f['p_value'])}"
         if record.get("state") != RESOLVED and f.get("baseline") is not None \
@@ -1543,7 +1562,7 @@ class Alarm(Rule):
         # a detector of the score distribution (its report has "ks") watches no rate
         # to hold against a reference: its alarm fires on each detected change, as with
         # baseline = "previous"
-        self._on_detection = self.baseline == "previous" or "ks" in value
+        self._on_detection = self.baseline == "previous" or _on_predictions(value)
         count = value.get("drops" if self.direction == "drop" else "rises")
         if count is None:  # a report without counts: the last change only
             count = self.seen + (self._change == self.direction)
@@ -1704,6 +1723,13 @@ def _since_change(rep):
     if not n > 0:
         return math.nan, 0.0
     return ((ref or 0.0) * (n0 or 0.0) + (cur or 0.0) * (n1 or 0.0)) / n, n
+
+
+def _on_predictions(rep):
+    """Whether a detector's report is the score detector's (its ``ks`` statistic): it
+    counts the scope's predictions, labelled or not, where the others count labelled
+    events."""
+    return isinstance(rep, dict) and "ks" in rep
 
 
 def _traffic_words(f):

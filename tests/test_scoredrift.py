@@ -344,6 +344,14 @@ def test_the_score_drift_rule_fires_at_the_first_evaluation_after_its_detection(
     assert [a["rule"] for a in fired] == ["score drift"]
     assert fired[0]["t"] == -(-first // 1000) * 1000 - 1  # the evaluation that saw it
     assert fired[0]["segment"] == (None if group_by is None else "fr")
+    # explained in predictions (the detector's clock), not in labelled events
+    a, start, seen = fired[0], direct.changes[0]["start"], -(-first // 1000) * 1000
+    assert (a["clock"], a["change_start_n"], a["detected_n"]) == ("predictions", None, None)
+    assert (a["change_start_segment_n"], a["detected_segment_n"]) == (start, first)
+    assert f"from about prediction {start:,}".replace(",", " ") in a["message"]
+    assert f"; {seen - start:,} predictions since".replace(",", " ") in a["message"]
+    assert f"; detected at prediction {first:,}".replace(",", " ") in a["message"]
+    assert "labelled" not in a["message"]
     key = None if group_by is None else "fr"
     rep = m.snapshot()["segments"][key]["drift"][config.SCORE_DETECTOR]
     assert rep["last_change"]["n"] == first and rep["drops"] == 1
