@@ -39,13 +39,12 @@ by :class:`streameval.io.statefile.StateWriter`) are read here too
 loaded and checked, and falls back to the previous generation when any file of the
 newest is damaged.
 
-Imports: numpy and the standard library; the pipeline, the service and
-:mod:`streameval.io.statefile` import it.
+Imports: numpy, the standard library and :mod:`streameval._gc`; the pipeline, the
+service and :mod:`streameval.io.statefile` import it.
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -57,9 +56,10 @@ from typing import Any
 
 import numpy as np
 
+from streameval._gc import gc_paused
+
 __all__ = [
     "CheckpointError",
-    "gc_paused",
     "FORMAT",
     "VERSION",
     "BINARY_VERSION",
@@ -110,26 +110,6 @@ def pack_dir(path: str | os.PathLike) -> str:
     return os.fspath(path) + ".d"
 
 
-
-
-class gc_paused:
-    """Python's cyclic garbage collector paused while a state is captured, written or read:
-    they make tens of thousands of short-lived containers and no cycle, and every
-    collection they would trigger walks the whole heap (a monitor of a thousand
-    segments holds millions of objects), costing more than the checkpoint itself. The
-    collector is enabled again afterwards if it was."""
-
-    __slots__ = ("was",)
-
-    def __enter__(self):
-        self.was = gc.isenabled()
-        gc.disable()
-        return self
-
-    def __exit__(self, *exc):
-        if self.was:
-            gc.enable()
-        return False
 
 
 class CheckpointError(ValueError):

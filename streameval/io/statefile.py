@@ -75,8 +75,9 @@ of new arrays (a window's batches); one file per checkpoint needs one fsync, not
 per array, and the manifest holds what an ``.npy`` header would. CRC-32 (zlib) checks
 a gigabyte per second, about as fast as the disk reads it.
 
-Imports: numpy, the standard library and :mod:`streameval.io.checkpoint` (which reads
-these checkpoints: :func:`~streameval.io.checkpoint.read_state`).
+Imports: numpy, the standard library, :mod:`streameval._gc` and
+:mod:`streameval.io.checkpoint` (which reads these checkpoints:
+:func:`~streameval.io.checkpoint.read_state`).
 """
 
 from __future__ import annotations
@@ -90,13 +91,13 @@ from typing import Any
 
 import numpy as np
 
+from streameval._gc import gc_paused
 from streameval.io.checkpoint import (
     BLOB,
     DTYPES,
     FORMAT,
     MAX_DEPTH,
     REF,
-    gc_paused,
     canonical,
     fsync_dir,
     install,

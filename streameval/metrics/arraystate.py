@@ -22,12 +22,10 @@ Imports: :mod:`streameval._registry` and :mod:`streameval.metrics.base` only.
 
 from __future__ import annotations
 
-import gc
-
 from streameval import _registry
 from streameval.metrics.base import Metric, from_state
 
-__all__ = ["array_state", "from_array_state", "MARK", "SUBTREE", "gc_paused"]
+__all__ = ["array_state", "from_array_state", "MARK", "SUBTREE"]
 
 #: the key (and version) that marks a state holding numpy arrays
 MARK = "arrays"
@@ -35,34 +33,6 @@ MARK = "arrays"
 #: while the same dict object is given again, references instead of writing it again
 #: (:mod:`streameval.io.statefile`); whoever gives it must then not change it
 SUBTREE = "$b"
-
-
-class gc_paused:
-    """A context in which Python's cyclic garbage collector does not run (enabled again
-    afterwards if it was): capturing or restoring the state of many objects makes tens
-    of thousands of short-lived containers and no cycle, and each collection they would
-    trigger walks the whole heap (millions of objects in a monitor of a thousand
-    segments), costing more than the capture itself.
-
-    >>> import gc
-    >>> with gc_paused():
-    ...     gc.isenabled()
-    False
-    >>> gc.isenabled()
-    True
-    """
-
-    __slots__ = ("was",)
-
-    def __enter__(self):
-        self.was = gc.isenabled()
-        gc.disable()
-        return self
-
-    def __exit__(self, *exc):
-        if self.was:
-            gc.enable()
-        return False
 
 
 def array_state(obj):

@@ -24,6 +24,7 @@ Imports: numpy, the standard library, :mod:`streameval.events` (the row kinds),
 :mod:`streameval.alerts`,
 :mod:`streameval.metrics.base` (the registry, ``has_interval``),
 :mod:`streameval.metrics.arraystate` (binary states, inside the state methods),
+:mod:`streameval._gc` (the collector paused while a state is captured),
 :mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes,
 evaluation and explain modules, and :mod:`streameval.config` only inside :meth:`Monitor.default` and
 :meth:`Monitor.from_config` (config imports the Monitor's parts, not the Monitor).
@@ -1454,7 +1455,7 @@ class Monitor:
         running negative weights with fractional weights, flat orders). Memory: the
         last capture is kept (views of the live arrays, plus those copies).
         """
-        from streameval.metrics.arraystate import gc_paused
+        from streameval._gc import gc_paused
 
         with gc_paused():
             return self._to_array_state()
@@ -1520,7 +1521,7 @@ class Monitor:
         ``ValueError`` naming where, never another exception."""
         if not isinstance(state, dict) or state.get("type") != cls._public_name:
             raise ValueError(f"not a Monitor state: {state!r:.200}")
-        from streameval.metrics.arraystate import gc_paused
+        from streameval._gc import gc_paused
 
         state = _inline_subtrees(state)
         _check_monitor_state(state)
