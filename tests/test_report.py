@@ -469,16 +469,22 @@ def test_recorder_takes_summaries_when_alerts_fire():
     assert taken["auc"] == pytest.approx(roc_auc_score(y[:k], s[:k]), abs=1e-12)
 
 
-def test_replay_report_carries_curves_equal_to_scikit_learn(tmp_path):
-    from streameval.replay import replay
-
-    rng = np.random.default_rng(4)
-    n = 3000
+def _scored_log(tmp_path, seed, n):
+    """A JSONL log of ``n`` events a second apart, labels 0/1 at random and scores
+    rounded to 4 decimals that rank positives higher: ``(labels, scores, path)``."""
+    rng = np.random.default_rng(seed)
     y = rng.integers(0, 2, n)
     s = np.clip(0.3 * y + rng.uniform(0, 0.7, n), 0, 1).round(4)
     log = tmp_path / "log.jsonl"
     log.write_text("".join(json.dumps({"ts": 1_700_000_000 + i, "label": int(y[i]),
                                        "score": float(s[i])}) + "\n" for i in range(n)))
+    return y, s, log
+
+
+def test_replay_report_carries_curves_equal_to_scikit_learn(tmp_path):
+    from streameval.replay import replay
+
+    y, s, log = _scored_log(tmp_path, seed=4, n=3000)
     summary = replay(str(log), tmp_path / "out", progress=False)
     data = page_data(tmp_path / "out" / "report.html")
     end = next(c for c in data["curves"] if c["segment"] is None and c["label"] == "end of stream")
@@ -766,13 +772,7 @@ def test_recorder_keeps_curves_at_bounded_times_equal_to_scikit_learn():
 def test_replay_records_curves_through_the_stream(tmp_path):
     from streameval.replay import replay
 
-    rng = np.random.default_rng(6)
-    n = 6000
-    y = rng.integers(0, 2, n)
-    s = np.clip(0.3 * y + rng.uniform(0, 0.7, n), 0, 1).round(4)
-    log = tmp_path / "log.jsonl"
-    log.write_text("".join(json.dumps({"ts": 1_700_000_000 + i, "label": int(y[i]),
-                                       "score": float(s[i])}) + "\n" for i in range(n)))
+    y, s, log = _scored_log(tmp_path, seed=6, n=6000)
     replay(str(log), tmp_path / "out", progress=False)
     data = page_data(tmp_path / "out" / "report.html")
     timed = [c for c in data["curves"] if c["label"].startswith("at event")]

@@ -13,12 +13,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import selectors
 import signal
-import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -32,6 +28,9 @@ from streameval.io.delayed import LabelJoiner  # noqa: E402
 from streameval.events import events_to_batch  # noqa: E402
 from streameval.service import BackgroundServer, build_engine  # noqa: E402
 from streameval.service.engine import PENDING_BYTES  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))  # (the shared server helpers, beside this one)
+from serve_support import launch, start_cli, stop_cli  # noqa: E402
 
 TTL = 300
 MONITOR = """\
@@ -166,30 +165,6 @@ def assert_equal_to_replay(snap, values, summary):
     assert join["expired"] == summary["expired"]
     assert join["orphans"] == summary["orphans"]
     assert join["duplicates"] == summary["rejected"]
-
-
-def start_cli(*args, env=None):
-    cmd = [sys.executable, "-m", "streameval", "serve", "--port", "0", *map(str, args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    ready = sel.select(timeout=60)
-    sel.close()
-    line = proc.stdout.readline().decode() if ready else ""
-    if "listening on http://" not in line:
-        proc.kill()
-        raise AssertionError(f"the server did not start: {line!r} {proc.stderr.read().decode()}")
-    return proc, int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
-
-
-def stop_cli(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(20)
-    finally:
-        if proc.poll() is None:  # pragma: no cover - reported by the caller's assertion
-            proc.kill()
 
 
 # ----------------------------------------------------------------------- the join
@@ -420,18 +395,7 @@ def start_label_free_cli(*args):
     label-free kinds)."""
     code = ("import sys; sys.path.insert(0, %r); import labelfree_support as s; s.install(); "
             "from streameval.cli import main; sys.exit(main(sys.argv[1:]))" % SUPPORT)
-    cmd = [sys.executable, "-c", code, "serve", "--port", "0", *map(str, args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    ready = sel.select(timeout=60)
-    sel.close()
-    line = proc.stdout.readline().decode() if ready else ""
-    if "listening on http://" not in line:
-        proc.kill()
-        raise AssertionError(f"the server did not start: {line!r} {proc.stderr.read().decode()}")
-    return proc, int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+    return launch([sys.executable, "-c", code, "serve", "--port", "0", *map(str, args)])
 
 
 def label_free_oracle(rows, label_free):

@@ -14,9 +14,7 @@ import http.client
 import json
 import os
 import selectors
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -38,6 +36,9 @@ from streameval.service import (  # noqa: E402
 )
 from streameval.service.body import JSON_TYPES, MAX_DEPTH, NDJSON_TYPES  # noqa: E402
 from streameval.service.engine import CHECKPOINT_FILE, WAL_FILE, StateDirError  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))  # (the shared server helpers, beside this one)
+from serve_support import start_cli, stop_cli  # noqa: E402
 
 JSON = {"Content-Type": "application/json"}
 
@@ -78,36 +79,6 @@ def scrape(url, headers=None):
     assert status == 200, data
     return {s.name: s.value for f in text_string_to_metric_families(data.decode())
             for s in f.samples}
-
-
-def start_cli(*args, expect_start=True):
-    """``python -m streameval serve --port 0 ARGS``: (process, port), or for a refused
-    start (process, None) once it has exited."""
-    cmd = [sys.executable, "-m", "streameval", "serve", "--port", "0", *map(str, args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    if not expect_start:
-        proc.wait(60)
-        return proc, None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    ready = sel.select(timeout=60)
-    sel.close()
-    line = proc.stdout.readline().decode() if ready else ""
-    if "listening on http://" not in line:
-        proc.kill()
-        raise AssertionError(f"the server did not start: {line!r} "
-                             f"{proc.stderr.read().decode()}")
-    return proc, int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
-
-
-def stop_cli(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(20)
-    finally:
-        if proc.poll() is None:  # pragma: no cover - reported by the assertion
-            proc.kill()
 
 
 def wait_for(cond, timeout=10.0):
@@ -794,14 +765,13 @@ class _Trickler:
         self.sel.close()
 
 
-def _throughput(port, seconds, clients=3, size=100):
-    """Batches of ``size`` events per second, from ``clients`` keep-alive connections."""
-    body = json.dumps(events(size)).encode()
+def _throughput_of(port, body, seconds, clients=2):
+    """Requests per second of ``clients`` keep-alive connections posting ``body``."""
     done, errors = [], []
     deadline = time.monotonic() + seconds
 
     def client():
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         n = 0
         try:
             while time.monotonic() < deadline:
@@ -826,6 +796,11 @@ def _throughput(port, seconds, clients=3, size=100):
         t.join()
     assert not errors, errors
     return sum(done) / (time.monotonic() - t0)
+
+
+def _throughput(port, seconds, clients=3, size=100):
+    """Batches of ``size`` events per second, from ``clients`` keep-alive connections."""
+    return _throughput_of(port, json.dumps(events(size)).encode(), seconds, clients)
 
 
 #: Pairs of phases (without, then with the trickling connections) and their length:
@@ -1239,36 +1214,3 @@ def test_refused_bodies_in_a_loop_leave_good_traffic_its_throughput(tmp_path):
     assert all("streameval_metric" not in s and "segment=" not in s for s in new), \
         sorted(new)[:5]
     assert len(after) <= 1.05 * len(before), (len(before), len(after))
-
-
-def _throughput_of(port, body, seconds, clients=2):
-    """Requests per second of ``clients`` keep-alive connections posting ``body``."""
-    done, errors = [], []
-    deadline = time.monotonic() + seconds
-
-    def client():
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        n = 0
-        try:
-            while time.monotonic() < deadline:
-                conn.request("POST", "/events", body=body, headers=JSON)
-                r = conn.getresponse()
-                r.read()
-                if r.status != 200:
-                    errors.append(r.status)
-                    return
-                n += 1
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-        finally:
-            conn.close()
-            done.append(n)
-
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    return sum(done) / (time.monotonic() - t0)
