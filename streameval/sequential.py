@@ -489,12 +489,23 @@ def _after(c, W, X, Q):
 BOUND_MARGIN = 1.0
 
 
+_FLOOR = 1e-300
+
+
 def _log_max_v(s, f, n):
     """:func:`_log_max` of arrays of successes ``s``, failures ``f`` and trials ``n``
     (``0 log 0 = 0``)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(s > 0.0, s * np.log(s / n), 0.0)
-        out += np.where(f > 0.0, f * np.log(f / n), 0.0)
+    # (a count of 0 times the log of a positive number: 0, without a mask)
+    n = np.maximum(n, _FLOOR)
+    out = np.maximum(s, _FLOOR)
+    out /= n
+    np.log(out, out=out)
+    out *= s
+    g = np.maximum(f, _FLOOR)
+    g /= n
+    np.log(g, out=g)
+    g *= f
+    out += g
     return out
 
 
