@@ -99,10 +99,16 @@ in the observation). Weights: with unit weights the counts are exact; otherwise 
 are Kish's effective counts (``n_eff = (sum w)^2 / sum w^2``, as the drift tests), an
 approximation: a few heavy events do not pass for many independent ones.
 
-Cost: ``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy, plus
-`O(DEPENDENCE_LEVELS)` for the variance factor, and with ``V > 1`` a few Newton steps
-per candidate for the plausible rates of its deflated history); a
-batch `O(m)` numpy plus one boundary per ``block`` observations. Memory:
+Cost: a check first bounds its statistic from above by the share-weighted two-sample
+likelihood ratios of the candidates (a mixture of likelihoods is at most the best one),
+a dozen numpy calls; while the bound is :data:`BOUND_MARGIN` below the alarm level no
+alarm is possible, and the exact statistic waits, on a copy of its inputs, until
+:meth:`SequentialDrift.report` (or the state) reads it: the same values, paid once per
+read rather than once per block. ``update`` is `O(1)`; a block boundary
+`O(keep * log(n / block))` (numpy, plus `O(DEPENDENCE_LEVELS)` for the variance
+factor, and with ``V > 1`` a few Newton steps per candidate for the plausible rates of
+its deflated history); a batch `O(m)` numpy plus one boundary per ``block``
+observations. Memory:
 `O(keep * log(n / block))`.
 
 Imports: numpy, :mod:`streameval.validation`, :mod:`streameval.events` (event times)
