@@ -38,7 +38,11 @@ healthy cells, per metric and rate, the largest budget ``b`` of :data:`BUDGETS` 
 measured share does not exceed ADWIN's (or, where ADWIN has none, the upper end of
 ADWIN's 95% interval). A budget ``b`` is the alarm level of a detector at "alpha" ``b``
 over a million events (``b > 1``: at most ``b`` false alarms expected per million by the
-bound); the ratio of medians at that budget is the speed at a matched guarantee.
+bound); the ratio of medians at that budget is the speed at a matched guarantee. The
+match the other way: river's ADWIN at the largest delta of :data:`ADWIN_DELTAS` whose
+measured share on the same independent cell (per metric) is at most the default
+detector's (alpha 0.005), beside the default detector's delay; and ADWIN at its
+default delta (0.002), which matches neither.
 
 **How it runs.** The detectors are driven directly on each metric's indicator stream
 (recall: the positives' hits; precision: the predicted positives' labels; AUC: the
