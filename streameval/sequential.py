@@ -99,10 +99,16 @@ in the observation). Weights: with unit weights the counts are exact; otherwise 
 are Kish's effective counts (``n_eff = (sum w)^2 / sum w^2``, as the drift tests), an
 approximation: a few heavy events do not pass for many independent ones.
 
-Cost: ``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy, plus
-`O(DEPENDENCE_LEVELS)` for the variance factor, and with ``V > 1`` a few Newton steps
-per candidate for the plausible rates of its deflated history); a
-batch `O(m)` numpy plus one boundary per ``block`` observations. Memory:
+Cost: a check first bounds its statistic from above by the share-weighted two-sample
+likelihood ratios of the candidates (a mixture of likelihoods is at most the best one),
+a dozen numpy calls; while the bound is :data:`BOUND_MARGIN` below the alarm level no
+alarm is possible, and the exact statistic waits, on a copy of its inputs, until
+:meth:`SequentialDrift.report` (or the state) reads it: the same values, paid once per
+read rather than once per block. ``update`` is `O(1)`; a block boundary
+`O(keep * log(n / block))` (numpy, plus `O(DEPENDENCE_LEVELS)` for the variance
+factor, and with ``V > 1`` a few Newton steps per candidate for the plausible rates of
+its deflated history); a batch `O(m)` numpy plus one boundary per ``block``
+observations. Memory:
 `O(keep * log(n / block))`.
 
 Imports: numpy, :mod:`streameval.validation`, :mod:`streameval.events` (event times)
@@ -351,7 +357,7 @@ class _Candidates:
     __slots__ = ("_fbuf", "_ibuf", "f", "i", "unit", "thinned", "blocks")
 
     _K = len(CONCENTRATIONS)
-    _WIDTH = 6 + 2 * (_K + 1) + _K + (_K + 1) + 1 + 5   # the columns below
+    _WIDTH = 6 + 2 * (_K + 1) + _K + (_K + 1) + 1 + 6   # the columns below
     W = _column("f", 0)                  # sums of the history before it
     X = _column("f", 1)
     Q = _column("f", 2)
@@ -371,12 +377,13 @@ class _Candidates:
     t = _column("f", 9 + 4 * _K)         # the newest event time when it opened (NaN: none)
     # the history's counts and its plausible rates (see _region): successes, trials,
     # and the interval [lo, hi] (lo > hi: none); then log_pi + the log of the second
-    # term's weight - log(1 + C)
+    # term's weight - log(1 + C); then the log of the history's best likelihood
     s0 = _column("f", 10 + 4 * _K)
     n0 = _column("f", 11 + 4 * _K)
     lo = _column("f", 12 + 4 * _K)
     hi = _column("f", 13 + 4 * _K)
     lead_s = _column("f", 14 + 4 * _K)
+    lmax_h = _column("f", 15 + 4 * _K)   # log of the history's best likelihood
     b = _column("i", 0)                  # block number since the restart
     e = _column("i", 1)                  # events counted when it opened
 
@@ -406,6 +413,14 @@ class _Candidates:
     def __setstate__(self, state):
         self._fbuf, self._ibuf, self.unit, self.thinned = state
         self._resize(len(self._ibuf))
+
+    def frozen(self):
+        """A copy of the rows, for a check computed later (no thinning, no adding)."""
+        out = _Candidates.__new__(_Candidates)
+        out._fbuf = out.f = self.f.copy()
+        out._ibuf = out.i = self.i.copy()
+        out.unit, out.thinned, out.blocks = self.unit, None, []
+        return out
 
     def take(self, idx):
         m = len(idx)
@@ -448,6 +463,89 @@ class _Candidates:
             self.f[i, t + 1:] = _history(Wi, Xi, Qi, lp)
 
 
+def _after(c, W, X, Q):
+    """The counts ``(n1, s1)`` after each candidate of ``c`` (arrays: trials and
+    successes, Kish's effective counts with weights; 0 where nothing came after) when
+    the history's sums are ``W, X, Q``."""
+    f = c.f
+    W1 = W - f[:, 0]
+    X1 = X - f[:, 1]
+    if c.unit and Q == W and W < math.inf:
+        # unit weights (the usual case): Q1 == W1, the counts are the sums
+        n1, s1 = W1, X1
+    else:
+        Q1 = Q - f[:, 2]
+        unit = Q1 == W1
+        if unit.all():
+            n1, s1 = W1, X1
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                n1 = np.where(unit, W1, W1 * W1 / Q1)
+                s1 = np.where(unit, X1, X1 / W1 * n1)
+    if not np.minimum.reduce(W1) > 0.0:  # (some W1 <= 0, or NaN)
+        some = W1 > 0.0
+        n1 = np.where(some, n1, 0.0)
+        s1 = np.where(some, s1, 0.0)
+    return n1, s1
+
+
+#: the cheap bound of a check (:func:`_bound`) must stay this far (nats) below the
+#: alarm level for the exact statistic to wait until it is read: room for the
+#: rounding of both (far below a nat) and for the maximiser of the second e-value
+BOUND_MARGIN = 1.0
+
+
+_FLOOR = 1e-300
+
+
+def _log_max_v(s, f, n):
+    """:func:`_log_max` of arrays of successes ``s``, failures ``f`` and trials ``n``
+    (``0 log 0 = 0``)."""
+    # (a count of 0 times the log of a positive number: 0, without a mask)
+    n = np.maximum(n, _FLOOR)
+    out = np.maximum(s, _FLOOR)
+    out /= n
+    np.log(out, out=out)
+    out *= s
+    g = np.maximum(f, _FLOOR)
+    g /= n
+    np.log(g, out=g)
+    g *= f
+    out += g
+    return out
+
+
+def _bound(c, n1, s1, W, X, Q, V):
+    """An upper bound of the log of ``sum_j pi_j E_j`` (the check's statistic) in a
+    dozen numpy calls: each candidate's e-value is at most its share times the
+    two-sample likelihood ratio ``max L(history) max L(after) / max L(both)`` with
+    every count divided by ``V``. (A mixture of likelihoods is at most the best one:
+    so are KT and ``Q``; the mixture weights of ``E_j`` sum to at most 1; the second
+    e-value's denominator is at least its value at the pooled rate, where the two
+    stretches' log likelihoods add up to the pooled maximum: with ``C <= 1`` that
+    bounds it by the same ratio, with ``C > 1`` by ``C`` times it.) Runtime
+    complexity: `O(len(c))` numpy."""
+    s1 = np.clip(s1, 0.0, n1)
+    f1 = n1 - s1
+    a = _log_max_v(s1, f1, n1)
+    a += c.lmax_h
+    if c.unit and Q == W and W < math.inf:
+        a -= _log_max(*_counts(W, X, Q))
+    else:   # (effective counts: the pooled counts per candidate, and the whole's)
+        s0, n0 = c.s0, c.n0
+        sp, np_ = s0 + s1, n0 + n1
+        a -= np.minimum(_log_max_v(sp, np_ - sp, np_), _log_max(*_counts(W, X, Q)))
+    if V != 1.0:
+        a /= V
+    a += c.log_pi
+    top = float(np.maximum.reduce(a))
+    if not math.isfinite(top):
+        return math.inf if top == top else top
+    a -= top
+    np.exp(a, out=a)
+    return top + math.log(float(np.add.reduce(a))) + max(0.0, LOG_C)
+
+
 def _row(W, X, Q, log_pi):
     """A candidate's row after its sums (see :class:`_Candidates`): its share, then
     what :func:`_prior` gives, as the check reads it."""
@@ -464,7 +562,8 @@ def _history(W, X, Q, log_pi):
     candidate's (its share, its weight, ``-log(1 + C)``)."""
     s, n = _counts(float(W), float(X), float(Q))
     w = math.log(n / (n + HISTORY_SCALE)) if n > 0.0 else -math.inf
-    return [s, n, *_region_one(s, n, _log_kt(s, n) + LOG_C), log_pi + w - _LOG_1C]
+    return [s, n, *_region_one(s, n, _log_kt(s, n) + LOG_C), log_pi + w - _LOG_1C,
+            _log_max(s, n)]
 
 
 def _ll(p, s, f):
@@ -839,6 +938,8 @@ class SequentialDrift(BinaryMetric):
         self._cands = _Candidates()
         self._pending = [None, None]   # roc_auc: (score, weight) of a negative, a positive
         self._stat = None              # the last check: (p, before, after, n_before, n_after)
+        # the last check's inputs while its exact statistic waits to be read (None: none)
+        self._lazy = None
         #: the dependence of the observations (their long-run variance factor)
         self._dep = _Dependence(self.block)
 
@@ -1040,122 +1141,45 @@ class SequentialDrift(BinaryMetric):
     # -- the check at a block boundary ----------------------------------------------
     def _boundary(self):
         """Check the open candidates (alarm: record the change and start the history
-        again at the best one), then open a candidate here and thin the old ones."""
-        # (for speed, a few dozen numpy calls in all, each on every candidate at once;
-        # every value is computed by the same IEEE operations, in the same order, as
-        # the formulas in the comments)
+        again at the best one), then open a candidate here and thin the old ones.
+
+        The check first bounds the statistic from above (:meth:`_bound`, a dozen numpy
+        calls); while the bound stays below the alarm level by :data:`BOUND_MARGIN`,
+        no alarm is possible and the exact statistic (``_stat``: the p-value and
+        rates that :meth:`report` shows) is computed from a copy of what it reads
+        only when something reads it. Otherwise it is computed now."""
         c = self._cands
         m = len(c)
         dep = self._dep
         dep.close_block(self.block)
         if m:
             V = dep.factor(self.block)
-            s_all, n_all = _counts(self._W, self._X, self._Q)
-            f = c.f
-            W1 = self._W - f[:, 0]
-            X1 = self._X - f[:, 1]
-            if c.unit and self._Q == self._W and self._W < math.inf:
-                # unit weights (the usual case): Q1 == W1, the counts are the sums
-                n1, s1 = W1, X1
+            W, X, Q = self._W, self._X, self._Q
+            n1, s1 = _after(c, W, X, Q)
+            if _bound(c, n1, s1, W, X, Q, V) < self._log_alarm - BOUND_MARGIN:
+                self._lazy = (c.frozen(), n1, s1, W, X, Q, V)
             else:
-                Q1 = self._Q - f[:, 2]
-                unit = Q1 == W1
-                if unit.all():
-                    n1, s1 = W1, X1
-                else:
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        n1 = np.where(unit, W1, W1 * W1 / Q1)
-                        s1 = np.where(unit, X1, X1 / W1 * n1)
-            if not np.minimum.reduce(W1) > 0.0:  # (some W1 <= 0, or NaN)
-                some = W1 > 0.0
-                n1 = np.where(some, n1, 0.0)
-                s1 = np.where(some, s1, 0.0)
-            # successes and failures after each candidate
-            sf = np.empty((m, 2))
-            s1 = np.clip(s1, 0.0, n1, out=sf[:, 0])
-            np.subtract(n1, s1, out=sf[:, 1])  # (f1)
-            raw, n1d = sf, n1
-            if V != 1.0:
-                raw, n1d = sf.copy(), n1 / V
-                # dependent observations: n of them carry the evidence of n / V
-                # independent ones (every count deflated, the history's KT again)
-                sf /= V
-                s_all, n_all = s_all / V, n_all / V
-                kt_h = self._log_kt_history(c, V)
-                lead = c.lead - c.pre + kt_h
-            else:
-                lead = c.lead
-            # every lgamma of the check in one call, per candidate: KT's and each
-            # prior's for the successes (s1 + 1/2, a + s1), the failures (f1 + 1/2,
-            # c + f1) and the trials (n1 + 1, a + c + s1 + f1)
-            arg = np.empty((m, 3, self._K1))
-            np.add(c.base.reshape(m, 2, self._K1), sf[:, :, None], out=arg[:, :2])
-            total_args = arg[:, 2, 1:]
-            np.add(c.ac, sf[:, :1], out=total_args)
-            total_args += sf[:, 1:]
-            np.add(n1d, 1.0, out=arg[:, 2, 0])
-            g = _lg(arg.reshape(-1)).reshape(m, 3, self._K1)
-            # Q: the Beta-binomial likelihoods of what follows each candidate, under
-            # the flat prior and the priors around its history's rate, mixed with
-            # PRIOR_WEIGHTS; per candidate: KT's log likelihood g(s1 + 1/2) +
-            # g(f1 + 1/2) - g(n1 + 1) - log pi, then each prior's g(a + s1) + g(c + f1)
-            # - g(a + c + n1) - norm, each plus the log of its weight
-            parts = np.add(g[:, 0], g[:, 1])
-            parts -= g[:, 2]
-            parts -= c.divide
-            # (the reductions by their ufuncs: what ``max`` and ``sum`` call, one layer
-            # of Python less on a few dozen numbers)
-            top = np.maximum.reduce(parts, axis=1)
-            parts -= top[:, None]
-            np.exp(parts, out=parts)
-            mix = np.log(np.add.reduce(parts, axis=1))
-            mix += top            # (top + log(...))
-            log_e = lead + mix  # (log_pi + log w + pre + mix - log max L)
-            log_e -= _log_max(s_all, n_all)
-            # the second e-value: the history as a set of plausible rates, not a
-            # likelihood paid for; the two mixed half and half
-            if V != 1.0:
-                s0 = np.minimum(c.s0 / V, c.n0 / V)
-                n0 = c.n0 / V
-                K = kt_h + LOG_C
-                lo, hi = _region(s0, n0, K)
-            else:
-                s0, n0, K, lo, hi = c.s0, c.n0, c.pre + LOG_C, c.lo, c.hi
-            local = _log_e_local(mix, sf[:, 0], sf[:, 1], s0, n0 - s0, K, lo, hi)
-            local += c.lead_s
-            # (the weights: n / (n + HISTORY_SCALE) to the second for a history of n
-            # observations, the rest to the first, in lead_s and lead)
-            log_e = np.logaddexp(log_e, local)
-            best = int(log_e.argmax())
-            # the e-detector: the budget-weighted sum of the candidates' e-values
-            top = float(log_e[best])
-            log_e -= top
-            np.exp(log_e, out=log_e)
-            total = top + math.log(float(np.add.reduce(log_e)))
-            bw, bx, bq = f[best, :3].tolist()
-            s0, n0 = _counts(bw, bx, bq)
-            before = s0 / n0
-            sb, nb = float(raw[best, 0]), float(n1[best])
-            after = sb / nb if nb > 0 else math.nan
-            p = math.exp(-total) if total > 0.0 else 1.0
-            self._stat = (p, before, after, n0, nb, total)
-            if total >= self._log_alarm:
-                self._drops += after < before
-                st = float(c.t[best])
-                self.changes.append(Change(
-                    index=self.n - 1, t=self._t, start=int(c.e[best]),
-                    direction="drop" if after < before else "rise",
-                    before=before, after=after, p_value=p,
-                    start_t=st if st == st else None, n_before=n0, n_after=nb))
-                bb = int(c.b[best])
-                c.take(np.arange(best + 1, len(c)))
-                c.rebase(bw, bx, bq, bb)
-                self._W -= bw
-                self._X -= bx
-                self._Q -= bq
-                self._n -= bb * self.block
-                if self._Q <= 0.0 or self._W <= 0.0:  # float residue of weighted sums
-                    self._W = self._X = self._Q = 0.0
+                total, best, stat = self._evaluate(c, n1, s1, W, X, Q, V)
+                self._stat = stat
+                p, before, after, n0, nb, _ = stat
+                bw, bx, bq = c.f[best, :3].tolist()
+                if total >= self._log_alarm:
+                    self._drops += after < before
+                    st = float(c.t[best])
+                    self.changes.append(Change(
+                        index=self.n - 1, t=self._t, start=int(c.e[best]),
+                        direction="drop" if after < before else "rise",
+                        before=before, after=after, p_value=p,
+                        start_t=st if st == st else None, n_before=n0, n_after=nb))
+                    bb = int(c.b[best])
+                    c.take(np.arange(best + 1, len(c)))
+                    c.rebase(bw, bx, bq, bb)
+                    self._W -= bw
+                    self._X -= bx
+                    self._Q -= bq
+                    self._n -= bb * self.block
+                    if self._Q <= 0.0 or self._W <= 0.0:  # float residue of weighted sums
+                        self._W = self._X = self._Q = 0.0
         # a new candidate: its share of the budget is the events since the previous one
         now = self._n // self.block
         c.add(now, self._W, self._X, self._Q,
@@ -1163,6 +1187,87 @@ class SequentialDrift(BinaryMetric):
               math.nan if self._t is None else self._t)
         self._last_e = self.n
         self._thin(now)
+
+    def _evaluate(self, c, n1, s1, W, X, Q, V):
+        """The exact statistic at a check: ``(log of sum_j pi_j E_j, the best
+        candidate's row, (p, before, after, n_before, n_after, log total))`` of the
+        candidates ``c`` with ``n1``, ``s1`` after each (:func:`_after`), the sums
+        ``W, X, Q`` of the history and the variance factor ``V``."""
+        # (for speed, a few dozen numpy calls in all, each on every candidate at once;
+        # every value is computed by the same IEEE operations, in the same order, as
+        # the formulas in the comments)
+        m = len(c)
+        s_all, n_all = _counts(W, X, Q)
+        f = c.f
+        # successes and failures after each candidate
+        sf = np.empty((m, 2))
+        s1 = np.clip(s1, 0.0, n1, out=sf[:, 0])
+        np.subtract(n1, s1, out=sf[:, 1])  # (f1)
+        raw, n1d = sf, n1
+        if V != 1.0:
+            raw, n1d = sf.copy(), n1 / V
+            # dependent observations: n of them carry the evidence of n / V
+            # independent ones (every count deflated, the history's KT again)
+            sf /= V
+            s_all, n_all = s_all / V, n_all / V
+            kt_h = self._log_kt_history(c, V)
+            lead = c.lead - c.pre + kt_h
+        else:
+            lead = c.lead
+        # every lgamma of the check in one call, per candidate: KT's and each
+        # prior's for the successes (s1 + 1/2, a + s1), the failures (f1 + 1/2,
+        # c + f1) and the trials (n1 + 1, a + c + s1 + f1)
+        arg = np.empty((m, 3, self._K1))
+        np.add(c.base.reshape(m, 2, self._K1), sf[:, :, None], out=arg[:, :2])
+        total_args = arg[:, 2, 1:]
+        np.add(c.ac, sf[:, :1], out=total_args)
+        total_args += sf[:, 1:]
+        np.add(n1d, 1.0, out=arg[:, 2, 0])
+        g = _lg(arg.reshape(-1)).reshape(m, 3, self._K1)
+        # Q: the Beta-binomial likelihoods of what follows each candidate, under
+        # the flat prior and the priors around its history's rate, mixed with
+        # PRIOR_WEIGHTS; per candidate: KT's log likelihood g(s1 + 1/2) +
+        # g(f1 + 1/2) - g(n1 + 1) - log pi, then each prior's g(a + s1) + g(c + f1)
+        # - g(a + c + n1) - norm, each plus the log of its weight
+        parts = np.add(g[:, 0], g[:, 1])
+        parts -= g[:, 2]
+        parts -= c.divide
+        # (the reductions by their ufuncs: what ``max`` and ``sum`` call, one layer
+        # of Python less on a few dozen numbers)
+        top = np.maximum.reduce(parts, axis=1)
+        parts -= top[:, None]
+        np.exp(parts, out=parts)
+        mix = np.log(np.add.reduce(parts, axis=1))
+        mix += top            # (top + log(...))
+        log_e = lead + mix  # (log_pi + log w + pre + mix - log max L)
+        log_e -= _log_max(s_all, n_all)
+        # the second e-value: the history as a set of plausible rates, not a
+        # likelihood paid for; the two mixed half and half
+        if V != 1.0:
+            s0 = np.minimum(c.s0 / V, c.n0 / V)
+            n0 = c.n0 / V
+            K = kt_h + LOG_C
+            lo, hi = _region(s0, n0, K)
+        else:
+            s0, n0, K, lo, hi = c.s0, c.n0, c.pre + LOG_C, c.lo, c.hi
+        local = _log_e_local(mix, sf[:, 0], sf[:, 1], s0, n0 - s0, K, lo, hi)
+        local += c.lead_s
+        # (the weights: n / (n + HISTORY_SCALE) to the second for a history of n
+        # observations, the rest to the first, in lead_s and lead)
+        log_e = np.logaddexp(log_e, local)
+        best = int(log_e.argmax())
+        # the e-detector: the budget-weighted sum of the candidates' e-values
+        top = float(log_e[best])
+        log_e -= top
+        np.exp(log_e, out=log_e)
+        total = top + math.log(float(np.add.reduce(log_e)))
+        bw, bx, bq = f[best, :3].tolist()
+        s0, n0 = _counts(bw, bx, bq)
+        before = s0 / n0
+        sb, nb = float(raw[best, 0]), float(n1[best])
+        after = sb / nb if nb > 0 else math.nan
+        p = math.exp(-total) if total > 0.0 else 1.0
+        return total, best, (p, before, after, n0, nb, total)
 
     @staticmethod
     def _log_kt_history(c, V):
@@ -1208,6 +1313,21 @@ class SequentialDrift(BinaryMetric):
             if len(kept) < len(c):
                 c.take(kept)
         c.thinned = now
+
+    @property
+    def _stat(self):
+        """The last check: ``(p, before, after, n_before, n_after, log e-value)`` (None
+        before any); computed here if the check left it to be read."""
+        if self._lazy is not None:
+            snap, n1, s1, W, X, Q, V = self._lazy
+            self._lazy = None
+            self._stat_v = self._evaluate(snap, n1, s1, W, X, Q, V)[2]
+        return self._stat_v
+
+    @_stat.setter
+    def _stat(self, value):
+        self._lazy = None
+        self._stat_v = value
 
     # -- reading -------------------------------------------------------------------
     @property

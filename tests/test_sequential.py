@@ -238,6 +238,70 @@ def test_p_values_and_alarms_equal_the_definition(metric, weights):
         assert 3000 <= d.changes[0].index < 4500
 
 
+@pytest.mark.parametrize("metric,weights,bursty", [
+    ("recall", False, False), ("accuracy", True, False), ("roc_auc", False, False),
+    ("precision", False, True), ("precision", True, True)])
+def test_the_check_bound_is_above_the_statistic(monkeypatch, metric, weights, bursty):
+    """At every check the cheap bound (share-weighted two-sample likelihood ratios)
+    is at least the exact log statistic (itself checked against the definition
+    above), on streams with a drop, weights, AUC ties and a variance factor above 1;
+    near an alarm it is within about ten nats of it (what the mixtures and the unknown
+    rate before the change cost), so checks far from the alarm level skip the exact
+    statistic."""
+    if bursty:
+        y, s = _bursty(8, 8000, run=20)
+        w = np.random.default_rng(9).choice([0.0, 0.5, 1.0, 2.0], 8000) if weights else np.ones(8000)
+    else:
+        y, s, w = _stream(5, 8000, cut=4000, recall=(0.85, 0.6), weights=weights, decimals=2)
+    d = SequentialDrift(metric, alpha=0.01, horizon=5000, block=40, keep=3)
+    seen = []
+    bound = sequential._bound
+
+    def spy(c, n1, s1, W, X, Q, V):
+        b = bound(c, n1, s1, W, X, Q, V)
+        seen.append((b, d._evaluate(c, n1, s1, W, X, Q, V)[0], V))
+        return b
+
+    monkeypatch.setattr(sequential, "_bound", spy)
+    d.update_many(y, s, w)
+    got = np.array([(b, t) for b, t, _ in seen])
+    assert len(got) > 50
+    assert np.all(got[:, 0] >= got[:, 1] - 1e-9), got[got[:, 0] < got[:, 1]]
+    if bursty:
+        assert max(v for _, _, v in seen) > 2.0
+    else:
+        near = got[got[:, 1] > 0.0]
+        assert len(near) and np.median(near[:, 0] - near[:, 1]) < 10.0
+
+
+@pytest.mark.parametrize("metric,weights", [("recall", False), ("accuracy", True),
+                                            ("roc_auc", False)])
+def test_a_check_left_unread_gives_the_same_detector(monkeypatch, metric, weights):
+    """A detector whose checks are computed only when read (the default) has the same
+    changes, p-values and state as one that computes every check at once (the bound
+    disabled), whether it is read at every event or only at the end."""
+    y, s, w = _stream(11, 12000, cut=5000, recall=(0.85, 0.5), weights=weights, decimals=3)
+    kw = dict(alpha=0.05, horizon=4000, block=30, keep=3)
+    lazy = SequentialDrift(metric, **kw).update_many(y, s, w)
+    read = SequentialDrift(metric, **kw)
+    ps = []
+    for i in range(0, 12000, 7):
+        read.update_many(y[i:i + 7], s[i:i + 7], w[i:i + 7])
+        ps.append(read.report()["p_value"])
+    monkeypatch.setattr(sequential, "BOUND_MARGIN", math.inf)
+    eager = SequentialDrift(metric, **kw)
+    want = []
+    for i in range(0, 12000, 7):
+        eager.update_many(y[i:i + 7], s[i:i + 7], w[i:i + 7])
+        want.append(eager.report()["p_value"])
+    assert eager._lazy is None and eager.changes
+    assert ps == want
+    for d in (lazy, read):
+        assert d.changes == eager.changes
+        assert d.to_state() == eager.to_state()
+        assert d.report() == eager.report()
+
+
 def _markov_labels(rng, n, rate, run):
     """Labels in bursts: a two-state Markov chain with ``rate`` positives whose runs
     (of either label, alternating) average ``run`` events: positive runs ``2 run
