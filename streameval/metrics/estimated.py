@@ -82,6 +82,7 @@ __all__ = [
     "PredictedPositiveRate",
     "EstimatedROCAUC",
     "calibrated",
+    "map_token",
 ]
 
 _NAN = math.nan
@@ -169,6 +170,24 @@ def _calibration_param(calibration):
     return calibration
 
 
+_TOKENS = iter(range(1, 1 << 62))
+
+
+def map_token(calibration):
+    """A key of a calibration map that no other map ever has in this process (its
+    ``id`` may be reused once it is freed): what batch memos of one map are found by.
+    None for no map."""
+    if calibration is None:
+        return None
+    try:
+        tok = calibration.__dict__.get("_streameval_token")
+        if tok is None:
+            tok = calibration.__dict__["_streameval_token"] = next(_TOKENS)
+        return tok
+    except AttributeError:  # (a map without __dict__: its id, kept alive by the metric)
+        return ("id", id(calibration))
+
+
 def calibrated(calibration, scores):
     """The probabilities of float64 ``scores`` under ``calibration`` (None: the scores
     themselves), checked to lie in ``[0, 1]``: ``ValidationError`` naming the first
@@ -216,6 +235,22 @@ class LabelFree(BinaryMetric):
     def calibration(self):
         """The calibration map (None: scores are probabilities)."""
         return self._calibration
+
+    @property
+    def recalibrates(self):
+        """Whether a Monitor's calibration refit schedule gives this metric its maps
+        (:func:`~streameval.metrics.calibration.recalibrate`): the estimates that read
+        scores as probabilities."""
+        return self._probabilities_needed
+
+    def set_calibration(self, calibration):
+        """Count the events that follow with ``calibration`` (None: scores are
+        probabilities); those counted keep the map they were counted with, so only a
+        metric that never reverts may change its map (a window is rebuilt instead:
+        :func:`~streameval.metrics.calibration.recalibrate`). Runtime complexity:
+        `O(1)`."""
+        self._calibration = _calibration_param(calibration)
+        self.__dict__.pop("_array_params", None)  # (the binary state's parameters)
 
     @property
     def score_bounds(self):
@@ -363,7 +398,7 @@ class EstimatedConfusion(LabelFree):
         computed once per batch for every estimate of the same threshold and
         calibration map in a Monitor's shared batch
         (:func:`~streameval.metrics.base.batch_memo`)."""
-        key = ("estimated confusion", self.threshold, id(self._calibration))
+        key = ("estimated confusion", self.threshold, map_token(self._calibration))
         return batch_memo(key, y, s, w, lambda: self._sum_batch(s, w))
 
     def _sum_batch(self, s, w):
@@ -821,7 +856,7 @@ class EstimatedROCAUC(LabelFree):
         `O(1)`."""
         so = self._so
         lv = so._levels
-        return (id(so), so.stamp, id(so._arrays),
+        return (map_token(self._calibration), id(so), so.stamp, id(so._arrays),
                 None if lv is None else (id(lv), lv.rent, lv.ap, len(lv.pos), len(lv.neg),
                                          tuple(id(x.k) for x in lv.pos)))
 
