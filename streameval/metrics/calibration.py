@@ -25,7 +25,9 @@ Weights are frequency weights. ``update``/``revert`` cost `O(log(bins))`,
 :class:`IsotonicCalibration` learns a monotone map from scores to probabilities by
 pool-adjacent-violators (equal to ``sklearn.isotonic.IsotonicRegression`` with
 ``out_of_bounds="clip"``) for the label-free estimates
-(:mod:`streameval.metrics.estimated`).
+(:mod:`streameval.metrics.estimated`); :class:`CalibrationRefit` refits one every
+``every`` joined labels on the last ``window`` of them, and :func:`apply_refits` gives a
+Monitor scope's estimates the new map at its next row.
 
 It may import numpy, :mod:`streameval.validation` and the
 metrics' ``base`` and ``common`` modules.
@@ -433,12 +435,10 @@ class IsotonicCalibration:
     range. An unfitted map raises ``ValueError`` in :meth:`transform`.
 
     Which labels to learn from: the labelled events of a declared reference period
-    (a baseline where the model is known to be good), not the labels joined so far:
-    labels that join early are a biased sample (fast labels are often the
-    positives, e.g. chargebacks), and a map refit on recent labels absorbs the very
-    concept shift the estimates are there to show. Refit by fitting a new map on a new
-    reference period and building new estimate metrics with it (an estimate's map is
-    fixed for its life, so that its windows revert exactly).
+    (a baseline where the model is known to be good) for a map that should not move;
+    a map refit on recent labels (:class:`CalibrationRefit`, a Monitor's
+    ``[monitor.calibration]``) follows the model, and absorbs a concept shift once the
+    labels show it.
 
     Runtime complexity: :meth:`fit` `O(n log(n))` (a sort, then `O(n)`);
     :meth:`transform` `O(m log(k))` for ``k`` fitted points.

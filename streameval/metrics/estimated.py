@@ -38,9 +38,12 @@ Every class here has ``needs_labels = False``: the label is ignored (``y_true`` 
 None, in ``update`` and in batches), so windows, segments and checkpoints treat them as
 any binary metric. The threshold applies to the raw score (the model's decision, as
 :class:`~streameval.Precision` applies it); ``calibration`` maps raw scores to
-probabilities and is a fixed parameter of the metric (a window's revert must see the
-map its update saw; refitting means new metrics). Without a calibration, scores must
-be probabilities in ``[0, 1]``.
+probabilities and is a parameter of the metric: a window's revert must see the map its
+update saw, so a new map (a Monitor's refit schedule,
+:class:`~streameval.metrics.calibration.CalibrationRefit`) goes to a cumulative metric
+for the events that follow (:meth:`LabelFree.set_calibration`) and to a window as a new
+metric fed the events it holds. Without a calibration, scores must be probabilities in
+``[0, 1]``.
 
 Sums are exact (:func:`exact_sums`: integers at a scale where every float64 is one), so
 an estimate does not depend on how its events were batched, reverted, merged or
