@@ -792,6 +792,15 @@ class EstimatedROCAUC(LabelFree):
 
     _has_interval = True
 
+    def read_size(self):
+        """0: ``get()`` is `O(1)`. Declared for a Monitor's evaluator, which then reads
+        the value at every row but leaves out of the rows the interval of a cumulative
+        estimate (DeLong's variance is a pass over every distinct score held, the
+        dearest part of a row on a long stream), as for a cumulative ``ROCAUC``:
+        :meth:`interval` and the snapshot give it on demand; a window's interval is in
+        the rows."""
+        return 0
+
     #: (score order, its stamp) of the cached DeLong variance
     _delong_key = None
     _delong_var = _NAN
