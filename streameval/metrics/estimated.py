@@ -797,7 +797,7 @@ class EstimatedROCAUC(LabelFree):
         the value at every row but leaves out of the rows the interval of a cumulative
         estimate (DeLong's variance is a pass over every distinct score held, the
         dearest part of a row on a long stream), as for a cumulative ``ROCAUC``:
-        :meth:`interval` and the snapshot give it on demand; a window's interval is in
+        :meth:`interval` gives it on demand; a window's interval is in
         the rows."""
         return 0
 
