@@ -259,3 +259,31 @@ def test_config_errors_name_the_key():
     m = se.Monitor.from_config({"calibration": {}})
     refit = m.metrics["calibration.version"]
     assert (refit.every, refit.window) == (10_000, 50_000)
+
+
+def test_the_default_label_free_monitor_checks_estimates_with_the_refit_map():
+    s, y, steps = _stream(seed=9, n=4000)
+    m = se.Monitor.from_config({"every": 500, "size": 800,
+                                "calibration": {"refit_every": 1000, "window": 1500}},
+                               label_free=True)
+    rows = []
+    m.on_metrics = [rows.append]
+    for kind, a, b in steps:
+        if kind == "p":
+            m.predict_many(s[a:b])
+        else:
+            m.update_many(y[a:b], s[a:b], predicted=True)
+    checked = 0
+    for row in rows:
+        v = row["values"]
+        ver, n = int(v["calibration.version"]), row["n"]
+        if not ver or n < 800:
+            continue
+        f, t = int(v["calibration.fit_from"]), int(v["calibration.fit_to"])
+        p = sk_map(y[f:t].astype(float), s[f:t]).predict(s[n - 800:n])
+        pos, yy = s[n - 800:n] >= 0.5, y[n - 800:n]
+        est = p[pos].sum() / p.sum()
+        real = (yy & pos).sum() / yy.sum()
+        assert v["estimation_error.recall@800"] == pytest.approx(est - real, abs=1e-12)
+        checked += 1
+    assert checked >= 3
