@@ -287,3 +287,16 @@ def test_the_default_label_free_monitor_checks_estimates_with_the_refit_map():
         assert v["estimation_error.recall@800"] == pytest.approx(est - real, abs=1e-12)
         checked += 1
     assert checked >= 3
+
+
+def test_recalibrate_a_time_window():
+    rng = np.random.default_rng(2)
+    s, t = rng.random(300), np.arange(300.0)
+    cal = IsotonicCalibration().fit(rng.random(300) < s ** 2, s)
+    w = se.Sliding(EstimatedRecall(), period=100.0, lateness=5.0)
+    w.update_many(None, s[:200], t=t[:200])
+    assert recalibrate(w, cal)
+    w.update_many(None, s[200:], t=t[200:])
+    assert w.get() == EstimatedRecall(calibration=cal).update_many(None, s[200:]).get()
+    w.update_many(None, s[:50], t=t[:50] + 400)  # (every event before expires)
+    assert w.get() == EstimatedRecall(calibration=cal).update_many(None, s[:50]).get()
