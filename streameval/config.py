@@ -489,6 +489,10 @@ def build(table, where="monitor"):
             for name, spec in metrics.items()
         }
 
+    if table.get("calibration") is not None:
+        kw["metrics"] = {**kw["metrics"], **calibration_refit(
+            table["calibration"], f"{where}.calibration", **labels)}
+
     drift = table.get("drift")
     rules = table.get("rules")
     if drift is None:
@@ -598,6 +602,40 @@ def default_label_free_drift():
         {"test": "score", "alpha": SCORE_ALPHA, "horizon": DEFAULT_HORIZON,
          "reference": SCORE_WINDOW, "window": SCORE_WINDOW, "every": SCORE_EVERY},
         name=SCORE_DETECTOR)}
+
+
+#: ``[monitor.calibration]``: the keys and their defaults (labels between two refits of
+#: the isotonic map, and labels it is fitted on, the last ones joined)
+CALIBRATION_KEYS = {"refit_every": 10_000, "window": 50_000}
+#: the row names of a calibration refit schedule: the version applied and its fit range
+CALIBRATION_NAMES = ("calibration.version", "calibration.fit_from", "calibration.fit_to")
+
+
+def calibration_refit(spec, where="monitor.calibration", pos_label=True, neg_label=None):
+    """The metrics of a ``[monitor.calibration]`` table: a
+    :class:`~streameval.metrics.calibration.CalibrationRefit` named
+    ``calibration.version`` (``refit_every`` labels between refits, fitted on the last
+    ``window`` labels joined) and its fit range ``calibration.fit_from`` and
+    ``calibration.fit_to``
+    (:class:`~streameval.metrics.calibration.CalibrationField`). At each row after a
+    refit, every label-free estimate of the scope takes the new map
+    (:func:`~streameval.metrics.calibration.recalibrate`). ``ValueError`` naming the bad
+    key."""
+    from streameval.metrics.calibration import CalibrationField, CalibrationRefit
+
+    if not isinstance(spec, dict):
+        raise ValueError(f"{where}: must be a table (refit_every, window)")
+    _unknown(where, spec, CALIBRATION_KEYS)
+    opts = {**CALIBRATION_KEYS, **spec}
+    for key in ("refit_every", "window"):
+        v = opts[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{where}.{key} = {v!r}: must be an integer >= 1 (labels)")
+    labels = {"pos_label": pos_label, "neg_label": neg_label}
+    refit = CalibrationRefit(every=opts["refit_every"], window=opts["window"], **labels)
+    return {CALIBRATION_NAMES[0]: refit,
+            CALIBRATION_NAMES[1]: CalibrationField("fit_from", **labels),
+            CALIBRATION_NAMES[2]: CalibrationField("fit_to", **labels)}
 
 
 def build_label_free(table, where="monitor"):

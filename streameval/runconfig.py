@@ -379,6 +379,10 @@ MONITOR = Section("monitor", "What is measured; the metrics, drift and rules tab
     Key("rules", "array", "alert rules: tables or strings (streameval.config)",
         default=None, default_text="the default rules (without metrics and drift)",
         allowed="an array of rules"),
+    Key("calibration", "table", "refit an isotonic calibration map of the label-free "
+        "estimates every refit_every labels, on the last window labels joined "
+        "(streameval.config)", default=None, default_text="none (scores are probabilities)",
+        allowed="a table with refit_every, window"),
     Key("max_segments", "integer", "segments with their own metrics; further segment "
         "values count under \"__other__\"", default=1000, check=_int_min(1),
         allowed=">= 1"),

@@ -789,3 +789,39 @@ def test_checks_that_differ_in_what_they_report_share_one_pair_of_metrics():
     assert se.Monitor.from_array_state(m.to_array_state()).snapshot() == snap
     with pytest.raises(TypeError, match="read-only"):
         seg.metrics["estimate_covered.recall"].update(True, 0.5)
+
+
+def test_a_sustained_fall_raises_no_rise_unless_labels_count_the_scores_again():
+    """Scores fall at prediction 20 000 and stay low; labels of all 40 000 come after.
+    Sent as labels of earlier predictions (``predicted=True``) the score detector sees
+    each score once: drops only (the first with a window that straddles the fall, a
+    second once the window is all low), never a rise. Sent as complete events, every
+    score counts a second time, the high scores of before the fall come back, and the
+    detector rightly sees a rise: the `score drift on rise` reported after a sustained
+    fall. Oracle: a ScoreDriftDetector fed the same scores directly."""
+    from streameval.metrics.scoredrift import ScoreDriftDetector
+
+    rng = np.random.default_rng(1)
+    s = np.r_[rng.beta(2, 3, 20_000), rng.beta(1.2, 3.6, 20_000)]
+    y = rng.random(len(s)) < s
+    for predicted in (True, False):
+        m = se.Monitor.default(label_free=True, every=500)
+        fired = []
+        m.on_alert = [lambda a: fired.append((a["rule"], a["state"]))]
+        for a in range(0, len(s), 500):
+            m.predict_many(s[a:a + 500])
+        for a in range(0, len(s), 500):
+            m.update_many(y[a:a + 500], s[a:a + 500], predicted=predicted)
+        m.flush()
+        rep = m.snapshot()["segments"][None]["drift"]["score_shift"]
+        direct = ScoreDriftDetector(alpha=0.0025, reference=5000, window=5000, every=500)
+        direct.update_many(None, s if predicted else np.r_[s, s])
+        assert (rep["changes"], rep["rises"]) == (len(direct.changes),
+                                                 sum(c["direction"] == "rise"
+                                                     for c in direct.changes))
+        if predicted:
+            assert rep["rises"] == 0 and rep["drops"] >= 1
+            assert ("score drift on rise", "firing") not in fired
+        else:
+            assert rep["rises"] >= 1
+            assert ("score drift on rise", "firing") in fired

@@ -25,7 +25,9 @@ Weights are frequency weights. ``update``/``revert`` cost `O(log(bins))`,
 :class:`IsotonicCalibration` learns a monotone map from scores to probabilities by
 pool-adjacent-violators (equal to ``sklearn.isotonic.IsotonicRegression`` with
 ``out_of_bounds="clip"``) for the label-free estimates
-(:mod:`streameval.metrics.estimated`).
+(:mod:`streameval.metrics.estimated`); :class:`CalibrationRefit` refits one every
+``every`` joined labels on the last ``window`` of them, and :func:`apply_refits` gives a
+Monitor scope's estimates the new map at its next row.
 
 It may import numpy, :mod:`streameval.validation` and the
 metrics' ``base`` and ``common`` modules.
@@ -61,6 +63,10 @@ __all__ = [
     "BrierUncertainty",
     "ReliabilityCurve",
     "IsotonicCalibration",
+    "CalibrationRefit",
+    "CalibrationField",
+    "recalibrate",
+    "apply_refits",
     "pav",
 ]
 
@@ -429,12 +435,10 @@ class IsotonicCalibration:
     range. An unfitted map raises ``ValueError`` in :meth:`transform`.
 
     Which labels to learn from: the labelled events of a declared reference period
-    (a baseline where the model is known to be good), not the labels joined so far:
-    labels that join early are a biased sample (fast labels are often the
-    positives, e.g. chargebacks), and a map refit on recent labels absorbs the very
-    concept shift the estimates are there to show. Refit by fitting a new map on a new
-    reference period and building new estimate metrics with it (an estimate's map is
-    fixed for its life, so that its windows revert exactly).
+    (a baseline where the model is known to be good) for a map that should not move;
+    a map refit on recent labels (:class:`CalibrationRefit`, a Monitor's
+    ``[monitor.calibration]``) follows the model, and absorbs a concept shift once the
+    labels show it.
 
     Runtime complexity: :meth:`fit` `O(n log(n))` (a sort, then `O(n)`);
     :meth:`transform` `O(m log(k))` for ``k`` fitted points.
@@ -533,3 +537,359 @@ class IsotonicCalibration:
         k = 0 if self.x is None else len(self.x)
         return f"IsotonicCalibration({k} points from {self.n} events)"
 
+
+
+# ---------------------------------------------------------------- refit schedule
+
+#: What a :class:`CalibrationRefit` reports in rows (:meth:`CalibrationRefit.get`).
+REFIT_OUTPUTS = ("version", "fit_from", "fit_to")
+
+
+def _check_count(name, value, lo, none_ok=False):
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ValidationError(name, value, f"must be an int >= {lo}"
+                              + (" or None" if none_ok else ""))
+    return value
+
+
+class CalibrationRefit(BinaryMetric):
+    """An isotonic calibration map refit on a schedule of joined labels, for the
+    label-free estimates of a Monitor.
+
+    A labelled metric: it keeps the last ``window`` labelled events (score, label,
+    weight) in a ring, and after every ``every`` labels it counted (the ``every``-th,
+    the ``2 every``-th, ...) it fits an :class:`IsotonicCalibration` on the events the
+    ring holds at that label: the labels ``fit_from`` (0-based, inclusive) to
+    ``fit_to`` (exclusive) in the order they joined. Refits happen at label counts, never
+    at a time of day, so a replay, a service restarted from a checkpoint, and any
+    batching of the same events make the same refits.
+
+    Why a recent window of the labels joined, and not a fixed reference period: the
+    estimates are needed for the predictions whose labels have not come, and the best
+    description of how the model's scores map to outcomes is the most recent one the
+    labels give; a window bounds the memory (24 bytes per label held) and lets the map
+    follow a slow change of calibration. The price: once labels reveal a concept shift,
+    the next refit absorbs it, and the estimates of newer predictions assume the shifted
+    calibration (which the labels then support). Labels that join early are a biased
+    sample when fast labels differ (chargebacks come before the quiet "no fraud" of a
+    legitimate payment): with a label delay, set ``every`` and ``window`` to span more
+    than the delay, or give a declared reference period's map instead.
+
+    In a Monitor (``[monitor.calibration]``) the new map is applied at the row after the
+    refit (:meth:`apply`): every label-free estimate of the scope (``estimated_*``, their
+    windows, the estimate checks) takes it: a cumulative estimate counts the predictions
+    after that row with the new map (those before keep the map they were counted with), a
+    window re-reads the predictions it holds with the new map. Rows carry the version
+    applied (``get()``, 0 before the first refit) and, with ``output="fit_from"`` or
+    ``"fit_to"``, the fit range of the map applied (:class:`CalibrationField`).
+
+    Runtime complexity: ``update_many`` `O(m)` numpy, plus a fit `O(window log(window))`
+    at each refit; ``get`` `O(1)`. Memory: the ring, ``24 window`` bytes, and the map
+    (one point per distinct score held).
+
+    >>> import numpy as np
+    >>> from streameval.metrics.calibration import CalibrationRefit
+    >>> r = CalibrationRefit(every=4, window=4)
+    >>> r.update_many([0, 0, 1, 1, 0, 1], [0.1, 0.6, 0.4, 0.9, 0.2, 0.8]).versions
+    [{'version': 1, 'fit_from': 0, 'fit_to': 4, 'points': 4}]
+    >>> r.fitted.transform([0.1, 0.5, 0.9]).tolist()
+    [0.0, 0.5, 1.0]
+
+    Parameters
+    ----------
+    every
+        Labels between two refits (the first after ``every`` labels).
+    window
+        Labels the fit uses, the last ones joined (None: every label so far; memory
+        then grows with the labels).
+    pos_label, neg_label
+        As for every binary metric.
+    """
+
+    _public_name = "CalibrationRefit"
+    needs_labels = True
+
+    def __init__(self, every=10_000, window=50_000, pos_label=True, neg_label=None):
+        BinaryMetric.__init__(self, pos_label, neg_label)
+        self.every = _check_count("every", every, 1)
+        self.window = _check_count("window", window, 1, none_ok=True)
+        self._reset()
+
+    def _reset(self):
+        self.n = 0  # labels counted
+        cap = self.window if self.window is not None else 1024
+        self._rs = np.zeros(cap)
+        self._ry = np.zeros(cap)
+        self._rw = np.zeros(cap)
+        self._held = 0  # events in the ring
+        self._pos = 0  # next slot
+        #: the refits made: ``{"version", "fit_from", "fit_to", "points"}``, oldest first
+        self.versions = []
+        #: the newest fitted map (None before the first refit)
+        self.fitted = None
+        #: the version applied to the estimates (0: none)
+        self.applied = 0
+
+    @property
+    def bigger_is_better(self):
+        return False
+
+    score_bounds = None
+
+    # -- the ring -------------------------------------------------------------
+    def _push(self, s, y, w):
+        m = len(s)
+        if self.window is None:
+            need = self._held + m
+            if need > len(self._rs):
+                cap = max(need, 2 * len(self._rs))
+                for name in ("_rs", "_ry", "_rw"):
+                    a = np.zeros(cap)
+                    a[:self._held] = getattr(self, name)[:self._held]
+                    setattr(self, name, a)
+            self._rs[self._held:need] = s
+            self._ry[self._held:need] = y
+            self._rw[self._held:need] = w
+            self._held = self._pos = need
+            return
+        size = self.window
+        if m >= size:
+            self._rs[:], self._ry[:], self._rw[:] = s[m - size:], y[m - size:], w[m - size:]
+            self._pos, self._held = 0, size
+            return
+        p = self._pos
+        first = min(m, size - p)
+        for ring, col in ((self._rs, s), (self._ry, y), (self._rw, w)):
+            ring[p:p + first] = col[:first]
+            if first < m:
+                ring[:m - first] = col[first:]
+        self._pos = (p + m) % size
+        self._held = min(size, self._held + m)
+
+    def held(self):
+        """The labelled events the ring holds, oldest first: ``(scores, labels as 0/1
+        floats, weights)`` (copies)."""
+        k = self._held
+        if self.window is None or k < self.window:
+            return self._rs[:k].copy(), self._ry[:k].copy(), self._rw[:k].copy()
+        p = self._pos
+        return tuple(np.concatenate((a[p:], a[:p])) for a in (self._rs, self._ry, self._rw))
+
+    def _refit(self):
+        s, y, w = self.held()
+        keep = w > 0
+        if not keep.any():  # (weights 0 only: nothing to learn, no new version)
+            return
+        cal = IsotonicCalibration(self.pos_label, self.neg_label)
+        cal.fit(y[keep] != 0.0, s[keep], w[keep])
+        self.fitted = cal
+        self.versions.append({"version": len(self.versions) + 1,
+                              "fit_from": self.n - self._held, "fit_to": self.n,
+                              "points": len(cal.x)})
+
+    # -- updates --------------------------------------------------------------
+    def update(self, y_true, y_pred, w=1.0):
+        """Add one labelled event; a refit when it is the ``every``-th since the last.
+        Runtime complexity: `O(1)`, plus the refit."""
+        y = self._label(y_true)
+        s = self._score(y_pred)
+        w = check_weight(w)
+        return self.update_trusted(np.array([y]), np.array([s]), np.array([w]))
+
+    def update_trusted(self, y, s, w=None):
+        """Add validated columns: the ring takes them in runs that end at the refit
+        points, each refit on the ring as it stands at its label (the same refits
+        whatever the batching). Runtime complexity: `O(m)` numpy plus the refits."""
+        m = len(s)
+        s = np.asarray(s, dtype=np.float64)
+        y = np.asarray(y, dtype=bool).astype(np.float64)
+        w = np.ones(m) if w is None else np.asarray(w, dtype=np.float64)
+        i = 0
+        while i < m:
+            to_refit = self.every - self.n % self.every
+            j = min(m, i + to_refit)
+            self._push(s[i:j], y[i:j], w[i:j])
+            self.n += j - i
+            i = j
+            if self.n % self.every == 0:
+                self._refit()
+        return self
+
+    def revert(self, *args, **kwargs):
+        raise NotImplementedError("a calibration refit schedule cannot revert a label")
+
+    def revert_trusted(self, *args, **kwargs):
+        raise NotImplementedError("a calibration refit schedule cannot revert a label")
+
+    def merge(self, other):
+        """Fold in a schedule that saw no labels (``ValueError`` if both did: refits
+        depend on the order of the labels)."""
+        self._check_same_kind(other, "merge", "into", "schedules")
+        if other.n == 0:
+            return self
+        if self.n:
+            raise ValueError("cannot merge two calibration refit schedules that both saw "
+                             "labels")
+        self._set_data(other._get_data())
+        return self
+
+    # -- values ---------------------------------------------------------------
+    def get(self):
+        """The version of the map applied to the estimates (0.0: none yet)."""
+        return float(self.applied)
+
+    def fit_range(self):
+        """``(fit_from, fit_to)`` of the map applied: the labels it was fitted on, by
+        their order of joining (0-based, end exclusive); ``(nan, nan)`` before one."""
+        if not self.applied:
+            return _NAN, _NAN
+        v = self.versions[self.applied - 1]
+        return float(v["fit_from"]), float(v["fit_to"])
+
+    def __len__(self):
+        return self.n
+
+    def apply(self, metrics):
+        """Give the newest map, when it is newer than the one applied, to the label-free
+        estimates among ``metrics`` (a Monitor scope's: see :func:`recalibrate`), and set
+        the :class:`CalibrationField` values among them. Returns whether a new map was
+        applied. Runtime complexity: `O(metrics)`, plus each window's re-read of the
+        predictions it holds when a map is new."""
+        new = len(self.versions) > self.applied and self.fitted is not None
+        if new:
+            for m in metrics.values():
+                recalibrate(m, self.fitted)
+            self.applied = len(self.versions)
+        lo, hi = self.fit_range()
+        for m in metrics.values():
+            if isinstance(m, CalibrationField):
+                m.value = {"version": float(self.applied), "fit_from": lo, "fit_to": hi}[m.output]
+        return new
+
+    # -- state ----------------------------------------------------------------
+    def _params(self):
+        return {"every": self.every, "window": self.window, "pos_label": self.pos_label,
+                "neg_label": self.neg_label}
+
+    def _get_data(self):
+        s, y, w = self.held()
+        return {"n": self.n, "held": [s.tolist(), y.tolist(), w.tolist()],
+                "versions": [dict(v) for v in self.versions],
+                "fitted": None if self.fitted is None else self.fitted.to_state(),
+                "applied": self.applied}
+
+    def _set_data(self, data):
+        try:
+            n = int(data["n"])
+            s, y, w = (np.asarray(c, dtype=np.float64) for c in data["held"])
+            versions = [{"version": int(v["version"]), "fit_from": int(v["fit_from"]),
+                         "fit_to": int(v["fit_to"]), "points": int(v["points"])}
+                        for v in data["versions"]]
+            fitted = (None if data["fitted"] is None
+                      else IsotonicCalibration.from_state(data["fitted"]))
+            applied = int(data["applied"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a CalibrationRefit state: {e}") from None
+        cap = self.window if self.window is not None else max(len(s), 1)
+        if (s.ndim != 1 or s.shape != y.shape or s.shape != w.shape or len(s) > cap
+                or len(s) > n or not np.isfinite(s).all() or not np.isin(y, (0.0, 1.0)).all()
+                or not (np.isfinite(w).all() and (w >= 0).all())
+                or not 0 <= applied <= len(versions) or (versions and fitted is None)
+                or any(v["version"] != i + 1 for i, v in enumerate(versions))):
+            raise ValueError("not a CalibrationRefit state: the ring, versions or applied "
+                             "version are inconsistent")
+        self._reset()
+        self.n = n - len(s)
+        if len(s):
+            self._push(s, y, w)
+        self.n = n
+        self.versions, self.fitted, self.applied = versions, fitted, applied
+
+    def _check(self):
+        assert 0 <= self._held <= self.n
+        assert 0 <= self.applied <= len(self.versions)
+        assert len(self.versions) <= self.n // self.every
+
+
+def recalibrate(obj, calibration):
+    """Give ``calibration`` to a Monitor's object if it is a label-free estimate (it
+    declares ``recalibrates``), or a window over one, or an estimate check; anything else
+    is left alone. A metric that never reverts (cumulative) counts the predictions that
+    follow with the new map (:meth:`~streameval.metrics.estimated.LabelFree.set_calibration`);
+    a window (it declares ``replace_metric``) gets a new metric with the new map, fed the
+    events it holds, so that it reverts each event with the map it was counted with. A
+    read-only view (it declares ``owner``) follows its owner. Returns whether ``obj``
+    took the map.
+
+    Runtime complexity: `O(1)`; a window's: one ``update_many`` of the events it holds.
+    """
+    if getattr(obj, "owner", None) is not None:  # (a shared view reads its owner)
+        return False
+    inner = getattr(obj, "metric", None)
+    if inner is not None and inner is not obj:
+        if not getattr(inner, "recalibrates", False):
+            return False
+        replace = getattr(obj, "replace_metric", None)
+        if replace is None:  # (a tumbling window: it keeps the map it was built with)
+            return False
+        replace(inner.clone({"calibration": calibration}))
+        return True
+    if getattr(obj, "recalibrates", False):
+        obj.set_calibration(calibration)
+        return True
+    return False
+
+
+def apply_refits(metrics):
+    """At a Monitor scope's row: each :class:`CalibrationRefit` among ``metrics`` applies
+    its newest map to the others (:meth:`CalibrationRefit.apply`). Returns whether a new
+    map was applied. Runtime complexity: `O(metrics)`."""
+    new = False
+    for m in metrics.values():
+        if type(m) is CalibrationRefit:
+            new = m.apply(metrics) or new
+    return new
+
+
+class CalibrationField(BinaryMetric):
+    """What a Monitor's :class:`CalibrationRefit` applied, as a row value: ``output``
+    ``"version"``, ``"fit_from"`` or ``"fit_to"`` (see :meth:`CalibrationRefit.fit_range`).
+    Passive: it counts nothing (its events are ignored); the schedule of its scope sets
+    its value at each row. NaN before any map is applied. `O(1)`."""
+
+    _public_name = "CalibrationField"
+    needs_labels = True
+
+    def __init__(self, output="fit_to", pos_label=True, neg_label=None):
+        BinaryMetric.__init__(self, pos_label, neg_label)
+        if output not in REFIT_OUTPUTS:
+            raise ValidationError("output", output, f"must be one of {REFIT_OUTPUTS}")
+        self.output = output
+        self.value = _NAN
+
+    def update(self, y_true, y_pred, w=1.0):
+        return self
+
+    def update_trusted(self, y, s, w=None):
+        return self
+
+    def revert(self, *args, **kwargs):
+        raise NotImplementedError("a calibration field counts no event")
+
+    revert_trusted = revert
+
+    def get(self):
+        return self.value
+
+    def merge(self, other):
+        self._check_same_kind(other, "merge", "into")
+        return self
+
+    def _get_data(self):
+        return {"value": None if self.value != self.value else self.value}
+
+    def _set_data(self, data):
+        v = data.get("value") if isinstance(data, dict) else _NAN
+        self.value = _NAN if v is None else float(v)

@@ -80,7 +80,7 @@ class EstimateCheck(Metric):
     needs_labels = True
 
     def __init__(self, of="recall", estimate=None, output="error", level=0.95, threshold=0.5,
-                 pos_label=True, neg_label=None):
+                 pos_label=True, neg_label=None, calibration=None):
         if output not in OUTPUTS:
             raise ValueError(f"output = {output!r}: must be one of {OUTPUTS}")
         if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
@@ -97,6 +97,38 @@ class EstimateCheck(Metric):
         if getattr(self._est, "needs_labels", True) is not False:
             raise ValueError(f"estimate {estimate or 'estimated_' + of!r} is not a label-free "
                              "metric (needs_labels = False)")
+        if calibration is not None:
+            self._est.set_calibration(calibration)
+
+    @property
+    def calibration(self):
+        """The estimate's calibration map (None: scores are probabilities)."""
+        return getattr(self._est, "calibration", None)
+
+    @property
+    def recalibrates(self):
+        """Whether a Monitor's calibration refit schedule gives the estimate its maps
+        (see :func:`~streameval.metrics.calibration.recalibrate`)."""
+        return bool(getattr(self._est, "recalibrates", False))
+
+    def set_calibration(self, calibration):
+        """The estimate counts the events that follow with ``calibration`` (see
+        :meth:`~streameval.metrics.estimated.LabelFree.set_calibration`)."""
+        self._est.set_calibration(calibration)
+        self.__dict__.pop("_array_params", None)
+
+    def _params(self):
+        params = super()._params()
+        cal = self.calibration
+        params["calibration"] = None if cal is None else cal.to_state()
+        return params
+
+    def clone(self, new_params=None, include_attributes=False):
+        params = super()._params()
+        params["calibration"] = self.calibration  # (the same map, not a copy)
+        if new_params:
+            params.update(new_params)
+        return type(self)(**params)
 
     #: validated binary columns (the realized metric's): a Monitor validates a batch
     #: once and hands it to :meth:`update_trusted`; windows keep it as numpy columns

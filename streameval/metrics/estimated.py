@@ -38,9 +38,12 @@ Every class here has ``needs_labels = False``: the label is ignored (``y_true`` 
 None, in ``update`` and in batches), so windows, segments and checkpoints treat them as
 any binary metric. The threshold applies to the raw score (the model's decision, as
 :class:`~streameval.Precision` applies it); ``calibration`` maps raw scores to
-probabilities and is a fixed parameter of the metric (a window's revert must see the
-map its update saw; refitting means new metrics). Without a calibration, scores must
-be probabilities in ``[0, 1]``.
+probabilities and is a parameter of the metric: a window's revert must see the map its
+update saw, so a new map (a Monitor's refit schedule,
+:class:`~streameval.metrics.calibration.CalibrationRefit`) goes to a cumulative metric
+for the events that follow (:meth:`LabelFree.set_calibration`) and to a window as a new
+metric fed the events it holds. Without a calibration, scores must be probabilities in
+``[0, 1]``.
 
 Sums are exact (:func:`exact_sums`: integers at a scale where every float64 is one), so
 an estimate does not depend on how its events were batched, reverted, merged or
@@ -82,6 +85,7 @@ __all__ = [
     "PredictedPositiveRate",
     "EstimatedROCAUC",
     "calibrated",
+    "map_token",
 ]
 
 _NAN = math.nan
@@ -169,6 +173,24 @@ def _calibration_param(calibration):
     return calibration
 
 
+_TOKENS = iter(range(1, 1 << 62))
+
+
+def map_token(calibration):
+    """A key of a calibration map that no other map ever has in this process (its
+    ``id`` may be reused once it is freed): what batch memos of one map are found by.
+    None for no map."""
+    if calibration is None:
+        return None
+    try:
+        tok = calibration.__dict__.get("_streameval_token")
+        if tok is None:
+            tok = calibration.__dict__["_streameval_token"] = next(_TOKENS)
+        return tok
+    except AttributeError:  # (a map without __dict__: its id, kept alive by the metric)
+        return ("id", id(calibration))
+
+
 def calibrated(calibration, scores):
     """The probabilities of float64 ``scores`` under ``calibration`` (None: the scores
     themselves), checked to lie in ``[0, 1]``: ``ValidationError`` naming the first
@@ -216,6 +238,22 @@ class LabelFree(BinaryMetric):
     def calibration(self):
         """The calibration map (None: scores are probabilities)."""
         return self._calibration
+
+    @property
+    def recalibrates(self):
+        """Whether a Monitor's calibration refit schedule gives this metric its maps
+        (:func:`~streameval.metrics.calibration.recalibrate`): the estimates that read
+        scores as probabilities."""
+        return self._probabilities_needed
+
+    def set_calibration(self, calibration):
+        """Count the events that follow with ``calibration`` (None: scores are
+        probabilities); those counted keep the map they were counted with, so only a
+        metric that never reverts may change its map (a window is rebuilt instead:
+        :func:`~streameval.metrics.calibration.recalibrate`). Runtime complexity:
+        `O(1)`."""
+        self._calibration = _calibration_param(calibration)
+        self.__dict__.pop("_array_params", None)  # (the binary state's parameters)
 
     @property
     def score_bounds(self):
@@ -363,7 +401,7 @@ class EstimatedConfusion(LabelFree):
         computed once per batch for every estimate of the same threshold and
         calibration map in a Monitor's shared batch
         (:func:`~streameval.metrics.base.batch_memo`)."""
-        key = ("estimated confusion", self.threshold, id(self._calibration))
+        key = ("estimated confusion", self.threshold, map_token(self._calibration))
         return batch_memo(key, y, s, w, lambda: self._sum_batch(s, w))
 
     def _sum_batch(self, s, w):
@@ -754,6 +792,15 @@ class EstimatedROCAUC(LabelFree):
 
     _has_interval = True
 
+    def read_size(self):
+        """0: ``get()`` is `O(1)`. Declared for a Monitor's evaluator, which then reads
+        the value at every row but leaves out of the rows the interval of a cumulative
+        estimate (DeLong's variance is a pass over every distinct score held, the
+        dearest part of a row on a long stream), as for a cumulative ``ROCAUC``:
+        :meth:`interval` gives it on demand; a window's interval is in
+        the rows."""
+        return 0
+
     #: (score order, its stamp) of the cached DeLong variance
     _delong_key = None
     _delong_var = _NAN
@@ -821,7 +868,7 @@ class EstimatedROCAUC(LabelFree):
         `O(1)`."""
         so = self._so
         lv = so._levels
-        return (id(so), so.stamp, id(so._arrays),
+        return (map_token(self._calibration), id(so), so.stamp, id(so._arrays),
                 None if lv is None else (id(lv), lv.rent, lv.ap, len(lv.pos), len(lv.neg),
                                          tuple(id(x.k) for x in lv.pos)))
 

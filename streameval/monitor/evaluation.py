@@ -12,8 +12,10 @@ states.
 Row and transition formats are described in :mod:`streameval.monitor`.
 
 Imports: numpy, the standard library, :mod:`streameval.monitor.explain` (the
-explanation fields of a transition) and :func:`streameval.metrics.base.has_interval`; it
-reads scopes through their public methods.
+explanation fields of a transition), :func:`streameval.metrics.base.has_interval` and
+:func:`streameval.metrics.calibration.apply_refits` (a scope's calibration refits take
+effect at its rows); it reads scopes through their public methods, and drops a scope's
+cached values when a refit changed them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from streameval.metrics.base import has_interval
+from streameval.metrics.calibration import apply_refits
 from streameval.monitor.explain import alarm_input, explain
 
 __all__ = ["Evaluator", "evaluation_points", "row_intervals", "ROW_INTERVAL_LEVEL"]
@@ -143,6 +146,8 @@ class Evaluator:
         values = []
         for sc, reps in zip(scopes, reports):
             vals, bounds, as_of = sc.read(reps, fresh)
+            if apply_refits(sc.metrics):  # (a new calibration map, from this row on)
+                sc._fresh = None
             values.append(vals)
             # a segment row counts the segment's events; stream_n places it in the stream
             row = ({"n": n, "t": t, "segment": None, "values": vals} if sc.key is None else

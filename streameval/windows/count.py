@@ -212,6 +212,9 @@ class _CountSliding(Sliding, case="count"):
             else:
                 ops.add_raw(y, s, weights_or_none(w))
 
+    def _refill(self, ops):
+        self._feed(ops)
+
     def _expire(self, k):
         """Revert the ``k`` oldest events, a chunk slice at a time; over a metric that
         defers their removal to its next read to the same bits (its declared

@@ -336,6 +336,18 @@ class Sliding(Cases):
     def _params(self):
         return {"size": self.size, "period": self.period, "lateness": self.lateness}
 
+    def replace_metric(self, metric):
+        """Wrap ``metric`` (an empty metric of the same kind: other parameters, e.g. a
+        new calibration map) instead of the current one, fed the events the window holds,
+        so that it reverts each of them as it counted it. Runtime complexity: one batch
+        update of the events held."""
+        self.metric = metric
+        self._bind()
+        self._refill(self._ops)
+
+    def _refill(self, ops):
+        raise NotImplementedError
+
     def merge(self, other):
         """Fold in another window over the same metric with the same parameters.
 

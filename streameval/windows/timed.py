@@ -206,6 +206,10 @@ class _TimeSliding(Sliding, case="time"):
             return self._labels[y]
         return y
 
+    def _refill(self, ops):
+        if self._events:
+            self._add_stored(ops, list(self._events))
+
     def _add_stored(self, ops, items):
         """Add stored events to a metric (its ops): through the trusted path when
         they are batch events (stored validated), else through ``update_many``."""
