@@ -481,11 +481,18 @@ def test_unchanged_segments_are_referenced_not_written_again(tmp_path):
     feed(segs, 6000, 0)
     w = StateWriter(tmp_path / "c.json")
     w.write(m.to_array_state(), kind="monitor")
-    assert w.last["subtrees"] == 31  # every segment and the whole stream
+    # every segment and the whole stream, each with its metrics, drift tests and rules
+    assert w.last["subtrees"] == 31 * 4
+    before = json.loads((tmp_path / "c.json").read_text())["state"]["data"]["segments"]
     feed(["s3", "s7"], 500, 6000)
+    assert all(m._segments[s].pending and m._segments[s].n == m._segments["s0"].n
+               for s in ("s3", "s7"))  # (buffered, not fed: below their next row)
     w.write(m.to_array_state(), kind="monitor")
-    # the two segments that counted events and the whole stream's scope, nothing else
-    assert w.last["subtrees"] == 3, w.last
+    # the whole stream's scope (fed) and the two segments that buffered events (their
+    # buffer only: their metrics', drift tests' and rules' subtrees are referenced)
+    assert w.last["subtrees"] == 4 + 2, w.last
+    after = json.loads((tmp_path / "c.json").read_text())["state"]["data"]["segments"]
+    assert sum(a != b for a, b in zip(after, before)) == 3
     full = StateWriter(tmp_path / "f.json")
     full.write(m.to_array_state(), kind="monitor")
     assert w.last["bytes"] < 0.5 * full.last["bytes"], (w.last, full.last)
@@ -772,13 +779,16 @@ def test_after_a_restart_unchanged_window_batches_are_referenced(tmp_path):
     env = json.loads(path.read_text())
     d = Path(pack_dir(path))
     stores = 0
-    for ref in env["state"]["data"]["segments"]:
+
+    def subtree(ref):  # (the JSON a subtree reference points at)
         ref = ref["$b"]
-        raw = (d / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]]
-        seg = json.loads(raw)
+        return json.loads((d / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]])
+
+    for ref in env["state"]["data"]["segments"]:
+        seg = subtree(ref)
         if seg["segment"] in ("s1", None):
             continue
-        for name, ms in seg["metrics"].items():
+        for name, ms in subtree(seg["metrics"]).items():
             if "@" in name and "store" in ms.get("data", {}):
                 for run in ms["data"]["store"]:
                     assert run["y"]["$a"][0] in first, (seg["segment"], name)

@@ -272,7 +272,7 @@ class StateWriter:
             sub = _Subtree(x, [pack, 0, 0, "json", [0], 0])
             inside.append(sub)
             try:
-                if _dump(sub, ref_of):
+                if not _holds_subtree(x[BLOB]) and _dump(sub, ref_of):
                     fast.append((sub, depth))
                 else:
                     sub.tree = walk(x[BLOB], depth + 1)
@@ -465,6 +465,19 @@ class _Subtree:
     def __init__(self, marker, ref):
         self.marker, self.ref, self.tree, self.items = marker, ref, None, {}
         self.parts = self.refs = None
+
+
+def _holds_subtree(x) -> bool:
+    """Whether a subtree's content holds a subtree one level down (a Monitor's scope
+    holding its metrics' subtree): it is walked, without serialising it first to find
+    out (:func:`_dump` would decline it)."""
+    if type(x) is dict:
+        values = x.values()
+    elif type(x) is list:
+        values = x
+    else:
+        return False
+    return any(type(v) is dict and BLOB in v for v in values)
 
 
 def _little(a: np.ndarray) -> np.ndarray:
