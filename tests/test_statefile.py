@@ -660,6 +660,86 @@ def test_a_chain_of_incremental_checkpoints_equals_a_full_one(tmp_path_factory, 
         mon.to_state())
 
 
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1),
+       steps=st.lists(st.sampled_from(["many", "buffer", "one", "evaluate", "snapshot"]),
+                      min_size=2, max_size=7))
+def test_a_chain_of_segment_checkpoints_equals_the_monitor_at_every_step(
+        tmp_path_factory, seed, steps):
+    """A segmented monitor saved by one writer after each step: events on many
+    segments (some fed at their own rows), a few events on one segment (its buffer only:
+    its metrics', drift tests' and rules' subtrees referenced), one event, an evaluation
+    (every buffer fed, rules evaluated without new events) or a snapshot (reads). Each
+    load equals the monitor then, and the last equals a fresh writer's full checkpoint."""
+    rng = np.random.default_rng(seed)
+    d = tmp_path_factory.mktemp("segchain")
+    mon = Monitor.default(group_by="segment")
+    w = StateWriter(d / "c.json")
+    names = ["a", "b", "c", "d", "e"]
+    t0 = 0
+    for step in steps:
+        if step in ("many", "buffer"):
+            k = int(rng.integers(800, 2500)) if step == "many" else int(rng.integers(1, 60))
+            y = rng.random(k) < 0.3
+            seg = list(rng.choice(names, k)) if step == "many" else [names[t0 % 5]] * k
+            mon.update_many(y, rng.random(k), t=t0 + np.arange(k, dtype=float), segment=seg)
+            t0 += k
+        elif step == "one":
+            mon.update(bool(rng.random() < 0.3), float(rng.random()), t=float(t0),
+                       segment=names[int(rng.integers(5))])
+            t0 += 1
+        elif step == "evaluate":
+            mon.evaluate()
+        else:
+            mon.snapshot()
+        w.write(mon.to_array_state(), kind="monitor")
+        # (to_state below may merge a score order's deferred work: a fresh writer's full
+        # checkpoint is taken of the same state first)
+        StateWriter(d / "f.json").write(mon.to_array_state(), kind="monitor")
+        _same_tree(_plain(load_checkpoint(d / "c.json")), _plain(load_checkpoint(d / "f.json")))
+        got = Monitor.from_array_state(load_checkpoint(d / "c.json", expected_kind="monitor"))
+        assert json.dumps(got.to_state()) == json.dumps(mon.to_state()), step
+
+
+def test_damage_inside_a_segments_metrics_or_buffer_is_refused(tmp_path):
+    """A flipped byte in a segment's metrics subtree (referenced from the segment's own
+    subtree) or in its buffer's columns is refused by its CRC-32, naming the pack."""
+    rng = np.random.default_rng(21)
+    m = Monitor.default(group_by="segment")
+    y = rng.random(5000) < 0.3
+    m.update_many(y, rng.random(5000), t=np.arange(5000.0),
+                  segment=list(rng.choice(["a", "b"], 5000)))
+    m.evaluate()
+    y = rng.random(300) < 0.3
+    m.update_many(y, rng.random(300), t=5000 + np.arange(300.0), segment=["a"] * 300)
+    path = tmp_path / "c.json"
+    StateWriter(path).write(m.to_array_state(), kind="monitor")
+    env = json.loads(path.read_text())
+    d = Path(pack_dir(path))
+
+    def read(ref):
+        return json.loads((d / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]])
+
+    segs = [read(x["$b"]) for x in env["state"]["data"]["segments"]]
+    a = next(s for s in segs if s["segment"] == "a")
+    assert set(a["metrics"]) == {"$b"} and set(a["drift"]) == {"$b"}
+    assert len(a["evaluation"]["pending"]["s"]["$a"][4]) == 1  # (a column, not a list)
+    assert a["evaluation"]["pending"]["s"]["$a"][4] == [300]
+    for ref, what in ((a["metrics"]["$b"], "subtree"),
+                      (a["evaluation"]["pending"]["s"]["$a"], "array")):
+        pack = d / ref[0]
+        good = pack.read_bytes()
+        raw = bytearray(good)
+        raw[ref[1] + ref[2] // 2] ^= 0x04
+        pack.write_bytes(bytes(raw))
+        with pytest.raises(CheckpointError, match=f"an? {what} of pack .* CRC-32") as e:
+            load_checkpoint(path, expected_kind="monitor")
+        assert e.value.damaged and str(pack) in str(e.value)
+        pack.write_bytes(good)
+    back = Monitor.from_array_state(load_checkpoint(path, expected_kind="monitor"))
+    assert json.dumps(back.to_state()) == json.dumps(m.to_state())
+
+
 # ------------------------------------------------------- subtrees and their JSON
 _text = st.text(alphabet=st.sampled_from(list('ab"\\[]{}é$\n ')), max_size=6)
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**62, 2**62),
