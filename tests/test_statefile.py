@@ -177,6 +177,56 @@ def test_incremental_chain_equals_a_full_checkpoint_and_writes_less(tmp_path):
     assert total <= 2 * COMPACT_RATIO * full.last["bytes"] + 1
 
 
+def test_a_compaction_is_spread_over_checkpoints_and_disk_stays_bounded(tmp_path,
+                                                                        monkeypatch):
+    """With a small step, each checkpoint moves at most the step's live bytes (or what
+    it writes anew, or one pack), the least alive packs first; the bytes on disk stay
+    bounded over a long chain, and the chain loads equal to a full checkpoint."""
+    import streameval.io.statefile as sf
+
+    step = 64 << 10
+    monkeypatch.setattr(sf, "COMPACT_STEP", step)
+    rng = np.random.default_rng(5)
+    m = Monitor.default()  # (its windows' batches expire: dead bytes in old packs)
+    w = StateWriter(tmp_path / "c.json")
+    d = pack_dir(tmp_path / "c.json")
+    n, sizes, compacted = 0, [], 0
+    for i in range(40):
+        y = rng.random(3000) < 0.3
+        m.update_many(y, rng.random(3000) * 0.5 + 0.4 * y, t=np.arange(n, n + 3000.0))
+        n += 3000
+        before = {p: os.path.getsize(os.path.join(d, p)) for p in os.listdir(d)} \
+            if os.path.isdir(d) else {}
+        w.write(m.to_array_state(), kind="monitor")
+        last = w.last
+        if last["compacted"]:
+            compacted += 1
+            new = last["bytes"] - last["compacted"]
+            # (one pack's live bytes at most beyond the step: a pack is never split)
+            assert last["compacted"] <= max(step, new) + max(before.values()), last
+        sizes.append(sum(os.path.getsize(os.path.join(d, p)) for p in os.listdir(d)))
+    assert compacted >= 3
+    full = StateWriter(tmp_path / "f.json")
+    full.write(m.to_array_state(), kind="monitor")
+    assert max(sizes[10:]) <= 4 * COMPACT_RATIO * full.last["bytes"], (sizes, full.last)
+    chain = load_checkpoint(tmp_path / "c.json", expected_kind="monitor")
+    once = load_checkpoint(tmp_path / "f.json", expected_kind="monitor")
+    assert json.dumps(Monitor.from_array_state(chain).to_state()) == json.dumps(
+        Monitor.from_array_state(once).to_state()) == json.dumps(m.to_state())
+
+
+def test_compaction_takes_the_least_alive_packs_first_within_its_step():
+    from streameval.io.statefile import _sparsest
+
+    sizes = {"a": 100, "b": 100, "c": 100, "d": 100, "e": 10_000}
+    live = {"a": 40, "b": 10, "c": 30, "d": 60, "e": 4_000}  # (d: more than half alive)
+    assert _sparsest(live, sizes, 1 << 30) == {"a", "b", "c", "e"}
+    assert _sparsest(live, sizes, 40) == {"b", "c"}  # 10 + 30, least alive first
+    assert _sparsest(live, sizes, 45) == {"b", "c"}  # (a's 40 more would pass 45)
+    assert _sparsest(live, sizes, 5) == {"b"}  # one pack at least
+    assert _sparsest({"d": 60}, sizes, 1 << 30) == set()
+
+
 def test_pack_bytes_are_the_arrays_with_their_crc(tmp_path):
     x = np.arange(10, dtype=np.float64)
     ro = x.view()

@@ -38,7 +38,9 @@ A new subtree's JSON is written by the JSON encoder (in C) with a placeholder wh
 each array is, the placeholders then replaced by the arrays' references (each array's
 place in the pack and CRC-32 are fixed when it is met): no Python step per value, which
 is what a subtree of lists of small records (a rule's evaluation marks, a detector's
-candidates) costs when walked. A subtree holding a subtree, the key ``$a``, or a string
+candidates) costs when walked. A subtree holding a subtree (a Monitor's scope holds its
+metrics', drift tests' and rules' subtrees: the scope's few keys are walked, and each
+of those is referenced or encoded as above), the key ``$a``, or a string
 with an escape is walked instead, and so is one whose brackets (counted outside
 strings in one numpy pass over all of them) may nest deeper than a reader goes, which
 raises where it is too deep: a checkpoint a reader would refuse is never written.
@@ -60,7 +62,11 @@ levels and expired batches are dead weight in old packs), the live arrays of the
 that are less than half alive are written again into the new pack (and the subtrees
 that reference them, or that lie in such a pack): the old packs are
 then referenced by the previous generation only and deleted at the next checkpoint.
-Bytes on disk stay within about ``2 * COMPACT_RATIO`` times the live state.
+The least alive packs go first, and one checkpoint moves at most
+:data:`COMPACT_STEP` live bytes (or as many as it writes anew, if more; at least one
+pack): a compaction is spread over the next checkpoints, each manifest referencing a
+consistent set, rather than paid by one. Bytes on disk stay within a few times the
+live state.
 
 **Checks at load** (:func:`read_state`): the manifest's own checksum, every pack's
 size, each array's bounds, dtype, shape and CRC-32, references to packs the manifest
@@ -108,13 +114,17 @@ from streameval.io.checkpoint import (
     write_synced,
 )
 
-__all__ = ["StateWriter", "read_state", "VERSION", "COMPACT_RATIO", "pack_dir",
-           "referenced_packs", "remove_unreferenced"]
+__all__ = ["StateWriter", "read_state", "VERSION", "COMPACT_RATIO", "COMPACT_STEP",
+           "pack_dir", "referenced_packs", "remove_unreferenced"]
 
 #: the manifest's version (JSON checkpoints are version 1)
 VERSION = 2
 #: compaction threshold: bytes of the referenced packs over live bytes (see module notes)
 COMPACT_RATIO = 2.0
+#: live bytes one checkpoint moves when it compacts, at most (or as many as it writes
+#: anew, if more; and always one pack's): a compaction is spread over checkpoints
+#: instead of rewriting every sparse pack in one
+COMPACT_STEP = 8 << 20
 
 
 #: JSON scalars as they are (a tree's leaves, most of its nodes)
@@ -324,7 +334,7 @@ class StateWriter:
         new_bytes = end[0]
         compacted = 0
         if live and sum(sizes.values()) > COMPACT_RATIO * (sum(live.values()) + new_bytes):
-            sparse = {p for p in live if live[p] * 2 < sizes.get(p, 0)}
+            sparse = _sparsest(live, sizes, max(COMPACT_STEP, new_bytes))
             moved = set()
             for k, (obj, ref) in list(used.items()):
                 if ref[0] in sparse and isinstance(obj, np.ndarray):
@@ -478,6 +488,21 @@ def _holds_subtree(x) -> bool:
     else:
         return False
     return any(type(v) is dict and BLOB in v for v in values)
+
+
+def _sparsest(live: dict, sizes: dict, budget: int) -> set:
+    """The packs to compact: of those less than half alive, the least alive first (the
+    most dead bytes freed per byte moved), while their live bytes fit in ``budget``
+    (the first one always)."""
+    sparse = sorted((live[p] / sizes[p], p) for p in live
+                    if sizes.get(p, 0) and live[p] * 2 < sizes[p])
+    out, moved = set(), 0
+    for _, p in sparse:
+        if out and moved + live[p] > budget:
+            break
+        out.add(p)
+        moved += live[p]
+    return out
 
 
 def _little(a: np.ndarray) -> np.ndarray:
