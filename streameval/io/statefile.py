@@ -277,7 +277,14 @@ class StateWriter:
             k = ("b", id(x))
             hit = used.get(k) or self._cache.get(k)
             if hit is not None and hit[0].marker is x:
-                self._reuse(hit, note)
+                flat, flat_ids = _flat(hit[0])
+                used[k] = hit
+                used.update(flat)
+                ids.update(flat_ids)
+                if inside:
+                    items = inside[-1].items
+                    items[k] = hit
+                    items.update(flat)
                 return {BLOB: hit[1]}
             sub = _Subtree(x, [pack, 0, 0, "json", [0], 0])
             inside.append(sub)
@@ -320,6 +327,7 @@ class StateWriter:
         # the subtrees the JSON encoder wrote: nested no deeper than a reader goes (else
         # walked, which raises where a state is too deep)
         for sub, depth in _too_deep(fast):
+            sub.flat = None  # (what it holds is noted again)
             inside.append(sub)
             try:
                 walk(sub.marker[BLOB], depth + 1)
@@ -399,17 +407,6 @@ class StateWriter:
                      "seconds": time.perf_counter() - t0}
         return seq
 
-    @staticmethod
-    def _reuse(hit, note):
-        """Reference a subtree written before, and everything it holds."""
-        sub = hit[0]
-        note(("b", id(sub.marker)), hit)
-        for k, item in sub.items.items():
-            if isinstance(item[0], _Subtree):
-                StateWriter._reuse(item, note)
-            else:
-                note(k, item)
-
     def _pack_sizes(self, names) -> dict:
         out = {}
         for p in names:
@@ -470,11 +467,30 @@ class _Subtree:
     its JSON in ``parts`` split where its arrays' references go, and those ``refs``), and
     what it holds."""
 
-    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs")
+    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs", "flat", "flat_ids")
 
     def __init__(self, marker, ref):
         self.marker, self.ref, self.tree, self.items = marker, ref, None, {}
-        self.parts = self.refs = None
+        self.parts = self.refs = self.flat = self.flat_ids = None
+
+
+def _flat(sub: _Subtree) -> tuple:
+    """Everything a subtree written before holds, its subtrees' content included
+    (``{key: item}``), and ``{id of an array: its key}`` of those arrays: what a
+    checkpoint that references it references too, noted with two dict updates. Made
+    once per subtree (what it holds never changes once it is written)."""
+    if sub.flat is None:
+        flat, flat_ids = {}, {}
+        for k, item in sub.items.items():
+            flat[k] = item
+            if isinstance(item[0], _Subtree):
+                inner, inner_ids = _flat(item[0])
+                flat.update(inner)
+                flat_ids.update(inner_ids)
+            elif k[0] != "w":  # (an array's identity key)
+                flat_ids[id(item[0])] = k
+        sub.flat, sub.flat_ids = flat, flat_ids
+    return sub.flat, sub.flat_ids
 
 
 def _holds_subtree(x) -> bool:
