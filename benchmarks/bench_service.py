@@ -96,6 +96,22 @@ Results: ``benchmarks/results/bench_service_longrun.json``.
     python benchmarks/bench_service.py --longrun 30000000 --every 5000000  # ~1 h
     python benchmarks/bench_service.py --longrun 600000 --every 100000     # ~1 min
 
+``--state-events N,N`` measures what checkpoints cost a service that holds a long
+stream: for each N, a server (checkpoints off by default; the default monitor unless
+``--config``) is given N continuous-score events first (two connections, batches of
+10 000), writes one checkpoint untimed (as a service that has been running has), then
+``--pairs`` pairs (default 2 here) of windows of ``--seconds`` (default 25 here) of
+``--clients`` (default 8 here) x ``--batch`` (default 100 here) events alternate: one
+without checkpoints, one with a ``POST /checkpoint`` every ``--state-checkpoint-every``
+seconds (default 10; the periodic writer's path). The table shows the median p99 of
+each kind and their ratio (target: at most 1.2x), then the seconds from SIGTERM to the
+server's exit (its final checkpoint; target: within 10 s) and a restart's time to
+serve again (its event count checked against the stopped server's). Results:
+``benchmarks/results/bench_service_state.json``.
+
+    python benchmarks/bench_service.py --state-events 1000000,10000000  # ~20 min
+    python benchmarks/bench_service.py --state-events 200000 --seconds 5  # ~1 min
+
 ``--old-socket`` starts the server with its listening socket made without TCP_NODELAY
 (protocol 0, so asyncio leaves Nagle's algorithm on for accepted connections: every
 keep-alive response then waits for the client's delayed ACK, about 40 ms).
@@ -828,6 +844,154 @@ def longrun_results(rows, args):
              better="lower", note=f"flat: at most {LONGRUN_RSS_FACTOR:g}x")
 
 
+
+# --------------------------------------------------------------------------- state mode
+
+
+def post_events(port, n, threads=2, batch=10_000, seed=100):
+    """Post ``n`` continuous-score events (batches of ``batch``, event times 0, 1, ...)
+    from ``threads`` connections; returns the seconds it took."""
+    import numpy as np
+
+    per = -(-n // threads)
+    errors = []
+
+    def run(j):
+        rng = np.random.default_rng(seed + j)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        try:
+            for i in range(0, min(per, n - j * per), batch):
+                k = min(batch, per - i, n - j * per - i)
+                y = rng.random(k) < 0.3
+                s = (rng.random(k) * 0.6 + 0.3 * y).tolist()
+                t0 = j * per + i
+                body = ("[" + ",".join(f'{{"ts":{t0 + x},"label":{int(y[x])},"score":{s[x]!r}}}'
+                                       for x in range(k)) + "]").encode()
+                conn.request("POST", "/events", body=body,
+                             headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                data = r.read()
+                if r.status != 200:
+                    raise RuntimeError(f"HTTP {r.status}: {data[:200]!r}")
+        except Exception as e:  # reported below
+            errors.append(e)
+        finally:
+            conn.close()
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=run, args=(j,)) for j in range(threads)]
+    for x in ts:
+        x.start()
+    for x in ts:
+        x.join()
+    if errors:
+        raise errors[0]
+    return time.monotonic() - t0
+
+
+def state_window(port, args, checkpoint_every=None):
+    """One window of ``args.seconds``: ``args.clients`` clients x ``args.batch`` events
+    in ``args.client_procs`` processes; with ``checkpoint_every``, a ``POST /checkpoint``
+    that often meanwhile (the service's periodic path). Returns the p99 (ms), the
+    requests measured and the checkpoints written."""
+    clients = args.clients
+    procs_n = max(1, min(clients, args.client_procs))
+    per = [clients // procs_n + (1 if i < clients % procs_n else 0) for i in range(procs_n)]
+    ctx = mp.get_context("fork")
+    results = ctx.Queue()
+    t_start = time.monotonic() + 0.3 + args.warmup
+    t_end = t_start + args.seconds
+    workers = [ctx.Process(target=client_process,
+                           args=(port, args.batch, k, 7 + i, t_start, t_end, results))
+               for i, k in enumerate(per)]
+    for w in workers:
+        w.start()
+    done = 0
+    if checkpoint_every:
+        nxt = t_start + checkpoint_every / 2
+        while nxt < t_end:
+            time.sleep(max(0.0, nxt - time.monotonic()))
+            request(port, "POST", "/checkpoint", body=b"")
+            done += 1
+            nxt += checkpoint_every
+    got = [results.get(timeout=600) for _ in workers]
+    for w in workers:
+        w.join(60)
+    errors = [e for g in got for e in g["errors"]]
+    if errors:
+        raise RuntimeError(f"client error: {errors[0]}")
+    lat = sorted(x for g in got for x in g["lat"])
+    return 1e3 * percentile(lat, 99), len(lat), done
+
+
+def state_mode(args):
+    """For each of ``args.state_events``: a server holding that many events (posted
+    first, then one untimed checkpoint, as a service that has been running has written),
+    the p99 of the clients without checkpoints and with one every
+    ``args.state_checkpoint_every`` seconds, in ``args.pairs`` interleaved pairs of
+    windows, then the time a SIGTERM takes (its final checkpoint) and a restart's time
+    to serve again."""
+
+    tab = R.table("state", "p99 latency with a checkpoint every "
+                  f"{args.state_checkpoint_every:g} s against without, and SIGTERM, "
+                  "against the events the service holds",
+                  ["events", "post s", "p99 ms (none)", "p99 ms (checkpoints)", "ratio",
+                   "checkpoints", "SIGTERM s", "restart s", "state MB"],
+                  note=f"{args.clients} clients x {args.batch} events, windows of "
+                       f"{args.seconds:g} s, {args.pairs} pairs (none, checkpoints) "
+                       "interleaved; p99 the median over the pairs")
+    for n in args.state_events:
+        with tempfile.TemporaryDirectory(prefix="bench_service_state.") as tmp:
+            state = os.path.join(tmp, "state")
+            server, port = start_server(state, NO_CHECKPOINTS, args.config)
+            threading.Thread(target=_drain, args=(server.stdout,), daemon=True).start()
+            try:
+                post = post_events(port, n)
+                request(port, "POST", "/checkpoint", body=b"")  # (a running service's)
+                none, ckpt, count = [], [], 0
+                for i in range(args.pairs):
+                    p, _, _ = state_window(port, args)
+                    none.append(p)
+                    p, _, k = state_window(port, args, args.state_checkpoint_every)
+                    ckpt.append(p)
+                    count += k
+                    print(f"  {n:>11,} events, pair {i + 1}: p99 {none[-1]:.1f} ms without, "
+                          f"{ckpt[-1]:.1f} ms with {k} checkpoints", flush=True)
+                held = request(port, "GET", "/snapshot")["n"]
+                t0 = time.monotonic()
+                server.send_signal(signal.SIGTERM)
+                server.wait(600)
+                sigterm = time.monotonic() - t0
+            finally:
+                if server.poll() is None:
+                    server.kill()
+                    server.wait(60)
+            size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(state)
+                       for f in fs) / 1e6
+            t0 = time.monotonic()
+            server, port = start_server(state, NO_CHECKPOINTS, args.config)
+            try:
+                restart = time.monotonic() - t0
+                back = request(port, "GET", "/snapshot")["n"]
+            finally:
+                server.kill()
+                server.wait(60)
+                server.stdout.close()
+            if back != held:
+                raise SystemExit(f"restart holds {back} events, the server had {held}")
+        p_none, p_ckpt = statistics.median(none), statistics.median(ckpt)
+        tab.add(n, post, p_none, p_ckpt, p_ckpt / p_none, count, sigterm, restart, size)
+        print(f"{n:>11,} events: posted in {post:.1f} s; p99 {p_none:.1f} ms without, "
+              f"{p_ckpt:.1f} ms with checkpoints ({p_ckpt / p_none:.2f}x, {count} "
+              f"checkpoints); SIGTERM {sigterm:.2f} s; restart {restart:.2f} s; state "
+              f"{size:.0f} MB", flush=True)
+        R.figure(f"state_p99_ratio_{n}", f"p99 with a checkpoint every "
+                 f"{args.state_checkpoint_every:g} s / without, {n:,} events",
+                 p_ckpt / p_none, "x", better="lower")
+        R.figure(f"state_sigterm_{n}", f"SIGTERM (final checkpoint), {n:,} events",
+                 sigterm, "s", better="lower")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 100, 1000],
@@ -863,8 +1027,37 @@ def main(argv=None):
     ap.add_argument("--event-rate", type=float, default=1000.0, metavar="R",
                     help="--longrun: events per second of event time (default %(default)s)")
     ap.add_argument("--seed", type=int, default=1, help="--longrun: random seed")
+    ap.add_argument("--state-events", type=lambda v: [int(x) for x in v.split(",")],
+                    metavar="N,N", help="servers holding N events each: p99 with and "
+                    "without checkpoints, SIGTERM and restart (see above)")
+    ap.add_argument("--state-checkpoint-every", type=float, default=10.0, metavar="S",
+                    help="--state-events: seconds between checkpoints (default %(default)s)")
     R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    if args.state_events is not None:
+        if args.json == str(R.default_path(__file__)):
+            args.json = str(R.RESULTS_DIR / "bench_service_state.json")
+        args.batch = 100 if args.batch == [1, 100, 1000] else args.batch[0]
+        args.clients = 8 if args.clients == [8, 32] else args.clients[0]
+        if args.seconds is None:
+            args.seconds = 25.0
+        if args.warmup is None:
+            args.warmup = 1.0
+        if args.pairs == 5:
+            args.pairs = 2
+        res = R.start(__file__, args)
+        for key in ("checkpoints", "quick", "checkpoint_seconds", "checkpoint_events",
+                    "old_socket", "attack", "refusal_penalty", "longrun", "every",
+                    "event_rate", "seed"):
+            res.parameters.pop(key, None)  # (the other modes')
+        print(f"nproc {os.cpu_count()}, Python {sys.version.split()[0]}, load average "
+              f"{os.getloadavg()[0]:.1f}; {args.clients} clients x {args.batch} events; "
+              f"{args.config or 'default monitor'}; durable (--state-dir)", flush=True)
+        t0 = time.monotonic()
+        state_mode(args)
+        print(f"\n{time.monotonic() - t0:.0f} s in all")
+        res.write(args.json)
+        return 0
     if args.longrun is not None:
         if args.json == str(R.default_path(__file__)):
             args.json = str(R.RESULTS_DIR / "bench_service_longrun.json")

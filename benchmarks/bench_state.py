@@ -18,8 +18,10 @@ script measures, in one run:
 
 Then, for ``--segments`` counts (``group_by``, ``--segment-events`` events spread evenly
 over the segments): the full checkpoint and the incremental one after ``--step`` more
-events, spread evenly (every segment changes) and skewed (a tenth of the segments get
-them: the others are referenced, not written again); a replay of ``--replay-events``
+events, spread evenly (every segment changes: its buffer of events waiting for its own
+next row, at least), skewed (a tenth of the segments get them: the others are
+referenced, not written again), and spread evenly then every segment's buffer fed and
+its row written (``Monitor.evaluate``: every segment's metrics change); a replay of ``--replay-events``
 rows with ``--checkpoint`` every 100 000 rows against the same replay without; and the
 service (a real ``streameval serve`` subprocess, ``--service-sizes`` events posted
 first): the p99 latency of 8 clients posting batches of 100 events without checkpoints
@@ -191,7 +193,8 @@ def by_segments(args, res, tmp):
     t = res.table("segments", f"Incremental checkpoint after {args.step:,} events against "
                   "the number of segments", ["segments", "events", "full s", "full MB",
                                              "incr. s (even)", "incr. MB (even)",
-                                             "incr. s (a tenth)", "incr. MB (a tenth)"])
+                                             "incr. s (a tenth)", "incr. MB (a tenth)",
+                                             "incr. s (all fed)", "incr. MB (all fed)"])
     worst = None
     for k in [int(x) for x in args.segments.split(",")]:
         mon = Monitor.default(**({"group_by": "segment"} if k > 1 else {}))
@@ -204,9 +207,11 @@ def by_segments(args, res, tmp):
         w.write({"monitor": mon.to_array_state()}, kind="bench")
         full, full_mb = time.perf_counter() - t0, w.last["bytes"] / 1e6
         out = []
-        for few in (False, True):
-            stream.few = max(1, k // 10) if few and k > 1 else 0
+        for case in ("even", "tenth", "fed"):
+            stream.few = max(1, k // 10) if case == "tenth" and k > 1 else 0
             stream.feed(mon, args.step)
+            if case == "fed":  # (every segment's buffered events fed, its row written)
+                mon.evaluate()
             t0 = time.perf_counter()
             w.write({"monitor": mon.to_array_state()}, kind="bench")
             out += [time.perf_counter() - t0, w.last["bytes"] / 1e6]
@@ -214,11 +219,15 @@ def by_segments(args, res, tmp):
         if k == max(int(x) for x in args.segments.split(",")):
             worst = out
         print(f"segments {k:>5}: full {full:.3f} s {full_mb:.1f} MB, incremental {out[0]:.3f}"
-              f" s {out[1]:.1f} MB (even), {out[2]:.3f} s {out[3]:.1f} MB (a tenth)",
-              flush=True)
+              f" s {out[1]:.1f} MB (even), {out[2]:.3f} s {out[3]:.1f} MB (a tenth), "
+              f"{out[4]:.3f} s {out[5]:.1f} MB (every segment fed)", flush=True)
         shutil.rmtree(d)
     res.figure("segments_incremental", "incremental checkpoint, most segments, events on a "
                "tenth of them", worst[2], "s", better="lower")
+    res.figure("segments_incremental_even", "incremental checkpoint, most segments, events "
+               "on every one (buffered)", worst[0], "s", better="lower")
+    res.figure("segments_incremental_fed", "incremental checkpoint, most segments, every "
+               "one fed since", worst[4], "s", better="lower")
 
 
 def replay(args, res, tmp):

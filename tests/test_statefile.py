@@ -177,6 +177,56 @@ def test_incremental_chain_equals_a_full_checkpoint_and_writes_less(tmp_path):
     assert total <= 2 * COMPACT_RATIO * full.last["bytes"] + 1
 
 
+def test_a_compaction_is_spread_over_checkpoints_and_disk_stays_bounded(tmp_path,
+                                                                        monkeypatch):
+    """With a small step, each checkpoint moves at most the step's live bytes (or what
+    it writes anew, or one pack), the least alive packs first; the bytes on disk stay
+    bounded over a long chain, and the chain loads equal to a full checkpoint."""
+    import streameval.io.statefile as sf
+
+    step = 64 << 10
+    monkeypatch.setattr(sf, "COMPACT_STEP", step)
+    rng = np.random.default_rng(5)
+    m = Monitor.default()  # (its windows' batches expire: dead bytes in old packs)
+    w = StateWriter(tmp_path / "c.json")
+    d = pack_dir(tmp_path / "c.json")
+    n, sizes, compacted = 0, [], 0
+    for i in range(40):
+        y = rng.random(3000) < 0.3
+        m.update_many(y, rng.random(3000) * 0.5 + 0.4 * y, t=np.arange(n, n + 3000.0))
+        n += 3000
+        before = {p: os.path.getsize(os.path.join(d, p)) for p in os.listdir(d)} \
+            if os.path.isdir(d) else {}
+        w.write(m.to_array_state(), kind="monitor")
+        last = w.last
+        if last["compacted"]:
+            compacted += 1
+            new = last["bytes"] - last["compacted"]
+            # (one pack's live bytes at most beyond the step: a pack is never split)
+            assert last["compacted"] <= max(step, new) + max(before.values()), last
+        sizes.append(sum(os.path.getsize(os.path.join(d, p)) for p in os.listdir(d)))
+    assert compacted >= 3
+    full = StateWriter(tmp_path / "f.json")
+    full.write(m.to_array_state(), kind="monitor")
+    assert max(sizes[10:]) <= 4 * COMPACT_RATIO * full.last["bytes"], (sizes, full.last)
+    chain = load_checkpoint(tmp_path / "c.json", expected_kind="monitor")
+    once = load_checkpoint(tmp_path / "f.json", expected_kind="monitor")
+    assert json.dumps(Monitor.from_array_state(chain).to_state()) == json.dumps(
+        Monitor.from_array_state(once).to_state()) == json.dumps(m.to_state())
+
+
+def test_compaction_takes_the_least_alive_packs_first_within_its_step():
+    from streameval.io.statefile import _sparsest
+
+    sizes = {"a": 100, "b": 100, "c": 100, "d": 100, "e": 10_000}
+    live = {"a": 40, "b": 10, "c": 30, "d": 60, "e": 4_000}  # (d: more than half alive)
+    assert _sparsest(live, sizes, 1 << 30) == {"a", "b", "c", "e"}
+    assert _sparsest(live, sizes, 40) == {"b", "c"}  # 10 + 30, least alive first
+    assert _sparsest(live, sizes, 45) == {"b", "c"}  # (a's 40 more would pass 45)
+    assert _sparsest(live, sizes, 5) == {"b"}  # one pack at least
+    assert _sparsest({"d": 60}, sizes, 1 << 30) == set()
+
+
 def test_pack_bytes_are_the_arrays_with_their_crc(tmp_path):
     x = np.arange(10, dtype=np.float64)
     ro = x.view()
@@ -481,11 +531,18 @@ def test_unchanged_segments_are_referenced_not_written_again(tmp_path):
     feed(segs, 6000, 0)
     w = StateWriter(tmp_path / "c.json")
     w.write(m.to_array_state(), kind="monitor")
-    assert w.last["subtrees"] == 31  # every segment and the whole stream
+    # every segment and the whole stream, each with its metrics, drift tests and rules
+    assert w.last["subtrees"] == 31 * 4
+    before = json.loads((tmp_path / "c.json").read_text())["state"]["data"]["segments"]
     feed(["s3", "s7"], 500, 6000)
+    assert all(m._segments[s].pending and m._segments[s].n == m._segments["s0"].n
+               for s in ("s3", "s7"))  # (buffered, not fed: below their next row)
     w.write(m.to_array_state(), kind="monitor")
-    # the two segments that counted events and the whole stream's scope, nothing else
-    assert w.last["subtrees"] == 3, w.last
+    # the whole stream's scope (fed) and the two segments that buffered events (their
+    # buffer only: their metrics', drift tests' and rules' subtrees are referenced)
+    assert w.last["subtrees"] == 4 + 2, w.last
+    after = json.loads((tmp_path / "c.json").read_text())["state"]["data"]["segments"]
+    assert sum(a != b for a, b in zip(after, before)) == 3
     full = StateWriter(tmp_path / "f.json")
     full.write(m.to_array_state(), kind="monitor")
     assert w.last["bytes"] < 0.5 * full.last["bytes"], (w.last, full.last)
@@ -653,6 +710,86 @@ def test_a_chain_of_incremental_checkpoints_equals_a_full_one(tmp_path_factory, 
         mon.to_state())
 
 
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1),
+       steps=st.lists(st.sampled_from(["many", "buffer", "one", "evaluate", "snapshot"]),
+                      min_size=2, max_size=7))
+def test_a_chain_of_segment_checkpoints_equals_the_monitor_at_every_step(
+        tmp_path_factory, seed, steps):
+    """A segmented monitor saved by one writer after each step: events on many
+    segments (some fed at their own rows), a few events on one segment (its buffer only:
+    its metrics', drift tests' and rules' subtrees referenced), one event, an evaluation
+    (every buffer fed, rules evaluated without new events) or a snapshot (reads). Each
+    load equals the monitor then, and the last equals a fresh writer's full checkpoint."""
+    rng = np.random.default_rng(seed)
+    d = tmp_path_factory.mktemp("segchain")
+    mon = Monitor.default(group_by="segment")
+    w = StateWriter(d / "c.json")
+    names = ["a", "b", "c", "d", "e"]
+    t0 = 0
+    for step in steps:
+        if step in ("many", "buffer"):
+            k = int(rng.integers(800, 2500)) if step == "many" else int(rng.integers(1, 60))
+            y = rng.random(k) < 0.3
+            seg = list(rng.choice(names, k)) if step == "many" else [names[t0 % 5]] * k
+            mon.update_many(y, rng.random(k), t=t0 + np.arange(k, dtype=float), segment=seg)
+            t0 += k
+        elif step == "one":
+            mon.update(bool(rng.random() < 0.3), float(rng.random()), t=float(t0),
+                       segment=names[int(rng.integers(5))])
+            t0 += 1
+        elif step == "evaluate":
+            mon.evaluate()
+        else:
+            mon.snapshot()
+        w.write(mon.to_array_state(), kind="monitor")
+        # (to_state below may merge a score order's deferred work: a fresh writer's full
+        # checkpoint is taken of the same state first)
+        StateWriter(d / "f.json").write(mon.to_array_state(), kind="monitor")
+        _same_tree(_plain(load_checkpoint(d / "c.json")), _plain(load_checkpoint(d / "f.json")))
+        got = Monitor.from_array_state(load_checkpoint(d / "c.json", expected_kind="monitor"))
+        assert json.dumps(got.to_state()) == json.dumps(mon.to_state()), step
+
+
+def test_damage_inside_a_segments_metrics_or_buffer_is_refused(tmp_path):
+    """A flipped byte in a segment's metrics subtree (referenced from the segment's own
+    subtree) or in its buffer's columns is refused by its CRC-32, naming the pack."""
+    rng = np.random.default_rng(21)
+    m = Monitor.default(group_by="segment")
+    y = rng.random(5000) < 0.3
+    m.update_many(y, rng.random(5000), t=np.arange(5000.0),
+                  segment=list(rng.choice(["a", "b"], 5000)))
+    m.evaluate()
+    y = rng.random(300) < 0.3
+    m.update_many(y, rng.random(300), t=5000 + np.arange(300.0), segment=["a"] * 300)
+    path = tmp_path / "c.json"
+    StateWriter(path).write(m.to_array_state(), kind="monitor")
+    env = json.loads(path.read_text())
+    d = Path(pack_dir(path))
+
+    def read(ref):
+        return json.loads((d / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]])
+
+    segs = [read(x["$b"]) for x in env["state"]["data"]["segments"]]
+    a = next(s for s in segs if s["segment"] == "a")
+    assert set(a["metrics"]) == {"$b"} and set(a["drift"]) == {"$b"}
+    assert len(a["evaluation"]["pending"]["s"]["$a"][4]) == 1  # (a column, not a list)
+    assert a["evaluation"]["pending"]["s"]["$a"][4] == [300]
+    for ref, what in ((a["metrics"]["$b"], "subtree"),
+                      (a["evaluation"]["pending"]["s"]["$a"], "array")):
+        pack = d / ref[0]
+        good = pack.read_bytes()
+        raw = bytearray(good)
+        raw[ref[1] + ref[2] // 2] ^= 0x04
+        pack.write_bytes(bytes(raw))
+        with pytest.raises(CheckpointError, match=f"an? {what} of pack .* CRC-32") as e:
+            load_checkpoint(path, expected_kind="monitor")
+        assert e.value.damaged and str(pack) in str(e.value)
+        pack.write_bytes(good)
+    back = Monitor.from_array_state(load_checkpoint(path, expected_kind="monitor"))
+    assert json.dumps(back.to_state()) == json.dumps(m.to_state())
+
+
 # ------------------------------------------------------- subtrees and their JSON
 _text = st.text(alphabet=st.sampled_from(list('ab"\\[]{}é$\n ')), max_size=6)
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**62, 2**62),
@@ -772,13 +909,16 @@ def test_after_a_restart_unchanged_window_batches_are_referenced(tmp_path):
     env = json.loads(path.read_text())
     d = Path(pack_dir(path))
     stores = 0
-    for ref in env["state"]["data"]["segments"]:
+
+    def subtree(ref):  # (the JSON a subtree reference points at)
         ref = ref["$b"]
-        raw = (d / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]]
-        seg = json.loads(raw)
+        return json.loads((d / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]])
+
+    for ref in env["state"]["data"]["segments"]:
+        seg = subtree(ref)
         if seg["segment"] in ("s1", None):
             continue
-        for name, ms in seg["metrics"].items():
+        for name, ms in subtree(seg["metrics"]).items():
             if "@" in name and "store" in ms.get("data", {}):
                 for run in ms["data"]["store"]:
                     assert run["y"]["$a"][0] in first, (seg["segment"], name)

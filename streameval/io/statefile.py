@@ -38,7 +38,9 @@ A new subtree's JSON is written by the JSON encoder (in C) with a placeholder wh
 each array is, the placeholders then replaced by the arrays' references (each array's
 place in the pack and CRC-32 are fixed when it is met): no Python step per value, which
 is what a subtree of lists of small records (a rule's evaluation marks, a detector's
-candidates) costs when walked. A subtree holding a subtree, the key ``$a``, or a string
+candidates) costs when walked. A subtree holding a subtree (a Monitor's scope holds its
+metrics', drift tests' and rules' subtrees: the scope's few keys are walked, and each
+of those is referenced or encoded as above), the key ``$a``, or a string
 with an escape is walked instead, and so is one whose brackets (counted outside
 strings in one numpy pass over all of them) may nest deeper than a reader goes, which
 raises where it is too deep: a checkpoint a reader would refuse is never written.
@@ -60,7 +62,11 @@ levels and expired batches are dead weight in old packs), the live arrays of the
 that are less than half alive are written again into the new pack (and the subtrees
 that reference them, or that lie in such a pack): the old packs are
 then referenced by the previous generation only and deleted at the next checkpoint.
-Bytes on disk stay within about ``2 * COMPACT_RATIO`` times the live state.
+The least alive packs go first, and one checkpoint moves at most
+:data:`COMPACT_STEP` live bytes (or as many as it writes anew, if more; at least one
+pack): a compaction is spread over the next checkpoints, each manifest referencing a
+consistent set, rather than paid by one. Bytes on disk stay within a few times the
+live state.
 
 **Checks at load** (:func:`read_state`): the manifest's own checksum, every pack's
 size, each array's bounds, dtype, shape and CRC-32, references to packs the manifest
@@ -108,13 +114,17 @@ from streameval.io.checkpoint import (
     write_synced,
 )
 
-__all__ = ["StateWriter", "read_state", "VERSION", "COMPACT_RATIO", "pack_dir",
-           "referenced_packs", "remove_unreferenced"]
+__all__ = ["StateWriter", "read_state", "VERSION", "COMPACT_RATIO", "COMPACT_STEP",
+           "pack_dir", "referenced_packs", "remove_unreferenced"]
 
 #: the manifest's version (JSON checkpoints are version 1)
 VERSION = 2
 #: compaction threshold: bytes of the referenced packs over live bytes (see module notes)
 COMPACT_RATIO = 2.0
+#: live bytes one checkpoint moves when it compacts, at most (or as many as it writes
+#: anew, if more; and always one pack's): a compaction is spread over checkpoints
+#: instead of rewriting every sparse pack in one
+COMPACT_STEP = 8 << 20
 
 
 #: JSON scalars as they are (a tree's leaves, most of its nodes)
@@ -267,12 +277,19 @@ class StateWriter:
             k = ("b", id(x))
             hit = used.get(k) or self._cache.get(k)
             if hit is not None and hit[0].marker is x:
-                self._reuse(hit, note)
+                flat, flat_ids = _flat(hit[0])
+                used[k] = hit
+                used.update(flat)
+                ids.update(flat_ids)
+                if inside:
+                    items = inside[-1].items
+                    items[k] = hit
+                    items.update(flat)
                 return {BLOB: hit[1]}
             sub = _Subtree(x, [pack, 0, 0, "json", [0], 0])
             inside.append(sub)
             try:
-                if _dump(sub, ref_of):
+                if not _holds_subtree(x[BLOB]) and _dump(sub, ref_of):
                     fast.append((sub, depth))
                 else:
                     sub.tree = walk(x[BLOB], depth + 1)
@@ -310,6 +327,7 @@ class StateWriter:
         # the subtrees the JSON encoder wrote: nested no deeper than a reader goes (else
         # walked, which raises where a state is too deep)
         for sub, depth in _too_deep(fast):
+            sub.flat = None  # (what it holds is noted again)
             inside.append(sub)
             try:
                 walk(sub.marker[BLOB], depth + 1)
@@ -324,7 +342,7 @@ class StateWriter:
         new_bytes = end[0]
         compacted = 0
         if live and sum(sizes.values()) > COMPACT_RATIO * (sum(live.values()) + new_bytes):
-            sparse = {p for p in live if live[p] * 2 < sizes.get(p, 0)}
+            sparse = _sparsest(live, sizes, max(COMPACT_STEP, new_bytes))
             moved = set()
             for k, (obj, ref) in list(used.items()):
                 if ref[0] in sparse and isinstance(obj, np.ndarray):
@@ -389,17 +407,6 @@ class StateWriter:
                      "seconds": time.perf_counter() - t0}
         return seq
 
-    @staticmethod
-    def _reuse(hit, note):
-        """Reference a subtree written before, and everything it holds."""
-        sub = hit[0]
-        note(("b", id(sub.marker)), hit)
-        for k, item in sub.items.items():
-            if isinstance(item[0], _Subtree):
-                StateWriter._reuse(item, note)
-            else:
-                note(k, item)
-
     def _pack_sizes(self, names) -> dict:
         out = {}
         for p in names:
@@ -460,11 +467,58 @@ class _Subtree:
     its JSON in ``parts`` split where its arrays' references go, and those ``refs``), and
     what it holds."""
 
-    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs")
+    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs", "flat", "flat_ids")
 
     def __init__(self, marker, ref):
         self.marker, self.ref, self.tree, self.items = marker, ref, None, {}
-        self.parts = self.refs = None
+        self.parts = self.refs = self.flat = self.flat_ids = None
+
+
+def _flat(sub: _Subtree) -> tuple:
+    """Everything a subtree written before holds, its subtrees' content included
+    (``{key: item}``), and ``{id of an array: its key}`` of those arrays: what a
+    checkpoint that references it references too, noted with two dict updates. Made
+    once per subtree (what it holds never changes once it is written)."""
+    if sub.flat is None:
+        flat, flat_ids = {}, {}
+        for k, item in sub.items.items():
+            flat[k] = item
+            if isinstance(item[0], _Subtree):
+                inner, inner_ids = _flat(item[0])
+                flat.update(inner)
+                flat_ids.update(inner_ids)
+            elif k[0] != "w":  # (an array's identity key)
+                flat_ids[id(item[0])] = k
+        sub.flat, sub.flat_ids = flat, flat_ids
+    return sub.flat, sub.flat_ids
+
+
+def _holds_subtree(x) -> bool:
+    """Whether a subtree's content holds a subtree one level down (a Monitor's scope
+    holding its metrics' subtree): it is walked, without serialising it first to find
+    out (:func:`_dump` would decline it)."""
+    if type(x) is dict:
+        values = x.values()
+    elif type(x) is list:
+        values = x
+    else:
+        return False
+    return any(type(v) is dict and BLOB in v for v in values)
+
+
+def _sparsest(live: dict, sizes: dict, budget: int) -> set:
+    """The packs to compact: of those less than half alive, the least alive first (the
+    most dead bytes freed per byte moved), while their live bytes fit in ``budget``
+    (the first one always)."""
+    sparse = sorted((live[p] / sizes[p], p) for p in live
+                    if sizes.get(p, 0) and live[p] * 2 < sizes[p])
+    out, moved = set(), 0
+    for _, p in sparse:
+        if out and moved + live[p] > budget:
+            break
+        out.add(p)
+        moved += live[p]
+    return out
 
 
 def _little(a: np.ndarray) -> np.ndarray:

@@ -601,6 +601,10 @@ class Monitor:
         if not scopes and not segs:
             return
         ordered = self._in_order(list(segs.values()))
+        # (what a binary state capture compares: these scopes' rules may change now)
+        stamps = self.__dict__.setdefault("_evaluations", {})
+        for sc in scopes + ordered:
+            stamps[sc.key] = stamps.get(sc.key, 0) + 1
         t, tp = self.t, self.t_predicted  # (rows: the newest time of events or predictions)
         self._evaluator.evaluate(scopes + ordered, self.n,
                                  t if tp is None or (t is not None and t >= tp) else tp, fresh)
@@ -1442,12 +1446,16 @@ class Monitor:
         never saved. Marked ``"arrays": 1``; :meth:`from_array_state` reads it.
 
         Each scope's state is a subtree ``{"$b": {...}}``
-        (:data:`~streameval.metrics.arraystate.SUBTREE`), and a scope whose event count,
-        evaluation state, rules', detectors' and score orders' states are unchanged since
-        the last call gives the very same subtree object (the monitor keeps the last
-        capture): a checkpoint writer then references what it wrote for it, so that an
-        incremental checkpoint costs the scopes that changed. :meth:`from_array_state`
-        reads both forms.
+        (:data:`~streameval.metrics.arraystate.SUBTREE`) whose metrics, drift tests and
+        rules are subtrees of their own, and a scope whose event count, evaluation state,
+        rules', detectors' and score orders' states are unchanged since the last call
+        gives the very same subtree object (the monitor keeps the last capture): a
+        checkpoint writer then references what it wrote for it, so that an incremental
+        checkpoint costs the scopes that changed. A scope whose only change is its
+        buffer of events waiting for its next evaluation (or its label coverage) gives
+        a new subtree holding the same subtrees of metrics, drift tests and rules: the
+        writer then writes the buffer's columns and a few hundred bytes of JSON, and
+        references the rest. :meth:`from_array_state` reads every form.
 
         Runtime complexity: `O(number of scopes)` for a cheap token of each, plus, for
         the scopes that changed, `O(their objects)`, the JSON of the small ones (the
@@ -1487,22 +1495,27 @@ class Monitor:
         # checkpoint writer references instead of writing it again (see _scope_token)
         last = self.__dict__.get("_captured") or {}
         captured = {}
+        stamps = self.__dict__.get("_evaluations") or {}
         for seg in self._all_segments():
-            token = _scope_token(seg)
+            objects, buffered = _scope_token(seg, stamps.get(seg.key, 0))
             hit = last.get(seg.key)
-            if hit is not None and hit[0] == token:
-                entry = hit[1]
+            if hit is not None and hit[0] == objects and hit[1] == buffered:
+                entry, parts = hit[2], hit[3]
             else:
-                entry = {
-                    "overall": seg.key is None, "segment": seg.label, "n": seg.n,
-                    "metrics": {name: metric_state(m) for name, m in seg.metrics.items()},
-                    "drift": {name: d.to_state() for name, d in seg.drift.items()},
-                    "rules": [r.to_state() for r in seg.rules],
-                }
-                if seg.eval_state() is not None:  # (the evaluator's: idle rows, held values)
-                    entry["evaluation"] = seg.eval_state()
+                if hit is not None and hit[0] == objects:
+                    parts = hit[3]  # (only the buffer and label coverage changed)
+                else:
+                    parts = (
+                        {SUBTREE: {name: metric_state(m) for name, m in seg.metrics.items()}},
+                        {SUBTREE: {name: d.to_state() for name, d in seg.drift.items()}},
+                        {SUBTREE: [r.to_state() for r in seg.rules]})
+                entry = {"overall": seg.key is None, "segment": seg.label, "n": seg.n,
+                         "metrics": parts[0], "drift": parts[1], "rules": parts[2]}
+                ev = seg.eval_state(arrays=True)  # (the evaluator's: idle rows, held values)
+                if ev is not None:
+                    entry["evaluation"] = ev
                 entry = {SUBTREE: entry}
-            captured[seg.key] = (token, entry)
+            captured[seg.key] = (objects, buffered, entry, parts)
             segments.append(entry)
         self.__dict__["_captured"] = captured
         data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n,
@@ -1598,63 +1611,42 @@ def _inline_subtrees(state):
     if not isinstance(segs, list) or not any(
             isinstance(x, dict) and SUBTREE in x for x in segs):
         return state
-    inner = [x[SUBTREE] if isinstance(x, dict) and set(x) == {SUBTREE} else x for x in segs]
+
+    def part(x):
+        return x[SUBTREE] if isinstance(x, dict) and set(x) == {SUBTREE} else x
+
+    inner = []
+    for x in segs:
+        x = part(x)
+        if isinstance(x, dict) and any(part(x.get(k)) is not x.get(k)
+                                       for k in ("metrics", "drift", "rules")):
+            x = dict(x, **{k: part(x[k]) for k in ("metrics", "drift", "rules") if k in x})
+        inner.append(x)
     return dict(state, data=dict(d, segments=inner))
 
 
-def _fp(v, depth=2):
-    """A cheap fingerprint of a value: scalars as they are; small dicts by their items,
-    lists and tuples by their length and last item, ``depth`` levels down; anything
-    else by identity."""
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if depth and isinstance(v, dict) and len(v) <= 16:
-        return tuple((k, _fp(x, depth - 1)) for k, x in v.items())
-    if depth and isinstance(v, (list, tuple)):
-        return (len(v), _fp(v[-1], depth - 1) if v else None)
-    if isinstance(v, (dict, list, tuple, set)):
-        return (id(v), len(v))
-    return id(v)
-
-
-def _shallow(obj):
-    """A cheap token of an object's own attributes (:func:`_fp` of each): what a rule's
-    or a detector's state changes when it is evaluated."""
-    attrs = getattr(obj, "__dict__", None)
-    out = [] if attrs is None else [(k, _fp(v)) for k, v in attrs.items()]
-    for name in _slots(type(obj)):
-        if hasattr(obj, name):
-            out.append((name, _fp(getattr(obj, name))))
-    return tuple(out)
-
-
-_SLOTS: dict = {}
-
-
-def _slots(cls):
-    """Every ``__slots__`` name of ``cls`` and its bases (read once per class)."""
-    names = _SLOTS.get(cls)
-    if names is None:
-        names = _SLOTS[cls] = tuple(n for c in cls.__mro__ for n in getattr(c, "__slots__", ())
-                                    if n not in ("__dict__", "__weakref__"))
-    return names
-
-
-def _scope_token(seg):
-    """What decides whether a scope's binary state changed since the last capture: its
-    event count (what changes its detectors and most metrics), evaluation state (count
-    at its last row, held values, the events waiting in its buffer: only added to until
-    all are fed, so their count tells them), its label coverage counters, its rules' own
-    attributes (an evaluation changes them, with or without events), and each metric's
+def _scope_token(seg, evaluations):
+    """What decides whether a scope's binary state changed since the last capture, in
+    two parts. ``objects``, what its metrics, detectors and rules depend on: its event
+    count and the predictions it fed (what changes its detectors and most metrics), its
+    evaluation state (count at its last row, held values), ``evaluations``, how many
+    times the monitor gave it to its evaluator (what changes its rules, with or without
+    events), and each metric's
     ``state_token()`` where it has one (what a read changes: a score order's layout and
-    cached values)."""
+    cached values). ``buffered``: the events waiting in its buffer (only added to until
+    all are fed, so their count tells them) and its label coverage counters."""
     tokens = []
     for m in seg.metrics.values():
         hook = getattr(m, "state_token", None)
         tokens.append(hook() if hook is not None else None)
-    return (seg.n, seg.eval_n, tuple((k, tuple(v)) for k, v in seg.held.items()),
-            seg.pending, seg.n_predictions, seg.n_predicted, seg.n_expired, seg.n_replaced,
-            seg.eval_predicted, tuple(_shallow(r) for r in seg.rules), tuple(tokens))
+    objects = (seg.n, seg.fed()[1], seg.eval_n,
+               tuple((k, tuple(v)) for k, v in seg.held.items()), seg.eval_predicted,
+               evaluations, tuple(tokens))
+    # (the buffer and the label coverage: only added to until the buffer is fed, so
+    # their counts tell them; they change no metric, detector or rule)
+    buffered = (seg.pending, seg.n_predictions, seg.n_predicted, seg.n_expired,
+                seg.n_replaced)
+    return objects, buffered
 
 
 def _check_monitor_state(state):

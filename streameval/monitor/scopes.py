@@ -525,13 +525,20 @@ class Scope:
                                                        None if t is None else t[mask]),
                      labels)
 
-    def pending_state(self):
+    def pending_state(self, arrays=False):
         """The buffered events, JSON-ready (None when there are none); ``"k"``, their
-        kinds, only when some event is not complete."""
+        kinds, only when some event is not complete. ``arrays``: the same columns as
+        numpy arrays (``y`` bool, ``k`` uint8, an unknown time NaN), for a binary state;
+        :meth:`set_pending_state` reads both."""
         cols = self.peek()
         if cols is None:
             return None
         y, s, w, t, k = cols
+        if arrays:
+            out = {"y": y, "s": s, "w": w, "t": t}
+            if k is not None:
+                out["k"] = k.astype(np.uint8)
+            return out
         out = {"y": y.tolist(), "s": s.tolist(), "w": None if w is None else w.tolist(),
                "t": None if t is None else [None if v != v else v for v in t.tolist()]}
         if k is not None:
@@ -549,8 +556,11 @@ class Scope:
             y = np.array(state["y"], dtype=np.float64)
             s = np.array(state["s"], dtype=np.float64)
             w = None if state["w"] is None else np.array(state["w"], dtype=np.float64)
-            t = None if state["t"] is None else np.array(
-                [math.nan if v is None else v for v in state["t"]], dtype=np.float64)
+            t = state["t"]
+            if isinstance(t, np.ndarray):  # (a binary state's: NaN where unknown)
+                t = np.array(t, dtype=np.float64)
+            elif t is not None:
+                t = np.array([math.nan if v is None else v for v in t], dtype=np.float64)
             k = state.get("k")
             k = None if k is None else np.array(k, dtype=np.float64)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -650,12 +660,13 @@ class Scope:
         return (self.key is not None and self.eval_n == self.n
                 and self.eval_predicted == self.n_predicted - self._pend_free)
 
-    def eval_state(self):
+    def eval_state(self, arrays=False):
         """What decides this scope's next rows beyond its metrics (JSON-ready), or None
         when nothing does (no row yet, nothing held, nothing buffered, every event
         complete): its count at its last row, its held values, the events in its buffer
-        (``"pending"``, only when there are some: :meth:`pending_state`) and its label
-        coverage (``"coverage"``, only when some predictions came before their labels)."""
+        (``"pending"``, only when there are some: :meth:`pending_state`, its columns as
+        numpy arrays with ``arrays``) and its label coverage (``"coverage"``, only when
+        some predictions came before their labels)."""
         cov = (self.n_predictions, self.n_predicted, self.n_expired, self.n_replaced,
                self.eval_predicted)
         counted = any(cov[1:])  # (else every event was complete: n_predictions is n)
@@ -663,7 +674,7 @@ class Scope:
             return None
         out = {"eval_n": self.eval_n, "held": {k: list(v) for k, v in self.held.items()}}
         if self.pending:
-            out["pending"] = self.pending_state()
+            out["pending"] = self.pending_state(arrays)
         if counted:  # (the label coverage, when it is not "every event complete")
             out["coverage"] = list(cov)
         return out
