@@ -350,13 +350,13 @@ def _auc_bound(order):
 
 
 def _pairs_bound(order):
-    """:func:`_auc_bound` of a coarsened order (products summed by numpy, no ``np.dot``:
-    see :mod:`streameval.metrics.levels`)."""
+    """:func:`_auc_bound` of a coarsened order, from the weight of the pairs sharing a
+    key that the order keeps up to date (:meth:`ScoreOrder.pairs`: `O(1)` after a batch
+    merged into its levels with integer weights, else one numpy pass; products summed
+    by numpy, no ``np.dot``: see :mod:`streameval.metrics.levels`)."""
     if not (order.nz_pos and order.nz_neg):
         return _NAN
-    wp, wn = order.weights()
-    wp *= wn
-    return 0.5 * float(wp.sum()) / (order.pos_weight * order.neg_weight)
+    return 0.5 * order.pairs() / (order.pos_weight * order.neg_weight)
 
 
 def _delong(order, auc):

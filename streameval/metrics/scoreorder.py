@@ -499,7 +499,7 @@ class ScoreOrder:
     __slots__ = ("_load", "_twice", "_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp",
                  "_tn", "_gp", "_gn", "_u", "_u_from", "pos_weight", "neg_weight", "n_pos",
                  "n_neg", "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays",
-                 "_trickle", "_shed_u", "_shed_p", "_shed_n", "bits")
+                 "_trickle", "_shed_u", "_shed_p", "_shed_n", "bits", "_pairs", "_pairs_at")
 
     def __init__(self, load=DEFAULT_LOAD):
         if not isinstance(load, int) or load < 4:
@@ -539,6 +539,9 @@ class ScoreOrder:
         #: None: the keys are the exact scores; else the keys are the scores'
         #: :func:`coarse_key` at this many mantissa bits (see :meth:`coarsen`)
         self.bits = None
+        # sum over keys of wp * wn (see pairs), valid while _pairs_at is the stamp
+        self._pairs = 0.0
+        self._pairs_at = -1
         self.stamp += 1
 
     def __len__(self):
@@ -1070,6 +1073,28 @@ class ScoreOrder:
             return self.arrays()[1:3]
         return _flat(self._wp, _F8), _flat(self._wn, _F8)
 
+    def pairs(self):
+        """``sum over keys of wp * wn``: the weight of the (positive, negative) pairs
+        that share a key (what a coarsened order's AUC bound is made of).
+
+        Runtime complexity: `O(1)` while it follows the batches: from the first read
+        after the keys were coarsened, a batch merged into the levels with integer
+        weights (the searches that give ``U``'s increment give the weight of the other
+        class at each key of the batch; every sum an exact integer while ``P * N <
+        2**53``). Otherwise (any other change, a restored state) one numpy pass over the
+        merged levels, `O(n)`, which leaves the layout as it is, so that the result and
+        the later work do not depend on when it was read. The same value either way:
+        exact integers, or the pass's sum."""
+        if self._pairs_at != self.stamp:
+            if self._levels is not None:
+                wp, wn = self._levels.entries(keep=False)[1:3]
+            else:
+                wp, wn = self.weights(copy=False)
+            prod = wp * wn
+            self._pairs = float(prod.sum())
+            self._pairs_at = self.stamp
+        return self._pairs
+
     def ap_numerator(self):
         """Average precision times the positive weight, in the bulk layout of big orders
         (see :meth:`streameval.metrics.levels.Levels.ap_numerator`): one numpy pass
@@ -1094,6 +1119,10 @@ class ScoreOrder:
         if not m:
             return
         self._note_weights(wp, wn, cp, cn)
+        # the key pairs (see pairs) follow the batch while they are known, the keys
+        # coarse and the batch goes into the levels with integer weights
+        track = self._pairs_at == self.stamp and self.bits is not None
+        dt = None
         if self._levels is None and self._arrays is None:
             if m * REBUILD_RATIO < self.size():
                 self._add_one_by_one(keys, wp, wn, cp, cn)
@@ -1107,12 +1136,16 @@ class ScoreOrder:
                 if self._trickle * TRICKLE_RATIO >= self.size():
                     self._materialize()
             if self._levels is not None:
-                self._add_level(keys, wp, wn, cp, cn)
+                dt = self._add_level(keys, wp, wn, cp, cn, track)
             else:
                 self._add_one_by_one(keys, wp, wn, cp, cn)
         self.z_pos += z_pos
         self.z_neg += z_neg
+        stamp = self.stamp
         self._batch_done()
+        if dt is not None and self.stamp == stamp + 1:
+            self._pairs += dt
+            self._pairs_at = self.stamp
 
     def _batch_done(self):
         """After a batch in or out: readers' caches expire, and a class left with only
@@ -1126,15 +1159,29 @@ class ScoreOrder:
         for e in zip(keys.tolist(), wp.tolist(), wn.tolist(), cp.tolist(), cn.tolist()):
             add(*e)
 
-    def _add_level(self, keys, wp, wn, cp, cn):
+    def _add_level(self, keys, wp, wn, cp, cn, track=False):
         """The bulk layout gains a level of these entries (negated ones: a removal).
         ``U`` gains the entries' own pairs and their pairs with every level; totals
-        follow. Runtime complexity: `O(m log(n))` numpy, plus the merges."""
+        follow. Runtime complexity: `O(m log(n))` numpy, plus the merges.
+
+        ``track``: return the change of :meth:`pairs` (the same searches give it), or
+        None where it would not be exact: weights that are not integers, or a product
+        of the class totals of ``2**53`` or more."""
         bp, bn = float(wp.sum()), float(wn.sum())
         ints = self.integral and (abs(self.pos_weight) + abs(self.neg_weight) + abs(bp)
                                   + abs(bn)) < _EXACT
+        track = track and ints and ((abs(self.pos_weight) + abs(bp))
+                                    * (abs(self.neg_weight) + abs(bn))) < _EXACT
         du = mann_whitney_u(wp, wn, ints)
-        du += self._levels.add(np.ascontiguousarray(keys, dtype=_F8), wp, wn, cp, cn, ints)
+        keys = np.ascontiguousarray(keys, dtype=_F8)
+        if track:
+            du_levels, dt = self._levels.add(keys, wp, wn, cp, cn, ints, pairs=True)
+            du += du_levels
+            prod = wp * wn  # the entries' own pairs at each key
+            dt += float(prod.sum())
+        else:
+            du += self._levels.add(keys, wp, wn, cp, cn, ints)
+            dt = None
         if bp < 0.0 or bn < 0.0:  # a removal
             self._shed_p -= bp
             self._shed_n -= bn
@@ -1144,6 +1191,7 @@ class ScoreOrder:
         self.neg_weight += bn
         self.n_pos += int(cp.sum())
         self.n_neg += int(cn.sum())
+        return dt
 
     def _add_entry(self, s, bp, bn, np_, nn):
         """Add ``np_`` positives of total weight ``bp`` and ``nn`` negatives of weight
@@ -1722,6 +1770,9 @@ class ScoreOrder:
         assert abs(self.u - mann_whitney_u(wp, wn)) <= rtol * scale_p * scale_n
         if self.bits is not None:  # every key is its own coarse key
             assert np.array_equal(coarse_keys(keys, self.bits), keys)
+        if self._pairs_at == self.stamp:  # the pairs it follows: the recomputed ones
+            prod = wp * wn
+            assert self._pairs == float(prod.sum()), (self._pairs, float(prod.sum()))
 
     # ------------------------------------------------------------------ binary state
     def to_layout(self):
