@@ -599,6 +599,25 @@ class Levels:
         out_cn[slot[P:]] = nc
         return keys, out_wp, out_wn, out_cp, out_cn
 
+    def at_positive_keys(self):
+        """``(p, tps, fps, f)`` at each score holding positive entries, ascending: the
+        positive weight there, the positive and the negative weight at or above it, the
+        negative weight strictly above it; or None without positive entries. The sides
+        of each class are merged and kept so (as :meth:`entries`), and the positive
+        scores searched among the negative ones: no sort of both classes together.
+        `O(n)` numpy plus `O(n_pos log(n_neg))` searches. With integer weights every
+        value is the exact integer that :meth:`entries` and cumulative sums give."""
+        p = self._compacted(self.pos)
+        n = self._compacted(self.neg)
+        if p is None:
+            return None
+        tps = p.w[:-1]
+        if n is None or not n.size:
+            fps = np.zeros(p.size)
+            return p.weights(), tps, fps, fps
+        lo, hi = _bounds(n.k, p.k)
+        return p.weights(), tps, n.w[lo], n.w[hi]
+
     def with_counts(self):
         self.unit = False
         self.pos = [s.with_counts() for s in self.pos]

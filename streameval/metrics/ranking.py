@@ -425,15 +425,26 @@ def _ap_bound(order):
     """
     if not order.nz_pos:
         return _NAN
-    p, n = order.weights()
-    p = p[::-1]
-    n = n[::-1]
-    tps = np.cumsum(p)
-    fps = np.cumsum(n)
-    t = tps - p  # positive weight strictly above the bin
-    f = fps - n
-    has = p > 0.0
-    p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
+    parts = order.at_positive_keys()  # (levels, integer weights: no sort of both classes)
+    if parts is not None:
+        # the bins that hold positives only, high to low: the same exact integers as
+        # the running sums below give them, in the same order
+        p, tps, fps, f = (x[::-1].copy() for x in parts)
+        t = tps - p
+        n = fps - f
+        has = p > 0.0
+        if not has.all():
+            p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
+    else:
+        p, n = order.weights()
+        p = p[::-1]
+        n = n[::-1]
+        tps = np.cumsum(p)
+        fps = np.cumsum(n)
+        t = tps - p  # positive weight strictly above the bin
+        f = fps - n
+        has = p > 0.0
+        p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
     binned = float((p * tps / (tps + fps)).sum())
     upper = float((p * tps / (tps + f)).sum())
     # integral_0^p (T + x) / (T + x + F') dx = p - F' log(1 + p / (T + F')), F' = f + n;

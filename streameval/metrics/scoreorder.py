@@ -1082,18 +1082,31 @@ class ScoreOrder:
         weights (the searches that give ``U``'s increment give the weight of the other
         class at each key of the batch; every sum an exact integer while ``P * N <
         2**53``). Otherwise (any other change, a restored state) one numpy pass over the
-        merged levels, `O(n)`, which leaves the layout as it is, so that the result and
-        the later work do not depend on when it was read. The same value either way:
-        exact integers, or the pass's sum."""
+        merged levels, `O(n)`; with integer weights it leaves the layout as it is, so
+        that the later work does not depend on whether the value was followed or
+        recomputed (fractional weights are never followed: the levels are merged and
+        kept so, as :meth:`weights` does). The same value either way: exact integers,
+        or the pass's sum."""
         if self._pairs_at != self.stamp:
             if self._levels is not None:
-                wp, wn = self._levels.entries(keep=False)[1:3]
+                wp, wn = self._levels.entries(keep=not self.integral)[1:3]
             else:
                 wp, wn = self.weights(copy=False)
             prod = wp * wn
             self._pairs = float(prod.sum())
             self._pairs_at = self.stamp
         return self._pairs
+
+    def at_positive_keys(self):
+        """In the levels with integer weights, ``(p, tps, fps, f)`` at each key that
+        holds positive entries, ascending (see
+        :meth:`streameval.metrics.levels.Levels.at_positive_keys`: the levels of each
+        class merged and kept so, as :meth:`arrays` leaves them; the positive keys
+        searched among the negative ones); otherwise None (:meth:`weights` then).
+        Runtime complexity: `O(n)` numpy."""
+        if self._levels is None or not self.integral:
+            return None
+        return self._levels.at_positive_keys()
 
     def ap_numerator(self):
         """Average precision times the positive weight, in the bulk layout of big orders
