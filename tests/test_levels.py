@@ -22,8 +22,8 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 import streameval as se
 from streameval.metrics import levels, scoreorder
 from streameval.metrics.levels import Side, above, merge, own
-from streameval.metrics.ranking import OrderView, _aggregate
-from streameval.metrics.scoreorder import ScoreOrder
+from streameval.metrics.ranking import OrderView, _aggregate, _ap_bound, _pairs_bound
+from streameval.metrics.scoreorder import ScoreOrder, coarse_key, coarse_keys
 
 # before any test patches them
 DEFAULTS = (scoreorder.FLAT_MAX, levels.MIN_SIDE, scoreorder.TRICKLE_ENTRIES)
@@ -493,3 +493,133 @@ def test_a_view_read_size_counts_the_owner_events_and_merges_nothing(max_scores)
     if max_scores is None:
         assert ap.get() == pytest.approx(average_precision_score(y, s), abs=1e-12)
         assert auc.get() == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+
+
+# ------------------------------------------- a coarsened order: the pairs it follows
+
+
+def _key_table(events, bits):
+    """Per coarse key ``[wp, wn]`` of a list of (score, positive, weight)."""
+    table = {}
+    for s, p, w in events:
+        e = table.setdefault(coarse_key(s, bits), [0.0, 0.0])
+        e[0 if p else 1] += w
+    return table
+
+
+def _old_ap_bound(table):
+    """The AP bound from the per-key weights by running sums over every key (high to
+    low), as for an order that is not in levels: the reference of the levels' path."""
+    keys = sorted(table, reverse=True)
+    p = np.array([table[k][0] for k in keys])
+    n = np.array([table[k][1] for k in keys])
+    tps, fps = np.cumsum(p), np.cumsum(n)
+    t, f = tps - p, fps - n
+    has = p > 0.0
+    p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
+    binned = float((p * tps / (tps + fps)).sum())
+    upper = float((p * tps / (tps + f)).sum())
+    base = t + f + n
+    safe = np.where(base > 0.0, base, 1.0)
+    lower = float(np.where(base > 0.0, p - (f + n) * np.log1p(p / safe), p).sum())
+    return max(upper - binned, binned - lower, 0.0) / float(tps[-1])
+
+
+# scores that make every coarse key crowded: all in one key at 2 bits ([0.5, 0.625)),
+# the edges of keys at 3 bits and the floats just below them, and free ones
+_EDGES = [0.5, 0.5625, 0.625, 0.75, 0.875]
+crowded = (st.sampled_from(_EDGES + [math.nextafter(e, 0.0) for e in _EDGES])
+           | st.floats(0.5, 0.6249999) | st.floats(0.0, 1.0))
+int_event = st.tuples(crowded, st.booleans(), st.sampled_from([1.0, 1.0, 1.0, 2.0, 3.0, 0.0]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(int_event, min_size=1, max_size=30),
+       st.lists(st.tuples(st.booleans(), st.lists(int_event, min_size=1, max_size=15)),
+                min_size=1, max_size=10),
+       st.integers(0, 4), st.sampled_from([2, 4, 16]), st.data())
+def test_hypothesis_coarse_pairs_followed_through_batches_equal_brute_force(
+        first, steps, bits, growth, data):
+    """A coarsened order in levels keeps ``sum over keys of wp * wn`` up to date as
+    batches of integer weights come in (`O(1)` to read: followed, not recomputed), and
+    after a removal (recomputed, then followed again): always the brute-force sum over
+    the coarse keys, bit for bit; the AUC bound from it and the AP bound from the
+    positive keys equal their recomputation from the per-key table, and the values lie
+    within them of scikit-learn on the exact scores."""
+    levels_growth = levels.GROWTH
+    levels.GROWTH = growth
+    try:
+        o = ScoreOrder()
+        batch(o, first, 1)
+        o.coarsen_to(bits)
+        live = list(first)
+        for add, chunk in steps:
+            if add or not live:
+                followed = o._pairs_at == o.stamp
+                keyed = [(coarse_key(s, bits), p, w) for s, p, w in chunk]
+                batch(o, keyed, 1)
+                live += chunk
+                if followed and o.levelled and o.nz_pos and o.nz_neg:
+                    # an add to the levels, no class left without weight: followed
+                    assert o._pairs_at == o.stamp
+            else:
+                k = data.draw(st.integers(1, len(live)))
+                idx = set(data.draw(st.permutations(range(len(live))))[:k])
+                out = [(coarse_key(s, bits), p, w) for i, (s, p, w) in enumerate(live)
+                       if i in idx]
+                batch(o, out, -1)
+                live = [e for i, e in enumerate(live) if i not in idx]
+            table = _key_table(live, bits)
+            want = sum(a * b for a, b in table.values())
+            assert o.pairs() == want  # (exact integers: computed or followed)
+            o._check()  # the followed value against a pass over the merged levels
+            y = np.array([p for _, p, _ in live], dtype=bool)
+            s = np.array([x for x, _, _ in live])
+            w = np.array([x for _, _, x in live])
+            if (w[y] > 0).any() and (w[~y] > 0).any():
+                bound = _pairs_bound(o)
+                assert bound == 0.5 * want / (o.pos_weight * o.neg_weight)
+                assert abs(o.auc() - roc_auc_score(y, s, sample_weight=w)) <= bound + 1e-12
+            if (w[y] > 0).any():
+                got = _ap_bound(o)
+                assert got == _old_ap_bound(table)
+                ap = max(0.0, o.ap_numerator() / o.pos_weight)
+                assert abs(ap - average_precision_score(y, s, sample_weight=w)) <= got + 1e-12
+    finally:
+        levels.GROWTH = levels_growth
+
+
+def test_coarse_pairs_by_hand_all_scores_in_one_key():
+    """Every score in one coarse key: every (positive, negative) pair is a tie, the
+    AUC is 1/2 and its bound 1/2 (the true order inside the key is unknown); the pairs
+    follow a batch into the levels: 3 positives and 2 negatives, then 1 and 2 more of
+    weight 2: (3 + 2) * (2 + 4) = 30."""
+    o = ScoreOrder()
+    batch(o, [(0.51, True, 1.0), (0.52, True, 1.0), (0.53, True, 1.0),
+              (0.54, False, 1.0), (0.55, False, 1.0)], 1)
+    o.coarsen_to(1)  # [0.5, 0.75) is one key
+    assert o.pairs() == 6.0 and _pairs_bound(o) == 0.5 and o.auc() == 0.5
+    batch(o, [(0.5, True, 2.0), (0.5, False, 2.0), (0.5, False, 2.0)], 1)
+    assert o._pairs_at == o.stamp and o.pairs() == 30.0
+    assert _pairs_bound(o) == 0.5 and o.auc() == 0.5
+    o._check()
+
+
+def test_coarse_pairs_are_recomputed_without_changing_the_layout():
+    """A restored (or otherwise changed) order recomputes the pairs in one pass that
+    leaves its levels as they are: the layout, and hence every later value, does not
+    depend on whether the pairs were followed or recomputed."""
+    rng = np.random.default_rng(7)
+    o = ScoreOrder()
+    for m in (3000, 100, 100):  # (a big level and small ones above it)
+        y = rng.random(m) < 0.3
+        batch(o, list(zip(coarse_keys(rng.random(m), 12).tolist(), y.tolist(),
+                          [1.0] * m)), 1)
+        if o.bits is None:
+            o.coarsen_to(12)
+    sides = (len(o._levels.pos), len(o._levels.neg))
+    assert sides[0] > 1 or sides[1] > 1
+    o._pairs_at = -1  # (as after a restore)
+    want = float(sum(a * b for a, b in zip(*o._levels.entries(keep=False)[1:3])))
+    assert o.pairs() == want
+    assert (len(o._levels.pos), len(o._levels.neg)) == sides
