@@ -559,7 +559,10 @@ class _BinaryRanking(BinaryMetric):
         and deferred, at most twice ``max_scores``: what a Monitor's evaluator weighs to
         decide how often to recompute a cumulative value (see
         :mod:`streameval.monitor.scopes`). A function of the events counted, not of the
-        order's layout."""
+        order's layout. (A coarsened ``ROCAUC``'s value and bound are `O(1)` too, but its
+        fresh read merges the deferred events into levels of up to that many entries,
+        shared with the AP read from the same order: held, one merge per held stretch
+        instead of one per evaluation.)"""
         n = self._events()
         return n if self._cap is None else min(n, 2 * self._cap)
 
@@ -1402,7 +1405,11 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
         (the binned value counts them as ties; their true order is the only unknown, the
         idea of Tatti, "Efficient estimation of AUC in a sliding window", ECML-PKDD
         2018). Attained when every bin has its positives above (or below) its
-        negatives. NaN when the AUC is undefined. Runtime complexity: `O(bins)`."""
+        negatives. NaN when the AUC is undefined. Runtime complexity: `O(bins)`; with
+        ``max_scores``, coarsened, the same bound over the coarse keys in `O(1)` with
+        integer weights (kept up to date as batches merge:
+        :meth:`~streameval.metrics.scoreorder.ScoreOrder.pairs`), else one pass over
+        the keys, cached until the order changes."""
         if not self._bins:
             o = self._order
             if o.bits is None:
@@ -1536,7 +1543,9 @@ class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
     def error_bound(self):
         """Guaranteed bound on ``|get() - exact AP|`` (0 when exact; NaN if undefined).
 
-        Runtime complexity: `O(bins)`.
+        Runtime complexity: `O(bins)`; coarsened, one pass over the keys that hold
+        positives (with integer weights their places among the negative keys are
+        searched, no sort of both classes), cached until the order changes.
         """
         if not self._bins:
             o = self._order

@@ -60,7 +60,10 @@ reverted is deleted. A bounded order (:meth:`ScoreOrder.coarsen`, what the metri
 ``max_scores`` drives) stores each score under a coarser key, its mantissa truncated to
 :attr:`ScoreOrder.bits` bits (:func:`coarse_key`: monotone, exact, nested), so that it
 holds at most a given number of keys; ``U`` is then the statistic of the keys (pairs
-inside a key count one half) and its state records ``bits``. Exactness: with integer weights (the usual ``w=1``) every sum is an
+inside a key count one half) and its state records ``bits``. The weight of those pairs,
+``sum over keys of wp * wn`` (:meth:`ScoreOrder.pairs`, what the AUC's error bound is
+made of), is then kept up to date as batches merge into the levels with integer
+weights, `O(1)` to read. Exactness: with integer weights (the usual ``w=1``) every sum is an
 integer and ``U`` a multiple of 1/2, exact while ``P * N < 2**52`` (about 10**8 events);
 with fractional weights the sums carry the rounding of their additions (a few ulps per
 operation: 50 000 events with reverts stay within 1e-12 of scikit-learn, tested), and a
