@@ -623,3 +623,25 @@ def test_coarse_pairs_are_recomputed_without_changing_the_layout():
     want = float(sum(a * b for a, b in zip(*o._levels.entries(keep=False)[1:3])))
     assert o.pairs() == want
     assert (len(o._levels.pos), len(o._levels.neg)) == sides
+
+
+def test_coarse_pairs_stay_exact_integers_past_2_to_the_53():
+    """Big integer weights: the weight of the tied pairs passes ``2**53`` (where a float
+    sum of the products would round) and stays the exact integer, followed batch by
+    batch and recomputed after a restore alike (the restart then reports the same
+    bound). By hand: at key 0.5, negatives of weight ``2**32 + 1`` and, after k
+    batches, positives of weight ``k (2**20 + 1)``; at key 0.25 one positive and no
+    negative."""
+    o = ScoreOrder()
+    batch(o, [(0.5, False, 2.0**32), (0.3, True, 1.0), (0.7, False, 1.0)], 1)
+    o.coarsen_to(1)
+    assert o.pairs() == 0.0
+    for k in range(1, 10):
+        batch(o, [(coarse_key(0.6, 1), True, 2.0**20 + 1)], 1)  # (key 0.5)
+        exact = k * (2**20 + 1) * (2**32 + 1)
+        assert o._pairs_at == o.stamp and o.pairs() == float(exact)
+        o._check()
+    assert exact > 2**53 and exact % 2  # (odd: not a float)
+    o._pairs_at = -1  # (as after a restore: recomputed from the levels)
+    assert o.pairs() == float(exact)
+    assert _pairs_bound(o) == 0.5 * float(exact) / (o.pos_weight * o.neg_weight)

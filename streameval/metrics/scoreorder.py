@@ -304,6 +304,20 @@ REFRESH = 512.0
 _BLOCKS = ("_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp", "_tn", "_gp", "_gn")
 
 
+def _pairs_sum(wp, wn, integral):
+    """``sum(wp * wn)``: with integer weights the exact integer (int64 products and sum
+    while the class totals' product stays below ``2**62``, Python integers beyond), else
+    numpy's float sum of the products."""
+    if not integral:
+        prod = wp * wn
+        return float(prod.sum())
+    ip, iN = wp.astype(_I8), wn.astype(_I8)
+    if float(wp.sum()) * float(wn.sum()) < 2.0**62:
+        ip *= iN
+        return int(ip.sum())
+    return sum(map(int.__mul__, ip.tolist(), iN.tolist()))
+
+
 def _integers(x):
     """Whether every value of the float array ``x`` is an integer."""
     return bool(np.all(np.floor(x) == x))
@@ -1083,22 +1097,22 @@ class ScoreOrder:
         Runtime complexity: `O(1)` while it follows the batches: from the first read
         after the keys were coarsened, a batch merged into the levels with integer
         weights (the searches that give ``U``'s increment give the weight of the other
-        class at each key of the batch; every sum an exact integer while ``P * N <
-        2**53``). Otherwise (any other change, a restored state) one numpy pass over the
-        merged levels, `O(n)`; with integer weights it leaves the layout as it is, so
-        that the later work does not depend on whether the value was followed or
-        recomputed (fractional weights are never followed: the levels are merged and
-        kept so, as :meth:`weights` does). The same value either way: exact integers,
-        or the pass's sum."""
+        class at each key of the batch; each batch's change an exact integer while its
+        partial sums stay below ``2**53``, added to an exact Python integer). Otherwise
+        (any other change, a restored state) one numpy pass over the merged levels,
+        `O(n)`; with integer weights it leaves the layout as it is, so that the later
+        work does not depend on whether the value was followed or recomputed
+        (fractional weights are never followed: the levels are merged and kept so, as
+        :meth:`weights` does). The same value either way: the exact integer, correctly
+        rounded (with integer weights), or the pass's float sum."""
         if self._pairs_at != self.stamp:
             if self._levels is not None:
                 wp, wn = self._levels.entries(keep=not self.integral)[1:3]
             else:
                 wp, wn = self.weights(copy=False)
-            prod = wp * wn
-            self._pairs = float(prod.sum())
+            self._pairs = _pairs_sum(wp, wn, self.integral)
             self._pairs_at = self.stamp
-        return self._pairs
+        return float(self._pairs)
 
     def at_positive_keys(self):
         """In the levels with integer weights, ``(p, tps, fps, f)`` at each key that
@@ -1160,7 +1174,7 @@ class ScoreOrder:
         stamp = self.stamp
         self._batch_done()
         if dt is not None and self.stamp == stamp + 1:
-            self._pairs += dt
+            self._pairs += int(dt)  # (a Python int: exact however long the stream)
             self._pairs_at = self.stamp
 
     def _batch_done(self):
@@ -1186,8 +1200,9 @@ class ScoreOrder:
         bp, bn = float(wp.sum()), float(wn.sum())
         ints = self.integral and (abs(self.pos_weight) + abs(self.neg_weight) + abs(bp)
                                   + abs(bn)) < _EXACT
-        track = track and ints and ((abs(self.pos_weight) + abs(bp))
-                                    * (abs(self.neg_weight) + abs(bn))) < _EXACT
+        # (every partial sum of the change below 2**53: exact integers)
+        track = track and ints and (abs(bp) * abs(self.neg_weight) + abs(bn) * (
+            abs(self.pos_weight) + abs(bp))) < _EXACT
         du = mann_whitney_u(wp, wn, ints)
         keys = np.ascontiguousarray(keys, dtype=_F8)
         if track:
@@ -1787,8 +1802,8 @@ class ScoreOrder:
         if self.bits is not None:  # every key is its own coarse key
             assert np.array_equal(coarse_keys(keys, self.bits), keys)
         if self._pairs_at == self.stamp:  # the pairs it follows: the recomputed ones
-            prod = wp * wn
-            assert self._pairs == float(prod.sum()), (self._pairs, float(prod.sum()))
+            want = _pairs_sum(wp, wn, self.integral)
+            assert self._pairs == want, (self._pairs, want)
 
     # ------------------------------------------------------------------ binary state
     def to_layout(self):
