@@ -10,6 +10,7 @@ recomputation, U against the pairs) runs after every operation.
 """
 
 import gc
+import json
 import math
 import tracemalloc
 
@@ -22,8 +23,8 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 import streameval as se
 from streameval.metrics import levels, scoreorder
 from streameval.metrics.levels import Side, above, merge, own
-from streameval.metrics.ranking import OrderView, _aggregate
-from streameval.metrics.scoreorder import ScoreOrder
+from streameval.metrics.ranking import OrderView, _aggregate, _ap_bound, _pairs_bound
+from streameval.metrics.scoreorder import ScoreOrder, coarse_key, coarse_keys
 
 # before any test patches them
 DEFAULTS = (scoreorder.FLAT_MAX, levels.MIN_SIDE, scoreorder.TRICKLE_ENTRIES)
@@ -493,3 +494,202 @@ def test_a_view_read_size_counts_the_owner_events_and_merges_nothing(max_scores)
     if max_scores is None:
         assert ap.get() == pytest.approx(average_precision_score(y, s), abs=1e-12)
         assert auc.get() == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+
+
+# ------------------------------------------- a coarsened order: the pairs it follows
+
+
+def _key_table(events, bits):
+    """Per coarse key ``[wp, wn]`` of a list of (score, positive, weight)."""
+    table = {}
+    for s, p, w in events:
+        e = table.setdefault(coarse_key(s, bits), [0.0, 0.0])
+        e[0 if p else 1] += w
+    return table
+
+
+def _old_ap_bound(table):
+    """The AP bound from the per-key weights by running sums over every key (high to
+    low), as for an order that is not in levels: the reference of the levels' path."""
+    keys = sorted(table, reverse=True)
+    p = np.array([table[k][0] for k in keys])
+    n = np.array([table[k][1] for k in keys])
+    tps, fps = np.cumsum(p), np.cumsum(n)
+    t, f = tps - p, fps - n
+    has = p > 0.0
+    p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
+    binned = float((p * tps / (tps + fps)).sum())
+    upper = float((p * tps / (tps + f)).sum())
+    base = t + f + n
+    safe = np.where(base > 0.0, base, 1.0)
+    lower = float(np.where(base > 0.0, p - (f + n) * np.log1p(p / safe), p).sum())
+    return max(upper - binned, binned - lower, 0.0) / float(tps[-1])
+
+
+# scores that make every coarse key crowded: all in one key at 2 bits ([0.5, 0.625)),
+# the edges of keys at 3 bits and the floats just below them, and free ones
+_EDGES = [0.5, 0.5625, 0.625, 0.75, 0.875]
+crowded = (st.sampled_from(_EDGES + [math.nextafter(e, 0.0) for e in _EDGES])
+           | st.floats(0.5, 0.6249999) | st.floats(0.0, 1.0))
+int_event = st.tuples(crowded, st.booleans(), st.sampled_from([1.0, 1.0, 1.0, 2.0, 3.0, 0.0]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(int_event, min_size=1, max_size=30),
+       st.lists(st.tuples(st.booleans(), st.lists(int_event, min_size=1, max_size=15)),
+                min_size=1, max_size=10),
+       st.integers(0, 4), st.sampled_from([2, 4, 16]), st.data())
+def test_hypothesis_coarse_pairs_followed_through_batches_equal_brute_force(
+        first, steps, bits, growth, data):
+    """A coarsened order in levels keeps ``sum over keys of wp * wn`` up to date as
+    batches of integer weights come in (`O(1)` to read: followed, not recomputed), and
+    after a removal (recomputed, then followed again): always the brute-force sum over
+    the coarse keys, bit for bit; the AUC bound from it and the AP bound from the
+    positive keys equal their recomputation from the per-key table, and the values lie
+    within them of scikit-learn on the exact scores."""
+    levels_growth = levels.GROWTH
+    levels.GROWTH = growth
+    try:
+        o = ScoreOrder()
+        batch(o, first, 1)
+        o.coarsen_to(bits)
+        live = list(first)
+        for add, chunk in steps:
+            if add or not live:
+                followed = o._pairs_at == o.stamp
+                keyed = [(coarse_key(s, bits), p, w) for s, p, w in chunk]
+                batch(o, keyed, 1)
+                live += chunk
+                if followed and o.levelled and o.nz_pos and o.nz_neg:
+                    # an add to the levels, no class left without weight: followed
+                    assert o._pairs_at == o.stamp
+            else:
+                k = data.draw(st.integers(1, len(live)))
+                idx = set(data.draw(st.permutations(range(len(live))))[:k])
+                out = [(coarse_key(s, bits), p, w) for i, (s, p, w) in enumerate(live)
+                       if i in idx]
+                batch(o, out, -1)
+                live = [e for i, e in enumerate(live) if i not in idx]
+            table = _key_table(live, bits)
+            want = sum(a * b for a, b in table.values())
+            assert o.pairs() == want  # (exact integers: computed or followed)
+            o._check()  # the followed value against a pass over the merged levels
+            y = np.array([p for _, p, _ in live], dtype=bool)
+            s = np.array([x for x, _, _ in live])
+            w = np.array([x for _, _, x in live])
+            if (w[y] > 0).any() and (w[~y] > 0).any():
+                bound = _pairs_bound(o)
+                assert bound == 0.5 * want / (o.pos_weight * o.neg_weight)
+                assert abs(o.auc() - roc_auc_score(y, s, sample_weight=w)) <= bound + 1e-12
+            if (w[y] > 0).any():
+                got = _ap_bound(o)
+                assert got == _old_ap_bound(table)
+                ap = max(0.0, o.ap_numerator() / o.pos_weight)
+                assert abs(ap - average_precision_score(y, s, sample_weight=w)) <= got + 1e-12
+    finally:
+        levels.GROWTH = levels_growth
+
+
+def test_coarse_pairs_by_hand_all_scores_in_one_key():
+    """Every score in one coarse key: every (positive, negative) pair is a tie, the
+    AUC is 1/2 and its bound 1/2 (the true order inside the key is unknown); the pairs
+    follow a batch into the levels: 3 positives and 2 negatives, then 1 and 2 more of
+    weight 2: (3 + 2) * (2 + 4) = 30."""
+    o = ScoreOrder()
+    batch(o, [(0.51, True, 1.0), (0.52, True, 1.0), (0.53, True, 1.0),
+              (0.54, False, 1.0), (0.55, False, 1.0)], 1)
+    o.coarsen_to(1)  # [0.5, 0.75) is one key
+    assert o.pairs() == 6.0 and _pairs_bound(o) == 0.5 and o.auc() == 0.5
+    batch(o, [(0.5, True, 2.0), (0.5, False, 2.0), (0.5, False, 2.0)], 1)
+    assert o._pairs_at == o.stamp and o.pairs() == 30.0
+    assert _pairs_bound(o) == 0.5 and o.auc() == 0.5
+    o._check()
+
+
+def test_coarse_pairs_are_recomputed_without_changing_the_layout():
+    """A restored (or otherwise changed) order recomputes the pairs in one pass that
+    leaves its levels as they are: the layout, and hence every later value, does not
+    depend on whether the pairs were followed or recomputed."""
+    rng = np.random.default_rng(7)
+    o = ScoreOrder()
+    for m in (3000, 100, 100):  # (a big level and small ones above it)
+        y = rng.random(m) < 0.3
+        batch(o, list(zip(coarse_keys(rng.random(m), 12).tolist(), y.tolist(),
+                          [1.0] * m)), 1)
+        if o.bits is None:
+            o.coarsen_to(12)
+    sides = (len(o._levels.pos), len(o._levels.neg))
+    assert sides[0] > 1 or sides[1] > 1
+    o._pairs_at = -1  # (as after a restore)
+    want = float(sum(a * b for a, b in zip(*o._levels.entries(keep=False)[1:3])))
+    assert o.pairs() == want
+    assert (len(o._levels.pos), len(o._levels.neg)) == sides
+
+
+def test_coarse_pairs_stay_exact_integers_past_2_to_the_53():
+    """Big integer weights: the weight of the tied pairs passes ``2**53`` (where a float
+    sum of the products would round) and stays the exact integer, followed batch by
+    batch and recomputed after a restore alike (the restart then reports the same
+    bound). By hand: at key 0.5, negatives of weight ``2**32 + 1`` and, after k
+    batches, positives of weight ``k (2**20 + 1)``; at key 0.25 one positive and no
+    negative."""
+    o = ScoreOrder()
+    batch(o, [(0.5, False, 2.0**32), (0.3, True, 1.0), (0.7, False, 1.0)], 1)
+    o.coarsen_to(1)
+    assert o.pairs() == 0.0
+    for k in range(1, 10):
+        batch(o, [(coarse_key(0.6, 1), True, 2.0**20 + 1)], 1)  # (key 0.5)
+        exact = k * (2**20 + 1) * (2**32 + 1)
+        assert o._pairs_at == o.stamp and o.pairs() == float(exact)
+        o._check()
+    assert exact > 2**53 and exact % 2  # (odd: not a float)
+    o._pairs_at = -1  # (as after a restore: recomputed from the levels)
+    assert o.pairs() == float(exact)
+    assert _pairs_bound(o) == 0.5 * float(exact) / (o.pos_weight * o.neg_weight)
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_monitor_restart_in_the_levels_reports_what_a_direct_monitor_does(monkeypatch, binary):
+    """A Monitor whose bounded AUC and AP share an order in the levels: restored
+    mid-stream (binary checkpoint state or JSON), its order recomputes the tied pairs
+    once where the direct one follows them, and every later row (values, error bounds,
+    held values) is the direct one's, bit for bit; each value within its bound of
+    scikit-learn for the events it covers."""
+    from streameval.monitor import scopes as scopes_mod
+
+    monkeypatch.setattr(scopes_mod, "HOLD_FROM", 100)
+    monkeypatch.setattr(scopes_mod, "READ_RATIO", 1)  # (held for 400 events)
+    rng = np.random.default_rng(11)
+    n = 5000
+    y = rng.random(n) < 0.3
+    s = 1.0 / (1.0 + np.exp(-(2.0 * y + rng.standard_normal(n) - 1.0)))
+
+    def monitor():
+        return se.Monitor({"auc": se.ROCAUC(max_scores=200),
+                           "ap": se.AveragePrecision(max_scores=200)}, every=100)
+
+    direct = monitor()
+    rows = []
+    direct.on_metrics.append(rows.append)
+    direct.update_many(y[:2550], s[:2550])
+    so = direct.scopes()[0].metrics["auc"]._so
+    assert so.levelled and so.bits is not None and so._pairs_at == so.stamp  # followed
+    if binary:
+        restored = se.Monitor.from_array_state(direct.to_array_state())
+    else:
+        restored = se.Monitor.from_state(json.loads(json.dumps(direct.to_state())))
+    rows2 = []
+    restored.on_metrics.append(rows2.append)
+    cut = len(rows)
+    for m in (direct, restored):
+        for a in range(2550, n, 250):
+            m.update_many(y[a:a + 250], s[a:a + 250])
+        m.flush()
+    assert rows[cut:] == rows2
+    assert any("as_of" in r for r in rows2) and rows2[-1]["error_bounds"]["auc"] > 0
+    for r in rows2:
+        for name, bound in r["error_bounds"].items():
+            upto = r.get("as_of", {}).get(name, r["n"])
+            exact = (roc_auc_score if name == "auc" else average_precision_score)(
+                y[:upto], s[:upto])
+            assert abs(r["values"][name] - exact) <= bound + 1e-12

@@ -461,17 +461,22 @@ class Levels:
         """Stored (score, class) entries over all sides."""
         return sum(s.size for s in self.pos) + sum(s.size for s in self.neg)
 
-    def add(self, keys, wp, wn, cp, cn, ints):
+    def add(self, keys, wp, wn, cp, cn, ints, pairs=False):
         """Add aggregated entries (negated ones: a removal); returns the pairs they
         make with the events stored before (``U``'s increment less their own pairs).
 
         The positives' scores are searched among the negative sides (negatives below
         each, ties one half) and the negatives' among the positive sides (positives
-        above); the same searches give the positive sides' ``pn``."""
+        above); the same searches give the positive sides' ``pn``. With ``pairs``,
+        returns ``(du, dt)``: ``dt`` the weight of the pairs the entries make with the
+        stored events of the other class at the same key (each entry's weight times the
+        other class's weight stored at its key: the difference of the two searches),
+        the change of ``sum over keys of wp * wn`` less the entries' own pairs."""
         ip = np.flatnonzero(cp != 0)  # (on a bool mask: 5x faster than on ints)
         ineg = np.flatnonzero(cn != 0)
         sp = sn = None
         du = 0.0
+        dt = 0.0
         if len(ip):
             w = wp[ip]
             sp = Side.build(keys[ip], w, cp[ip], self.unit, ints, self.integral)
@@ -486,6 +491,10 @@ class Levels:
                     at_or_above[:-1] += s.w[lo]
                     strictly += s.w[hi]
                     total += s.w[0]
+            if pairs:  # negative weight at each new positive's key
+                same = at_or_above[:-1] - strictly
+                same *= w
+                dt += float(same.sum())
             strictly += at_or_above[:-1]
             strictly *= -0.5
             strictly += total
@@ -497,15 +506,22 @@ class Levels:
             # positives at or above plus strictly above each new negative: U gains
             # w * (at_or_above + above) / 2
             acc = np.zeros(len(ineg))
+            same = np.zeros(len(ineg)) if pairs else None
             for s in self.pos:
                 if s.size:
                     lo, hi = _bounds(s.k, sn.k)
                     acc += s.w[lo]
                     acc += s.w[hi]
+                    if pairs:  # positive weight at each new negative's key
+                        same += s.w[lo]
+                        same -= s.w[hi]
                     if s.pn is not None:  # the new negatives above each of its scores
                         s.pn[:-1] += _step(sn.w, _runs(hi, s.size))
             acc *= w
             du += 0.5 * float(acc.sum())
+            if pairs:
+                same *= w
+                dt += float(same.sum())
             _push(self.neg, sn)
         if sp is not None:
             if self.ap:
@@ -513,7 +529,7 @@ class Levels:
                     at_or_above[:-1] += sn.at_or_above(sp.k)
                 sp.pn = at_or_above
             _push(self.pos, sp)
-        return du
+        return (du, dt) if pairs else du
 
     def _negatives_above(self, q):
         """Negative weight at or above each of the ascending scores ``q`` (a running
@@ -582,6 +598,25 @@ class Levels:
         out_wn[slot[P:]] = nw
         out_cn[slot[P:]] = nc
         return keys, out_wp, out_wn, out_cp, out_cn
+
+    def at_positive_keys(self):
+        """``(p, tps, fps, f)`` at each score holding positive entries, ascending: the
+        positive weight there, the positive and the negative weight at or above it, the
+        negative weight strictly above it; or None without positive entries. The sides
+        of each class are merged and kept so (as :meth:`entries`), and the positive
+        scores searched among the negative ones: no sort of both classes together.
+        `O(n)` numpy plus `O(n_pos log(n_neg))` searches. With integer weights every
+        value is the exact integer that :meth:`entries` and cumulative sums give."""
+        p = self._compacted(self.pos)
+        n = self._compacted(self.neg)
+        if p is None:
+            return None
+        tps = p.w[:-1]
+        if n is None or not n.size:
+            fps = np.zeros(p.size)
+            return p.weights(), tps, fps, fps
+        lo, hi = _bounds(n.k, p.k)
+        return p.weights(), tps, n.w[lo], n.w[hi]
 
     def with_counts(self):
         self.unit = False

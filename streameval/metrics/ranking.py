@@ -350,13 +350,13 @@ def _auc_bound(order):
 
 
 def _pairs_bound(order):
-    """:func:`_auc_bound` of a coarsened order (products summed by numpy, no ``np.dot``:
-    see :mod:`streameval.metrics.levels`)."""
+    """:func:`_auc_bound` of a coarsened order, from the weight of the pairs sharing a
+    key that the order keeps up to date (:meth:`ScoreOrder.pairs`: `O(1)` after a batch
+    merged into its levels with integer weights, else one numpy pass; products summed
+    by numpy, no ``np.dot``: see :mod:`streameval.metrics.levels`)."""
     if not (order.nz_pos and order.nz_neg):
         return _NAN
-    wp, wn = order.weights()
-    wp *= wn
-    return 0.5 * float(wp.sum()) / (order.pos_weight * order.neg_weight)
+    return 0.5 * order.pairs() / (order.pos_weight * order.neg_weight)
 
 
 def _delong(order, auc):
@@ -425,15 +425,26 @@ def _ap_bound(order):
     """
     if not order.nz_pos:
         return _NAN
-    p, n = order.weights()
-    p = p[::-1]
-    n = n[::-1]
-    tps = np.cumsum(p)
-    fps = np.cumsum(n)
-    t = tps - p  # positive weight strictly above the bin
-    f = fps - n
-    has = p > 0.0
-    p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
+    parts = order.at_positive_keys()  # (levels, integer weights: no sort of both classes)
+    if parts is not None:
+        # the bins that hold positives only, high to low: the same exact integers as
+        # the running sums below give them, in the same order
+        p, tps, fps, f = (x[::-1].copy() for x in parts)
+        t = tps - p
+        n = fps - f
+        has = p > 0.0
+        if not has.all():
+            p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
+    else:
+        p, n = order.weights()
+        p = p[::-1]
+        n = n[::-1]
+        tps = np.cumsum(p)
+        fps = np.cumsum(n)
+        t = tps - p  # positive weight strictly above the bin
+        f = fps - n
+        has = p > 0.0
+        p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
     binned = float((p * tps / (tps + fps)).sum())
     upper = float((p * tps / (tps + f)).sum())
     # integral_0^p (T + x) / (T + x + F') dx = p - F' log(1 + p / (T + F')), F' = f + n;
@@ -548,7 +559,10 @@ class _BinaryRanking(BinaryMetric):
         and deferred, at most twice ``max_scores``: what a Monitor's evaluator weighs to
         decide how often to recompute a cumulative value (see
         :mod:`streameval.monitor.scopes`). A function of the events counted, not of the
-        order's layout."""
+        order's layout. (A coarsened ``ROCAUC``'s value and bound are `O(1)` too, but its
+        fresh read merges the deferred events into levels of up to that many entries,
+        shared with the AP read from the same order: held, one merge per held stretch
+        instead of one per evaluation.)"""
         n = self._events()
         return n if self._cap is None else min(n, 2 * self._cap)
 
@@ -1391,7 +1405,11 @@ class _BinaryROCAUC(ROCAUC, _BinaryRanking, case="binary"):
         (the binned value counts them as ties; their true order is the only unknown, the
         idea of Tatti, "Efficient estimation of AUC in a sliding window", ECML-PKDD
         2018). Attained when every bin has its positives above (or below) its
-        negatives. NaN when the AUC is undefined. Runtime complexity: `O(bins)`."""
+        negatives. NaN when the AUC is undefined. Runtime complexity: `O(bins)`; with
+        ``max_scores``, coarsened, the same bound over the coarse keys in `O(1)` with
+        integer weights (kept up to date as batches merge:
+        :meth:`~streameval.metrics.scoreorder.ScoreOrder.pairs`), else one pass over
+        the keys, cached until the order changes."""
         if not self._bins:
             o = self._order
             if o.bits is None:
@@ -1525,7 +1543,9 @@ class _BinaryAveragePrecision(AveragePrecision, _BinaryRanking, case="binary"):
     def error_bound(self):
         """Guaranteed bound on ``|get() - exact AP|`` (0 when exact; NaN if undefined).
 
-        Runtime complexity: `O(bins)`.
+        Runtime complexity: `O(bins)`; coarsened, one pass over the keys that hold
+        positives (with integer weights their places among the negative keys are
+        searched, no sort of both classes), cached until the order changes.
         """
         if not self._bins:
             o = self._order
