@@ -94,6 +94,11 @@ FACTORIES.update({  # calibration (streameval.metrics.calibration)
     name: [getattr(importlib.import_module("streameval.metrics.calibration"), name)]
     for name in ("ExpectedCalibrationError", "BrierDecomposition", "BrierReliability",
                  "BrierResolution", "BrierUncertainty", "ReliabilityCurve")})
+FACTORIES.update({  # a calibration refit schedule and a field of it (metrics.calibration)
+    "CalibrationRefit": [lambda: importlib.import_module(
+        "streameval.metrics.calibration").CalibrationRefit(every=3, window=5)],
+    "CalibrationField": [lambda: importlib.import_module(
+        "streameval.metrics.calibration").CalibrationField("fit_to")]})
 FACTORIES.update({  # score drift (streameval.metrics.scoredrift)
     name: [getattr(importlib.import_module("streameval.metrics.scoredrift"), name)]
     for name in ("ScoreDrift", "ScoreDriftDetector")})

@@ -205,7 +205,12 @@ CASES += [  # score drift against a given reference (a learned one is not revert
         "streameval.metrics.scoredrift").ScoreDriftDetector(reference=4, window=3, every=2),
      "binary"),
     ("EstimateCheck", lambda: importlib.import_module(  # an estimate against the labels
-        "streameval.metrics.checked").EstimateCheck(of="recall"), "proba")]
+        "streameval.metrics.checked").EstimateCheck(of="recall"), "proba"),
+    # a calibration refit schedule (refits every 3 labels on the last 5) and a field of it
+    ("CalibrationRefit", lambda: importlib.import_module(
+        "streameval.metrics.calibration").CalibrationRefit(every=3, window=5), "binary"),
+    ("CalibrationField", lambda: importlib.import_module(
+        "streameval.metrics.calibration").CalibrationField("fit_to"), "binary")]
 
 IDS = [c[0] for c in CASES]
 
@@ -346,6 +351,8 @@ MERGE_REFUSED = {
     # alarms depend on the order of events: only a detector and an empty one combine
     "SequentialDrift": lambda a, b: a.n > 0 and b.n > 0,
     "SequentialDrift-auc": lambda a, b: a.n > 0 and b.n > 0,
+    # refits depend on the order of the labels: only a schedule and an empty one combine
+    "CalibrationRefit": lambda a, b: a.n > 0 and b.n > 0,
     "ScoreDriftDetector": lambda a, b: a.n > 0 and b.n > 0,
 }
 

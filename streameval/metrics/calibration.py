@@ -582,8 +582,9 @@ class CalibrationRefit(BinaryMetric):
     windows, the estimate checks) takes it: a cumulative estimate counts the predictions
     after that row with the new map (those before keep the map they were counted with), a
     window re-reads the predictions it holds with the new map. Rows carry the version
-    applied (``get()``, 0 before the first refit) and, with ``output="fit_from"`` or
-    ``"fit_to"``, the fit range of the map applied (:class:`CalibrationField`).
+    applied (``get()``: 0 before the first refit, NaN before the first label) and, with
+    ``output="fit_from"`` or ``"fit_to"``, the fit range of the map applied
+    (:class:`CalibrationField`).
 
     Runtime complexity: ``update_many`` `O(m)` numpy, plus a fit `O(window log(window))`
     at each refit; ``get`` `O(1)`. Memory: the ring, ``24 window`` bytes, and the map
@@ -702,6 +703,7 @@ class CalibrationRefit(BinaryMetric):
         """Add validated columns: the ring takes them in runs that end at the refit
         points, each refit on the ring as it stands at its label (the same refits
         whatever the batching). Runtime complexity: `O(m)` numpy plus the refits."""
+        self.check_columns(y, s, w)
         m = len(s)
         s = np.asarray(s, dtype=np.float64)
         y = np.asarray(y, dtype=bool).astype(np.float64)
@@ -716,6 +718,13 @@ class CalibrationRefit(BinaryMetric):
             if self.n % self.every == 0:
                 self._refit()
         return self
+
+    def check_columns(self, y, s, w=None):
+        """Refuse (``ValidationError`` naming the first bad weight, nothing changed) the
+        weights a refit's isotonic fit refuses, whether or not this batch refits: the
+        same columns are refused at any point of the schedule."""
+        if w is not None:
+            as_weight_array(w, len(s))
 
     def revert(self, *args, **kwargs):
         raise NotImplementedError("a calibration refit schedule cannot revert a label")
@@ -737,7 +746,10 @@ class CalibrationRefit(BinaryMetric):
 
     # -- values ---------------------------------------------------------------
     def get(self):
-        """The version of the map applied to the estimates (0.0: none yet)."""
+        """The version of the map applied to the estimates (0.0: none yet; NaN before
+        the first label, like every metric before its first event)."""
+        if not self.n and not self.applied:
+            return _NAN
         return float(self.applied)
 
     def fit_range(self):
