@@ -264,48 +264,12 @@ def replay(args, res, tmp):
                times["with"] / times["without"], "x", better="lower")
 
 
-def _post_events(port, n, threads=2, batch=20_000):
-    """Post ``n`` continuous-score events (batches of ``batch``) from ``threads``
-    connections; returns the seconds it took."""
-    import http.client
-    import threading
+def _post_events(port, n):
+    """Post ``n`` continuous-score events from two connections in batches of 20 000
+    (:func:`bench_service.post_events`); returns the seconds it took."""
+    from bench_service import post_events
 
-    def body(rng, k, t0):
-        y = rng.random(k) < 0.3
-        s = (rng.random(k) * 0.6 + 0.3 * y).tolist()
-        y = y.tolist()
-        return ("[" + ",".join(f'{{"ts":{t0 + i},"label":{int(y[i])},"score":{s[i]!r}}}'
-                               for i in range(k)) + "]").encode()
-
-    per = n // threads
-    errors = []
-
-    def run(j):
-        rng = np.random.default_rng(100 + j)
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        try:
-            for i in range(0, per, batch):
-                k = min(batch, per - i)
-                conn.request("POST", "/events", body=body(rng, k, j * per + i),
-                             headers={"Content-Type": "application/json"})
-                r = conn.getresponse()
-                data = r.read()
-                if r.status != 200:
-                    raise RuntimeError(f"HTTP {r.status}: {data[:200]!r}")
-        except Exception as e:  # reported below
-            errors.append(e)
-        finally:
-            conn.close()
-
-    t0 = time.perf_counter()
-    ts = [threading.Thread(target=run, args=(j,)) for j in range(threads)]
-    for x in ts:
-        x.start()
-    for x in ts:
-        x.join()
-    if errors:
-        raise errors[0]
-    return time.perf_counter() - t0
+    return post_events(port, n, batch=20_000)
 
 
 def _p99_window(bs, port, seconds, checkpoint_every=None):

@@ -285,20 +285,9 @@ class LabelJoiner:
         ttl = self.label_ttl
         passing = self.predictions
         o_kind: list = []
-        if passing:
-            # kind, id, time, (pred_ts, score, weight, segment, line, seq)
-            for kd, key, t, entry in self._closed:
-                o_kind.append(kd)
-                o_label.append(False)
-                o_score.append(entry[1])
-                o_ts.append(t)
-                o_w.append(entry[2])
-                o_line.append(entry[4])
-                o_id.append(key)
-                o_seg.append(entry[3])
-                o_pts.append(entry[0])
 
         def close(kd, key, t, entry):
+            # kind, id, time, (pred_ts, score, weight, segment, line, seq)
             o_kind.append(kd)
             o_label.append(False)
             o_score.append(entry[1])
@@ -308,6 +297,10 @@ class LabelJoiner:
             o_id.append(key)
             o_seg.append(entry[3])
             o_pts.append(entry[0])
+
+        if passing:
+            for closed in self._closed:
+                close(*closed)
 
         for i, k in enumerate(kind_l):
             t = ts_l[i]
