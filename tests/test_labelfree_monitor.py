@@ -35,7 +35,7 @@ from streameval.io.delayed import LabelJoiner
 from streameval.metrics.checked import EstimateCheck
 
 sys.path.insert(0, str(Path(__file__).parent))  # (the stand-ins' module, beside this one)
-from labelfree_support import LfExpectedRecall, LfPositiveRate, install  # noqa: E402
+from labelfree_support import LfExpectedRecall, LfPositiveRate  # noqa: E402
 
 SEGMENTS = ("fr", "de", "us")
 
@@ -303,8 +303,7 @@ def test_an_old_state_without_predictions_still_loads():
 # ------------------------------------------------------------- estimates checked
 
 
-def test_estimate_check_against_brute_force(monkeypatch):
-    install(monkeypatch)
+def test_estimate_check_against_brute_force():
     rng = np.random.default_rng(11)
     y = rng.random(300) < 0.35
     s = np.clip(rng.normal(0.3 + 0.35 * y, 0.2), 0, 1)
@@ -340,10 +339,9 @@ def test_estimate_check_against_brute_force(monkeypatch):
         EstimateCheck("recall", estimate="LfExpectedRecall", output="both")
 
 
-def test_estimate_diverges_under_concept_shift(monkeypatch):
+def test_estimate_diverges_under_concept_shift():
     """Calibrated scores, then the same scores with the labels of a shifted concept: the
     realized recall leaves the estimate's interval and the rule fires, only then."""
-    install(monkeypatch)
     m = se.Monitor.default(size=500, every=250, label_free=True)
     alerts = []
     m.on_alert.append(alerts.append)
@@ -357,8 +355,7 @@ def test_estimate_diverges_under_concept_shift(monkeypatch):
     assert m.snapshot()["segments"][None]["values"]["estimate_covered.recall@500"] == 0.0
 
 
-def test_the_default_monitor_with_label_free_rows(monkeypatch):
-    installed = install(monkeypatch)
+def test_the_default_monitor_with_label_free_rows():
     m = se.Monitor.default(size=100, label_free=True)
     names = set(m.metrics)
     for k in ("predicted_positive_rate", "estimated_recall"):
@@ -369,7 +366,6 @@ def test_the_default_monitor_with_label_free_rows(monkeypatch):
     assert set(m.label_free) >= {"predicted_positive_rate", "estimated_recall@100"}
     plain = se.Monitor.default(size=100)
     assert not plain.label_free and set(plain.metrics) < names
-    assert installed or True  # (real classes, when registered, take the stand-ins' place)
 
 
 # ------------------------------------------------------------------- replay
@@ -391,9 +387,7 @@ def delayed_log(tmp_path, n=400, seed=2, stop=None):
     return preds, labels
 
 
-def test_replay_with_a_labels_file_counts_every_prediction_when_it_is_made(tmp_path,
-                                                                           monkeypatch):
-    install(monkeypatch)
+def test_replay_with_a_labels_file_counts_every_prediction_when_it_is_made(tmp_path):
     preds, labels = delayed_log(tmp_path)
     cfg = tmp_path / "c.toml"
     cfg.write_text('[input]\nlabel_ttl = 45\nlabels = "l.jsonl"\n'
@@ -442,12 +436,10 @@ def test_replay_with_a_labels_file_counts_every_prediction_when_it_is_made(tmp_p
     assert label_of and last  # (the log has labels)
 
 
-def test_the_labels_stop_scenario_shows_the_bad_deploy_from_the_predictions(tmp_path,
-                                                                            monkeypatch):
+def test_the_labels_stop_scenario_shows_the_bad_deploy_from_the_predictions(tmp_path):
     """scenarios/labels_stop.toml: the label feed breaks on day 4, a bad deploy on day 6;
     the label-free rules fire (at n = the labels counted before the break), the
     realized one cannot, and the coverage counts what the log holds."""
-    install(monkeypatch)
     from streameval.replay import run_scenario
 
     root = Path(__file__).resolve().parent.parent
@@ -481,11 +473,10 @@ def gzip_rows(path):
 FLOAT_SUMS = {"estimated_roc_auc", "estimation_error.roc_auc"}
 
 
-def test_a_replay_resumed_from_its_checkpoint_equals_one_uninterrupted(tmp_path, monkeypatch):
+def test_a_replay_resumed_from_its_checkpoint_equals_one_uninterrupted(tmp_path):
     """Predictions and labels in one log that grows: a replay checkpointed on the first
     part (every 150 events or predictions), resumed on the whole log, writes the rows and
     alerts of one uninterrupted replay, label-free rows and coverage included."""
-    install(monkeypatch)
     from streameval.replay import replay
 
     preds, labels = delayed_log(tmp_path, n=900, seed=8, stop=600)

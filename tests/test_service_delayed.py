@@ -30,7 +30,7 @@ from streameval.service import BackgroundServer, build_engine  # noqa: E402
 from streameval.service.engine import PENDING_BYTES  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))  # (the shared server helpers, beside this one)
-from serve_support import launch, start_cli, stop_cli  # noqa: E402
+from serve_support import start_cli, stop_cli  # noqa: E402
 
 TTL = 300
 MONITOR = """\
@@ -386,16 +386,6 @@ group_by = "country"
 label_ttl = 300
 on_duplicate = "keep_first"
 """
-SUPPORT = str(Path(__file__).parent)
-
-
-def start_label_free_cli(*args):
-    """``streameval serve`` in a subprocess whose registry has the label-free stand-ins of
-    tests/labelfree_support.py (where the estimation module has not registered real
-    label-free kinds)."""
-    code = ("import sys; sys.path.insert(0, %r); import labelfree_support as s; s.install(); "
-            "from streameval.cli import main; sys.exit(main(sys.argv[1:]))" % SUPPORT)
-    return launch([sys.executable, "-c", code, "serve", "--port", "0", *map(str, args)])
 
 
 def label_free_oracle(rows, label_free):
@@ -461,23 +451,19 @@ def assert_label_free(snap, rows):
         assert close, key
 
 
-def test_every_prediction_counts_when_it_is_made_and_after_a_kill_9(tmp_path, monkeypatch):
+def test_every_prediction_counts_when_it_is_made_and_after_a_kill_9(tmp_path):
     """Predictions and labels through a real socket, the server killed (SIGKILL) after
     60% of the batches (checkpoints every 300 rows: the rest only in the write-ahead
     log), then restarted: the label-free values equal a Monitor fed the acknowledged
     predictions directly, before and after the rest of the stream; a retried batch
     (same Idempotency-Key) counts once."""
-    monkeypatch.syspath_prepend(SUPPORT)
-    import labelfree_support
-
-    labelfree_support.install(monkeypatch)  # (the oracle's Monitor: the server's kinds)
     stream = delayed_stream(500, seed=4)
     batches = batches_of(stream, size=25)
     cut = int(len(batches) * 0.6)
     cfg = tmp_path / "lf.toml"
     cfg.write_text(LABEL_FREE_CONFIG)
     state = tmp_path / "state"
-    proc, port = start_label_free_cli("--config", cfg, "--state-dir", state,
+    proc, port = start_cli("--config", cfg, "--state-dir", state,
                                       "--checkpoint-events", 300)
     try:
         for k, (kind, rows) in enumerate(batches[:cut]):
@@ -489,7 +475,7 @@ def test_every_prediction_counts_when_it_is_made_and_after_a_kill_9(tmp_path, mo
         proc.send_signal(signal.SIGKILL)
         proc.wait(20)
     acked = [(0 if k == "predictions" else 1, r) for k, rows in batches[:cut] for r in rows]
-    proc, port = start_label_free_cli("--config", cfg, "--state-dir", state)
+    proc, port = start_cli("--config", cfg, "--state-dir", state)
     try:
         snap = snapshot(port)
         assert snap["service"]["replayed_batches"] > 0  # the log was needed
