@@ -12,14 +12,11 @@ peak memory, and the error bounds of the cumulative AUC and AP (0 while exact):
   recall only.
 
 Continuous scores (what models emit, nearly all distinct) and scores rounded to 3
-decimals run side by side, each in its own process. ``--replay`` instead writes a
-JSONL log of ``--events`` rows into a temporary directory (about 80 bytes a row: 8 GB
-at 100 million; deleted afterwards), times ``streameval replay`` over it with the
-default monitor, and reports its wall time, CPU time and peak RSS.
+decimals run side by side, each in its own process. (A replay of a long generated
+log: ``bench_replay.py --long``.)
 
     python benchmarks/bench_longrun.py                          # 100 M events, both configs
     python benchmarks/bench_longrun.py --events 2000000 --report 500000
-    python benchmarks/bench_longrun.py --replay --events 100000000
 
 Results: ``benchmarks/results/bench_longrun.json`` (``--json PATH`` writes elsewhere).
 """
@@ -32,7 +29,6 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 
 import _results as R
@@ -123,50 +119,6 @@ def one(config, kind, events, report, cap=None):
             cpu0 = time.process_time()  # (the reads above are not counted)
 
 
-def replay(events):
-    """Write a continuous-score JSONL log of ``events`` rows, replay it with the default
-    monitor in a subprocess; its wall and CPU time and peak RSS."""
-    import numpy as np
-
-    tmp = tempfile.mkdtemp(prefix="bench-longrun-")
-    log = os.path.join(tmp, "stream.jsonl")
-    rng = np.random.default_rng(SEED)
-    t0 = 1_700_000_000.0
-    start = time.perf_counter()
-    with open(log, "w") as f:
-        for a in range(0, events, 100_000):
-            m = min(100_000, events - a)
-            y, s = _batch(rng, m, "continuous")
-            ts = t0 + (a + np.arange(m)) * 0.001
-            f.write("".join(f'{{"ts":{t:.3f},"label":{int(l)},"score":{v!r}}}\n'
-                            for t, l, v in zip(ts.tolist(), y.tolist(), s.tolist())))
-    written = time.perf_counter() - start
-    size = os.path.getsize(log)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "streameval", "replay", log, "--out",
-                    os.path.join(tmp, "out"), "--no-report"] if _has_no_report() else
-                   [sys.executable, "-m", "streameval", "replay", log, "--out",
-                    os.path.join(tmp, "out")], check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = {"events": events, "log_gb": size / 1e9, "write_s": written, "replay_s": wall,
-           "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
-           "peak_rss_mb": after.ru_maxrss / 1e3}
-    for name in os.listdir(os.path.join(tmp, "out")):
-        os.remove(os.path.join(tmp, "out", name))
-    os.rmdir(os.path.join(tmp, "out"))
-    os.remove(log)
-    os.rmdir(tmp)
-    return out
-
-
-def _has_no_report():
-    out = subprocess.run([sys.executable, "-m", "streameval", "replay", "--help"],
-                         capture_output=True, text=True)
-    return "--no-report" in out.stdout
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--events", type=int, default=100_000_000, help="events per stream")
@@ -176,8 +128,6 @@ def main(argv=None) -> int:
                    choices=["default", "custom"])
     p.add_argument("--scores", nargs="+", default=["continuous", "rounded"],
                    choices=["continuous", "rounded"])
-    p.add_argument("--replay", action="store_true",
-                   help="time streameval replay over a generated JSONL log instead")
     p.add_argument("--max-scores", type=int, default=None,
                    help="shrink the cumulative orders' cap to this (a quick look at the "
                         "bounded regime: a run of N events then stands for one of "
@@ -189,17 +139,6 @@ def main(argv=None) -> int:
         one(args.one[0], args.one[1], args.events, args.report, args.max_scores)
         return 0
     res = R.start(__file__, args)
-    if args.replay:
-        r = replay(args.events)
-        tab = R.table("replay", "streameval replay of a generated continuous-score JSONL log, "
-                      "default monitor", ["events", "log GB", "replay s", "CPU s",
-                                          "peak RSS MB"])
-        tab.add(r["events"], r["log_gb"], r["replay_s"], r["cpu_s"], r["peak_rss_mb"])
-        print(f"{r['events']:,} rows ({r['log_gb']:.2f} GB): replay {r['replay_s']:.1f} s, "
-              f"CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_mb']:,.0f} MB")
-        res.figure("replay_seconds", "replay of the log", r["replay_s"], "s", better="lower")
-        res.write(args.json)
-        return 0
     tab = R.table("longrun", "CPU per million events, memory and error bounds along one "
                   "stream (batches of 1 000, evaluations every 1 000 events)",
                   ["config", "scores", "events", "CPU s per million", "RSS MB",
