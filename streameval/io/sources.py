@@ -490,6 +490,27 @@ class RawRows:
     def __call__(self, i: int) -> Any:
         return self.show(self.rows[i])
 
+    def __reduce__(self):
+        rows = self.rows
+        if rows and all(type(r) is bytes for r in rows):  # JSON lines: one buffer
+            ends = np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)))
+            return _JoinedRows, (b"".join(rows), ends, self.show)
+        return RawRows, (rows, self.show)
+
+
+class _JoinedRows:
+    """:class:`RawRows` of byte lines as they travel between processes: the lines
+    joined in one buffer with their ends (pickled as two buffers, not a list)."""
+
+    __slots__ = ("data", "ends", "show")
+
+    def __init__(self, data: bytes, ends: np.ndarray, show: Callable[[Any], Any]) -> None:
+        self.data, self.ends, self.show = data, ends, show
+
+    def __call__(self, i: int) -> Any:
+        a = int(self.ends[i - 1]) if i else 0
+        return self.show(self.data[a:int(self.ends[i])])
+
 
 class Reader:
     """One log format: its rows as raw :class:`Chunk` objects (validation comes after).
