@@ -66,10 +66,11 @@ def test_key_counts_on_adversarial_keys_every_bits():
 
 
 def _brute(events, bits):
-    """Per coarse key: (positive weight, negative weight, positive count, negative count)."""
+    """Per coarse key: (positive weight, negative weight, positive count, negative count);
+    ``bits`` None: per score as it is (``-0.0`` kept)."""
     acc = defaultdict(lambda: [0.0, 0.0, 0, 0])
     for s, pos, w in events:
-        k = coarse_key(s, bits)
+        k = s if bits is None else coarse_key(s, bits)
         a = acc[k]
         if pos:
             a[0] += w
@@ -111,3 +112,62 @@ def test_coarsen_leaves_the_brute_force_order(events, target, chunk):
         ck = [coarse_key(e[0], want_bits) for e in events]
         auc = roc_auc_score(y, ck, sample_weight=[e[2] for e in events])
         assert math.isclose(o.auc(), auc, rel_tol=0, abs_tol=1e-12)
+
+
+def _levelled_order(batches, weights):
+    """An order fed ``batches`` of ``(scores, is positive)`` as aggregated entries, in
+    the bulk layout (levels)."""
+    o = ScoreOrder()
+    rng = np.random.default_rng(5)
+    for s, y in batches:
+        w = weights(rng, len(s))
+        events = list(zip(s.tolist(), y.tolist(), w.tolist()))
+        entries = _brute(events, None)
+        o.add_entries(*(np.array([k for k, _ in entries], dtype=np.float64),)
+                      + tuple(np.array([v[j] for _, v in entries]) for j in range(4)))
+    return o, events
+
+
+def _state(o):
+    return (o.bits, [a.tolist() for a in o.arrays()], o.u, o.pos_weight, o.neg_weight,
+            o.n_pos, o.n_neg, repr(o.auc()))
+
+
+def test_class_by_class_equals_the_merged_path_in_levels():
+    rng = np.random.default_rng(3)
+    unit = lambda rng, n: np.ones(n)  # noqa: E731
+    ints = lambda rng, n: rng.integers(1, 4, n).astype(float)  # noqa: E731
+    cases = [
+        ("continuous", [(rng.random(3000), rng.random(3000) < 0.3) for _ in range(6)], unit),
+        ("integer weights", [(rng.random(3000), rng.random(3000) < 0.5) for _ in range(8)], ints),
+        ("one class", [(rng.random(3000), np.ones(3000, bool)) for _ in range(8)], unit),
+        ("ties across classes",  # the same scores in both classes, and at key edges
+         [(np.round(rng.random(4000), 6), rng.random(4000) < 0.4) for _ in range(6)]
+         + [(np.ldexp(1.0, -rng.integers(1, 30, 4000)), rng.random(4000) < 0.5)], unit),
+        ("negative scores", [(rng.standard_normal(3000), rng.random(3000) < 0.3)
+                             for _ in range(8)], ints),
+    ]
+    for name, batches, weights in cases:
+        for target in (10, 700, 5000, 100_000):
+            a, _ = _levelled_order(batches, weights)
+            b, _ = _levelled_order(batches, weights)
+            assert a.levelled and b.levelled, name
+            fast, merged = a.coarsen(target), b._coarsen_merged(target)
+            assert fast == merged, (name, target)
+            assert _state(a) == _state(b), (name, target)
+            if fast:  # and again, from coarse keys
+                assert a.coarsen(target // 3) == b._coarsen_merged(target // 3)
+                assert _state(a) == _state(b), (name, target)
+
+
+def test_unusual_keys_take_the_merged_path():
+    rng = np.random.default_rng(9)
+    for odd in (5e-324, -0.0, -1e-310):
+        batches = [(rng.random(5000), rng.random(5000) < 0.3) for _ in range(5)]
+        batches[2][0][17] = odd
+        a, _ = _levelled_order(batches, lambda r, n: np.ones(n))
+        b, _ = _levelled_order(batches, lambda r, n: np.ones(n))
+        assert a.levelled
+        assert a._coarsen_levels(100) is None
+        assert a.coarsen(100) == b._coarsen_merged(100)
+        assert _state(a) == _state(b)

@@ -40,6 +40,16 @@ that are not UTF-8 make a bad row of their record (JSONL: of their line).
 Reading and validating costs `O(rows)`, about one JSON parse per line with orjson;
 ``benchmarks/bench_replay.py`` measures it (the "read + validate log" stage).
 
+A second process: a JSONL or CSV file given by name (not followed) of at least
+:data:`PARSE_PROCESS_MIN_BYTES` is read and validated by a second Python process on a
+machine with two CPUs or more (``EventSource(parse_process="auto")``, the default; True:
+whatever its size, False: never), while the consumer (a replay's Monitor) works on the
+batch before: the chunks come back in order through a pipe as validated batches (numpy
+columns) with their bad rows, line numbers, raw rows and byte offsets, so batches,
+refusals, counts, resume points and errors are those of one process. Stdin, Parquet and a
+followed file are read in the consumer's process. Cost: about half a second to start
+the process, and a pickled batch per chunk (a copy of its columns).
+
 Each format is one :class:`Reader` subclass (:class:`JsonlReader`,
 :class:`CsvReader`, :class:`ParquetReader`, and :class:`StdinReader` for
 streams) yielding raw :class:`Chunk` objects; :class:`EventSource` picks one by
@@ -53,7 +63,8 @@ on from there without reading the lines before again) and what recognises the fi
 truncated or rewritten since, and goes on in one that only grew.
 
 This module may import :mod:`streameval.events`, :mod:`streameval.validation` and
-:mod:`streameval.io.follow` (and pyarrow, lazily); the pipeline, the CLI and the service
+:mod:`streameval.io.follow` (and pyarrow, lazily; :mod:`subprocess` and :mod:`pickle`
+for the second process, which runs this module); the pipeline, the CLI and the service
 import it.
 """
 
@@ -1155,7 +1166,9 @@ class EventSource:
     rows for :mod:`streameval.io.delayed`), ``follow`` (:class:`Follow`: read a
     growing file), ``max_line_bytes`` (a longer line, CSV record or field is a bad
     row, read without being held), ``max_expansion`` (a compressed file expanding
-    more is refused with :class:`SourceError`; 0: no limit).
+    more is refused with :class:`SourceError`; 0: no limit), ``parse_process``
+    (``"auto"``, True or False: read and validate in a second process, see the module
+    docstring and :meth:`parses_elsewhere`).
     """
 
     def __init__(
@@ -1394,12 +1407,14 @@ class EventSource:
         """:meth:`_validated`, run by a second process (:func:`_parse_main`, a fresh
         Python running this module): the chunks come back in order through a pipe,
         each with its batch (numpy columns), the rows' errors, lines and raw rows (not
-        its unvalidated columns); the pipe's buffer bounds what the process reads
-        ahead. A read that fails raises :class:`SourceError` here at the same point as
+        its unvalidated columns), at most :data:`PARSE_AHEAD` of them held ahead of the
+        consumer. A read that fails raises :class:`SourceError` here at the same point as
         in one process (after the chunks read whole); the process is ended with the
         iteration (its end, an error, or the consumer stopping)."""
         import pickle
+        import queue
         import subprocess
+        import threading
 
         if self.by_name and not self._gives_offsets():
             from streameval.io.follow import log_identity
@@ -1415,17 +1430,34 @@ class EventSource:
             [sys.executable, "-c", "from streameval.io.sources import _parse_main; _parse_main()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         unit = "row" if self.format == "parquet" else "line"
+        # a thread takes each message off the pipe as soon as it is written (so the
+        # process never waits on a half-read message while the consumer works), and
+        # holds up to PARSE_AHEAD of them
+        ahead: queue.Queue = queue.Queue(maxsize=PARSE_AHEAD)
+        stop = threading.Event()
+
+        def pump():
+            while True:
+                try:
+                    msg = pickle.load(proc.stdout)
+                except Exception:  # (EOFError: the process ended; or the pipe closed)
+                    msg = ("eof",)
+                while not stop.is_set():
+                    try:
+                        ahead.put(msg, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set() or msg[0] != "chunk":
+                    return
+
+        reader = threading.Thread(target=pump, name="streameval-parse-pipe", daemon=True)
         try:
             pickle.dump(spec, proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             proc.stdin.close()
-            out = proc.stdout
+            reader.start()
             while True:
-                try:
-                    msg = pickle.load(out)
-                except EOFError:
-                    raise SourceError(self.path, self.position,
-                                      f"the parsing process ended without a result "
-                                      f"(exit code {proc.wait()})", unit) from None
+                msg = ahead.get()
                 kind = msg[0]
                 if kind == "chunk":
                     yield msg[1], msg[2], msg[3]
@@ -1433,12 +1465,23 @@ class EventSource:
                     return
                 elif kind == "unreadable":
                     raise SourceError(self.path, self.position, msg[1], unit)
-                else:
+                elif kind == "raise":
                     raise _rebuilt(msg[1])
+                else:
+                    raise SourceError(self.path, self.position,
+                                      f"the parsing process ended without a result "
+                                      f"(exit code {proc.wait()})", unit)
         finally:
+            stop.set()
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+            while reader.is_alive():
+                try:  # (a message the consumer will not take)
+                    ahead.get_nowait()
+                except queue.Empty:
+                    pass
+                reader.join(0.05)
             proc.stdout.close()
 
     def __iter__(self) -> Iterator[EventBatch]:
@@ -1487,6 +1530,10 @@ class EventSource:
 #: ``parse_process="auto"`` (the default): below, starting that process (about half a
 #: second, importing numpy and streameval) costs more than it saves
 PARSE_PROCESS_MIN_BYTES = 32 << 20
+
+#: chunks read and validated by the second process that wait for the consumer (each at
+#: most ``batch_size`` rows): what it holds ahead is bounded
+PARSE_AHEAD = 2
 
 
 def _portable(e: BaseException) -> tuple:
