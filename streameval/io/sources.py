@@ -1392,6 +1392,8 @@ class EventSource:
         Parquet and a followed file are always read in this process."""
         if not self.parse_process or not self.by_name or self.follow is not None:
             return False
+        if not sys.executable:  # (an embedded interpreter: no Python to start)
+            return False
         if self.format not in ("jsonl", "csv"):
             return False
         if self.parse_process == "auto":
@@ -1425,10 +1427,13 @@ class EventSource:
                 pass  # the reader says why the file cannot be read
         spec = {"path": self.path, "fields": self.fields, "options": self._options,
                 "skip": self.resume_after, "offset": self.resume_offset}
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        # (the same sys.path as this process: the same streameval, whatever the
+        # working directory holds)
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from streameval.io.sources import _parse_main; _parse_main()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            [sys.executable, "-c", "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
+             "from streameval.io.sources import _parse_main; _parse_main()",
+             json.dumps(sys.path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         unit = "row" if self.format == "parquet" else "line"
         # a thread takes each message off the pipe as soon as it is written (so the
         # process never waits on a half-read message while the consumer works), and
