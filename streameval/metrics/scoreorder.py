@@ -1707,6 +1707,9 @@ class ScoreOrder:
         if self.bits is not None and lo >= self.bits:
             return True  # (as coarsen_to: the keys stay)
         per_class = [None if s is None else _coarse_runs(s, lo) for s in sides]
+        # (the old levels go now: the new ones are built from the per-class runs alone)
+        del sides, keys
+        self._levels = None
         ck = [c[0] for c in per_class if c is not None]
         union = np.concatenate(ck) if len(ck) == 2 else ck[0]
         if len(ck) == 2:
