@@ -47,8 +47,8 @@ whatever its size, False: never), while the consumer (a replay's Monitor) works 
 batch before: the chunks come back in order through a pipe as validated batches (numpy
 columns) with their bad rows, line numbers, raw rows and byte offsets, so batches,
 refusals, counts, resume points and errors are those of one process. Stdin, Parquet and a
-followed file are read in the consumer's process. Cost: about half a second to start
-the process, and a pickled batch per chunk (a copy of its columns).
+followed file are read in the consumer's process. Cost: starting a Python process that
+imports numpy and streameval, then a pickled batch per chunk (a copy of its columns).
 
 Each format is one :class:`Reader` subclass (:class:`JsonlReader`,
 :class:`CsvReader`, :class:`ParquetReader`, and :class:`StdinReader` for
@@ -1532,8 +1532,8 @@ class EventSource:
 
 
 #: a log of at least this many bytes is read and validated in a second process when
-#: ``parse_process="auto"`` (the default): below, starting that process (about half a
-#: second, importing numpy and streameval) costs more than it saves
+#: ``parse_process="auto"`` (the default): below, starting that process (a Python that
+#: imports numpy and streameval) costs more than it saves
 PARSE_PROCESS_MIN_BYTES = 32 << 20
 
 #: chunks read and validated by the second process that wait for the consumer (each at
