@@ -265,3 +265,29 @@ def test_fieldmap_and_labels_travel(tmp_path):
     same_batches(one[0], two[0])
     assert [list(b.segment) for b in one[0]] == [list(b.segment) for b in two[0]]
     assert one[1] == two[1] and one[1]  # "eggs" refused alike
+
+
+def test_delayed_label_replay_is_the_same(tmp_path, monkeypatch):
+    rng = random.Random(37)
+    rows = []
+    for i in range(1500):  # a prediction, and its label later (or never)
+        rows.append((i, {"id": f"p{i}", "ts": 1_700_000_000 + i, "score": rng.random()}))
+        if rng.random() < 0.9:
+            lag = rng.randint(1, 40)
+            rows.append((i + lag + 0.5, {"id": f"p{i}", "ts": 1_700_000_000 + i + lag,
+                                         "label": int(rng.random() < 0.3)}))
+    rows.sort(key=lambda r: r[0])
+    lines = [json.dumps(r) for _, r in rows]
+    lines[300] = "{broken"
+    log = write(tmp_path / "log.jsonl", lines)
+    outs = {}
+    for pp in (False, True):
+        monkeypatch.setattr(EventSource, "parses_elsewhere", lambda self, _pp=pp: _pp)
+        out = tmp_path / f"out{pp}"
+        s = replay(log, out, config={"input": {"label_ttl": 30}}, on_error="skip",
+                   report=False, progress=False)
+        outs[pp] = ({k: v for k, v in s.items() if k not in ("elapsed_seconds", "out")},
+                    {f: (out / f).read_bytes() for f in ("metrics.jsonl", "alerts.jsonl",
+                                                         "rejected.jsonl")})
+    assert outs[False] == outs[True]
+    assert outs[True][0]["expired"] > 0 and outs[True][0]["rejected"] == 1
