@@ -34,7 +34,8 @@ Results: ``benchmarks/results/bench_replay.json`` (``--json PATH`` writes elsewh
 the documentation's performance page with the parameters, machine and versions of the run.
 
 ``--long``: the replay of a long log as a user runs it, nothing else. The log (``--events``
-rows of ``--scores`` scores, one kind; 100 000 000 rows is about 8 GB) is written to a
+rows of ``--scores`` scores, one kind, ``--positives`` of them positive, 30% by default;
+100 000 000 rows is about 8 GB) is written to a
 temporary directory as it is generated, in pieces (the generator holds one piece), then
 ``python -m streameval replay LOG --out DIR --no-report`` runs as a subprocess while the
 resident memory of its whole process tree (the replay and its parsing process) is sampled
@@ -188,6 +189,8 @@ def main(argv=None):
     ap.add_argument("--long", action="store_true",
                     help="only the CLI replay of a long log, generated as it is written, "
                          "with the peak RSS of the whole process tree (see above)")
+    ap.add_argument("--positives", type=float, default=0.3,
+                    help="--long: the share of positive labels (default 0.3)")
     ap.add_argument("--runs", type=int, default=1,
                     help="--long: replays of the log by each checkout (alternating)")
     R.add_json_argument(ap, __file__)
@@ -315,10 +318,10 @@ PIECE = 1_000_000
 TARGET_ROWS, TARGET_SECONDS, TARGET_RSS_MB = 100_000_000, 360.0, 1536.0
 
 
-def stream_log(path, n, seed=SEED, scores_kind="continuous"):
+def stream_log(path, n, seed=SEED, scores_kind="continuous", positives=0.3):
     """Write a seeded n-row JSONL log piece by piece (:data:`PIECE` rows at a time, each
-    piece from its own generator seeded by ``(seed, piece)``): the same rows as
-    :func:`make_log` draws (labels ~ Bernoulli(0.1), scores separated by label, event
+    piece from its own generator seeded by ``(seed, piece)``): rows as :func:`make_log`
+    draws them (labels ~ Bernoulli(``positives``), scores separated by label, event
     times ~ 20 per second), without holding the log in memory. Returns ``(positives,
     bytes)``."""
     t_end = 1_700_000_000.0
@@ -328,7 +331,7 @@ def stream_log(path, n, seed=SEED, scores_kind="continuous"):
             b = min(n, a + PIECE)
             rng = np.random.default_rng((seed, k))
             m = b - a
-            labels = rng.random(m) < 0.1
+            labels = rng.random(m) < positives
             margin = 2.5 * (labels - 0.5)
             scores = 1.0 / (1.0 + np.exp(-(margin + rng.standard_normal(m) - 1.0)))
             if scores_kind == "rounded":
@@ -422,7 +425,7 @@ def run_long(args):
     log = root / "events.jsonl"
     try:
         t0 = time.perf_counter()
-        pos, size = stream_log(log, n, scores_kind=kind)
+        pos, size = stream_log(log, n, scores_kind=kind, positives=args.positives)
         print(f"log: {n:,} rows, {kind} scores, {pos / n:.1%} positives, "
               f"{size / 1e9:.2f} GB, generated in {time.perf_counter() - t0:.0f} s\n")
         runs = {"this": [], "baseline": []}
