@@ -325,13 +325,13 @@ def stream_log(path, n, seed=SEED, scores_kind="continuous", positives=0.3):
     times ~ 20 per second), without holding the log in memory. Returns ``(positives,
     bytes)``."""
     t_end = 1_700_000_000.0
-    positives = 0
+    share, positives = positives, 0
     with open(path, "w") as f:
         for k, a in enumerate(range(0, n, PIECE)):
             b = min(n, a + PIECE)
             rng = np.random.default_rng((seed, k))
             m = b - a
-            labels = rng.random(m) < positives
+            labels = rng.random(m) < share
             margin = 2.5 * (labels - 0.5)
             scores = 1.0 / (1.0 + np.exp(-(margin + rng.standard_normal(m) - 1.0)))
             if scores_kind == "rounded":
