@@ -1641,13 +1641,14 @@ class ScoreOrder:
 
         Runtime complexity: `O(n log(bits))` numpy (``n`` entries stored): the bisection
         compares the XORs of neighbouring keys' bit patterns, computed once
-        (:func:`_key_counter`). The bulk layout with integer weights is coarsened class
-        by class (:meth:`_coarsen_levels`): each class's entries are summed per new key
-        from its running sums, and only the coarse keys of the two classes are merged,
-        so the order's entries are never gathered in one set of arrays; memory beyond
-        the order: about 16 bytes per entry.
+        (:func:`_key_counter`). The bulk layout with integer weights (sums below
+        ``2**53``) is coarsened class by class (:meth:`_coarsen_levels`): each class's
+        entries are summed per new key from its running sums, and only the coarse keys
+        of the two classes are merged, so the order's entries are never gathered in one
+        set of arrays: beside the order, a few arrays of one 8-byte value per entry at
+        a time, and the old levels are released before the new ones are built.
         """
-        if self._arrays is None and self._levels is not None and self.integral:
+        if self._arrays is None and self._levels is not None and self.exact_ints():
             done = self._coarsen_levels(target)
             if done is not None:
                 return done
@@ -1673,7 +1674,8 @@ class ScoreOrder:
         return True
 
     def _coarsen_levels(self, target):
-        """:meth:`coarsen` of the bulk layout with integer weights, class by class; None
+        """:meth:`coarsen` of the bulk layout with integer weights whose sums stay below
+        ``2**53`` (:meth:`exact_ints`), class by class; None
         when a key is a subnormal, ``-0.0``, NaN or infinite (the caller then takes
         :meth:`_coarsen_merged`). Each class's sides are merged first (as
         :meth:`arrays` leaves them). The keys of a class that fall in one coarse key
