@@ -32,6 +32,23 @@ machine are not. The code measured is the checkout holding this script (or
 
 Results: ``benchmarks/results/bench_replay.json`` (``--json PATH`` writes elsewhere), shown on
 the documentation's performance page with the parameters, machine and versions of the run.
+
+``--long``: the replay of a long log as a user runs it, nothing else. The log (``--events``
+rows of ``--scores`` scores, one kind, ``--positives`` of them positive, 30% by default;
+100 000 000 rows is about 8 GB) is written to a
+temporary directory as it is generated, in pieces (the generator holds one piece), then
+``python -m streameval replay LOG --out DIR --no-report`` runs as a subprocess while the
+resident memory of its whole process tree (the replay and its parsing process) is sampled
+every 0.2 s. The table gives wall seconds, CPU seconds of the tree, wall seconds per
+million rows, the tree's peak RSS (the sum over its processes) and the largest single
+process's, and the target (100 000 000 rows in at most 6 minutes and 1.5 GB; a smaller
+run is extrapolated linearly, as a per-event cost that does not grow would be).
+``--baseline-src DIR`` replays the same log with an older checkout too, runs alternating.
+Results: ``benchmarks/results/bench_replay_long.json``.
+
+    python benchmarks/bench_replay.py --long --events 100000000 --scores continuous
+    python benchmarks/bench_replay.py --long --events 2000000 --scores continuous \
+        --baseline-src /tmp/old_checkout --runs 2
 """
 
 from __future__ import annotations
@@ -169,8 +186,22 @@ def main(argv=None):
     ap.add_argument("--baseline-src", type=Path, default=None, metavar="DIR",
                     help="also time the streameval stages with DIR first on PYTHONPATH "
                          "(an older checkout) and print the ratio")
+    ap.add_argument("--long", action="store_true",
+                    help="only the CLI replay of a long log, generated as it is written, "
+                         "with the peak RSS of the whole process tree (see above)")
+    ap.add_argument("--positives", type=float, default=0.3,
+                    help="--long: the share of positive labels (default 0.3)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="--long: replays of the log by each checkout (alternating)")
     R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    if args.long:
+        if args.json == str(R.default_path(__file__)):
+            args.json = str(R.RESULTS_DIR / "bench_replay_long.json")
+        res = R.start(__file__, args)
+        run_long(args)
+        res.write(args.json)
+        return
     res = R.start(__file__, args)
 
     kinds = ["rounded", "continuous"] if args.scores == "both" else [args.scores]
@@ -278,6 +309,181 @@ def run_kind(args, kind, tmp):
         print(f"checkpoint (whole monitor state, JSON): {ckpt.stat().st_size / 2**20:.1f} MB")
 
 
+# ----------------------------------------------------------------------- --long
+
+#: rows generated at once by :func:`stream_log` (what the generator holds)
+PIECE = 1_000_000
+
+#: the target of a long replay: 100 000 000 rows in at most 6 minutes, 1.5 GB
+TARGET_ROWS, TARGET_SECONDS, TARGET_RSS_MB = 100_000_000, 360.0, 1536.0
+
+
+def stream_log(path, n, seed=SEED, scores_kind="continuous", positives=0.3):
+    """Write a seeded n-row JSONL log piece by piece (:data:`PIECE` rows at a time, each
+    piece from its own generator seeded by ``(seed, piece)``): rows as :func:`make_log`
+    draws them (labels ~ Bernoulli(``positives``), scores separated by label, event
+    times ~ 20 per second), without holding the log in memory. Returns ``(positives,
+    bytes)``."""
+    t_end = 1_700_000_000.0
+    share, positives = positives, 0
+    with open(path, "w") as f:
+        for k, a in enumerate(range(0, n, PIECE)):
+            b = min(n, a + PIECE)
+            rng = np.random.default_rng((seed, k))
+            m = b - a
+            labels = rng.random(m) < share
+            margin = 2.5 * (labels - 0.5)
+            scores = 1.0 / (1.0 + np.exp(-(margin + rng.standard_normal(m) - 1.0)))
+            if scores_kind == "rounded":
+                scores = np.round(scores, 4)
+            ts = t_end + np.cumsum(rng.exponential(0.05, m))
+            t_end = float(ts[-1])
+            positives += int(labels.sum())
+            lab = np.where(labels, "1", "0")
+            for c in range(0, m, 100_000):
+                d = min(m, c + 100_000)
+                f.write("".join(
+                    f'{{"ts":{t:.3f},"id":{i},"label":{y},"score":{s}}}\n'
+                    for t, i, y, s in zip(ts[c:d].tolist(), range(a + c + 1, a + d + 1),
+                                          lab[c:d].tolist(), scores[c:d].tolist())))
+    return positives, Path(path).stat().st_size
+
+
+def _tree_rss_mb(pid):
+    """``(sum, largest)`` resident MB of process ``pid`` and its descendants (from
+    /proc; processes that ended meanwhile are skipped)."""
+    pids, seen, rss = [pid], set(), []
+    while pids:
+        p = pids.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        rss.append(int(line.split()[1]) / 1024)
+                        break
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    pids += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return (sum(rss), max(rss)) if rss else (0.0, 0.0)
+
+
+def replay_cli(log, out, src=None, every=0.2):
+    """Run ``python -m streameval replay LOG --out OUT --no-report`` (``src`` first on
+    the path) as a user would; sample its process tree's RSS every ``every`` seconds.
+    Returns ``{"seconds", "cpu", "tree_peak_mb", "process_peak_mb", "summary"}``."""
+    import resource
+    import shutil
+    import threading
+
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(src)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "streameval", "replay", str(log), "--out",
+                             str(out), "--no-report", "--quiet"], env=env,
+                            cwd=os.path.dirname(str(log)), stdout=subprocess.DEVNULL)
+    peak = [0.0, 0.0]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(every):
+            total, largest = _tree_rss_mb(proc.pid)
+            peak[0], peak[1] = max(peak[0], total), max(peak[1], largest)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    rc = proc.wait()
+    secs = time.perf_counter() - t0
+    done.set()
+    th.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if rc != 0:
+        raise SystemExit(f"replay of {log} with {src or 'this checkout'} failed: exit {rc}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    # (ru_maxrss of the children: the largest single process, sampled or not)
+    largest = max(peak[1], after.ru_maxrss / 1024 if after.ru_maxrss > before.ru_maxrss else 0)
+    summary = json.loads(Path(out, "summary.json").read_text())
+    return {"seconds": secs, "cpu": cpu, "tree_peak_mb": max(peak[0], largest),
+            "process_peak_mb": largest, "summary": summary}
+
+
+def run_long(args):
+    """``--long``: generate the log, replay it with the CLI (and the baseline), print and
+    record the table and the target's verdict."""
+    kind = "continuous" if args.scores == "both" else args.scores
+    n = args.events
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench_replay_long_"))
+    root.mkdir(parents=True, exist_ok=True)
+    log = root / "events.jsonl"
+    try:
+        t0 = time.perf_counter()
+        pos, size = stream_log(log, n, scores_kind=kind, positives=args.positives)
+        print(f"log: {n:,} rows, {kind} scores, {pos / n:.1%} positives, "
+              f"{size / 1e9:.2f} GB, generated in {time.perf_counter() - t0:.0f} s\n")
+        runs = {"this": [], "baseline": []}
+        for _ in range(max(1, args.runs)):  # baseline and this code alternate
+            if args.baseline_src is not None:
+                runs["baseline"].append(replay_cli(log, root / "out_base", args.baseline_src))
+            runs["this"].append(replay_cli(log, root / "out", args.src))
+        if args.baseline_src is not None:
+            a = (root / "out" / "metrics.jsonl").read_bytes()
+            b = (root / "out_base" / "metrics.jsonl").read_bytes()
+            print("metrics.jsonl of this code and the baseline: "
+                  + ("identical" if a == b else "DIFFERENT") + "\n")
+            R.param(baseline_rows_identical=a == b)
+    finally:
+        if args.keep is None:
+            import shutil
+            shutil.rmtree(root, ignore_errors=True)
+
+    tab = R.table("replay_long", f"`streameval replay` of a {n:,}-row JSONL log "
+                  f"({size / 1e9:.2f} GB), {kind} scores, default monitor",
+                  ["code", "wall s", "CPU s (tree)", "wall s per million", "peak RSS MB (tree)",
+                   "largest process MB", f"extrapolated to {TARGET_ROWS:,} rows, min"],
+                  note="median of the runs; RSS sampled every 0.2 s over the replay and its "
+                       "parsing process; the extrapolation is linear in the rows")
+    head = (f"{'code':<12}{'wall s':>9}{'CPU s':>9}{'s/M wall':>10}{'tree MB':>9}"
+            f"{'proc MB':>9}{'at 100 M, min':>15}")
+    print(head)
+    print("-" * len(head))
+    med = {}
+    for who in ("this", "baseline"):
+        rs = runs[who]
+        if not rs:
+            continue
+        mid = sorted(rs, key=lambda r: r["seconds"])[len(rs) // 2]
+        med[who] = mid
+        per_m = mid["seconds"] / n * 1e6
+        at = mid["seconds"] * TARGET_ROWS / n / 60
+        label = "this" if who == "this" else "baseline"
+        print(f"{label:<12}{mid['seconds']:>9.1f}{mid['cpu']:>9.1f}{per_m:>10.2f}"
+              f"{mid['tree_peak_mb']:>9.0f}{mid['process_peak_mb']:>9.0f}{at:>15.1f}")
+        tab.add(label, mid["seconds"], mid["cpu"], per_m, mid["tree_peak_mb"],
+                mid["process_peak_mb"], at)
+    this = med["this"]
+    if "baseline" in med:
+        print(f"\nwall this / baseline: {this['seconds'] / med['baseline']['seconds']:.2f}x")
+    ok_t = this["seconds"] * TARGET_ROWS / n <= TARGET_SECONDS
+    ok_m = this["tree_peak_mb"] <= TARGET_RSS_MB
+    scope = "measured" if n >= TARGET_ROWS else f"extrapolated from {n:,} rows"
+    print(f"target: {TARGET_ROWS:,} rows in at most {TARGET_SECONDS / 60:.0f} min and "
+          f"{TARGET_RSS_MB / 1024:.1f} GB ({scope}): time {'met' if ok_t else 'MISSED'}, "
+          f"memory {'met' if ok_m else 'MISSED'}"
+          + ("" if n >= TARGET_ROWS else " (memory grows with the stream: measure 100 M)"))
+    s = this["summary"]
+    print(f"summary: {s['events']:,} events, {s['rejected']:,} rejected, "
+          f"{s['evaluations']:,} evaluations")
+    R.figure("replay_long", f"`streameval replay` of a {format(n, ',').replace(',', ' ')}-row "
+             f"JSONL log, default monitor, {kind} scores", this["seconds"] / 60, "minutes",
+             better="lower", note=f"peak RSS of the process tree {this['tree_peak_mb']:.0f} MB")
 
 
 if __name__ == "__main__":

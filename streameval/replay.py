@@ -30,6 +30,12 @@ the final checkpoint and ``summary.json`` are written. Restarted with the same
 checkpoint, it goes on where it stopped, without counting an event twice. For plain
 JSONL and CSV files only: a compressed log, a Parquet file or stdin is refused.
 
+A JSONL or CSV log file of at least
+:data:`~streameval.io.sources.PARSE_PROCESS_MIN_BYTES` is read and validated in a second
+process while the Monitor works in this one (:class:`~streameval.io.EventSource`'s
+``parse_process``): the outputs, refusals, counts and checkpoints are those of one
+process; stdin, Parquet, a followed log and a machine with one CPU are read here.
+
 Bad rows: with ``on_error="skip"`` every row refused, by the reader, the event checks
 or a metric of the monitor, is a row of ``rejected.jsonl`` with its line and reason,
 counted in the summary's ``rejected``; the other rows give the outputs the log without

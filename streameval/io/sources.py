@@ -40,6 +40,16 @@ that are not UTF-8 make a bad row of their record (JSONL: of their line).
 Reading and validating costs `O(rows)`, about one JSON parse per line with orjson;
 ``benchmarks/bench_replay.py`` measures it (the "read + validate log" stage).
 
+A second process: a JSONL or CSV file given by name (not followed) of at least
+:data:`PARSE_PROCESS_MIN_BYTES` is read and validated by a second Python process on a
+machine with two CPUs or more (``EventSource(parse_process="auto")``, the default; True:
+whatever its size, False: never), while the consumer (a replay's Monitor) works on the
+batch before: the chunks come back in order through a pipe as validated batches (numpy
+columns) with their bad rows, line numbers, raw rows and byte offsets, so batches,
+refusals, counts, resume points and errors are those of one process. Stdin, Parquet and a
+followed file are read in the consumer's process. Cost: starting a Python process that
+imports numpy and streameval, then a pickled batch per chunk (a copy of its columns).
+
 Each format is one :class:`Reader` subclass (:class:`JsonlReader`,
 :class:`CsvReader`, :class:`ParquetReader`, and :class:`StdinReader` for
 streams) yielding raw :class:`Chunk` objects; :class:`EventSource` picks one by
@@ -53,7 +63,8 @@ on from there without reading the lines before again) and what recognises the fi
 truncated or rewritten since, and goes on in one that only grew.
 
 This module may import :mod:`streameval.events`, :mod:`streameval.validation` and
-:mod:`streameval.io.follow` (and pyarrow, lazily); the pipeline, the CLI and the service
+:mod:`streameval.io.follow` (and pyarrow, lazily; :mod:`subprocess` and :mod:`pickle`
+for the second process, which runs this module); the pipeline, the CLI and the service
 import it.
 """
 
@@ -476,6 +487,42 @@ class Chunk:
     origin: Any = None  # the Tail of a followed file
 
 
+class RawRows:
+    """The raw rows of a chunk, for error reports: ``raw(i)`` is ``show(rows[i])``
+    (a JSON line's text, a CSV record re-quoted). Picklable, so that a chunk read in
+    another process can name its rows (``show`` a module-level function)."""
+
+    __slots__ = ("rows", "show")
+
+    def __init__(self, rows: list, show: Callable[[Any], Any]) -> None:
+        self.rows = rows
+        self.show = show
+
+    def __call__(self, i: int) -> Any:
+        return self.show(self.rows[i])
+
+    def __reduce__(self):
+        rows = self.rows
+        if rows and all(type(r) is bytes for r in rows):  # JSON lines: one buffer
+            ends = np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)))
+            return _JoinedRows, (b"".join(rows), ends, self.show)
+        return RawRows, (rows, self.show)
+
+
+class _JoinedRows:
+    """:class:`RawRows` of byte lines as they travel between processes: the lines
+    joined in one buffer with their ends (pickled as two buffers, not a list)."""
+
+    __slots__ = ("data", "ends", "show")
+
+    def __init__(self, data: bytes, ends: np.ndarray, show: Callable[[Any], Any]) -> None:
+        self.data, self.ends, self.show = data, ends, show
+
+    def __call__(self, i: int) -> Any:
+        a = int(self.ends[i - 1]) if i else 0
+        return self.show(self.data[a:int(self.ends[i])])
+
+
 class Reader:
     """One log format: its rows as raw :class:`Chunk` objects (validation comes after).
 
@@ -620,7 +667,7 @@ class JsonlReader(Reader):
                 continue
             columns, linenos, more, kept = self._parse(lines, nums, names)
             yield Chunk(columns, linenos, False, sorted(rejects + more),
-                        lambda i, _k=kept: _text(_k[i]), last,
+                        RawRows(kept, _text), last,
                         offset if offsets else None)
 
     def _parse(self, lines: list, nums: list, names: list):
@@ -710,7 +757,7 @@ class JsonlReader(Reader):
                 linenos = np.array(nums, dtype=np.int64)
             if columns is None:
                 columns = {n: [o.get(n, MISSING) for o in objs] for n in names}
-            yield Chunk(columns, linenos, False, rejects, lambda i, _k=kept: _text(_k[i]), lineno,
+            yield Chunk(columns, linenos, False, rejects, RawRows(kept, _text), lineno,
                         offset, origin)
 
 
@@ -871,7 +918,7 @@ class CsvReader(Reader):
                 nums = nums[~np.array(bad, dtype=bool)]
                 columns = {n: list(map(itemgetter(j), rows)) for n, j in wanted}
             rejects.sort(key=itemgetter(0))
-            yield Chunk(columns, nums, True, rejects, lambda i, _r=rows: _csv_text(_r[i]), end,
+            yield Chunk(columns, nums, True, rejects, RawRows(rows, _csv_text), end,
                         None if tell is None else f.offset, origin)
 
 
@@ -1119,7 +1166,9 @@ class EventSource:
     rows for :mod:`streameval.io.delayed`), ``follow`` (:class:`Follow`: read a
     growing file), ``max_line_bytes`` (a longer line, CSV record or field is a bad
     row, read without being held), ``max_expansion`` (a compressed file expanding
-    more is refused with :class:`SourceError`; 0: no limit).
+    more is refused with :class:`SourceError`; 0: no limit), ``parse_process``
+    (``"auto"``, True or False: read and validate in a second process, see the module
+    docstring and :meth:`parses_elsewhere`).
     """
 
     def __init__(
@@ -1136,7 +1185,11 @@ class EventSource:
         follow: Follow | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
         max_expansion: float = MAX_EXPANSION,
+        parse_process: bool | str = "auto",
     ) -> None:
+        if parse_process not in ("auto", True, False):
+            raise ValueError(f"parse_process must be 'auto', True or False, got {parse_process!r}")
+        self.parse_process = parse_process
         if on_error not in ("fail", "skip"):
             raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
@@ -1168,6 +1221,7 @@ class EventSource:
                              f"got {max_expansion!r}")
         opts = dict(batch_size=batch_size, partial=partial, max_line_bytes=max_line_bytes,
                     max_expansion=max_expansion)
+        self._options = dict(opts, format=format)  # (what a parsing process is built with)
         self.by_name = isinstance(path, (str, os.PathLike)) and os.fspath(path) != "-"
         if follow is not None and not self.by_name:
             raise ValueError("cannot follow a stream: follow a file by its name")
@@ -1319,15 +1373,135 @@ class EventSource:
                 raise SourceError(self.path, self.position, reason, unit) from None
             yield chunk
 
-    def __iter__(self) -> Iterator[EventBatch]:
+    def _validated(self) -> Iterator[tuple]:
+        """``(chunk, batch, errors)`` of each chunk the reader gives, validated
+        (:func:`~streameval.events.build_batch`)."""
         fm = self.fields
-        fail = self.on_error == "fail"
         partial = self.partial
         for chunk in self._chunks():
-            self._chunk = chunk
             batch, errors = build_batch(
                 chunk.columns, chunk.lines, fm, text=chunk.text, partial=partial
             )
+            yield chunk, batch, errors
+
+    def parses_elsewhere(self) -> bool:
+        """Whether an iteration reads and validates the log in a second process
+        (``parse_process``): ``True`` for a JSONL or CSV file given by name and not
+        followed, with ``"auto"`` only when it holds at least
+        :data:`PARSE_PROCESS_MIN_BYTES` and the machine has two CPUs or more. Stdin,
+        Parquet and a followed file are always read in this process."""
+        if not self.parse_process or not self.by_name or self.follow is not None:
+            return False
+        if not sys.executable:  # (an embedded interpreter: no Python to start)
+            return False
+        if self.format not in ("jsonl", "csv"):
+            return False
+        if self.parse_process == "auto":
+            if (os.cpu_count() or 1) < 2:
+                return False
+            try:
+                return os.path.getsize(self.path) >= PARSE_PROCESS_MIN_BYTES
+            except OSError:
+                return False  # the reader says why the file cannot be read
+        return True
+
+    def _validated_elsewhere(self) -> Iterator[tuple]:
+        """:meth:`_validated`, run by a second process (:func:`_parse_main`, a fresh
+        Python running this module): the chunks come back in order through a pipe,
+        each with its batch (numpy columns), the rows' errors, lines and raw rows (not
+        its unvalidated columns), at most :data:`PARSE_AHEAD` of them held ahead of the
+        consumer. A read that fails raises :class:`SourceError` here at the same point as
+        in one process (after the chunks read whole); the process is ended with the
+        iteration (its end, an error, or the consumer stopping)."""
+        import pickle
+        import queue
+        import subprocess
+        import threading
+
+        if self.by_name and not self._gives_offsets():
+            from streameval.io.follow import log_identity
+
+            try:
+                self._ident = log_identity(self.path)
+            except OSError:
+                pass  # the reader says why the file cannot be read
+        spec = {"path": self.path, "fields": self.fields, "options": self._options,
+                "skip": self.resume_after, "offset": self.resume_offset}
+        # (the same sys.path as this process: the same streameval, whatever the
+        # working directory holds)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
+             "from streameval.io.sources import _parse_main; _parse_main()",
+             json.dumps(sys.path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        unit = "row" if self.format == "parquet" else "line"
+        # a thread takes each message off the pipe as soon as it is written (so the
+        # process never waits on a half-read message while the consumer works), and
+        # holds up to PARSE_AHEAD of them
+        ahead: queue.Queue = queue.Queue(maxsize=PARSE_AHEAD)
+        stop = threading.Event()
+
+        def pump():
+            while True:
+                try:
+                    msg = pickle.load(proc.stdout)
+                except Exception:  # (EOFError: the process ended; or the pipe closed)
+                    msg = ("eof",)
+                while not stop.is_set():
+                    try:
+                        ahead.put(msg, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set() or msg[0] != "chunk":
+                    return
+
+        reader = threading.Thread(target=pump, name="streameval-parse-pipe", daemon=True)
+        try:
+            pickle.dump(spec, proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            proc.stdin.close()
+            reader.start()
+            while True:
+                msg = ahead.get()
+                kind = msg[0]
+                if kind == "chunk":
+                    yield msg[1], msg[2], msg[3]
+                elif kind == "end":
+                    return
+                elif kind == "unreadable":
+                    raise SourceError(self.path, self.position, msg[1], unit)
+                elif kind == "raise":
+                    raise _rebuilt(msg[1])
+                else:
+                    raise SourceError(self.path, self.position,
+                                      f"the parsing process ended without a result "
+                                      f"(exit code {proc.wait()})", unit)
+        finally:
+            stop.set()
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            while reader.is_alive():
+                try:  # (a message the consumer will not take)
+                    ahead.get_nowait()
+                except queue.Empty:
+                    pass
+                reader.join(0.05)
+            proc.stdout.close()
+
+    def __iter__(self) -> Iterator[EventBatch]:
+        fail = self.on_error == "fail"
+        validated = (self._validated_elsewhere() if self.parses_elsewhere()
+                     else self._validated())
+        try:
+            yield from self._counted(validated, fail)
+        finally:
+            validated.close()  # (a parsing process ends with the iteration)
+
+    def _counted(self, validated: Iterator[tuple], fail: bool) -> Iterator[EventBatch]:
+        """The batches of validated chunks, their bad rows routed and counted."""
+        for chunk, batch, errors in validated:
+            self._chunk = chunk
             rejects = chunk.rejects
             if errors:
                 lines = chunk.lines
@@ -1355,6 +1529,81 @@ class EventSource:
     def read_all(self) -> EventBatch:
         """The whole log as one batch (for small logs and tests)."""
         return EventBatch.concat(list(self))
+
+
+#: a log of at least this many bytes is read and validated in a second process when
+#: ``parse_process="auto"`` (the default): below, starting that process (a Python that
+#: imports numpy and streameval) costs more than it saves
+PARSE_PROCESS_MIN_BYTES = 32 << 20
+
+#: chunks read and validated by the second process that wait for the consumer (each at
+#: most ``batch_size`` rows): what it holds ahead is bounded
+PARSE_AHEAD = 2
+
+
+def _portable(e: BaseException) -> tuple:
+    """An exception as ``(class, args, attributes)``, to be raised again in another
+    process by :func:`_rebuilt` (with its message as it was: an
+    :class:`~streameval.events.EventError` rebuilt from its args would prefix its
+    location twice)."""
+    import pickle
+
+    parts = (type(e), e.args, dict(vars(e)))
+    try:
+        pickle.dumps(parts)
+    except Exception:  # (an attribute that does not pickle)
+        parts = (RuntimeError, (f"{type(e).__name__}: {e}",), {})
+    return parts
+
+
+def _rebuilt(parts: tuple) -> BaseException:
+    cls, args, attrs = parts
+    e = cls.__new__(cls)
+    e.args = args
+    e.__dict__.update(attrs)
+    return e
+
+
+def _parse_main() -> None:
+    """The second process of :meth:`EventSource._validated_elsewhere` (``python -c``):
+    its spec pickled on stdin; read and validate the log as one process would, and
+    write to stdout, pickled, each ``("chunk", chunk, batch, errors)`` (the chunk
+    without its columns), then ``("end",)``, or ``("unreadable", reason)`` for a read
+    that failed, or ``("raise", exception)``."""
+    import pickle
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the consumer ends it)
+    spec = pickle.load(sys.stdin.buffer)
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # (nothing else on the pipe)
+
+    def put(msg):
+        pickle.dump(msg, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
+    try:
+        src = EventSource(spec["path"], spec["fields"], parse_process=False, **spec["options"])
+        fm, partial = src.fields, src.partial
+        chunks = src.reader.chunks(spec["skip"], spec["offset"])
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                put(("end",))
+                return
+            except Exception as e:
+                reason = _read_failure(e)
+                put(("raise", _portable(e)) if reason is None else ("unreadable", reason))
+                return
+            batch, errors = build_batch(chunk.columns, chunk.lines, fm, text=chunk.text,
+                                        partial=partial)
+            put(("chunk", Chunk({}, chunk.lines, False, chunk.rejects, chunk.raw,
+                                chunk.last_line, chunk.offset), batch, errors))
+    except BrokenPipeError:  # the consumer stopped reading
+        return
+    except Exception as e:  # (a bug: said in the consumer)
+        put(("raise", _portable(e)))
 
 
 def arrow_column(arr) -> tuple[Any, bool]:

@@ -163,7 +163,32 @@ def coarse_key(s, bits):
 
 
 def coarse_keys(s, bits):
-    """:func:`coarse_key` of every element of the float64 array ``s`` (numpy)."""
+    """:func:`coarse_key` of every element of the float64 array ``s`` (numpy): the low
+    ``52 - bits`` bits of each float's stored mantissa cleared (for a normal float that
+    is its mantissa truncated toward zero, keeping ``bits + 1`` significant bits);
+    subnormals (whose leading bit is not at the top of the field), NaN and infinities
+    take :func:`coarse_key`'s ``frexp`` route. A fresh array.
+
+    Runtime complexity: `O(n)`, a few integer passes."""
+    out = np.array(s, dtype=_F8)  # (a copy)
+    out += 0.0  # -0.0 -> 0.0
+    if bits >= 52:
+        return out
+    u = out.view(np.uint64)
+    e = u & _EXP_BITS
+    odd = np.flatnonzero(((e == 0) & (u != 0)) | (e == _EXP_BITS))
+    u &= ~np.uint64((1 << (52 - bits)) - 1)
+    if len(odd):
+        out[odd] = _coarse_keys_frexp(np.asarray(s, dtype=_F8)[odd], bits)
+    return out
+
+
+#: the exponent field of a float64 (all zeros: zero or subnormal; all ones: inf, NaN)
+_EXP_BITS = np.uint64(0x7FF0000000000000)
+
+
+def _coarse_keys_frexp(s, bits):
+    """:func:`coarse_keys` by ``frexp``/``ldexp`` (every float, subnormals included)."""
     m, e = np.frexp(s)
     out = np.ldexp(np.trunc(np.ldexp(m, bits + 1)), e - bits - 1)
     out += 0.0
@@ -176,6 +201,71 @@ def _count_keys(keys, bits):
         return 0
     k = coarse_keys(keys, bits)
     return 1 + int(np.count_nonzero(k[1:] != k[:-1]))
+
+
+def _key_counter(keys):
+    """``count(bits)``: :func:`_count_keys` of the ascending ``keys`` at any ``bits``,
+    each call one comparison pass. Two neighbours share their key at ``bits`` when the
+    XOR of their bit patterns is below ``2**(52 - bits)`` (no differing bit among those
+    kept), so the XORs, computed once, answer every ``bits``; keys holding a subnormal,
+    ``-0.0``, NaN or an infinity (:func:`_unusual_keys`) count by :func:`_count_keys`.
+    Memory: one uint64 per key."""
+    n = len(keys)
+    if n < 2:
+        return lambda bits: n
+    if _unusual_keys(keys):
+        return lambda bits: _count_keys(keys, bits)
+    u = np.ascontiguousarray(keys, dtype=_F8).view(np.uint64)
+    d = u[1:] ^ u[:-1]
+    del u
+
+    def count(bits):
+        if bits >= 52:
+            return 1 + int(np.count_nonzero(d))
+        return 1 + int(np.count_nonzero(d >= np.uint64(1 << (52 - bits))))
+
+    return count
+
+
+def _unusual_keys(keys):
+    """Whether the ascending ``keys`` hold a subnormal, ``-0.0``, NaN or an infinity
+    (what the bit-pattern shortcuts of coarsening leave to the general path). Two
+    searches and a look at the keys below the smallest normal float."""
+    n = len(keys)
+    if not n:
+        return False
+    if not (np.isfinite(keys[0]) and np.isfinite(keys[-1])):
+        return True
+    a, b = keys.searchsorted(-_TINY, "right"), keys.searchsorted(_TINY)
+    tiny = keys[a:b]  # |key| < the smallest normal: only +0.0 is usual
+    return bool(len(tiny)) and not (len(tiny) == 1 and tiny.view(np.uint64)[0] == 0)
+
+
+#: the smallest normal float64
+_TINY = np.finfo(np.float64).tiny
+
+
+def _coarse_runs(side, bits):
+    """``(coarse keys, weights, counts)`` of one class's merged side at ``bits``: its
+    keys' runs that share a coarse key (neighbours whose bit patterns differ only
+    below the ``bits`` kept), each run's weight and count from the side's running
+    sums "at or above" (exact for integer weights)."""
+    k = side.k
+    n = len(k)
+    u = k.view(np.uint64)
+    change = (u[1:] ^ u[:-1]) >= np.uint64(1 << (52 - bits)) if bits < 52 else u[1:] != u[:-1]
+    starts = np.empty(int(np.count_nonzero(change)) + 1, dtype=_I8)
+    starts[0] = 0
+    starts[1:] = np.flatnonzero(change)
+    starts[1:] += 1
+    del change
+    ends = np.empty_like(starts)
+    ends[:-1] = starts[1:]
+    ends[-1] = n
+    w = side.w
+    c = w if side.c is None else side.c
+    return (coarse_keys(k[starts], bits), w[starts] - w[ends],
+            (c[starts] - c[ends]).astype(_I8))
 
 
 def coarsened(arrays, bits):
@@ -1549,8 +1639,23 @@ class ScoreOrder:
         that may be exceeded. Callers then map every score they add or remove with
         :meth:`key` / :meth:`keys_of`. Returns whether the keys changed.
 
-        Runtime complexity: `O(n log(bits))` numpy (``n`` entries stored).
+        Runtime complexity: `O(n log(bits))` numpy (``n`` entries stored): the bisection
+        compares the XORs of neighbouring keys' bit patterns, computed once
+        (:func:`_key_counter`). The bulk layout with integer weights (sums below
+        ``2**53``) is coarsened class by class (:meth:`_coarsen_levels`): each class's
+        entries are summed per new key from its running sums, and only the coarse keys
+        of the two classes are merged, so the order's entries are never gathered in one
+        set of arrays: beside the order, a few arrays of one 8-byte value per entry at
+        a time, and the old levels are released before the new ones are built.
         """
+        if self._arrays is None and self._levels is not None and self.exact_ints():
+            done = self._coarsen_levels(target)
+            if done is not None:
+                return done
+        return self._coarsen_merged(target)
+
+    def _coarsen_merged(self, target):
+        """:meth:`coarsen` over the merged arrays (:meth:`arrays`): any layout."""
         arrays = self.arrays()  # (levels: merged into one, and kept merged)
         keys = arrays[0]
         if len(keys) <= target:
@@ -1558,13 +1663,77 @@ class ScoreOrder:
         lo, hi = 0, (52 if self.bits is None else self.bits) - 1
         if hi < 0:
             return False
+        count = _key_counter(keys)
         while lo < hi:  # largest bits in [lo, hi] with at most target keys (or 0)
             mid = (lo + hi + 1) >> 1
-            if _count_keys(keys, mid) <= target:
+            if count(mid) <= target:
                 lo = mid
             else:
                 hi = mid - 1
         self.coarsen_to(lo, arrays)
+        return True
+
+    def _coarsen_levels(self, target):
+        """:meth:`coarsen` of the bulk layout with integer weights whose sums stay below
+        ``2**53`` (:meth:`exact_ints`), class by class; None
+        when a key is a subnormal, ``-0.0``, NaN or infinite (the caller then takes
+        :meth:`_coarsen_merged`). Each class's sides are merged first (as
+        :meth:`arrays` leaves them). The keys of a class that fall in one coarse key
+        are a run (the map is monotone); the run's weight is the difference of the
+        side's running sums "at or above" at its two ends, exact with integer weights,
+        so the result is the one :func:`coarsened` gives over the merged arrays."""
+        lv = self._levels
+        sides = (lv._compacted(lv.pos), lv._compacted(lv.neg))
+        keys = [s.k for s in sides if s is not None]
+        if not keys or any(_unusual_keys(k) for k in keys):
+            return None
+        if len(keys) == 2:  # (the scores of both classes, for the counts of the union)
+            every = np.concatenate(keys)
+            every.sort(kind="stable")  # two sorted runs: a linear merge
+        else:
+            every = keys[0]
+        count = _key_counter(every)
+        del every
+        if count(52) <= target:
+            return False
+        lo, hi = 0, (52 if self.bits is None else self.bits) - 1
+        if hi < 0:
+            return False
+        while lo < hi:  # largest bits in [lo, hi] with at most target keys (or 0)
+            mid = (lo + hi + 1) >> 1
+            if count(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        del count
+        if self.bits is not None and lo >= self.bits:
+            return True  # (as coarsen_to: the keys stay)
+        per_class = [None if s is None else _coarse_runs(s, lo) for s in sides]
+        # (the old levels go now: the new ones are built from the per-class runs alone)
+        del sides, keys
+        self._levels = None
+        ck = [c[0] for c in per_class if c is not None]
+        union = np.concatenate(ck) if len(ck) == 2 else ck[0]
+        if len(ck) == 2:
+            union.sort(kind="stable")
+            first = np.empty(len(union), dtype=bool)
+            first[0] = True
+            np.not_equal(union[1:], union[:-1], out=first[1:])
+            union = union[first]
+        m = len(union)
+        wp, wn = np.zeros(m), np.zeros(m)
+        cp, cn = np.zeros(m, dtype=_I8), np.zeros(m, dtype=_I8)
+        for c, w_out, c_out in zip(per_class, (wp, wn), (cp, cn)):
+            if c is not None:
+                at = union.searchsorted(c[0])
+                w_out[at] = c[1]
+                c_out[at] = c[2]
+        self.bits = lo
+        merged = (union, wp, wn, cp, cn)
+        if self.unit:  # (the rebuild keeps one array per class: weights are counts)
+            merged = merged[:3] + merged[1:3]
+        self._install(merged)
+        self.stamp += 1
         return True
 
     def coarsen_to(self, bits, arrays=None):
