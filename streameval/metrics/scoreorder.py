@@ -1660,18 +1660,26 @@ class ScoreOrder:
         keys = arrays[0]
         if len(keys) <= target:
             return False
+        lo = self._most_bits(_key_counter(keys), target)
+        if lo is None:
+            return False
+        self.coarsen_to(lo, arrays)
+        return True
+
+    def _most_bits(self, count, target):
+        """The largest mantissa bits, below the current ones, whose coarse keys number
+        at most ``target`` by ``count(bits)`` (0 if none does); None when the keys have
+        no bit left to drop."""
         lo, hi = 0, (52 if self.bits is None else self.bits) - 1
         if hi < 0:
-            return False
-        count = _key_counter(keys)
+            return None
         while lo < hi:  # largest bits in [lo, hi] with at most target keys (or 0)
             mid = (lo + hi + 1) >> 1
             if count(mid) <= target:
                 lo = mid
             else:
                 hi = mid - 1
-        self.coarsen_to(lo, arrays)
-        return True
+        return lo
 
     def _coarsen_levels(self, target):
         """:meth:`coarsen` of the bulk layout with integer weights whose sums stay below
@@ -1696,16 +1704,10 @@ class ScoreOrder:
         del every
         if count(52) <= target:
             return False
-        lo, hi = 0, (52 if self.bits is None else self.bits) - 1
-        if hi < 0:
-            return False
-        while lo < hi:  # largest bits in [lo, hi] with at most target keys (or 0)
-            mid = (lo + hi + 1) >> 1
-            if count(mid) <= target:
-                lo = mid
-            else:
-                hi = mid - 1
+        lo = self._most_bits(count, target)
         del count
+        if lo is None:
+            return False
         if self.bits is not None and lo >= self.bits:
             return True  # (as coarsen_to: the keys stay)
         per_class = [None if s is None else _coarse_runs(s, lo) for s in sides]
