@@ -147,7 +147,7 @@ class Evaluator:
         for sc, reps in zip(scopes, reports):
             vals, bounds, as_of = sc.read(reps, fresh)
             if apply_refits(sc.metrics):  # (a new calibration map, from this row on)
-                sc._fresh = None
+                sc.forget_read()
             values.append(vals)
             # a segment row counts the segment's events; stream_n places it in the stream
             row = ({"n": n, "t": t, "segment": None, "values": vals} if sc.key is None else

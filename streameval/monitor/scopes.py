@@ -458,6 +458,12 @@ class Scope:
             self._pend.append((block, 7))
         self._pend_one = []
 
+    def forget_read(self):
+        """Drop the values kept from the last fresh read: the next read computes every
+        value again (after something that changes values without feeding events, such
+        as a calibration refit)."""
+        self._fresh = None
+
     def fed(self):
         """``(n, predictions)``: the events and the predictions (before their labels) the
         scope's objects counted (its buffer's not yet)."""
