@@ -181,11 +181,14 @@ def test_a_compaction_is_spread_over_checkpoints_and_disk_stays_bounded(tmp_path
                                                                         monkeypatch):
     """With a small step, each checkpoint moves at most the step's live bytes (or what
     it writes anew, or one pack), the least alive packs first; the bytes on disk stay
-    bounded over a long chain, and the chain loads equal to a full checkpoint."""
+    bounded over a long chain, and the chain loads equal to a full checkpoint. (A
+    compaction threshold of 1.5: expired window batches are then enough to start
+    compactions several times in the chain.)"""
     import streameval.io.statefile as sf
 
     step = 64 << 10
     monkeypatch.setattr(sf, "COMPACT_STEP", step)
+    monkeypatch.setattr(sf, "COMPACT_RATIO", 1.5)
     rng = np.random.default_rng(5)
     m = Monitor.default()  # (its windows' batches expire: dead bytes in old packs)
     w = StateWriter(tmp_path / "c.json")
