@@ -177,6 +177,10 @@ class StateWriter:
     # -------------------------------------------------------------- identity cache
     @staticmethod
     def _key(a: np.ndarray, root: np.ndarray) -> tuple:
+        if a is root or (a.shape == root.shape and a.strides == root.strides
+                         and a.dtype == root.dtype):
+            # (the whole of its root: the same memory, without reading its address)
+            return (id(root), -1, a.shape, a.strides, a.dtype.str)
         return (id(root), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
 
     def adopt(self, arrays: dict) -> None:
@@ -598,6 +602,10 @@ def _too_deep(fast: list) -> list:
     manifest's root): the bracket depth of each, outside strings (no string holds an
     escape, so every quote delimits one), in a few numpy passes over the brackets and
     quotes of all of them."""
+    # (a subtree with fewer opening brackets than the levels left cannot nest deeper:
+    # two C counts each, and the numpy pass over the others only)
+    fast = [(sub, d) for sub, d in fast
+            if sum(p.count(b"[") + p.count(b"{") for p in sub.parts) + d + 1 > MAX_DEPTH]
     if not fast:
         return []
     datas = [b"".join(sub.parts) for sub, _ in fast]

@@ -1808,11 +1808,13 @@ class ScoreOrder:
             assert self._pairs == want, (self._pairs, want)
         memo = self._layout_memo
         if memo is not None:  # a flat order's log adds up to the arrays it gave last
-            got = _flat_replayed(memo.base, memo.runs, memo.unit)
-            assert len(got) == len(memo.prev) == (3 if memo.unit else 5)
+            got = _stacked(_flat_replayed(memo.base, memo.runs, memo.unit), memo.unit)
             for a, b in zip(got, memo.prev):
-                assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
-            assert not any(a.flags.writeable for a in memo.base + memo.prev)
+                assert (a is None) == (b is None)
+                assert a is None or (a.shape == b.shape and a.tobytes() == b.tobytes())
+                assert b is None or not b.flags.writeable
+            assert not any(a.flags.writeable for a in memo.base)
+            assert not any(a.flags.writeable for r in memo.runs for a in r)
             assert memo.logged == sum(r[0].shape[1] for r in memo.runs)
             assert len(memo.runs) <= LAYOUT_RUNS
 
@@ -1927,11 +1929,9 @@ class ScoreOrder:
                 if len(arrs[0]) > FLAT_MAX:
                     raise ValueError("bad score-order layout: a flat order holds at most "
                                      f"{FLAT_MAX} scores")
-                prev = tuple(_frozen(a) for a in arrs)
-                arrs = [a.copy() for a in arrs]  # (the order writes to its arrays)
-            else:
-                prev = base
+            else:  # (the order writes to its arrays: not to those of its log)
                 arrs = [a.copy() for a in arrs]
+            prev = _stacked(arrs, so.unit)
             k, wp, wn = arrs[:3]
             cp, cn = (wp, wn) if so.unit else arrs[3:]
             entries = (k, wp, wn, cp.astype(_I8) if so.unit else cp,
@@ -2033,7 +2033,7 @@ class ScoreOrder:
         if memo is not None and memo.unit == unit:
             if memo.seen == seen:
                 return memo.base, memo.runs
-            run = _flat_changes(memo.prev, arrays, unit)
+            run, bits = _flat_changes(memo.prev, arrays, unit)
             if run is None:
                 memo.seen = seen
                 return memo.base, memo.runs
@@ -2041,11 +2041,11 @@ class ScoreOrder:
             if len(memo.runs) < LAYOUT_RUNS and memo.logged + m <= len(arrays[0]):
                 memo.runs = memo.runs + (run,)
                 memo.logged += m
-                memo.prev = _frozen_copies(arrays, unit)
+                memo.prev = bits
                 memo.seen = seen
                 return memo.base, memo.runs
         base = _frozen_copies(arrays, unit)
-        self._layout_memo = _FlatLog(base, (), base, 0, unit)
+        self._layout_memo = _FlatLog(base, (), _stacked(base, unit), 0, unit)
         self._layout_memo.seen = seen
         return base, ()
 
@@ -2061,8 +2061,8 @@ class _FlatLog:
     """What :meth:`ScoreOrder.to_layout` gave of a flat order: ``base``, the arrays
     given whole (read-only: ``keys, wp, wn`` with unit weights, then ``cp, cn``
     otherwise), ``runs``, the runs of changed entries given since (read-only; see
-    :func:`_flat_changes`), ``prev``, the arrays they add up to (read-only; ``base``
-    itself while there is no run), ``logged``, the entries of the runs, ``unit`` and
+    :func:`_flat_changes`), ``prev``, the arrays they add up to (their
+    :func:`_stacked` bits), ``logged``, the entries of the runs, ``unit`` and
     ``seen``, the order's ``(stamp, id of its arrays)`` when they were last compared."""
 
     __slots__ = ("base", "runs", "prev", "logged", "unit", "seen")
@@ -2091,59 +2091,66 @@ def _frozen_copies(arrays, unit):
     return tuple(out)
 
 
+def _stacked(arrays, unit):
+    """A flat order's arrays as read-only copies in at most two 2-D arrays: float64
+    rows of ``keys, wp, wn``, and int64 rows of ``cp, cn`` (None with unit weights,
+    where the weights are the counts); what :func:`_flat_changes` compares with, in one
+    indexing, and what a run is made of."""
+    k, wp, wn = arrays[0], arrays[1], arrays[2]
+    vals = np.empty((3, len(k)), dtype=_F8)
+    vals[0], vals[1], vals[2] = k, wp, wn
+    vals.flags.writeable = False
+    if unit:
+        return vals, None
+    counts = np.empty((2, len(k)), dtype=_I8)
+    counts[0], counts[1] = arrays[3], arrays[4]
+    counts.flags.writeable = False
+    return vals, counts
+
+
 def _flat_changes(prev, cur, unit):
-    """The run of entries of the flat arrays ``cur`` that are not in ``prev`` bit for
-    bit (new scores, changed weights or counts), and of the scores of ``prev`` that
-    ``cur`` no longer holds (zero weights and counts: no stored score has both classes'
-    counts 0), in score order; None if there is none. A run is a tuple of read-only
-    arrays: float64 ``(3, m)`` rows of scores, ``wp``, ``wn``, and, unless the weights
-    are the counts, int64 ``(2, m)`` rows of ``cp``, ``cn``. Runtime complexity:
-    `O(n log(n))` numpy (one search of the scores)."""
-    pk, k = prev[0], cur[0]
-    n0, n = len(pk), len(k)
-    cols = 3 if unit else 5
+    """The run of entries of the flat arrays ``cur`` that are not in ``prev`` (their
+    :func:`_stacked` copies) bit for bit (new scores, changed weights or counts), and
+    of the scores of ``prev`` that ``cur`` no longer holds (zero weights and counts: no
+    stored score has both classes' counts 0), in score order, and ``cur``'s
+    :func:`_stacked` copies; the run is None if nothing changed. A run is a tuple of
+    read-only arrays: float64 ``(3, m)`` rows of scores, ``wp``, ``wn``, and, unless the
+    weights are the counts, int64 ``(2, m)`` rows of ``cp``, ``cn``. Runtime
+    complexity: `O(n log(n))` numpy (one search of the scores), a dozen numpy calls."""
+    now = _stacked(cur, unit)
+    vals, counts = now
+    pv, pc = prev
+    pk, k = pv[0], vals[0]
+    n0 = len(pk)
     gone = None
     if n0 == 0:
-        changed = np.ones(n, dtype=bool)
+        changed = np.ones(len(k), dtype=bool)
     else:
-        pos = np.searchsorted(pk, k)
+        pos = pk.searchsorted(k)
         np.minimum(pos, n0 - 1, out=pos)
-        hit = pk[pos] == k
-        same = hit & (pk.view(_I8)[pos] == k.view(_I8))
-        for i in range(1, cols):  # (weights bit for bit: -0.0 is not 0.0 here)
-            a, b = prev[i], cur[i]
-            if a.dtype == _F8:
-                a, b = a.view(_I8), b.view(_I8)
-            same &= a[pos] == b
-        changed = ~same
+        hit = pk[pos] == k  # (by value: 0.0 and -0.0 are one score, as in the order)
+        # (bit for bit: a weight of -0.0 is not 0.0 here)
+        changed = (pv.view(_I8).take(pos, axis=1) != vals.view(_I8)).any(axis=0)
+        if counts is not None:
+            changed |= (pc.take(pos, axis=1) != counts).any(axis=0)
         if np.count_nonzero(hit) < n0:
             gone = np.ones(n0, dtype=bool)
             gone[pos[hit]] = False
-            if not gone.any():
-                gone = None
-    m_c = int(np.count_nonzero(changed))
-    m_g = 0 if gone is None else int(np.count_nonzero(gone))
-    if not (m_c or m_g):
-        return None
-    m = m_c + m_g
-    vals = np.zeros((3, m), dtype=_F8)
-    counts = None if unit else np.zeros((2, m), dtype=_I8)
-    for i in range(3):
-        vals[i, :m_c] = cur[i][changed]
-    if not unit:
-        counts[0, :m_c] = cur[3][changed]
-        counts[1, :m_c] = cur[4][changed]
-    if m_g:
-        vals[0, m_c:] = pk[gone]
-        order = np.argsort(vals[0], kind="stable")
-        vals = vals[:, order]
-        if counts is not None:
-            counts = counts[:, order]
-    vals.flags.writeable = False
-    if counts is None:
-        return (vals,)
-    counts.flags.writeable = False
-    return (vals, counts)
+    at = np.flatnonzero(changed)
+    if gone is None and not len(at):
+        return None, now
+    run = [vals.take(at, axis=1)] + ([] if counts is None else [counts.take(at, axis=1)])
+    if gone is not None:  # (removed scores: zero weights and counts, in score order)
+        dead = pk[gone]
+        run[0] = np.concatenate((run[0], np.zeros((3, len(dead)), dtype=_F8)), axis=1)
+        run[0][0, len(at):] = dead
+        order = np.argsort(run[0][0], kind="stable")
+        run = [x.take(order, axis=1) if x.shape[1] == len(order) else
+               np.concatenate((x, np.zeros((2, len(dead)), dtype=_I8)), axis=1).take(
+                   order, axis=1) for x in run]
+    for x in run:
+        x.flags.writeable = False
+    return tuple(run), now
 
 
 def _runs_of(runs, unit):
