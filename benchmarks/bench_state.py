@@ -32,6 +32,8 @@ the restart's time to serve again.
 
     python benchmarks/bench_state.py                 # full: to 10 M events, ~15 min idle
     python benchmarks/bench_state.py --quick --json -  # a quick check (~3 min)
+    python benchmarks/bench_state.py --parts segments --segments 1000 \
+        --segment-events 1000000 --json -             # one part (no results file)
 
 Results: ``benchmarks/results/bench_state.json`` (``--json``), shown on the
 documentation's performance page. The machine's load average is recorded with them.

@@ -1198,6 +1198,10 @@ def test_a_binary_checkpoint_without_logs_still_loads_and_goes_on(tmp_path):
             np.random.default_rng(8).choice(["a", "b", "c"], 900)))
         m.evaluate()
     w.write(back.to_array_state(), kind="monitor")
+    # (the loaded arrays referenced, the runs written: less than a full checkpoint)
+    full = StateWriter(tmp_path / "full" / "f.json")
+    full.write(back.to_array_state(), kind="monitor")
+    assert w.last["bytes"] < 0.6 * full.last["bytes"], (w.last, full.last)
     again = load_checkpoint(path, expected_kind="monitor")
     assert _flat_runs(again)
     assert json.dumps(Monitor.from_array_state(again).to_state()) == json.dumps(

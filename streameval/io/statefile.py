@@ -17,7 +17,8 @@ A state tree (JSON values with numpy arrays at some leaves, what
 
 **Incremental.** A :class:`StateWriter` remembers where it wrote each array that does
 not change while it lives (a read-only array in the tree: a score order's levels, a
-window's batches) by the identity of the array holding its memory; the next checkpoint
+flat score order's arrays and runs of changed entries, a window's batches) by the
+identity of the array holding its memory; the next checkpoint
 references that place instead of writing it again, as RocksDB's SST files and
 Prometheus TSDB's blocks are referenced by the manifests that still need them. A
 checkpoint thus writes the arrays made since the last one (new or merged levels,
