@@ -32,6 +32,8 @@ the restart's time to serve again.
 
     python benchmarks/bench_state.py                 # full: to 10 M events, ~15 min idle
     python benchmarks/bench_state.py --quick --json -  # a quick check (~3 min)
+    python benchmarks/bench_state.py --parts segments --segments 1000 \
+        --segment-events 1000000 --json -             # one part (no results file)
 
 Results: ``benchmarks/results/bench_state.json`` (``--json``), shown on the
 documentation's performance page. The machine's load average is recorded with them.
@@ -356,6 +358,9 @@ def service(args, res, tmp):
                better="lower")
 
 
+#: the parts of the benchmark, in the order they run (``--parts``)
+PARTS = {"length": by_length, "segments": by_segments, "replay": replay, "service": service}
+
 QUICK = {"sizes": "100000,300000", "json_max": 100_000, "increments": 3,
          "segments": "1,10,100", "segment_events": 100_000, "replay_events": 100_000,
          "repeat": 1, "service_sizes": "100000", "service_seconds": 4.0}
@@ -380,6 +385,10 @@ def main(argv=None):
                     help="events the service holds when measured ('' to skip)")
     ap.add_argument("--service-seconds", type=float, default=25.0,
                     help="seconds of each latency window")
+    ap.add_argument("--parts", default=",".join(PARTS),
+                    help="what to measure, comma-separated, of " + ", ".join(PARTS)
+                    + " (default: all; a run of some parts writes its JSON only with an "
+                    "explicit --json path)")
     ap.add_argument("--quick", action="store_true", help="small sizes: a check that the "
                     "script works (" + ", ".join(f"{k}={v}" for k, v in QUICK.items()) + ")")
     R.add_json_argument(ap, __file__)
@@ -387,18 +396,23 @@ def main(argv=None):
     if args.quick:
         for k, v in QUICK.items():
             setattr(args, k, v)
+    parts = [x for x in args.parts.split(",") if x]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        ap.error(f"--parts: unknown {', '.join(unknown)} (known: {', '.join(PARTS)})")
     res = R.Results(__file__, args)
     tmp = Path(tempfile.mkdtemp(prefix="bench_state."))
     try:
-        by_length(args, res, tmp)
-        by_segments(args, res, tmp)
-        replay(args, res, tmp)
-        if args.service_sizes:
-            service(args, res, tmp)
+        for name in PARTS:
+            if name in parts and (name != "service" or args.service_sizes):
+                PARTS[name](args, res, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if args.json != "-":
+    default_json = str(R.default_path(__file__))
+    if args.json != "-" and (set(parts) == set(PARTS) or args.json != default_json):
         res.write(args.json)
+    elif args.json != "-":
+        print(f"(some parts only: results not written to {args.json}; give --json PATH)")
 
 
 if __name__ == "__main__":

@@ -181,11 +181,14 @@ def test_a_compaction_is_spread_over_checkpoints_and_disk_stays_bounded(tmp_path
                                                                         monkeypatch):
     """With a small step, each checkpoint moves at most the step's live bytes (or what
     it writes anew, or one pack), the least alive packs first; the bytes on disk stay
-    bounded over a long chain, and the chain loads equal to a full checkpoint."""
+    bounded over a long chain, and the chain loads equal to a full checkpoint. (A
+    compaction threshold of 1.5: expired window batches are then enough to start
+    compactions several times in the chain.)"""
     import streameval.io.statefile as sf
 
     step = 64 << 10
     monkeypatch.setattr(sf, "COMPACT_STEP", step)
+    monkeypatch.setattr(sf, "COMPACT_RATIO", 1.5)
     rng = np.random.default_rng(5)
     m = Monitor.default()  # (its windows' batches expire: dead bytes in old packs)
     w = StateWriter(tmp_path / "c.json")
@@ -966,3 +969,240 @@ def test_a_chain_through_restarts_equals_a_full_checkpoint(tmp_path_factory, see
     for x in (chain, ref):
         x.update_many(y, s, t=t0 + np.arange(3000.0), segment=["a", "b", "c"] * 1000)
     assert json.dumps(chain.snapshot()) == json.dumps(ref.snapshot())
+
+
+# ------------------------------------------------------- flat score orders as logs
+def _entries(arrays):
+    """``{score bits: (wp bits, wn bits, cp, cn)}`` of a flat order's arrays: the
+    brute-force view of what changed between two of them."""
+    k, wp, wn, cp, cn = (np.asarray(a) for a in arrays)
+    return {int(a): (int(b), int(c), int(d), int(e)) for a, b, c, d, e in zip(
+        k.view(np.int64), wp.view(np.int64), wn.view(np.int64), cp.astype(np.int64),
+        cn.astype(np.int64))}
+
+
+def _batch(rng, m, weighted, grid):
+    keys = np.unique(rng.choice(grid, m))
+    if rng.random() < 0.2:  # (a score of -0.0 where 0.0 may be stored: one score)
+        keys = np.unique(np.concatenate([keys[keys != 0.0], [-0.0]]))
+    cp = rng.integers(0, 3, len(keys))
+    cn = rng.integers(0, 3, len(keys))
+    cn[(cp + cn) == 0] = 1
+    if weighted:
+        wp, wn = cp * rng.random(len(keys)) * 2, cn * rng.random(len(keys)) * 2
+    else:
+        wp, wn = cp.astype(float), cn.astype(float)
+    return keys, wp, wn, cp, cn
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), weighted=st.booleans(),
+       steps=st.lists(st.sampled_from(["add", "add", "remove", "same", "read"]),
+                      min_size=1, max_size=14))
+def test_a_flat_orders_log_replays_bit_for_bit(seed, weighted, steps):
+    """A flat score order captured after each step (batches in, stored events out, no
+    change, a read): each capture loads back to the same bits (its arrays, ``U``, its
+    JSON state) and goes on alike; its newest run holds exactly the entries whose bits
+    changed since the last capture (added, reweighted, removed: brute force over the
+    two captures' entries), and the log stays within its bounds."""
+    from streameval.metrics.scoreorder import LAYOUT_RUNS, ScoreOrder
+
+    rng = np.random.default_rng(seed)
+    grid = np.round(np.linspace(0.0, 1.0, 400), 4)
+    so = ScoreOrder()
+    so.add_entries(*_batch(rng, 300, weighted, grid))
+    before = _entries(so.arrays())
+    runs_before = 0
+    for step in steps:
+        if step == "add":
+            so.add_entries(*_batch(rng, int(rng.integers(1, 120)), weighted, grid))
+        elif step == "remove" and len(so):
+            k, wp, wn, cp, cn = so.arrays()
+            at = np.sort(rng.choice(len(k), min(len(k), int(rng.integers(1, 60))),
+                                    replace=False))
+            rp, rn = np.minimum(cp[at], 1), np.minimum(cn[at], 1)
+            so.remove_entries(k[at], np.where(rp > 0, wp[at] / np.maximum(cp[at], 1), 0.0)
+                              * rp if weighted else rp.astype(float),
+                              np.where(rn > 0, wn[at] / np.maximum(cn[at], 1), 0.0) * rn
+                              if weighted else rn.astype(float), rp, rn)
+        elif step == "read":
+            so.auc()
+        assert so._arrays is not None  # (flat: the layout under test)
+        lay = so.to_layout()
+        so._check()
+        now = _entries(so.arrays())
+        runs = lay.get("runs", [])
+        assert lay["layout"] == ("flat_runs" if runs else "flat")
+        assert len(runs) <= LAYOUT_RUNS
+        assert sum(r[0].shape[1] for r in runs) <= max(len(now), 1)
+        assert all(not a.flags.writeable for a in lay["flat"])
+        if len(runs) == runs_before + 1:  # a new run: exactly what changed
+            changed = {k for k in now if before.get(k) != now[k]}
+            removed = {k for k in before if k not in now
+                       and not (k ^ (1 << 63)) in now}  # (-0.0 and 0.0: one score)
+            run = runs[-1]
+            got = set(run[0][0].view(np.int64).tolist())
+            assert got == changed | removed, (sorted(got ^ (changed | removed)))
+        elif runs:  # the same log: nothing changed
+            assert len(runs) == runs_before and now == before
+        before, runs_before = now, len(runs)
+        back = ScoreOrder.from_layout(_roundtrip(lay))
+        back._check()
+        for a, b in zip(back.arrays(), so.arrays()):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        assert json.dumps(back.to_data()) == json.dumps(so.to_data())
+        again = back.to_layout()  # (restored with its log: the same layout again)
+        _same_tree(again, lay)
+    batch = _batch(rng, 50, weighted, grid)
+    back = ScoreOrder.from_layout(_roundtrip(so.to_layout()))
+    for x in (so, back):
+        x.add_entries(*batch)
+    assert back.u == so.u and back.auc() == so.auc() or (so.auc() != so.auc())
+
+
+def _monitor_fed(steps, seed=0, segments=("a", "b", "c"), k=900):
+    mon = Monitor.default(group_by="segment")
+    rng = np.random.default_rng(seed)
+    for step in range(steps):
+        y = rng.random(k) < 0.3
+        mon.update_many(y, np.round(rng.random(k), 3), t=step * k + np.arange(k, dtype=float),
+                        segment=list(rng.choice(segments, k)))
+        mon.evaluate()
+    return mon, rng
+
+
+def _flat_runs(tree, out=None, where="state"):
+    """``(where, layout)`` of every flat order with runs in a state tree."""
+    out = [] if out is None else out
+    if isinstance(tree, dict):
+        if tree.get("layout") == "flat_runs":
+            out.append((where, tree))
+        for k, v in tree.items():
+            _flat_runs(v, out, f"{where}.{k}")
+    elif isinstance(tree, list):
+        for i, v in enumerate(tree):
+            _flat_runs(v, out, f"{where}[{i}]")
+    return out
+
+
+def test_segments_fed_since_write_runs_of_what_changed_and_damage_to_one_is_refused(tmp_path):
+    """Every segment fed between checkpoints: the second checkpoint writes each flat
+    order's run of changed entries and references its arrays written before (far fewer
+    bytes than a fresh writer's full checkpoint of the same state); the chain loads
+    equal to the monitor; a flipped byte in a run is refused by its CRC-32 (the previous
+    generation is then loaded), and a run edited by hand (a score removed that the
+    order does not hold, scores out of order) is refused naming the run."""
+    mon, rng = _monitor_fed(2)
+    path = tmp_path / "c.json"
+    w = StateWriter(path)
+    w.write(mon.to_array_state(), kind="monitor")
+    y = rng.random(600) < 0.3
+    mon.update_many(y, np.round(rng.random(600), 3), t=1800 + np.arange(600.0),
+                    segment=list(rng.choice(["a", "b", "c"], 600)))
+    mon.evaluate()
+    state = mon.to_array_state()
+    w.write(state, kind="monitor")
+    full = StateWriter(tmp_path / "f.json")
+    full.write(mon.to_array_state(), kind="monitor")
+    assert w.last["bytes"] < 0.6 * full.last["bytes"], (w.last, full.last)
+    loaded = load_checkpoint(path, expected_kind="monitor")
+    logs = _flat_runs(loaded)
+    assert len(logs) >= 6, [x for x, _ in logs]  # (each segment's order and window's)
+    assert json.dumps(Monitor.from_array_state(loaded).to_state()) == json.dumps(
+        mon.to_state())
+    env = json.loads(path.read_text())
+    d = Path(pack_dir(path))
+    newest = f"{env['seq']:012d}.pack"
+
+    def refs(x):  # the array references of the manifest, subtrees read from the packs
+        if isinstance(x, dict):
+            if set(x) == {"$b"}:
+                r = x["$b"]
+                yield from refs(json.loads((d / r[0]).read_bytes()[r[1]:r[1] + r[2]]))
+                return
+            if set(x) == {"$a"}:
+                yield x["$a"]
+                return
+            for k, v in x.items():
+                yield from refs(v) if k != "runs" else ((r, "run") for r in _run_refs(v))
+        elif isinstance(x, list):
+            for v in x:
+                yield from refs(v)
+
+    def _run_refs(v):
+        for run in v:
+            for a in run:
+                yield a["$a"]
+
+    run_refs = [r for r in refs(env["state"]) if isinstance(r, tuple)]
+    assert run_refs and all(r[0][0] == newest for r in run_refs[-1:])
+    ref = run_refs[-1][0]
+    pack = d / ref[0]
+    good = pack.read_bytes()
+    raw = bytearray(good)
+    raw[ref[1] + ref[2] // 2] ^= 0x10
+    pack.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="an array of pack .* CRC-32") as e:
+        load_checkpoint(path, expected_kind="monitor", fallback=False)
+    assert e.value.damaged and str(pack) in str(e.value)
+    with pytest.warns(CheckpointFallback):
+        prev = load_checkpoint(path, expected_kind="monitor")
+    assert Monitor.from_array_state(prev).n == mon.n - 600
+    # hand-edited runs: refused with the run named
+    where, lay = _flat_runs(loaded)[0]
+    from streameval.metrics.scoreorder import ScoreOrder
+
+    run = lay["runs"][-1][0]
+    bad = run.copy()
+    bad[0] = bad[0][::-1]
+    with pytest.raises(ValueError, match=r"runs\[\d+\]: scores must be finite and increasing"):
+        ScoreOrder.from_layout(dict(lay, runs=lay["runs"][:-1] + [[bad]]))
+    gone = np.array([[2.5], [0.0], [0.0]])  # (a score never stored, removed)
+    with pytest.raises(ValueError, match="removes a score the order does not hold"):
+        ScoreOrder.from_layout(dict(lay, runs=lay["runs"] + [[gone]]))
+    with pytest.raises(ValueError, match=r"runs\[0\]\[0\] is not a float64 array of 3 rows"):
+        ScoreOrder.from_layout(dict(lay, runs=[[run[:2]]]))
+    with pytest.raises(ValueError, match="layout = 'flat_run'"):
+        ScoreOrder.from_layout(dict(lay, layout="flat_run"))
+
+
+def test_a_binary_checkpoint_without_logs_still_loads_and_goes_on(tmp_path):
+    """A checkpoint chain written before flat orders were logged (flat orders whole,
+    tests/data/binary_checkpoint_d7a0c77.tar.gz): it loads equal to the same events fed
+    to a fresh monitor, and a writer adopting it writes runs from there on; that chain
+    loads equal too."""
+    import tarfile
+
+    with tarfile.open(DATA / "binary_checkpoint_d7a0c77.tar.gz") as t:
+        t.extractall(tmp_path, filter="data")
+    path = tmp_path / "ckpt.json"
+    # (the fixture's events: 3 steps of 1 200 rounded scores on three segments)
+    ref = Monitor.default(group_by="segment")
+    for step in range(3):
+        r = np.random.default_rng(100 + step)
+        y = r.random(1200) < 0.3
+        s = np.round(r.random(1200), 3)
+        ref.update_many(y, s, t=step * 1200 + np.arange(1200.0),
+                        segment=list(r.choice(["a", "b", "c"], 1200)))
+        ref.evaluate()
+    w = StateWriter(path)
+    state = load_checkpoint(path, expected_kind="monitor", writer=w)
+    assert not _flat_runs(state)
+    back = Monitor.from_array_state(state)
+    assert json.dumps(back.to_state()) == json.dumps(ref.to_state())
+    r = np.random.default_rng(7)
+    y = r.random(900) < 0.3
+    s = np.round(r.random(900), 3)
+    for m in (back, ref):
+        m.update_many(y, s, t=3600 + np.arange(900.0), segment=list(
+            np.random.default_rng(8).choice(["a", "b", "c"], 900)))
+        m.evaluate()
+    w.write(back.to_array_state(), kind="monitor")
+    # (the loaded arrays referenced, the runs written: less than a full checkpoint)
+    full = StateWriter(tmp_path / "full" / "f.json")
+    full.write(back.to_array_state(), kind="monitor")
+    assert w.last["bytes"] < 0.6 * full.last["bytes"], (w.last, full.last)
+    again = load_checkpoint(path, expected_kind="monitor")
+    assert _flat_runs(again)
+    assert json.dumps(Monitor.from_array_state(again).to_state()) == json.dumps(
+        ref.to_state())

@@ -17,7 +17,8 @@ A state tree (JSON values with numpy arrays at some leaves, what
 
 **Incremental.** A :class:`StateWriter` remembers where it wrote each array that does
 not change while it lives (a read-only array in the tree: a score order's levels, a
-window's batches) by the identity of the array holding its memory; the next checkpoint
+flat score order's arrays and runs of changed entries, a window's batches) by the
+identity of the array holding its memory; the next checkpoint
 references that place instead of writing it again, as RocksDB's SST files and
 Prometheus TSDB's blocks are referenced by the manifests that still need them. A
 checkpoint thus writes the arrays made since the last one (new or merged levels,
@@ -177,6 +178,10 @@ class StateWriter:
     # -------------------------------------------------------------- identity cache
     @staticmethod
     def _key(a: np.ndarray, root: np.ndarray) -> tuple:
+        if a is root or (a.shape == root.shape and a.strides == root.strides
+                         and a.dtype == root.dtype):
+            # (the whole of its root: the same memory, without reading its address)
+            return (id(root), -1, a.shape, a.strides, a.dtype.str)
         return (id(root), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
 
     def adopt(self, arrays: dict) -> None:
@@ -598,6 +603,10 @@ def _too_deep(fast: list) -> list:
     manifest's root): the bracket depth of each, outside strings (no string holds an
     escape, so every quote delimits one), in a few numpy passes over the brackets and
     quotes of all of them."""
+    # (a subtree with fewer opening brackets than the levels left cannot nest deeper:
+    # two C counts each, and the numpy pass over the others only)
+    fast = [(sub, d) for sub, d in fast
+            if sum(p.count(b"[") + p.count(b"{") for p in sub.parts) + d + 1 > MAX_DEPTH]
     if not fast:
         return []
     datas = [b"".join(sub.parts) for sub, _ in fast]

@@ -606,7 +606,8 @@ class ScoreOrder:
     __slots__ = ("_load", "_twice", "_keys", "_wp", "_wn", "_cp", "_cn", "_maxes", "_tp",
                  "_tn", "_gp", "_gn", "_u", "_u_from", "pos_weight", "neg_weight", "n_pos",
                  "n_neg", "z_pos", "z_neg", "stamp", "integral", "unit", "_levels", "_arrays",
-                 "_trickle", "_shed_u", "_shed_p", "_shed_n", "bits", "_pairs", "_pairs_at")
+                 "_trickle", "_shed_u", "_shed_p", "_shed_n", "bits", "_pairs", "_pairs_at",
+                 "_layout_memo")
 
     def __init__(self, load=DEFAULT_LOAD):
         if not isinstance(load, int) or load < 4:
@@ -614,6 +615,7 @@ class ScoreOrder:
         self._load = load
         self._twice = 2 * load
         self.stamp = 0  # bumped at every change (lets callers cache derived values)
+        self._layout_memo = None  # what to_layout gave of a flat order (_FlatLog)
         self.clear()
 
     def clear(self):
@@ -1975,6 +1977,17 @@ class ScoreOrder:
         if self._pairs_at == self.stamp:  # the pairs it follows: the recomputed ones
             want = _pairs_sum(wp, wn, self.integral)
             assert self._pairs == want, (self._pairs, want)
+        memo = self._layout_memo
+        if memo is not None:  # a flat order's log adds up to the arrays it gave last
+            got = _stacked(_flat_replayed(memo.base, memo.runs, memo.unit), memo.unit)
+            for a, b in zip(got, memo.prev):
+                assert (a is None) == (b is None)
+                assert a is None or (a.shape == b.shape and a.tobytes() == b.tobytes())
+                assert b is None or not b.flags.writeable
+            assert not any(a.flags.writeable for a in memo.base)
+            assert not any(a.flags.writeable for r in memo.runs for a in r)
+            assert memo.logged == sum(r[0].shape[1] for r in memo.runs)
+            assert len(memo.runs) <= LAYOUT_RUNS
 
     # ------------------------------------------------------------------ binary state
     def to_layout(self):
@@ -1983,8 +1996,21 @@ class ScoreOrder:
         anything (:meth:`to_data` merges the levels: the sums after a restore would then
         group differently). Arrays that never change are read-only views (see
         :meth:`Levels.to_layout <streameval.metrics.levels.Levels.to_layout>`), the others
-        copies. :meth:`from_layout` restores it exactly. Runtime complexity: `O(1)` for
-        levels (plus a copy of AP's ``pn``), `O(n)` for flat arrays and blocks."""
+        copies. :meth:`from_layout` restores it exactly.
+
+        A flat order is given as a log (layout ``"flat_runs"``, see :class:`_FlatLog`):
+        the arrays given whole once (``flat``, read-only) and ``runs``, each the entries
+        that changed between two calls (new scores, changed weights, and removed scores
+        with zero counts), also read-only: a checkpoint writer references what it wrote
+        for the earlier ones and writes the newest run only, `O(entries changed)` bytes
+        rather than `O(n)`. The arrays are given whole again once the runs hold more
+        entries than the order (or :data:`LAYOUT_RUNS` runs), so a log is at most about
+        twice the order. With no run it is the plain ``"flat"`` layout.
+
+        Runtime complexity: `O(1)` for levels (plus a copy of AP's ``pn``), `O(n)` numpy
+        for flat arrays (a comparison with the arrays given last time, a copy) and
+        blocks. Memory: a flat order keeps a read-only copy of the arrays it gave last
+        (to compare with) besides its log."""
         d = {"load": self._load, "u": float(self.u), "pos_weight": float(self.pos_weight),
              "neg_weight": float(self.neg_weight), "n_pos": int(self.n_pos),
              "n_neg": int(self.n_neg), "z_pos": int(self.z_pos), "z_neg": int(self.z_neg),
@@ -1994,11 +2020,14 @@ class ScoreOrder:
         if self.bits is not None:  # a coarsened order: its keys' mantissa bits
             d["bits"] = int(self.bits)
         if self._arrays is not None:
-            k, wp, wn, cp, cn = self._arrays
-            d["layout"] = "flat"
-            d["flat"] = [k.copy(), wp.copy(), wn.copy()] + (
-                [] if cp is wp and cn is wn else [cp.copy(), cn.copy()])
-        elif self._levels is not None:
+            base, runs = self._flat_log()
+            d["layout"] = "flat_runs" if runs else "flat"
+            d["flat"] = list(base)
+            if runs:
+                d["runs"] = [list(r) for r in runs]
+            return d
+        self._layout_memo = None  # (a flat order's log: rewritten whole if it comes back)
+        if self._levels is not None:
             d["layout"] = "levels"
             d["levels"] = self._levels.to_layout()
         else:
@@ -2044,7 +2073,8 @@ class ScoreOrder:
         so.integral, so.unit = d["integral"], d["unit"]
         so.bits = bits
         layout = d["layout"]
-        if layout == "flat":
+        memo = None
+        if layout in ("flat", "flat_runs"):
             arrs = d.get("flat")
             if not isinstance(arrs, list) or len(arrs) != (3 if so.unit else 5):
                 raise ValueError("bad score-order layout: flat must hold 3 arrays (unit "
@@ -2058,12 +2088,28 @@ class ScoreOrder:
             if len(arrs[0]) > FLAT_MAX:
                 raise ValueError("bad score-order layout: a flat order holds at most "
                                  f"{FLAT_MAX} scores")
+            base = tuple(_frozen(a) for a in arrs)
+            runs = ()
+            if layout == "flat_runs":
+                k = arrs[0]
+                if len(k) and (not np.isfinite(k).all() or (np.diff(k) <= 0).any()):
+                    raise ValueError("bad score-order layout: scores must be finite and "
+                                     "increasing")
+                runs = _runs_of(d.get("runs"), so.unit)
+                arrs = _flat_replayed(base, runs, so.unit)  # (fresh arrays)
+                if len(arrs[0]) > FLAT_MAX:
+                    raise ValueError("bad score-order layout: a flat order holds at most "
+                                     f"{FLAT_MAX} scores")
+            else:  # (the order writes to its arrays: not to those of its log)
+                arrs = [a.copy() for a in arrs]
+            prev = _stacked(arrs, so.unit)
             k, wp, wn = arrs[:3]
             cp, cn = (wp, wn) if so.unit else arrs[3:]
             entries = (k, wp, wn, cp.astype(_I8) if so.unit else cp,
                        cn.astype(_I8) if so.unit else cn)
             so._arrays = (k, wp, wn, cp, cn)
             so._levels = None
+            memo = _FlatLog(base, runs, prev, sum(r[0].shape[1] for r in runs), so.unit)
         elif layout == "levels":
             so._levels = Levels.from_layout(d.get("levels"), so.unit, so.integral)
             so._arrays = None
@@ -2106,7 +2152,7 @@ class ScoreOrder:
                 raise ValueError("bad score-order layout: block maxima do not match")
         else:
             raise ValueError(f"bad score-order layout: layout = {layout!r:.40}; expected "
-                             "'flat', 'levels' or 'blocks'")
+                             "'flat', 'flat_runs', 'levels' or 'blocks'")
         if entries is None:  # levels: a side's running sums start with its totals
             lv = so._levels
             n_p = sum(float((s.w if s.c is None else s.c)[0]) for s in lv.pos if s.size)
@@ -2141,4 +2187,198 @@ class ScoreOrder:
                 except AttributeError:
                     pass
         so.stamp += 1
+        if memo is not None:  # (the next checkpoint writes what changed from here)
+            memo.seen = (so.stamp, id(so._arrays))
+            so._layout_memo = memo
         return so
+
+    def _flat_log(self):
+        """``(base, runs)`` of a flat order's log (see :meth:`to_layout`): the arrays
+        and runs given last time, a new run appended if the arrays changed since, or the
+        arrays given whole (a new log). Runtime complexity: `O(1)` if the order did not
+        change since the last call, else `O(n)` numpy."""
+        arrays = self._arrays
+        unit = arrays[3] is arrays[1] and arrays[4] is arrays[2]
+        seen = (self.stamp, id(arrays))
+        memo = self._layout_memo
+        if memo is not None and memo.unit == unit:
+            if memo.seen == seen:
+                return memo.base, memo.runs
+            run, bits = _flat_changes(memo.prev, arrays, unit)
+            if run is None:
+                memo.seen = seen
+                return memo.base, memo.runs
+            m = run[0].shape[1]
+            if len(memo.runs) < LAYOUT_RUNS and memo.logged + m <= len(arrays[0]):
+                memo.runs = memo.runs + (run,)
+                memo.logged += m
+                memo.prev = bits
+                memo.seen = seen
+                return memo.base, memo.runs
+        base = _frozen_copies(arrays, unit)
+        self._layout_memo = _FlatLog(base, (), _stacked(base, unit), 0, unit)
+        self._layout_memo.seen = seen
+        return base, ()
+
+
+#: A flat order's log in a binary checkpoint (:meth:`ScoreOrder.to_layout`) holds at
+#: most this many runs of changed entries before its arrays are given whole again: a
+#: load replays them in one sort (a few numpy passes whatever their number), and each
+#: run costs a checkpoint a reference in its manifest.
+LAYOUT_RUNS = 8
+
+
+class _FlatLog:
+    """What :meth:`ScoreOrder.to_layout` gave of a flat order: ``base``, the arrays
+    given whole (read-only: ``keys, wp, wn`` with unit weights, then ``cp, cn``
+    otherwise), ``runs``, the runs of changed entries given since (read-only; see
+    :func:`_flat_changes`), ``prev``, the arrays they add up to (their
+    :func:`_stacked` bits), ``logged``, the entries of the runs, ``unit`` and
+    ``seen``, the order's ``(stamp, id of its arrays)`` when they were last compared."""
+
+    __slots__ = ("base", "runs", "prev", "logged", "unit", "seen")
+
+    def __init__(self, base, runs, prev, logged, unit):
+        self.base, self.runs, self.prev = base, runs, prev
+        self.logged, self.unit, self.seen = logged, unit, None
+
+
+def _frozen(a):
+    """A read-only view of ``a``: an array a checkpoint writer may write once and
+    reference while it lives."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def _frozen_copies(arrays, unit):
+    """Read-only copies of a flat order's arrays (``keys, wp, wn``, and ``cp, cn``
+    unless the weights are the counts)."""
+    out = []
+    for a in arrays[:3] if unit else arrays:
+        c = a.copy()
+        c.flags.writeable = False
+        out.append(c)
+    return tuple(out)
+
+
+def _stacked(arrays, unit):
+    """A flat order's arrays as read-only copies in at most two 2-D arrays: float64
+    rows of ``keys, wp, wn``, and int64 rows of ``cp, cn`` (None with unit weights,
+    where the weights are the counts); what :func:`_flat_changes` compares with, in one
+    indexing, and what a run is made of."""
+    k, wp, wn = arrays[0], arrays[1], arrays[2]
+    vals = np.empty((3, len(k)), dtype=_F8)
+    vals[0], vals[1], vals[2] = k, wp, wn
+    vals.flags.writeable = False
+    if unit:
+        return vals, None
+    counts = np.empty((2, len(k)), dtype=_I8)
+    counts[0], counts[1] = arrays[3], arrays[4]
+    counts.flags.writeable = False
+    return vals, counts
+
+
+def _flat_changes(prev, cur, unit):
+    """The run of entries of the flat arrays ``cur`` that are not in ``prev`` (their
+    :func:`_stacked` copies) bit for bit (new scores, changed weights or counts), and
+    of the scores of ``prev`` that ``cur`` no longer holds (zero weights and counts: no
+    stored score has both classes' counts 0), in score order, and ``cur``'s
+    :func:`_stacked` copies; the run is None if nothing changed. A run is a tuple of
+    read-only arrays: float64 ``(3, m)`` rows of scores, ``wp``, ``wn``, and, unless the
+    weights are the counts, int64 ``(2, m)`` rows of ``cp``, ``cn``. Runtime
+    complexity: `O(n log(n))` numpy (one search of the scores), a dozen numpy calls."""
+    now = _stacked(cur, unit)
+    vals, counts = now
+    pv, pc = prev
+    pk, k = pv[0], vals[0]
+    n0 = len(pk)
+    gone = None
+    if n0 == 0:
+        changed = np.ones(len(k), dtype=bool)
+    else:
+        pos = pk.searchsorted(k)
+        np.minimum(pos, n0 - 1, out=pos)
+        hit = pk[pos] == k  # (by value: 0.0 and -0.0 are one score, as in the order)
+        # (bit for bit: a weight of -0.0 is not 0.0 here)
+        changed = (pv.view(_I8).take(pos, axis=1) != vals.view(_I8)).any(axis=0)
+        if counts is not None:
+            changed |= (pc.take(pos, axis=1) != counts).any(axis=0)
+        if np.count_nonzero(hit) < n0:
+            gone = np.ones(n0, dtype=bool)
+            gone[pos[hit]] = False
+    at = np.flatnonzero(changed)
+    if gone is None and not len(at):
+        return None, now
+    run = [vals.take(at, axis=1)] + ([] if counts is None else [counts.take(at, axis=1)])
+    if gone is not None:  # (removed scores: zero weights and counts, in score order)
+        dead = pk[gone]
+        run[0] = np.concatenate((run[0], np.zeros((3, len(dead)), dtype=_F8)), axis=1)
+        run[0][0, len(at):] = dead
+        order = np.argsort(run[0][0], kind="stable")
+        run = [x.take(order, axis=1) if x.shape[1] == len(order) else
+               np.concatenate((x, np.zeros((2, len(dead)), dtype=_I8)), axis=1).take(
+                   order, axis=1) for x in run]
+    for x in run:
+        x.flags.writeable = False
+    return tuple(run), now
+
+
+def _runs_of(runs, unit):
+    """The runs of a ``"flat_runs"`` layout, checked (``ValueError`` naming the run):
+    a list of runs as :func:`_flat_changes` makes them, each of ascending finite scores,
+    removed scores with zero weights."""
+    if not isinstance(runs, list) or not runs:
+        raise ValueError("bad score-order layout: runs must be a non-empty list")
+    out = []
+    for i, r in enumerate(runs):
+        where = f"bad score-order layout: runs[{i}]"
+        if not isinstance(r, list) or len(r) != (1 if unit else 2):
+            raise ValueError(f"{where} must hold {'1 array (unit weights)' if unit else '2 arrays'}")
+        vals = r[0]
+        if not (isinstance(vals, np.ndarray) and vals.dtype == _F8 and vals.ndim == 2
+                and vals.shape[0] == 3):
+            raise ValueError(f"{where}[0] is not a float64 array of 3 rows")
+        m = vals.shape[1]
+        if not unit:
+            c = r[1]
+            if not (isinstance(c, np.ndarray) and c.dtype == _I8 and c.shape == (2, m)):
+                raise ValueError(f"{where}[1] is not an int64 array of 2 rows of {m}")
+        k = vals[0]
+        if not np.isfinite(vals).all() or (m and (np.diff(k) <= 0).any()):
+            raise ValueError(f"{where}: scores must be finite and increasing, weights finite")
+        out.append(tuple(_frozen(a) for a in r))
+    return tuple(out)
+
+
+def _flat_replayed(base, runs, unit):
+    """The flat arrays ``(keys, wp, wn[, cp, cn])`` of a log: the entries of ``base``
+    replaced by those of the runs at the same scores, newer runs first, those with zero
+    counts removed; fresh arrays, bit for bit what the order held. ``ValueError`` if a
+    run removes a score not stored. Runtime complexity: `O(N log(N))` numpy, ``N`` the
+    entries of the base and the runs (one sort of all of them)."""
+    parts = [base] + [(r[0][0], r[0][1], r[0][2]) + (() if unit else (r[1][0], r[1][1]))
+                      for r in runs]
+    keys = np.concatenate([p[0] for p in parts])
+    gen = np.repeat(np.arange(len(parts)), [len(p[0]) for p in parts])
+    order = np.lexsort((gen, keys))  # by score, then the newest last
+    sk = keys[order]
+    n = len(sk)
+    last = np.ones(n, dtype=bool)
+    if n:
+        np.not_equal(sk[1:], sk[:-1], out=last[:-1])
+    first = np.ones(n, dtype=bool)
+    first[1:] = last[:-1]
+    pick = order[last]
+    cols = [np.concatenate([p[i] for p in parts])[pick] for i in range(3 if unit else 5)]
+    if unit:
+        dead = (cols[1] == 0.0) & (cols[2] == 0.0)
+    else:
+        dead = (cols[3] == 0) & (cols[4] == 0)
+    if (dead & first[last]).any():  # (a removal alone at its score: nothing to remove)
+        raise ValueError("bad score-order layout: a run removes a score the order does not "
+                         "hold")
+    if dead.any():
+        keep = ~dead
+        cols = [c[keep] for c in cols]
+    return cols
