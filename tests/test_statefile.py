@@ -1167,13 +1167,13 @@ def test_segments_fed_since_write_runs_of_what_changed_and_damage_to_one_is_refu
 
 
 def test_a_binary_checkpoint_without_logs_still_loads_and_goes_on(tmp_path):
-    """A checkpoint chain written before flat orders were logged (flat orders whole,
-    tests/data/binary_checkpoint_d7a0c77.tar.gz): it loads equal to the same events fed
+    """A checkpoint chain whose flat orders are stored whole, without runs
+    (tests/data/binary_checkpoint_flat_whole.tar.gz): it loads equal to the same events fed
     to a fresh monitor, and a writer adopting it writes runs from there on; that chain
     loads equal too."""
     import tarfile
 
-    with tarfile.open(DATA / "binary_checkpoint_d7a0c77.tar.gz") as t:
+    with tarfile.open(DATA / "binary_checkpoint_flat_whole.tar.gz") as t:
         t.extractall(tmp_path, filter="data")
     path = tmp_path / "ckpt.json"
     # (the fixture's events: 3 steps of 1 200 rounded scores on three segments)
