@@ -171,3 +171,52 @@ def test_unusual_keys_take_the_merged_path():
         assert a._coarsen_levels(100) is None
         assert a.coarsen(100) == b._coarsen_merged(100)
         assert _state(a) == _state(b)
+
+
+def _entries(events):
+    """``add_entries``/``remove_entries`` arguments for ``events`` (one per score)."""
+    entries = _brute(events, None)
+    return (np.array([k for k, _ in entries], dtype=np.float64),) + tuple(
+        np.array([v[j] for _, v in entries]) for j in range(4))
+
+
+def test_coarsening_after_removals_in_levels_equals_brute_force():
+    """Levels after removals (a window's evictions), down to a class with no event left:
+    the coarsened order holds the per-key sums of the events still in it."""
+    rng = np.random.default_rng(12)
+    for drop in ("some positives", "every positive", "every negative"):
+        o = ScoreOrder()
+        held = []
+        for _ in range(6):
+            s, y = rng.random(4000), rng.random(4000) < 0.3
+            ev = list(zip(s.tolist(), y.tolist(), [1.0] * 4000))
+            o.add_entries(*_entries(ev))
+            held += ev
+        gone = [e for e in held if e[1]] if drop != "every negative" else \
+            [e for e in held if not e[1]]
+        if drop == "some positives":
+            gone = gone[::3]
+        o.remove_entries(*_entries(gone))
+        gone = set(gone)
+        left = [e for e in held if e not in gone]
+        fresh = [(1000.0 + 1000.0 * x, False, 1.0) for x in rng.random(3000).tolist()]
+        o.add_entries(*_entries(fresh))
+        left += fresh
+        assert o.levelled, drop
+        assert o.coarsen(500), drop
+        want_bits = max(b for b in range(0, 52)
+                        if len({coarse_key(e[0], b) for e in left}) <= 500)
+        assert o.bits == want_bits, drop
+        keys, wp, wn, cp, cn = o.arrays()
+        want = [(k, v) for k, v in _brute(left, want_bits)]
+        assert keys.tolist() == [k for k, _ in want], drop
+        assert wp.tolist() == [v[0] for _, v in want], drop
+        assert wn.tolist() == [v[1] for _, v in want], drop
+        assert cp.tolist() == [v[2] for _, v in want], drop
+        assert cn.tolist() == [v[3] for _, v in want], drop
+        y = [e[1] for e in left]
+        if 0 < sum(y) < len(y):
+            auc = roc_auc_score(y, [coarse_key(e[0], want_bits) for e in left])
+            assert math.isclose(o.auc(), auc, rel_tol=0, abs_tol=1e-12), drop
+        else:
+            assert math.isnan(o.auc()), drop

@@ -1693,7 +1693,10 @@ class ScoreOrder:
         side's running sums "at or above" at its two ends, exact with integer weights,
         so the result is the one :func:`coarsened` gives over the merged arrays."""
         lv = self._levels
-        sides = (lv._compacted(lv.pos), lv._compacted(lv.neg))
+        # (a class whose every event was removed has an empty side: absent here)
+        sides = tuple(None if s is None or not s.size else s
+                      for s in (lv._compacted(lv.pos), lv._compacted(lv.neg)))
+        del lv
         keys = [s.k for s in sides if s is not None]
         if not keys or any(_unusual_keys(k) for k in keys):
             return None
@@ -1710,8 +1713,6 @@ class ScoreOrder:
         del count
         if lo is None:
             return False
-        if self.bits is not None and lo >= self.bits:
-            return True  # (as coarsen_to: the keys stay)
         per_class = [None if s is None else _coarse_runs(s, lo) for s in sides]
         # (the old levels go now: the new ones are built from the per-class runs alone)
         del sides, keys
