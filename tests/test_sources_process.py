@@ -55,6 +55,7 @@ def read(path, pp, **kw):
     """Batches, rejected rows and counters of one full read."""
     got = []
     src = EventSource(path, parse_process=pp, rejected=lambda *r: got.append(r), **kw)
+    assert src.parses_elsewhere() == pp  # (the path compared is the one asked for)
     batches = list(src)
     return batches, got, src.counts(), src.position, src.offset
 
@@ -196,16 +197,56 @@ def test_the_process_ends_when_the_reader_stops(tmp_path):
     assert set(_children()) == before
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_two_file_join_stopped_early_ends_both_processes(tmp_path):
+    from streameval.io.delayed import DelayedSource
+
+    pred = write(tmp_path / "pred.jsonl", [json.dumps(
+        {"id": f"p{i}", "ts": 1_700_000_000 + i, "score": i / 5000}) for i in range(5000)])
+    lab = write(tmp_path / "lab.jsonl", [json.dumps(
+        {"id": f"p{i}", "ts": 1_700_000_005 + i, "label": i % 3 == 0}) for i in range(5000)])
+    before = set(_children())
+
+    def first():
+        src = DelayedSource(pred, labels_path=lab, label_ttl=60, batch_size=100,
+                            parse_process=True)
+        for batch in src:
+            assert len(set(_children()) - before) == 2  # one per file
+            return batch
+
+    first()  # (no reference cycle keeps the iteration open: no gc needed)
+    assert set(_children()) == before
+
+
+def test_an_iteration_left_open_at_exit_ends_with_the_error(tmp_path):
+    """An exception while an iteration is open (not in a for loop): the interpreter
+    exits with status 1 and the error, not an abort at shutdown."""
+    import subprocess
+
+    path = write(tmp_path / "log.jsonl", messy_lines(3000, 5))
+    code = ("import sys; from streameval.io.sources import EventSource\n"
+            "it = iter(EventSource(sys.argv[1], parse_process=True, batch_size=100,\n"
+            "                      on_error='skip', rejected=lambda *r: None))\n"
+            "next(it)\n"
+            "raise RuntimeError('refused downstream')\n")
+    for _ in range(3):
+        p = subprocess.run([sys.executable, "-c", code, path], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 1, p.stderr
+        assert "RuntimeError: refused downstream" in p.stderr
+        assert "Fatal Python error" not in p.stderr
+
+
 def test_when_auto_uses_a_second_process(tmp_path, monkeypatch):
     path = write(tmp_path / "log.jsonl", messy_lines(20))
     assert not EventSource(path).parses_elsewhere()  # small: read here
     monkeypatch.setattr(sources, "PARSE_PROCESS_MIN_BYTES", 1)
-    monkeypatch.setattr(sources.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(sources, "_usable_cpus", lambda: 2)
     assert EventSource(path).parses_elsewhere()
     assert not EventSource(path, parse_process=False).parses_elsewhere()
     with open(path, "rb") as f:  # a stream (stdin) is read here
         assert not EventSource(f, parse_process=True).parses_elsewhere()
-    monkeypatch.setattr(sources.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(sources, "_usable_cpus", lambda: 1)
     assert not EventSource(path).parses_elsewhere()
     assert EventSource(path, parse_process=True).parses_elsewhere()
     with pytest.raises(ValueError, match="parse_process"):

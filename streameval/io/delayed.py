@@ -799,6 +799,13 @@ class DelayedSource:
 
     def _merged(self) -> Iterator[Batch]:
         a, b = _Stream(self.sources[0]), _Stream(self.sources[1])
+        try:
+            yield from self._merged_from(a, b)
+        finally:  # (a source's parsing process ends with the merge, however it ends)
+            a.batches.close()
+            b.batches.close()
+
+    def _merged_from(self, a: _Stream, b: _Stream) -> Iterator[Batch]:
         # by default each source logs its own rows (its path: a line alone is ambiguous)
         report_a = self.rejected if self.rejected is not None else a.src.log_rejected
         report_b = self.rejected if self.rejected is not None else b.src.log_rejected

@@ -1397,7 +1397,7 @@ class EventSource:
         if self.format not in ("jsonl", "csv"):
             return False
         if self.parse_process == "auto":
-            if (os.cpu_count() or 1) < 2:
+            if _usable_cpus() < 2:
                 return False
             try:
                 return os.path.getsize(self.path) >= PARSE_PROCESS_MIN_BYTES
@@ -1427,12 +1427,13 @@ class EventSource:
                 pass  # the reader says why the file cannot be read
         spec = {"path": self.path, "fields": self.fields, "options": self._options,
                 "skip": self.resume_after, "offset": self.resume_offset}
-        # (the same sys.path as this process: the same streameval, whatever the
-        # working directory holds)
+        # (the same sys.path as this process, led by the folder this streameval was
+        # imported from: the same package, whatever the working directory holds)
+        home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         proc = subprocess.Popen(
             [sys.executable, "-c", "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
              "from streameval.io.sources import _parse_main; _parse_main()",
-             json.dumps(sys.path)],
+             json.dumps([home] + sys.path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         unit = "row" if self.format == "parquet" else "line"
         # a thread takes each message off the pipe as soon as it is written (so the
@@ -1487,7 +1488,8 @@ class EventSource:
                 except queue.Empty:
                     pass
                 reader.join(0.05)
-            proc.stdout.close()
+            if not sys.is_finalizing():  # (at exit the pipe's lock may be the
+                proc.stdout.close()          # frozen thread's: the exit closes it)
 
     def __iter__(self) -> Iterator[EventBatch]:
         fail = self.on_error == "fail"
@@ -1564,6 +1566,14 @@ def _rebuilt(parts: tuple) -> BaseException:
     return e
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system says it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _parse_main() -> None:
     """The second process of :meth:`EventSource._validated_elsewhere` (``python -c``):
     its spec pickled on stdin; read and validate the log as one process would, and
@@ -1575,8 +1585,12 @@ def _parse_main() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the consumer ends it)
     spec = pickle.load(sys.stdin.buffer)
-    out = sys.stdout.buffer
-    sys.stdout = sys.stderr  # (nothing else on the pipe)
+    # the pipe is a private descriptor; what anything else writes to stdout (Python or
+    # C level) goes to stderr, never into the pickled stream
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
 
     def put(msg):
         pickle.dump(msg, out, protocol=pickle.HIGHEST_PROTOCOL)
