@@ -332,3 +332,21 @@ def test_delayed_label_replay_is_the_same(tmp_path, monkeypatch):
                                                          "rejected.jsonl")})
     assert outs[False] == outs[True]
     assert outs[True][0]["expired"] > 0 and outs[True][0]["rejected"] == 1
+
+
+def test_an_error_raised_in_the_second_process_keeps_its_fields():
+    """What the parsing process sends for an exception (through pickle, as the pipe
+    does) is raised here with the same type, message and fields."""
+    import pickle
+
+    try:
+        b"\xff".decode()
+    except UnicodeDecodeError as e:
+        decode = e
+    for e in (EventError("bad score", line=7, raw="{x}"),
+              OSError(5, "Input/output error", "/tmp/x"),
+              FileNotFoundError(2, "No such file or directory", "/tmp/x"), decode):
+        back = sources._rebuilt(pickle.loads(pickle.dumps(sources._portable(e))))
+        assert type(back) is type(e) and str(back) == str(e)
+        for field in ("errno", "strerror", "filename", "line", "start", "reason"):
+            assert getattr(back, field, None) == getattr(e, field, None), field

@@ -1550,6 +1550,12 @@ def _portable(e: BaseException) -> tuple:
     location twice)."""
     import pickle
 
+    try:  # whole, where pickle gives it back as it is (an OSError keeps its errno)
+        back = pickle.loads(pickle.dumps(e))
+        if type(back) is type(e) and str(back) == str(e):
+            return (e,)
+    except Exception:
+        pass
     parts = (type(e), e.args, dict(vars(e)))
     try:
         pickle.dumps(parts)
@@ -1559,6 +1565,8 @@ def _portable(e: BaseException) -> tuple:
 
 
 def _rebuilt(parts: tuple) -> BaseException:
+    if len(parts) == 1:
+        return parts[0]
     cls, args, attrs = parts
     e = cls.__new__(cls)
     e.args = args
