@@ -1409,7 +1409,7 @@ class EventSource:
         """:meth:`_validated`, run by a second process (:func:`_parse_main`, a fresh
         Python running this module): the chunks come back in order through a pipe,
         each with its batch (numpy columns), the rows' errors, lines and raw rows (not
-        its unvalidated columns), at most :data:`PARSE_AHEAD` of them held ahead of the
+        its unvalidated columns), at most :data:`PARSE_AHEAD` of them waiting for the
         consumer. A read that fails raises :class:`SourceError` here at the same point as
         in one process (after the chunks read whole); the process is ended with the
         iteration (its end, an error, or the consumer stopping)."""
@@ -1539,7 +1539,8 @@ class EventSource:
 PARSE_PROCESS_MIN_BYTES = 32 << 20
 
 #: chunks read and validated by the second process that wait for the consumer (each at
-#: most ``batch_size`` rows): what it holds ahead is bounded
+#: most ``batch_size`` rows); with the one the pipe's reader thread holds and the one
+#: the process is writing, at most ``PARSE_AHEAD + 2`` are in flight
 PARSE_AHEAD = 2
 
 
