@@ -734,6 +734,12 @@ DEPENDENCE_Z = 2.5
 #: the earlier ones (from the 10th on), so that the jump of a real change does not
 #: pass for dependence
 DEPENDENCE_CLIP = 9.0
+#: the prior factor of the smallest batches' estimate
+DEPENDENCE_PRIOR = 3.0
+#: how many successive differences the prior weighs as
+DEPENDENCE_PRIOR_DIFFS = 10
+#: standard errors below the point estimate the smallest batches' estimate enters at
+DEPENDENCE_PRIOR_Z = 1.0
 
 
 class _Dependence:
@@ -820,6 +826,15 @@ class _Dependence:
         size = block * self.base
         for k, lev in enumerate(self.levels):
             nd = lev[4]
+            if k == 0 and DEPENDENCE_PRIOR_DIFFS:
+                # the smallest batches: the point estimate shrunk towards the prior
+                # factor, which weighs as DEPENDENCE_PRIOR_DIFFS differences
+                v = size * lev[3] / (2.0 * var)
+                if nd:
+                    v *= max(0.0, 1.0 - DEPENDENCE_PRIOR_Z * math.sqrt(3.0 / nd))
+                v = (v + DEPENDENCE_PRIOR_DIFFS * DEPENDENCE_PRIOR) / (DEPENDENCE_PRIOR_DIFFS + nd)
+                if v > out:
+                    out = v
             if nd >= DEPENDENCE_MIN_DIFFS:
                 v = (size << k) * lev[3] / (2.0 * nd) / var
                 v *= 1.0 - DEPENDENCE_Z * math.sqrt(3.0 / nd)
