@@ -80,19 +80,25 @@ Labels (or errors) that come in bursts make neighbouring indicator values alike:
 of them then vary like ``n / V`` independent ones, ``V`` the long-run variance factor
 (``Var(sum) ~ V n sigma^2``). The detector estimates ``V`` online (:class:`_Dependence`:
 the lag-1 autocorrelation as ``(1 + rho) / (1 - rho)`` and batch means over batches of
-100 to 3 200 observations, each at a lower confidence bound, the largest, at least 1)
-and divides every count of the statistic by it (history, candidates' stretches and the
+100 to 3 200 observations, each at a lower confidence bound, and the smallest batches'
+estimate averaged with a prior factor (:data:`DEPENDENCE_PRIOR`) that fades as their
+differences arrive; the largest, at least 1) and divides every count of the statistic by it (history, candidates' stretches and the
 whole), so ``n`` observations weigh as ``n / V``. For a fixed ``V >= 1`` the deflated
 e-value is at most the undeflated one to the power ``1 / V`` (a mixture of likelihoods
 to the power ``1 / V`` is at least the mixture of the powers, by Jensen's inequality;
 the best likelihood's power is the best of the powers; for ``S``, the bound above with
 each likelihood ratio to the power ``1 / V``), a nonnegative supermartingale
 under independence: the guarantee above is kept, and ``V`` is 1 on most independent
-streams (then the statistic is the one described above, bit for bit). Under dependence
+streams once the prior has faded (then the statistic is the one described above, bit
+for bit). Under dependence
 that dies out within the largest batch the guarantee is approximate: it rests on sums
 of ``n`` observations behaving like ``n / V`` independent ones (a central limit
 theorem); dependence that outlasts the batches (a slow wander, a cycle of the rate)
-is a change of the rate to the detector.
+is a change of the rate to the detector. While the batch means are young the prior
+keeps ``V`` near :data:`DEPENDENCE_PRIOR` (dependence the lag-1 autocorrelation
+understates, such as errors in bursts, is not taken for independence before the
+batches can show it); on an independent stream it fades to 1 within about 10 000
+observations, and until then a change is found later than ``V = 1`` would find it.
 
 Indicator values of 1/2 (AUC ties) keep every bound (each likelihood ratio is convex
 in the observation). Weights: with unit weights the counts are exact; otherwise they
@@ -734,11 +740,18 @@ DEPENDENCE_Z = 2.5
 #: the earlier ones (from the 10th on), so that the jump of a real change does not
 #: pass for dependence
 DEPENDENCE_CLIP = 9.0
-#: the prior factor of the smallest batches' estimate
+#: the prior factor of the smallest batches' estimate: before they have data, the
+#: stream is presumed as dependent as this (errors in bursts of mean run 50 events, the
+#: hidden dependence the lag-1 autocorrelation understates, have factors of 2 to 3)
 DEPENDENCE_PRIOR = 3.0
-#: how many successive differences the prior weighs as
+#: how many successive differences the prior weighs as: ``(DEPENDENCE_PRIOR_DIFFS x
+#: DEPENDENCE_PRIOR + d x estimate) / (DEPENDENCE_PRIOR_DIFFS + d)`` after ``d``; 10 keeps
+#: errors in bursts quiet in bench_alerts.py and fades within about 10 000 observations
+#: of an independent stream
 DEPENDENCE_PRIOR_DIFFS = 10
-#: standard errors below the point estimate the smallest batches' estimate enters at
+#: the smallest batches' estimate enters the average this many standard errors below
+#: its point estimate (less than DEPENDENCE_Z: the prior already leans cautious), so
+#: that the average reaches 1 on an independent stream
 DEPENDENCE_PRIOR_Z = 1.0
 
 
@@ -748,8 +761,7 @@ class _Dependence:
     independent observations, ``(1 + rho) / (1 - rho)`` for a Markov chain whose
     lag-1 autocorrelation is ``rho``).
 
-    Two estimates, each as a lower confidence bound (``DEPENDENCE_Z`` standard
-    errors), and the largest wins, at least 1:
+    Three estimates, and the largest wins, at least 1:
 
     * the lag-1 autocorrelation ``rho`` of all observations so far, as
       ``(1 + rho) / (1 - rho)``: available after a few hundred observations, exact
@@ -758,7 +770,13 @@ class _Dependence:
       ``B / sigma^2``), for ``B`` = ``DEPENDENCE_BATCH`` x 1, 2, 4, ..., 32, each from
       the mean squared successive difference of its batch means (a level shift adds
       one difference, clipped), once it has ``DEPENDENCE_MIN_DIFFS`` differences:
-      any dependence that dies out within a batch.
+      any dependence that dies out within a batch;
+    * the smallest batches' estimate from their first difference on, at
+      ``DEPENDENCE_PRIOR_Z`` standard errors below, averaged with the prior factor
+      ``DEPENDENCE_PRIOR`` weighing as ``DEPENDENCE_PRIOR_DIFFS`` differences: cautious
+      while the batch means are young.
+
+    The first two enter as lower confidence bounds (``DEPENDENCE_Z`` standard errors).
 
     It counts every observation once (unweighted values; the restarts of the detector
     do not reset it: dependence is a property of the stream). Runtime complexity:
