@@ -740,10 +740,12 @@ DEPENDENCE_Z = 2.5
 #: the earlier ones (from the 10th on), so that the jump of a real change does not
 #: pass for dependence
 DEPENDENCE_CLIP = 9.0
-#: the prior factor of the smallest batches' estimate: before they have data, the
-#: stream is presumed as dependent as this (errors in bursts of mean run 50 events, the
-#: hidden dependence the lag-1 autocorrelation understates, have factors of 2 to 3)
+#: the largest prior factor of the smallest batches' estimate: before they have data,
+#: the stream is presumed as dependent as this (errors in bursts of mean run 50 events,
+#: the hidden dependence the lag-1 autocorrelation understates, have factors of 2 to 3)
 DEPENDENCE_PRIOR = 3.0
+#: the mean run length, in events, of the bursts the prior presumes (prior_factor)
+DEPENDENCE_RUN = 50
 #: how many successive differences the prior weighs as: ``(DEPENDENCE_PRIOR_DIFFS x
 #: DEPENDENCE_PRIOR + d x estimate) / (DEPENDENCE_PRIOR_DIFFS + d)`` after ``d``; 10 keeps
 #: errors in bursts quiet in bench_alerts.py and fades within about 10 000 observations
@@ -753,6 +755,18 @@ DEPENDENCE_PRIOR_DIFFS = 10
 #: its point estimate (less than DEPENDENCE_Z: the prior already leans cautious), so
 #: that the average reaches 1 on an independent stream
 DEPENDENCE_PRIOR_Z = 1.0
+
+
+def prior_factor(share):
+    """The prior variance factor when a ``share`` of the events are observations: the
+    factor of a two-state Markov chain whose runs average :data:`DEPENDENCE_RUN` events
+    (lag-1 autocorrelation ``rho = 1 - 2 / DEPENDENCE_RUN`` per event) seen at a random
+    ``share`` of the events (``r = share rho / (1 - (1 - share) rho)`` per observation:
+    ``(1 + r) / (1 - r)``), at most :data:`DEPENDENCE_PRIOR`. Sparse observations (1%
+    positives) see little of bursts that short, so their prior is near 1."""
+    rho = 1.0 - 2.0 / DEPENDENCE_RUN
+    r = share * rho / (1.0 - (1.0 - share) * rho)
+    return min(DEPENDENCE_PRIOR, (1.0 + r) / (1.0 - r))
 
 
 class _Dependence:
@@ -773,8 +787,8 @@ class _Dependence:
       any dependence that dies out within a batch;
     * the smallest batches' estimate from their first difference on, at
       ``DEPENDENCE_PRIOR_Z`` standard errors below, averaged with the prior factor
-      ``DEPENDENCE_PRIOR`` weighing as ``DEPENDENCE_PRIOR_DIFFS`` differences: cautious
-      while the batch means are young.
+      (:func:`prior_factor`, at most ``DEPENDENCE_PRIOR``) weighing as
+      ``DEPENDENCE_PRIOR_DIFFS`` differences: cautious while the batch means are young.
 
     The first two enter as lower confidence bounds (``DEPENDENCE_Z`` standard errors).
 
@@ -827,8 +841,9 @@ class _Dependence:
                 lev[4] += 1
             lev[2] = mean
 
-    def factor(self, block):
-        """The variance factor ``V >= 1`` the evidence is deflated by."""
+    def factor(self, block, share=1.0):
+        """The variance factor ``V >= 1`` the evidence is deflated by; ``share``: the
+        observations' share of the events (it sets the prior, :func:`prior_factor`)."""
         n = self.n
         if n < 3:
             return 1.0
@@ -850,7 +865,7 @@ class _Dependence:
                 v = size * lev[3] / (2.0 * var)
                 if nd:
                     v *= max(0.0, 1.0 - DEPENDENCE_PRIOR_Z * math.sqrt(3.0 / nd))
-                v = (v + DEPENDENCE_PRIOR_DIFFS * DEPENDENCE_PRIOR) / (DEPENDENCE_PRIOR_DIFFS + nd)
+                v = (v + DEPENDENCE_PRIOR_DIFFS * prior_factor(share)) / (DEPENDENCE_PRIOR_DIFFS + nd)
                 if v > out:
                     out = v
             if nd >= DEPENDENCE_MIN_DIFFS:
@@ -1186,7 +1201,7 @@ class SequentialDrift(BinaryMetric):
         dep = self._dep
         dep.close_block(self.block)
         if m:
-            V = dep.factor(self.block)
+            V = dep.factor(self.block, self.n_indicator / self.n)
             W, X, Q = self._W, self._X, self._Q
             n1, s1 = _after(c, W, X, Q)
             if _bound(c, n1, s1, W, X, Q, V) < self._log_alarm - BOUND_MARGIN:
@@ -1413,7 +1428,8 @@ class SequentialDrift(BinaryMetric):
                 "change_p_value": None if last is None else last["p_value"],
                 "drops": self._drops, "rises": len(self.changes) - self._drops,
                 "alpha": self.alpha, "horizon": self.horizon, "ready": True,
-                "variance_factor": self._dep.factor(self.block),
+                "variance_factor": self._dep.factor(
+                    self.block, self.n_indicator / self.n if self.n else 1.0),
                 "n": self.n, "t": self._t}
 
     # -- protocol ------------------------------------------------------------------

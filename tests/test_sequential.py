@@ -67,7 +67,7 @@ def _eff(ws, xs):
     return float((ws * xs).sum() / W * n), float(n)
 
 
-def _variance_factor(xs, block):
+def _variance_factor(xs, block, share=1.0):
     """The long-run variance factor of the observations ``xs`` (all of them, in
     order), from the definition: the larger of the lag-1 bound
     ``(1 + rho) / (1 - rho)`` (``rho`` the lag-1 autocorrelation less Z / sqrt(n))
@@ -103,8 +103,11 @@ def _variance_factor(xs, block):
             # point estimate, at least 0) and the prior factor, weighted by differences
             low = max(0.0, 1 - sequential.DEPENDENCE_PRIOR_Z * math.sqrt(3 / nd)) if nd else 1.0
             m0 = sequential.DEPENDENCE_PRIOR_DIFFS
-            out = max(out, (B * sum(d2s) / 2 / var * low + m0 * sequential.DEPENDENCE_PRIOR)
-                      / (m0 + nd))
+            # the prior: a chain of mean run RUN events, seen at a random share of them
+            rho = 1 - 2 / sequential.DEPENDENCE_RUN
+            r = share * rho / (1 - (1 - share) * rho)
+            prior = min(sequential.DEPENDENCE_PRIOR, (1 + r) / (1 - r))
+            out = max(out, (B * sum(d2s) / 2 / var * low + m0 * prior) / (m0 + nd))
         if nd >= sequential.DEPENDENCE_MIN_DIFFS:
             out = max(out, B * sum(d2s) / (2 * nd) / var * (1 - Z * math.sqrt(3 / nd)))
     return out
@@ -181,7 +184,7 @@ def _brute(metric, y, s, w, alpha, horizon, block, keep):
         if len(hist) % block:
             continue
         if cands:
-            V = _variance_factor(seen, block)
+            V = _variance_factor(seen, block, len(seen) / (i + 1))
             les = [_log_e(hist[:pos], hist[pos:], lp, V) for pos, _, lp, _ in cands]
             k = int(np.argmax(les))
             total = special.logsumexp(les)     # the budget-weighted sum of e-values
@@ -376,7 +379,7 @@ def test_variance_factor_equals_the_definition(block, run):
     for a, b in zip(range(0, 60_000, 3_331), range(3_331, 63_331, 3_331)):
         d.update_many(y[a:b], s[a:b])
         k = d.n_indicator
-        want = _variance_factor(xs[:k], block)
+        want = _variance_factor(xs[:k], block, k / min(b, 60_000))
         assert d.report()["variance_factor"] == pytest.approx(want, rel=1e-9)
     # the label chain's second eigenvalue, seen at the predicted positives (the
     # precision indicator is the label there): (1 + lambda) / (1 - lambda)
@@ -407,7 +410,7 @@ def test_bursty_labels_do_not_raise_false_alarms(monkeypatch):
             y, s = _bursty(100 + k, n, run=run)
             quiet += not SequentialDrift("precision", alpha=0.005).update_many(y, s).changes
             with monkeypatch.context() as mp:
-                mp.setattr(sequential._Dependence, "factor", lambda self, block: 1.0)
+                mp.setattr(sequential._Dependence, "factor", lambda self, block, share=1.0: 1.0)
                 d = SequentialDrift("precision", alpha=0.005)
                 fired_undeflated += bool(d.update_many(y, s).changes)
     assert quiet == 2 * streams
