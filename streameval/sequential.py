@@ -81,7 +81,7 @@ of them then vary like ``n / V`` independent ones, ``V`` the long-run variance f
 (``Var(sum) ~ V n sigma^2``). The detector estimates ``V`` online (:class:`_Dependence`:
 the lag-1 autocorrelation as ``(1 + rho) / (1 - rho)`` and batch means over batches of
 100 to 3 200 observations, each at a lower confidence bound, and the smallest batches'
-estimate averaged with a prior factor (:data:`DEPENDENCE_PRIOR`) that fades as their
+estimate averaged with a prior factor (:func:`prior_factor`) that fades as their
 differences arrive; the largest, at least 1) and divides every count of the statistic by it (history, candidates' stretches and the
 whole), so ``n`` observations weigh as ``n / V``. For a fixed ``V >= 1`` the deflated
 e-value is at most the undeflated one to the power ``1 / V`` (a mixture of likelihoods
@@ -95,10 +95,10 @@ that dies out within the largest batch the guarantee is approximate: it rests on
 of ``n`` observations behaving like ``n / V`` independent ones (a central limit
 theorem); dependence that outlasts the batches (a slow wander, a cycle of the rate)
 is a change of the rate to the detector. While the batch means are young the prior
-keeps ``V`` near :data:`DEPENDENCE_PRIOR` (dependence the lag-1 autocorrelation
+keeps ``V`` near the factor of bursts of :data:`DEPENDENCE_RUN` events (dependence the lag-1 autocorrelation
 understates, such as errors in bursts, is not taken for independence before the
-batches can show it); on an independent stream it fades to 1 within about 10 000
-observations, and until then a change is found later than ``V = 1`` would find it.
+batches can show it); on an independent stream it fades to within a few percent of 1
+over about 50 000 observations, and until then a change is found later than ``V = 1`` would find it.
 
 Indicator values of 1/2 (AUC ties) keep every bound (each likelihood ratio is convex
 in the observation). Weights: with unit weights the counts are exact; otherwise they
@@ -747,10 +747,11 @@ DEPENDENCE_PRIOR = 3.0
 #: the mean run length, in events, of the bursts the prior presumes (prior_factor)
 DEPENDENCE_RUN = 50
 #: how many successive differences the prior weighs as: ``(DEPENDENCE_PRIOR_DIFFS x
-#: DEPENDENCE_PRIOR + d x estimate) / (DEPENDENCE_PRIOR_DIFFS + d)`` after ``d``; 10 keeps
-#: errors in bursts quiet in bench_alerts.py and fades within about 10 000 observations
-#: of an independent stream
-DEPENDENCE_PRIOR_DIFFS = 10
+#: prior + d x estimate) / (DEPENDENCE_PRIOR_DIFFS + d)`` after ``d`` differences; 30
+#: keeps errors in bursts quiet in bench_alerts.py (with 10, one stream of 100 at mean
+#: run 50 fired while its factor was still unknown) and fades to within a few percent of
+#: 1 over about 50 000 observations of an independent stream
+DEPENDENCE_PRIOR_DIFFS = 30
 #: the smallest batches' estimate enters the average this many standard errors below
 #: its point estimate (less than DEPENDENCE_Z: the prior already leans cautious), so
 #: that the average reaches 1 on an independent stream
