@@ -82,23 +82,24 @@ of them then vary like ``n / V`` independent ones, ``V`` the long-run variance f
 the lag-1 autocorrelation as ``(1 + rho) / (1 - rho)`` and batch means over batches of
 100 to 3 200 observations, each at a lower confidence bound, and the smallest batches'
 estimate averaged with a prior factor (:func:`prior_factor`) that fades as their
-differences arrive; the largest, at least 1) and divides every count of the statistic by it (history, candidates' stretches and the
-whole), so ``n`` observations weigh as ``n / V``. For a fixed ``V >= 1`` the deflated
-e-value is at most the undeflated one to the power ``1 / V`` (a mixture of likelihoods
-to the power ``1 / V`` is at least the mixture of the powers, by Jensen's inequality;
-the best likelihood's power is the best of the powers; for ``S``, the bound above with
-each likelihood ratio to the power ``1 / V``), a nonnegative supermartingale
-under independence: the guarantee above is kept, and ``V`` is 1 on most independent
-streams once the prior has faded (then the statistic is the one described above, bit
-for bit). Under dependence
-that dies out within the largest batch the guarantee is approximate: it rests on sums
-of ``n`` observations behaving like ``n / V`` independent ones (a central limit
-theorem); dependence that outlasts the batches (a slow wander, a cycle of the rate)
-is a change of the rate to the detector. While the batch means are young the prior
-keeps ``V`` near the factor of bursts of :data:`DEPENDENCE_RUN` events (dependence the lag-1 autocorrelation
-understates, such as errors in bursts, is not taken for independence before the
-batches can show it); on an independent stream it fades to within a few percent of 1
-over about 50 000 observations, and until then a change is found later than ``V = 1`` would find it.
+differences arrive; the largest, at least 1) and divides every count of the statistic
+by it (history, candidates' stretches and the whole), so ``n`` observations weigh as
+``n / V``. For a fixed ``V >= 1`` the deflated e-value is at most the undeflated one to
+the power ``1 / V`` (a mixture of likelihoods to the power ``1 / V`` is at least the
+mixture of the powers, by Jensen's inequality; the best likelihood's power is the best
+of the powers; for ``S``, the bound above with each likelihood ratio to the power
+``1 / V``), a nonnegative supermartingale under independence: the guarantee above is
+kept, and ``V`` is 1 on most independent streams once the prior has faded (then the
+statistic is the one described above, bit for bit). Under dependence that dies out
+within the largest batch the guarantee is approximate: it rests on sums of ``n``
+observations behaving like ``n / V`` independent ones (a central limit theorem);
+dependence that outlasts the batches (a slow wander, a cycle of the rate) is a change
+of the rate to the detector. While the batch means are young the prior keeps ``V``
+near the factor of bursts of :data:`DEPENDENCE_RUN` events (dependence the lag-1
+autocorrelation understates, such as errors in bursts, is not taken for independence
+before the batches can show it); on an independent stream it fades to within a few
+percent of 1 over about 50 000 observations, and until then a change is found later
+than ``V = 1`` would find it.
 
 Indicator values of 1/2 (AUC ties) keep every bound (each likelihood ratio is convex
 in the observation). Weights: with unit weights the counts are exact; otherwise they
@@ -861,12 +862,14 @@ class _Dependence:
         for k, lev in enumerate(self.levels):
             nd = lev[4]
             if k == 0 and DEPENDENCE_PRIOR_DIFFS:
-                # the smallest batches: the point estimate shrunk towards the prior
-                # factor, which weighs as DEPENDENCE_PRIOR_DIFFS differences
+                # the smallest batches from their first difference: nd times their
+                # estimate (DEPENDENCE_PRIOR_Z standard errors below), averaged with the
+                # prior factor weighing as DEPENDENCE_PRIOR_DIFFS differences
                 v = size * lev[3] / (2.0 * var)
                 if nd:
                     v *= max(0.0, 1.0 - DEPENDENCE_PRIOR_Z * math.sqrt(3.0 / nd))
-                v = (v + DEPENDENCE_PRIOR_DIFFS * prior_factor(share)) / (DEPENDENCE_PRIOR_DIFFS + nd)
+                v += DEPENDENCE_PRIOR_DIFFS * prior_factor(share)
+                v /= DEPENDENCE_PRIOR_DIFFS + nd
                 if v > out:
                     out = v
             if nd >= DEPENDENCE_MIN_DIFFS:
