@@ -15,7 +15,7 @@ depends on its group:
   positives whose runs, alternating, average 5, 20 and 50 events; scores independent
   given the label: the model is healthy, the labels are not independent); errors in
   bursts (labels independent; the model alternates between hard and easy stretches
-  averaging 50 events, which shift every logit by -0.6 or +0.6: the correctness
+  averaging 20 and 50 events, which shift every logit by -0.6 or +0.6: the correctness
   indicators are autocorrelated, their long-run rates constant).
 * **drop** (a planted drop after ``--pre`` healthy events, 500 000 by default, on
   streams of up to ``--drop-events`` events, fed until the drop is detected): median
@@ -268,6 +268,10 @@ def _make_recovery(seed, n, pre):
 RISE = 200_000
 register(Cell("recall 0.85 -> 0.90 for 200 000 events, then back, 30% positives", "recovery",
               _make_recovery, ("recall",), 0.30, planted=True))
+# (registered after the others, so that their seeds stay what they were)
+register(Cell("errors in bursts, mean run 20, 30% positives", "healthy",
+              _stream(bursty_errors, rate=0.30, run=20), DEFAULT, 0.30,
+              note="labels independent; hard and easy stretches shift every logit"))
 
 
 # ----------------------------------------------------------------- indicator streams
