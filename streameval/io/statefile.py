@@ -134,6 +134,9 @@ _SCALARS = frozenset((str, int, float, bool, type(None)))
 
 _DTYPE_KEYS: dict = {}
 
+#: arrays smaller than this are written joined with their neighbours (bytes)
+_JOIN_BELOW = 1 << 20
+
 
 def _dtype_key(a: np.ndarray) -> str:
     key = _DTYPE_KEYS.get(a.dtype)
@@ -433,11 +436,26 @@ class StateWriter:
 
         def chunks():
             nonlocal offset
+            # (small arrays go out joined, a write call per megabyte or so rather than
+            # one per array)
+            batch, held = [], 0
             for a, ref in pending:
                 if ref[1] != offset:  # (a reference placed twice: an internal error)
                     raise AssertionError(f"array at {ref[1]}, expected {offset}")
                 offset += ref[2]
-                yield _bytes(a)
+                if ref[2] >= _JOIN_BELOW:
+                    if batch:
+                        yield b"".join(batch)
+                        batch, held = [], 0
+                    yield _bytes(a)
+                    continue
+                batch.append(_bytes(a))
+                held += ref[2]
+                if held >= _JOIN_BELOW:
+                    yield b"".join(batch)
+                    batch, held = [], 0
+            if batch:
+                yield b"".join(batch)
             if offset != start:
                 raise AssertionError(f"arrays end at {offset}, expected {start}")
             todo, done = {id(x) for x in subtrees}, set()
@@ -553,7 +571,7 @@ def _dump(sub: _Subtree, ref_of) -> bool:
     arrays: list = []
 
     def hole(o):
-        if isinstance(o, np.ndarray):
+        if type(o) is np.ndarray or isinstance(o, np.ndarray):
             arrays.append(o)
             return _HOLE
         if isinstance(o, np.generic):
@@ -576,15 +594,31 @@ def _joined(parts: list, refs: list) -> bytes:
     """A subtree's JSON from :func:`_dump`'s parts with its arrays' references (as they
     are now: compaction may have moved an array)."""
     out = [parts[0]]
-    names: dict = {}
+    names = _NAMES
+    if len(names) > 64:  # (names of packs long gone)
+        names.clear()
     for ref, part in zip(refs, parts[1:]):
         name = names.get(ref[0])
         if name is None:
             name = names[ref[0]] = json.dumps(ref[0], ensure_ascii=False)
-        shape = ",".join(map(str, ref[4]))
-        out.append(f'{{"{REF}":[{name},{ref[1]},{ref[2]},"{ref[3]}",[{shape}],{ref[5]}]}}'
-                   .encode("utf-8"))
+        shape = ref[4]
+        shape = str(shape[0]) if len(shape) == 1 else ",".join(map(str, shape))
+        out.append(f'{{"{REF}":[{name},{ref[1]},{ref[2]},"{ref[3]}",[{shape}],{ref[5]}]}}')
         out.append(part)
+    return _concat(out)
+
+
+#: JSON of the pack names met so far (a pack's name is its generation's: a few a run)
+_NAMES: dict = {}
+
+
+def _concat(out: list) -> bytes:
+    """Join the byte parts and reference strings of :func:`_joined`: the strings encoded
+    in one call (JSON escapes a NUL, so none holds one raw)."""
+    if len(out) == 1:
+        return out[0]
+    refs = "\x00".join(out[1::2]).encode("utf-8").split(b"\x00")
+    out[1::2] = refs
     return b"".join(out)
 
 
