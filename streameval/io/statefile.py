@@ -261,23 +261,29 @@ class StateWriter:
             pending.append((c, ref))
             return c
 
-        def ref_of(a: np.ndarray) -> dict:
-            key = _dtype_key(a)
+        def locate(a: np.ndarray) -> list:
+            """The reference of an array: where it was written before (a read-only one
+            met again, no other check: its dtype was checked then), or where it goes in
+            the new pack."""
             ro = not a.flags.writeable
             if ro:
                 # (an id the cache holds is its array's: the cache keeps it alive)
-                k = ids.get(id(a)) or known.get(id(a)) or self._key(a, _root(a))
+                aid = id(a)
+                k = ids.get(aid) or known.get(aid) or self._key(a, _root(a))
                 hit = used.get(k) or self._cache.get(k)
                 if hit is not None:
                     note(k, hit)
-                    return {REF: hit[1]}
-            ref = [pack, 0, int(a.nbytes), key, list(a.shape), 0]
+                    return hit[1]
+            ref = [pack, 0, int(a.nbytes), _dtype_key(a), list(a.shape), 0]
             ref[5] = zlib.crc32(_bytes(place(a, ref)))
             if ro:
                 note(k, (a, ref))
             elif inside:  # (changes in place: written again unless its subtree is reused)
                 note(("w", id(ref)), (a, ref))
-            return {REF: ref}
+            return ref
+
+        def ref_of(a: np.ndarray) -> dict:
+            return {REF: locate(a)}
 
         def subtree(x, depth):
             if len(x) != 1:
@@ -297,7 +303,7 @@ class StateWriter:
             sub = _Subtree(x, [pack, 0, 0, "json", [0], 0])
             inside.append(sub)
             try:
-                if not _holds_subtree(x[BLOB]) and _dump(sub, ref_of):
+                if not _holds_subtree(x[BLOB]) and _dump(sub, locate):
                     fast.append((sub, depth))
                 else:
                     sub.tree = walk(x[BLOB], depth + 1)
@@ -490,11 +496,13 @@ class _Subtree:
     its JSON in ``parts`` split where its arrays' references go, and those ``refs``), and
     what it holds."""
 
-    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs", "flat", "flat_ids")
+    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs", "flat", "flat_ids",
+                 "opens")
 
     def __init__(self, marker, ref):
         self.marker, self.ref, self.tree, self.items = marker, ref, None, {}
         self.parts = self.refs = self.flat = self.flat_ids = None
+        self.opens = 0  # (opening brackets of the JSON :func:`_dump` wrote)
 
 
 def _flat(sub: _Subtree) -> tuple:
@@ -562,7 +570,7 @@ _HOLE = {REF: None}
 _HOLE_BYTES = json.dumps(_HOLE, separators=(",", ":")).encode()
 
 
-def _dump(sub: _Subtree, ref_of) -> bool:
+def _dump(sub: _Subtree, locate) -> bool:
     """Serialise a subtree's content with the JSON encoder (in C: no Python step per
     value), an array reference where each array is, rather than by walking it in
     Python. Declines (False, nothing done) a content that holds a subtree or the key
@@ -586,7 +594,9 @@ def _dump(sub: _Subtree, ref_of) -> bool:
     if len(parts) != len(arrays) + 1 or data.count(b'"' + REF.encode() + b'"') != len(arrays):
         return False
     sub.parts = parts
-    sub.refs = [ref_of(a)[REF] for a in arrays]
+    # (opening brackets of its own: each hole holds one "{")
+    sub.opens = data.count(b"[") + data.count(b"{") - len(arrays)
+    sub.refs = [locate(a) for a in arrays]
     return True
 
 
@@ -639,8 +649,7 @@ def _too_deep(fast: list) -> list:
     quotes of all of them."""
     # (a subtree with fewer opening brackets than the levels left cannot nest deeper:
     # two C counts each, and the numpy pass over the others only)
-    fast = [(sub, d) for sub, d in fast
-            if sum(p.count(b"[") + p.count(b"{") for p in sub.parts) + d + 1 > MAX_DEPTH]
+    fast = [(sub, d) for sub, d in fast if sub.opens + d + 1 > MAX_DEPTH]
     if not fast:
         return []
     datas = [b"".join(sub.parts) for sub, _ in fast]
