@@ -134,6 +134,9 @@ _SCALARS = frozenset((str, int, float, bool, type(None)))
 
 _DTYPE_KEYS: dict = {}
 
+#: arrays smaller than this are written joined with their neighbours (bytes)
+_JOIN_BELOW = 1 << 20
+
 
 def _dtype_key(a: np.ndarray) -> str:
     key = _DTYPE_KEYS.get(a.dtype)
@@ -258,23 +261,29 @@ class StateWriter:
             pending.append((c, ref))
             return c
 
-        def ref_of(a: np.ndarray) -> dict:
-            key = _dtype_key(a)
+        def locate(a: np.ndarray) -> list:
+            """The reference of an array: where it was written before (a read-only one
+            met again, no other check: its dtype was checked then), or where it goes in
+            the new pack."""
             ro = not a.flags.writeable
             if ro:
                 # (an id the cache holds is its array's: the cache keeps it alive)
-                k = ids.get(id(a)) or known.get(id(a)) or self._key(a, _root(a))
+                aid = id(a)
+                k = ids.get(aid) or known.get(aid) or self._key(a, _root(a))
                 hit = used.get(k) or self._cache.get(k)
                 if hit is not None:
                     note(k, hit)
-                    return {REF: hit[1]}
-            ref = [pack, 0, int(a.nbytes), key, list(a.shape), 0]
+                    return hit[1]
+            ref = [pack, 0, int(a.nbytes), _dtype_key(a), list(a.shape), 0]
             ref[5] = zlib.crc32(_bytes(place(a, ref)))
             if ro:
                 note(k, (a, ref))
             elif inside:  # (changes in place: written again unless its subtree is reused)
                 note(("w", id(ref)), (a, ref))
-            return {REF: ref}
+            return ref
+
+        def ref_of(a: np.ndarray) -> dict:
+            return {REF: locate(a)}
 
         def subtree(x, depth):
             if len(x) != 1:
@@ -294,7 +303,7 @@ class StateWriter:
             sub = _Subtree(x, [pack, 0, 0, "json", [0], 0])
             inside.append(sub)
             try:
-                if not _holds_subtree(x[BLOB]) and _dump(sub, ref_of):
+                if not _holds_subtree(x[BLOB]) and _dump(sub, locate):
                     fast.append((sub, depth))
                 else:
                     sub.tree = walk(x[BLOB], depth + 1)
@@ -433,11 +442,26 @@ class StateWriter:
 
         def chunks():
             nonlocal offset
+            # (small arrays go out joined, a write call per megabyte or so rather than
+            # one per array)
+            batch, held = [], 0
             for a, ref in pending:
                 if ref[1] != offset:  # (a reference placed twice: an internal error)
                     raise AssertionError(f"array at {ref[1]}, expected {offset}")
                 offset += ref[2]
-                yield _bytes(a)
+                if ref[2] >= _JOIN_BELOW:
+                    if batch:
+                        yield b"".join(batch)
+                        batch, held = [], 0
+                    yield _bytes(a)
+                    continue
+                batch.append(_bytes(a))
+                held += ref[2]
+                if held >= _JOIN_BELOW:
+                    yield b"".join(batch)
+                    batch, held = [], 0
+            if batch:
+                yield b"".join(batch)
             if offset != start:
                 raise AssertionError(f"arrays end at {offset}, expected {start}")
             todo, done = {id(x) for x in subtrees}, set()
@@ -472,11 +496,13 @@ class _Subtree:
     its JSON in ``parts`` split where its arrays' references go, and those ``refs``), and
     what it holds."""
 
-    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs", "flat", "flat_ids")
+    __slots__ = ("marker", "ref", "tree", "items", "parts", "refs", "flat", "flat_ids",
+                 "opens")
 
     def __init__(self, marker, ref):
         self.marker, self.ref, self.tree, self.items = marker, ref, None, {}
         self.parts = self.refs = self.flat = self.flat_ids = None
+        self.opens = 0  # (opening brackets of the JSON :func:`_dump` wrote)
 
 
 def _flat(sub: _Subtree) -> tuple:
@@ -544,7 +570,7 @@ _HOLE = {REF: None}
 _HOLE_BYTES = json.dumps(_HOLE, separators=(",", ":")).encode()
 
 
-def _dump(sub: _Subtree, ref_of) -> bool:
+def _dump(sub: _Subtree, locate) -> bool:
     """Serialise a subtree's content with the JSON encoder (in C: no Python step per
     value), an array reference where each array is, rather than by walking it in
     Python. Declines (False, nothing done) a content that holds a subtree or the key
@@ -553,7 +579,7 @@ def _dump(sub: _Subtree, ref_of) -> bool:
     arrays: list = []
 
     def hole(o):
-        if isinstance(o, np.ndarray):
+        if type(o) is np.ndarray or isinstance(o, np.ndarray):
             arrays.append(o)
             return _HOLE
         if isinstance(o, np.generic):
@@ -568,7 +594,9 @@ def _dump(sub: _Subtree, ref_of) -> bool:
     if len(parts) != len(arrays) + 1 or data.count(b'"' + REF.encode() + b'"') != len(arrays):
         return False
     sub.parts = parts
-    sub.refs = [ref_of(a)[REF] for a in arrays]
+    # (opening brackets of its own: each hole holds one "{")
+    sub.opens = data.count(b"[") + data.count(b"{") - len(arrays)
+    sub.refs = [locate(a) for a in arrays]
     return True
 
 
@@ -576,15 +604,31 @@ def _joined(parts: list, refs: list) -> bytes:
     """A subtree's JSON from :func:`_dump`'s parts with its arrays' references (as they
     are now: compaction may have moved an array)."""
     out = [parts[0]]
-    names: dict = {}
+    names = _NAMES
+    if len(names) > 64:  # (names of packs long gone)
+        names.clear()
     for ref, part in zip(refs, parts[1:]):
         name = names.get(ref[0])
         if name is None:
             name = names[ref[0]] = json.dumps(ref[0], ensure_ascii=False)
-        shape = ",".join(map(str, ref[4]))
-        out.append(f'{{"{REF}":[{name},{ref[1]},{ref[2]},"{ref[3]}",[{shape}],{ref[5]}]}}'
-                   .encode("utf-8"))
+        shape = ref[4]
+        shape = str(shape[0]) if len(shape) == 1 else ",".join(map(str, shape))
+        out.append(f'{{"{REF}":[{name},{ref[1]},{ref[2]},"{ref[3]}",[{shape}],{ref[5]}]}}')
         out.append(part)
+    return _concat(out)
+
+
+#: JSON of the pack names met so far (a pack's name is its generation's: a few a run)
+_NAMES: dict = {}
+
+
+def _concat(out: list) -> bytes:
+    """Join the byte parts and reference strings of :func:`_joined`: the strings encoded
+    in one call (JSON escapes a NUL, so none holds one raw)."""
+    if len(out) == 1:
+        return out[0]
+    refs = "\x00".join(out[1::2]).encode("utf-8").split(b"\x00")
+    out[1::2] = refs
     return b"".join(out)
 
 
@@ -605,8 +649,7 @@ def _too_deep(fast: list) -> list:
     quotes of all of them."""
     # (a subtree with fewer opening brackets than the levels left cannot nest deeper:
     # two C counts each, and the numpy pass over the others only)
-    fast = [(sub, d) for sub, d in fast
-            if sum(p.count(b"[") + p.count(b"{") for p in sub.parts) + d + 1 > MAX_DEPTH]
+    fast = [(sub, d) for sub, d in fast if sub.opens + d + 1 > MAX_DEPTH]
     if not fast:
         return []
     datas = [b"".join(sub.parts) for sub, _ in fast]
