@@ -207,14 +207,17 @@ def test_a_stalled_writer_holds_nothing_dies_with_its_server_and_the_port_is_fre
 
 def test_kill_9_at_random_points_with_8_retrying_clients_loses_and_doubles_nothing(tmp_path):
     """8 clients send keyed batches and retry until answered; the server is killed (-9)
-    at random moments, checkpoints every 300 events included, and restarted on the same
-    port. At the end every batch counts exactly once."""
+    three times at random moments while batches are still unanswered (checkpoints every
+    300 events: some kills fall during one), and restarted on the same port. At the end
+    every batch counts exactly once."""
     state = tmp_path / "state"
     proc, port = _start(state, 0, "--checkpoint-events", "300", "--config", _config_file(tmp_path))
     per_client, size = 25, 40
     plan = {c: [make_events(size, seed=1000 * c + k, start=(c * per_client + k) * size)
                 for k in range(per_client)] for c in range(8)}
     retried, done = [0], threading.Event()
+    answered = [0]  # batches answered 200 (a list: the clients' threads add to it)
+    lock = threading.Lock()
 
     def client(c):
         for k, batch in enumerate(plan[c]):
@@ -227,7 +230,9 @@ def test_kill_9_at_random_points_with_8_retrying_clients_loses_and_doubles_nothi
                     time.sleep(0.05)  # the server is down: retry with the same key
                     continue
                 if status == 200:
-                    retried[0] += bool(out.get("retried"))
+                    with lock:
+                        retried[0] += bool(out.get("retried"))
+                        answered[0] += 1
                     break
                 assert status == 503, (status, out)
                 time.sleep(0.05)
@@ -236,12 +241,17 @@ def test_kill_9_at_random_points_with_8_retrying_clients_loses_and_doubles_nothi
     for t in threads:
         t.start()
     rng = random.Random(7)
-    kills = 0
+    total = 8 * per_client
+    kills = 0  # kills while batches were still unanswered
     try:
-        while any(t.is_alive() for t in threads) and kills < 4:
-            time.sleep(rng.uniform(0.2, 1.0))
+        # killed at random moments past 15%, 40% and 60% of the batches answered: the
+        # progress, not the clock, places them, so a fast machine cannot finish first
+        for share in (0.15, 0.40, 0.60):
+            while answered[0] < share * total and any(t.is_alive() for t in threads):
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0.0, 0.03))
+            kills += answered[0] < total
             _end(proc)
-            kills += 1
             proc, _ = _start(state, port, "--checkpoint-events", "300", "--config",
                              _config_file(tmp_path))
         for t in threads:
