@@ -1189,7 +1189,10 @@ def test_a_binary_checkpoint_without_logs_still_loads_and_goes_on(tmp_path):
     state = load_checkpoint(path, expected_kind="monitor", writer=w)
     assert not _flat_runs(state)
     back = Monitor.from_array_state(state)
-    assert json.dumps(back.to_state()) == json.dumps(ref.to_state())
+    # (the metrics as a fresh monitor has them; the drift detectors hold what the code
+    # that wrote the fixture computed, and that code's statistic may differ)
+    assert json.dumps(_metrics_only(back.to_state())) == json.dumps(
+        _metrics_only(ref.to_state()))
     r = np.random.default_rng(7)
     y = r.random(900) < 0.3
     s = np.round(r.random(900), 3)
@@ -1205,4 +1208,45 @@ def test_a_binary_checkpoint_without_logs_still_loads_and_goes_on(tmp_path):
     again = load_checkpoint(path, expected_kind="monitor")
     assert _flat_runs(again)
     assert json.dumps(Monitor.from_array_state(again).to_state()) == json.dumps(
-        ref.to_state())
+        back.to_state())
+    assert json.dumps(_metrics_only(back.to_state())) == json.dumps(
+        _metrics_only(ref.to_state()))
+
+
+def test_flat_orders_fed_alike_are_not_all_given_whole_at_one_checkpoint():
+    """Orders fed alike (the segments of one stream), captured at each checkpoint: each
+    log is given whole again now and then, but never all of them at once after the first
+    capture, and each capture still loads back to the same entries."""
+    from streameval.metrics.scoreorder import LAYOUT_RUNS, ScoreOrder
+
+    rng = np.random.default_rng(4)
+    grid = np.round(np.linspace(0.0, 1.0, 4000), 4)
+    orders = [ScoreOrder() for _ in range(12)]
+    for so in orders:
+        so.add_entries(*_batch(rng, 200, False, grid))
+        so.to_layout()
+    whole = []
+    for _ in range(3 * LAYOUT_RUNS):
+        given = 0
+        for so in orders:
+            so.add_entries(*_batch(rng, 30, False, grid))
+            lay = so.to_layout()
+            given += not lay.get("runs")
+            back = ScoreOrder.from_layout(lay)
+            assert _entries(back.arrays()) == _entries(so.arrays())
+        whole.append(given)
+    assert sum(whole) >= 12  # (every log was given whole again at least once)
+    assert max(whole) <= len(orders) // 2, whole
+
+
+def _metrics_only(state):
+    """A monitor's state without its drift detectors' states (nor the rules that read
+    them)."""
+    if isinstance(state, dict):
+        if state.get("type") == "SequentialDrift":
+            return None
+        return {k: _metrics_only(v) for k, v in state.items()
+                if k not in ("rules", "alerts", "drift")}
+    if isinstance(state, list):
+        return [_metrics_only(v) for v in state]
+    return state

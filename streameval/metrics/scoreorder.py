@@ -77,6 +77,7 @@ Imports: numpy, :mod:`streameval.metrics.levels` and :mod:`streameval.validation
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
 from bisect import bisect_left
@@ -2210,7 +2211,8 @@ class ScoreOrder:
                 memo.seen = seen
                 return memo.base, memo.runs
             m = run[0].shape[1]
-            if len(memo.runs) < LAYOUT_RUNS and memo.logged + m <= len(arrays[0]):
+            if (len(memo.runs) < memo.most_runs
+                    and memo.logged + m <= len(arrays[0]) * memo.most_runs / LAYOUT_RUNS):
                 memo.runs = memo.runs + (run,)
                 memo.logged += m
                 memo.prev = bits
@@ -2225,8 +2227,13 @@ class ScoreOrder:
 #: A flat order's log in a binary checkpoint (:meth:`ScoreOrder.to_layout`) holds at
 #: most this many runs of changed entries before its arrays are given whole again: a
 #: load replays them in one sort (a few numpy passes whatever their number), and each
-#: run costs a checkpoint a reference in its manifest.
+#: run costs a checkpoint a reference in its manifest. Each log's own limit is between
+#: half of it and all of it (and its runs' entries at most that share of the order's),
+#: taken in turn as logs start, so that orders fed alike (the segments of one stream)
+#: are not all given whole again at the same checkpoint.
 LAYOUT_RUNS = 8
+
+_log_serial = itertools.count()
 
 
 class _FlatLog:
@@ -2237,11 +2244,13 @@ class _FlatLog:
     :func:`_stacked` bits), ``logged``, the entries of the runs, ``unit`` and
     ``seen``, the order's ``(stamp, id of its arrays)`` when they were last compared."""
 
-    __slots__ = ("base", "runs", "prev", "logged", "unit", "seen")
+    __slots__ = ("base", "runs", "prev", "logged", "unit", "seen", "most_runs")
 
     def __init__(self, base, runs, prev, logged, unit):
         self.base, self.runs, self.prev = base, runs, prev
         self.logged, self.unit, self.seen = logged, unit, None
+        half = LAYOUT_RUNS // 2
+        self.most_runs = half + next(_log_serial) % (LAYOUT_RUNS - half + 1)
 
 
 def _frozen(a):
