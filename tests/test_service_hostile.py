@@ -503,9 +503,11 @@ def test_refused_bodies_give_their_memory_back(tmp_path):
     """Refused 15 MB bodies (parsed whole: the last event is bad) and refused 3 MB ones
     (10^6 empty objects) leave nothing behind: once the service's memory release has
     run after the last of them, its resident size is within 10% (plus one body's bytes)
-    of what it was after a warm-up of three of each kind (the first ones pay for what large bodies need once
-    and keep: ingestion threads, their malloc arenas, the parser's buffers). What is
-    measured is that memory does not accumulate with the refusals."""
+    of what it was after a warm-up of three of each kind (the first ones pay for what
+    large bodies need once and keep: ingestion threads, their malloc arenas, the
+    parser's buffers), and 20 refused bodies of empty objects add nothing to what the 10
+    before them left. What is measured is that memory does not accumulate with the
+    refusals."""
     ev = b'{"ts":1700000000,"label":1,"score":0.5}'
     n = 15_000_000 // (len(ev) + 1)
     big = b"[" + b",".join([ev] * (n - 1)) + b',{"ts":1700000001,"label":3,"score":0.5}]'
@@ -540,7 +542,11 @@ def test_refused_bodies_give_their_memory_back(tmp_path):
             assert status == 400 and err["index"] == n - 1, err
             peak = max(peak, rss_mb(proc.pid))
         after_big = settled_rss()
-        for _ in range(30):
+        for _ in range(10):
+            status, err = send(empties)
+            assert status == 400 and err["index"] == 0, err
+        after_empties_10 = settled_rss()
+        for _ in range(20):
             status, err = send(empties)
             assert status == 400 and err["index"] == 0, err
         after_empties = settled_rss()
@@ -552,7 +558,12 @@ def test_refused_bodies_give_their_memory_back(tmp_path):
     # under CPU load may not have returned yet when the release ran
     big_mb, empties_mb = len(big) / 2**20, len(empties) / 2**20
     assert after_big <= 1.10 * baseline + big_mb, (baseline, peak, after_big)
-    assert after_empties <= 1.10 * baseline + empties_mb, (baseline, after_empties)
+    # 10^6 empty objects parse into as many small dicts: freed, they return to Python's
+    # small-object arenas, which go back to the system only when wholly empty, so the
+    # first such refusals may leave a one-time step; 20 more must add nothing to it
+    assert after_empties_10 <= 1.20 * baseline + empties_mb, (baseline, after_empties_10)
+    assert after_empties <= after_empties_10 + 0.05 * baseline + empties_mb, (
+        baseline, after_empties_10, after_empties)
 
 
 # ----------------------------------------------------------------------- connections
