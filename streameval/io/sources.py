@@ -1349,16 +1349,23 @@ class EventSource:
             return chunk.raw(k)
         return None
 
-    def _chunks(self) -> Iterator[Chunk]:
-        """The reader's chunks; a file that cannot be read raises :class:`SourceError`."""
+    def _note_identity(self) -> None:
+        """Recognise a file whose reader gives no offsets by its head as it is now."""
         if self.by_name and self.follow is None and not self._gives_offsets():
-            # recognised by its head as it is now (the reader gives no offsets)
             from streameval.io.follow import log_identity
 
             try:
                 self._ident = log_identity(self.path)
             except OSError:
                 pass  # the reader says why the file cannot be read
+
+    def _unreadable(self, reason: str) -> SourceError:
+        """The error of a read that failed for ``reason``, past the last row read whole."""
+        unit = "row" if self.format == "parquet" else "line"
+        return SourceError(self.path, self.position, reason, unit)
+
+    def _chunks(self) -> Iterator[Chunk]:
+        """The reader's chunks; a file that cannot be read raises :class:`SourceError`."""
         chunks = self.reader.chunks(self.resume_after, self.resume_offset)
         while True:
             try:
@@ -1369,8 +1376,7 @@ class EventSource:
                 reason = _read_failure(e)
                 if reason is None:
                     raise
-                unit = "row" if self.format == "parquet" else "line"
-                raise SourceError(self.path, self.position, reason, unit) from None
+                raise self._unreadable(reason) from None
             yield chunk
 
     def _validated(self) -> Iterator[tuple]:
@@ -1418,13 +1424,6 @@ class EventSource:
         import subprocess
         import threading
 
-        if self.by_name and not self._gives_offsets():
-            from streameval.io.follow import log_identity
-
-            try:
-                self._ident = log_identity(self.path)
-            except OSError:
-                pass  # the reader says why the file cannot be read
         spec = {"path": self.path, "fields": self.fields, "options": self._options,
                 "skip": self.resume_after, "offset": self.resume_offset}
         # (the same sys.path as this process, led by the folder this streameval was
@@ -1435,7 +1434,6 @@ class EventSource:
              "from streameval.io.sources import _parse_main; _parse_main()",
              json.dumps([home] + sys.path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        unit = "row" if self.format == "parquet" else "line"
         # a thread takes each message off the pipe as soon as it is written (so the
         # process never waits on a half-read message while the consumer works), and
         # holds up to PARSE_AHEAD of them
@@ -1470,13 +1468,12 @@ class EventSource:
                 elif kind == "end":
                     return
                 elif kind == "unreadable":
-                    raise SourceError(self.path, self.position, msg[1], unit)
+                    raise self._unreadable(msg[1])
                 elif kind == "raise":
                     raise _rebuilt(msg[1])
                 else:
-                    raise SourceError(self.path, self.position,
-                                      f"the parsing process ended without a result "
-                                      f"(exit code {proc.wait()})", unit)
+                    raise self._unreadable(f"the parsing process ended without a result "
+                                           f"(exit code {proc.wait()})")
         finally:
             stop.set()
             if proc.poll() is None:
@@ -1493,6 +1490,7 @@ class EventSource:
 
     def __iter__(self) -> Iterator[EventBatch]:
         fail = self.on_error == "fail"
+        self._note_identity()
         validated = (self._validated_elsewhere() if self.parses_elsewhere()
                      else self._validated())
         try:
@@ -1602,30 +1600,22 @@ def _parse_main() -> None:
     sys.stdout = sys.stderr
 
     def put(msg):
-        pickle.dump(msg, out, protocol=pickle.HIGHEST_PROTOCOL)
-        out.flush()
+        try:
+            pickle.dump(msg, out, protocol=pickle.HIGHEST_PROTOCOL)
+            out.flush()
+        except BrokenPipeError:  # the consumer stopped reading
+            sys.exit(0)
 
     try:
         src = EventSource(spec["path"], spec["fields"], parse_process=False, **spec["options"])
-        fm, partial = src.fields, src.partial
-        chunks = src.reader.chunks(spec["skip"], spec["offset"])
-        while True:
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                put(("end",))
-                return
-            except Exception as e:
-                reason = _read_failure(e)
-                put(("raise", _portable(e)) if reason is None else ("unreadable", reason))
-                return
-            batch, errors = build_batch(chunk.columns, chunk.lines, fm, text=chunk.text,
-                                        partial=partial)
+        src.resume_after, src.resume_offset = spec["skip"], spec["offset"]
+        for chunk, batch, errors in src._validated():
             put(("chunk", Chunk({}, chunk.lines, False, chunk.rejects, chunk.raw,
                                 chunk.last_line, chunk.offset), batch, errors))
-    except BrokenPipeError:  # the consumer stopped reading
-        return
-    except Exception as e:  # (a bug: said in the consumer)
+        put(("end",))
+    except SourceError as e:  # (the file: said again by the consumer, at its position)
+        put(("unreadable", e.reason))
+    except Exception as e:  # (a row check's error, or a bug: raised by the consumer)
         put(("raise", _portable(e)))
 
 
