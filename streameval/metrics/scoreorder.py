@@ -1719,13 +1719,7 @@ class ScoreOrder:
         del sides, keys
         self._levels = None
         ck = [c[0] for c in per_class if c is not None]
-        union = np.concatenate(ck) if len(ck) == 2 else ck[0]
-        if len(ck) == 2:
-            union.sort(kind="stable")
-            first = np.empty(len(union), dtype=bool)
-            first[0] = True
-            np.not_equal(union[1:], union[:-1], out=first[1:])
-            union = union[first]
+        union = np.unique(np.concatenate(ck)) if len(ck) == 2 else ck[0]
         m = len(union)
         wp, wn = np.zeros(m), np.zeros(m)
         cp, cn = np.zeros(m, dtype=_I8), np.zeros(m, dtype=_I8)
@@ -2005,9 +1999,10 @@ class ScoreOrder:
         that changed between two calls (new scores, changed weights, and removed scores
         with zero counts), also read-only: a checkpoint writer references what it wrote
         for the earlier ones and writes the newest run only, `O(entries changed)` bytes
-        rather than `O(n)`. The arrays are given whole again once the runs hold more
-        entries than the order (or :data:`LAYOUT_RUNS` runs), so a log is at most about
-        twice the order. With no run it is the plain ``"flat"`` layout.
+        rather than `O(n)`. The arrays are given whole again once the log reaches its own
+        limit (between half of :data:`LAYOUT_RUNS` runs and all of them, and runs holding
+        that share of the order's entries), so a log is at most about twice the order.
+        With no run it is the plain ``"flat"`` layout.
 
         Runtime complexity: `O(1)` for levels (plus a copy of AP's ``pn``), `O(n)` numpy
         for flat arrays (a comparison with the arrays given last time, a copy) and
@@ -2264,12 +2259,7 @@ def _frozen(a):
 def _frozen_copies(arrays, unit):
     """Read-only copies of a flat order's arrays (``keys, wp, wn``, and ``cp, cn``
     unless the weights are the counts)."""
-    out = []
-    for a in arrays[:3] if unit else arrays:
-        c = a.copy()
-        c.flags.writeable = False
-        out.append(c)
-    return tuple(out)
+    return tuple(_frozen(a.copy()) for a in (arrays[:3] if unit else arrays))
 
 
 def _stacked(arrays, unit):
