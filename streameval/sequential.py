@@ -748,10 +748,9 @@ DEPENDENCE_PRIOR = 3.0
 #: the mean run length, in events, of the bursts the prior presumes (prior_factor)
 DEPENDENCE_RUN = 50
 #: how many successive differences the prior weighs as: ``(DEPENDENCE_PRIOR_DIFFS x
-#: prior + d x estimate) / (DEPENDENCE_PRIOR_DIFFS + d)`` after ``d`` differences; 30
-#: keeps errors in bursts quiet in bench_alerts.py (with 10, one stream of 100 at mean
-#: run 50 fired while its factor was still unknown) and fades to within a few percent of
-#: 1 over about 50 000 observations of an independent stream
+#: prior + d x estimate) / (DEPENDENCE_PRIOR_DIFFS + d)`` after ``d`` differences (one per
+#: 100 observations): the weight at which bench_alerts.py's streams of errors in bursts
+#: (mean run 50) stay quiet while their factor is unknown
 DEPENDENCE_PRIOR_DIFFS = 30
 #: the smallest batches' estimate enters the average this many standard errors below
 #: its point estimate (less than DEPENDENCE_Z: the prior already leans cautious), so
@@ -1205,7 +1204,7 @@ class SequentialDrift(BinaryMetric):
         dep = self._dep
         dep.close_block(self.block)
         if m:
-            V = dep.factor(self.block, self.n_indicator / self.n)
+            V = dep.factor(self.block, self._share())
             W, X, Q = self._W, self._X, self._Q
             n1, s1 = _after(c, W, X, Q)
             if _bound(c, n1, s1, W, X, Q, V) < self._log_alarm - BOUND_MARGIN:
@@ -1396,6 +1395,10 @@ class SequentialDrift(BinaryMetric):
         s, n = _counts(self._W, self._X, self._Q)
         return s / n if n > 0 else math.nan
 
+    def _share(self):
+        """The observations' share of the events (what the dependence prior reads)."""
+        return self.n_indicator / self.n if self.n else 1.0
+
     def report(self):
         """The state of the detector as a dict (what rows, snapshots and rules read).
 
@@ -1432,8 +1435,7 @@ class SequentialDrift(BinaryMetric):
                 "change_p_value": None if last is None else last["p_value"],
                 "drops": self._drops, "rises": len(self.changes) - self._drops,
                 "alpha": self.alpha, "horizon": self.horizon, "ready": True,
-                "variance_factor": self._dep.factor(
-                    self.block, self.n_indicator / self.n if self.n else 1.0),
+                "variance_factor": self._dep.factor(self.block, self._share()),
                 "n": self.n, "t": self._t}
 
     # -- protocol ------------------------------------------------------------------
