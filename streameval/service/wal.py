@@ -26,6 +26,12 @@ What is found is returned as :class:`Damage` (the reason, the sequence numbers a
 risk, what is known lost); the service refuses to start on it unless told to accept
 the loss.
 
+The log gives its disk space back: rows a checkpoint covers are deleted without
+overwriting them (``secure_delete=FAST``), and once free pages are over half of the
+file a few are returned to the file system at each checkpoint
+(:meth:`WriteAheadLog.reclaim`, SQLite's incremental vacuum), so a burst of events does
+not keep its disk space for ever.
+
 Rows hold the validated columns of a :class:`streameval.events.Batch` (the one batch type
 from a source to the Monitor), never code: labels as bytes, scores, weights and event
 times as little-endian float64 bytes, segments and ids as JSON lists, and the batch's
@@ -78,6 +84,15 @@ from streameval.events import Batch
 
 __all__ = ["Batch", "WriteAheadLog", "StateMismatch", "EVENTS", "PREDICTIONS", "LABELS",
            "digest", "Damage", "Recovered", "inspect_files", "SCHEMA_VERSION"]
+
+#: Free pages given back to the file system per checkpoint, at most (``PRAGMA
+#: incremental_vacuum``), once they are over half of the file and over
+#: ``RECLAIM_MIN_PAGES``: a burst the checkpoints have covered does not keep its disk
+#: space for ever, and a steady log (its free pages reused by new rows) never pays for it.
+RECLAIM_PAGES = 2048
+RECLAIM_MIN_PAGES = 4096
+#: The ``-wal`` file is cut back to this size after SQLite's own checkpoints.
+JOURNAL_SIZE_LIMIT = 64 << 20
 
 #: ``PRAGMA user_version`` of a log whose records carry checksums.
 SCHEMA_VERSION = 2
@@ -231,8 +246,15 @@ class WriteAheadLog:
 
     def _setup(self, fingerprint: str, synchronous: str) -> None:
         db = self._db
+        if db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
+            # (only a file without tables can take it without a VACUUM)
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous}")
+        # deleted rows are covered by a checkpoint: SQLite's default here (overwriting
+        # them with zeros) writes every freed page to the -wal file once more
+        db.execute("PRAGMA secure_delete=FAST")
+        db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         db.execute(
             "CREATE TABLE IF NOT EXISTS batches (seq INTEGER PRIMARY KEY, n INTEGER NOT NULL, "
@@ -261,6 +283,7 @@ class WriteAheadLog:
                 "use another --state-dir or remove this one"
             )
         self.log_id = meta.get("log_id") or uuid.uuid4().hex
+        self.reclaimed_pages = 0
         # a write at every open: a log that cannot be written is refused now, not at the
         # first batch (and the meta row says which process opened it last)
         db.execute("INSERT OR REPLACE INTO meta VALUES ('log_id', ?)", (self.log_id,))
@@ -348,6 +371,31 @@ class WriteAheadLog:
         db.execute("INSERT OR REPLACE INTO meta VALUES ('truncated_through', ?)", (str(high),))
         db.execute("COMMIT")
         self.truncated_through = high
+        self.reclaim()
+
+    def reclaim(self, pages: int = RECLAIM_PAGES) -> int:
+        """Give at most ``pages`` free pages back to the file system, when over half of
+        the file and over :data:`RECLAIM_MIN_PAGES` pages are free (after a burst the
+        checkpoints have since covered); returns the pages given back. A log file
+        created without incremental vacuum is converted first (one ``VACUUM``, in time
+        proportional to its live rows). Not inside an open transaction (returns 0)."""
+        db = self._db
+        if db.in_transaction:
+            return 0
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        total = db.execute("PRAGMA page_count").fetchone()[0]
+        if free < RECLAIM_MIN_PAGES or 2 * free < total:
+            return 0
+        if db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            db.execute("VACUUM")
+        else:
+            db.executescript(f"PRAGMA incremental_vacuum({int(pages)})")  # (steps to the end)
+        # the main file shrinks when the -wal file's pages are copied back into it
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        freed = total - db.execute("PRAGMA page_count").fetchone()[0]
+        self.reclaimed_pages += freed
+        return freed
 
     def after(self, seq: int) -> Iterator[tuple[int, Batch]]:
         """The stored batches after ``seq``, in order, as ``(seq, Batch)`` (unchecked;
