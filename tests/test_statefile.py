@@ -1384,3 +1384,47 @@ def test_a_damaged_detector_column_is_refused(tmp_path):
         shutil.copytree(saved, tmp_path)
     back = Monitor.from_array_state(load_checkpoint(path, expected_kind="monitor"))
     assert json.dumps(back.to_state()) == json.dumps(m.to_state())
+
+
+def test_a_flat_orders_run_after_batches_in_is_taken_from_their_scores(monkeypatch):
+    """Batches merged into a flat order between captures: the capture takes the entries
+    at their scores without comparing the arrays with the last capture's (the compare
+    is made to fail), and the log loads back to the same bits; a removal between two
+    captures makes it compare (the scores a removal changed are not noted)."""
+    from streameval.metrics import scoreorder as so_mod
+    from streameval.metrics.scoreorder import ScoreOrder
+
+    rng = np.random.default_rng(11)
+    grid = np.round(np.linspace(0.0, 1.0, 600), 4)
+    so = ScoreOrder()
+    so.add_entries(*_batch(rng, 500, True, grid))
+    so.to_layout()
+    compare = so_mod._flat_changes
+    calls = []
+
+    def refuse(*a):
+        calls.append(1)
+        raise AssertionError("compared")
+
+    monkeypatch.setattr(so_mod, "_flat_changes", refuse)
+    for _ in range(3):
+        before = _entries(so.arrays())
+        for _ in range(int(rng.integers(1, 4))):
+            so.add_entries(*_batch(rng, int(rng.integers(1, 40)), True, grid))
+        lay = so.to_layout()
+        now = _entries(so.arrays())
+        got = set(lay["runs"][-1][0][0].view(np.int64).tolist())
+        assert got == {k for k in now if before.get(k) != now[k]}
+        back = ScoreOrder.from_layout(_roundtrip(lay))
+        for a, b in zip(back.arrays(), so.arrays()):
+            assert a.tobytes() == b.tobytes()
+    monkeypatch.setattr(so_mod, "_flat_changes", lambda *a: (calls.append(1), compare(*a))[1])
+    k, wp, wn, cp, cn = so.arrays()
+    at = np.flatnonzero(cp > 0)[:3]
+    so.remove_entries(k[at], wp[at] / cp[at], np.zeros(3), np.ones(3, dtype=np.int64),
+                      np.zeros(3, dtype=np.int64))
+    lay = so.to_layout()
+    assert calls == [1]
+    back = ScoreOrder.from_layout(_roundtrip(lay))
+    for a, b in zip(back.arrays(), so.arrays()):
+        assert a.tobytes() == b.tobytes()
