@@ -25,7 +25,8 @@ its row written (``Monitor.evaluate``: every segment's metrics change); a replay
 rows with ``--checkpoint`` every 100 000 rows against the same replay without; and the
 service (a real ``streameval serve`` subprocess, ``--service-sizes`` events posted
 first): the p99 latency of 8 clients posting batches of 100 events without checkpoints
-and with one every 10 s (``POST /checkpoint`` every 10 s, the periodic writer's path:
+and with one every 10 s, in ``--service-pairs`` interleaved pairs of windows (their
+median ratio, with the smallest and largest) (``POST /checkpoint`` every 10 s, the periodic writer's path:
 captured under the lock, written in a thread; one untimed checkpoint first, as a service
 that has been running has written), the time a SIGTERM takes (a final checkpoint) and
 the restart's time to serve again.
@@ -314,18 +315,32 @@ def service(args, res, tmp):
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(HERE) + (os.pathsep + old if old else "")  # (the server)
     t = res.table("service", "The service: p99 latency without and with a checkpoint every "
-                  "10 s, SIGTERM and restart, against the events it holds",
+                  f"10 s ({args.service_pairs} pairs of {args.service_seconds:g} s windows, "
+                  "interleaved: the median of each, and the median ratio of a pair with "
+                  "the smallest and largest), SIGTERM and restart, against the events it "
+                  "holds",
                   ["events", "post s", "p99 ms (none)", "p99 ms (every 10 s)", "ratio",
-                   "checkpoints", "SIGTERM s", "restart s", "checkpoint MB"])
+                   "ratio min", "ratio max", "checkpoints", "SIGTERM s", "restart s",
+                   "checkpoint MB"])
     ratio = sigterm = None
     for n in [int(x) for x in args.service_sizes.split(",")]:
         state = str(tmp / f"svc-{n}")
         server, port = bs.start_server(state, bs.NO_CHECKPOINTS)
         try:
             post = _post_events(port, n)
-            p_none, _ = _p99_window(bs, port, args.service_seconds)
             bs.request(port, "POST", "/checkpoint", body=b"")  # (a running service's)
-            p_ckpt, done = _p99_window(bs, port, args.service_seconds, 10.0)
+            # pairs of windows without and with checkpoints, in turn first (ABBA: a load
+            # that drifts over the run weighs on both alike)
+            nones, ckpts, done = [], [], 0
+            for i in range(args.service_pairs):
+                for with_ckpt in ((False, True) if i % 2 == 0 else (True, False)):
+                    if with_ckpt:
+                        p, k = _p99_window(bs, port, args.service_seconds, 10.0)
+                        ckpts.append(p)
+                        done += k
+                    else:
+                        nones.append(_p99_window(bs, port, args.service_seconds)[0])
+            ratios = [c / n for c, n in zip(ckpts, nones)]
             t0 = time.perf_counter()
             server.send_signal(signal.SIGTERM)
             server.wait(600)
@@ -347,13 +362,16 @@ def service(args, res, tmp):
             server.wait(60)
             server.stdout.close()
         shutil.rmtree(state, ignore_errors=True)
-        ratio = p_ckpt / p_none
-        t.add(n, post, p_none, p_ckpt, ratio, done, sigterm, restart, size)
+        ratio = statistics.median(ratios)
+        p_none, p_ckpt = statistics.median(nones), statistics.median(ckpts)
+        t.add(n, post, p_none, p_ckpt, ratio, min(ratios), max(ratios), done, sigterm,
+              restart, size)
         print(f"service {n}: p99 {p_none:.1f} ms -> {p_ckpt:.1f} ms with checkpoints "
-              f"({ratio:.2f}x, {done}), SIGTERM {sigterm:.2f} s, restart {restart:.2f} s",
-              flush=True)
+              f"(median ratio {ratio:.2f}x, {min(ratios):.2f}-{max(ratios):.2f} over "
+              f"{len(ratios)} pairs, {done} checkpoints), SIGTERM {sigterm:.2f} s, restart "
+              f"{restart:.2f} s", flush=True)
     res.figure("service_p99_ratio", "service p99 with a checkpoint every 10 s / without, "
-               "most events", ratio, "x", better="lower")
+               "most events (median of interleaved pairs)", ratio, "x", better="lower")
     res.figure("sigterm", "SIGTERM (final checkpoint), most events", sigterm, "s",
                better="lower")
 
@@ -363,7 +381,8 @@ PARTS = {"length": by_length, "segments": by_segments, "replay": replay, "servic
 
 QUICK = {"sizes": "100000,300000", "json_max": 100_000, "increments": 3,
          "segments": "1,10,100", "segment_events": 100_000, "replay_events": 100_000,
-         "repeat": 1, "service_sizes": "100000", "service_seconds": 4.0}
+         "repeat": 1, "service_sizes": "100000", "service_seconds": 4.0,
+         "service_pairs": 2}
 
 
 def main(argv=None):
@@ -385,6 +404,9 @@ def main(argv=None):
                     help="events the service holds when measured ('' to skip)")
     ap.add_argument("--service-seconds", type=float, default=25.0,
                     help="seconds of each latency window")
+    ap.add_argument("--service-pairs", type=int, default=3,
+                    help="pairs of latency windows (without and with checkpoints, "
+                    "interleaved) per size: the ratio is their median")
     ap.add_argument("--parts", default=",".join(PARTS),
                     help="what to measure, comma-separated, of " + ", ".join(PARTS)
                     + " (default: all; a run of some parts writes its JSON only with an "

@@ -1531,6 +1531,148 @@ class SequentialDrift(BinaryMetric):
 
     __str__ = __repr__
 
+    # -- binary state: typed columns ----------------------------------------------
+    #: flags (the first integer of a detector's columns) saying which optional value is
+    #: absent: the newest time, the last check, each pending AUC event, the dependence's
+    #: last observation; bit ``_NO_MEAN + k``: level k's previous batch mean
+    _NO_T, _NO_STAT, _NO_NEG, _NO_POS, _NO_LAST, _NO_MEAN = 1, 2, 4, 8, 16, 5
+
+    @classmethod
+    def columns_states(cls, detectors):
+        """The binary states of ``detectors`` (a list), their numbers stored as two
+        typed columns they share (float64 and int64, read-only: a checkpoint writer
+        stores each once, as raw bytes rather than JSON text): per detector its
+        ``params``, its ``changes`` (JSON, usually empty) and where its part of the
+        columns starts. :func:`~streameval.metrics.arraystate.from_array_state` restores
+        each exactly (:meth:`_set_array_data`), as :meth:`to_state` would.
+
+        A detector's floats: the newest time, the history's sums ``W, X, Q``, the
+        pending AUC events (score, weight; a negative then a positive), the dependence's
+        ``s1, s2, s11, last, mark``, the last check, each dependence level's open sum,
+        previous mean and squared differences, then per candidate ``W, X, Q, log_pi,
+        t``. Its integers: the flags of absent values, ``n, n_indicator``, the history's
+        count, ``last_e``, the dependence's count, the candidates, the check's length
+        and the levels, then each level's blocks and differences and each candidate's
+        block and event count.
+
+        Runtime complexity: `O(total candidates + detectors)`, a few numpy calls per
+        detector."""
+        fl, il, at = [], [], []
+        nf = ni = 0
+        for d in detectors:
+            f, i = d._columns()
+            at.append((nf, ni))
+            fl.append(f)
+            il.append(i)
+            nf += len(f)
+            ni += len(i)
+        F = np.concatenate(fl) if fl else np.zeros(0)
+        I = np.concatenate(il) if il else np.zeros(0, dtype=np.int64)
+        F.flags.writeable = False
+        I.flags.writeable = False
+        return [{"type": d._public_name, "version": d._state_version, "params": d._params(),
+                 "arrays": 1,
+                 "data": {"columns": [F, I], "at": [f0, i0],
+                          "changes": [ch.to_dict() for ch in d.changes]}}
+                for d, (f0, i0) in zip(detectors, at)]
+
+    def _columns(self):
+        """This detector's part of :meth:`columns_states`' columns: ``(floats, ints)``."""
+        c, dep, stat = self._cands, self._dep, self._stat
+        m = len(c)
+        neg, pos = self._pending
+        levels = dep.levels
+        flags = ((self._t is None) * self._NO_T | (stat is None) * self._NO_STAT
+                 | (neg is None) * self._NO_NEG | (pos is None) * self._NO_POS
+                 | (dep.last is None) * self._NO_LAST)
+        for k, lev in enumerate(levels):
+            if lev[2] is None:
+                flags |= 1 << (self._NO_MEAN + k)
+        head = [math.nan if self._t is None else self._t, self._W, self._X, self._Q,
+                *(neg or (0.0, 0.0)), *(pos or (0.0, 0.0)),
+                dep.s1, dep.s2, dep.s11, 0.0 if dep.last is None else dep.last, dep.mark]
+        if stat is not None:
+            head.extend(stat)
+        for lev in levels:
+            head += [lev[0], 0.0 if lev[2] is None else lev[2], lev[3]]
+        ints = [flags, self.n, self.n_indicator, self._n, self._last_e, dep.n, m,
+                0 if stat is None else len(stat), len(levels)]
+        for lev in levels:
+            ints += [lev[1], lev[4]]
+        f = np.empty(len(head) + 5 * m)
+        f[:len(head)] = head
+        i = np.empty(len(ints) + 2 * m, dtype=np.int64)
+        i[:len(ints)] = ints
+        if m:
+            cf = c.f
+            cand = f[len(head):].reshape(m, 5)
+            cand[:, :4] = cf[:, :4]   # (W, X, Q, log_pi: the first columns)
+            cand[:, 4] = c.t
+            i[len(ints):].reshape(m, 2)[...] = c.i
+        return f, i
+
+    def _set_array_data(self, data):
+        """Restore :meth:`columns_states`' ``data`` into this fresh detector, checked
+        (``ValueError`` naming what is wrong): the same state as :meth:`_from_state` of
+        the same values gives."""
+        if set(data) != {"columns", "at", "changes"}:
+            raise ValueError(f"SequentialDrift columns: keys {sorted(data)!r:.100}, "
+                             "expected at, changes, columns")
+        cols, at = data["columns"], data["at"]
+        if not (isinstance(cols, list) and len(cols) == 2
+                and isinstance(cols[0], np.ndarray) and cols[0].dtype == np.float64
+                and cols[0].ndim == 1 and isinstance(cols[1], np.ndarray)
+                and cols[1].dtype == np.int64 and cols[1].ndim == 1):
+            raise ValueError("SequentialDrift columns: expected a float64 and an int64 "
+                             "array (1-D)")
+        F, I = cols
+        if not (isinstance(at, list) and len(at) == 2 and all(type(v) is int for v in at)
+                and 0 <= at[0] <= len(F) and 0 <= at[1] <= len(I)):
+            raise ValueError(f"SequentialDrift columns: at = {at!r:.60} is not two offsets "
+                             f"within the columns ({len(F)} floats, {len(I)} ints)")
+        f0, i0 = at
+        if i0 + 9 > len(I):
+            raise ValueError(f"SequentialDrift columns: the ints at {i0} are cut short")
+        flags, n, n_ind, hn, last_e, dep_n, m, ns, nl = I[i0:i0 + 9].tolist()
+        if not (0 <= m and 0 <= ns <= 64 and nl == DEPENDENCE_LEVELS and 0 <= flags):
+            raise ValueError(f"SequentialDrift columns: {m} candidates, a check of {ns} "
+                             f"values and {nl} dependence levels (expected "
+                             f"{DEPENDENCE_LEVELS}) at int {i0}")
+        nhead = 13 + ns + 3 * nl
+        if f0 + nhead + 5 * m > len(F) or i0 + 9 + 2 * nl + 2 * m > len(I):
+            raise ValueError(f"SequentialDrift columns: {m} candidates at float {f0}, int "
+                             f"{i0} run past the columns ({len(F)} floats, {len(I)} ints)")
+        head = F[f0:f0 + nhead].tolist()
+        lev_i = I[i0 + 9:i0 + 9 + 2 * nl].tolist()
+        self.n, self.n_indicator, self._n, self._last_e = n, n_ind, hn, last_e
+        self._t = None if flags & self._NO_T else head[0]
+        self._W, self._X, self._Q = head[1:4]
+        self._pending = [None if flags & self._NO_NEG else (head[4], head[5]),
+                         None if flags & self._NO_POS else (head[6], head[7])]
+        s1, s2, s11, last, mark = head[8:13]
+        self._stat = None if flags & self._NO_STAT else tuple(head[13:13 + ns])
+        lv = head[13 + ns:]
+        levels = [[lv[3 * k], lev_i[2 * k],
+                   None if flags >> (self._NO_MEAN + k) & 1 else lv[3 * k + 1],
+                   lv[3 * k + 2], lev_i[2 * k + 1]] for k in range(nl)]
+        self._dep.load([dep_n, s1, s2, s11, None if flags & self._NO_LAST else last, mark,
+                        levels])
+        c = self._cands
+        if m:
+            cand = F[f0 + nhead:f0 + nhead + 5 * m].reshape(m, 5).tolist()
+            ci = I[i0 + 9 + 2 * nl:i0 + 9 + 2 * nl + 2 * m].reshape(m, 2).tolist()
+            for (W, X, Q, lp, tt), (b, e) in zip(cand, ci):
+                c.add(b, W, X, Q, lp, e, tt)
+        try:
+            self.changes = [Change(**ch) for ch in data["changes"]]
+        except TypeError as e:
+            raise ValueError(f"SequentialDrift columns: bad changes ({e})") from None
+        self._drops = sum(ch.direction == "drop" for ch in self.changes)
+        try:
+            self._check()
+        except AssertionError as e:
+            raise ValueError(f"SequentialDrift columns: inconsistent state ({e!s:.100})") from None
+
 
 def _enc(v):
     return v if math.isfinite(v) else None

@@ -34,6 +34,7 @@ from streameval.io.checkpoint import (
     CheckpointError,
     CheckpointFallback,
     load_checkpoint,
+    read_state,
 )
 from streameval.io.statefile import COMPACT_RATIO, StateWriter, pack_dir
 from streameval.metrics.arraystate import array_state, from_array_state
@@ -1250,3 +1251,180 @@ def _metrics_only(state):
     if isinstance(state, list):
         return [_metrics_only(v) for v in state]
     return state
+
+
+# ------------------------------------------------------- detectors as typed columns
+def _detector_stream(d, rng, n, shift, weighted, timed):
+    y = rng.random(n) < 0.4
+    s = np.clip(rng.random(n) * 0.6 + 0.3 * y - (np.arange(n) >= shift) * 0.25, 0.0, 1.0)
+    w = rng.random(n) * 2 if weighted else None
+    t = np.arange(n, dtype=float) if timed else None
+    d.update_many(y, s, w=w, t=t)
+    return y, s, w
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 6000),
+       metrics=st.lists(st.sampled_from(["recall", "precision", "fpr", "accuracy", "roc_auc"]),
+                        min_size=1, max_size=4),
+       weighted=st.booleans(), timed=st.booleans(), odd=st.booleans())
+def test_sequential_detectors_as_shared_columns_load_back_exactly(
+        tmp_path_factory, seed, n, metrics, weighted, timed, odd):
+    """Several detectors stored as the two columns they share, through a real writer:
+    each loads back with the JSON state of the original, the candidates' float rows bit
+    for bit, and goes on to the same reports and changes (the oracle: the detector never
+    saved). ``odd``: one more event, leaving an AUC pair half made."""
+    from streameval.sequential import SequentialDrift
+
+    rng = np.random.default_rng(seed)
+    dets = [SequentialDrift(m, alpha=0.05, block=int(rng.integers(20, 120))) for m in metrics]
+    shift = int(rng.integers(0, max(n, 1)))
+    for d in dets:
+        _detector_stream(d, rng, n, shift, weighted, timed)
+        if odd:
+            d.update(1, 0.7, t=float(n) if timed else None)
+    states = SequentialDrift.columns_states(dets)
+    assert all(s["data"]["columns"][0] is states[0]["data"]["columns"][0] for s in states)
+    dirs = tmp_path_factory.mktemp("cols")
+    StateWriter(dirs / "c.json").write({"d": states}, kind="k")
+    env = json.loads((dirs / "c.json").read_text())
+    assert json.dumps(env).count('"$a"') == 2 * len(dets)  # (references to 2 arrays)
+    loaded = load_checkpoint(dirs / "c.json")["d"]
+    for d, s in zip(dets, loaded):
+        back = from_array_state(s)
+        assert type(back) is SequentialDrift
+        assert json.dumps(back.to_state()) == json.dumps(d.to_state())
+        assert back._cands.f.tobytes() == d._cands.f.tobytes()
+        assert back._cands.i.tobytes() == d._cands.i.tobytes()
+        more = np.random.default_rng(seed + 1)
+        y = more.random(3000) < 0.4
+        s_ = np.clip(more.random(3000) * 0.6 + 0.3 * y - 0.3 * (np.arange(3000) > 1500), 0, 1)
+        w = more.random(3000) * 2 if weighted else None
+        t = np.arange(3000.0) + n + 1 if timed else None
+        for x in (d, back):
+            x.update_many(y, s_, w=w, t=t)
+        assert json.dumps(back.to_state()) == json.dumps(d.to_state())
+        assert [c.to_dict() for c in back.changes] == [c.to_dict() for c in d.changes]
+
+
+def test_malformed_detector_columns_are_refused_by_name():
+    """Wrong dtypes, offsets past the columns, a count that runs past them or an
+    unknown key: ``ValueError`` naming the detector's columns, never another error."""
+    from streameval.sequential import SequentialDrift
+
+    d = SequentialDrift("recall", block=50)
+    _detector_stream(d, np.random.default_rng(3), 2000, 1000, False, True)
+    good = SequentialDrift.columns_states([d])[0]
+    F, I = good["data"]["columns"]
+    bad_m = I.copy()
+    bad_m[6] = 10 ** 6
+    edits = [
+        {"columns": [F.astype(np.float32), I]},
+        {"columns": [F, I.astype(np.float64)]},
+        {"at": [len(F) + 1, 0]},
+        {"at": [0, len(I) - 3]},
+        {"at": [0.0, 0]},
+        {"columns": [F, bad_m]},
+        {"changes": [{"index": 1}]},
+        {"extra": 1},
+    ]
+    for edit in edits:
+        s = dict(good, data=dict(good["data"], **edit))
+        with pytest.raises(ValueError, match="SequentialDrift columns|bad state"):
+            from_array_state(s)
+    assert json.dumps(from_array_state(good).to_state()) == json.dumps(d.to_state())
+
+
+def test_a_damaged_detector_column_is_refused(tmp_path):
+    """A segment's detectors are two typed columns in its drift subtree; one flipped
+    byte in either is refused by its CRC-32, naming the pack, and the previous
+    generation is loaded instead (with nothing lost: it is the state it was)."""
+    rng = np.random.default_rng(5)
+    m = Monitor.default(group_by="segment")
+    y = rng.random(6000) < 0.3
+    m.update_many(y, rng.random(6000), t=np.arange(6000.0),
+                  segment=list(rng.choice(["a", "b"], 6000)))
+    m.evaluate()
+    path = tmp_path / "c.json"
+    w = StateWriter(path)
+    w.write(m.to_array_state(), kind="monitor")
+    first = json.dumps(m.to_state())
+    m.update_many(y[:500], rng.random(500), t=6000 + np.arange(500.0), segment=["a"] * 500)
+    m.evaluate()
+    w.write(m.to_array_state(), kind="monitor")
+    env = json.loads(path.read_text())
+    d = Path(pack_dir(path))
+
+    def read(ref):
+        return json.loads((d / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]])
+
+    segs = [read(x["$b"]) for x in env["state"]["data"]["segments"]]
+    a = next(s for s in segs if s["segment"] == "a")
+    drift = read(a["drift"]["$b"])
+    assert set(drift) == {"recall", "precision", "fpr"}
+    cols = drift["recall"]["data"]["columns"]
+    assert [c["$a"][3] for c in cols] == ["<f8", "<i8"]
+    assert all(drift[k]["data"]["columns"] == cols for k in drift)  # (shared)
+    import shutil
+
+    saved = tmp_path.parent / (tmp_path.name + "-saved")
+    shutil.copytree(tmp_path, saved)
+    for ref in (c["$a"] for c in cols):
+        pack = d / ref[0]
+        raw = bytearray(pack.read_bytes())
+        raw[ref[1] + ref[2] // 2] ^= 0x10
+        pack.write_bytes(bytes(raw))
+        with pytest.raises(CheckpointError, match="an array of pack .* CRC-32") as e:
+            read_state(path, json.loads(path.read_text()))
+        assert e.value.damaged and str(pack) in str(e.value)
+        with pytest.warns(CheckpointFallback):
+            prev = load_checkpoint(path, expected_kind="monitor")
+        assert json.dumps(Monitor.from_array_state(prev).to_state()) == first
+        shutil.rmtree(tmp_path)
+        shutil.copytree(saved, tmp_path)
+    back = Monitor.from_array_state(load_checkpoint(path, expected_kind="monitor"))
+    assert json.dumps(back.to_state()) == json.dumps(m.to_state())
+
+
+def test_a_flat_orders_run_after_batches_in_is_taken_from_their_scores(monkeypatch):
+    """Batches merged into a flat order between captures: the capture takes the entries
+    at their scores without comparing the arrays with the last capture's (the compare
+    is made to fail), and the log loads back to the same bits; a removal between two
+    captures makes it compare (the scores a removal changed are not noted)."""
+    from streameval.metrics import scoreorder as so_mod
+    from streameval.metrics.scoreorder import ScoreOrder
+
+    rng = np.random.default_rng(11)
+    grid = np.round(np.linspace(0.0, 1.0, 600), 4)
+    so = ScoreOrder()
+    so.add_entries(*_batch(rng, 500, True, grid))
+    so.to_layout()
+    compare = so_mod._flat_changes
+    calls = []
+
+    def refuse(*a):
+        calls.append(1)
+        raise AssertionError("compared")
+
+    monkeypatch.setattr(so_mod, "_flat_changes", refuse)
+    for _ in range(3):
+        before = _entries(so.arrays())
+        for _ in range(int(rng.integers(1, 4))):
+            so.add_entries(*_batch(rng, int(rng.integers(1, 40)), True, grid))
+        lay = so.to_layout()
+        now = _entries(so.arrays())
+        got = set(lay["runs"][-1][0][0].view(np.int64).tolist())
+        assert got == {k for k in now if before.get(k) != now[k]}
+        back = ScoreOrder.from_layout(_roundtrip(lay))
+        for a, b in zip(back.arrays(), so.arrays()):
+            assert a.tobytes() == b.tobytes()
+    monkeypatch.setattr(so_mod, "_flat_changes", lambda *a: (calls.append(1), compare(*a))[1])
+    k, wp, wn, cp, cn = so.arrays()
+    at = np.flatnonzero(cp > 0)[:3]
+    so.remove_entries(k[at], wp[at] / cp[at], np.zeros(3), np.ones(3, dtype=np.int64),
+                      np.zeros(3, dtype=np.int64))
+    lay = so.to_layout()
+    assert calls == [1]
+    back = ScoreOrder.from_layout(_roundtrip(lay))
+    for a, b in zip(back.arrays(), so.arrays()):
+        assert a.tobytes() == b.tobytes()

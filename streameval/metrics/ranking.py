@@ -134,6 +134,17 @@ DEFER_REBUILD_RATIO = 30
 # --------------------------------------------------------------------------- helpers
 
 
+def _empty(dtype):
+    a = np.zeros(0, dtype=dtype)
+    a.flags.writeable = False
+    return a
+
+
+#: no deferred events, as a binary state gives them: read-only, so that a checkpoint
+#: writer references the one it wrote rather than writing an empty array again
+_NO_SCORES, _NO_LABELS = _empty(np.float64), _empty(bool)
+
+
 def _check_max_scores(max_scores):
     """``max_scores``: None or 0 (exact, unbounded; 0 is what a TOML config can say)
     or the cap, an integer >= 16. Returns the cap or None."""
@@ -968,8 +979,8 @@ class _BinaryRanking(BinaryMetric):
         key = getattr(self, "_delong_key", None)
         return {
             "order": so.to_layout(),
-            "ps": np.array(self._ps, dtype=np.float64),
-            "py": np.array(self._py, dtype=bool),
+            "ps": np.array(self._ps, dtype=np.float64) if self._ps else _NO_SCORES,
+            "py": np.array(self._py, dtype=bool) if self._py else _NO_LABELS,
             "pw": None if all(w is None for w in self._pw) else
             np.array([1.0 if w is None else w for w in self._pw], dtype=np.float64),
             "pw_none": [w is None for w in self._pw] if any(w is None for w in self._pw)

@@ -1241,6 +1241,7 @@ class ScoreOrder:
         m = len(keys)
         if not m:
             return
+        before = self.stamp
         self._note_weights(wp, wn, cp, cn)
         # the key pairs (see pairs) follow the batch while they are known, the keys
         # coarse and the batch goes into the levels with integer weights
@@ -1251,7 +1252,8 @@ class ScoreOrder:
                 self._add_one_by_one(keys, wp, wn, cp, cn)
             else:
                 self._levelize()
-        if self._arrays is not None:  # small: one numpy merge (big: becomes a level)
+        flat = self._arrays is not None
+        if flat:  # small: one numpy merge (big: becomes a level)
             self._install(_merged(self._owned(), keys, wp, wn, cp, cn))
         elif self._levels is not None:
             if m < TRICKLE_ENTRIES and self.size():
@@ -1266,6 +1268,8 @@ class ScoreOrder:
         self.z_neg += z_neg
         stamp = self.stamp
         self._batch_done()
+        if flat and self._layout_memo is not None:  # (the entries a checkpoint writes)
+            self._layout_memo.touch(self, keys, before)
         if dt is not None and self.stamp == stamp + 1:
             self._pairs += int(dt)  # (a Python int: exact however long the stream)
             self._pairs_at = self.stamp
@@ -2186,6 +2190,7 @@ class ScoreOrder:
         so.stamp += 1
         if memo is not None:  # (the next checkpoint writes what changed from here)
             memo.seen = (so.stamp, id(so._arrays))
+            memo.restart(so.stamp)
             so._layout_memo = memo
         return so
 
@@ -2201,7 +2206,12 @@ class ScoreOrder:
         if memo is not None and memo.unit == unit:
             if memo.seen == seen:
                 return memo.base, memo.runs
-            run, bits = _flat_changes(memo.prev, arrays, unit)
+            run = None
+            if memo.touched and memo.span == (memo.seen[0], self.stamp):
+                run, bits = _touched_run(arrays, memo.touched, unit)
+            if run is None:
+                run, bits = _flat_changes(memo.prev, arrays, unit)
+            memo.restart(self.stamp)
             if run is None:
                 memo.seen = seen
                 return memo.base, memo.runs
@@ -2216,6 +2226,7 @@ class ScoreOrder:
         base = _frozen_copies(arrays, unit)
         self._layout_memo = _FlatLog(base, (), _stacked(base, unit), 0, unit)
         self._layout_memo.seen = seen
+        self._layout_memo.restart(self.stamp)
         return base, ()
 
 
@@ -2239,13 +2250,39 @@ class _FlatLog:
     :func:`_stacked` bits), ``logged``, the entries of the runs, ``unit`` and
     ``seen``, the order's ``(stamp, id of its arrays)`` when they were last compared."""
 
-    __slots__ = ("base", "runs", "prev", "logged", "unit", "seen", "most_runs")
+    __slots__ = ("base", "runs", "prev", "logged", "unit", "seen", "most_runs", "touched",
+                 "span", "n_touched")
 
     def __init__(self, base, runs, prev, logged, unit):
         self.base, self.runs, self.prev = base, runs, prev
         self.logged, self.unit, self.seen = logged, unit, None
         half = LAYOUT_RUNS // 2
         self.most_runs = half + next(_log_serial) % (LAYOUT_RUNS - half + 1)
+        #: the keys of the batches merged into the flat arrays since the last capture
+        #: (None: not known, compare the arrays), and ``span``, the order's stamps they
+        #: cover: ``(stamp at the capture, stamp after the last of them)``
+        self.touched, self.span, self.n_touched = None, None, 0
+
+    def restart(self, stamp):
+        """A capture at ``stamp``: the entries touched are noted from here."""
+        self.touched, self.span, self.n_touched = [], (stamp, stamp), 0
+
+    def touch(self, so, keys, before):
+        """A batch of entries (ascending distinct ``keys``) was merged into the flat
+        arrays of ``so``, whose stamp was ``before`` until then: noted, so that the next capture
+        takes those entries rather than compares every entry with the last capture's.
+        Anything else (another change between, a class settled to zero, more keys than
+        the order holds) leaves the entries unknown: the next capture compares."""
+        if self.touched is None:
+            return
+        arrays = so._arrays
+        if (before != self.span[1] or arrays is None or so.n_pos == so.z_pos
+                or so.n_neg == so.z_neg or self.n_touched + len(keys) > len(arrays[0])):
+            self.touched = None
+            return
+        self.touched.append(np.array(keys, dtype=_F8))
+        self.n_touched += len(keys)
+        self.span = (self.span[0], so.stamp)
 
 
 def _frozen(a):
@@ -2319,6 +2356,27 @@ def _flat_changes(prev, cur, unit):
         run = [x.take(order, axis=1) if x.shape[1] == len(order) else
                np.concatenate((x, np.zeros((2, len(dead)), dtype=_I8)), axis=1).take(
                    order, axis=1) for x in run]
+    for x in run:
+        x.flags.writeable = False
+    return tuple(run), now
+
+
+def _touched_run(cur, touched, unit):
+    """The run of entries of the flat arrays ``cur`` at the scores ``touched`` (arrays of
+    the keys merged in since the last capture: additions only, so each is stored), as
+    :func:`_flat_changes` gives it (each entry touched changed: its count grew), and ``cur``'s
+    :func:`_stacked` copies; ``(None, None)`` if a key is not stored (the caller then
+    compares). Runtime complexity: `O(m log(n))` for ``m`` keys touched, plus a copy."""
+    keys = np.unique(np.concatenate(touched)) if len(touched) > 1 else touched[0]
+    now = _stacked(cur, unit)
+    vals, counts = now
+    k = vals[0]
+    pos = k.searchsorted(keys)
+    if len(pos) and (pos[-1] >= len(k) or not np.array_equal(k[pos], keys)):
+        return None, None
+    if not len(pos):
+        return None, now
+    run = [vals[:, pos]] + ([] if counts is None else [counts[:, pos]])
     for x in run:
         x.flags.writeable = False
     return tuple(run), now

@@ -1507,7 +1507,7 @@ class Monitor:
                 else:
                     parts = (
                         {SUBTREE: {name: metric_state(m) for name, m in seg.metrics.items()}},
-                        {SUBTREE: {name: d.to_state() for name, d in seg.drift.items()}},
+                        {SUBTREE: _drift_states(seg.drift)},
                         {SUBTREE: [r.to_state() for r in seg.rules]})
                 entry = {"overall": seg.key is None, "segment": seg.label, "n": seg.n,
                          "metrics": parts[0], "drift": parts[1], "rules": parts[2]}
@@ -1598,6 +1598,24 @@ class Monitor:
         return mon
 
 
+
+
+def _drift_states(drift):
+    """A scope's drift tests' states for a binary checkpoint: those whose class offers
+    ``columns_states`` (sequential detectors) as typed columns the scope's detectors
+    share (two arrays per scope, not JSON text), the others' ``to_state()``."""
+    out, grouped = {}, {}
+    for name, d in drift.items():
+        hook = getattr(type(d), "columns_states", None)
+        if hook is None:
+            out[name] = d.to_state()
+        else:
+            grouped.setdefault(type(d), []).append(name)
+            out[name] = None  # (keeps the order of the names)
+    for kind, names in grouped.items():
+        for name, st in zip(names, kind.columns_states([drift[n] for n in names])):
+            out[name] = st
+    return out
 
 
 def _inline_subtrees(state):
