@@ -614,14 +614,27 @@ def _region_one(s, n, K):
         if not _TINY <= x <= _ONE:   # (the end lies within a float of the edge)
             ends.append(0.0 if side < 0 else 1.0)
             continue
+        # (for speed: _ll written out, min and max as comparisons, giving the same
+        # values: max(v, _TINY) is _TINY where _TINY > v, min(v, _ONE) is _ONE where
+        # _ONE < v, min(x, 1 - x) is 1 - x where 1 - x < x; NaN compares false both ways)
+        log, log1p, isfinite = math.log, math.log1p, math.isfinite
         for _ in range(60):
             d = s / x - f / (1.0 - x)
-            phi = _ll(x, s, f) - K
-            if not (d and math.isfinite(phi)):
+            ll = 0.0
+            if s > 0.0:
+                ll += s * log(x) if x > 0.0 else -math.inf
+            if f > 0.0:
+                ll += f * log1p(-x) if x < 1.0 else -math.inf
+            phi = ll - K
+            if not (d and isfinite(phi)):
                 break
             step = phi / d
-            x = min(max(x - step, _TINY), _ONE)
-            if not abs(step) > _NEWTON_TOL * min(x, 1.0 - x):
+            v = x - step
+            if _TINY > v:
+                v = _TINY
+            x = _ONE if _ONE < v else v
+            y = 1.0 - x
+            if not abs(step) > _NEWTON_TOL * (y if y < x else x):
                 break
         ends.append(x)
     return ends
