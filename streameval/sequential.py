@@ -1371,18 +1371,18 @@ class SequentialDrift(BinaryMetric):
         if c.thinned == now - 1:
             # every candidate passed the rule one block ago, so only those whose age
             # has just reached a power of two 2^j, j >= 1 (their step doubled: now - b
-            # = keep 2^j), can fail it now:
-            # a few lookups instead of a dozen numpy calls over every candidate
-            blocks, j = c.blocks, 1
-            while True:
-                b = now - (self.keep << j)
-                if b <= 0:
-                    break
-                if b % (1 << j):
+            # = keep 2^j), can fail it now: b = now - keep 2^j fails iff now % 2^j != 0,
+            # and it passed one block ago (age 2^j - 1, step 2^(j-1)) only if
+            # now % 2^(j-1) == 0; both hold for one j alone, one more than the trailing
+            # zero bits of now: one lookup instead of a dozen numpy calls over every
+            # candidate
+            if now > 0:
+                b = now - (self.keep << (now & -now).bit_length())
+                if b > 0:
+                    blocks = c.blocks
                     r = bisect.bisect_left(blocks, b)
                     if r < len(blocks) and blocks[r] == b:
                         c.drop(r)
-                j += 1
         else:
             b = c.b
             age = (now - b) // self.keep

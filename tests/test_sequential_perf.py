@@ -216,3 +216,28 @@ def test_t_critical_is_stdtrit_and_its_memo_stays_bounded(monkeypatch):
     for df in range(1, 30):
         assert B._t_critical(z, float(df)) == float(-scipy_special.stdtrit(float(df), p))
         assert len(B._T_MEMO) <= 8
+
+
+# -- the thinning of the candidates ------------------------------------------------------
+@pytest.mark.parametrize("block,keep", [(1, 1), (1, 2), (3, 3), (7, 5), (100, 8)])
+def test_thinning_keeps_what_the_rule_keeps_block_after_block(block, keep):
+    """The candidates left after every batch are those a brute-force simulation of the
+    rule keeps (a candidate opened at each block; at each block, those whose block is
+    a multiple of the largest power of two at most their age ``(now - b) // keep``
+    stay), over thousands of blocks and batches of every size."""
+    rng = np.random.default_rng(block * 31 + keep)
+    d = S.SequentialDrift("accuracy", block=block, keep=keep, alpha=1e-9)
+    alive, opened = [], 0
+    n_obs = 0
+    for size in rng.integers(1, 5 * block + 2, 400).tolist():
+        y = rng.random(size) < 0.5
+        d.update_many(y, np.where(rng.random(size) < 0.8, y, ~y).astype(float))
+        n_obs += size
+        assert not d.changes  # (no restart: the history's blocks count from 1)
+        while opened < n_obs // block:
+            opened += 1
+            now = opened
+            alive = [b for b in alive + [now]
+                     if b % (1 << max(((now - b) // keep).bit_length() - 1, 0)) == 0]
+        assert d._cands.blocks == alive == d._cands.b.tolist()
+    assert opened > 100
