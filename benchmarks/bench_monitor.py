@@ -117,11 +117,17 @@ if labels == "spam":
     y = np.where(y, "spam", "ham").astype(object)
     kw = {"pos_label": "spam", "neg_label": "ham"}
 mon = Monitor.default(every=every, **kw)
+out = []
+mon.on_metrics.append(out.append)
+mon.on_alert.append(out.append)
 c0 = time.process_time()
 for a in range(0, n, batch):
     mon.update_many(y[a:a + batch], s[a:a + batch], t=t[a:a + batch])
 mon.flush()
-print(json.dumps({"cpu": time.process_time() - c0}))
+cpu = time.process_time() - c0
+import hashlib
+digest = hashlib.sha256(json.dumps([out, mon.to_state()], sort_keys=True).encode()).hexdigest()
+print(json.dumps({"cpu": cpu, "digest": digest}))
 """
 
 
@@ -198,25 +204,34 @@ def compare(args):
                   ["labels", "scores"] + [name for name, _ in srcs]
                   + (["this / baseline"] if len(srcs) > 1 else []))
     best_of = {}
+    same = True
     for decimals, sname in ((3, "3 decimals"), (4, "4 decimals"), (-1, "continuous")):
         for labels in ("bool", "spam"):
-            cpu = []
-            for _, src in srcs:
-                best = float("inf")
-                for _ in range(args.repeat):
+            cpu = [float("inf")] * len(srcs)
+            digests = set()
+            for _ in range(args.repeat):  # (this code and the baseline alternate)
+                for i, (_, src) in enumerate(srcs):
                     out = subprocess.run(
                         [sys.executable, "-c", COMPARE_CHILD, str(here), str(args.events),
                          str(decimals), labels, str(args.batch), str(args.every)],
                         env=dict(os.environ, PYTHONPATH=str(src)), capture_output=True,
                         text=True, check=True, cwd=str(src))  # cwd: not another checkout
-                    best = min(best, json.loads(out.stdout)["cpu"])
-                cpu.append(best)
+                    res = json.loads(out.stdout)
+                    cpu[i] = min(cpu[i], res["cpu"])
+                    digests.add(res.get("digest"))
+            same = same and len(digests) == 1
             best_of[labels, decimals] = cpu[0]
             line = f"{labels:<8} {sname:<12}" + "".join(f" {c:>10.2f}" for c in cpu)
             if len(cpu) > 1:
                 line += f"   {cpu[0] / cpu[1]:.2f}"
+                line += "" if len(digests) == 1 else "   rows, alerts or state DIFFERENT"
             print(line, flush=True)
             tab.add(labels, sname, *cpu, *([cpu[0] / cpu[1]] if len(cpu) > 1 else []))
+    if len(srcs) > 1:
+        # rows, alerts and the final state of both codes, as one digest per case
+        print("rows, alerts and state of this code and the baseline: "
+              + ("identical" if same else "DIFFERENT"))
+        R.param(baseline_outputs_identical=same)
     for labels in ("bool", "spam"):
         r = best_of[labels, 3] / best_of[labels, -1]
         print(f"{labels} labels: speed on continuous scores / speed on 3 decimals = {r:.2f}")

@@ -415,6 +415,25 @@ def replay_cli(log, out, src=None, every=0.2):
             "process_peak_mb": largest, "summary": summary}
 
 
+#: the fields of ``summary.json`` that differ between two replays of one log by design:
+#: the time it took and the output directory
+_RUN_FIELDS = ("elapsed_seconds", "out")
+
+
+def same_outputs(out, other):
+    """``{file: identical}`` for two replays' outputs of one log: ``metrics.jsonl`` and
+    ``alerts.jsonl`` byte for byte, ``summary.json`` but its :data:`_RUN_FIELDS`."""
+    same = {name: Path(out, name).read_bytes() == Path(other, name).read_bytes()
+            for name in ("metrics.jsonl", "alerts.jsonl")}
+    a, b = (json.loads(Path(d, "summary.json").read_text()) for d in (out, other))
+    for key in _RUN_FIELDS:
+        a.pop(key, None)
+        b.pop(key, None)
+    # (compared as canonical JSON: a NaN in it equals itself there)
+    same["summary.json"] = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    return same
+
+
 def run_long(args):
     """``--long``: generate the log, replay it with the CLI (and the baseline), print and
     record the table and the target's verdict."""
@@ -434,11 +453,12 @@ def run_long(args):
                 runs["baseline"].append(replay_cli(log, root / "out_base", args.baseline_src))
             runs["this"].append(replay_cli(log, root / "out", args.src))
         if args.baseline_src is not None:
-            a = (root / "out" / "metrics.jsonl").read_bytes()
-            b = (root / "out_base" / "metrics.jsonl").read_bytes()
-            print("metrics.jsonl of this code and the baseline: "
-                  + ("identical" if a == b else "DIFFERENT") + "\n")
-            R.param(baseline_rows_identical=a == b)
+            same = same_outputs(root / "out", root / "out_base")
+            print("outputs of this code and the baseline: " + ", ".join(
+                f"{name} {'identical' if ok else 'DIFFERENT'}" for name, ok in same.items())
+                + "\n")
+            R.param(baseline_rows_identical=same["metrics.jsonl"],
+                    baseline_outputs_identical=all(same.values()))
     finally:
         if args.keep is None:
             import shutil

@@ -131,6 +131,11 @@ import math
 
 import numpy as np
 
+try:  # the ufunc that np.clip calls (the same values, without its Python layers)
+    from numpy._core.umath import clip as _uclip
+except ImportError:  # (numpy < 2)
+    from numpy.core.umath import clip as _uclip
+
 from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, Capabilities, check_weight
 from streameval.validation import Integer, Options, check_level, check_param, check_threshold
@@ -532,7 +537,7 @@ def _bound(c, n1, s1, W, X, Q, V):
     stretches' log likelihoods add up to the pooled maximum: with ``C <= 1`` that
     bounds it by the same ratio, with ``C > 1`` by ``C`` times it.) Runtime
     complexity: `O(len(c))` numpy."""
-    s1 = np.clip(s1, 0.0, n1)
+    s1 = _uclip(s1, 0.0, n1)
     f1 = n1 - s1
     a = _log_max_v(s1, f1, n1)
     a += c.lmax_h
@@ -609,25 +614,45 @@ def _region_one(s, n, K):
         if not _TINY <= x <= _ONE:   # (the end lies within a float of the edge)
             ends.append(0.0 if side < 0 else 1.0)
             continue
+        # (for speed: _ll written out, min and max as comparisons, giving the same
+        # values: max(v, _TINY) is _TINY where _TINY > v, min(v, _ONE) is _ONE where
+        # _ONE < v, min(x, 1 - x) is 1 - x where 1 - x < x; NaN compares false both ways)
+        log, log1p, isfinite = math.log, math.log1p, math.isfinite
         for _ in range(60):
             d = s / x - f / (1.0 - x)
-            phi = _ll(x, s, f) - K
-            if not (d and math.isfinite(phi)):
+            ll = 0.0
+            if s > 0.0:
+                ll += s * log(x) if x > 0.0 else -math.inf
+            if f > 0.0:
+                ll += f * log1p(-x) if x < 1.0 else -math.inf
+            phi = ll - K
+            if not (d and isfinite(phi)):
                 break
             step = phi / d
-            x = min(max(x - step, _TINY), _ONE)
-            if not abs(step) > _NEWTON_TOL * min(x, 1.0 - x):
+            v = x - step
+            if _TINY > v:
+                v = _TINY
+            x = _ONE if _ONE < v else v
+            y = 1.0 - x
+            if not abs(step) > _NEWTON_TOL * (y if y < x else x):
                 break
         ends.append(x)
     return ends
 
 
-def _loglik(p, s, f):
-    """``s log p + f log(1 - p)``, elementwise, with ``0 log 0 = 0``."""
+def _loglik(p, s, f, sp=None, fp=None):
+    """``s log p + f log(1 - p)``, elementwise, with ``0 log 0 = 0`` (``sp``, ``fp``:
+    the masks ``s > 0``, ``f > 0`` when the caller has them)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(s > 0.0, s * np.log(p), 0.0)
-        b = np.where(f > 0.0, f * np.log1p(-p), 0.0)
-    return a + b
+        return _loglik_raw(p, s, f, s > 0.0 if sp is None else sp,
+                           f > 0.0 if fp is None else fp)
+
+
+def _loglik_raw(p, s, f, sp, fp):
+    """:func:`_loglik` with its masks given, under the caller's ``np.errstate``."""
+    a = np.where(sp, s * np.log(p), 0.0)
+    a += np.where(fp, f * np.log1p(-p), 0.0)  # (a + b, into a: the same sum)
+    return a
 
 
 def _region(s, n, K):
@@ -649,27 +674,30 @@ def _region(s, n, K):
     # log likelihood is below K (n = 0: the whole of [0, 1])
     with np.errstate(divide="ignore", invalid="ignore"):
         half = 2.0 * np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
-    for side, todo in ((1.0, (f > 0.0) & ~empty), (-1.0, (s > 0.0) & ~empty)):
+    # (for speed: the masks of s > 0 and f > 0 once, and one np.errstate for the
+    # loops; the same operations on the same values as before)
+    sp, fp = s > 0.0, f > 0.0
+    for side, todo in ((1.0, fp & ~empty), (-1.0, sp & ~empty)):
         if not todo.any():
             continue
         edge = 1.0 if side > 0 else 0.0
         x = ph + side * half
         x = np.where((x > 0.0) & (x < 1.0), x, (ph + edge) / 2.0)
-        for _ in range(60):
-            out = _loglik(x, s, f) - K
-            bad = todo & ~(out <= 0.0)
-            if not bad.any():
-                break
-            x = np.where(bad, (x + edge) / 2.0 if side > 0 else x / 2.0, x)
-        x = np.where(todo, x, ph)
-        for _ in range(60):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                phi = _loglik(x, s, f) - K
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for _ in range(60):
+                out = _loglik_raw(x, s, f, sp, fp) - K
+                bad = todo & ~(out <= 0.0)
+                if not bad.any():
+                    break
+                x = np.where(bad, (x + edge) / 2.0 if side > 0 else x / 2.0, x)
+            x = np.where(todo, x, ph)
+            for _ in range(60):
+                phi = _loglik_raw(x, s, f, sp, fp) - K
                 d = s / x - f / (1.0 - x)
                 step = np.where(todo & (d != 0.0) & np.isfinite(phi), phi / d, 0.0)
-            x = np.clip(x - step, _TINY, _ONE)
-            if not (np.abs(step) > _NEWTON_TOL * np.minimum(x, 1.0 - x)).any():
-                break
+                x = _uclip(x - step, _TINY, _ONE)
+                if not (np.abs(step) > _NEWTON_TOL * np.minimum(x, 1.0 - x)).any():
+                    break
         if side > 0:
             hi = np.where(todo, x, hi)
         else:
@@ -696,10 +724,10 @@ def _log_e_local(mix, s1, f1, s0, f0, K, lo, hi):
     pa = s1 / np.maximum(s1 + f1, _TINY)
     p_all = np.add(s0, s1)
     p_all /= np.maximum(s0 + f0 + s1 + f1, _TINY)
-    b = np.clip(pa, np.minimum(lo, p_all), np.maximum(hi, p_all))
+    b = _uclip(pa, np.minimum(lo, p_all), np.maximum(hi, p_all))
     # (the rates clipped into the open interval: 0 log 0 reads 0, and a rate of 0 or 1
     # moves by less than 1e-16)
-    np.clip(b, _TINY, _ONE, out=b)
+    _uclip(b, _TINY, _ONE, out=b)
     lb, l1b = np.log(b), np.log1p(-b)
     g = s0 * lb
     g += f0 * l1b
@@ -1252,7 +1280,7 @@ class SequentialDrift(BinaryMetric):
         f = c.f
         # successes and failures after each candidate
         sf = np.empty((m, 2))
-        s1 = np.clip(s1, 0.0, n1, out=sf[:, 0])
+        s1 = _uclip(s1, 0.0, n1, out=sf[:, 0])
         np.subtract(n1, s1, out=sf[:, 1])  # (f1)
         raw, n1d = sf, n1
         if V != 1.0:
@@ -1330,7 +1358,7 @@ class SequentialDrift(BinaryMetric):
             s0 = np.where(unit, X, X / W * n0)
         some = W > 0.0
         n0 = np.where(some, n0, 0.0) / V
-        s0 = np.clip(np.where(some, s0, 0.0) / V, 0.0, n0)
+        s0 = _uclip(np.where(some, s0, 0.0) / V, 0.0, n0)
         g = _lg(np.concatenate((s0 + 0.5, n0 - s0 + 0.5, n0 + 1.0))).reshape(3, -1)
         return g[0] + g[1] - g[2] - _LOG_PI
 
@@ -1343,18 +1371,18 @@ class SequentialDrift(BinaryMetric):
         if c.thinned == now - 1:
             # every candidate passed the rule one block ago, so only those whose age
             # has just reached a power of two 2^j, j >= 1 (their step doubled: now - b
-            # = keep 2^j), can fail it now:
-            # a few lookups instead of a dozen numpy calls over every candidate
-            blocks, j = c.blocks, 1
-            while True:
-                b = now - (self.keep << j)
-                if b <= 0:
-                    break
-                if b % (1 << j):
+            # = keep 2^j), can fail it now: b = now - keep 2^j fails iff now % 2^j != 0,
+            # and it passed one block ago (age 2^j - 1, step 2^(j-1)) only if
+            # now % 2^(j-1) == 0; both hold for one j alone, one more than the trailing
+            # zero bits of now: one lookup instead of a dozen numpy calls over every
+            # candidate
+            if now > 0:
+                b = now - (self.keep << (now & -now).bit_length())
+                if b > 0:
+                    blocks = c.blocks
                     r = bisect.bisect_left(blocks, b)
                     if r < len(blocks) and blocks[r] == b:
                         c.drop(r)
-                j += 1
         else:
             b = c.b
             age = (now - b) // self.keep

@@ -276,10 +276,26 @@ def wilson_cc_interval(x, n, z):
 
 def _t_critical(z, df):
     """The Student t critical value with ``df`` degrees of freedom at the two-sided level
-    of the normal critical value ``z`` (SciPy's ``stdtrit``, imported on first use)."""
-    from scipy.special import stdtrit  # (a dependency of river; kept off the import path)
+    of the normal critical value ``z`` (SciPy's ``stdtrit``, imported on first use).
 
-    return float(-stdtrit(df, _NORMAL.cdf(-z)))
+    Memoised (:data:`_T_MEMO_SIZE` pairs): a window's interval asks for the same few
+    hundred ``df`` (its class counts) at every row, and one ``stdtrit`` costs more than
+    the rest of the interval."""
+    key = (z, df)
+    t = _T_MEMO.get(key)
+    if t is None:
+        from scipy.special import stdtrit  # (a dependency of river; off the import path)
+
+        if len(_T_MEMO) >= _T_MEMO_SIZE:
+            _T_MEMO.clear()
+        t = _T_MEMO[key] = float(-stdtrit(df, _NORMAL.cdf(-z)))
+    return t
+
+
+#: how many ``(z, df)`` pairs :func:`_t_critical` keeps (then it starts again: a few
+#: hundred kilobytes at most)
+_T_MEMO_SIZE = 4096
+_T_MEMO = {}
 
 
 def logit_interval(value, var, df, m, lo, hi, z):

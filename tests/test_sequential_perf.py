@@ -1,0 +1,243 @@
+"""The detector's and the rows' faster paths give the values of their plain formulas.
+
+The speed-ups of the per-event path keep every value bit for bit: here each fast
+function is compared with the plain formula it replaces (the reference, written out in
+this file as the straightforward code), bit for bit, on seeded and adversarial inputs,
+and the mathematics itself against an independent oracle (SciPy's root finder for the
+likelihood interval, SciPy's ``stdtrit`` for the t critical value).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from streameval import sequential as S
+from streameval.metrics import base as B
+
+scipy_optimize = pytest.importorskip("scipy.optimize")
+scipy_special = pytest.importorskip("scipy.special")
+
+
+# -- references: the plain formulas ---------------------------------------------------
+def _ll_ref(p, s, f):
+    out = 0.0
+    if s > 0.0:
+        out += s * math.log(p) if p > 0.0 else -math.inf
+    if f > 0.0:
+        out += f * math.log1p(-p) if p < 1.0 else -math.inf
+    return out
+
+
+def _region_one_ref(s, n, K):
+    f = n - s
+    ph = s / n if n > 0.0 else 0.5
+    gap = _ll_ref(ph, s, f) - K
+    if not gap >= 0.0:
+        return [1.0, 0.0]
+    ends = []
+    half = S._START * math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
+    for side, count in ((-1.0, s), (1.0, f)):
+        if not count > 0.0:
+            ends.append(0.0 if side < 0 else 1.0)
+            continue
+        x = ph + side * half
+        if not 0.0 < x < 1.0:
+            x = (ph + (1.0 if side > 0 else 0.0)) / 2.0
+        edge = 1.0 if side > 0 else 0.0
+        for _ in range(80):
+            if _ll_ref(x, s, f) - K <= 0.0:
+                break
+            y = ph + 2.0 * (x - ph)
+            x = y if 0.0 < y < 1.0 else (x + edge) / 2.0
+        if not S._TINY <= x <= S._ONE:
+            ends.append(0.0 if side < 0 else 1.0)
+            continue
+        for _ in range(60):
+            d = s / x - f / (1.0 - x)
+            phi = _ll_ref(x, s, f) - K
+            if not (d and math.isfinite(phi)):
+                break
+            step = phi / d
+            x = min(max(x - step, S._TINY), S._ONE)
+            if not abs(step) > S._NEWTON_TOL * min(x, 1.0 - x):
+                break
+        ends.append(x)
+    return ends
+
+
+def _loglik_ref(p, s, f):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(s > 0.0, s * np.log(p), 0.0)
+        b = np.where(f > 0.0, f * np.log1p(-p), 0.0)
+    return a + b
+
+
+def _region_ref(s, n, K):
+    s = np.asarray(s, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    f = n - s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ph = np.where(n > 0.0, s / n, 0.5)
+    gap = _loglik_ref(ph, s, f) - K
+    empty = ~(gap >= 0.0)
+    lo = np.where(s > 0.0, ph, 0.0)
+    hi = np.where(f > 0.0, ph, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = 2.0 * np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
+    for side, todo in ((1.0, (f > 0.0) & ~empty), (-1.0, (s > 0.0) & ~empty)):
+        if not todo.any():
+            continue
+        edge = 1.0 if side > 0 else 0.0
+        x = ph + side * half
+        x = np.where((x > 0.0) & (x < 1.0), x, (ph + edge) / 2.0)
+        for _ in range(60):
+            out = _loglik_ref(x, s, f) - K
+            bad = todo & ~(out <= 0.0)
+            if not bad.any():
+                break
+            x = np.where(bad, (x + edge) / 2.0 if side > 0 else x / 2.0, x)
+        x = np.where(todo, x, ph)
+        for _ in range(60):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                phi = _loglik_ref(x, s, f) - K
+                d = s / x - f / (1.0 - x)
+                step = np.where(todo & (d != 0.0) & np.isfinite(phi), phi / d, 0.0)
+            x = np.clip(x - step, S._TINY, S._ONE)
+            if not (np.abs(step) > S._NEWTON_TOL * np.minimum(x, 1.0 - x)).any():
+                break
+        if side > 0:
+            hi = np.where(todo, x, hi)
+        else:
+            lo = np.where(todo, x, lo)
+    return np.where(empty, 1.0, lo), np.where(empty, 0.0, hi)
+
+
+def _bits(a):
+    return np.asarray(a, dtype=np.float64).view(np.int64).tolist()
+
+
+def _histories(rng, m):
+    """``m`` histories (successes, trials, level K) as the detector makes them: the
+    log KT likelihood plus log C, with the counts of every kind of stretch (all
+    successes, none, a handful, millions, fractional effective counts)."""
+    n = np.concatenate((rng.integers(1, 50, m // 4), rng.integers(50, 10**7, m - m // 4)))
+    n = n.astype(np.float64)
+    rate = rng.choice([0.0, 1.0, 0.5, 0.3, 0.01, 0.999], m)
+    s = np.round(n * np.where(rng.random(m) < 0.5, rate, rng.random(m)))
+    s[::7] = np.round(s[::7] * 0.37, 2)      # Kish's effective counts are fractional
+    n[::11] = n[::11] / 3.0
+    s = np.minimum(s, n)
+    K = np.array([S._log_kt(a, b) + S.LOG_C for a, b in zip(s.tolist(), n.tolist())])
+    return s, n, K
+
+
+# -- _region_one ----------------------------------------------------------------------
+def test_region_one_equals_its_plain_formula_bit_for_bit():
+    rng = np.random.default_rng(20260601)
+    s, n, K = _histories(rng, 400)
+    for a, b, k in zip(s.tolist(), n.tolist(), K.tolist()):
+        assert _bits(S._region_one(a, b, k)) == _bits(_region_one_ref(a, b, k)), (a, b, k)
+    # edges: nothing yet, all successes, all failures, a level above the maximum
+    for a, b, k in [(0.0, 0.0, -1.0), (5.0, 5.0, -3.0), (0.0, 9.0, -3.0),
+                    (3.0, 10.0, 5.0), (0.5, 1.0, -1.0), (1e9, 2e9, -1e3)]:
+        assert _bits(S._region_one(a, b, k)) == _bits(_region_one_ref(a, b, k)), (a, b, k)
+
+
+@given(st.integers(1, 10**8), st.floats(0.0, 1.0), st.floats(-40.0, 0.0))
+def test_region_one_ends_are_the_level_crossings(n, rate, drop):
+    """The ends are where the log likelihood falls to ``K`` (SciPy's brentq as the
+    oracle), bit for bit those of the plain formula."""
+    n = float(n)
+    s = float(round(n * rate))
+    f = n - s
+    top = _ll_ref(s / n, s, f)
+    K = top + drop - 1e-6
+    lo, hi = S._region_one(s, n, K)
+    assert _bits([lo, hi]) == _bits(_region_one_ref(s, n, K))
+    ph = s / n
+    for end, count, bracket in ((lo, s, (0.0, ph)), (hi, f, (ph, 1.0))):
+        if count == 0.0 or end in (0.0, 1.0):
+            continue
+        g = lambda p: _ll_ref(p, s, f) - K   # noqa: E731
+        a, b = bracket
+        a, b = max(a, S._TINY), min(b, S._ONE)
+        if g(a) * g(b) > 0.0:
+            continue
+        want = scipy_optimize.brentq(g, a, b, xtol=1e-15, rtol=4 * np.finfo(float).eps)
+        assert abs(end - want) <= 1e-9 * max(min(want, 1.0 - want), 1e-300) + 1e-15
+
+
+# -- _region --------------------------------------------------------------------------
+def test_region_equals_its_plain_formula_bit_for_bit():
+    rng = np.random.default_rng(7)
+    for m in (1, 3, 40, 90):
+        s, n, K = _histories(rng, m)
+        for V in (1.0, 1.3, 2.7):   # the counts the check deflates by the variance factor
+            sv, nv = np.minimum(s / V, n / V), n / V
+            kv = K / V
+            got, want = S._region(sv, nv, kv), _region_ref(sv, nv, kv)
+            assert _bits(got[0]) == _bits(want[0]) and _bits(got[1]) == _bits(want[1])
+    # empty histories and levels above the maximum (no interval: lo > hi)
+    s = np.array([0.0, 0.0, 4.0, 4.0])
+    n = np.array([0.0, 5.0, 4.0, 9.0])
+    K = np.array([-1.0, -2.0, -2.0, 1.0])
+    got, want = S._region(s, n, K), _region_ref(s, n, K)
+    assert _bits(got[0]) == _bits(want[0]) and _bits(got[1]) == _bits(want[1])
+    assert got[0][3] > got[1][3]
+
+
+def test_region_agrees_with_the_single_history_solver():
+    """The vectorised and the scalar solver start apart and meet at the same ends (to
+    Newton's tolerance): two computations of one interval."""
+    rng = np.random.default_rng(11)
+    s, n, K = _histories(rng, 60)
+    lo, hi = S._region(s, n, K)
+    for i, (a, b, k) in enumerate(zip(s.tolist(), n.tolist(), K.tolist())):
+        l1, h1 = S._region_one(a, b, k)
+        assert abs(lo[i] - l1) <= 1e-11 and abs(hi[i] - h1) <= 1e-11, (a, b, k)
+
+
+# -- the t critical value of row intervals ----------------------------------------------
+def test_t_critical_is_stdtrit_and_its_memo_stays_bounded(monkeypatch):
+    z = 1.959963984540054
+    p = statistics.NormalDist().cdf(-z)
+    dfs = [1.0, 2.5, 11.0, 3009.0, 3010.0, 3009.0, 1e7]
+    for df in dfs + dfs:   # (the second time from the memo)
+        assert B._t_critical(z, df) == float(-scipy_special.stdtrit(df, p))
+    assert B._t_critical(1.0, 11.0) == float(
+        -scipy_special.stdtrit(11.0, statistics.NormalDist().cdf(-1.0)))
+    monkeypatch.setattr(B, "_T_MEMO_SIZE", 8)
+    monkeypatch.setattr(B, "_T_MEMO", {})
+    for df in range(1, 30):
+        assert B._t_critical(z, float(df)) == float(-scipy_special.stdtrit(float(df), p))
+        assert len(B._T_MEMO) <= 8
+
+
+# -- the thinning of the candidates ------------------------------------------------------
+@pytest.mark.parametrize("block,keep", [(1, 1), (1, 2), (3, 3), (7, 5), (100, 8)])
+def test_thinning_keeps_what_the_rule_keeps_block_after_block(block, keep):
+    """The candidates left after every batch are those a brute-force simulation of the
+    rule keeps (a candidate opened at each block; at each block, those whose block is
+    a multiple of the largest power of two at most their age ``(now - b) // keep``
+    stay), over thousands of blocks and batches of every size."""
+    rng = np.random.default_rng(block * 31 + keep)
+    d = S.SequentialDrift("accuracy", block=block, keep=keep, alpha=1e-9)
+    alive, opened = [], 0
+    n_obs = 0
+    for size in rng.integers(1, 5 * block + 2, 400).tolist():
+        y = rng.random(size) < 0.5
+        d.update_many(y, np.where(rng.random(size) < 0.8, y, ~y).astype(float))
+        n_obs += size
+        assert not d.changes  # (no restart: the history's blocks count from 1)
+        while opened < n_obs // block:
+            opened += 1
+            now = opened
+            alive = [b for b in alive + [now]
+                     if b % (1 << max(((now - b) // keep).bit_length() - 1, 0)) == 0]
+        assert d._cands.blocks == alive == d._cands.b.tolist()
+    assert opened > 100
