@@ -112,6 +112,11 @@ DEFER_MIN = 1 << 18
 #: does again stay few.
 PIECE_BUDGET = 4 << 20
 
+#: Merges of sides given as their merges nest at most this deep (a merge deeper is
+#: given whole): what a load merges again, and what memory the sources hold while
+#: checkpoints are rare, stay bounded.
+MAX_CHAIN = 3
+
 #: Average precision reads the biggest positive side in numpy passes and the other
 #: positive sides with searches (about 20 times dearer per entry). Once the entries
 #: outside the biggest side, summed over the reads since it last changed, times this
@@ -187,7 +192,8 @@ def _step(c, runs):
 class Side:
     """One sorted run of one class's aggregated events (see the module notes)."""
 
-    __slots__ = ("k", "w", "c", "ow", "pn", "size", "ones", "places", "src", "done")
+    __slots__ = ("k", "w", "c", "ow", "pn", "size", "ones", "places", "src", "done",
+                 "track")
 
     def __init__(self, k, w, c, ow, pn=None, ones=False):
         self.k, self.w, self.c, self.ow = k, w, c, ow
@@ -201,9 +207,11 @@ class Side:
         # weights, no tombstone): AP's per-score weights are all 1
         self.ones = ones
         # a big side of a merge, until a checkpoint has given all its arrays: the sides
-        # it was merged from and the merge's flag, ``(x, y, final)`` (see to_layout)
+        # it was merged from, the merge's flag and the depth of such merges below it,
+        # ``(x, y, final, depth)`` (see Levels.to_layout)
         self.src = None
         self.done = 0  # pieces of its arrays given so far (see Levels.to_layout)
+        self.track = False  # made while checkpoints are taken: its merges keep sources
 
     @classmethod
     def build(cls, keys, w, c, unit, ints, integral):
@@ -326,9 +334,13 @@ def merge(x, y, final=False):
         out = _merge_placed(big, small, final)
         if final:
             out = _final(out)
-    if out.size >= DEFER_MIN and big.ow is None and small.ow is None:
+    if (x.track or y.track) and out.size >= DEFER_MIN and big.ow is None \
+            and small.ow is None:
         # (integer weights: every sum exact, so the merge done again gives the same bits)
-        out.src = (_source(x), _source(y), bool(final))
+        out.track = True
+        depth = 1 + max(x.src[3] if x.src else 0, y.src[3] if y.src else 0)
+        if depth <= MAX_CHAIN:
+            out.src = (_source(x), _source(y), bool(final), depth)
     return out
 
 
@@ -337,7 +349,7 @@ def _source(s):
     sums (none for one event of weight 1 per score: a countdown), not ``pn``."""
     w = None if s.ones and s.c is None else s.w
     out = Side(s.k, w, s.c, s.ow, None, s.ones)
-    out.size, out.src, out.done = s.size, s.src, s.done
+    out.size, out.src, out.done, out.track = s.size, s.src, s.done, True
     return out
 
 
@@ -521,6 +533,7 @@ class Levels:
         if len(ip):
             w = wp[ip]
             sp = Side.build(keys[ip], w, cp[ip], self.unit, ints, self.integral)
+            sp.track = self._debt[2] > 0
             # negatives at or above and strictly above each new positive, summed over
             # the negative sides: U gains w * (N - (at_or_above + above) / 2)
             at_or_above = np.zeros(len(ip) + 1)
@@ -544,6 +557,7 @@ class Levels:
         if len(ineg):
             w = wn[ineg]
             sn = Side.build(keys[ineg], w, cn[ineg], self.unit, ints, self.integral)
+            sn.track = self._debt[2] > 0
             # positives at or above plus strictly above each new negative: U gains
             # w * (at_or_above + above) / 2
             acc = np.zeros(len(ineg))
@@ -937,7 +951,7 @@ def _probe(s):
 
 
 def _pending_layout(s, side):
-    x, y, final = s.src
+    x, y, final = s.src[:3]
     w = None if s.ones and s.c is None else s.w
     parts = {"k": _given(s.k, s.done), "w": _given(w, s.done),
              "c": _given(s.c, s.done), "ow": _given(s.ow, s.done)}
@@ -1001,6 +1015,7 @@ def _side_of(d, where, unit, integral, ap, first):
     if not isinstance(d["ones"], bool):
         raise ValueError(f"{where}.ones: expected a bool")
     side = Side(k, w, c, ow, pn, d["ones"])
+    side.track = True  # (a checkpoint holds it: merges of it may be given as merges)
     places = d["places"]
     if places is not None:
         if not (first and ap and isinstance(places, list) and len(places) == 2):
@@ -1067,7 +1082,8 @@ def _merged_of(d, where, unit, integral, ap, depth):
         if x.ones and x.c is None:
             x.w = None
         x.pn = None
-    out.src = (sides[0], sides[1], d["final"])
+    out.src = (sides[0], sides[1], d["final"], out.src[3])
+    out.track = True
     out.done = 0  # (its pieces are given again, from its own arrays)
     if ap:
         out.pn = None  # (computed by from_layout from the negative sides)
