@@ -334,10 +334,9 @@ def merge(x, y, final=False):
         out = _merge_placed(big, small, final)
         if final:
             out = _final(out)
-    if (x.track or y.track) and out.size >= DEFER_MIN and big.ow is None \
-            and small.ow is None:
+    out.track = x.track or y.track
+    if out.track and out.size >= DEFER_MIN and big.ow is None and small.ow is None:
         # (integer weights: every sum exact, so the merge done again gives the same bits)
-        out.track = True
         depth = 1 + max(x.src[3] if x.src else 0, y.src[3] if y.src else 0)
         if depth <= MAX_CHAIN:
             out.src = (_source(x), _source(y), bool(final), depth)
