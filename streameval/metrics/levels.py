@@ -107,7 +107,8 @@ PIECE = 1 << 17
 DEFER_MIN = 1 << 18
 
 #: Bytes of the pieces of merged sides one :meth:`Levels.to_layout` gives at least
-#: (or twice the pieces' bytes merges made per call on average, if more: the debt is
+#: (or 1.5 times the pieces' bytes merges made per call on average over at least 4 calls,
+#: if more: the debt is
 #: paid faster than it grows). The biggest side goes first, so that the merges a load
 #: does again stay few.
 PIECE_BUDGET = 4 << 20
@@ -115,7 +116,7 @@ PIECE_BUDGET = 4 << 20
 #: Merges of sides given as their merges nest at most this deep (a merge deeper is
 #: given whole): what a load merges again, and what memory the sources hold while
 #: checkpoints are rare, stay bounded.
-MAX_CHAIN = 3
+MAX_CHAIN = 6
 
 #: Average precision reads the biggest positive side in numpy passes and the other
 #: positive sides with searches (about 20 times dearer per entry). Once the entries
@@ -812,7 +813,7 @@ class Levels:
         layout, given before), the merge's flag, a probe of the result (its size and 65
         of its keys, checked when the loader merges again) and the pieces given so far.
         Each call gives the next pieces of such sides, the biggest first, up to
-        :data:`PIECE_BUDGET` bytes (or twice the bytes such merges owed per call on
+        :data:`PIECE_BUDGET` bytes (or 1.5 times the bytes such merges owed per call on
         average, if more), so that the bytes a checkpoint writes follow the events
         since the last one, not the length of the stream; the biggest side's sources
         (merged again at load: `O(n)` numpy) stay alive until then.
@@ -857,7 +858,7 @@ class Levels:
         owed = sum(_piece_bytes(s) * (_pieces(s) - s.done) for s in sides)
         debt[1] += max(0, owed - debt[0])
         debt[2] += 1
-        budget = max(PIECE_BUDGET, 2 * debt[1] // max(debt[2], _PACE_CALLS))
+        budget = max(PIECE_BUDGET, 3 * debt[1] // (2 * max(debt[2], _PACE_CALLS)))
         for s in sides:
             per, n = _piece_bytes(s), _pieces(s)
             step = min(n - s.done, max(1, budget // per) if budget > 0 else 0)
@@ -905,7 +906,7 @@ class Levels:
 
 
 #: the pace of the pieces averages what merges owed over at least this many calls
-_PACE_CALLS = 16
+_PACE_CALLS = 4
 
 
 def _pieces(s):
