@@ -134,7 +134,7 @@ def by_length(args, res, tmp):
                   "length (continuous scores)",
                   ["events", "JSON s", "JSON MB", "binary full s", "capture s",
                    "binary MB", "incr. median s", "incr. max s", "incr. median MB",
-                   "on disk MB", "load s", "load peak / steady", "steady MB"])
+                   "incr. max MB", "on disk MB", "load s", "load peak / steady", "steady MB"])
     sizes = [int(x) for x in args.sizes.split(",")]
     mon, stream = Monitor.default(), Stream(seed=1)
     curve_full, curve_inc, curve_load = [], [], []
@@ -164,15 +164,19 @@ def by_length(args, res, tmp):
             w.write({"monitor": mon.to_array_state()}, kind="bench")
             incs.append(time.perf_counter() - t0)
             inc_mb.append(w.last["bytes"] / 1e6)
+        print(f"{n:>10} increments s {[round(x, 3) for x in incs]} MB "
+              f"{[round(x, 1) for x in inc_mb]}", flush=True)
         disk = _dir_bytes(d) / 1e6
         load = load_in_child(d / "c.json")
         assert load["n"] == mon.n, (load["n"], mon.n)
         ratio = load["peak"] / load["steady"] if load["steady"] > 0 else None
         t.add(n, json_s, json_mb, full, cap, full_mb, statistics.median(incs), max(incs),
-              statistics.median(inc_mb), disk, load["seconds"], ratio, load["steady"] / 1e6)
+              statistics.median(inc_mb), max(inc_mb), disk, load["seconds"], ratio,
+              load["steady"] / 1e6)
         print(f"{n:>10} json {json_s if json_s is None else round(json_s, 3)} s "
               f"full {full:.3f} s {full_mb:.1f} MB | incr median {statistics.median(incs):.3f}"
-              f" s max {max(incs):.3f} s | load {load['seconds']:.3f} s "
+              f" s max {max(incs):.3f} s, MB median {statistics.median(inc_mb):.1f} max "
+              f"{max(inc_mb):.1f} | load {load['seconds']:.3f} s "
               f"peak/steady {ratio if ratio is None else round(ratio, 2)}", flush=True)
         curve_full.append(full)
         curve_inc.append(max(incs))
@@ -189,7 +193,7 @@ def by_length(args, res, tmp):
     res.figure("incremental_checkpoint",
                f"incremental checkpoint after {args.step:,} events (worst), at {sizes[-1]:,}",
                last[7], "s", better="lower")
-    res.figure("load", f"restart load at {sizes[-1]:,} events", last[10], "s", better="lower")
+    res.figure("load", f"restart load at {sizes[-1]:,} events", last[11], "s", better="lower")
 
 
 def by_segments(args, res, tmp):

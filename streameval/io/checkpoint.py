@@ -96,6 +96,10 @@ REF = "$a"
 #: the key of a subtree stored apart in a binary checkpoint's packs (its JSON, with its
 #: own array references): ``{"$b": [pack, offset, nbytes, "json", [nbytes], crc32]}``
 BLOB = "$b"
+#: ``{"$c": [array references]}`` in a binary state: one 1-d array of consecutive
+#: pieces, which :func:`read_state` reads into one buffer (a score order gives its big
+#: arrays so: each piece written once, referenced by later checkpoints)
+JOIN = "$c"
 #: deepest nesting of a binary checkpoint's state tree
 MAX_DEPTH = 200
 
@@ -463,7 +467,7 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
     loaded: dict[tuple, np.ndarray] = {}
     adopted: dict[int, tuple] = {}
 
-    def load(ref):
+    def load(ref, into=None):
         if not (isinstance(ref, list) and len(ref) == 6 and isinstance(ref[0], str)
                 and all(type(x) is int and x >= 0 for x in (ref[1], ref[2], ref[5]))
                 and ref[3] in DTYPES and isinstance(ref[4], list)
@@ -473,6 +477,10 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
         k = (name, offset, nbytes, dt, tuple(shape))
         a = loaded.get(k)
         if a is not None:
+            if into is not None:
+                if a.shape != into.shape or a.dtype != into.dtype:
+                    raise damaged("the pieces of a joined array differ in dtype or shape")
+                into[...] = a
             return a
         if name not in packs:
             raise damaged(f"an array in pack {name!r:.60}, which the manifest does not list")
@@ -485,7 +493,9 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
         f = files.get(name)
         if f is None:
             f = files[name] = open(p, "rb")
-        a = np.empty(shape, dtype=dtype)
+        if into is not None and (into.dtype != dtype or list(into.shape) != shape):
+            raise damaged("the pieces of a joined array differ in dtype or shape")
+        a = np.empty(shape, dtype=dtype) if into is None else into
         f.seek(offset)
         mv = memoryview(a).cast("B") if nbytes else memoryview(b"")
         got = f.readinto(mv) if nbytes else 0
@@ -531,10 +541,35 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
         out = blobs[k] = walk(sub, depth + 1)
         return out
 
+    def join(parts):
+        """``{"$c": [array references]}``: one 1-d array, each piece read into its
+        place (a view of it, adopted with the piece's reference)."""
+        if not (isinstance(parts, list) and all(
+                isinstance(p, dict) and set(p) == {REF} and isinstance(p[REF], list)
+                and len(p[REF]) == 6 and isinstance(p[REF][4], list)
+                and len(p[REF][4]) == 1 and type(p[REF][4][0]) is int
+                and p[REF][3] == parts[0][REF][3] and p[REF][3] in DTYPES
+                for p in parts)):
+            raise damaged("a joined array whose pieces are not 1-d arrays of one dtype")
+        if not parts:
+            return np.empty(0)
+        out = np.empty(sum(p[REF][4][0] for p in parts), dtype=DTYPES[parts[0][REF][3]])
+        at = 0
+        for p in parts:
+            n = p[REF][4][0]
+            view = out[at:at + n]
+            a = load(p[REF], into=view)
+            if a is view:
+                adopted[id(view)] = (view, p[REF])
+            at += n
+        return out
+
     def walk(x, depth=0):
         if depth > MAX_DEPTH:
             raise damaged("nested deeper than a checkpoint can be")
         if isinstance(x, dict):
+            if JOIN in x and len(x) == 1:
+                return join(x[JOIN])
             if REF in x or BLOB in x:
                 if len(x) != 1:
                     raise damaged("an array or subtree reference with other keys")

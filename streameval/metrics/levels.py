@@ -93,6 +93,32 @@ MIN_SIDE = 4096
 SMALL_MERGE = 8192
 SORT_SHARE = 4
 
+#: A binary checkpoint gives the arrays of a side in pieces of this many entries (the
+#: same bounds every time, so that a piece written once is referenced by later
+#: checkpoints and by the first one after a restart).
+PIECE = 1 << 17
+
+#: A side of at least this many entries made by a merge of integer weights is given to
+#: a checkpoint as its merge (the two sides it was merged from, which earlier
+#: checkpoints wrote, and the merge's flag: the loader merges them again, the same
+#: bits) until its own arrays have been given, a few pieces per checkpoint (see
+#: :meth:`Levels.to_layout`): a big merge adds :data:`PIECE_BUDGET` bytes to a
+#: checkpoint, not the whole merged side.
+DEFER_MIN = 1 << 18
+
+#: Bytes of the pieces of merged sides one :meth:`Levels.to_layout` gives at least (or
+#: 1.5 times the pieces' bytes merges made per call on average, over at least 4 calls,
+#: if more: the debt is paid faster than it grows). The biggest side goes first, so that
+#: the merges a load does again stay few. Measured with ``bench_state.py --parts
+#: length``: at 3 M events, twice the average made the worst increment bigger (15.8
+#: against 12.7 MB).
+PIECE_BUDGET = 4 << 20
+
+#: Merges of sides given as their merges nest at most this deep (a merge deeper is
+#: given whole): what a load merges again, and what memory the sources hold while
+#: checkpoints are rare, stay bounded.
+MAX_CHAIN = 6
+
 #: Average precision reads the biggest positive side in numpy passes and the other
 #: positive sides with searches (about 20 times dearer per entry). Once the entries
 #: outside the biggest side, summed over the reads since it last changed, times this
@@ -168,7 +194,8 @@ def _step(c, runs):
 class Side:
     """One sorted run of one class's aggregated events (see the module notes)."""
 
-    __slots__ = ("k", "w", "c", "ow", "pn", "size", "ones", "places")
+    __slots__ = ("k", "w", "c", "ow", "pn", "size", "ones", "places", "src", "done",
+                 "track")
 
     def __init__(self, k, w, c, ow, pn=None, ones=False):
         self.k, self.w, self.c, self.ow = k, w, c, ow
@@ -181,6 +208,12 @@ class Side:
         # every score holds exactly one event of weight 1 (distinct scores, unit
         # weights, no tombstone): AP's per-score weights are all 1
         self.ones = ones
+        # a big side of a merge, until a checkpoint has given all its arrays: the sides
+        # it was merged from, the merge's flag and the depth of such merges below it,
+        # ``(x, y, final, depth)`` (see Levels.to_layout)
+        self.src = None
+        self.done = 0  # pieces of its arrays given so far (see Levels.to_layout)
+        self.track = False  # made while checkpoints are taken: its merges keep sources
 
     @classmethod
     def build(cls, keys, w, c, unit, ints, integral):
@@ -298,9 +331,27 @@ def merge(x, y, final=False):
     big, small = (x, y) if x.size >= y.size else (y, x)
     if (big.size <= SMALL_MERGE or small.size * SORT_SHARE >= big.size
             or (big.ones and small.ones and (big.pn is None or small.pn is None))):
-        return _merge_sorted(big, small, final)
-    out = _merge_placed(big, small, final)
-    return _final(out) if final else out
+        out = _merge_sorted(big, small, final)
+    else:
+        out = _merge_placed(big, small, final)
+        if final:
+            out = _final(out)
+    out.track = x.track or y.track
+    if out.track and out.size >= DEFER_MIN and big.ow is None and small.ow is None:
+        # (integer weights: every sum exact, so the merge done again gives the same bits)
+        depth = 1 + max(x.src[3] if x.src else 0, y.src[3] if y.src else 0)
+        if depth <= MAX_CHAIN:
+            out.src = (_source(x), _source(y), bool(final), depth)
+    return out
+
+
+def _source(s):
+    """What a merged side's checkpoint needs of an input side: its keys and running
+    sums (none for one event of weight 1 per score: a countdown), not ``pn``."""
+    w = None if s.ones and s.c is None else s.w
+    out = Side(s.k, w, s.c, s.ow, None, s.ones)
+    out.size, out.src, out.done, out.track = s.size, s.src, s.done, True
+    return out
 
 
 def _merge_sorted(big, small, final):
@@ -442,13 +493,16 @@ class Levels:
     each score's weight stored unless integral).
     """
 
-    __slots__ = ("pos", "neg", "ap", "rent", "unit", "integral")
+    __slots__ = ("pos", "neg", "ap", "rent", "unit", "integral", "_debt")
 
     def __init__(self, unit, integral):
         self.pos, self.neg = [], []
         self.ap = False
         self.rent = 0  # entries outside pos[0], summed over AP's reads
         self.unit, self.integral = unit, integral
+        # bytes of merged sides' pieces owed after the last to_layout, bytes owed anew
+        # summed over the calls, calls (the pace of the pieces)
+        self._debt = [0, 0, 0]
 
     @classmethod
     def build(cls, keys, wp, wn, cp, cn, unit, ints, integral):
@@ -480,6 +534,7 @@ class Levels:
         if len(ip):
             w = wp[ip]
             sp = Side.build(keys[ip], w, cp[ip], self.unit, ints, self.integral)
+            sp.track = self._debt[2] > 0
             # negatives at or above and strictly above each new positive, summed over
             # the negative sides: U gains w * (N - (at_or_above + above) / 2)
             at_or_above = np.zeros(len(ip) + 1)
@@ -503,6 +558,7 @@ class Levels:
         if len(ineg):
             w = wn[ineg]
             sn = Side.build(keys[ineg], w, cn[ineg], self.unit, ints, self.integral)
+            sn.track = self._debt[2] > 0
             # positives at or above plus strictly above each new negative: U gains
             # w * (at_or_above + above) / 2
             acc = np.zeros(len(ineg))
@@ -744,39 +800,87 @@ class Levels:
 
         A side's keys and running sums never change once built, so they are given as
         read-only views (zero-copy: a checkpoint writer may reference the file it wrote
-        for them earlier); ``pn``, which each negative batch updates in place, is a
-        copy. A side of one event of weight 1 per score (``ones``) leaves its running
-        sum out (``None``): it counts down from the side's size. Restoring this layout, rather than the merged entries, keeps every later
-        sum in the same grouping: the same bits.
+        for them earlier), an array of more than :data:`PIECE` entries as
+        ``{"$c": [pieces]}``, read-only views of its consecutive pieces (the same bounds
+        each time), which a reader joins into one array; ``pn``, which each negative
+        batch updates in place, is a copy. A side of one event of weight 1 per score
+        (``ones``) leaves its running sum out (``None``): it counts down from the
+        side's size. Restoring this layout, rather than the merged entries, keeps every
+        later sum in the same grouping: the same bits.
+
+        A side of at least :data:`DEFER_MIN` entries made by a merge (integer weights)
+        is given as ``{"merge": [x, y], "final", "probe", "parts"}`` until all its
+        pieces have been given: the two sides it was merged from (each a side of this
+        layout, given before), the merge's flag, a probe of the result (its size and 65
+        of its keys, checked when the loader merges again) and the pieces given so far.
+        Each call gives the next pieces of such sides, the biggest first, up to
+        :data:`PIECE_BUDGET` bytes (or 1.5 times the bytes such merges owed per call on
+        average, if more), so that the bytes a checkpoint writes follow the events
+        since the last one, not the length of the stream; the biggest side's sources
+        (merged again at load: `O(n)` numpy) stay alive until then.
 
         With integer weights ``pn`` is left out (``None``): its values are exact
         integers, which :meth:`from_layout` computes again from the negative sides, bit
-        for bit, so that a checkpoint writes only the sides made since the last one.
-        With fractional weights it is a copy (its sums were grouped as the batches
-        came). Runtime complexity: `O(1)` with integer weights, else `O(size of pn)`."""
+        for bit. With fractional weights it is a copy (its sums were grouped as the
+        batches came). Runtime complexity: `O(sides + pieces)` with integer weights,
+        else `O(size of pn)`."""
         derived = self.integral
+        self._pay()
+        pending = {id(s.k) for s in self.pos if s.src is not None}
 
         def side(s):
+            if s.src is not None:
+                return _pending_layout(s, side)
             pn = None if s.pn is None or derived else s.pn.copy()
             # one event of weight 1 per score: the running sum counts down from the
             # side's size, computed again at load (half the bytes of a new level)
-            w = None if s.ones and s.c is None else _frozen(s.w)
-            return {"k": _frozen(s.k), "w": w, "c": _frozen(s.c),
-                    "ow": _frozen(s.ow), "pn": pn,
-                    "ones": bool(s.ones),
-                    "places": None if s.places is None else [_frozen(s.places[0]),
-                                                             _frozen(s.places[1])]}
+            w = None if s.ones and s.c is None else _given(s.w)
+            places = None
+            if s.places is not None and id(s.places[0]) not in pending:
+                # (the memo of a pending side's keys: left out, a load searches again)
+                places = [_given(s.places[0]), _given(s.places[1])]
+            return {"k": _given(s.k), "w": w, "c": _given(s.c),
+                    "ow": _given(s.ow), "pn": pn, "ones": bool(s.ones), "places": places}
         return {"ap": bool(self.ap), "rent": int(self.rent),
                 "pos": [side(s) for s in self.pos], "neg": [side(s) for s in self.neg]}
+
+    def _pay(self):
+        """Give the next pieces of the merged sides not yet given whole (the biggest
+        first) up to this call's budget; a side all of whose pieces are given is given
+        as itself from then on (its sources released)."""
+        sides = sorted((s for s in self.pos + self.neg if s.src is not None),
+                       key=lambda s: -s.size)
+        debt = self._debt
+        if not debt[2]:  # (the first call writes every side: sources would be more)
+            for s in sides:
+                s.src = None
+            debt[2] = 1
+            return
+        owed = sum(_piece_bytes(s) * (_pieces(s) - s.done) for s in sides)
+        debt[1] += max(0, owed - debt[0])
+        debt[2] += 1
+        budget = max(PIECE_BUDGET, 3 * debt[1] // (2 * max(debt[2], _PACE_CALLS)))
+        for s in sides:
+            per, n = _piece_bytes(s), _pieces(s)
+            step = min(n - s.done, max(1, budget // per) if budget > 0 else 0)
+            if step <= 0:
+                break
+            s.done += step
+            budget -= step * per
+            owed -= step * per
+            if s.done >= n:
+                s.src = None  # (its pieces are given: the side stands for itself)
+        debt[0] = owed
 
     @classmethod
     def from_layout(cls, data, unit, integral):
         """The levels of :meth:`to_layout`, checked: dtypes, lengths, ascending finite
         keys, running sums ending in 0, ``pn`` exactly where average precision is read
         (or, with integer weights, left out: then computed from the negative sides, the
-        same bits). ``ValueError`` naming the side and array otherwise. Runtime
-        complexity: `O(n)` numpy passes, plus `O(n log(n))` searches where ``pn`` is
-        computed."""
+        same bits); a side given as its merge is merged again from its sources and
+        checked against its probe and the pieces given. ``ValueError`` naming the side
+        and array otherwise. Runtime complexity: `O(n)` numpy passes (merges included),
+        plus `O(n log(n))` searches where ``pn`` is computed."""
         lv = cls(bool(unit), bool(integral))
         if not isinstance(data, dict) or set(data) != {"ap", "rent", "pos", "neg"}:
             raise ValueError(f"levels: expected keys ap, rent, pos, neg, got "
@@ -796,7 +900,64 @@ class Levels:
         for s in lv.pos:
             if s.pn is None and lv.ap:  # (integer weights: exact, the same bits)
                 s.pn = lv._negatives_above(s.k)
+        lv._debt[2] = 1  # (not a first call: its sources are written)
+        lv._debt[0] = sum(_piece_bytes(s) * _pieces(s) for s in lv.pos + lv.neg
+                          if s.src is not None)
         return lv
+
+
+#: the pace of the pieces averages what merges owed over at least this many calls
+_PACE_CALLS = 4
+
+
+def _pieces(s):
+    """Pieces of a side's arrays (those of its running sums: one entry more)."""
+    return s.size // PIECE + 1
+
+
+def _piece_bytes(s):
+    """Bytes of one piece of each array a side gives."""
+    arrays = 1 + (not (s.ones and s.c is None)) + (s.c is not None) + (s.ow is not None)
+    return 8 * PIECE * arrays
+
+
+def _given(a, upto=None):
+    """How a checkpoint is given array ``a`` (None stays None): a read-only view, or
+    with more than :data:`PIECE` entries ``{"$c": [...]}`` of read-only views of its
+    pieces (the first ``upto`` pieces only: a list, for a side not yet given whole)."""
+    if a is None:
+        return None
+    v = a.view()
+    v.flags.writeable = False
+    if upto is None and len(v) <= PIECE:
+        return v
+    parts = [v[i:i + PIECE] for i in range(0, len(v), PIECE)]
+    return parts[:upto] if upto is not None else {"$c": parts}
+
+
+#: the keys of a side given as its merge
+_MERGE_KEYS = {"merge", "final", "probe", "parts"}
+
+#: keys sampled by a merged side's probe
+_PROBES = 65
+
+
+def _probe(s):
+    """A merged side's size and keys at :data:`_PROBES` spread positions (its
+    running sum's top too): what a loader checks its merge against."""
+    n = s.size
+    at = np.unique(np.linspace(0, max(n - 1, 0), _PROBES).astype(_I8)) if n else []
+    top = float((s.w if s.c is None else s.c)[0]) if s.w is not None else float(n)
+    return [n, top, [float(s.k[i]) for i in at]]
+
+
+def _pending_layout(s, side):
+    x, y, final = s.src[:3]
+    w = None if s.ones and s.c is None else s.w
+    parts = {"k": _given(s.k, s.done), "w": _given(w, s.done),
+             "c": _given(s.c, s.done), "ow": _given(s.ow, s.done)}
+    return {"merge": [side(x), side(y)], "final": final, "probe": _probe(s),
+            "parts": parts}
 
 
 def _frozen(a):
@@ -811,6 +972,9 @@ def _frozen(a):
 
 def _array(d, key, where, dtype, n=None):
     a = d.get(key)
+    if isinstance(a, dict) and set(a) == {"$c"} and isinstance(a["$c"], list) and all(
+            isinstance(p, np.ndarray) and p.dtype == dtype and p.ndim == 1 for p in a["$c"]):
+        a = np.concatenate(a["$c"]) if a["$c"] else np.empty(0, dtype)  # (pieces)
     if not isinstance(a, np.ndarray) or a.dtype != dtype or a.ndim != 1:
         raise ValueError(f"{where}.{key}: expected a 1-d {np.dtype(dtype).name} array, got "
                          f"{getattr(a, 'dtype', type(a).__name__)}")
@@ -824,6 +988,8 @@ _SIDE_KEYS = {"k", "w", "c", "ow", "pn", "ones", "places"}
 
 def _side_of(d, where, unit, integral, ap, first):
     """One :class:`Side` of :meth:`Levels.to_layout`, checked (``ValueError``)."""
+    if isinstance(d, dict) and set(d) == _MERGE_KEYS:
+        return _merged_of(d, where, unit, integral, ap, depth=0)
     if not isinstance(d, dict) or set(d) != _SIDE_KEYS:
         raise ValueError(f"{where}: expected keys {sorted(_SIDE_KEYS)}")
     k = _array(d, "k", where, _F8)
@@ -850,6 +1016,7 @@ def _side_of(d, where, unit, integral, ap, first):
     if not isinstance(d["ones"], bool):
         raise ValueError(f"{where}.ones: expected a bool")
     side = Side(k, w, c, ow, pn, d["ones"])
+    side.track = True  # (a checkpoint holds it: merges of it may be given as merges)
     places = d["places"]
     if places is not None:
         if not (first and ap and isinstance(places, list) and len(places) == 2):
@@ -860,3 +1027,65 @@ def _side_of(d, where, unit, integral, ap, first):
             raise ValueError(f"{where}.places: positions outside the side")
         side.places = (q, lo)
     return side
+
+
+#: merges a side given as its merge may nest (a reader's guard; a layout nests a few)
+_MAX_MERGE_DEPTH = 64
+
+
+def _merged_of(d, where, unit, integral, ap, depth):
+    """A side given as its merge (:func:`_pending_layout`): its sources read, merged
+    again and checked against its probe and the pieces given (``ValueError`` naming
+    the side otherwise); the side keeps them as its sources, as the merge did."""
+    if not integral:
+        raise ValueError(f"{where}: a side given as its merge in an order of fractional "
+                         "weights")
+    if depth > _MAX_MERGE_DEPTH:
+        raise ValueError(f"{where}: merges nested deeper than {_MAX_MERGE_DEPTH}")
+    srcs = d["merge"]
+    if not isinstance(srcs, list) or len(srcs) != 2 or not isinstance(d["final"], bool):
+        raise ValueError(f"{where}.merge: expected two sides and a bool final")
+    sides = []
+    for j, x in enumerate(srcs):
+        at = f"{where}.merge[{j}]"
+        if isinstance(x, dict) and set(x) == _MERGE_KEYS:
+            sides.append(_merged_of(x, at, unit, integral, False, depth + 1))
+        else:
+            sides.append(_side_of(x, at, unit, integral, False, first=False))
+    for x in sides:
+        x.places = None
+    out = merge(sides[0], sides[1], final=d["final"])
+    probe = d["probe"]
+    if out.src is None or not isinstance(probe, list) or _probe(out) != probe:
+        raise ValueError(f"{where}: its sources merged do not give the side it stands for "
+                         "(a damaged or misplaced reference)")
+    parts = d["parts"]
+    if not isinstance(parts, dict) or set(parts) != {"k", "w", "c", "ow"}:
+        raise ValueError(f"{where}.parts: expected keys c, k, ow, w")
+    for key in ("k", "w", "c", "ow"):
+        got, have = parts[key], getattr(out, key)
+        if key == "w" and out.ones and out.c is None:
+            have = None
+        if got is None and have is None:
+            continue
+        if have is None or not isinstance(got, list):
+            raise ValueError(f"{where}.parts.{key}: pieces where the side has none, or "
+                             "not a list")
+        pos = 0
+        for i, a in enumerate(got):
+            a = _array({"p": a}, "p", f"{where}.parts.{key}[{i}]", _F8)
+            if not np.array_equal(a, have[pos:pos + len(a)]) or (
+                    len(a) != PIECE and pos + len(a) != len(have)):
+                raise ValueError(f"{where}.parts.{key}[{i}]: does not match the side its "
+                                 "sources merge into")
+            pos += len(a)
+    for x in sides:  # (what the merge kept of them: to_layout gives them again)
+        if x.ones and x.c is None:
+            x.w = None
+        x.pn = None
+    out.src = (sides[0], sides[1], d["final"], out.src[3])
+    out.track = True
+    out.done = 0  # (its pieces are given again, from its own arrays)
+    if ap:
+        out.pn = None  # (computed by from_layout from the negative sides)
+    return out
