@@ -534,7 +534,10 @@ def _holds_subtree(x) -> bool:
         values = x
     else:
         return False
-    return any(type(v) is dict and BLOB in v for v in values)
+    for v in values:  # (a plain loop: a generator costs more than the test)
+        if type(v) is dict and BLOB in v:
+            return True
+    return False
 
 
 def _sparsest(live: dict, sizes: dict, budget: int) -> set:
@@ -554,6 +557,8 @@ def _sparsest(live: dict, sizes: dict, budget: int) -> set:
 
 def _little(a: np.ndarray) -> np.ndarray:
     """``a`` contiguous and little-endian (the bytes a pack holds)."""
+    if a.flags.c_contiguous and a.dtype.byteorder != ">":
+        return a
     a = np.ascontiguousarray(a)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
@@ -586,8 +591,16 @@ def _dump(sub: _Subtree, locate) -> bool:
             return o.item()
         raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
-    data = json.dumps(sub.marker[BLOB], default=hole, separators=(",", ":"),
-                      ensure_ascii=False, allow_nan=True).encode("utf-8")
+    try:
+        # (no check for cycles, which costs the encoder a dict insert and delete per
+        # container, half its time on a scope's metrics: a cycle, or a nesting deeper
+        # than the interpreter's recursion, ends in RecursionError, and the walk then
+        # refuses the state where it is too deep)
+        data = json.dumps(sub.marker[BLOB], default=hole, separators=(",", ":"),
+                          ensure_ascii=False, allow_nan=True,
+                          check_circular=False).encode("utf-8")
+    except RecursionError:
+        return False
     if b'"' + BLOB.encode() + b'"' in data or b"\\" in data:
         return False
     parts = data.split(_HOLE_BYTES)
