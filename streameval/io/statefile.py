@@ -246,6 +246,10 @@ class StateWriter:
 
         ids: dict[int, tuple] = {}  # (the next self._ids)
         known = self._ids
+        # (bound once: tens of thousands of arrays are met per checkpoint)
+        ids_get, known_get, used_get, cache_get = ids.get, known.get, used.get, \
+            self._cache.get
+        crc32, key_of = zlib.crc32, self._key
 
         def note(k, item):
             used[k] = item
@@ -269,13 +273,16 @@ class StateWriter:
             if ro:
                 # (an id the cache holds is its array's: the cache keeps it alive)
                 aid = id(a)
-                k = ids.get(aid) or known.get(aid) or self._key(a, _root(a))
-                hit = used.get(k) or self._cache.get(k)
-                if hit is not None:
-                    note(k, hit)
+                k = ids_get(aid) or known_get(aid) or key_of(a, _root(a))
+                hit = used_get(k) or cache_get(k)
+                if hit is not None:  # (what note does, for an array's identity key)
+                    used[k] = hit
+                    ids[id(hit[0])] = k
+                    if inside:
+                        inside[-1].items[k] = hit
                     return hit[1]
             ref = [pack, 0, int(a.nbytes), _dtype_key(a), list(a.shape), 0]
-            ref[5] = zlib.crc32(_bytes(place(a, ref)))
+            ref[5] = crc32(place(a, ref))  # (a contiguous array: its bytes, no copy)
             if ro:
                 note(k, (a, ref))
             elif inside:  # (changes in place: written again unless its subtree is reused)
