@@ -39,7 +39,9 @@ A new subtree's JSON is written by the JSON encoder (in C) with a placeholder wh
 each array is, the placeholders then replaced by the arrays' references (each array's
 place in the pack and CRC-32 are fixed when it is met): no Python step per value, which
 is what a subtree of lists of small records (a rule's evaluation marks, a detector's
-candidates) costs when walked. A subtree holding a subtree (a Monitor's scope holds its
+candidates) costs when walked. The encoder runs without its cycle check (a dict insert
+and delete per container): a subtree holding a cycle, or nested deeper than the
+interpreter recurses, is walked instead, and refused where it is too deep. A subtree holding a subtree (a Monitor's scope holds its
 metrics', drift tests' and rules' subtrees: the scope's few keys are walked, and each
 of those is referenced or encoded as above), the key ``$a``, or a string
 with an escape is walked instead, and so is one whose brackets (counted outside
@@ -586,8 +588,9 @@ def _dump(sub: _Subtree, locate) -> bool:
     """Serialise a subtree's content with the JSON encoder (in C: no Python step per
     value), an array reference where each array is, rather than by walking it in
     Python. Declines (False, nothing done) a content that holds a subtree or the key
-    ``$a`` (walked instead: reused, or refused), or a string with an escape (its depth
-    is then not read from the bytes, see :func:`_too_deep`)."""
+    ``$a`` (walked instead: reused, or refused), a string with an escape (its depth
+    is then not read from the bytes, see :func:`_too_deep`), or a cycle or nesting
+    beyond the interpreter's recursion (the walk refuses it)."""
     arrays: list = []
 
     def hole(o):

@@ -348,7 +348,9 @@ class _CountSliding(Sliding, case="count"):
         packed into one array per column (a run packed once is kept and given again
         while its batches live: a batch never changes, and the oldest only loses live
         events from its front), with each batch's length, the first live batch of the
-        run and its first live event; an event run's events as JSON rows. None when
+        run and its first live event (a run of one batch: the batch's own columns,
+        read-only views, and a sizes array shared by every such run of its length); an
+        event run's events as JSON rows. None when
         batches are kept as Python values (the JSON state then). Runtime complexity:
         `O(chunks)` plus packing the batches new since the last call."""
         if not self._typed:
