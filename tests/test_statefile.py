@@ -1428,3 +1428,72 @@ def test_a_flat_orders_run_after_batches_in_is_taken_from_their_scores(monkeypat
     back = ScoreOrder.from_layout(_roundtrip(lay))
     for a, b in zip(back.arrays(), so.arrays()):
         assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("where", ["list", "dict"])
+def test_a_cycle_inside_a_subtree_is_refused_and_nothing_installed(tmp_path, where):
+    """A subtree holding itself (the JSON encoder runs without its cycle check there):
+    ``ValueError`` naming the depth, no RecursionError, and the installed checkpoint
+    is still the previous one, loading equal to what it was given."""
+    path = tmp_path / "c.json"
+    w = StateWriter(path)
+    good = {"s": [{"$b": {"a": np.arange(4.0), "n": 1}}]}
+    w.write(good, kind="k")
+    loop = [] if where == "list" else {}
+    if where == "list":
+        loop.append(loop)
+    else:
+        loop["x"] = loop
+    with pytest.raises(ValueError, match="nested deeper"):
+        w.write({"s": [{"$b": {"a": np.arange(3.0), "loop": loop}}]}, kind="k")
+    got = load_checkpoint(path, fallback=False)
+    assert got["s"][0]["a"].tolist() == [0.0, 1.0, 2.0, 3.0] and got["s"][0]["n"] == 1
+    assert json.loads(path.read_text())["seq"] == 1
+
+
+def test_windows_of_one_batch_give_its_columns_and_share_their_sizes(tmp_path):
+    """Sliding windows whose batches since the last capture are one batch give that
+    batch's own columns (no copy) and one shared sizes array: a checkpoint writes the
+    sizes once for all of them, and loads back windows equal to fresh ones fed the same
+    events."""
+    rng = np.random.default_rng(5)
+    y = rng.random(300) < 0.4
+    s = rng.random(300)
+    wins = [streameval.Sliding(streameval.ROCAUC(), size=1000),
+            streameval.Sliding(streameval.LogLoss(), size=1000),
+            streameval.Sliding(streameval.Precision(), size=1000)]
+    for win in wins:
+        win.update_many(y, s)
+    states = [array_state(win) for win in wins]
+    stores = [st_["data"]["store"] for st_ in states]
+    for win, store in zip(wins, stores):
+        (run,) = store
+        (chunk,) = win._chunks
+        assert np.shares_memory(run["y"], chunk.y) and np.shares_memory(run["s"], chunk.s)
+        assert not run["y"].flags.writeable and run["sizes"].tolist() == [300]
+    assert stores[0][0]["sizes"].base is stores[1][0]["sizes"].base
+    path = tmp_path / "c.json"
+    w = StateWriter(path)
+    w.write({"w": states}, kind="k")
+    # (per window: labels and scores, plus the inner metric's arrays; sizes once)
+    env = json.loads(path.read_text())
+    refs = [r["store"][0]["sizes"]["$a"] for r in
+            (x["data"] for x in env["state"]["w"])]
+    assert len({(r[0], r[1]) for r in refs}) == 1
+    back = [from_array_state(x) for x in load_checkpoint(path, fallback=False)["w"]]
+    for win, b in zip(wins, back):
+        fresh = type(win.metric)()
+        fresh.update_many(y, s)
+        assert b.get() == fresh.get() == win.get()
+    # the run given before is given again; the next batch, alone, its own columns
+    wins[0].update_many(y[:50], s[:50])
+    first, second = array_state(wins[0])["data"]["store"]
+    assert first["y"] is stores[0][0]["y"] and second["sizes"].tolist() == [50]
+    assert np.shares_memory(second["s"], wins[0]._chunks[-1].s)
+    # two batches since the last capture: one array per column, packed
+    two = streameval.Sliding(streameval.ROCAUC(), size=1000)
+    two.update_many(y, s)
+    two.update_many(y[:50], s[:50])
+    (run,) = array_state(two)["data"]["store"]
+    assert run["sizes"].tolist() == [300, 50] and run["y"].tolist() == list(y) + list(y[:50])
+    assert run["s"].tolist() == list(s) + list(s[:50])

@@ -39,7 +39,9 @@ A new subtree's JSON is written by the JSON encoder (in C) with a placeholder wh
 each array is, the placeholders then replaced by the arrays' references (each array's
 place in the pack and CRC-32 are fixed when it is met): no Python step per value, which
 is what a subtree of lists of small records (a rule's evaluation marks, a detector's
-candidates) costs when walked. A subtree holding a subtree (a Monitor's scope holds its
+candidates) costs when walked. The encoder runs without its cycle check (a dict insert
+and delete per container): a subtree holding a cycle, or nested deeper than the
+interpreter recurses, is walked instead, and refused where it is too deep. A subtree holding a subtree (a Monitor's scope holds its
 metrics', drift tests' and rules' subtrees: the scope's few keys are walked, and each
 of those is referenced or encoded as above), the key ``$a``, or a string
 with an escape is walked instead, and so is one whose brackets (counted outside
@@ -246,6 +248,10 @@ class StateWriter:
 
         ids: dict[int, tuple] = {}  # (the next self._ids)
         known = self._ids
+        # (bound once: tens of thousands of arrays are met per checkpoint)
+        ids_get, known_get, used_get, cache_get = ids.get, known.get, used.get, \
+            self._cache.get
+        crc32, key_of = zlib.crc32, self._key
 
         def note(k, item):
             used[k] = item
@@ -269,13 +275,16 @@ class StateWriter:
             if ro:
                 # (an id the cache holds is its array's: the cache keeps it alive)
                 aid = id(a)
-                k = ids.get(aid) or known.get(aid) or self._key(a, _root(a))
-                hit = used.get(k) or self._cache.get(k)
-                if hit is not None:
-                    note(k, hit)
+                k = ids_get(aid) or known_get(aid) or key_of(a, _root(a))
+                hit = used_get(k) or cache_get(k)
+                if hit is not None:  # (what note does, for an array's identity key)
+                    used[k] = hit
+                    ids[id(hit[0])] = k
+                    if inside:
+                        inside[-1].items[k] = hit
                     return hit[1]
             ref = [pack, 0, int(a.nbytes), _dtype_key(a), list(a.shape), 0]
-            ref[5] = zlib.crc32(_bytes(place(a, ref)))
+            ref[5] = crc32(place(a, ref))  # (a contiguous array: its bytes, no copy)
             if ro:
                 note(k, (a, ref))
             elif inside:  # (changes in place: written again unless its subtree is reused)
@@ -534,7 +543,10 @@ def _holds_subtree(x) -> bool:
         values = x
     else:
         return False
-    return any(type(v) is dict and BLOB in v for v in values)
+    for v in values:  # (a plain loop: a generator costs more than the test)
+        if type(v) is dict and BLOB in v:
+            return True
+    return False
 
 
 def _sparsest(live: dict, sizes: dict, budget: int) -> set:
@@ -554,6 +566,8 @@ def _sparsest(live: dict, sizes: dict, budget: int) -> set:
 
 def _little(a: np.ndarray) -> np.ndarray:
     """``a`` contiguous and little-endian (the bytes a pack holds)."""
+    if a.flags.c_contiguous and a.dtype.byteorder != ">":
+        return a
     a = np.ascontiguousarray(a)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
@@ -574,8 +588,9 @@ def _dump(sub: _Subtree, locate) -> bool:
     """Serialise a subtree's content with the JSON encoder (in C: no Python step per
     value), an array reference where each array is, rather than by walking it in
     Python. Declines (False, nothing done) a content that holds a subtree or the key
-    ``$a`` (walked instead: reused, or refused), or a string with an escape (its depth
-    is then not read from the bytes, see :func:`_too_deep`)."""
+    ``$a`` (walked instead: reused, or refused), a string with an escape (its depth
+    is then not read from the bytes, see :func:`_too_deep`), or a cycle or nesting
+    beyond the interpreter's recursion (the walk refuses it)."""
     arrays: list = []
 
     def hole(o):
@@ -586,8 +601,16 @@ def _dump(sub: _Subtree, locate) -> bool:
             return o.item()
         raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
-    data = json.dumps(sub.marker[BLOB], default=hole, separators=(",", ":"),
-                      ensure_ascii=False, allow_nan=True).encode("utf-8")
+    try:
+        # (no check for cycles, which costs the encoder a dict insert and delete per
+        # container, half its time on a scope's metrics: a cycle, or a nesting deeper
+        # than the interpreter's recursion, ends in RecursionError, and the walk then
+        # refuses the state where it is too deep)
+        data = json.dumps(sub.marker[BLOB], default=hole, separators=(",", ":"),
+                          ensure_ascii=False, allow_nan=True,
+                          check_circular=False).encode("utf-8")
+    except RecursionError:
+        return False
     if b'"' + BLOB.encode() + b'"' in data or b"\\" in data:
         return False
     parts = data.split(_HOLE_BYTES)

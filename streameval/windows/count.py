@@ -348,7 +348,9 @@ class _CountSliding(Sliding, case="count"):
         packed into one array per column (a run packed once is kept and given again
         while its batches live: a batch never changes, and the oldest only loses live
         events from its front), with each batch's length, the first live batch of the
-        run and its first live event; an event run's events as JSON rows. None when
+        run and its first live event (a run of one batch: the batch's own columns,
+        read-only views, and a sizes array shared by every such run of its length); an
+        event run's events as JSON rows. None when
         batches are kept as Python values (the JSON state then). Runtime complexity:
         `O(chunks)` plus packing the batches new since the last call."""
         if not self._typed:
@@ -384,10 +386,20 @@ class _CountSliding(Sliding, case="count"):
         def close():
             if not run:
                 return
-            w = None if run[0].w is None else _frozen(np.concatenate([c.w for c in run]))
-            packed = (run[:], _frozen(np.concatenate([c.y for c in run])),
-                      _frozen(np.concatenate([c.s for c in run])), w,
-                      _frozen(np.array([len(c.y) for c in run], dtype=np.int64)),
+            if len(run) == 1:  # (one batch: its own columns, which never change)
+                c = run[0]
+                y, s, w = c.y, c.s, c.w
+                sizes = _ONE.get(len(y))
+                if sizes is None:
+                    if len(_ONE) > 1024:
+                        _ONE.clear()
+                    sizes = _ONE[len(y)] = _frozen(np.array([len(y)], dtype=np.int64))
+            else:
+                y = np.concatenate([c.y for c in run])
+                s = np.concatenate([c.s for c in run])
+                w = None if run[0].w is None else np.concatenate([c.w for c in run])
+                sizes = np.array([len(c.y) for c in run], dtype=np.int64)
+            packed = (run[:], _frozen(y), _frozen(s), _frozen(w), _frozen(sizes),
                       {id(c): j for j, c in enumerate(run)})
             used.append(packed)
             out.append({"y": packed[1], "s": packed[2], "w": packed[3], "sizes": packed[4],
@@ -460,6 +472,11 @@ class _CountSliding(Sliding, case="count"):
         self._packs = packs
         last = self._chunks[-1] if self._chunks else None
         self._tail = last if type(last) is EventRun else None
+
+#: a run of one batch's sizes, ``[n]`` read-only, by ``n``: shared by the windows that
+#: give one (a checkpoint writes each once)
+_ONE: dict = {}
+
 
 def _frozen(a):
     """A read-only view of ``a`` (None stays None)."""
