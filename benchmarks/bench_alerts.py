@@ -349,6 +349,10 @@ def traced():
             self.trace_i, self.trace_p = [], []
 
         def _boundary(self):
+            # (every block is checked, as a detector near its alarm level checks it:
+            # one far from its level skips the blocks between candidates, which
+            # delays its alarm only if the statistic jumps by NEAR nats within a block)
+            self._near = True
             prev = self._stat
             super()._boundary()
             if self._stat is not prev:
