@@ -25,7 +25,8 @@ detection", New England Journal of Statistics in Data Science, 2023), with
 universal inference (Wasserman, Ramdas and Balakrishnan, PNAS 2020) for the unknown
 pre-change mean:
 
-* Every ``block`` indicator observations a *candidate* change point ``j`` is opened.
+* Every ``every`` blocks of ``block`` indicator observations (2 of 50 by default) a
+  *candidate* change point ``j`` is opened.
   Its e-process at time ``t`` mixes two, ``E_j = (1 - w_j) U_j + w_j S_j``::
 
       U_j(t) = KT(h) * Q(a | h) / max_p L_p(h) L_p(a)
@@ -69,7 +70,9 @@ pre-change mean:
   a :class:`Change` (direction, rates before and after, the estimated start: the
   candidate with the largest term) and starts its history again there, so it can see
   the next change (a recovery is a "rise").
-* Candidates are checked at block boundaries and thinned like an exponential
+* Candidates are checked at the block boundaries where a candidate opens, and at
+  those between candidates while the last check's cheap bound came within
+  :data:`NEAR` nats of the alarm level; they are thinned like an exponential
   histogram (``keep`` per doubling of age): leaving terms out of the sum, or checking
   it less often, can only delay the first alarm, never bring it forward (after a
   restart the history differs, so later alarms are another matter).
