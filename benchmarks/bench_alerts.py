@@ -49,9 +49,13 @@ default delta (0.002), which matches neither.
 disjoint positive/negative pairs, paired with numpy): a ``SequentialDrift`` fed a
 stream of observations makes exactly the statistic the Monitor's detector makes on the
 events (a check at the start compares them on one stream). One traced detector per
-metric and stream records its anytime p-value at every check; a detector at budget
+metric and stream records its anytime p-value at every check (every block of 50
+observations: a real detector checks the blocks between its candidates while its
+statistic is near its level, which is where an alarm can come); a detector at budget
 ``b`` alarms at the first check with ``p <= b`` (exact until its first alarm, after
-which a real detector restarts). ADWIN runs as a Python loop over the indicator
+which a real detector restarts). A delay counts the events from the change to the
+event on which the detector crossed its level; for a rule, that event (the alert's
+``n``) and the evaluation that emitted the alert are both shown. ADWIN runs as a Python loop over the indicator
 values, stopped at its first alarm where only that matters. Streams: binormal logits,
 ``score = sigmoid(mu_y + N(0, 1))`` (continuous floats), threshold 0.5, recall 0.85,
 precision 0.60; numpy, one seed per stream: reproducible.
@@ -349,6 +353,10 @@ def traced():
             self.trace_i, self.trace_p = [], []
 
         def _boundary(self):
+            # (every block is checked, as a detector near its alarm level checks it:
+            # one far from its level skips the blocks between candidates, which
+            # delays its alarm only if the statistic jumps by NEAR nats within a block)
+            self._near = True
             prev = self._stat
             super()._boundary()
             if self._stat is not prev:

@@ -25,7 +25,8 @@ detection", New England Journal of Statistics in Data Science, 2023), with
 universal inference (Wasserman, Ramdas and Balakrishnan, PNAS 2020) for the unknown
 pre-change mean:
 
-* Every ``block`` indicator observations a *candidate* change point ``j`` is opened.
+* Every ``every`` blocks of ``block`` indicator observations (2 of 50 by default) a
+  *candidate* change point ``j`` is opened.
   Its e-process at time ``t`` mixes two, ``E_j = (1 - w_j) U_j + w_j S_j``::
 
       U_j(t) = KT(h) * Q(a | h) / max_p L_p(h) L_p(a)
@@ -69,7 +70,9 @@ pre-change mean:
   a :class:`Change` (direction, rates before and after, the estimated start: the
   candidate with the largest term) and starts its history again there, so it can see
   the next change (a recovery is a "rise").
-* Candidates are checked at block boundaries and thinned like an exponential
+* Candidates are checked at the block boundaries where a candidate opens, and at
+  those between candidates while the last check's cheap bound came within
+  :data:`NEAR` nats of the alarm level; they are thinned like an exponential
   histogram (``keep`` per doubling of age): leaving terms out of the sum, or checking
   it less often, can only delay the first alarm, never bring it forward (after a
   restart the history differs, so later alarms are another matter).
@@ -141,14 +144,20 @@ from streameval.metrics.base import BinaryMetric, Capabilities, check_weight
 from streameval.validation import Integer, Options, check_level, check_param, check_threshold
 
 __all__ = ["SequentialDrift", "Change", "METRICS", "DEFAULT_HORIZON", "DEFAULT_BLOCK",
-           "DEFAULT_KEEP"]
+           "DEFAULT_EVERY", "DEFAULT_KEEP"]
 
 #: the guarantee's horizon by default: one million events
 DEFAULT_HORIZON = 1_000_000
-#: indicator observations between candidate change points (and checks): 100 keeps a
-#: check cheap per observation and loses at most 100 observations of delay; a larger
-#: block spends the budget over fewer candidates
-DEFAULT_BLOCK = 100
+#: indicator observations between checks by default: a check every 50 observations
+#: loses at most 50 observations of delay (a sizeable share of it for a large drop on a
+#: busy stream) and costs a dozen numpy calls per 50 observations
+DEFAULT_BLOCK = 50
+#: checks between candidate change points with the default block: a candidate every
+#: 100 observations. A candidate at every check would halve each one's share of the
+#: budget (about 0.7 nats more evidence to alarm); one every 100 observations is
+#: within 50 of any change, which a stretch of several hundred observations hardly
+#: notices
+DEFAULT_EVERY = 2
 #: candidates kept per doubling of age (an exponential histogram, as ADWIN's buckets)
 DEFAULT_KEEP = 8
 
@@ -164,10 +173,12 @@ CONCENTRATIONS = (10.0, 100.0, 1_000.0, 10_000.0, 100_000.0)
 #: nats of evidence (1.2 at 0.3, against 1.8 for six equal weights)
 PRIOR_WEIGHTS = (0.10, 0.25, 0.30, 0.20, 0.10, 0.05)
 _LOG_W = tuple(math.log(w) for w in PRIOR_WEIGHTS)
-#: the constant C of the second e-value (module docstring): it costs ``log(1 + C)``,
-#: and the rates it holds plausible are those whose history likelihood is at least
-#: ``C`` times the history's KT mixture likelihood
-C = 1.0
+#: the constant C of the second e-value (module docstring): it costs ``log(1 + C)``
+#: nats (0.10 for a tenth, 0.69 for 1), and the rates it holds plausible are those
+#: whose history likelihood is at least ``C`` times the history's KT mixture
+#: likelihood (a tenth widens the interval of a long history by a few percent, which
+#: costs less than it saves)
+C = 0.1
 LOG_C = math.log(C)
 _LOG_1C = math.log1p(C)
 #: the history length (observations) at which the two e-values weigh half each: a
@@ -351,6 +362,7 @@ def _column(matrix, j, width=None):
 
     def set_(self, value):
         get(self)[...] = value
+        self.snap = None
 
     return property(get, set_)
 
@@ -366,7 +378,7 @@ class _Candidates:
     it: ``lead``, and per lgamma of the check (KT's, then each prior's) the constant
     of its argument and the log normaliser it is divided by."""
 
-    __slots__ = ("_fbuf", "_ibuf", "f", "i", "unit", "thinned", "blocks")
+    __slots__ = ("_fbuf", "_ibuf", "f", "i", "unit", "thinned", "blocks", "snap")
 
     _K = len(CONCENTRATIONS)
     _WIDTH = 6 + 2 * (_K + 1) + _K + (_K + 1) + 1 + 6   # the columns below
@@ -410,6 +422,8 @@ class _Candidates:
         self.thinned = None
 
     def _resize(self, m):
+        #: the copy frozen() made of the rows, while they are unchanged (None: none)
+        self.snap = None
         self.f = self._fbuf[:m]
         self.i = self._ibuf[:m]
         #: the block numbers, as a list (looked up by the thinning)
@@ -427,12 +441,15 @@ class _Candidates:
         self._resize(len(self._ibuf))
 
     def frozen(self):
-        """A copy of the rows, for a check computed later (no thinning, no adding)."""
-        out = _Candidates.__new__(_Candidates)
-        out._fbuf = out.f = self.f.copy()
-        out._ibuf = out.i = self.i.copy()
-        out.unit, out.thinned, out.blocks = self.unit, None, []
-        return out
+        """A copy of the rows, for a check computed later (no thinning, no adding): the
+        same copy while the rows are unchanged (checks between candidates share it)."""
+        if self.snap is None:
+            out = _Candidates.__new__(_Candidates)
+            out._fbuf = out.f = self.f.copy()
+            out._ibuf = out.i = self.i.copy()
+            out.unit, out.thinned, out.blocks, out.snap = self.unit, None, [], None
+            self.snap = out
+        return self.snap
 
     def take(self, idx):
         m = len(idx)
@@ -443,6 +460,7 @@ class _Candidates:
     def drop(self, r):
         """Close the candidate in row ``r`` (the rows after it move up)."""
         m = len(self.i)
+        self.snap = None
         self._fbuf[r:m - 1] = self._fbuf[r + 1:m]   # (overlapping: numpy copies safely)
         self._ibuf[r:m - 1] = self._ibuf[r + 1:m]
         self.f = self._fbuf[:m - 1]
@@ -451,6 +469,7 @@ class _Candidates:
 
     def add(self, b, W, X, Q, log_pi, e, t=math.nan):
         m = len(self.i)
+        self.snap = None
         if m == len(self._fbuf):
             self._fbuf = np.concatenate((self.f, np.empty((m + 16, self._WIDTH))))
             self._ibuf = np.concatenate((self.i, np.empty((m + 16, 2), dtype=np.int64)))
@@ -469,6 +488,7 @@ class _Candidates:
         self.b = self.b - b
         self.blocks = self.b.tolist()
         self.thinned = None
+        self.snap = None
         t = 9 + 4 * self._K
         for i, (Wi, Xi, Qi, lp) in enumerate(self.f[:, :4].tolist()):
             self.f[i, 3:t] = _row(Wi, Xi, Qi, lp)
@@ -501,6 +521,12 @@ def _after(c, W, X, Q):
     return n1, s1
 
 
+#: with candidates every ``every`` blocks, the blocks between them are checked only
+#: while the last check's bound (:func:`_bound`) was within this many nats of the
+#: alarm level: about twice what a drop of 15 points adds per 100 observations, so
+#: that a stretch that could cross the level before the next candidate is checked,
+#: while a healthy stream (bounds far below the level) pays one check per candidate
+NEAR = 8.0
 #: the cheap bound of a check (:func:`_bound`) must stay this far (nats) below the
 #: alarm level for the exact statistic to wait until it is read: room for the
 #: rounding of both (far below a nat) and for the maximiser of the second e-value
@@ -972,11 +998,15 @@ class SequentialDrift(BinaryMetric):
     threshold : float
         Scores ``>= threshold`` are predicted positive (not used by ``"roc_auc"``).
     block : int
-        Indicator observations between candidate change points (and checks).
+        Indicator observations between checks (default :data:`DEFAULT_BLOCK`).
     keep : int
-        Candidates kept per doubling of age.
+        Candidates kept per doubling of age (counted in blocks).
     pos_label, neg_label
         Labels, as for every binary metric.
+    every : int
+        Blocks between candidate change points: :data:`DEFAULT_EVERY` with the
+        default block (a check every 50 observations, a candidate every 100), 1 when
+        ``block`` is given (a candidate at every check).
     """
 
     _public_name = "SequentialDrift"
@@ -986,13 +1016,16 @@ class SequentialDrift(BinaryMetric):
     _K1 = len(CONCENTRATIONS) + 1   # the parts of Q's mixture
 
     def __init__(self, metric="recall", alpha=0.005, horizon=DEFAULT_HORIZON, threshold=0.5,
-                 block=DEFAULT_BLOCK, keep=DEFAULT_KEEP, pos_label=True, neg_label=None):
+                 block=None, keep=DEFAULT_KEEP, pos_label=True, neg_label=None, every=None):
         super().__init__(pos_label, neg_label)
         self.metric = check_param("metric", metric, Options(*METRICS))
         self.alpha = check_level(alpha, "alpha")
         self.horizon = check_param("horizon", horizon, Integer(1))
         self.threshold = check_threshold(threshold)
-        self.block = check_param("block", block, Integer(1))
+        if every is None:
+            every = DEFAULT_EVERY if block is None else 1
+        self.block = check_param("block", DEFAULT_BLOCK if block is None else block, Integer(1))
+        self.every = check_param("every", every, Integer(1))
         self.keep = check_param("keep", keep, Integer(1))
         self._log_alarm = -math.log(self.alpha)
         self._pairs = self.metric == "roc_auc"
@@ -1019,6 +1052,9 @@ class SequentialDrift(BinaryMetric):
         self._stat = None              # the last check: (p, before, after, n_before, n_after)
         # the last check's inputs while its exact statistic waits to be read (None: none)
         self._lazy = None
+        #: whether the last check's bound came within NEAR of the alarm level (then the
+        #: blocks between candidates are checked too; before any check: yes)
+        self._near = True
         #: the dependence of the observations (their long-run variance factor)
         self._dep = _Dependence(self.block)
 
@@ -1231,11 +1267,18 @@ class SequentialDrift(BinaryMetric):
         m = len(c)
         dep = self._dep
         dep.close_block(self.block)
+        every = self.every
+        if (self._n // self.block) % every and not self._near:
+            # between candidates, far from the alarm level: no check
+            self._between(c, self._n // self.block)
+            return
         if m:
             V = dep.factor(self.block, self._share())
             W, X, Q = self._W, self._X, self._Q
             n1, s1 = _after(c, W, X, Q)
-            if _bound(c, n1, s1, W, X, Q, V) < self._log_alarm - BOUND_MARGIN:
+            bound = _bound(c, n1, s1, W, X, Q, V)
+            self._near = bound >= self._log_alarm - NEAR
+            if bound < self._log_alarm - BOUND_MARGIN:
                 self._lazy = (c.frozen(), n1, s1, W, X, Q, V)
             else:
                 total, best, stat = self._evaluate(c, n1, s1, W, X, Q, V)
@@ -1261,11 +1304,25 @@ class SequentialDrift(BinaryMetric):
                         self._W = self._X = self._Q = 0.0
         # a new candidate: its share of the budget is the events since the previous one
         now = self._n // self.block
+        if now % every:
+            self._between(c, now)
+            return
         c.add(now, self._W, self._X, self._Q,
               math.log((self.n - self._last_e) / self.horizon), self.n,
               math.nan if self._t is None else self._t)
         self._last_e = self.n
         self._thin(now)
+
+    def _between(self, c, now):
+        """A block boundary between candidates: thin them (with candidates every 2^e
+        blocks none can fail the thinning rule here: one of block b, a multiple of
+        2^e, fails it when now - b = keep 2^j with b not a multiple of 2^j, so j > e,
+        and then now would be a multiple of 2^e too)."""
+        every = self.every
+        if every & (every - 1):
+            self._thin(now)
+        elif c.thinned == now - 1:
+            c.thinned = now
 
     def _evaluate(self, c, n1, s1, W, X, Q, V):
         """The exact statistic at a check: ``(log of sum_j pi_j E_j, the best
@@ -1494,7 +1551,7 @@ class SequentialDrift(BinaryMetric):
     def _params(self):
         return {"metric": self.metric, "alpha": self.alpha, "horizon": self.horizon,
                 "threshold": self.threshold, "block": self.block, "keep": self.keep,
-                "pos_label": self.pos_label, "neg_label": self.neg_label}
+                "every": self.every, "pos_label": self.pos_label, "neg_label": self.neg_label}
 
     def to_state(self):
         """JSON-serialisable state; :func:`streameval.from_state` resumes it exactly."""
@@ -1514,6 +1571,7 @@ class SequentialDrift(BinaryMetric):
                 "stat": None if self._stat is None else [_enc(v) for v in self._stat],
                 "changes": [ch.to_dict() for ch in self.changes],
                 "dependence": self._dep.to_list(),
+                "near": self._near,
             },
         }
 
@@ -1538,6 +1596,7 @@ class SequentialDrift(BinaryMetric):
             obj._drops = sum(ch.direction == "drop" for ch in obj.changes)
             if "dependence" in d:   # (a state without it: no dependence measured yet)
                 obj._dep.load(d["dependence"])
+            obj._near = bool(d.get("near", True))   # (a state without it: check)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a SequentialDrift state: {d!r:.200} ({e})") from None
         obj._check()

@@ -168,10 +168,11 @@ def _root(s0, f0, K, ph, edge):
     return optimize.brentq(lambda p: _ll(p, s0, f0) - K, lo, hi, xtol=1e-300, rtol=8.9e-16)
 
 
-def _brute(metric, y, s, w, alpha, horizon, block, keep):
-    """Replay the detector's definition: candidates every `block` observations, each
-    with its budget share, checked at every boundary; thinning by age; restart at the
-    best candidate on an alarm. Returns the p-value at each boundary and the changes."""
+def _brute(metric, y, s, w, alpha, horizon, block, keep, every=1):
+    """Replay the detector's definition: candidates every `every` blocks of `block`
+    observations, each with its budget share, checked at every boundary; thinning by
+    age; restart at the best candidate on an alarm. Returns the p-value at each
+    boundary and the changes."""
     obs = _indicators(metric, y, s, w)
     seen = []            # every observation's value, for the variance factor
     hist = []            # (x, w) since the restart
@@ -198,6 +199,8 @@ def _brute(metric, y, s, w, alpha, horizon, block, keep):
                 hist = hist[pos:]
                 cands = [(p - pos, b - b0, lp, e) for p, b, lp, e in cands[k + 1:]]
         now = len(hist) // block
+        if now % every:
+            continue
         cands.append((len(hist), now, math.log((i + 1 - last_e) / horizon), i + 1))
         last_e = i + 1
         # keep per doubling of age: every block younger than 2 keep, then every 2nd...
@@ -247,6 +250,95 @@ def test_p_values_and_alarms_equal_the_definition(metric, weights):
         assert d.changes and d.changes[0].direction == "drop"
         # (AUC: 700 pairs before the drop, so the prior variance factor still weighs)
         assert 3000 <= d.changes[0].index < (5500 if metric == "roc_auc" else 4500)
+
+
+@pytest.mark.parametrize("metric,weights", [("recall", False), ("accuracy", True),
+                                            ("roc_auc", False)])
+def test_checks_between_candidates_equal_the_definition(monkeypatch, metric, weights):
+    """Candidates every 2 blocks, every block checked (NEAR unbounded): the p-value at
+    every block boundary and the alarms (event, estimated start, direction) are those
+    of the definition recomputed from the raw events."""
+    monkeypatch.setattr(sequential, "NEAR", math.inf)
+    n = 6000
+    y, s, w = _stream(5, n, cut=3000, recall=(0.85, 0.55), weights=weights, decimals=2)
+    d = SequentialDrift(metric, alpha=0.05, horizon=5000, block=20, keep=3, every=2)
+    ps = []
+    for i in range(n):
+        before = d.n_indicator
+        d.update(bool(y[i]), float(s[i]), float(w[i]))
+        if d.n_indicator != before and d._n % 20 == 0 and d._stat is not None:
+            ps.append(d.report()["p_value"])
+    want_ps, want_changes = _brute(metric, y, s, w, 0.05, 5000, 20, 3, every=2)
+    assert len(ps) == len(want_ps) > 20
+    np.testing.assert_allclose(ps, want_ps, rtol=1e-9, atol=1e-300)
+    assert [(c.index, c.start, c.direction) for c in d.changes] == want_changes
+    assert want_changes
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_checks_skipped_far_from_the_level_only_delay_an_alarm(seed):
+    """With the default NEAR, the blocks between candidates are checked only near the
+    alarm level: every p-value the detector reports at a candidate's block is the
+    definition's, and its first alarm is the definition's (every block checked), or
+    at most one block later (recall 0.85 -> 0.65, 1 000 positives in)."""
+    n = 8000
+    y, s, w = _stream(seed, n, rate=0.5, cut=2000, recall=(0.85, 0.65))
+    d = SequentialDrift("recall", alpha=0.01, horizon=10_000, block=20, keep=3, every=2)
+    at = {}
+    for i in range(n):
+        before = d.n_indicator
+        d.update(bool(y[i]), float(s[i]))
+        if d.n_indicator != before and d._n % 40 == 0 and d._stat is not None and not d.changes:
+            at[d.n_indicator] = d.report()["p_value"]
+    want_ps, want_changes = _brute("recall", y, s, w, 0.01, 10_000, 20, 3, every=2)
+    # (before the first alarm, the definition's p-value at the k-th block is at
+    # observation 20 (k + 2): candidates open from block 2 on, checks start at block 3)
+    first = want_changes[0][0]
+    got = {k: p for k, p in at.items() if k % 40 == 0}
+    assert len(got) > 10
+    for k, p in got.items():
+        assert p == pytest.approx(want_ps[k // 20 - 3], rel=1e-9), k
+    pos = np.flatnonzero(y)
+    block_after = pos[np.searchsorted(pos, first) + 20]
+    assert d.changes and first <= d.changes[0].index <= block_after, (
+        first, d.changes[0].index)
+
+
+def test_default_checks_every_50_observations_with_a_candidate_every_100():
+    """The default detector checks every 50 observations and opens a candidate every
+    second check; given a block, a candidate opens at every check (the layout of a
+    detector built with an explicit block, and of a state that does not name ``every``,
+    is unchanged)."""
+    d = SequentialDrift("recall")
+    assert (d.block, d.every, d.keep) == (50, 2, 8)
+    assert SequentialDrift("recall", block=100).every == 1
+    y = np.ones(1000, dtype=bool)
+    s = np.where(np.random.default_rng(0).random(1000) < 0.8, 0.9, 0.1)
+    d.update_many(y, s)
+    assert d._cands.b.tolist() == [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]
+    old = SequentialDrift("recall", block=100).update_many(y[:550], s[:550]).to_state()
+    del old["params"]["every"]
+    resumed = se.from_state(json.loads(json.dumps(old)))
+    assert resumed.every == 1
+    resumed.update_many(y[550:], s[550:])
+    whole = SequentialDrift("recall", block=100).update_many(y, s)
+    assert resumed.to_state() == whole.to_state()
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**31), cut=st.integers(0, 3000), weights=st.booleans())
+def test_a_state_saved_between_candidates_resumes_identically(seed, cut, weights):
+    """Candidates every 2 blocks, the blocks between them checked only near the level:
+    a state saved anywhere (the check rule's memory included) resumes identically."""
+    y, s, w = _stream(seed, 3000, cut=1500, recall=(0.9, 0.5), weights=weights, decimals=1)
+    ww = w if weights else None
+    whole = SequentialDrift("recall", alpha=0.3, block=7, keep=2, every=2).update_many(y, s, ww)
+    first = SequentialDrift("recall", alpha=0.3, block=7, keep=2, every=2)
+    first.update_many(y[:cut], s[:cut], None if ww is None else ww[:cut])
+    resumed = se.from_state(json.loads(json.dumps(first.to_state())))
+    resumed.update_many(y[cut:], s[cut:], None if ww is None else ww[cut:])
+    assert resumed.to_state() == whole.to_state()
+    resumed._check()
 
 
 @pytest.mark.parametrize("metric,weights,bursty", [
@@ -560,13 +652,14 @@ def test_a_copy_mid_stream_goes_on_as_the_original(weights):
 
 # ----------------------------------------------------------- the guarantee
 
-def _false_alarm_share(metric, rate, streams, n, alpha, block):
+def _false_alarm_share(metric, rate, streams, n, alpha, block, every=None):
     fired = 0
     for k in range(streams):
         rng = np.random.default_rng(1000 + k)
         y = rng.random(n) < rate
         s = np.where(y, rng.normal(1.0, 1.0, n), rng.normal(-1.0, 1.0, n))
-        d = SequentialDrift(metric, alpha=alpha, horizon=n, block=block, threshold=0.0)
+        d = SequentialDrift(metric, alpha=alpha, horizon=n, block=block, threshold=0.0,
+                            every=every)
         d.update_many(y, s)
         fired += bool(d.changes)
     return fired
@@ -580,6 +673,16 @@ def test_false_alarm_share_is_at_most_alpha_over_the_horizon(metric, rate):
     the share is in fact far below)."""
     streams, alpha = 300, 0.2
     fired = _false_alarm_share(metric, rate, streams, 4000, alpha, block=10)
+    low = stats.beta.ppf(0.01, fired, streams - fired + 1) if fired else 0.0
+    assert low < alpha, (fired, streams)
+    assert fired / streams <= alpha
+
+
+def test_false_alarm_share_with_checks_between_candidates():
+    """The same with a candidate every 2 blocks and the blocks between checked near the
+    level (the default layout): 300 stationary streams, alpha = 0.2 over each."""
+    streams, alpha = 300, 0.2
+    fired = _false_alarm_share("recall", 0.3, streams, 4000, alpha, block=5, every=2)
     low = stats.beta.ppf(0.01, fired, streams - fired + 1) if fired else 0.0
     assert low < alpha, (fired, streams)
     assert fired / streams <= alpha
