@@ -1623,6 +1623,8 @@ class SequentialDrift(BinaryMetric):
     #: absent: the newest time, the last check, each pending AUC event, the dependence's
     #: last observation; bit ``_NO_MEAN + k``: level k's previous batch mean
     _NO_T, _NO_STAT, _NO_NEG, _NO_POS, _NO_LAST, _NO_MEAN = 1, 2, 4, 8, 16, 5
+    #: flag: the last cheap bound was far from the alarm level (``_near`` False)
+    _FAR = 1 << 40
 
     @classmethod
     def columns_states(cls, detectors):
@@ -1637,7 +1639,7 @@ class SequentialDrift(BinaryMetric):
         pending AUC events (score, weight; a negative then a positive), the dependence's
         ``s1, s2, s11, last, mark``, the last check, each dependence level's open sum,
         previous mean and squared differences, then per candidate ``W, X, Q, log_pi,
-        t``. Its integers: the flags of absent values, ``n, n_indicator``, the history's
+        t``. Its integers: the flags of absent values (and of a last bound far from the level), ``n, n_indicator``, the history's
         count, ``last_e``, the dependence's count, the candidates, the check's length
         and the levels, then each level's blocks and differences and each candidate's
         block and event count.
@@ -1671,7 +1673,7 @@ class SequentialDrift(BinaryMetric):
         levels = dep.levels
         flags = ((self._t is None) * self._NO_T | (stat is None) * self._NO_STAT
                  | (neg is None) * self._NO_NEG | (pos is None) * self._NO_POS
-                 | (dep.last is None) * self._NO_LAST)
+                 | (dep.last is None) * self._NO_LAST | (not self._near) * self._FAR)
         for k, lev in enumerate(levels):
             if lev[2] is None:
                 flags |= 1 << (self._NO_MEAN + k)
@@ -1733,6 +1735,7 @@ class SequentialDrift(BinaryMetric):
         lev_i = I[i0 + 9:i0 + 9 + 2 * nl].tolist()
         self.n, self.n_indicator, self._n, self._last_e = n, n_ind, hn, last_e
         self._t = None if flags & self._NO_T else head[0]
+        self._near = not flags & self._FAR
         self._W, self._X, self._Q = head[1:4]
         self._pending = [None if flags & self._NO_NEG else (head[4], head[5]),
                          None if flags & self._NO_POS else (head[6], head[7])]
