@@ -49,9 +49,11 @@ default delta (0.002), which matches neither.
 disjoint positive/negative pairs, paired with numpy): a ``SequentialDrift`` fed a
 stream of observations makes exactly the statistic the Monitor's detector makes on the
 events (a check at the start compares them on one stream). One traced detector per
-metric and stream records its anytime p-value at every check (every block of 50
-observations: a real detector checks the blocks between its candidates while its
-statistic is near its level, which is where an alarm can come); a detector at budget
+metric and stream records its anytime p-value at every check it makes as the detector at the
+smallest budget (the default alpha) makes them: at each candidate (every 100
+observations), and at the blocks of 50 between them while the last check's p-value
+was within ``NEAR`` nats of that budget (a detector at a larger budget checks at least
+these blocks, so its delays here are upper bounds); a detector at budget
 ``b`` alarms at the first check with ``p <= b`` (exact until its first alarm, after
 which a real detector restarts). A delay counts the events from the change to the
 event on which the detector crossed its level; for a rule, that event (the alert's
@@ -345,18 +347,22 @@ def traced():
     """A detector that never alarms (alpha 1e-300, horizon 1) and records the
     event index and its p-value over HORIZON events at each check: the p-value of
     a detector with horizon HORIZON (the horizon only scales the budget shares)."""
-    from streameval.sequential import SequentialDrift
+    from streameval.sequential import NEAR, SequentialDrift
 
     class Traced(SequentialDrift):
         def __init__(self):
             super().__init__("recall", alpha=1e-300, horizon=1, threshold=0.75)
             self.trace_i, self.trace_p = [], []
+            self.near_p = min(BUDGETS) * math.exp(NEAR)
 
         def _boundary(self):
-            # (every block is checked, as a detector near its alarm level checks it:
-            # one far from its level skips the blocks between candidates, which
-            # delays its alarm only if the statistic jumps by NEAR nats within a block)
-            self._near = True
+            # the blocks between candidates are checked as a detector at the smallest
+            # budget checks them: while the last check's p-value came within NEAR nats
+            # of that budget. (The exact statistic is at most the bound a detector
+            # decides this by, so a detector at any budget here checks at least these
+            # blocks: the delays are those of the smallest budget's cadence, an upper
+            # bound for the larger ones.)
+            self._near = bool(self.trace_p) and self.trace_p[-1] <= self.near_p
             prev = self._stat
             super()._boundary()
             if self._stat is not prev:

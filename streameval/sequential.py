@@ -148,9 +148,10 @@ __all__ = ["SequentialDrift", "Change", "METRICS", "DEFAULT_HORIZON", "DEFAULT_B
 
 #: the guarantee's horizon by default: one million events
 DEFAULT_HORIZON = 1_000_000
-#: indicator observations between checks by default: a check every 50 observations
-#: loses at most 50 observations of delay (a sizeable share of it for a large drop on a
-#: busy stream) and costs a dozen numpy calls per 50 observations
+#: indicator observations between checks by default: near the alarm level (see
+#: :data:`NEAR`) a check every 50 observations, which loses at most 50 observations of
+#: delay there (a sizeable share of it for a large drop on a busy stream); far from it
+#: one at each candidate, every 100, a dozen numpy calls each
 DEFAULT_BLOCK = 50
 #: checks between candidate change points with the default block: a candidate every
 #: 100 observations. A candidate at every check would halve each one's share of the
@@ -701,7 +702,7 @@ def _region(s, n, K):
     with np.errstate(divide="ignore", invalid="ignore"):
         half = 2.0 * np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
     # (for speed: the masks of s > 0 and f > 0 once, and one np.errstate for the
-    # loops; the same operations on the same values as before)
+    # loops: the same operations on the same values as one mask per step)
     sp, fp = s > 0.0, f > 0.0
     for side, todo in ((1.0, fp & ~empty), (-1.0, sp & ~empty)):
         if not todo.any():

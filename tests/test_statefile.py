@@ -1277,7 +1277,11 @@ def test_sequential_detectors_as_shared_columns_load_back_exactly(
     from streameval.sequential import SequentialDrift
 
     rng = np.random.default_rng(seed)
-    dets = [SequentialDrift(m, alpha=0.05, block=int(rng.integers(20, 120))) for m in metrics]
+    # (the defaults, a candidate every 2 blocks and the blocks between checked only near
+    # the level, or a block of any size and a candidate at every check)
+    dets = [SequentialDrift(m, alpha=0.05) if rng.random() < 0.5
+            else SequentialDrift(m, alpha=0.05, block=int(rng.integers(20, 120)))
+            for m in metrics]
     shift = int(rng.integers(0, max(n, 1)))
     for d in dets:
         _detector_stream(d, rng, n, shift, weighted, timed)
@@ -1497,3 +1501,22 @@ def test_windows_of_one_batch_give_its_columns_and_share_their_sizes(tmp_path):
     (run,) = array_state(two)["data"]["store"]
     assert run["sizes"].tolist() == [300, 50] and run["y"].tolist() == list(y) + list(y[:50])
     assert run["s"].tolist() == list(s) + list(s[:50])
+
+
+@pytest.mark.parametrize("field", ["$c", "region"])
+def test_a_group_by_field_named_like_a_join_loads_back(tmp_path, field):
+    """A state's own dict keyed ``"$c"`` (the count of events missing a ``group_by``
+    field of that name) is not a joined array: it loads back as the dict it was."""
+    from streameval.io.checkpoint import load_checkpoint
+
+    m = streameval.Monitor({"auc": streameval.ROCAUC()}, group_by=field)
+    rng = np.random.default_rng(0)
+    y, s = rng.random(100) < 0.3, rng.random(100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (the missing field's warning)
+        m.update_many(y, s, segment=[None] * 100)
+    assert m.missing_segment_fields == {field: 100}
+    StateWriter(tmp_path / "c.json").write(m.to_array_state(), kind="monitor")
+    back = streameval.Monitor.from_array_state(load_checkpoint(tmp_path / "c.json"))
+    assert back.missing_segment_fields == {field: 100}
+    assert json.dumps(back.to_state()) == json.dumps(m.to_state())

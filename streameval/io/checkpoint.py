@@ -104,6 +104,14 @@ JOIN = "$c"
 MAX_DEPTH = 200
 
 
+def _joined(parts) -> bool:
+    """Whether ``parts`` is what the writer gives for a joined array: a list of array
+    references (a state's own dict with the key ``"$c"``, say a ``group_by``
+    field of that name, holds other values and stays a dict)."""
+    return (isinstance(parts, list)
+            and all(isinstance(p, dict) and len(p) == 1 and REF in p for p in parts))
+
+
 def pack_dir(path: str | os.PathLike) -> str:
     """The directory of the packs of the checkpoint at ``path`` (``path + ".d"``); both
     generations share it.
@@ -568,7 +576,7 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
         if depth > MAX_DEPTH:
             raise damaged("nested deeper than a checkpoint can be")
         if isinstance(x, dict):
-            if JOIN in x and len(x) == 1:
+            if JOIN in x and len(x) == 1 and _joined(x[JOIN]):
                 return join(x[JOIN])
             if REF in x or BLOB in x:
                 if len(x) != 1:

@@ -109,14 +109,16 @@ DEFER_MIN = 1 << 18
 #: Bytes of the pieces of merged sides one :meth:`Levels.to_layout` gives at least (or
 #: 1.5 times the pieces' bytes merges made per call on average, over at least 4 calls,
 #: if more: the debt is paid faster than it grows). The biggest side goes first, so that
-#: the merges a load does again stay few. Measured with ``bench_state.py --parts
-#: length``: at 3 M events, twice the average made the worst increment bigger (15.8
-#: against 12.7 MB).
+#: the merges a load does again stay few. (Paying twice the average made the worst
+#: increment bigger in ``bench_state.py --parts length``.)
 PIECE_BUDGET = 4 << 20
 
 #: Merges of sides given as their merges nest at most this deep (a merge deeper is
 #: given whole): what a load merges again, and what memory the sources hold while
-#: checkpoints are rare, stay bounded.
+#: checkpoints are rare, stay bounded. A pending side keeps its sources and they keep
+#: theirs, down to this depth: when checkpoints come seldom against the merges (none
+#: for millions of events after a first one), the sources can hold about as much again
+#: as the order itself; frequent checkpoints write the pieces and release them.
 MAX_CHAIN = 6
 
 #: Average precision reads the biggest positive side in numpy passes and the other
