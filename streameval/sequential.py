@@ -134,10 +134,7 @@ import math
 
 import numpy as np
 
-try:  # the ufunc that np.clip calls (the same values, without its Python layers)
-    from numpy._core.umath import clip as _uclip
-except ImportError:  # (numpy < 2)
-    from numpy.core.umath import clip as _uclip
+_uclip = np.clip  # (numpy's clip ufunc itself lives in a private module)
 
 from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, Capabilities, check_weight
@@ -1660,7 +1657,7 @@ class SequentialDrift(BinaryMetric):
         I = np.concatenate(il) if il else np.zeros(0, dtype=np.int64)
         F.flags.writeable = False
         I.flags.writeable = False
-        return [{"type": d._public_name, "version": d._state_version, "params": d._params(),
+        return [{"type": cls._public_name, "version": cls._state_version, "params": d._params(),
                  "arrays": 1,
                  "data": {"columns": [F, I], "at": [f0, i0],
                           "changes": [ch.to_dict() for ch in d.changes]}}
