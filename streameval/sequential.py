@@ -134,8 +134,6 @@ import math
 
 import numpy as np
 
-_uclip = np.clip  # (numpy's clip ufunc itself lives in a private module)
-
 from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, Capabilities, check_weight
 from streameval.validation import Integer, Options, check_level, check_param, check_threshold
@@ -561,7 +559,7 @@ def _bound(c, n1, s1, W, X, Q, V):
     stretches' log likelihoods add up to the pooled maximum: with ``C <= 1`` that
     bounds it by the same ratio, with ``C > 1`` by ``C`` times it.) Runtime
     complexity: `O(len(c))` numpy."""
-    s1 = _uclip(s1, 0.0, n1)
+    s1 = np.clip(s1, 0.0, n1)
     f1 = n1 - s1
     a = _log_max_v(s1, f1, n1)
     a += c.lmax_h
@@ -719,7 +717,7 @@ def _region(s, n, K):
                 phi = _loglik_raw(x, s, f, sp, fp) - K
                 d = s / x - f / (1.0 - x)
                 step = np.where(todo & (d != 0.0) & np.isfinite(phi), phi / d, 0.0)
-                x = _uclip(x - step, _TINY, _ONE)
+                x = np.clip(x - step, _TINY, _ONE)
                 if not (np.abs(step) > _NEWTON_TOL * np.minimum(x, 1.0 - x)).any():
                     break
         if side > 0:
@@ -748,10 +746,10 @@ def _log_e_local(mix, s1, f1, s0, f0, K, lo, hi):
     pa = s1 / np.maximum(s1 + f1, _TINY)
     p_all = np.add(s0, s1)
     p_all /= np.maximum(s0 + f0 + s1 + f1, _TINY)
-    b = _uclip(pa, np.minimum(lo, p_all), np.maximum(hi, p_all))
+    b = np.clip(pa, np.minimum(lo, p_all), np.maximum(hi, p_all))
     # (the rates clipped into the open interval: 0 log 0 reads 0, and a rate of 0 or 1
     # moves by less than 1e-16)
-    _uclip(b, _TINY, _ONE, out=b)
+    np.clip(b, _TINY, _ONE, out=b)
     lb, l1b = np.log(b), np.log1p(-b)
     g = s0 * lb
     g += f0 * l1b
@@ -1335,7 +1333,7 @@ class SequentialDrift(BinaryMetric):
         f = c.f
         # successes and failures after each candidate
         sf = np.empty((m, 2))
-        s1 = _uclip(s1, 0.0, n1, out=sf[:, 0])
+        s1 = np.clip(s1, 0.0, n1, out=sf[:, 0])
         np.subtract(n1, s1, out=sf[:, 1])  # (f1)
         raw, n1d = sf, n1
         if V != 1.0:
@@ -1413,7 +1411,7 @@ class SequentialDrift(BinaryMetric):
             s0 = np.where(unit, X, X / W * n0)
         some = W > 0.0
         n0 = np.where(some, n0, 0.0) / V
-        s0 = _uclip(np.where(some, s0, 0.0) / V, 0.0, n0)
+        s0 = np.clip(np.where(some, s0, 0.0) / V, 0.0, n0)
         g = _lg(np.concatenate((s0 + 0.5, n0 - s0 + 0.5, n0 + 1.0))).reshape(3, -1)
         return g[0] + g[1] - g[2] - _LOG_PI
 
