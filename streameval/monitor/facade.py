@@ -1496,27 +1496,51 @@ class Monitor:
         last = self.__dict__.get("_captured") or {}
         captured = {}
         stamps = self.__dict__.get("_evaluations") or {}
-        for seg in self._all_segments():
-            objects, buffered = _scope_token(seg, stamps.get(seg.key, 0))
+        tokens = [(seg, *_scope_token(seg, stamps.get(seg.key, 0)))
+                  for seg in self._all_segments()]
+        # the detector columns a reused drift subtree holds: a group (columns shared by
+        # the scopes captured together) fewer than half of whose scopes still reuse it is
+        # captured again with the scopes that changed (see _DRIFT_GROUPS)
+        stale = _stale_drift_groups(
+            [last.get(seg.key) for seg, objects, _ in tokens
+             if last.get(seg.key) is not None and last[seg.key][0] == objects])
+        recapture = []  # (drift tests, the subtree to fill): captured together below
+        for seg, objects, buffered in tokens:
             hit = last.get(seg.key)
-            if hit is not None and hit[0] == objects and hit[1] == buffered:
-                entry, parts = hit[2], hit[3]
+            group = None
+            if hit is not None and hit[0] == objects and hit[1] == buffered \
+                    and hit[4] not in stale:
+                entry, parts, group = hit[2], hit[3], hit[4]
             else:
                 if hit is not None and hit[0] == objects:
                     parts = hit[3]  # (only the buffer and label coverage changed)
+                    group = hit[4]
+                    if group in stale:  # (its detectors' columns joined with the new)
+                        parts = (parts[0], {SUBTREE: None}, parts[2])
+                        recapture.append((seg.drift, parts[1]))
+                        group = _NEW_GROUP
                 else:
                     parts = (
                         {SUBTREE: {name: metric_state(m) for name, m in seg.metrics.items()}},
-                        {SUBTREE: _drift_states(seg.drift)},
+                        {SUBTREE: None},
                         {SUBTREE: [r.to_state() for r in seg.rules]})
+                    recapture.append((seg.drift, parts[1]))
+                    group = _NEW_GROUP
                 entry = {"overall": seg.key is None, "segment": seg.label, "n": seg.n,
                          "metrics": parts[0], "drift": parts[1], "rules": parts[2]}
                 ev = seg.eval_state(arrays=True)  # (the evaluator's: idle rows, held values)
                 if ev is not None:
                     entry["evaluation"] = ev
                 entry = {SUBTREE: entry}
-            captured[seg.key] = (objects, buffered, entry, parts)
+            captured[seg.key] = [objects, buffered, entry, parts, group]
             segments.append(entry)
+        if recapture:
+            states, new_group = _drift_states_many([d for d, _ in recapture])
+            for (_, sub), st in zip(recapture, states):
+                sub[SUBTREE] = st
+            for c in captured.values():
+                if c[4] is _NEW_GROUP:
+                    c[4] = new_group
         self.__dict__["_captured"] = captured
         data = {"n": self.n, "t": self.t, "last_eval_n": self._last_eval_n,
                 "segments": segments, "other_events": self.other_events,
@@ -1600,22 +1624,51 @@ class Monitor:
 
 
 
-def _drift_states(drift):
-    """A scope's drift tests' states for a binary checkpoint: those whose class offers
-    ``columns_states`` (sequential detectors) as typed columns the scope's detectors
-    share (two arrays per scope, not JSON text), the others' ``to_state()``."""
-    out, grouped = {}, {}
-    for name, d in drift.items():
-        hook = getattr(type(d), "columns_states", None)
-        if hook is None:
-            out[name] = d.to_state()
-        else:
-            grouped.setdefault(type(d), []).append(name)
-            out[name] = None  # (keeps the order of the names)
-    for kind, names in grouped.items():
-        for name, st in zip(names, kind.columns_states([drift[n] for n in names])):
+#: a scope whose detectors' columns are made in the capture under way
+_NEW_GROUP = object()
+
+
+def _drift_states_many(drifts):
+    """The drift tests' states of several scopes (a list of ``{name: test}``) for a binary
+    checkpoint, and the group they form: those whose class offers ``columns_states``
+    (sequential detectors) as typed columns that all of them share, one float64 and one
+    int64 array per class for every scope captured together (a checkpoint writer
+    stores each pair once, as raw bytes rather than JSON text, whatever the number of
+    segments), the others' ``to_state()``. The group is ``(id, scopes)``: the
+    columns' identity and how many scopes hold them (:func:`_stale_drift_groups`).
+
+    Runtime complexity: `O(detectors + their candidates)`, a few numpy calls per
+    detector and one concatenation per class."""
+    outs, grouped = [], {}
+    for drift in drifts:
+        out = {}
+        for name, d in drift.items():
+            hook = getattr(type(d), "columns_states", None)
+            if hook is None:
+                out[name] = d.to_state()
+            else:
+                grouped.setdefault(type(d), []).append((out, name, d))
+                out[name] = None  # (keeps the order of the names)
+        outs.append(out)
+    for kind, items in grouped.items():
+        for (out, name, _), st in zip(items, kind.columns_states([d for _, _, d in items])):
             out[name] = st
-    return out
+    return outs, (object(), len(drifts))
+
+
+def _stale_drift_groups(reused):
+    """The detector column groups (see :func:`_drift_states_many`) that fewer than half
+    of the scopes captured with them still reuse: ``reused`` lists the last capture's
+    entries of the scopes whose detectors did not change. Those scopes' columns are
+    captured again, joined with the new ones: a checkpoint writer keeps a group's
+    columns while one scope references them, so this bounds the columns kept to about
+    twice the live ones."""
+    live = {}
+    for c in reused:
+        g = c[4]
+        if g is not None:
+            live[g] = live.get(g, 0) + 1
+    return {g for g, n in live.items() if 2 * n < g[1]}
 
 
 def _inline_subtrees(state):
