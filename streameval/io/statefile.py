@@ -394,7 +394,7 @@ class StateWriter:
                         fresh.add(id(obj))
                         moved.add(k)
                         again = True
-        written = self._write_pack(pack_path, pending, new_subtrees, end[0])
+        written = self._write_pack(pack_path, pending, new_subtrees, end[0], bool(compacted))
         if pending or new_subtrees:
             packs = {pack: written}
         else:
@@ -440,11 +440,14 @@ class StateWriter:
         return out
 
     @staticmethod
-    def _write_pack(pack_path: str, pending: list, subtrees: list = (), start: int = 0) -> int:
+    def _write_pack(pack_path: str, pending: list, subtrees: list = (), start: int = 0,
+                    recode: bool = False) -> int:
         """Write the pending arrays (their offsets and CRC-32 already in their
         references, the first at 0 and the last ending at ``start``), then the subtrees'
-        JSON (which holds the arrays' places), into one pack (the subtrees' offsets and
-        CRC-32 filled into their references), fsync it; returns its size."""
+        JSON (which holds the arrays' places; ``recode``: a compaction moved arrays, the
+        JSON the encoder wrote is written again with their new places), into one pack
+        (the subtrees' offsets and CRC-32 filled into their references), fsync it;
+        returns its size."""
         if not pending and not subtrees:
             return 0
         offset = 0
@@ -481,8 +484,8 @@ class StateWriter:
                 for obj, _ in sub.items.values():
                     if isinstance(obj, _Subtree) and id(obj) in todo and id(obj) not in done:
                         yield from emit(obj)
-                if sub.parts is not None:
-                    b = _joined(sub.parts, sub.refs)
+                if sub.parts is not None:  # (references moved: written again)
+                    b = _redump(sub) if recode and sub.refs else sub.parts[0]
                 else:
                     b = json.dumps(sub.tree, separators=(",", ":"), ensure_ascii=False,
                                    allow_nan=True).encode("utf-8")
@@ -579,24 +582,22 @@ def _bytes(a: np.ndarray):
     return memoryview(a).cast("B") if a.nbytes else memoryview(b"")
 
 
-#: what :func:`_dump` has the JSON encoder write in place of each array
-_HOLE = {REF: None}
-_HOLE_BYTES = json.dumps(_HOLE, separators=(",", ":")).encode()
-
-
 def _dump(sub: _Subtree, locate) -> bool:
     """Serialise a subtree's content with the JSON encoder (in C: no Python step per
-    value), an array reference where each array is, rather than by walking it in
-    Python. Declines (False, nothing done) a content that holds a subtree or the key
-    ``$a`` (walked instead: reused, or refused), a string with an escape (its depth
-    is then not read from the bytes, see :func:`_too_deep`), or a cycle or nesting
-    beyond the interpreter's recursion (the walk refuses it)."""
-    arrays: list = []
+    value), each array's reference written in its place by the encoder (the array
+    located in the pack when the encoder meets it), rather than by walking it in
+    Python. Declines (False) a content that holds a subtree or the key ``$a`` (walked
+    instead: reused, or refused), a string with an escape (its depth is then not read
+    from the bytes, see :func:`_too_deep`), or a cycle or nesting beyond the
+    interpreter's recursion (the walk refuses it); the arrays it located are then met
+    again by the walk (a read-only one is referenced where it was placed)."""
+    refs: list = []
 
     def hole(o):
         if type(o) is np.ndarray or isinstance(o, np.ndarray):
-            arrays.append(o)
-            return _HOLE
+            ref = locate(o)
+            refs.append(ref)
+            return {REF: ref}
         if isinstance(o, np.generic):
             return o.item()
         raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
@@ -611,48 +612,32 @@ def _dump(sub: _Subtree, locate) -> bool:
                           check_circular=False).encode("utf-8")
     except RecursionError:
         return False
-    if b'"' + BLOB.encode() + b'"' in data or b"\\" in data:
+    if b'"' + BLOB.encode() + b'"' in data or b"\\" in data \
+            or data.count(b'"' + REF.encode() + b'"') != len(refs):
         return False
-    parts = data.split(_HOLE_BYTES)
-    if len(parts) != len(arrays) + 1 or data.count(b'"' + REF.encode() + b'"') != len(arrays):
-        return False
-    sub.parts = parts
-    # (opening brackets of its own: each hole holds one "{")
-    sub.opens = data.count(b"[") + data.count(b"{") - len(arrays)
-    sub.refs = [locate(a) for a in arrays]
+    sub.parts = [data]
+    # (opening brackets of its own: each reference holds three)
+    sub.opens = data.count(b"[") + data.count(b"{") - 3 * len(refs)
+    sub.refs = refs
     return True
 
 
-def _joined(parts: list, refs: list) -> bytes:
-    """A subtree's JSON from :func:`_dump`'s parts with its arrays' references (as they
-    are now: compaction may have moved an array)."""
-    out = [parts[0]]
-    names = _NAMES
-    if len(names) > 64:  # (names of packs long gone)
-        names.clear()
-    for ref, part in zip(refs, parts[1:]):
-        name = names.get(ref[0])
-        if name is None:
-            name = names[ref[0]] = json.dumps(ref[0], ensure_ascii=False)
-        shape = ref[4]
-        shape = str(shape[0]) if len(shape) == 1 else ",".join(map(str, shape))
-        out.append(f'{{"{REF}":[{name},{ref[1]},{ref[2]},"{ref[3]}",[{shape}],{ref[5]}]}}')
-        out.append(part)
-    return _concat(out)
+def _redump(sub: _Subtree) -> bytes:
+    """A subtree's JSON written by :func:`_dump` again, with its arrays' references as
+    they are now (a compaction moved some): the encoder meets the arrays in the same
+    order."""
+    it = iter(sub.refs)
 
+    def hole(o):
+        if isinstance(o, np.ndarray):
+            return {REF: next(it)}
+        return o.item()
 
-#: JSON of the pack names met so far (a pack's name is its generation's: a few a run)
-_NAMES: dict = {}
-
-
-def _concat(out: list) -> bytes:
-    """Join the byte parts and reference strings of :func:`_joined`: the strings encoded
-    in one call (JSON escapes a NUL, so none holds one raw)."""
-    if len(out) == 1:
-        return out[0]
-    refs = "\x00".join(out[1::2]).encode("utf-8").split(b"\x00")
-    out[1::2] = refs
-    return b"".join(out)
+    data = json.dumps(sub.marker[BLOB], default=hole, separators=(",", ":"),
+                      ensure_ascii=False, allow_nan=True,
+                      check_circular=False).encode("utf-8")
+    sub.parts = [data]
+    return data
 
 
 #: per byte of JSON: +1 for an opening bracket, -1 for a closing one; and whether the

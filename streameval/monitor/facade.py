@@ -1499,8 +1499,8 @@ class Monitor:
         tokens = [(seg, *_scope_token(seg, stamps.get(seg.key, 0)))
                   for seg in self._all_segments()]
         # the detector columns a reused drift subtree holds: a group (columns shared by
-        # the scopes captured together) fewer than half of whose scopes still reuse it is
-        # captured again with the scopes that changed (see _DRIFT_GROUPS)
+        # the scopes captured together) few of whose scopes still reuse it is captured
+        # again with the scopes that changed (see _stale_drift_groups)
         stale = _stale_drift_groups(
             [last.get(seg.key) for seg, objects, _ in tokens
              if last.get(seg.key) is not None and last[seg.key][0] == objects])
@@ -1656,19 +1656,28 @@ def _drift_states_many(drifts):
     return outs, (object(), len(drifts))
 
 
+#: a detector column group is captured again when fewer than this share of the scopes
+#: captured with it still reuse it (see :func:`_stale_drift_groups`): the columns kept
+#: (in memory by the last capture, on disk by a checkpoint) stay within about the inverse
+#: of it times the live ones, and a scope's detectors are captured again without a
+#: change at most once per that many changes of the others (a half cost a thousand
+#: segments, a tenth of them fed per checkpoint, a recapture of half of them every
+#: few checkpoints)
+DRIFT_GROUP_LIVE = 0.25
+
+
 def _stale_drift_groups(reused):
-    """The detector column groups (see :func:`_drift_states_many`) that fewer than half
-    of the scopes captured with them still reuse: ``reused`` lists the last capture's
-    entries of the scopes whose detectors did not change. Those scopes' columns are
-    captured again, joined with the new ones: a checkpoint writer keeps a group's
-    columns while one scope references them, so this bounds the columns kept to about
-    twice the live ones."""
+    """The detector column groups (see :func:`_drift_states_many`) that fewer than
+    :data:`DRIFT_GROUP_LIVE` of the scopes captured with them still reuse: ``reused``
+    lists the last capture's entries of the scopes whose detectors did not change. Those
+    scopes' columns are captured again, joined with the new ones: a checkpoint writer
+    keeps a group's columns while one scope references them."""
     live = {}
     for c in reused:
         g = c[4]
         if g is not None:
             live[g] = live.get(g, 0) + 1
-    return {g for g, n in live.items() if 2 * n < g[1]}
+    return {g for g, n in live.items() if n < DRIFT_GROUP_LIVE * g[1]}
 
 
 def _inline_subtrees(state):
