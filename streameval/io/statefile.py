@@ -35,11 +35,11 @@ included, instead of walking and writing it again: an incremental checkpoint of 
 thousand segments costs the segments that changed. Whoever gives a subtree must not
 change it afterwards. :func:`read_state` inlines subtrees back.
 
-A new subtree's JSON is written by the JSON encoder (in C) with a placeholder where
-each array is, the placeholders then replaced by the arrays' references (each array's
-place in the pack and CRC-32 are fixed when it is met): no Python step per value, which
-is what a subtree of lists of small records (a rule's evaluation marks, a detector's
-candidates) costs when walked. The encoder runs without its cycle check (a dict insert
+A new subtree's JSON is written by the JSON encoder (in C), which writes each array's
+reference in its place (each array's place in the pack and CRC-32 are fixed when the
+encoder meets it; a compaction that moves arrays has the subtrees holding them encoded
+again): no Python step per value, which is what a subtree of lists of small records (a
+rule's evaluation marks, a detector's candidates) costs when walked. The encoder runs without its cycle check (a dict insert
 and delete per container): a subtree holding a cycle, or nested deeper than the
 interpreter recurses, is walked instead, and refused where it is too deep. A subtree holding a subtree (a Monitor's scope holds its
 metrics', drift tests' and rules' subtrees: the scope's few keys are walked, and each

@@ -1,0 +1,246 @@
+"""Binary checkpoints of segmented monitors: detector columns shared by the segments
+captured together, their bound, and references written by the JSON encoder.
+
+Oracles: the JSON state (``to_state()``) of the monitor against the one loaded back, a
+fresh writer's full checkpoint, the arrays a capture gives (their identity and sizes,
+counted by hand), and damage made by editing the real files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streameval.io.checkpoint import (
+    CheckpointError,
+    CheckpointFallback,
+    load_checkpoint,
+    read_state,
+)
+from streameval.io.statefile import StateWriter, pack_dir
+from streameval.monitor import Monitor
+from streameval.monitor.facade import DRIFT_GROUP_LIVE
+
+NAMES = [f"s{i}" for i in range(8)]
+
+
+def feed(mon, rng, segments, k, t0):
+    y = rng.random(k) < 0.3
+    seg = [segments[i] for i in rng.integers(0, len(segments), k)]
+    mon.update_many(y, rng.random(k) * 0.6 + 0.3 * y, t=t0 + np.arange(k, dtype=float),
+                    segment=seg)
+    return t0 + k
+
+
+def scopes(tree):
+    """``{segment: scope state}`` of a captured tree (its subtrees opened)."""
+    out = {}
+    for s in tree["data"]["segments"]:
+        s = s["$b"]
+        out[s["segment"]] = dict(s, drift=s["drift"]["$b"])
+    return out
+
+
+def columns(scope):
+    """The detector columns a scope's drift tests reference (one pair: they share it)."""
+    pairs = {tuple(id(c) for c in d["data"]["columns"]) for d in scope["drift"].values()}
+    assert len(pairs) == 1, pairs
+    d = next(iter(scope["drift"].values()))
+    return d["data"]["columns"]
+
+
+def test_every_segment_captured_together_shares_one_pair_of_columns(tmp_path):
+    """A capture after every segment counted events gives one float64 and one int64
+    array for all their detectors (not a pair per segment), each detector's part of it
+    being exactly what its own ``columns_states`` gives; a load equals the monitor."""
+    rng = np.random.default_rng(1)
+    mon = Monitor.default(group_by="segment")
+    feed(mon, rng, NAMES, 4000, 0)
+    mon.evaluate()
+    tree = mon.to_array_state()
+    sc = scopes(tree)
+    assert set(sc) == set(NAMES) | {None}
+    pairs = {tuple(id(c) for c in columns(s)) for s in sc.values()}
+    assert len(pairs) == 1
+    F, I = columns(sc["s3"])
+    assert F.dtype == np.float64 and I.dtype == np.int64
+    assert not F.flags.writeable and not I.flags.writeable
+    # (the oracle: each segment's detectors captured alone, by the class's own hook)
+    seg = mon._segments["s3"]
+    kind = type(next(iter(seg.drift.values())))
+    alone = kind.columns_states(list(seg.drift.values()))
+    f1, i1 = alone[0]["data"]["columns"]
+    ends = [st_["data"]["at"] for st_ in alone[1:]] + [[len(f1), len(i1)]]
+    for name, st_, end in zip(seg.drift, alone, ends):
+        mine = sc["s3"]["drift"][name]["data"]
+        (f0, i0), (g0, j0) = mine["at"], st_["data"]["at"]
+        nf, ni = end[0] - g0, end[1] - j0
+        assert nf > 0 and ni > 0
+        assert np.array_equal(F[f0:f0 + nf], f1[g0:g0 + nf], equal_nan=True), name
+        assert np.array_equal(I[i0:i0 + ni], i1[j0:j0 + ni]), name
+        assert mine["changes"] == st_["data"]["changes"]
+        assert st_["params"] == sc["s3"]["drift"][name]["params"]
+    total_f = sum(len(type(next(iter(s.drift.values()))).columns_states(
+        list(s.drift.values()))[0]["data"]["columns"][0]) for s in mon._all_segments())
+    assert len(F) == total_f
+    w = StateWriter(tmp_path / "c.json")
+    w.write(tree, kind="monitor")
+    back = Monitor.from_array_state(load_checkpoint(tmp_path / "c.json"))
+    assert json.dumps(back.to_state()) == json.dumps(mon.to_state())
+
+
+def test_columns_few_segments_still_use_are_captured_again_with_the_new(tmp_path):
+    """Feeding one segment at a time: each capture's new pair holds the segments that
+    changed; an older pair fewer than a quarter of whose segments still reference it is
+    dropped, its segments' detectors joining the new pair. The pairs referenced stay
+    few, their floats within 1 / DRIFT_GROUP_LIVE times the live ones plus the new
+    pair, and every checkpoint of the chain loads equal to the monitor."""
+    rng = np.random.default_rng(2)
+    mon = Monitor.default(group_by="segment")
+    names = NAMES[:6]
+    t = feed(mon, rng, names, 1500, 0)
+    mon.evaluate()
+    w = StateWriter(tmp_path / "c.json")
+    w.write(mon.to_array_state(), kind="monitor")
+    rejoined = 0
+    for step in range(9):
+        name = names[step % len(names)]
+        t = feed(mon, rng, [name], 200, t)
+        mon.evaluate()
+        before = {k: v[3][1] for k, v in mon.__dict__["_captured"].items()}
+        tree = mon.to_array_state()
+        after = {k: v[3][1] for k, v in mon.__dict__["_captured"].items()}
+        changed = {k for k in after if before.get(k) is not after[k]}
+        # (segments whose detectors did not change but were captured again)
+        rejoined += len(changed - {name, None})
+        sc = scopes(tree)
+        groups = {}
+        for seg, s in sc.items():
+            F = columns(s)[0]
+            groups.setdefault(id(F), [F, 0])[1] += 1
+        live = sum(len(type(next(iter(s.drift.values()))).columns_states(
+            list(s.drift.values()))[0]["data"]["columns"][0]) for s in mon._all_segments())
+        kept = sum(len(F) for F, _ in groups.values())
+        assert kept <= live / DRIFT_GROUP_LIVE + live, (kept, live)
+        w.write(tree, kind="monitor")
+        if step % 3 == 2:
+            back = Monitor.from_array_state(load_checkpoint(tmp_path / "c.json"))
+            assert json.dumps(back.to_state()) == json.dumps(mon.to_state()), step
+    assert rejoined > 0
+    StateWriter(tmp_path / "f.json").write(mon.to_array_state(), kind="monitor")
+    full = Monitor.from_array_state(load_checkpoint(tmp_path / "f.json"))
+    assert json.dumps(full.to_state()) == json.dumps(mon.to_state())
+
+
+def test_a_damaged_shared_column_is_refused_and_the_previous_generation_loaded(tmp_path):
+    """One flipped byte in the columns every fed segment shares is refused by its
+    CRC-32 naming the pack (every segment referencing it is then unreadable), and the
+    previous generation loads instead, equal to the monitor as it was then."""
+    rng = np.random.default_rng(3)
+    mon = Monitor.default(group_by="segment")
+    t = feed(mon, rng, NAMES, 3000, 0)
+    mon.evaluate()
+    path = tmp_path / "c.json"
+    w = StateWriter(path)
+    w.write(mon.to_array_state(), kind="monitor")
+    first = json.dumps(mon.to_state())
+    feed(mon, rng, NAMES[:5], 2000, t)
+    mon.evaluate()
+    w.write(mon.to_array_state(), kind="monitor")
+    env = json.loads(path.read_text())
+    d = Path(pack_dir(path))
+
+    def read(ref):
+        return json.loads((d / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]])
+
+    refs = {}
+    for x in env["state"]["data"]["segments"]:
+        s = read(x["$b"])
+        drift = read(s["drift"]["$b"])
+        refs[s["segment"]] = [tuple(c["$a"][:3]) for c in drift["recall"]["data"]["columns"]]
+    fed = [refs[n] for n in NAMES[:5]]
+    assert all(r == fed[0] for r in fed)  # (one pair for the five fed segments)
+    assert all(refs[n] != fed[0] for n in NAMES[5:])  # (the idle ones: the older pair)
+    saved = tmp_path.parent / (tmp_path.name + "-saved")
+    shutil.copytree(tmp_path, saved)
+    for name, offset, nbytes in fed[0]:
+        pack = d / name
+        raw = bytearray(pack.read_bytes())
+        raw[offset + nbytes - 3] ^= 0x01
+        pack.write_bytes(bytes(raw))
+        with pytest.raises(CheckpointError, match="an array of pack .* CRC-32") as e:
+            read_state(path, json.loads(path.read_text()))
+        assert e.value.damaged and str(pack) in str(e.value)
+        with pytest.warns(CheckpointFallback):
+            prev = load_checkpoint(path, expected_kind="monitor")
+        assert json.dumps(Monitor.from_array_state(prev).to_state()) == first
+        shutil.rmtree(tmp_path)
+        shutil.copytree(saved, tmp_path)
+    back = Monitor.from_array_state(load_checkpoint(path, expected_kind="monitor"))
+    assert json.dumps(back.to_state()) == json.dumps(mon.to_state())
+
+
+def test_a_compaction_moving_an_array_of_a_new_subtree_writes_its_new_place(
+        tmp_path, monkeypatch):
+    """A subtree given anew (its JSON written by the encoder, references in place) that
+    holds an array written by an earlier checkpoint into a pack the compaction moves:
+    the subtree is encoded again with the array's new place, and loads back equal."""
+    import streameval.io.statefile as sf
+
+    monkeypatch.setattr(sf, "COMPACT_RATIO", 1.0)
+    monkeypatch.setattr(sf, "COMPACT_STEP", 1)
+    keep = np.arange(1000, dtype=np.float64)
+    keep.flags.writeable = False
+    path = tmp_path / "c.json"
+    w = StateWriter(path)
+    big = np.ones(200_000)
+    big.flags.writeable = False
+    w.write({"a": {"$b": {"x": keep, "n": 1}}, "big": big}, kind="t")
+    first = json.loads(path.read_text())
+    old_pack = first["state"]["big"]["$a"][0]
+    # (the big array gone: the first pack is nearly all dead, and compacted)
+    tree = {"a": {"$b": {"x": keep, "n": 2, "f": [1.5, None]}}}
+    w.write(tree, kind="t")
+    assert w.last["compacted"] > 0
+    env = json.loads(path.read_text())
+    assert old_pack not in env["packs"]
+    got = load_checkpoint(path)
+    assert np.array_equal(got["a"]["x"], keep) and got["a"]["n"] == 2
+    assert got["a"]["f"] == [1.5, None]
+    # (the subtree's JSON names the array's new pack)
+    ref = env["state"]["a"]["$b"]
+    raw = (Path(pack_dir(path)) / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]]
+    assert json.loads(raw)["x"]["$a"][0] == ref[0] != old_pack
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1),
+       steps=st.lists(st.tuples(st.integers(1, 6), st.booleans()), min_size=3, max_size=6))
+def test_a_chain_feeding_a_few_segments_at_a_time_equals_the_monitor(
+        tmp_path_factory, seed, steps):
+    """Events on a few segments per step (with or without their rows written), one
+    writer saving after each: column pairs made, shared, dropped and joined again; each
+    load equals the monitor then, and the chain equals a fresh writer's full
+    checkpoint."""
+    rng = np.random.default_rng(seed)
+    d = tmp_path_factory.mktemp("fewchain")
+    mon = Monitor.default(group_by="segment")
+    w = StateWriter(d / "c.json")
+    t = 0
+    for k, evaluate in steps:
+        names = list(rng.choice(NAMES[:6], k, replace=False))
+        t = feed(mon, rng, names, int(rng.integers(50, 800)), t)
+        if evaluate:
+            mon.evaluate()
+        w.write(mon.to_array_state(), kind="monitor")
+        got = Monitor.from_array_state(load_checkpoint(d / "c.json"))
+        assert json.dumps(got.to_state()) == json.dumps(mon.to_state())
+    StateWriter(d / "f.json").write(mon.to_array_state(), kind="monitor")
+    full = Monitor.from_array_state(load_checkpoint(d / "f.json"))
+    assert json.dumps(full.to_state()) == json.dumps(mon.to_state())
