@@ -8,6 +8,7 @@ counted by hand), and damage made by editing the real files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from streameval.io.checkpoint import (
     CheckpointError,
     CheckpointFallback,
+    canonical,
     load_checkpoint,
     read_state,
 )
@@ -244,3 +246,124 @@ def test_a_chain_feeding_a_few_segments_at_a_time_equals_the_monitor(
     StateWriter(d / "f.json").write(mon.to_array_state(), kind="monitor")
     full = Monitor.from_array_state(load_checkpoint(d / "f.json"))
     assert json.dumps(full.to_state()) == json.dumps(mon.to_state())
+
+
+def test_equal_arrays_are_written_once_and_load_as_their_own_arrays(tmp_path):
+    """Two read-only arrays with the same bytes (at least SAME_BYTES_FROM) in one
+    checkpoint: the bytes are written once, the second referenced as a copy (a seventh
+    value in its reference); a load gives two arrays, equal, not one; smaller arrays,
+    writable ones and arrays of another dtype are written as they are; after a restart
+    both are referenced, and a flipped byte in the shared bytes is refused."""
+    from streameval.io.statefile import SAME_BYTES_FROM
+
+    n = SAME_BYTES_FROM // 8
+    x = np.arange(n, dtype=np.float64)
+    y = x.copy()
+    small = np.arange(n // 2, dtype=np.float64)
+    small2 = small.copy()
+    as_int = np.arange(n, dtype=np.int64)
+    live = x.copy()  # (writable: changes in place, never referenced as a copy)
+    for a in (x, y, small, small2, as_int):
+        a.flags.writeable = False
+    path = tmp_path / "c.json"
+    w = StateWriter(path)
+    tree = {"x": x, "y": y, "s": [small, small2], "i": as_int, "live": live,
+            "sub": {"$b": {"again": y.copy()}}}
+    tree["sub"]["$b"]["again"].flags.writeable = False
+    w.write(tree, kind="t")
+    # (x once; y and the subtree's copy reference it; small twice; the int64 and the
+    # writable array written; then the subtree's JSON)
+    assert w.last["arrays"] == 5, w.last
+    env = json.loads(path.read_text())
+    rx, ry = env["state"]["x"]["$a"], env["state"]["y"]["$a"]
+    assert len(rx) == 6 and len(ry) == 7 and ry[:6] == rx and ry[6] == 1
+    assert len(env["state"]["live"]["$a"]) == 6
+    assert [len(r["$a"]) for r in env["state"]["s"]] == [6, 6]
+    got = load_checkpoint(path)
+    assert got["x"] is not got["y"] and got["y"] is not got["sub"]["again"]
+    for k in ("x", "y", "live"):
+        assert np.array_equal(got[k], x)
+    assert np.array_equal(got["sub"]["again"], x)
+    assert np.array_equal(got["i"], as_int) and got["i"].dtype == np.int64
+    # (a restart: the loaded arrays are known to the writer, nothing written again)
+    w2 = StateWriter(path)
+    state = load_checkpoint(path, writer=w2)
+    for k in ("x", "y", "i"):
+        state[k].flags.writeable = False
+    w2.write({"x": state["x"], "y": state["y"], "i": state["i"]}, kind="t")
+    assert w2.last["arrays"] == 0 and w2.last["bytes"] == 0
+    env2 = json.loads(path.read_text())
+    assert env2["state"]["y"]["$a"] == ry
+    back = load_checkpoint(path)
+    assert back["x"] is not back["y"] and np.array_equal(back["y"], x)
+    # (damage to the shared bytes: both references are refused by their CRC-32)
+    pack = Path(pack_dir(path)) / rx[0]
+    raw = bytearray(pack.read_bytes())
+    raw[rx[1] + 3] ^= 0x04
+    pack.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="CRC-32"):
+        read_state(path, json.loads(path.read_text()))
+
+
+@pytest.mark.parametrize("bad", [[0], ["1"], [-1], [1, 2]])
+def test_a_copy_reference_of_the_wrong_shape_is_refused(tmp_path, bad):
+    """A seventh value that is not a count from 1, or an eighth, is damage."""
+    path = tmp_path / "c.json"
+    x = np.arange(200, dtype=np.float64)
+    y = x.copy()
+    x.flags.writeable = y.flags.writeable = False
+    StateWriter(path).write({"x": x, "y": y}, kind="t")
+    env = json.loads(path.read_text())
+    env["state"]["y"]["$a"] = env["state"]["y"]["$a"][:6] + bad
+    env["sha256"] = hashlib.sha256(canonical(env["state"])).hexdigest()  # (sound JSON)
+    with pytest.raises(CheckpointError, match="reference of the wrong shape"):
+        read_state(path, env)
+
+
+def test_a_segmented_checkpoint_writes_equal_runs_once_and_loads_equal(
+        tmp_path, monkeypatch):
+    """Segments whose windows have not expired an event yet: their windows' score orders
+    equal the cumulative ones, whose arrays are then written once; the checkpoint is
+    smaller than one written without copies, and both load equal to the monitor."""
+    import streameval.io.statefile as sf
+
+    rng = np.random.default_rng(4)
+    mon = Monitor.default(group_by="segment")
+    feed(mon, rng, NAMES, 6000, 0)
+    mon.evaluate()
+    tree = mon.to_array_state()
+    StateWriter(tmp_path / "c.json").write(tree, kind="monitor")
+    monkeypatch.setattr(sf, "SAME_BYTES_FROM", 1 << 62)
+    plain = StateWriter(tmp_path / "p.json")
+    plain.write(tree, kind="monitor")
+    monkeypatch.undo()
+    size = {n: sum(f.stat().st_size for f in Path(pack_dir(tmp_path / n)).iterdir())
+            for n in ("c.json", "p.json")}
+    assert size["c.json"] < 0.8 * size["p.json"], size
+    for n in ("c.json", "p.json"):
+        back = Monitor.from_array_state(load_checkpoint(tmp_path / n))
+        assert json.dumps(back.to_state()) == json.dumps(mon.to_state())
+
+
+def test_a_compaction_moving_only_empty_arrays_writes_their_new_place(
+        tmp_path, monkeypatch):
+    """An empty array (a score order's pending scores) of a subtree given anew, in a
+    pack the compaction empties: the compaction moves no byte, yet the subtree names the
+    array's new place, and the checkpoint loads (no reference to a pack it dropped)."""
+    import streameval.io.statefile as sf
+
+    monkeypatch.setattr(sf, "COMPACT_RATIO", 1.0)
+    empty = np.empty(0)
+    empty.flags.writeable = False
+    path = tmp_path / "c.json"
+    w = StateWriter(path)
+    big = np.ones(50_000)
+    big.flags.writeable = False
+    w.write({"a": {"$b": {"ps": empty, "n": 1}}, "big": big}, kind="t")
+    w.write({"a": {"$b": {"ps": empty, "n": 2}}}, kind="t")
+    env = json.loads(path.read_text())
+    ref = env["state"]["a"]["$b"]
+    raw = (Path(pack_dir(path)) / ref[0]).read_bytes()[ref[1]:ref[1] + ref[2]]
+    assert json.loads(raw)["ps"]["$a"][0] in env["packs"]
+    got = load_checkpoint(path)
+    assert got["a"]["n"] == 2 and got["a"]["ps"].shape == (0,)

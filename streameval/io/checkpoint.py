@@ -476,13 +476,15 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
     adopted: dict[int, tuple] = {}
 
     def load(ref, into=None):
-        if not (isinstance(ref, list) and len(ref) == 6 and isinstance(ref[0], str)
+        if not (isinstance(ref, list) and len(ref) in (6, 7) and isinstance(ref[0], str)
                 and all(type(x) is int and x >= 0 for x in (ref[1], ref[2], ref[5]))
                 and ref[3] in DTYPES and isinstance(ref[4], list)
-                and all(type(x) is int and x >= 0 for x in ref[4])):
+                and all(type(x) is int and x >= 0 for x in ref[4])
+                and (len(ref) == 6 or (type(ref[6]) is int and ref[6] >= 1))):
             raise damaged(f"an array reference of the wrong shape: {ref!r:.100}")
-        name, offset, nbytes, dt, shape, crc = ref
-        k = (name, offset, nbytes, dt, tuple(shape))
+        name, offset, nbytes, dt, shape, crc = ref[:6]
+        # (a seventh value: a copy of the array at that place, loaded as its own array)
+        k = (name, offset, nbytes, dt, tuple(shape), ref[6] if len(ref) == 7 else 0)
         a = loaded.get(k)
         if a is not None:
             if into is not None:
@@ -554,7 +556,7 @@ def read_state(path: str | os.PathLike, env: dict) -> tuple:
         place (a view of it, adopted with the piece's reference)."""
         if not (isinstance(parts, list) and all(
                 isinstance(p, dict) and set(p) == {REF} and isinstance(p[REF], list)
-                and len(p[REF]) == 6 and isinstance(p[REF][4], list)
+                and len(p[REF]) in (6, 7) and isinstance(p[REF][4], list)
                 and len(p[REF][4]) == 1 and type(p[REF][4][0]) is int
                 and p[REF][3] == parts[0][REF][3] and p[REF][3] in DTYPES
                 for p in parts)):

@@ -25,6 +25,15 @@ checkpoint thus writes the arrays made since the last one (new or merged levels,
 new window batches, the few arrays that change in place) in one pack, with one fsync,
 plus the manifest.
 
+**Copies.** A new read-only array of at least :data:`SAME_BYTES_FROM` bytes whose
+bytes equal those of one the same checkpoint writes (same CRC-32, size, dtype and shape,
+then compared byte for byte) is not written again: its reference is the other's place
+with a seventh value, its copy number (``{"$a": [pack, offset, nbytes, dtype, shape,
+crc32, copy]}``), and :func:`read_state` loads it as an array of its own (two objects
+stay two). A segment's window and cumulative score orders hold the same entries until
+the window first expires an event, so most segments of a stream split a thousand ways
+write their orders' arrays once.
+
 **Subtrees.** A part of the tree given as ``{"$b": subtree}``
 (:data:`~streameval.io.checkpoint.BLOB`; a Monitor gives each scope's state so) is
 stored apart: its JSON, with its own array references, goes into the pack after the
@@ -77,7 +86,7 @@ does not list, and nesting: any of these raises
 :class:`~streameval.io.checkpoint.CheckpointError` with ``damaged`` set, naming the
 file, so that :func:`~streameval.io.checkpoint.load_checkpoint` falls back to the
 previous generation. Arrays that two references share load as one array (the identity
-a score order's memo relies on).
+a score order's memo relies on); a copy's reference loads as an array of its own.
 
 Why raw packs rather than one ``.npy`` per array: a checkpoint writes tens to hundreds
 of new arrays (a window's batches); one file per checkpoint needs one fsync, not one
@@ -118,7 +127,7 @@ from streameval.io.checkpoint import (
 )
 
 __all__ = ["StateWriter", "read_state", "VERSION", "COMPACT_RATIO", "COMPACT_STEP",
-           "pack_dir", "referenced_packs", "remove_unreferenced"]
+           "SAME_BYTES_FROM", "pack_dir", "referenced_packs", "remove_unreferenced"]
 
 #: the manifest's version (JSON checkpoints are version 1)
 VERSION = 2
@@ -138,6 +147,18 @@ _DTYPE_KEYS: dict = {}
 
 #: arrays smaller than this are written joined with their neighbours (bytes)
 _JOIN_BELOW = 1 << 20
+
+#: a read-only array of at least this many bytes whose bytes equal those of another
+#: that the same checkpoint writes is not written again but referenced as a copy (a
+#: window's score order and the cumulative one hold the same entries until the window
+#: first expires an event: most segments of a stream split a thousand ways); below it,
+#: the reference costs about what the bytes do
+SAME_BYTES_FROM = 1024
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two contiguous arrays of one dtype and shape hold the same bytes."""
+    return bool(np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)))
 
 
 def _dtype_key(a: np.ndarray) -> str:
@@ -252,6 +273,10 @@ class StateWriter:
         ids_get, known_get, used_get, cache_get = ids.get, known.get, used.get, \
             self._cache.get
         crc32, key_of = zlib.crc32, self._key
+        # (CRC-32, bytes, dtype, shape) -> [bytes, ref, copies] of the read-only arrays
+        # of at least SAME_BYTES_FROM bytes this checkpoint writes
+        same: dict[tuple, list] = {}
+        same_get = same.get
 
         def note(k, item):
             used[k] = item
@@ -284,6 +309,25 @@ class StateWriter:
                         inside[-1].items[k] = hit
                     return hit[1]
             ref = [pack, 0, int(a.nbytes), _dtype_key(a), list(a.shape), 0]
+            if ro and ref[2] >= SAME_BYTES_FROM:
+                # (a read-only array with the bytes of one this checkpoint wrote: a
+                # reference to those, marked as a copy of its own)
+                c = _little(a)
+                crc = crc32(c)
+                sk = (crc, ref[2], ref[3], a.shape)
+                twin = same_get(sk)
+                if twin is not None and _same_bytes(twin[0], c):
+                    twin[2] += 1
+                    first = twin[1]
+                    ref = [first[0], first[1], ref[2], ref[3], ref[4], crc, twin[2]]
+                    note(k, (a, ref))
+                    return ref
+                ref[0], ref[1], ref[5] = pack, end[0], crc
+                end[0] += ref[2]
+                pending.append((c, ref))
+                same[sk] = [c, ref, 0]
+                note(k, (a, ref))
+                return ref
             ref[5] = crc32(place(a, ref))  # (a contiguous array: its bytes, no copy)
             if ro:
                 note(k, (a, ref))
@@ -364,9 +408,9 @@ class StateWriter:
         sizes = self._pack_sizes(live)
         new_bytes = end[0]
         compacted = 0
+        moved: set = set()  # (keys of what a compaction moves: empty arrays included)
         if live and sum(sizes.values()) > COMPACT_RATIO * (sum(live.values()) + new_bytes):
             sparse = _sparsest(live, sizes, max(COMPACT_STEP, new_bytes))
-            moved = set()
             for k, (obj, ref) in list(used.items()):
                 if ref[0] in sparse and isinstance(obj, np.ndarray):
                     place(obj, ref)  # (every reference to it in the tree is this list)
@@ -394,7 +438,7 @@ class StateWriter:
                         fresh.add(id(obj))
                         moved.add(k)
                         again = True
-        written = self._write_pack(pack_path, pending, new_subtrees, end[0], bool(compacted))
+        written = self._write_pack(pack_path, pending, new_subtrees, end[0], bool(moved))
         if pending or new_subtrees:
             packs = {pack: written}
         else:
