@@ -123,7 +123,7 @@ def test_columns_few_segments_still_use_are_captured_again_with_the_new(tmp_path
         rejoined += len(changed - {name, None})
         sc = scopes(tree)
         groups = {}
-        for seg, s in sc.items():
+        for s in sc.values():
             F = columns(s)[0]
             groups.setdefault(id(F), [F, 0])[1] += 1
         live = sum(len(type(next(iter(s.drift.values()))).columns_states(

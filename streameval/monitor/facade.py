@@ -1455,7 +1455,11 @@ class Monitor:
         buffer of events waiting for its next evaluation (or its label coverage) gives
         a new subtree holding the same subtrees of metrics, drift tests and rules: the
         writer then writes the buffer's columns and a few hundred bytes of JSON, and
-        references the rest. :meth:`from_array_state` reads every form.
+        references the rest. The sequential detectors of every scope captured anew
+        share one pair of typed columns (two arrays per capture, whatever the number of
+        segments); a pair that fewer than :data:`DRIFT_GROUP_LIVE` of its scopes still
+        reference has those scopes' detectors captured again into the new pair.
+        :meth:`from_array_state` reads every form.
 
         Runtime complexity: `O(number of scopes)` for a cheap token of each, plus, for
         the scopes that changed, `O(their objects)`, the JSON of the small ones (the
@@ -1659,10 +1663,9 @@ def _drift_states_many(drifts):
 #: a detector column group is captured again when fewer than this share of the scopes
 #: captured with it still reuse it (see :func:`_stale_drift_groups`): the columns kept
 #: (in memory by the last capture, on disk by a checkpoint) stay within about the inverse
-#: of it times the live ones, and a scope's detectors are captured again without a
-#: change at most once per that many changes of the others (a half cost a thousand
-#: segments, a tenth of them fed per checkpoint, a recapture of half of them every
-#: few checkpoints)
+#: of it times the live ones. A higher share keeps fewer idle columns but captures idle
+#: segments again more often: at a half, a thousand segments with a tenth fed per
+#: checkpoint had about half of them captured again every few checkpoints.
 DRIFT_GROUP_LIVE = 0.25
 
 
