@@ -44,7 +44,9 @@ million rows, the tree's peak RSS (the sum over its processes) and the largest s
 process's, and the target (100 000 000 rows in at most 6 minutes and 1.5 GB; a smaller
 run is extrapolated linearly, as a per-event cost that does not grow would be).
 ``--baseline-src DIR`` replays the same log with an older checkout too, runs alternating.
-Results: ``benchmarks/results/bench_replay_long.json``.
+``--log PATH`` keeps the log at ``PATH`` and reuses it in a later run with the same
+parameters (writing 100 000 000 rows takes minutes). Results:
+``benchmarks/results/bench_replay_long.json``.
 
     python benchmarks/bench_replay.py --long --events 100000000 --scores continuous
     python benchmarks/bench_replay.py --long --events 2000000 --scores continuous \
@@ -193,6 +195,9 @@ def main(argv=None):
                     help="--long: the share of positive labels (default 0.3)")
     ap.add_argument("--runs", type=int, default=1,
                     help="--long: replays of the log by each checkout (alternating)")
+    ap.add_argument("--log", type=Path, default=None, metavar="PATH",
+                    help="--long: the log's path, kept: written there with a record of "
+                         "how (PATH.meta.json) if missing, reused if that record matches")
     R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
     if args.long:
@@ -434,6 +439,23 @@ def same_outputs(out, other):
     return same
 
 
+def long_log(path, n, kind, positives, reuse=False):
+    """``(positives, bytes, how)`` of the ``--long`` log at ``path``: written by
+    :func:`stream_log`, or, with ``reuse``, the log already there when its record
+    (``path`` + ``.meta.json``: rows, kind, positives share, seed, bytes) matches these
+    parameters and its size. A reused log is never deleted."""
+    meta = Path(str(path) + ".meta.json")
+    want = {"rows": n, "scores": kind, "share": positives, "seed": SEED}
+    if reuse and meta.exists() and Path(path).exists():
+        rec = json.loads(meta.read_text())
+        if {k: rec.get(k) for k in want} == want and rec.get("bytes") == Path(path).stat().st_size:
+            return rec["positives"], rec["bytes"], "reused"
+    pos, size = stream_log(path, n, scores_kind=kind, positives=positives)
+    if reuse:
+        meta.write_text(json.dumps({**want, "positives": pos, "bytes": size}))
+    return pos, size, "generated"
+
+
 def run_long(args):
     """``--long``: generate the log, replay it with the CLI (and the baseline), print and
     record the table and the target's verdict."""
@@ -441,12 +463,12 @@ def run_long(args):
     n = args.events
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench_replay_long_"))
     root.mkdir(parents=True, exist_ok=True)
-    log = root / "events.jsonl"
+    log = args.log or root / "events.jsonl"
     try:
         t0 = time.perf_counter()
-        pos, size = stream_log(log, n, scores_kind=kind, positives=args.positives)
+        pos, size, how = long_log(log, n, kind, args.positives, reuse=args.log is not None)
         print(f"log: {n:,} rows, {kind} scores, {pos / n:.1%} positives, "
-              f"{size / 1e9:.2f} GB, generated in {time.perf_counter() - t0:.0f} s\n")
+              f"{size / 1e9:.2f} GB, {how} in {time.perf_counter() - t0:.0f} s\n")
         runs = {"this": [], "baseline": []}
         for _ in range(max(1, args.runs)):  # baseline and this code alternate
             if args.baseline_src is not None:
