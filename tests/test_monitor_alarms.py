@@ -144,11 +144,11 @@ def test_update_until_change_stops_every_detector_at_the_first_change():
             assert json.dumps(d.to_state()) == json.dumps(ref.to_state())
 
 
-@pytest.mark.parametrize("kw", [{"every_seconds": 300, "every": 0},
+@pytest.mark.parametrize("kw", [{"every_seconds": 300},
                                 {"every_seconds": 300, "group_by": "g", "overall_rules": True}])
 def test_evaluation_by_event_time_and_alarms_do_not_depend_on_the_batches(kw):
-    """Periods of event time as evaluation points (alone, or with counts and segments):
-    the detections add their evaluations, the same for every batching."""
+    """Periods of event time as evaluation points beside the counts (and segments): the
+    detections add their evaluations, the same for every batching."""
     y, s = _drop_stream(n=7_000, at=4_000)
     t = 1.7e9 + np.cumsum(np.random.default_rng(1).exponential(1.0, len(y)))
     seg = np.array(["a", "b"])[np.random.default_rng(2).integers(0, 2, len(y))].tolist()
@@ -174,3 +174,21 @@ def test_evaluation_by_event_time_and_alarms_do_not_depend_on_the_batches(kw):
     whole = [a for a in out[0][1] if a["segment"] is None and a["state"] == "firing"]
     assert whole and whole[0]["n"] in _alone(y, s, "recall") + _alone(y, s, "fpr")
     assert any(r["n"] == whole[0]["n"] for r in out[0][0])
+
+
+def test_by_event_time_alone_the_alert_waits_for_the_period():
+    """every = 0 (periods of event time only, what the Spark engine replays): no
+    evaluation at the detection; the alert carries the detection's n and is written by
+    the period's evaluation."""
+    y, s = _drop_stream(n=7_000, at=4_000)
+    t = 1.7e9 + np.arange(len(y), dtype=float)
+    mon = se.Monitor.default(every=0, every_seconds=500)
+    rows, alerts = [], []
+    mon.on_metrics.append(rows.append)
+    mon.on_alert.append(alerts.append)
+    mon.update_many(y, s, t=t)
+    mon.flush()
+    change = _alone(y, s, "recall")[0]
+    (a,) = [a for a in alerts if a["state"] == "firing"]
+    assert a["n"] == change and a["evaluated_n"] == -(-change // 500) * 500
+    assert {r["n"] for r in rows} == set(range(500, 7_001, 500))

@@ -735,7 +735,7 @@ class Monitor:
         free = not predicted
         alarm = False
         if self._overall is not None:
-            stops = self._overall.stops
+            stops = self._overall.stops if self.every else None
             seen = _changes_of(stops)
             self._overall.update(y_true, s, w, t, free)
             alarm = _changes_of(stops) != seen  # (a detector a rule reads: evaluate now)
@@ -1124,7 +1124,7 @@ class Monitor:
         if ek == KIND_PREDICTION:
             self._advance_predictions(s, w, t, a, b)
             return
-        if self._overall is not None and self._overall.stops is not None:
+        if self.every and self._overall is not None and self._overall.stops is not None:
             return self._advance_to_alarms(y, s, w, t, a, b, ek)
         sl = slice(a, b)
         tt = None if t is None else t[sl]
@@ -1140,8 +1140,10 @@ class Monitor:
                 self.t = float(top)
 
     def _advance_to_alarms(self, y, s, w, t, a, b, ek):
-        """:meth:`_advance` for a whole stream whose rules read change detectors that
-        stop at a change (:meth:`Scope.update_until_alarm`): the events ``a:b`` up to
+        """:meth:`_advance` for a whole stream evaluated by count (``every``) whose rules
+        read change detectors that stop at a change (:meth:`Scope.update_until_alarm`;
+        by event time alone, the evaluations stay those of the periods, as the Spark
+        engine's replay makes them): the events ``a:b`` up to
         each event on which a detector detects a change, an evaluation of the whole
         stream there (its row and its alerts, as at an evaluation point), then the
         rest. Returns whether a change was detected on the last event ``b - 1`` (the
