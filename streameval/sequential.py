@@ -121,6 +121,11 @@ its deflated history); a batch `O(m)` numpy plus one boundary per ``block``
 observations. Memory:
 `O(keep * log(n / block))`.
 
+Stopping at a change: :func:`update_until_change` feeds several detectors a batch up
+to the first event on which one of them detects a change, each left as if the batch
+had ended there (what a Monitor evaluates its alarm rules at; a detector declares it
+in its capabilities as ``until_change``).
+
 Imports: numpy, :mod:`streameval.validation`, :mod:`streameval.events` (event times)
 and :mod:`streameval.metrics.base` (the binary protocol); the Monitor and config
 import it.
@@ -138,7 +143,7 @@ from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, Capabilities, check_weight
 from streameval.validation import Integer, Options, check_level, check_param, check_threshold
 
-__all__ = ["SequentialDrift", "Change", "METRICS", "DEFAULT_HORIZON", "DEFAULT_BLOCK",
+__all__ = ["SequentialDrift", "Change", "update_until_change", "METRICS", "DEFAULT_HORIZON", "DEFAULT_BLOCK",
            "DEFAULT_EVERY", "DEFAULT_KEEP"]
 
 #: the guarantee's horizon by default: one million events
