@@ -172,7 +172,9 @@ class Monitor:
     group_by : str or list of str, optional
         The segment field(s); see the module docstring.
     every : int
-        Evaluate every ``every`` events (0: never by count).
+        Evaluate every ``every`` events (0: never by count); with a count, the whole
+        stream is also evaluated at each event on which a sequential detector that its
+        rules read detects a change (its row and alerts there).
     every_seconds : float, optional
         Evaluate at each new period of event time.
     pos_label, neg_label
