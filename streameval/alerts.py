@@ -1175,9 +1175,12 @@ class Alarm(Rule):
     later, or a change and its reversal fell between two evaluations) they are the
     evaluation's. The evaluation that emitted the transition is in its explanation
     (``evaluated_n``, ``evaluated_t``); resolutions, cooldowns and ``for`` count
-    evaluations as for every rule. So the alert does not wait for the evaluation
-    cadence to say when the change was detected (up to ``every - 1`` events later);
-    it is emitted at the next evaluation.
+    evaluations as for every rule. In a Monitor, the whole stream is evaluated at the
+    event of each detection of a detector its rules read
+    (:meth:`~streameval.monitor.scopes.Scope.update_until_alarm`), so an alert that
+    holds at the detection is emitted there; a segment's rules are evaluated at the
+    segment's own points, so its alert carries the detection's ``n`` and is emitted
+    at the segment's next evaluation (up to ``every - 1`` of its events later).
 
     Runtime complexity of :meth:`~Rule.evaluate`: `O(1)`.
 

@@ -121,6 +121,11 @@ its deflated history); a batch `O(m)` numpy plus one boundary per ``block``
 observations. Memory:
 `O(keep * log(n / block))`.
 
+Stopping at a change: :func:`update_until_change` feeds several detectors a batch up
+to the first event on which one of them detects a change, each left as if the batch
+had ended there (what a Monitor evaluates its alarm rules at; a detector declares it
+in its capabilities as ``until_change``).
+
 Imports: numpy, :mod:`streameval.validation`, :mod:`streameval.events` (event times)
 and :mod:`streameval.metrics.base` (the binary protocol); the Monitor and config
 import it.
@@ -138,8 +143,8 @@ from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, Capabilities, check_weight
 from streameval.validation import Integer, Options, check_level, check_param, check_threshold
 
-__all__ = ["SequentialDrift", "Change", "METRICS", "DEFAULT_HORIZON", "DEFAULT_BLOCK",
-           "DEFAULT_EVERY", "DEFAULT_KEEP"]
+__all__ = ["SequentialDrift", "Change", "update_until_change", "METRICS", "DEFAULT_HORIZON",
+           "DEFAULT_BLOCK", "DEFAULT_EVERY", "DEFAULT_KEEP"]
 
 #: the guarantee's horizon by default: one million events
 DEFAULT_HORIZON = 1_000_000
@@ -943,6 +948,68 @@ class _Dependence:
                        for a, b, c, d, e in levels]
 
 
+def _save(d):
+    """What a detector's update can change, copied (for :func:`update_until_change`)."""
+    return (d.__dict__.copy(), d._cands.__getstate__(), d._dep.to_list(), list(d.changes),
+            list(d._pending))
+
+
+def _restore(d, saved):
+    state, cands, dep, changes, pending = saved
+    d.__dict__.update(state)
+    d._cands.__setstate__(cands)
+    d._dep.load(dep)
+    d.changes, d._pending = changes, pending
+
+
+def update_until_change(detectors, y, s, w=None, t=None):
+    """Feed several detectors validated binary columns (as ``update_trusted``) up to
+    and including the first event on which any of them detects a change; return
+    ``(k, hit)``: the events each took (all of them when none detected one) and
+    whether one did. Every detector ends exactly as if the columns had ended at event
+    ``k``, so a caller can evaluate there and feed the rest later, with the same
+    results however the events were batched (a change is detected at a check, at an
+    exact observation count).
+
+    Each detector is fed with ``stop`` up to the earliest stop so far; one that went
+    past a later detector's earlier stop is restored from a copy made before and fed
+    up to it. Runtime complexity: one ``update_trusted`` per detector, a copy of the
+    state of each but the last (`O(candidates)`), and, when a change is detected, a
+    second feed of those that passed it.
+
+    >>> rng = np.random.default_rng(3)
+    >>> hit = rng.random(6000) < np.r_[np.full(3000, 0.9), np.full(3000, 0.6)]
+    >>> y, s = np.ones(6000, bool), np.where(hit, 0.9, 0.1)
+    >>> a, b = SequentialDrift("recall"), SequentialDrift("accuracy")
+    >>> k, found = update_until_change([a, b], y, s)
+    >>> found, a.n == b.n == k, a.changes[-1].index == k - 1 or b.changes[-1].index == k - 1
+    (True, True, True)
+    """
+    k = len(y)
+    fed = []    # (detector, its copy or None, events it took)
+    hit = False
+    last = len(detectors) - 1
+    for i, d in enumerate(detectors):
+        saved = _save(d) if i < last else None
+        pending, found = list(d._pending), len(d.changes)
+        took = d.update_trusted(y[:k], s[:k], None if w is None else w[:k],
+                                None if t is None else t[:k], stop=True)
+        if took < k and d._pairs:  # (the pairs it made of the events it did not take)
+            d._pending = pending
+            d._pairs_of(y[:took], s[:took], None if w is None else w[:took])
+        if len(d.changes) > found:
+            k, hit = took, True
+        fed.append((d, saved, took))
+    if not hit:
+        return k, False
+    for d, saved, took in fed:
+        if took > k:
+            _restore(d, saved)
+            d.update_trusted(y[:k], s[:k], None if w is None else w[:k],
+                             None if t is None else t[:k])
+    return k, True
+
+
 class SequentialDrift(BinaryMetric):
     """Sequential change detection with a false-alarm guarantee over the whole stream.
 
@@ -1007,7 +1074,7 @@ class SequentialDrift(BinaryMetric):
 
     _public_name = "SequentialDrift"
     #: its update and update_trusted take the event time t= (see metrics.base.Capabilities)
-    capabilities = Capabilities(takes_time=True)
+    capabilities = Capabilities(takes_time=True, until_change=update_until_change)
     _state_version = 1
     _K1 = len(CONCENTRATIONS) + 1   # the parts of Q's mixture
 
@@ -1110,9 +1177,12 @@ class SequentialDrift(BinaryMetric):
         ts = None if t is None else as_seconds_array(t, len(y))
         return self.update_trusted(y, s, ww, ts)
 
-    def update_trusted(self, y, s, w=None, t=None):
+    def update_trusted(self, y, s, w=None, t=None, stop=False):
         """Add validated binary columns (bool labels, float64 scores, float64 weights
-        or None; ``t`` float64 epoch seconds or None), unchecked. Returns ``self``.
+        or None; ``t`` float64 epoch seconds or None), unchecked. Returns ``self``;
+        with ``stop``, the events taken: up to and including the first on which a
+        change is detected (``len(y)`` when none is), the state as if the columns had
+        ended there.
 
         Runtime complexity: `O(m)`, numpy, plus one check per ``block`` observations.
         """
@@ -1204,6 +1274,8 @@ class SequentialDrift(BinaryMetric):
                 found = len(self.changes)
                 self._boundary()
                 if len(self.changes) > found:   # restarted: the sums changed
+                    if stop:  # (every count and sum above stands at event e)
+                        return e + 1
                     i += j + 1
                     restarted = True
                     break
@@ -1225,7 +1297,7 @@ class SequentialDrift(BinaryMetric):
             newest = _running_max(start, t, m)
             if newest != -math.inf:
                 self._t = float(newest)
-        return self
+        return m if stop else self
 
     def _pairs_of(self, y, s, w):
         """The AUC pairs a batch makes (the event loop's pairing): event indices,

@@ -826,8 +826,10 @@ def test_vectorised_lgamma_equals_math_lgamma():
 
 def test_a_drop_and_its_recovery_between_two_evaluations_still_page():
     """Recall collapses for 600 events only: the detector sees the drop and the
-    recovery before the next evaluation; the alarm rule counts detections, so it
-    still opens (and resolves at the evaluation after)."""
+    recovery before the next evaluation at the cadence; the Monitor evaluates the rule
+    at the drop's detection, so it opens there, and it resolves at the first evaluation
+    (the rise's detection, or the cadence) where the rate since the rise is back at
+    the reference."""
     rng = np.random.default_rng(0)
     n = 40_000
     p = np.full(n, 0.95)
@@ -836,11 +838,17 @@ def test_a_drop_and_its_recovery_between_two_evaluations_still_page():
     s = np.where(rng.random(n) < p, 0.9, 0.1)
     alone = SequentialDrift("recall", alpha=0.005).update_many(y, s)
     assert [c.direction for c in alone.changes] == ["drop", "rise"]
-    assert alone.changes[1].index // 1000 == alone.changes[0].index // 1000  # same interval
+    drop, rise = alone.changes
+    assert rise.index // 1000 == drop.index // 1000  # same interval of the cadence
     mon, alerts = _alarm_monitor(y, s, alpha=0.005, every=1000)
     mon.flush()
-    first = (alone.changes[1].index // 1000 + 1) * 1000
-    assert [(a["state"], a["n"]) for a in alerts] == [("firing", first), ("resolved", first + 1000)]
+    assert [a["state"] for a in alerts] == ["firing", "resolved"]
+    assert alerts[0]["n"] == drop.index + 1 and alerts[0]["value"] == pytest.approx(drop.after)
+    back = alerts[1]["n"]
+    assert back > rise.index and (back == rise.index + 1 or back % 1000 == 0)
+    # by then the rate since the rise (every event is a positive here) is back near
+    # the first stretch's 0.95
+    assert (s >= 0.5)[rise.index + 1:back].mean() >= 0.92
     # the rule's count of detections is part of its state
     st = mon.to_state()
     back = se.Monitor.from_state(st)

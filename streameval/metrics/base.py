@@ -548,6 +548,15 @@ class Capabilities(NamedTuple):
         and tumbling windows accept it; drift detectors). Read it with
         :func:`needs_time`.
 
+    ``until_change``
+        For a change detector that alarm rules read: a function
+        ``until_change(detectors, y, s, w, t) -> (k, hit)`` that feeds several such
+        detectors (of the declaring class) validated columns up to and including the
+        first event on which one of them detects a change, leaving each as if the
+        columns had ended there: ``k`` the events taken, ``hit`` whether a change was
+        detected. The Monitor evaluates the rules at that event
+        (:func:`streameval.sequential.update_until_change`).
+
     For Spark (:func:`streameval.spark.evaluate`):
 
     ``ranges``
@@ -586,6 +595,7 @@ class Capabilities(NamedTuple):
     per_score: str | None = None
     error_bound: bool = False
     window_kind: str | None = None
+    until_change: object = None
 
 
 #: What a metric declares by default (:attr:`Metric.capabilities`): nothing beyond the

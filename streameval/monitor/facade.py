@@ -172,7 +172,9 @@ class Monitor:
     group_by : str or list of str, optional
         The segment field(s); see the module docstring.
     every : int
-        Evaluate every ``every`` events (0: never by count).
+        Evaluate every ``every`` events (0: never by count); with a count, the whole
+        stream is also evaluated at each event on which a sequential detector that its
+        rules read detects a change (its row and alerts there).
     every_seconds : float, optional
         Evaluate at each new period of event time.
     pos_label, neg_label
@@ -733,8 +735,12 @@ class Monitor:
         if key is not None:
             key = self._capped(key)
         free = not predicted
+        alarm = False
         if self._overall is not None:
+            stops = self._overall.stops if self.every else None
+            seen = _changes_of(stops)
             self._overall.update(y_true, s, w, t, free)
+            alarm = _changes_of(stops) != seen  # (a detector a rule reads: evaluate now)
         due = ()
         if key is not None:
             seg = self._segment_of(key)
@@ -752,7 +758,7 @@ class Monitor:
             self.t = t
         if self._probe_segments and self.n >= GROUP_BY_PROBE:
             self._check_group_by()
-        stream = bool(self.every) and self.n % self.every == 0
+        stream = bool(self.every) and self.n % self.every == 0 or alarm
         if stream or due:
             self._point(stream, due)
 
@@ -990,15 +996,16 @@ class Monitor:
             points = sorted(count_set | period_set)
             a = 0
             for p in points:
+                alarm = False
                 if p > a:
-                    self._advance(y, scores, weights, times, a, p, ek)
+                    alarm = self._advance(y, scores, weights, times, a, p, ek)
                     a = p
-                if p in count_set:
+                if p in count_set or alarm:
                     self._point(stream=True)
                 if p in period_set:
                     self._point(stream=True, flush=True)
-            if a < m:
-                self._advance(y, scores, weights, times, a, m, ek)
+            if a < m and self._advance(y, scores, weights, times, a, m, ek):
+                self._point(stream=True)
             return
 
         # the batch sorted by segment (stable: each segment's events in batch order),
@@ -1055,24 +1062,25 @@ class Monitor:
 
         a = 0
         for p in sorted(count_set | period_set | due.keys()):
+            alarm = False
             if p > a:
-                self._advance(y, scores, weights, times, a, p, ek)
+                alarm = self._advance(y, scores, weights, times, a, p, ek)
                 a = p
             fed = []
             for c in due.get(p, ()):
                 pend_before(c, p)
                 self._feed_segment(segs[c])
                 fed.append(segs[c])
-            if p in count_set or fed:
-                self._point(p in count_set, fed)
+            if p in count_set or fed or alarm:
+                self._point(p in count_set or alarm, fed)
             if p in period_set:
                 self._compact()
                 for c in range(K):
                     pend_before(c, p)
                 self._point(stream=True, flush=True)
                 counts_all = self._counts()
-        if a < m:
-            self._advance(y, scores, weights, times, a, m, ek)
+        if a < m and self._advance(y, scores, weights, times, a, m, ek):
+            self._point(stream=True)
         # the rest waits in the stash: the events not taken (each segment's taken ones
         # are the first of its run in the sorted block)
         rest = np.array(end) - np.array(start)
@@ -1118,6 +1126,8 @@ class Monitor:
         if ek == KIND_PREDICTION:
             self._advance_predictions(s, w, t, a, b)
             return
+        if self.every and self._overall is not None and self._overall.stops is not None:
+            return self._advance_to_alarms(y, s, w, t, a, b, ek)
         sl = slice(a, b)
         tt = None if t is None else t[sl]
         if self._overall is not None:
@@ -1130,6 +1140,35 @@ class Monitor:
                 top = np.nanmax(tt) if not np.isnan(tt).all() else None
             if top is not None and (self.t is None or top > self.t):
                 self.t = float(top)
+
+    def _advance_to_alarms(self, y, s, w, t, a, b, ek):
+        """:meth:`_advance` for a whole stream evaluated by count (``every``) whose rules
+        read change detectors that stop at a change (:meth:`Scope.update_until_alarm`;
+        by event time alone, the evaluations stay those of the periods, as the Spark
+        engine's replay makes them): the events ``a:b`` up to
+        each event on which a detector detects a change, an evaluation of the whole
+        stream there (its row and its alerts, as at an evaluation point), then the
+        rest. Returns whether a change was detected on the last event ``b - 1`` (the
+        caller evaluates there, with whatever else is due at that point), so that the
+        rows and alerts do not depend on how the events were batched."""
+        sc, labels = self._overall, self._intake.labels
+        while a < b:
+            sl = slice(a, b)
+            tt = None if t is None else t[sl]
+            k, hit = sc.update_until_alarm(y[sl], s[sl], None if w is None else w[sl], tt,
+                                           labels, ek == KIND_EVENT)
+            self.n += k
+            if tt is not None:
+                tt = tt[:k]
+                top = np.nanmax(tt) if not np.isnan(tt).all() else None
+                if top is not None and (self.t is None or top > self.t):
+                    self.t = float(top)
+            a += k
+            if hit:
+                if a == b:
+                    return True
+                self._point(stream=True)
+        return False
 
     def _cap_codes(self, codes, keys):
         """Codes and keys with the new segments beyond ``max_segments`` (in order of
@@ -1626,6 +1665,10 @@ class Monitor:
         return mon
 
 
+def _changes_of(stops):
+    """The changes detected so far by the detectors of a scope's ``stops``
+    (:meth:`Scope.update_until_alarm`), 0 without."""
+    return 0 if stops is None else sum(len(d.changes) for d in stops[1])
 
 
 #: a scope whose detectors' columns are made in the capture under way

@@ -40,7 +40,7 @@ import math
 import numpy as np
 
 from streameval.events import KIND_EVENT, KIND_LABEL, KIND_PREDICTION
-from streameval.metrics.base import SharedView, needs_time, shared_batch
+from streameval.metrics.base import SharedView, capabilities, needs_time, shared_batch
 from streameval.metrics.checked import CheckView, check_key
 from streameval.metrics.confusion import CountsView, counts_key
 from streameval.metrics.ranking import OrderView, order_key
@@ -134,6 +134,24 @@ def _bindings(objs):
             [o.update_trusted for o in ok if needs_time(o)],
             [o.update_many for o in other if not needs_time(o)],
             [o.update_many for o in other if needs_time(o)])
+
+
+def _stops(drift, rules, trusted_updates, trusted_timed):
+    """``(until_change, detectors, other trusted updates, other timed ones)`` for
+    :meth:`Scope.update_until_alarm`: the drift tests that a rule reads and that
+    declare ``until_change`` (those of the first such function), or None."""
+    read = {r.metric for r in rules}
+    until, found = None, []
+    for name, d in drift.items():
+        fn = capabilities(d).until_change if name in read and trusted(d) else None
+        if fn is not None and until in (None, fn):
+            until = fn
+            found.append(d)
+    if not found:
+        return None
+    skip = {id(d) for d in found}
+    return (until, found, [u for u in trusted_updates if id(u.__self__) not in skip],
+            [u for u in trusted_timed if id(u.__self__) not in skip])
 
 
 def trusted(obj):
@@ -249,7 +267,7 @@ class Scope:
                  "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues",
                  "eval_n", "held", "_read", "_fresh", "_reports", "_pend", "_pend_one",
                  "pending", "_pend_free", "_pend_labelled", "_free", "n_predictions",
-                 "n_predicted", "n_expired", "n_replaced", "eval_predicted")
+                 "n_predicted", "n_expired", "n_replaced", "eval_predicted", "stops")
 
     def __init__(self, key, label, metrics, drift, rules, share=True, feed=True):
         self.key = key          # hashable (None: the whole stream)
@@ -294,6 +312,7 @@ class Scope:
             self._plain = self._timed = self._trusted = self._trusted_timed = ()
             self._plain_many = self._timed_many = self._queues = ()
             self._free = None
+            self.stops = None
 
     def _bind(self):
         # shared views are read, never updated: their owner is
@@ -312,6 +331,7 @@ class Scope:
         # tumbling windows queue their closed windows' records until drained: the rows
         # carry get() (the last closed window), so the records are dropped at evaluation
         self._queues = [o.closed for o in objs if callable(getattr(o, "closed", None))]
+        self.stops = _stops(self.drift, self.rules, self._trusted, self._trusted_timed)
 
     def update(self, y, s, w, t, free=True):
         """Count one validated event (``y`` the user's label, ``s`` a float score);
@@ -406,6 +426,38 @@ class Scope:
             for u in self._timed_many:
                 u(yl, s, w, t=t)
         self.n += len(s)
+
+    def update_until_alarm(self, y, s, w, t, labels, free=True):
+        """:meth:`update_many` of the events up to and including the first on which a
+        change detector that a rule reads (:attr:`stops`) detects a change: returns
+        ``(k, hit)``, the events counted (all when none did) and whether one did. The
+        detectors take the events first, each stopping at its first new change
+        (``until_change``, see :class:`~streameval.metrics.base.Capabilities`); the
+        other objects then take the ``k`` events. Runtime complexity: that of
+        :meth:`update_many` for the ``k`` events, plus the detectors' ``until_change``."""
+        until, detectors, rest, rest_timed = self.stops
+        k, hit = until(detectors, y, s, w, t)
+        if k < len(s):
+            y, s = y[:k], s[:k]
+            w = None if w is None else w[:k]
+            t = None if t is None else t[:k]
+        with shared_batch(y, s, w):
+            for u in rest:
+                u(y, s, w)
+            for u in rest_timed:
+                u(y, s, w, t=t)
+        if self._plain_many or self._timed_many:
+            yl = labels(y)
+            for u in self._plain_many:
+                u(yl, s, w)
+            for u in self._timed_many:
+                u(yl, s, w, t=t)
+        self.n += len(s)
+        if free:
+            self.n_predictions += len(s)
+            if self._free is not None:
+                self._feed_free(y, s, w, t, labels)
+        return k, hit
 
     # ------------------------------------------------------------------ the buffer
     def pend(self, block, kind, count=True):
