@@ -74,7 +74,7 @@ def test_every_segment_captured_together_shares_one_pair_of_columns(tmp_path):
     assert F.dtype == np.float64 and I.dtype == np.int64
     assert not F.flags.writeable and not I.flags.writeable
     # (the oracle: each segment's detectors captured alone, by the class's own hook)
-    seg = mon._segments["s3"]
+    seg = next(s for s in mon.scopes() if s.key == "s3")
     kind = type(next(iter(seg.drift.values())))
     alone = kind.columns_states(list(seg.drift.values()))
     f1, i1 = alone[0]["data"]["columns"]
@@ -89,7 +89,7 @@ def test_every_segment_captured_together_shares_one_pair_of_columns(tmp_path):
         assert mine["changes"] == st_["data"]["changes"]
         assert st_["params"] == sc["s3"]["drift"][name]["params"]
     total_f = sum(len(type(next(iter(s.drift.values()))).columns_states(
-        list(s.drift.values()))[0]["data"]["columns"][0]) for s in mon._all_segments())
+        list(s.drift.values()))[0]["data"]["columns"][0]) for s in mon.scopes())
     assert len(F) == total_f
     w = StateWriter(tmp_path / "c.json")
     w.write(tree, kind="monitor")
@@ -127,7 +127,7 @@ def test_columns_few_segments_still_use_are_captured_again_with_the_new(tmp_path
             F = columns(s)[0]
             groups.setdefault(id(F), [F, 0])[1] += 1
         live = sum(len(type(next(iter(s.drift.values()))).columns_states(
-            list(s.drift.values()))[0]["data"]["columns"][0]) for s in mon._all_segments())
+            list(s.drift.values()))[0]["data"]["columns"][0]) for s in mon.scopes())
         kept = sum(len(F) for F, _ in groups.values())
         assert kept <= live / DRIFT_GROUP_LIVE + live, (kept, live)
         w.write(tree, kind="monitor")
