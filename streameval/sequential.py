@@ -469,7 +469,7 @@ class _Candidates:
         if m == len(self._fbuf):
             self._fbuf = np.concatenate((self.f, np.empty((m + 16, self._WIDTH))))
             self._ibuf = np.concatenate((self.i, np.empty((m + 16, 2), dtype=np.int64)))
-        self._fbuf[m] = [W, X, Q] + _row(W, X, Q, log_pi) + [t] + _history(W, X, Q, log_pi)
+        self._fbuf[m] = _candidate_row(W, X, Q, log_pi, t)
         self._ibuf[m] = (b, e)
         self.f = self._fbuf[:m + 1]
         self.i = self._ibuf[:m + 1]
@@ -530,6 +530,9 @@ BOUND_MARGIN = 1.0
 
 
 _FLOOR = 1e-300
+# what _far_checks adds to its upper bound for the rounding of both (nats; the margin
+# of a decision made 8 nats below the alarm level)
+_FAR_SLACK = 1e-3
 
 
 def _log_max_v(s, f, n):
@@ -598,6 +601,29 @@ def _history(W, X, Q, log_pi):
     w = math.log(n / (n + HISTORY_SCALE)) if n > 0.0 else -math.inf
     return [s, n, *_region_one(s, n, _log_kt(s, n) + LOG_C), log_pi + w - _LOG_1C,
             _log_max(s, n)]
+
+
+def _candidate_row(W, X, Q, log_pi, t):
+    """A new candidate's whole row: ``[W, X, Q] + _row(...) + [t] + _history(...)``,
+    the same values, with the counts and the history's log KT computed once."""
+    s, n = _counts(float(W), float(X), float(Q))
+    # (_prior)
+    p0 = (s + 0.5) / (n + 1.0)
+    q0 = 1.0 - p0
+    a = [kappa * p0 for kappa in CONCENTRATIONS]
+    c = [kappa * q0 for kappa in CONCENTRATIONS]
+    ac = [u + v for u, v in zip(a, c)]
+    g = _lg_list(a + c + ac)
+    k = len(a)
+    pre = _log_kt(s, n)
+    # (_row)
+    w = math.log(HISTORY_SCALE / (n + HISTORY_SCALE))
+    row = [W, X, Q, log_pi, pre, log_pi + pre + w, 0.5, *a, 0.5, *c, *ac, _LOG_PI - _LOG_W[0]]
+    row += [g[i] + g[k + i] - g[2 * k + i] - _LOG_W[i + 1] for i in range(k)]
+    # (_history)
+    w = math.log(n / (n + HISTORY_SCALE)) if n > 0.0 else -math.inf
+    row += [t, s, n, *_region_one(s, n, pre + LOG_C), log_pi + w - _LOG_1C, _log_max(s, n)]
+    return row
 
 
 def _ll(p, s, f):
@@ -1010,6 +1036,8 @@ class SequentialDrift(BinaryMetric):
     capabilities = Capabilities(takes_time=True)
     _state_version = 1
     _K1 = len(CONCENTRATIONS) + 1   # the parts of Q's mixture
+    # checks ahead in the current batch known far from the alarm level (_far_checks)
+    _skip = 0
 
     def __init__(self, metric="recall", alpha=0.005, horizon=DEFAULT_HORIZON, threshold=0.5,
                  block=None, keep=DEFAULT_KEEP, pos_label=True, neg_label=None, every=None):
@@ -1182,6 +1210,10 @@ class SequentialDrift(BinaryMetric):
             first = (-n0 - 1) % self.block       # offset of the next boundary
             restarted = False
             done = 0                             # (exact: observations added to X0)
+            if exact and not self._near and len(self._cands) and self._cands.unit:
+                # the checks of this stretch that are known far from the alarm level
+                # (their bounds are not computed: see _far_checks)
+                self._skip = self._far_checks(xs[i:], ev[i:], first, base, W0, X0)
             for j in range(first, k - i, self.block):
                 e = int(ev[i + j])
                 if exact:
@@ -1207,6 +1239,7 @@ class SequentialDrift(BinaryMetric):
                     i += j + 1
                     restarted = True
                     break
+            self._skip = 0
             if not restarted:
                 if exact:
                     self._X = X0 + float(np.add.reduce(xs[i + done:]))
@@ -1268,7 +1301,12 @@ class SequentialDrift(BinaryMetric):
             # between candidates, far from the alarm level: no check
             self._between(c, self._n // self.block)
             return
-        if m:
+        if m and self._skip:
+            # a check known far from the alarm level (_far_checks): its bound would
+            # leave _near False and its statistic waiting, and a later check of the
+            # same batch replaces what it would leave to be read
+            self._skip -= 1
+        elif m:
             V = dep.factor(self.block, self._share())
             W, X, Q = self._W, self._X, self._Q
             n1, s1 = _after(c, W, X, Q)
@@ -1308,6 +1346,70 @@ class SequentialDrift(BinaryMetric):
               math.nan if self._t is None else self._t)
         self._last_e = self.n
         self._thin(now)
+
+    def _far_checks(self, xs, ev, first, base, W0, X0):
+        """How many of the checks ahead in a batch can skip their bound: all but the
+        last, when an upper bound of every one of their bounds (:func:`_bound`) is
+        :data:`NEAR` below the alarm level, else none. ``xs``, ``ev``: the batch's
+        observations ahead and their event indices, ``first``: the offset of the next
+        block boundary among them, ``base``: events counted before the batch, ``W0``,
+        ``X0``: the history's sums before them (unit weights, exact sums, no check near
+        the alarm level, candidates open: the caller's conditions).
+
+        With no alarm and every bound far, the checks between candidates stay
+        unchecked and every check leaves its statistic waiting (replaced by the next
+        check's), so only the last check of the batch needs to be made: the state is the
+        one that checking each would leave. The upper bound of a check's bound: each
+        candidate's term ``G / V + log_pi`` (``G`` the two-sample log likelihood
+        ratio) is at most ``max(G, 0) + log_pi`` (``V >= 1``), and the log-sum-exp of
+        these over the candidates bounds the check's; the candidates are those
+        open before the batch and those the batch opens before the check (thinned
+        ones included: a larger set, a larger maximum). One numpy pass over candidates
+        times checks, instead of a dozen numpy calls per check."""
+        block, every = self.block, self.every
+        n0 = self._n
+        k = len(xs)
+        pos = np.arange(first, k, block)
+        if len(pos) < 2:
+            return 0
+        checks = pos[((n0 + pos + 1) // block) % every == 0]
+        q = len(checks)
+        if q < 2:
+            return 0
+        c = self._cands
+        m0 = len(c)
+        # the sums at each check (exact: any order of addition gives them)
+        Wk = W0 + (checks + 1.0)
+        Xk = X0 + np.cumsum(xs)[checks]
+        # the candidates each check but the last opens, after it
+        ne = base + ev[checks[:-1]] + 1.0
+        prev = np.empty(q - 1)
+        prev[0] = self._last_e
+        prev[1:] = ne[:-1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            Wn, Xn = Wk[:-1], np.minimum(np.maximum(Xk[:-1], 0.0), Wk[:-1])
+            Wr = np.concatenate((c.W, Wn))
+            Xr = np.concatenate((c.X, Xn))
+            lmax_h = np.concatenate((c.lmax_h, _log_max_v(Xn, Wn - Xn, Wn)))
+            log_pi = np.concatenate((c.log_pi, np.log((ne - prev) / self.horizon)))
+            n1 = Wk[:, None] - Wr[None, :]
+            s1 = np.minimum(np.maximum(Xk[:, None] - Xr[None, :], 0.0), n1)
+            g = _log_max_v(s1, n1 - s1, n1)
+            g += lmax_h
+            sa = np.minimum(np.maximum(Xk, 0.0), Wk)
+            g -= _log_max_v(sa, Wk - sa, Wk)[:, None]
+            np.maximum(g, 0.0, out=g)
+            g += log_pi
+            # (row r is open at check j when r < m0 + j)
+            g[:, m0:][np.arange(q - 1)[None, :] >= np.arange(q)[:, None]] = -math.inf
+            top = np.max(g, axis=1)
+            g -= top[:, None]
+            np.exp(g, out=g)
+            top += np.log(np.sum(g, axis=1))
+        worst = float(np.max(top)) + max(0.0, LOG_C)
+        if not worst + _FAR_SLACK < self._log_alarm - NEAR:  # (NaN: not far)
+            return 0
+        return q - 1
 
     def _between(self, c, now):
         """A block boundary between candidates: thin them (with candidates every 2^e
