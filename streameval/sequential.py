@@ -533,6 +533,14 @@ _FLOOR = 1e-300
 # what _far_checks adds to its upper bound for the rounding of both (nats; the margin
 # of a decision made 8 nats below the alarm level)
 _FAR_SLACK = 1e-3
+# the checks of a batch from which _far_checks is worth its numpy pass (it saves the
+# bounds of all but one)
+_FAR_MIN = 3
+# W, X, log_pi and lmax_h of a candidate's row (see _Candidates)
+_FAR_COLUMNS = [0, 1, 3, 15 + 4 * len(CONCENTRATIONS)]
+# per number q of checks: which of the q - 1 candidates the checks open are not open
+# yet at each check (the one opened at check i is open from check i + 1 on)
+_FAR_MASKS = {q: np.arange(q - 1)[None, :] >= np.arange(q)[:, None] for q in range(2, 64)}
 
 
 def _log_max_v(s, f, n):
@@ -1209,18 +1217,19 @@ class SequentialDrift(BinaryMetric):
             n0 = self._n
             first = (-n0 - 1) % self.block       # offset of the next boundary
             restarted = False
-            done = 0                             # (exact: observations added to X0)
-            if exact and not self._near and len(self._cands) and self._cands.unit:
-                # the checks of this stretch that are known far from the alarm level
-                # (their bounds are not computed: see _far_checks)
-                self._skip = self._far_checks(xs[i:], ev[i:], first, base, W0, X0)
+            if exact:
+                # the running sums of the observations ahead: exact, so X0 plus one of
+                # them is the event loop's sum
+                cx = np.cumsum(xs[i:])
+                if not self._near and len(self._cands) and self._cands.unit:
+                    # the checks of this stretch that are known far from the alarm
+                    # level (their bounds are not computed: see _far_checks)
+                    self._skip = self._far_checks(cx, ev[i:], first, base, W0, X0)
             for j in range(first, k - i, self.block):
                 e = int(ev[i + j])
                 if exact:
-                    X0 += float(np.add.reduce(xs[i + done:i + j + 1]))
-                    done = j + 1
-                    self._W = self._Q = W0 + done
-                    self._X = X0
+                    self._W = self._Q = W0 + (j + 1)
+                    self._X = X0 + float(cx[j])
                 else:
                     self._W, self._X, self._Q = float(cW[j]), float(cX[j]), float(cQ[j])
                 self._n = n0 + j + 1
@@ -1242,7 +1251,7 @@ class SequentialDrift(BinaryMetric):
             self._skip = 0
             if not restarted:
                 if exact:
-                    self._X = X0 + float(np.add.reduce(xs[i + done:]))
+                    self._X = X0 + float(cx[-1])
                     self._W = self._Q = W0 + (k - i)
                 else:
                     self._W, self._X, self._Q = float(cW[-1]), float(cX[-1]), float(cQ[-1])
@@ -1347,11 +1356,11 @@ class SequentialDrift(BinaryMetric):
         self._last_e = self.n
         self._thin(now)
 
-    def _far_checks(self, xs, ev, first, base, W0, X0):
+    def _far_checks(self, cx, ev, first, base, W0, X0):
         """How many of the checks ahead in a batch can skip their bound: all but the
         last, when an upper bound of every one of their bounds (:func:`_bound`) is
-        :data:`NEAR` below the alarm level, else none. ``xs``, ``ev``: the batch's
-        observations ahead and their event indices, ``first``: the offset of the next
+        :data:`NEAR` below the alarm level, else none. ``cx``, ``ev``: the running sums
+        of the batch's observations ahead and their event indices, ``first``: the offset of the next
         block boundary among them, ``base``: events counted before the batch, ``W0``,
         ``X0``: the history's sums before them (unit weights, exact sums, no check near
         the alarm level, candidates open: the caller's conditions).
@@ -1368,40 +1377,40 @@ class SequentialDrift(BinaryMetric):
         times checks, instead of a dozen numpy calls per check."""
         block, every = self.block, self.every
         n0 = self._n
-        k = len(xs)
-        pos = np.arange(first, k, block)
-        if len(pos) < 2:
-            return 0
-        checks = pos[((n0 + pos + 1) // block) % every == 0]
+        checks = [j for j in range(first, len(cx), block) if not ((n0 + j + 1) // block) % every]
         q = len(checks)
-        if q < 2:
+        if q < _FAR_MIN:
             return 0
         c = self._cands
         m0 = len(c)
-        # the sums at each check (exact: any order of addition gives them)
-        Wk = W0 + (checks + 1.0)
-        Xk = X0 + np.cumsum(xs)[checks]
-        # the candidates each check but the last opens, after it
-        ne = base + ev[checks[:-1]] + 1.0
-        prev = np.empty(q - 1)
-        prev[0] = self._last_e
-        prev[1:] = ne[:-1]
+        # per check: its sums (exact: any order of addition gives them), the log of the
+        # best likelihood of them all; per candidate the checks but the last open
+        # (after it): its sums, share and history's best likelihood
+        Wk = [W0 + (j + 1) for j in checks]
+        Xk = [X0 + x for x in cx[checks].tolist()]
+        lall = [_log_max(*_counts(w, x, w)) for w, x in zip(Wk, Xk)]
+        new = []
+        prev, horizon = self._last_e, self.horizon
+        for w, x, e in zip(Wk, Xk, ev[checks[:-1]].tolist()):
+            ne = base + e + 1
+            new.append((w, x, math.log((ne - prev) / horizon), _log_max(*_counts(w, x, w))))
+            prev = ne
+        rows = np.concatenate((c.f[:, _FAR_COLUMNS], new))
+        Wk, Xk = np.array(Wk)[:, None], np.array(Xk)[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
-            Wn, Xn = Wk[:-1], np.minimum(np.maximum(Xk[:-1], 0.0), Wk[:-1])
-            Wr = np.concatenate((c.W, Wn))
-            Xr = np.concatenate((c.X, Xn))
-            lmax_h = np.concatenate((c.lmax_h, _log_max_v(Xn, Wn - Xn, Wn)))
-            log_pi = np.concatenate((c.log_pi, np.log((ne - prev) / self.horizon)))
-            n1 = Wk[:, None] - Wr[None, :]
-            s1 = np.minimum(np.maximum(Xk[:, None] - Xr[None, :], 0.0), n1)
+            n1 = Wk - rows[:, 0]
+            s1 = np.maximum(Xk - rows[:, 1], 0.0)
+            np.minimum(s1, n1, out=s1)
             g = _log_max_v(s1, n1 - s1, n1)
-            g += lmax_h
-            sa = np.minimum(np.maximum(Xk, 0.0), Wk)
-            g -= _log_max_v(sa, Wk - sa, Wk)[:, None]
+            g += rows[:, 3]
+            g -= np.array(lall)[:, None]
             np.maximum(g, 0.0, out=g)
-            g += log_pi
+            g += rows[:, 2]
             # (row r is open at check j when r < m0 + j)
-            g[:, m0:][np.arange(q - 1)[None, :] >= np.arange(q)[:, None]] = -math.inf
+            mask = _FAR_MASKS.get(q)
+            if mask is None:
+                mask = np.arange(q - 1)[None, :] >= np.arange(q)[:, None]
+            g[:, m0:][mask] = -math.inf
             top = np.max(g, axis=1)
             g -= top[:, None]
             np.exp(g, out=g)
