@@ -241,3 +241,87 @@ def test_thinning_keeps_what_the_rule_keeps_block_after_block(block, keep):
                      if b % (1 << max(((now - b) // keep).bit_length() - 1, 0)) == 0]
         assert d._cands.blocks == alive == d._cands.b.tolist()
     assert opened > 100
+
+
+# -- a new candidate's row ----------------------------------------------------------
+@given(st.integers(0, 10**7), st.floats(0.0, 1.2), st.sampled_from([None, 0.3, 1.0, 2.5]),
+       st.integers(1, 10**6), st.sampled_from([math.nan, 0.0, 1.7e9]))
+def test_candidate_row_equals_row_and_history_bit_for_bit(W, share, weight, gap, t):
+    """The fused row of a new candidate is ``[W, X, Q] + _row + [t] + _history``,
+    bit for bit, with unit weights (``Q == W``) and effective counts (``Q != W``)."""
+    W = float(W)
+    X = math.floor(W * share) if weight is None else W * share
+    Q = W if weight is None else W * weight
+    log_pi = math.log(gap / 1e6)
+    ref = [W, X, Q] + S._row(W, X, Q, log_pi) + [t] + S._history(W, X, Q, log_pi)
+    got = S._candidate_row(W, X, Q, log_pi, t)
+    assert np.array(got).tobytes() == np.array(ref).tobytes()
+    assert len(got) == S._Candidates._WIDTH
+
+
+# -- checks known far from the alarm level --------------------------------------------
+def _stream(seed, n, drop_at=None, ties=False):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.3
+    hit = np.full(n, 0.85)
+    if drop_at is not None:
+        hit[drop_at:] = 0.6
+    s = np.where(y, np.where(rng.random(n) < hit, 0.8, 0.2), np.where(rng.random(n) < 0.1, 0.7, 0.3))
+    s = s + (0.0 if ties else rng.normal(0.0, 0.01, n))
+    return y, np.clip(s, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("metric", ["recall", "fpr", "accuracy", "roc_auc"])
+@pytest.mark.parametrize("drop_at", [None, 12_000])
+def test_skipping_far_checks_changes_nothing(metric, drop_at):
+    """A detector that skips the checks its upper bound finds far from the alarm level
+    reports, detects and saves exactly what one that makes every check does (the
+    reference: the same detector with the skipping turned off), batch after batch,
+    through a change and its alarm."""
+    y, s = _stream(3, 30_000, drop_at, ties=metric == "roc_auc")
+    fast = S.SequentialDrift(metric, alpha=0.01)
+    plain = S.SequentialDrift(metric, alpha=0.01)
+    plain._far_checks = lambda *a: 0
+    skipped = []
+    orig = fast._far_checks
+    fast._far_checks = lambda *a: skipped.append(orig(*a)) or skipped[-1]
+    for i in range(0, len(y), 1000):
+        fast.update_trusted(y[i:i + 1000], s[i:i + 1000])
+        plain.update_trusted(y[i:i + 1000], s[i:i + 1000])
+        assert repr(fast.report()) == repr(plain.report())
+    assert sum(skipped) > 0   # (the path ran)
+    assert fast.changes == plain.changes
+    assert (len(fast.changes) > 0) == (drop_at is not None and metric != "fpr")
+    assert repr(fast.to_state()) == repr(plain.to_state())
+
+
+def test_far_bound_is_above_every_skipped_bound():
+    """At every batch whose checks the upper bound declares far, the plain path's cheap
+    bound (:func:`_bound`) at each of them is below the level that keeps ``_near``
+    False and the statistic waiting: the skipping is the decision each check makes."""
+    y, s = _stream(5, 40_000, 20_000)
+    ref = S.SequentialDrift("recall", alpha=0.01)
+    ref._far_checks = lambda *a: 0   # the plain path: every check computes its bound
+    seen = []
+    bound = S._bound
+    far = 0
+    try:
+        S._bound = lambda *a: seen.append(bound(*a)) or seen[-1]
+        for i in range(0, len(y), 1000):
+            yy, ss = y[i:i + 1000], s[i:i + 1000]
+            ev = np.flatnonzero(yy)
+            xs = (ss[ev] >= 0.5).astype(np.float64)
+            k = 0
+            if not ref._near and len(ref._cands):
+                k = S.SequentialDrift._far_checks(
+                    ref, np.cumsum(xs), ev, (-ref._n - 1) % ref.block, ref.n, ref._W, ref._X)
+            seen.clear()
+            ref.update_trusted(yy, ss)
+            if k:
+                far += 1
+                assert len(seen) == k + 1
+                assert max(seen) < ref._log_alarm - S.NEAR
+    finally:
+        S._bound = bound
+    assert far > 10
+    assert ref.changes   # (the drop was found: checks near the level were made too)
