@@ -747,12 +747,29 @@ def _region(s, n, K):
                     break
                 x = np.where(bad, (x + edge) / 2.0 if side > 0 else x / 2.0, x)
             x = np.where(todo, x, ph)
+            # (for speed: the step below written with in-place operations, the same
+            # values: phi = _loglik_raw(x, s, f, sp, fp) - K, d = s / x - f / (1 - x),
+            # step = where(todo & (d != 0) & isfinite(phi), phi / d, 0), x = clip(x -
+            # step, _TINY, _ONE), and the stop when no |step| > tol * min(x, 1 - x))
             for _ in range(60):
-                phi = _loglik_raw(x, s, f, sp, fp) - K
-                d = s / x - f / (1.0 - x)
-                step = np.where(todo & (d != 0.0) & np.isfinite(phi), phi / d, 0.0)
-                x = np.clip(x - step, _TINY, _ONE)
-                if not (np.abs(step) > _NEWTON_TOL * np.minimum(x, 1.0 - x)).any():
+                phi = np.where(sp, s * np.log(x), 0.0)
+                phi += np.where(fp, f * np.log1p(-x), 0.0)
+                phi -= K
+                y = np.subtract(1.0, x)
+                d = np.divide(s, x)
+                d -= np.divide(f, y, out=y)
+                ok = d != 0.0
+                ok &= todo
+                ok &= np.isfinite(phi)
+                step = np.where(ok, np.divide(phi, d, out=phi), 0.0)
+                x = np.subtract(x, step)
+                np.maximum(x, _TINY, out=x)
+                np.minimum(x, _ONE, out=x)
+                np.subtract(1.0, x, out=y)
+                np.minimum(x, y, out=y)
+                y *= _NEWTON_TOL
+                np.abs(step, out=step)
+                if not np.greater(step, y, out=ok).any():
                     break
         if side > 0:
             hi = np.where(todo, x, hi)
