@@ -540,11 +540,15 @@ _FAR_SLACK = 1e-3
 # the checks of a batch from which _far_checks is worth its numpy pass (it saves the
 # bounds of all but one)
 _FAR_MIN = 3
+# ... and up to which (a larger batch checks each: the pass's arrays, candidates times
+# checks, stay a few hundred kilobytes)
+_FAR_MAX = 64
 # W, X, log_pi and lmax_h of a candidate's row (see _Candidates)
 _FAR_COLUMNS = [0, 1, 3, 15 + 4 * len(CONCENTRATIONS)]
 # per number q of checks: which of the q - 1 candidates the checks open are not open
 # yet at each check (the one opened at check i is open from check i + 1 on)
-_FAR_MASKS = {q: np.arange(q - 1)[None, :] >= np.arange(q)[:, None] for q in range(2, 64)}
+_FAR_MASKS = {q: np.arange(q - 1)[None, :] >= np.arange(q)[:, None]
+              for q in range(2, _FAR_MAX + 1)}
 
 
 def _log_max_v(s, f, n):
@@ -1379,9 +1383,10 @@ class SequentialDrift(BinaryMetric):
 
     def _far_checks(self, cx, ev, first, base, W0, X0):
         """How many of the checks ahead in a batch can skip their bound: all but the
-        last, when an upper bound of every one of their bounds (:func:`_bound`) is
-        :data:`NEAR` below the alarm level, else none. ``cx``, ``ev``: the running sums
-        of the batch's observations ahead and their event indices, ``first``: the offset of the next
+        last, when there are :data:`_FAR_MIN` to :data:`_FAR_MAX` of them and an upper
+        bound of every one of their bounds (:func:`_bound`) is :data:`NEAR` below the
+        alarm level, else none. ``cx``, ``ev``: the running sums of the batch's
+        observations ahead and their event indices, ``first``: the offset of the next
         block boundary among them, ``base``: events counted before the batch, ``W0``,
         ``X0``: the history's sums before them (unit weights, exact sums, no check near
         the alarm level, candidates open: the caller's conditions).
@@ -1400,7 +1405,7 @@ class SequentialDrift(BinaryMetric):
         n0 = self._n
         checks = [j for j in range(first, len(cx), block) if not ((n0 + j + 1) // block) % every]
         q = len(checks)
-        if q < _FAR_MIN:
+        if not _FAR_MIN <= q <= _FAR_MAX:
             return 0
         c = self._cands
         m0 = len(c)
@@ -1428,10 +1433,7 @@ class SequentialDrift(BinaryMetric):
             np.maximum(g, 0.0, out=g)
             g += rows[:, 2]
             # (row r is open at check j when r < m0 + j)
-            mask = _FAR_MASKS.get(q)
-            if mask is None:
-                mask = np.arange(q - 1)[None, :] >= np.arange(q)[:, None]
-            g[:, m0:][mask] = -math.inf
+            g[:, m0:][_FAR_MASKS[q]] = -math.inf
             top = np.max(g, axis=1)
             g -= top[:, None]
             np.exp(g, out=g)

@@ -325,3 +325,20 @@ def test_far_bound_is_above_every_skipped_bound():
         S._bound = bound
     assert far > 10
     assert ref.changes   # (the drop was found: checks near the level were made too)
+
+
+def test_a_batch_of_many_checks_checks_each():
+    """Past :data:`_FAR_MAX` checks in one batch the skipping stands aside (its pass
+    would grow with candidates times checks), and a big batch gives what batches of
+    1 000 give: the same report and state."""
+    y, s = _stream(11, 60_000, 40_000)
+    big = S.SequentialDrift("accuracy", alpha=0.01)
+    big.update_trusted(y[:20_000], s[:20_000])   # (candidates open: the next is eligible)
+    assert big._far_checks(np.zeros(20_000), np.arange(20_000), 0, big.n, big._W, big._X) == 0
+    big.update_trusted(y[20_000:], s[20_000:])
+    small = S.SequentialDrift("accuracy", alpha=0.01)
+    for i in range(0, len(y), 1000):
+        small.update_trusted(y[i:i + 1000], s[i:i + 1000])
+    assert big.changes == small.changes and big.changes
+    assert repr(big.report()) == repr(small.report())
+    assert repr(big.to_state()) == repr(small.to_state())
