@@ -117,13 +117,11 @@ alarm is possible, and the exact statistic waits, on a copy of its inputs, until
 read rather than once per block. A batch whose checks (three or more) all lie
 :data:`NEAR` nats below the alarm level by one upper bound of their bounds (one numpy
 pass over candidates times checks, :meth:`SequentialDrift._far_checks`) makes only its
-last check: the others would change nothing that the last does not replace. ``update`` is
-`O(1)`; a block boundary
-`O(keep * log(n / block))` (numpy, plus `O(DEPENDENCE_LEVELS)` for the variance
-factor, and with ``V > 1`` a few Newton steps per candidate for the plausible rates of
-its deflated history); a batch `O(m)` numpy plus one boundary per ``block``
-observations. Memory:
-`O(keep * log(n / block))`.
+last check: the others would change nothing that the last does not replace.
+``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy, plus
+`O(DEPENDENCE_LEVELS)` for the variance factor, and with ``V > 1`` a few Newton steps
+per candidate for the plausible rates of its deflated history); a batch `O(m)` numpy
+plus one boundary per ``block`` observations. Memory: `O(keep * log(n / block))`.
 
 Imports: numpy, :mod:`streameval.validation`, :mod:`streameval.events` (event times)
 and :mod:`streameval.metrics.base` (the binary protocol); the Monitor and config
