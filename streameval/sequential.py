@@ -183,12 +183,10 @@ _LOG_1C = math.log1p(C)
 #: history of ``n`` gives ``n / (n + HISTORY_SCALE)`` to the second; about where
 #: the second starts to win for a drop of 5 points
 HISTORY_SCALE = 20_000.0
-# the open interval (0, 1) in floats, Newton's stopping rule (a step relative to the
-# distance from the nearer edge: the log likelihood is steep there), and
-# where _region_one starts it: this many Gaussian half-widths from the history's rate
+# the open interval (0, 1) in floats, and Newton's stopping rule (a step relative to
+# the distance from the nearer edge: the log likelihood is steep there)
 _TINY, _ONE = 5e-324, 1.0 - 2.0 ** -53
 _NEWTON_TOL = 1e-13
-_START = 1.1
 _LOG_PI = math.log(math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: from this argument on, _lg uses Stirling's series (its next term is below 1e-13);
@@ -233,20 +231,20 @@ def _lg(x):
 
 
 def _lg_list(x):
-    """:func:`_lg` of a short list of positive floats, as a list: the same operations
-    on each element in Python floats (the logarithm by numpy, over the same array),
-    so the same values, without a dozen numpy calls on a handful of numbers.
-    Runtime complexity: `O(len(x))`."""
-    z = [_STIRLING_FROM if v < _STIRLING_FROM else v for v in x]
+    """:func:`_lg` of a short list of positive floats, as a list, in Python floats
+    (the logarithm by ``math.log``): the same series, equal to :func:`_lg` to
+    rounding, without a dozen numpy calls on a handful of numbers. Runtime
+    complexity: `O(len(x))`."""
     out = []
-    for v, zz, lz in zip(x, z, np.log(np.array(z)).tolist()):
+    log, lgamma = math.log, math.lgamma
+    for v in x:
         if v < _STIRLING_FROM:
-            out.append(math.lgamma(v))
+            out.append(lgamma(v))
         else:
-            inv = 1.0 / zz
+            inv = 1.0 / v
             inv2 = inv * inv
             series = inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 / 1680)))
-            out.append((zz - 0.5) * lz - zz + _HALF_LOG_2PI + series)
+            out.append((v - 0.5) * log(v) - v + _HALF_LOG_2PI + series)
     return out
 
 
@@ -651,49 +649,47 @@ def _ll(p, s, f):
 
 
 def _region_one(s, n, K):
-    """:func:`_region` of one history, in Python floats (the same ends, from a start
-    nearer to them: a few Newton steps)."""
+    """:func:`_region` of one history, in Python floats: the same method (Newton's
+    on the signed root of the likelihood ratio from the Gaussian half-width, a step
+    out of the end's side going half way), the same ends to machine precision."""
     f = n - s
     ph = s / n if n > 0.0 else 0.5
-    gap = _ll(ph, s, f) - K
+    top = _ll(ph, s, f)
+    gap = top - K
     if not gap >= 0.0:
         return [1.0, 0.0]
+    ra = math.sqrt(2.0 * gap)
+    half = math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
+    log, log1p, sqrt, isfinite = math.log, math.log1p, math.sqrt, math.isfinite
     ends = []
-    half = _START * math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
     for side, count in ((-1.0, s), (1.0, f)):
         if not count > 0.0:
             ends.append(0.0 if side < 0 else 1.0)   # (the likelihood is largest there)
             continue
+        below, above = (0.0, ph) if side < 0 else (ph, 1.0)
         x = ph + side * half
-        if not 0.0 < x < 1.0:
+        if not below < x < above:
             x = (ph + (1.0 if side > 0 else 0.0)) / 2.0
-        edge = 1.0 if side > 0 else 0.0
-        for _ in range(80):
-            if _ll(x, s, f) - K <= 0.0:
-                break
-            y = ph + 2.0 * (x - ph)      # twice as far out, or half way to the edge
-            x = y if 0.0 < y < 1.0 else (x + edge) / 2.0
-        if not _TINY <= x <= _ONE:   # (the end lies within a float of the edge)
-            ends.append(0.0 if side < 0 else 1.0)
-            continue
-        # (for speed: _ll written out, min and max as comparisons, giving the same
-        # values: max(v, _TINY) is _TINY where _TINY > v, min(v, _ONE) is _ONE where
-        # _ONE < v, min(x, 1 - x) is 1 - x where 1 - x < x; NaN compares false both ways)
-        log, log1p, isfinite = math.log, math.log1p, math.isfinite
         for _ in range(60):
-            d = s / x - f / (1.0 - x)
+            if not below < x < above:   # (halved to a float of the edge or the rate)
+                break
             ll = 0.0
             if s > 0.0:
-                ll += s * log(x) if x > 0.0 else -math.inf
+                ll += s * log(x)
             if f > 0.0:
-                ll += f * log1p(-x) if x < 1.0 else -math.inf
-            phi = ll - K
-            if not (d and isfinite(phi)):
+                ll += f * log1p(-x)
+            g = top - ll
+            root = sqrt(2.0 * g) if g > 0.0 else 0.0
+            d = s / x - f / (1.0 - x)
+            try:
+                step = (ra - root) * root / d
+            except (ZeroDivisionError, OverflowError):
                 break
-            step = phi / d
+            if not isfinite(step):
+                break
             v = x - step
-            if not 0.0 < v < 1.0:   # (out of (0, 1): half way to the edge instead)
-                v = (x + edge) / 2.0
+            if not below < v < above:   # (out of its side: half way instead)
+                v = (x + (below if v <= below else above)) / 2.0
                 step = x - v
             x = v
             y = 1.0 - x
