@@ -114,12 +114,14 @@ likelihood ratios of the candidates (a mixture of likelihoods is at most the bes
 a dozen numpy calls; while the bound is :data:`BOUND_MARGIN` below the alarm level no
 alarm is possible, and the exact statistic waits, on a copy of its inputs, until
 :meth:`SequentialDrift.report` (or the state) reads it: the same values, paid once per
-read rather than once per block. ``update`` is `O(1)`; a block boundary
-`O(keep * log(n / block))` (numpy, plus `O(DEPENDENCE_LEVELS)` for the variance
-factor, and with ``V > 1`` a few Newton steps per candidate for the plausible rates of
-its deflated history); a batch `O(m)` numpy plus one boundary per ``block``
-observations. Memory:
-`O(keep * log(n / block))`.
+read rather than once per block. A batch whose checks (three or more) all lie
+:data:`NEAR` nats below the alarm level by one upper bound of their bounds (one numpy
+pass over candidates times checks, :meth:`SequentialDrift._far_checks`) makes only its
+last check: the others would change nothing that the last does not replace.
+``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy, plus
+`O(DEPENDENCE_LEVELS)` for the variance factor, and with ``V > 1`` a few Newton steps
+per candidate for the plausible rates of its deflated history); a batch `O(m)` numpy
+plus one boundary per ``block`` observations. Memory: `O(keep * log(n / block))`.
 
 Stopping at a change: :func:`update_until_change` feeds several detectors a batch up
 to the first event on which one of them detects a change, each left as if the batch
@@ -186,12 +188,10 @@ _LOG_1C = math.log1p(C)
 #: history of ``n`` gives ``n / (n + HISTORY_SCALE)`` to the second; about where
 #: the second starts to win for a drop of 5 points
 HISTORY_SCALE = 20_000.0
-# the open interval (0, 1) in floats, Newton's stopping rule (a step relative to the
-# distance from the nearer edge: the log likelihood is steep there), and
-# where _region_one starts it: this many Gaussian half-widths from the history's rate
+# the open interval (0, 1) in floats, and Newton's stopping rule (a step relative to
+# the distance from the nearer edge: the log likelihood is steep there)
 _TINY, _ONE = 5e-324, 1.0 - 2.0 ** -53
 _NEWTON_TOL = 1e-13
-_START = 1.1
 _LOG_PI = math.log(math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: from this argument on, _lg uses Stirling's series (its next term is below 1e-13);
@@ -236,20 +236,20 @@ def _lg(x):
 
 
 def _lg_list(x):
-    """:func:`_lg` of a short list of positive floats, as a list: the same operations
-    on each element in Python floats (the logarithm by numpy, over the same array),
-    so the same values, without a dozen numpy calls on a handful of numbers.
-    Runtime complexity: `O(len(x))`."""
-    z = [_STIRLING_FROM if v < _STIRLING_FROM else v for v in x]
+    """:func:`_lg` of a short list of positive floats, as a list, in Python floats
+    (the logarithm by ``math.log``): the same series, equal to :func:`_lg` to
+    rounding, without a dozen numpy calls on a handful of numbers. Runtime
+    complexity: `O(len(x))`."""
     out = []
-    for v, zz, lz in zip(x, z, np.log(np.array(z)).tolist()):
+    log, lgamma = math.log, math.lgamma
+    for v in x:
         if v < _STIRLING_FROM:
-            out.append(math.lgamma(v))
+            out.append(lgamma(v))
         else:
-            inv = 1.0 / zz
+            inv = 1.0 / v
             inv2 = inv * inv
             series = inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 / 1680)))
-            out.append((zz - 0.5) * lz - zz + _HALF_LOG_2PI + series)
+            out.append((v - 0.5) * log(v) - v + _HALF_LOG_2PI + series)
     return out
 
 
@@ -474,7 +474,7 @@ class _Candidates:
         if m == len(self._fbuf):
             self._fbuf = np.concatenate((self.f, np.empty((m + 16, self._WIDTH))))
             self._ibuf = np.concatenate((self.i, np.empty((m + 16, 2), dtype=np.int64)))
-        self._fbuf[m] = [W, X, Q] + _row(W, X, Q, log_pi) + [t] + _history(W, X, Q, log_pi)
+        self._fbuf[m] = _candidate_row(W, X, Q, log_pi, t)
         self._ibuf[m] = (b, e)
         self.f = self._fbuf[:m + 1]
         self.i = self._ibuf[:m + 1]
@@ -535,6 +535,21 @@ BOUND_MARGIN = 1.0
 
 
 _FLOOR = 1e-300
+# what _far_checks adds to its upper bound for the rounding of both (nats; the margin
+# of a decision made 8 nats below the alarm level)
+_FAR_SLACK = 1e-3
+# the checks of a batch from which _far_checks is worth its numpy pass (it saves the
+# bounds of all but one)
+_FAR_MIN = 3
+# ... and up to which (a larger batch checks each: the pass's arrays, candidates times
+# checks, stay a few hundred kilobytes)
+_FAR_MAX = 64
+# W, X, log_pi and lmax_h of a candidate's row (see _Candidates)
+_FAR_COLUMNS = [0, 1, 3, 15 + 4 * len(CONCENTRATIONS)]
+# per number q of checks: which of the q - 1 candidates the checks open are not open
+# yet at each check (the one opened at check i is open from check i + 1 on)
+_FAR_MASKS = {q: np.arange(q - 1)[None, :] >= np.arange(q)[:, None]
+              for q in range(2, _FAR_MAX + 1)}
 
 
 def _log_max_v(s, f, n):
@@ -605,6 +620,29 @@ def _history(W, X, Q, log_pi):
             _log_max(s, n)]
 
 
+def _candidate_row(W, X, Q, log_pi, t):
+    """A new candidate's whole row: ``[W, X, Q] + _row(...) + [t] + _history(...)``,
+    the same values, with the counts and the history's log KT computed once."""
+    s, n = _counts(float(W), float(X), float(Q))
+    # (_prior)
+    p0 = (s + 0.5) / (n + 1.0)
+    q0 = 1.0 - p0
+    a = [kappa * p0 for kappa in CONCENTRATIONS]
+    c = [kappa * q0 for kappa in CONCENTRATIONS]
+    ac = [u + v for u, v in zip(a, c)]
+    g = _lg_list(a + c + ac)
+    k = len(a)
+    pre = _log_kt(s, n)
+    # (_row)
+    w = math.log(HISTORY_SCALE / (n + HISTORY_SCALE))
+    row = [W, X, Q, log_pi, pre, log_pi + pre + w, 0.5, *a, 0.5, *c, *ac, _LOG_PI - _LOG_W[0]]
+    row += [g[i] + g[k + i] - g[2 * k + i] - _LOG_W[i + 1] for i in range(k)]
+    # (_history)
+    w = math.log(n / (n + HISTORY_SCALE)) if n > 0.0 else -math.inf
+    row += [t, s, n, *_region_one(s, n, pre + LOG_C), log_pi + w - _LOG_1C, _log_max(s, n)]
+    return row
+
+
 def _ll(p, s, f):
     """``s log p + f log(1 - p)`` of Python floats, with ``0 log 0 = 0``."""
     out = 0.0
@@ -616,50 +654,49 @@ def _ll(p, s, f):
 
 
 def _region_one(s, n, K):
-    """:func:`_region` of one history, in Python floats (the same ends, from a start
-    nearer to them: a few Newton steps)."""
+    """:func:`_region` of one history, in Python floats: the same method (Newton's
+    on the signed root of the likelihood ratio from the Gaussian half-width, a step
+    out of the end's side going half way), the same ends to machine precision."""
     f = n - s
     ph = s / n if n > 0.0 else 0.5
-    gap = _ll(ph, s, f) - K
+    top = _ll(ph, s, f)
+    gap = top - K
     if not gap >= 0.0:
         return [1.0, 0.0]
+    ra = math.sqrt(2.0 * gap)
+    half = math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
+    log, log1p, sqrt, isfinite = math.log, math.log1p, math.sqrt, math.isfinite
     ends = []
-    half = _START * math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
     for side, count in ((-1.0, s), (1.0, f)):
         if not count > 0.0:
             ends.append(0.0 if side < 0 else 1.0)   # (the likelihood is largest there)
             continue
+        below, above = (0.0, ph) if side < 0 else (ph, 1.0)
         x = ph + side * half
-        if not 0.0 < x < 1.0:
+        if not below < x < above:
             x = (ph + (1.0 if side > 0 else 0.0)) / 2.0
-        edge = 1.0 if side > 0 else 0.0
-        for _ in range(80):
-            if _ll(x, s, f) - K <= 0.0:
-                break
-            y = ph + 2.0 * (x - ph)      # twice as far out, or half way to the edge
-            x = y if 0.0 < y < 1.0 else (x + edge) / 2.0
-        if not _TINY <= x <= _ONE:   # (the end lies within a float of the edge)
-            ends.append(0.0 if side < 0 else 1.0)
-            continue
-        # (for speed: _ll written out, min and max as comparisons, giving the same
-        # values: max(v, _TINY) is _TINY where _TINY > v, min(v, _ONE) is _ONE where
-        # _ONE < v, min(x, 1 - x) is 1 - x where 1 - x < x; NaN compares false both ways)
-        log, log1p, isfinite = math.log, math.log1p, math.isfinite
         for _ in range(60):
-            d = s / x - f / (1.0 - x)
+            if not below < x < above:   # (halved to a float of the edge or the rate)
+                break
             ll = 0.0
             if s > 0.0:
-                ll += s * log(x) if x > 0.0 else -math.inf
+                ll += s * log(x)
             if f > 0.0:
-                ll += f * log1p(-x) if x < 1.0 else -math.inf
-            phi = ll - K
-            if not (d and isfinite(phi)):
+                ll += f * log1p(-x)
+            g = top - ll
+            root = sqrt(2.0 * g) if g > 0.0 else 0.0
+            d = s / x - f / (1.0 - x)
+            try:
+                step = (ra - root) * root / d
+            except (ZeroDivisionError, OverflowError):
                 break
-            step = phi / d
+            if not isfinite(step):
+                break
             v = x - step
-            if _TINY > v:
-                v = _TINY
-            x = _ONE if _ONE < v else v
+            if not below < v < above:   # (out of its side: half way instead)
+                v = (x + (below if v <= below else above)) / 2.0
+                step = x - v
+            x = v
             y = 1.0 - x
             if not abs(step) > _NEWTON_TOL * (y if y < x else x):
                 break
@@ -686,44 +723,75 @@ def _region(s, n, K):
     """The rates ``p`` whose log likelihood on a history of ``s`` successes in ``n``
     reaches ``K`` (an interval around ``s / n``, the likelihood being log-concave in
     ``p``): ``(lo, hi)`` arrays, ``lo > hi`` where there is none. Each end by Newton's
-    method from outside the interval (monotone: the log likelihood is concave), to
-    machine precision. Runtime complexity: `O(len(s))` numpy, a few dozen calls."""
+    method on the signed root of the likelihood ratio, from the Gaussian
+    approximation, to machine precision (a relative step below ``_NEWTON_TOL``; a few
+    steps); each end stops on its own, so it is the same whatever the other elements
+    of the arrays. Runtime complexity: `O(len(s))` numpy, a few dozen calls."""
     s = np.asarray(s, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
     f = n - s
     with np.errstate(divide="ignore", invalid="ignore"):
         ph = np.where(n > 0.0, s / n, 0.5)
-    gap = _loglik(ph, s, f) - K
+    top = _loglik(ph, s, f)
+    gap = top - K
     empty = ~(gap >= 0.0)
+    with np.errstate(invalid="ignore"):
+        ra = np.sqrt(np.multiply(gap, 2.0))
     lo = np.where(s > 0.0, ph, 0.0)
     hi = np.where(f > 0.0, ph, 1.0)
-    # a start outside each end: twice the Gaussian half-width, pushed out until the
-    # log likelihood is below K (n = 0: the whole of [0, 1])
+    # the start of each end: the Gaussian half-width (n = 0: the whole of [0, 1])
     with np.errstate(divide="ignore", invalid="ignore"):
-        half = 2.0 * np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
-    # (for speed: the masks of s > 0 and f > 0 once, and one np.errstate for the
-    # loops: the same operations on the same values as one mask per step)
+        half = np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
+    # (for speed: the masks of s > 0 and f > 0 once, and one np.errstate for the loop)
     sp, fp = s > 0.0, f > 0.0
     for side, todo in ((1.0, fp & ~empty), (-1.0, sp & ~empty)):
         if not todo.any():
             continue
         edge = 1.0 if side > 0 else 0.0
+        below, above = (ph, 1.0) if side > 0 else (0.0, ph)
         x = ph + side * half
-        x = np.where((x > 0.0) & (x < 1.0), x, (ph + edge) / 2.0)
+        x = np.where((x > below) & (x < above), x, (ph + edge) / 2.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            for _ in range(60):
-                out = _loglik_raw(x, s, f, sp, fp) - K
-                bad = todo & ~(out <= 0.0)
-                if not bad.any():
-                    break
-                x = np.where(bad, (x + edge) / 2.0 if side > 0 else x / 2.0, x)
             x = np.where(todo, x, ph)
+            # Newton's method on the signed root of the likelihood ratio, ``sqrt(2 (top
+            # - ll(x)))`` against ``sqrt(2 gap)`` (nearly linear in ``x``: fewer steps
+            # than on the log likelihood itself); each end stops when its own step is
+            # within the tolerance (a zero step from then on), so its value depends on
+            # its own inputs alone
+            active = todo.copy()
             for _ in range(60):
-                phi = _loglik_raw(x, s, f, sp, fp) - K
-                d = s / x - f / (1.0 - x)
-                step = np.where(todo & (d != 0.0) & np.isfinite(phi), phi / d, 0.0)
-                x = np.clip(x - step, _TINY, _ONE)
-                if not (np.abs(step) > _NEWTON_TOL * np.minimum(x, 1.0 - x)).any():
+                g = np.where(sp, s * np.log(x), 0.0)
+                g += np.where(fp, f * np.log1p(-x), 0.0)
+                np.subtract(top, g, out=g)
+                np.maximum(g, 0.0, out=g)
+                g *= 2.0
+                root = np.sqrt(g, out=g)
+                y = np.subtract(1.0, x)
+                d = np.divide(s, x)
+                d -= np.divide(f, y, out=y)
+                step = np.subtract(ra, root)
+                step *= root
+                step /= d
+                ok = np.isfinite(step)
+                ok &= active
+                step = np.where(ok, step, 0.0)
+                # (a step out of the end's side, between the history's rate and the
+                # edge, goes half way to where it left it instead)
+                new = np.subtract(x, step)
+                out = new <= below
+                out |= new >= above
+                if out.any():
+                    new = np.where(out, (x + np.where(new <= below, below, above)) / 2.0,
+                                   new)
+                    step = np.subtract(x, new)
+                x = new
+                np.subtract(1.0, x, out=y)
+                np.minimum(x, y, out=y)
+                y *= _NEWTON_TOL
+                np.abs(step, out=step)
+                active &= np.greater(step, y, out=ok)
+                if not active.any():
                     break
         if side > 0:
             hi = np.where(todo, x, hi)
@@ -1077,6 +1145,8 @@ class SequentialDrift(BinaryMetric):
     capabilities = Capabilities(takes_time=True, until_change=update_until_change)
     _state_version = 1
     _K1 = len(CONCENTRATIONS) + 1   # the parts of Q's mixture
+    # checks ahead in the current batch known far from the alarm level (_far_checks)
+    _skip = 0
 
     def __init__(self, metric="recall", alpha=0.005, horizon=DEFAULT_HORIZON, threshold=0.5,
                  block=None, keep=DEFAULT_KEEP, pos_label=True, neg_label=None, every=None):
@@ -1251,14 +1321,19 @@ class SequentialDrift(BinaryMetric):
             n0 = self._n
             first = (-n0 - 1) % self.block       # offset of the next boundary
             restarted = False
-            done = 0                             # (exact: observations added to X0)
+            if exact:
+                # the running sums of the observations ahead: exact, so X0 plus one of
+                # them is the event loop's sum
+                cx = np.cumsum(xs[i:])
+                if not self._near and len(self._cands) and self._cands.unit:
+                    # the checks of this stretch that are known far from the alarm
+                    # level (their bounds are not computed: see _far_checks)
+                    self._skip = self._far_checks(cx, ev[i:], first, base, W0, X0)
             for j in range(first, k - i, self.block):
                 e = int(ev[i + j])
                 if exact:
-                    X0 += float(np.add.reduce(xs[i + done:i + j + 1]))
-                    done = j + 1
-                    self._W = self._Q = W0 + done
-                    self._X = X0
+                    self._W = self._Q = W0 + (j + 1)
+                    self._X = X0 + float(cx[j])
                 else:
                     self._W, self._X, self._Q = float(cW[j]), float(cX[j]), float(cQ[j])
                 self._n = n0 + j + 1
@@ -1279,9 +1354,10 @@ class SequentialDrift(BinaryMetric):
                     i += j + 1
                     restarted = True
                     break
+            self._skip = 0
             if not restarted:
                 if exact:
-                    self._X = X0 + float(np.add.reduce(xs[i + done:]))
+                    self._X = X0 + float(cx[-1])
                     self._W = self._Q = W0 + (k - i)
                 else:
                     self._W, self._X, self._Q = float(cW[-1]), float(cX[-1]), float(cQ[-1])
@@ -1340,7 +1416,12 @@ class SequentialDrift(BinaryMetric):
             # between candidates, far from the alarm level: no check
             self._between(c, self._n // self.block)
             return
-        if m:
+        if m and self._skip:
+            # a check known far from the alarm level (_far_checks): its bound would
+            # leave _near False and its statistic waiting, and a later check of the
+            # same batch replaces what it would leave to be read
+            self._skip -= 1
+        elif m:
             V = dep.factor(self.block, self._share())
             W, X, Q = self._W, self._X, self._Q
             n1, s1 = _after(c, W, X, Q)
@@ -1380,6 +1461,68 @@ class SequentialDrift(BinaryMetric):
               math.nan if self._t is None else self._t)
         self._last_e = self.n
         self._thin(now)
+
+    def _far_checks(self, cx, ev, first, base, W0, X0):
+        """How many of the checks ahead in a batch can skip their bound: all but the
+        last, when there are :data:`_FAR_MIN` to :data:`_FAR_MAX` of them and an upper
+        bound of every one of their bounds (:func:`_bound`) is :data:`NEAR` below the
+        alarm level, else none. ``cx``, ``ev``: the running sums of the batch's
+        observations ahead and their event indices, ``first``: the offset of the next
+        block boundary among them, ``base``: events counted before the batch, ``W0``,
+        ``X0``: the history's sums before them (unit weights, exact sums, no check near
+        the alarm level, candidates open: the caller's conditions).
+
+        With no alarm and every bound far, the checks between candidates stay
+        unchecked and every check leaves its statistic waiting (replaced by the next
+        check's), so only the last check of the batch needs to be made: the state is the
+        one that checking each would leave. The upper bound of a check's bound: each
+        candidate's term ``G / V + log_pi`` (``G`` the two-sample log likelihood
+        ratio) is at most ``max(G, 0) + log_pi`` (``V >= 1``), and the log-sum-exp of
+        these over the candidates bounds the check's; the candidates are those
+        open before the batch and those the batch opens before the check (thinned
+        ones included: a larger set, a larger maximum). One numpy pass over candidates
+        times checks, instead of a dozen numpy calls per check."""
+        block, every = self.block, self.every
+        n0 = self._n
+        checks = [j for j in range(first, len(cx), block) if not ((n0 + j + 1) // block) % every]
+        q = len(checks)
+        if not _FAR_MIN <= q <= _FAR_MAX:
+            return 0
+        c = self._cands
+        m0 = len(c)
+        # per check: its sums (exact: any order of addition gives them), the log of the
+        # best likelihood of them all; per candidate the checks but the last open
+        # (after it): its sums, share and history's best likelihood
+        Wk = [W0 + (j + 1) for j in checks]
+        Xk = [X0 + x for x in cx[checks].tolist()]
+        lall = [_log_max(*_counts(w, x, w)) for w, x in zip(Wk, Xk)]
+        new = []
+        prev, horizon = self._last_e, self.horizon
+        for w, x, e in zip(Wk, Xk, ev[checks[:-1]].tolist()):
+            ne = base + e + 1
+            new.append((w, x, math.log((ne - prev) / horizon), _log_max(*_counts(w, x, w))))
+            prev = ne
+        rows = np.concatenate((c.f[:, _FAR_COLUMNS], new))
+        Wk, Xk = np.array(Wk)[:, None], np.array(Xk)[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            n1 = Wk - rows[:, 0]
+            s1 = np.maximum(Xk - rows[:, 1], 0.0)
+            np.minimum(s1, n1, out=s1)
+            g = _log_max_v(s1, n1 - s1, n1)
+            g += rows[:, 3]
+            g -= np.array(lall)[:, None]
+            np.maximum(g, 0.0, out=g)
+            g += rows[:, 2]
+            # (row r is open at check j when r < m0 + j)
+            g[:, m0:][_FAR_MASKS[q]] = -math.inf
+            top = np.max(g, axis=1)
+            g -= top[:, None]
+            np.exp(g, out=g)
+            top += np.log(np.sum(g, axis=1))
+        worst = float(np.max(top)) + max(0.0, LOG_C)
+        if not worst + _FAR_SLACK < self._log_alarm - NEAR:  # (NaN: not far)
+            return 0
+        return q - 1
 
     def _between(self, c, now):
         """A block boundary between candidates: thin them (with candidates every 2^e

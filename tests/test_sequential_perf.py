@@ -14,6 +14,7 @@ import statistics
 
 import numpy as np
 import pytest
+import mpmath
 from hypothesis import given, strategies as st
 
 from streameval import sequential as S
@@ -33,88 +34,32 @@ def _ll_ref(p, s, f):
     return out
 
 
-def _region_one_ref(s, n, K):
-    f = n - s
-    ph = s / n if n > 0.0 else 0.5
-    gap = _ll_ref(ph, s, f) - K
-    if not gap >= 0.0:
-        return [1.0, 0.0]
-    ends = []
-    half = S._START * math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
-    for side, count in ((-1.0, s), (1.0, f)):
-        if not count > 0.0:
-            ends.append(0.0 if side < 0 else 1.0)
-            continue
-        x = ph + side * half
-        if not 0.0 < x < 1.0:
-            x = (ph + (1.0 if side > 0 else 0.0)) / 2.0
-        edge = 1.0 if side > 0 else 0.0
-        for _ in range(80):
-            if _ll_ref(x, s, f) - K <= 0.0:
-                break
-            y = ph + 2.0 * (x - ph)
-            x = y if 0.0 < y < 1.0 else (x + edge) / 2.0
-        if not S._TINY <= x <= S._ONE:
-            ends.append(0.0 if side < 0 else 1.0)
-            continue
-        for _ in range(60):
-            d = s / x - f / (1.0 - x)
-            phi = _ll_ref(x, s, f) - K
-            if not (d and math.isfinite(phi)):
-                break
-            step = phi / d
-            x = min(max(x - step, S._TINY), S._ONE)
-            if not abs(step) > S._NEWTON_TOL * min(x, 1.0 - x):
-                break
-        ends.append(x)
-    return ends
+def _end_mp(s, f, K, side):
+    """One end of the plausible interval by bisection in 60-digit arithmetic (mpmath):
+    the root of ``s log p + f log(1 - p) = K`` between the history's rate and the
+    edge on ``side``, to far below a float's precision; 0 or 1 when the level is not
+    reached before the edge (or the count on that side is 0)."""
+    mp = mpmath.mp
+    with mpmath.workdps(60):
+        s_, f_, K_ = mp.mpf(s), mp.mpf(f), mp.mpf(K)
 
+        def g(p):
+            return (s_ * mp.log(p) if s else 0) + (f_ * mp.log(1 - p) if f else 0) - K_
 
-def _loglik_ref(p, s, f):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(s > 0.0, s * np.log(p), 0.0)
-        b = np.where(f > 0.0, f * np.log1p(-p), 0.0)
-    return a + b
-
-
-def _region_ref(s, n, K):
-    s = np.asarray(s, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    f = n - s
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ph = np.where(n > 0.0, s / n, 0.5)
-    gap = _loglik_ref(ph, s, f) - K
-    empty = ~(gap >= 0.0)
-    lo = np.where(s > 0.0, ph, 0.0)
-    hi = np.where(f > 0.0, ph, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        half = 2.0 * np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
-    for side, todo in ((1.0, (f > 0.0) & ~empty), (-1.0, (s > 0.0) & ~empty)):
-        if not todo.any():
-            continue
-        edge = 1.0 if side > 0 else 0.0
-        x = ph + side * half
-        x = np.where((x > 0.0) & (x < 1.0), x, (ph + edge) / 2.0)
-        for _ in range(60):
-            out = _loglik_ref(x, s, f) - K
-            bad = todo & ~(out <= 0.0)
-            if not bad.any():
+        ph = s_ / (s_ + f_)
+        edge = mp.mpf(1 if side > 0 else 0)
+        if (f if side > 0 else s) == 0:
+            return float(edge)
+        a, b = ph, edge
+        for _ in range(230):   # (2^-230: far below 1e-60 relative to any end)
+            mid = (a + b) / 2
+            if mid in (a, b):
                 break
-            x = np.where(bad, (x + edge) / 2.0 if side > 0 else x / 2.0, x)
-        x = np.where(todo, x, ph)
-        for _ in range(60):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                phi = _loglik_ref(x, s, f) - K
-                d = s / x - f / (1.0 - x)
-                step = np.where(todo & (d != 0.0) & np.isfinite(phi), phi / d, 0.0)
-            x = np.clip(x - step, S._TINY, S._ONE)
-            if not (np.abs(step) > S._NEWTON_TOL * np.minimum(x, 1.0 - x)).any():
-                break
-        if side > 0:
-            hi = np.where(todo, x, hi)
-        else:
-            lo = np.where(todo, x, lo)
-    return np.where(empty, 1.0, lo), np.where(empty, 0.0, hi)
+            if g(mid) >= 0:
+                a = mid
+            else:
+                b = mid
+        return float((a + b) / 2)
 
 
 def _bits(a):
@@ -136,16 +81,45 @@ def _histories(rng, m):
     return s, n, K
 
 
+# -- lgamma of a short list -------------------------------------------------------------
+def test_lgamma_of_a_list_equals_math_lgamma():
+    x = np.concatenate((np.linspace(1e-3, 40, 4001), np.logspace(-3, 12, 4001),
+                        [14.999, 15.0])).tolist()
+    want = [math.lgamma(v) for v in x]
+    np.testing.assert_allclose(S._lg_list(x), want, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(S._lg_list(x), S._lg(np.array(x)), rtol=1e-15, atol=1e-14)
+
+
 # -- _region_one ----------------------------------------------------------------------
-def test_region_one_equals_its_plain_formula_bit_for_bit():
+def _close_to_oracle(got, s, n, K):
+    """Both ends of one history against 60-digit bisection, to Newton's tolerance
+    plus what a few ulps of error in the float log likelihood move an end by (that
+    error over the slope at the end)."""
+    f = n - s
+    for end, side in zip(got, (-1.0, 1.0)):
+        want = _end_mp(s, f, K, side)
+        slope = abs(s / want - f / (1.0 - want)) if 0.0 < want < 1.0 else 0.0
+        cond = 8.0 * np.finfo(float).eps * abs(K) / slope if slope else 0.0
+        tol = 1e-11 * max(min(want, 1.0 - want), 1e-300) + cond
+        assert abs(end - want) <= tol, (s, n, K, side, end, want)
+
+
+def test_region_one_matches_a_high_precision_oracle():
     rng = np.random.default_rng(20260601)
-    s, n, K = _histories(rng, 400)
+    s, n, K = _histories(rng, 120)
     for a, b, k in zip(s.tolist(), n.tolist(), K.tolist()):
-        assert _bits(S._region_one(a, b, k)) == _bits(_region_one_ref(a, b, k)), (a, b, k)
-    # edges: nothing yet, all successes, all failures, a level above the maximum
-    for a, b, k in [(0.0, 0.0, -1.0), (5.0, 5.0, -3.0), (0.0, 9.0, -3.0),
-                    (3.0, 10.0, 5.0), (0.5, 1.0, -1.0), (1e9, 2e9, -1e3)]:
-        assert _bits(S._region_one(a, b, k)) == _bits(_region_one_ref(a, b, k)), (a, b, k)
+        _close_to_oracle(S._region_one(a, b, k), a, b, k)
+    # edges: nothing yet (the whole of [0, 1]), all successes, all failures, a level
+    # above the maximum (none: lo > hi), half counts, a large history
+    assert S._region_one(0.0, 0.0, -1.0) == [0.0, 1.0]
+    assert S._region_one(3.0, 10.0, 5.0) == [1.0, 0.0]
+    lo, hi = S._region_one(5.0, 5.0, -3.0)
+    assert hi == 1.0 and abs(lo - math.exp(-0.6)) <= 1e-15
+    lo, hi = S._region_one(0.0, 9.0, -3.0)
+    assert lo == 0.0 and abs(hi - -math.expm1(-1.0 / 3.0)) <= 1e-15
+    for a, b, k in [(0.5, 1.0, -1.0), (1e9, 2e9, -2e9 * math.log(2.0) - 30.0),
+                    (1.0, 1.0, -31.0)]:
+        _close_to_oracle(S._region_one(a, b, k), a, b, k)
 
 
 @given(st.integers(1, 10**8), st.floats(0.0, 1.0), st.floats(-40.0, 0.0))
@@ -158,7 +132,6 @@ def test_region_one_ends_are_the_level_crossings(n, rate, drop):
     top = _ll_ref(s / n, s, f)
     K = top + drop - 1e-6
     lo, hi = S._region_one(s, n, K)
-    assert _bits([lo, hi]) == _bits(_region_one_ref(s, n, K))
     ph = s / n
     for end, count, bracket in ((lo, s, (0.0, ph)), (hi, f, (ph, 1.0))):
         if count == 0.0 or end in (0.0, 1.0):
@@ -169,26 +142,43 @@ def test_region_one_ends_are_the_level_crossings(n, rate, drop):
         if g(a) * g(b) > 0.0:
             continue
         want = scipy_optimize.brentq(g, a, b, xtol=1e-15, rtol=4 * np.finfo(float).eps)
-        assert abs(end - want) <= 1e-9 * max(min(want, 1.0 - want), 1e-300) + 1e-15
+        # (the log likelihood in floats is off by a few ulps of K: where its slope at
+        # the end is small, as for a level a hair below the maximum, that moves the
+        # end by that much over the slope, for any solver)
+        slope = abs(s / want - f / (1.0 - want))
+        cond = 8.0 * np.finfo(float).eps * abs(K) / slope if slope else 0.0
+        assert abs(end - want) <= 1e-9 * max(min(want, 1.0 - want), 1e-300) + 1e-15 + cond
 
 
 # -- _region --------------------------------------------------------------------------
-def test_region_equals_its_plain_formula_bit_for_bit():
+def test_region_matches_a_high_precision_oracle_and_each_end_is_its_own():
+    """Each end of each history's interval equals 60-digit bisection to Newton's
+    tolerance (relative to the distance from the nearer edge), undeflated and deflated
+    by a variance factor; and each element's result is the one it gets alone, bit for
+    bit (an end stops when it has converged, whatever the others do)."""
     rng = np.random.default_rng(7)
-    for m in (1, 3, 40, 90):
+    for m in (1, 3, 40):
         s, n, K = _histories(rng, m)
         for V in (1.0, 1.3, 2.7):   # the counts the check deflates by the variance factor
             sv, nv = np.minimum(s / V, n / V), n / V
             kv = K / V
-            got, want = S._region(sv, nv, kv), _region_ref(sv, nv, kv)
-            assert _bits(got[0]) == _bits(want[0]) and _bits(got[1]) == _bits(want[1])
+            lo, hi = S._region(sv, nv, kv)
+            for i in range(m):
+                a, b, k = float(sv[i]), float(nv[i]), float(kv[i])
+                one = S._region(sv[i:i + 1], nv[i:i + 1], kv[i:i + 1])
+                assert _bits([lo[i], hi[i]]) == _bits([one[0][0], one[1][0]])
+                for got, side in ((lo[i], -1.0), (hi[i], 1.0)):
+                    want = _end_mp(a, b - a, k, side)
+                    tol = 1e-11 * max(min(want, 1.0 - want), 1e-300)
+                    assert abs(got - want) <= tol, (a, b, k, side, got, want)
     # empty histories and levels above the maximum (no interval: lo > hi)
     s = np.array([0.0, 0.0, 4.0, 4.0])
     n = np.array([0.0, 5.0, 4.0, 9.0])
     K = np.array([-1.0, -2.0, -2.0, 1.0])
-    got, want = S._region(s, n, K), _region_ref(s, n, K)
-    assert _bits(got[0]) == _bits(want[0]) and _bits(got[1]) == _bits(want[1])
-    assert got[0][3] > got[1][3]
+    lo, hi = S._region(s, n, K)
+    np.testing.assert_allclose(lo[:3], [0.0, 0.0, _end_mp(4.0, 0.0, -2.0, -1.0)], rtol=1e-13)
+    np.testing.assert_allclose(hi[:3], [1.0, _end_mp(0.0, 5.0, -2.0, 1.0), 1.0], rtol=1e-13)
+    assert lo[3] > hi[3]
 
 
 def test_region_agrees_with_the_single_history_solver():
@@ -241,3 +231,104 @@ def test_thinning_keeps_what_the_rule_keeps_block_after_block(block, keep):
                      if b % (1 << max(((now - b) // keep).bit_length() - 1, 0)) == 0]
         assert d._cands.blocks == alive == d._cands.b.tolist()
     assert opened > 100
+
+
+# -- a new candidate's row ----------------------------------------------------------
+@given(st.integers(0, 10**7), st.floats(0.0, 1.2), st.sampled_from([None, 0.3, 1.0, 2.5]),
+       st.integers(1, 10**6), st.sampled_from([math.nan, 0.0, 1.7e9]))
+def test_candidate_row_equals_row_and_history_bit_for_bit(W, share, weight, gap, t):
+    """The fused row of a new candidate is ``[W, X, Q] + _row + [t] + _history``,
+    bit for bit, with unit weights (``Q == W``) and effective counts (``Q != W``)."""
+    W = float(W)
+    X = math.floor(W * share) if weight is None else W * share
+    Q = W if weight is None else W * weight
+    log_pi = math.log(gap / 1e6)
+    ref = [W, X, Q] + S._row(W, X, Q, log_pi) + [t] + S._history(W, X, Q, log_pi)
+    got = S._candidate_row(W, X, Q, log_pi, t)
+    assert np.array(got).tobytes() == np.array(ref).tobytes()
+    assert len(got) == S._Candidates._WIDTH
+
+
+# -- checks known far from the alarm level --------------------------------------------
+def _stream(seed, n, drop_at=None, ties=False):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.3
+    hit = np.full(n, 0.85)
+    if drop_at is not None:
+        hit[drop_at:] = 0.6
+    s = np.where(y, np.where(rng.random(n) < hit, 0.8, 0.2), np.where(rng.random(n) < 0.1, 0.7, 0.3))
+    s = s + (0.0 if ties else rng.normal(0.0, 0.01, n))
+    return y, np.clip(s, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("metric", ["recall", "fpr", "accuracy", "roc_auc"])
+@pytest.mark.parametrize("drop_at", [None, 12_000])
+def test_skipping_far_checks_changes_nothing(metric, drop_at):
+    """A detector that skips the checks its upper bound finds far from the alarm level
+    reports, detects and saves exactly what one that makes every check does (the
+    reference: the same detector with the skipping turned off), batch after batch,
+    through a change and its alarm."""
+    y, s = _stream(3, 30_000, drop_at, ties=metric == "roc_auc")
+    fast = S.SequentialDrift(metric, alpha=0.01)
+    plain = S.SequentialDrift(metric, alpha=0.01)
+    plain._far_checks = lambda *a: 0
+    skipped = []
+    orig = fast._far_checks
+    fast._far_checks = lambda *a: skipped.append(orig(*a)) or skipped[-1]
+    for i in range(0, len(y), 1000):
+        fast.update_trusted(y[i:i + 1000], s[i:i + 1000])
+        plain.update_trusted(y[i:i + 1000], s[i:i + 1000])
+        assert repr(fast.report()) == repr(plain.report())
+    assert sum(skipped) > 0   # (the path ran)
+    assert fast.changes == plain.changes
+    assert (len(fast.changes) > 0) == (drop_at is not None and metric != "fpr")
+    assert repr(fast.to_state()) == repr(plain.to_state())
+
+
+def test_far_bound_is_above_every_skipped_bound():
+    """At every batch whose checks the upper bound declares far, the plain path's cheap
+    bound (:func:`_bound`) at each of them is below the level that keeps ``_near``
+    False and the statistic waiting: the skipping is the decision each check makes."""
+    y, s = _stream(5, 40_000, 20_000)
+    ref = S.SequentialDrift("recall", alpha=0.01)
+    ref._far_checks = lambda *a: 0   # the plain path: every check computes its bound
+    seen = []
+    bound = S._bound
+    far = 0
+    try:
+        S._bound = lambda *a: seen.append(bound(*a)) or seen[-1]
+        for i in range(0, len(y), 1000):
+            yy, ss = y[i:i + 1000], s[i:i + 1000]
+            ev = np.flatnonzero(yy)
+            xs = (ss[ev] >= 0.5).astype(np.float64)
+            k = 0
+            if not ref._near and len(ref._cands):
+                k = S.SequentialDrift._far_checks(
+                    ref, np.cumsum(xs), ev, (-ref._n - 1) % ref.block, ref.n, ref._W, ref._X)
+            seen.clear()
+            ref.update_trusted(yy, ss)
+            if k:
+                far += 1
+                assert len(seen) == k + 1
+                assert max(seen) < ref._log_alarm - S.NEAR
+    finally:
+        S._bound = bound
+    assert far > 10
+    assert ref.changes   # (the drop was found: checks near the level were made too)
+
+
+def test_a_batch_of_many_checks_checks_each():
+    """Past :data:`_FAR_MAX` checks in one batch the skipping stands aside (its pass
+    would grow with candidates times checks), and a big batch gives what batches of
+    1 000 give: the same report and state."""
+    y, s = _stream(11, 60_000, 40_000)
+    big = S.SequentialDrift("accuracy", alpha=0.01)
+    big.update_trusted(y[:20_000], s[:20_000])   # (candidates open: the next is eligible)
+    assert big._far_checks(np.zeros(20_000), np.arange(20_000), 0, big.n, big._W, big._X) == 0
+    big.update_trusted(y[20_000:], s[20_000:])
+    small = S.SequentialDrift("accuracy", alpha=0.01)
+    for i in range(0, len(y), 1000):
+        small.update_trusted(y[i:i + 1000], s[i:i + 1000])
+    assert big.changes == small.changes and big.changes
+    assert repr(big.report()) == repr(small.report())
+    assert repr(big.to_state()) == repr(small.to_state())
