@@ -1350,6 +1350,7 @@ class SequentialDrift(BinaryMetric):
                 self._boundary()
                 if len(self.changes) > found:   # restarted: the sums changed
                     if stop:  # (every count and sum above stands at event e)
+                        self._skip = 0
                         return e + 1
                     i += j + 1
                     restarted = True
