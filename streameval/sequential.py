@@ -700,6 +700,13 @@ def _region_one(s, n, K):
             y = 1.0 - x
             if not abs(step) > _NEWTON_TOL * (y if y < x else x):
                 break
+        else:
+            # (the last step not within the tolerance: at a fixed point below the
+            # float's spacing, or short of the crossing when the steps ran out: then
+            # the edge, a wider interval, never a narrower one)
+            ll = (s * log(x) if s > 0.0 else 0.0) + (f * log1p(-x) if f > 0.0 else 0.0)
+            if ll - K > 1e-9 * max(1.0, abs(K)):
+                x = 0.0 if side < 0 else 1.0
         ends.append(x)
     return ends
 
@@ -793,6 +800,15 @@ def _region(s, n, K):
                 active &= np.greater(step, y, out=ok)
                 if not active.any():
                     break
+            if active.any():
+                # (an end whose last step was not within the tolerance: at a fixed
+                # point below its float's spacing, or short of the crossing when the
+                # steps ran out, the gap too wide for them: then the edge, a wider
+                # interval, never a narrower one)
+                g = np.where(sp, s * np.log(x), 0.0)
+                g += np.where(fp, f * np.log1p(-x), 0.0)
+                inner = active & (g - K > 1e-9 * np.maximum(1.0, np.abs(K)))
+                x = np.where(inner, edge, x)
         if side > 0:
             hi = np.where(todo, x, hi)
         else:

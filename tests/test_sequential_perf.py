@@ -332,3 +332,22 @@ def test_a_batch_of_many_checks_checks_each():
     assert big.changes == small.changes and big.changes
     assert repr(big.report()) == repr(small.report())
     assert repr(big.to_state()) == repr(small.to_state())
+
+
+@pytest.mark.parametrize("s, n", [(0.5, 1.0), (1.0, 1.0), (0.5, 50.0), (5.0, 10.0),
+                                  (1.0, 1e6), (999_999.0, 1e6)])
+def test_region_ends_are_never_inside_the_interval_however_wide_the_gap(s, n):
+    """Gaps of the level below the history's maximum up to 60 nats (beyond what the
+    detector's level reaches, where the steps toward an end near 0 or 1 run out):
+    every end that :func:`_region` and :func:`_region_one` return is at the level
+    crossing or beyond it (the log likelihood there at most the level, to rounding),
+    never inside the interval: a wider interval, never a narrower one."""
+    f = n - s
+    top = S._ll(s / n, s, f)
+    for gap in np.arange(1.0, 60.5, 0.5):
+        K = top - gap
+        lo, hi = S._region(np.array([s]), np.array([n]), np.array([K]))
+        for ends in ((float(lo[0]), float(hi[0])), tuple(S._region_one(s, n, K))):
+            for e in ends:
+                if 0.0 < e < 1.0:
+                    assert S._ll(e, s, f) - K <= 1e-6 * max(1.0, abs(K)), (gap, ends)

@@ -367,3 +367,21 @@ def test_a_compaction_moving_only_empty_arrays_writes_their_new_place(
     assert json.loads(raw)["ps"]["$a"][0] in env["packs"]
     got = load_checkpoint(path)
     assert got["a"]["n"] == 2 and got["a"]["ps"].shape == (0,)
+
+
+@pytest.mark.parametrize("label", ["plain", 'quo"te', "back\\slash", "new\nline"])
+def test_a_subtree_the_encoder_declines_writes_each_array_once(tmp_path, label):
+    """A subtree whose JSON the encoder declines (a string with an escape) is walked
+    instead: the arrays the encoder had placed keep their place, so the pack holds each
+    array's bytes once (an array met twice: twice, as the walk alone writes it), and
+    every one loads equal."""
+    x = np.arange(100_000, dtype=np.float64)  # (writeable: 800 000 bytes)
+    z = np.arange(7, dtype=np.int64)
+    w = StateWriter(tmp_path / "c.json")
+    w.write({"seg": {"$b": {"label": label, "x": x, "z": [z, z]}}}, kind="t")
+    assert w.last["arrays"] == 3
+    assert x.nbytes + 2 * z.nbytes <= w.last["bytes"] < x.nbytes + 2 * z.nbytes + 4096
+    got = load_checkpoint(tmp_path / "c.json")
+    assert got["seg"]["label"] == label
+    assert np.array_equal(got["seg"]["x"], x)
+    assert [list(v) for v in got["seg"]["z"]] == [list(range(7))] * 2

@@ -278,6 +278,8 @@ class StateWriter:
         # of at least SAME_BYTES_FROM bytes this checkpoint writes
         same: dict[tuple, list] = {}
         same_get = same.get
+        # id -> [refs]: the arrays of a subtree the JSON encoder declined (see _dump)
+        again: dict[int, list] = {}
 
         def note(k, item):
             used[k] = item
@@ -297,6 +299,10 @@ class StateWriter:
             """The reference of an array: where it was written before (a read-only one
             met again, no other check: its dtype was checked then), or where it goes in
             the new pack."""
+            if again:  # (a subtree the encoder declined: what it located, in order)
+                refs = again.get(id(a))
+                if refs:
+                    return refs.pop(0)
             ro = not a.flags.writeable
             if ro:
                 # (an id the cache holds is its array's: the cache keeps it alive)
@@ -356,13 +362,24 @@ class StateWriter:
                 return {BLOB: hit[1]}
             sub = _Subtree(x, [pack, 0, 0, "json", [0], 0])
             inside.append(sub)
+            outer = None
+            if again:  # (a subtree inside a declined one: the outer's own wait)
+                outer = dict(again)
+                again.clear()
             try:
-                if not _holds_subtree(x[BLOB]) and _dump(sub, locate):
+                seen: dict = {}
+                if not _holds_subtree(x[BLOB]) and _dump(sub, locate, seen):
                     fast.append((sub, depth))
                 else:
+                    # (the walk meets the arrays the encoder located: their references
+                    # again, not a second copy of their bytes)
+                    again.update(seen)
                     sub.tree = walk(x[BLOB], depth + 1)
             finally:
                 inside.pop()
+                again.clear()
+                if outer:
+                    again.update(outer)
             new_subtrees.append(sub)
             note(k, (sub, sub.ref))
             return {BLOB: sub.ref}
@@ -627,7 +644,7 @@ def _bytes(a: np.ndarray):
     return memoryview(a).cast("B") if a.nbytes else memoryview(b"")
 
 
-def _dump(sub: _Subtree, locate) -> bool:
+def _dump(sub: _Subtree, locate, seen: dict) -> bool:
     """Serialise a subtree's content with the JSON encoder (in C: no Python step per
     value), each array's reference written in its place by the encoder (the array
     located in the pack when the encoder meets it), rather than by walking it in
@@ -635,13 +652,15 @@ def _dump(sub: _Subtree, locate) -> bool:
     instead: reused, or refused), a string with an escape (its depth is then not read
     from the bytes, see :func:`_too_deep`), or a cycle or nesting beyond the
     interpreter's recursion (the walk refuses it); the arrays it located are then met
-    again by the walk (a read-only one is referenced where it was placed)."""
+    again by the walk, which takes their references from ``seen`` (``id`` -> the
+    references made for it, in the order met): placed once, whatever the decision."""
     refs: list = []
 
     def hole(o):
         if type(o) is np.ndarray or isinstance(o, np.ndarray):
             ref = locate(o)
             refs.append(ref)
+            seen.setdefault(id(o), []).append(ref)
             return {REF: ref}
         if isinstance(o, np.generic):
             return o.item()

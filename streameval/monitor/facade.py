@@ -1707,8 +1707,7 @@ def _drift_states_many(drifts):
 #: captured with it still reuse it (see :func:`_stale_drift_groups`): the columns kept
 #: (in memory by the last capture, on disk by a checkpoint) stay within about the inverse
 #: of it times the live ones. A higher share keeps fewer idle columns but captures idle
-#: segments again more often: at a half, a thousand segments with a tenth fed per
-#: checkpoint had about half of them captured again every few checkpoints.
+#: segments again more often.
 DRIFT_GROUP_LIVE = 0.25
 
 
