@@ -410,14 +410,15 @@ class Scope:
             if self._free is not None:
                 self._feed_free(y, s, w, t, labels)
 
-    def _feed(self, y, s, w, t, labels):
-        """Feed the labelled objects (columns as in :meth:`update_many`), count them."""
+    def _feed(self, y, s, w, t, labels, trusted=None, trusted_timed=None):
+        """Feed the labelled objects (columns as in :meth:`update_many`), count them;
+        ``trusted``, ``trusted_timed``: those of the trusted path to feed (None: all)."""
         # one batch for all: what metrics compute from it alike (the cells of two
         # confusion matrices, the losses of two log losses) is computed once
         with shared_batch(y, s, w):
-            for u in self._trusted:
+            for u in self._trusted if trusted is None else trusted:
                 u(y, s, w)
-            for u in self._trusted_timed:
+            for u in self._trusted_timed if trusted_timed is None else trusted_timed:
                 u(y, s, w, t=t)
         if self._plain_many or self._timed_many:
             yl = labels(y)
@@ -441,18 +442,7 @@ class Scope:
             y, s = y[:k], s[:k]
             w = None if w is None else w[:k]
             t = None if t is None else t[:k]
-        with shared_batch(y, s, w):
-            for u in rest:
-                u(y, s, w)
-            for u in rest_timed:
-                u(y, s, w, t=t)
-        if self._plain_many or self._timed_many:
-            yl = labels(y)
-            for u in self._plain_many:
-                u(yl, s, w)
-            for u in self._timed_many:
-                u(yl, s, w, t=t)
-        self.n += len(s)
+        self._feed(y, s, w, t, labels, rest, rest_timed)
         if free:
             self.n_predictions += len(s)
             if self._free is not None:
