@@ -318,7 +318,9 @@ def logit_interval(value, var, df, m, lo, hi, z):
       shrinks more slowly than ``(1 - u)^2`` makes the logit-scale width grow without
       bound.
 
-    ``(nan, nan)`` when ``value`` or ``var`` is nan or ``m`` is not positive.
+    ``(nan, nan)`` when ``value`` or ``var`` is nan or ``m`` is not positive. A
+    negative ``var`` (a sum of squares that rounding took just below zero, as the
+    variance of an AUC that is 1 to the last bit) is taken as 0.
 
     Runtime complexity: `O(1)`.
 
@@ -328,8 +330,9 @@ def logit_interval(value, var, df, m, lo, hi, z):
     >>> [round(v, 6) for v in logit_interval(1.0, 0.0, 10, 10, 0.0, 1.0, z)]
     [0.722467, 1.0]
     """
-    if not (value == value and var >= 0.0 and df > 0.0 and m > 0.0):
+    if not (value == value and var == var and df > 0.0 and m > 0.0):
         return _NAN2
+    var = max(var, 0.0)
     width = hi - lo
     u = min(1.0, max(0.0, (value - lo) / width))
     low, high = wilson_interval(u * m, m, z)  # (the largest variance's score interval)
