@@ -192,6 +192,16 @@ HISTORY_SCALE = 20_000.0
 # the distance from the nearer edge: the log likelihood is steep there)
 _TINY, _ONE = 5e-324, 1.0 - 2.0 ** -53
 _NEWTON_TOL = 1e-13
+#: Newton's steps at most per end (:func:`_region`, :func:`_region_one`). An end whose
+#: x comes back to an earlier value is in a cycle (long histories, where the log
+#: likelihood's rounding exceeds the tolerance: about one end in ten of histories of
+#: 1e6 to 1e8 observations) and stops there, with the end the remaining steps would
+#: leave: :func:`_region_one` remembers x from step ``_CYCLE_FROM`` on (most ends have
+#: stopped by then), :func:`_region` compares with the last three steps at the steps
+#: ``_CYCLE_CHECKS``
+_NEWTON_STEPS = 60
+_CYCLE_FROM = 3
+_CYCLE_CHECKS = frozenset((6, 10, 16, 24, 36, 48))
 _LOG_PI = math.log(math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: from this argument on, _lg uses Stirling's series (its next term is below 1e-13);
@@ -675,9 +685,22 @@ def _region_one(s, n, K):
         x = ph + side * half
         if not below < x < above:
             x = (ph + (1.0 if side > 0 else 0.0)) / 2.0
-        for _ in range(60):
+        stalled = False
+        trail, seen = [], {}    # (x at the start of each step from _CYCLE_FROM, its step)
+        for it in range(_NEWTON_STEPS):
             if not below < x < above:   # (halved to a float of the edge or the rate)
                 break
+            if it >= _CYCLE_FROM:
+                j = seen.get(x)
+                if j is not None:
+                    # (x came back: a step is a function of x alone, so the steps from
+                    # here repeat those since step j, none within the tolerance, up to
+                    # the last; where that cycle stands then is the end they leave)
+                    x = trail[j + (_NEWTON_STEPS - j) % (it - j) - _CYCLE_FROM]
+                    stalled = True
+                    break
+                seen[x] = it
+                trail.append(x)
             ll = 0.0
             if s > 0.0:
                 ll += s * log(x)
@@ -701,6 +724,8 @@ def _region_one(s, n, K):
             if not abs(step) > _NEWTON_TOL * (y if y < x else x):
                 break
         else:
+            stalled = True
+        if stalled:
             # (the last step not within the tolerance: at a fixed point below the
             # float's spacing, or short of the crossing when the steps ran out: then
             # the edge, a wider interval, never a narrower one)
@@ -767,7 +792,24 @@ def _region(s, n, K):
             # within the tolerance (a zero step from then on), so its value depends on
             # its own inputs alone
             active = todo.copy()
-            for _ in range(60):
+            stalled = None
+            trail = []          # (x at the start of each step)
+            for it in range(_NEWTON_STEPS):
+                if it in _CYCLE_CHECKS:
+                    # an active end back where it stood 1 to 3 steps ago is in a cycle
+                    # (a step is a function of its x alone), none of whose steps is
+                    # within the tolerance: it would step to the last one; where the
+                    # cycle stands then is its end, and it stops here
+                    for p in (1, 2, 3):
+                        back = it - p
+                        rep = active & (x == trail[back])
+                        if rep.any():
+                            x = np.where(rep, trail[back + (_NEWTON_STEPS - back) % p], x)
+                            active &= ~rep
+                            stalled = rep if stalled is None else stalled | rep
+                    if not active.any():
+                        break
+                trail.append(x)
                 g = np.where(sp, s * np.log(x), 0.0)
                 g += np.where(fp, f * np.log1p(-x), 0.0)
                 np.subtract(top, g, out=g)
@@ -800,6 +842,8 @@ def _region(s, n, K):
                 active &= np.greater(step, y, out=ok)
                 if not active.any():
                     break
+            if stalled is not None:
+                active |= stalled
             if active.any():
                 # (an end whose last step was not within the tolerance: at a fixed
                 # point below its float's spacing, or short of the crossing when the
