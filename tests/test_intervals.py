@@ -905,3 +905,31 @@ def test_seeded_coverage_with_twenty_positives():
     assert hit_auc >= 0.91 * samples, hit_auc
     assert hit_rec >= 0.91 * samples, hit_rec
     assert hit_old < 0.88 * samples, hit_old  # (the test tells the two apart)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1e-9, 1.0 - 1e-9))
+def test_critical_value_memo_equals_a_fresh_computation(level):
+    """A float level's critical value, computed or read again from the memo, is the
+    normal quantile (statistics.NormalDist, the oracle), bit for bit; a value of another
+    type equal to it gives the same; a bad level raises every time."""
+    from streameval.metrics.base import critical_value
+
+    want = NormalDist().inv_cdf(0.5 + level / 2.0)
+    assert critical_value(level) == want
+    assert critical_value(level) == want      # (from the memo)
+    assert critical_value(np.float64(level)) == want
+    for bad in (1.5, 0.0, 1.0, math.nan):
+        with pytest.raises(ValueError, match="level"):
+            critical_value(bad)
+        with pytest.raises(ValueError, match="level"):
+            critical_value(bad)
+
+
+def test_critical_value_is_right_after_the_memo_starts_again():
+    """More levels than the memo keeps: each value is still the normal quantile."""
+    from streameval.metrics.base import critical_value
+
+    for _ in range(2):
+        for i in range(1, 300):
+            assert critical_value(i / 301.0) == NormalDist().inv_cdf(0.5 + i / 301.0 / 2.0)

@@ -196,7 +196,7 @@ def critical_value(level):
     (1.959963984540054 at 0.95). ``level`` must be a real number in ``(0, 1)``, else
     ``ValueError`` naming ``level`` and the value.
 
-    Runtime complexity: `O(1)`.
+    Runtime complexity: `O(1)` (a float level checked once is read from a memo).
 
     >>> round(critical_value(0.95), 6), round(critical_value(0.9), 6)
     (1.959964, 1.644854)
@@ -205,11 +205,31 @@ def critical_value(level):
     ...
     streameval.validation.ValidationError: level = 1.5: must be a number in (0, 1)
     """
-    level = check_level(level)
+    if type(level) is float:
+        z = _Z_MEMO.get(level)
+        if z is not None:
+            return z
+    z = _critical_value(check_level(level))
+    if type(level) is float:  # (a valid level: an invalid one raised)
+        if len(_Z_MEMO) >= _Z_MEMO_SIZE:
+            _Z_MEMO.clear()
+        _Z_MEMO[level] = z
+    return z
+
+
+def _critical_value(level):
+    """:func:`critical_value` of a checked level, computed."""
     p = 0.5 + level / 2.0
     if p < 1.0:
         return _NORMAL.inv_cdf(p)
     return -_NORMAL.inv_cdf((1.0 - level) / 2.0)  # level within 2**-53 of 1: the tail
+
+
+#: critical values of float levels already checked (a Monitor's rows ask for the same
+#: level, 0.95, several times per row; the check and ``inv_cdf`` cost more than the
+#: interval): at most :data:`_Z_MEMO_SIZE` levels, then it starts again
+_Z_MEMO_SIZE = 64
+_Z_MEMO = {}
 
 
 def wilson_interval(x, n, z):
