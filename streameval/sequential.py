@@ -758,7 +758,9 @@ def _region(s, n, K):
     method on the signed root of the likelihood ratio, from the Gaussian
     approximation, to machine precision (a relative step below ``_NEWTON_TOL``; a few
     steps); each end stops on its own, so it is the same whatever the other elements
-    of the arrays. Runtime complexity: `O(len(s))` numpy, a few dozen calls."""
+    of the arrays (an end whose steps cycle, on long histories, stops at the cycle with
+    the value all :data:`_NEWTON_STEPS` steps give). Runtime complexity: `O(len(s))`
+    numpy, a few dozen calls."""
     s = np.asarray(s, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
