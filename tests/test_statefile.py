@@ -184,12 +184,15 @@ def test_a_compaction_is_spread_over_checkpoints_and_disk_stays_bounded(tmp_path
     it writes anew, or one pack), the least alive packs first; the bytes on disk stay
     bounded over a long chain, and the chain loads equal to a full checkpoint. (A
     compaction threshold of 1.5: expired window batches are then enough to start
-    compactions several times in the chain.)"""
+    compactions several times in the chain; the windows' runs of batches are never
+    merged, which would leave whole packs dead rather than partly alive.)"""
     import streameval.io.statefile as sf
+    import streameval.windows.count as count
 
     step = 64 << 10
     monkeypatch.setattr(sf, "COMPACT_STEP", step)
     monkeypatch.setattr(sf, "COMPACT_RATIO", 1.5)
+    monkeypatch.setattr(count, "RUN_MERGE", float("inf"))
     rng = np.random.default_rng(5)
     m = Monitor.default()  # (its windows' batches expire: dead bytes in old packs)
     w = StateWriter(tmp_path / "c.json")
