@@ -410,7 +410,7 @@ class _CountSliding(Sliding, case="count"):
                 break
             a, b = _run_batches(older), _run_batches(newer)
             if (a[0].w is None) != (b[0].w is None) or \
-                    RUN_MERGE * _run_events(a) > _run_events(b):
+                    RUN_MERGE * _run_events(older, a) > _run_events(newer, b):
                 break
             parts[-2:] = [[None, a + b]]
         out, used = [], []
@@ -494,8 +494,11 @@ def _run_batches(part):
     return part[1] if part[0] is None else part[0][0][part[1]:]
 
 
-def _run_events(batches):
-    """Events (expired ones of the first batch included) of a run's batches."""
+def _run_events(part, batches):
+    """Events (expired ones of the first batch included) of a part's ``batches``
+    (:func:`_run_batches`): a packed run's whole length when it is whole."""
+    if part[0] is not None and part[1] == 0:
+        return len(part[0][1])
     return sum(len(c.y) for c in batches)
 
 
