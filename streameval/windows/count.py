@@ -515,10 +515,18 @@ def _pack_run(run):
                 _ONE.clear()
             sizes = _ONE[len(y)] = _frozen(np.array([len(y)], dtype=np.int64))
     else:
-        y = np.concatenate([c.y for c in run])
-        s = np.concatenate([c.s for c in run])
-        w = None if run[0].w is None else np.concatenate([c.w for c in run])
+        y = _frozen(np.concatenate([c.y for c in run]))
+        s = _frozen(np.concatenate([c.s for c in run]))
+        w = None if run[0].w is None else _frozen(np.concatenate([c.w for c in run]))
         sizes = np.array([len(c.y) for c in run], dtype=np.int64)
+        # (each batch's columns become views of the packed ones, as a restore makes
+        # them: the same values, and the window's events held once, not twice)
+        a = 0
+        for c, k in zip(run, sizes.tolist()):
+            c.y, c.s = y[a:a + k], s[a:a + k]
+            if w is not None:
+                c.w = w[a:a + k]
+            a += k
     return (list(run), _frozen(y), _frozen(s), _frozen(w), _frozen(sizes),
             {id(c): j for j, c in enumerate(run)})
 
