@@ -545,13 +545,15 @@ class StateWriter:
             if offset != start:
                 raise AssertionError(f"arrays end at {offset}, expected {start}")
             todo, done = {id(x) for x in subtrees}, set()
+            # (the subtrees' JSON goes out joined too: thousands of a few KiB each)
+            out: list = []
 
             def emit(sub):  # (inner subtrees first: their places are then known)
-                nonlocal offset
+                nonlocal offset, held
                 done.add(id(sub))
                 for obj, _ in sub.items.values():
-                    if isinstance(obj, _Subtree) and id(obj) in todo and id(obj) not in done:
-                        yield from emit(obj)
+                    if type(obj) is _Subtree and id(obj) in todo and id(obj) not in done:
+                        emit(obj)
                 if sub.parts is not None:  # (references moved: written again)
                     b = _redump(sub) if recode and sub.refs else sub.parts[0]
                 else:
@@ -559,11 +561,19 @@ class StateWriter:
                                    allow_nan=True).encode("utf-8")
                 sub.ref[1:] = [offset, len(b), "json", [len(b)], zlib.crc32(b)]
                 offset += len(b)
-                yield b
+                out.append(b)
+                held += len(b)
 
+            held = 0
             for sub in subtrees:
                 if id(sub) not in done:
-                    yield from emit(sub)
+                    emit(sub)
+                    if held >= _JOIN_BELOW:
+                        yield b"".join(out)
+                        out.clear()
+                        held = 0
+            if out:
+                yield b"".join(out)
 
         write_synced(pack_path, chunks())
         return offset
