@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import io
 import json
+import math
 import os
 import random
 import signal
@@ -184,12 +185,15 @@ def test_a_compaction_is_spread_over_checkpoints_and_disk_stays_bounded(tmp_path
     it writes anew, or one pack), the least alive packs first; the bytes on disk stay
     bounded over a long chain, and the chain loads equal to a full checkpoint. (A
     compaction threshold of 1.5: expired window batches are then enough to start
-    compactions several times in the chain.)"""
+    compactions several times in the chain; the windows' runs of batches are never
+    merged, which would leave whole packs dead rather than partly alive.)"""
     import streameval.io.statefile as sf
+    import streameval.windows.count as count
 
     step = 64 << 10
     monkeypatch.setattr(sf, "COMPACT_STEP", step)
     monkeypatch.setattr(sf, "COMPACT_RATIO", 1.5)
+    monkeypatch.setattr(count, "RUN_MERGE", float("inf"))
     rng = np.random.default_rng(5)
     m = Monitor.default()  # (its windows' batches expire: dead bytes in old packs)
     w = StateWriter(tmp_path / "c.json")
@@ -1501,6 +1505,76 @@ def test_windows_of_one_batch_give_its_columns_and_share_their_sizes(tmp_path):
     (run,) = array_state(two)["data"]["store"]
     assert run["sizes"].tolist() == [300, 50] and run["y"].tolist() == list(y) + list(y[:50])
     assert run["s"].tolist() == list(s) + list(s[:50])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(20, 1500),
+       batches=st.lists(st.integers(1, 400), min_size=1, max_size=30),
+       every=st.integers(1, 3))
+def test_a_windows_runs_are_merged_into_few_and_load_back_equal(tmp_path_factory, seed,
+                                                                  size, batches, every):
+    """A window captured every ``every`` batches: its runs of batches hold exactly its
+    live events (the last ``size`` fed, brute force), each run after the oldest holds less
+    than half of the one before (so at most about log2(size) + 2 runs), the batches are
+    views of their run's packed columns (the events held once), and a chain of incremental
+    checkpoints loads back to the same state, whose AUC is scikit-learn's on those events
+    and which goes on like the window never saved."""
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    d = tmp_path_factory.mktemp("runs")
+    win = streameval.Sliding(streameval.ROCAUC(), size=size)
+    w = StateWriter(d / "c.json")
+    ys, ss = [], []
+    for i, k in enumerate(batches):
+        y, s = rng.random(k) < 0.4, np.round(rng.random(k), 2)
+        win.update_many(y, s)
+        ys.append(y)
+        ss.append(s)
+        if i % every and i != len(batches) - 1:
+            continue
+        state = array_state(win)
+        store = state["data"]["store"]
+        live_y = np.concatenate([r["y"][int(r["sizes"][:r["first"]].sum()) + r["lo"]:]
+                                 for r in store])
+        live_s = np.concatenate([r["s"][int(r["sizes"][:r["first"]].sum()) + r["lo"]:]
+                                 for r in store])
+        all_y, all_s = np.concatenate(ys)[-size:], np.concatenate(ss)[-size:]
+        assert live_y.tolist() == all_y.tolist() and live_s.tolist() == all_s.tolist()
+        lens = [len(r["y"]) for r in store]
+        assert all(2 * b < a for a, b in zip(lens[1:], lens[2:])), lens
+        assert len(store) <= math.log2(size) + 2, lens
+        for r in store:
+            assert not r["y"].flags.writeable and not r["s"].flags.writeable
+        for ch in win._chunks:
+            assert any(np.shares_memory(ch.s, r["s"]) for r in store)
+        w.write({"w": state}, kind="k")
+    back = from_array_state(load_checkpoint(d / "c.json", fallback=False)["w"])
+    assert json.dumps(back.to_state()) == json.dumps(win.to_state())
+    if 0 < all_y.sum() < len(all_y):
+        assert abs(back.get() - roc_auc_score(all_y, all_s)) <= 1e-12
+    y, s = rng.random(300) < 0.4, np.round(rng.random(300), 2)
+    for x in (back, win):
+        x.update_many(y, s)
+    assert json.dumps(back.to_state()) == json.dumps(win.to_state())
+    assert back.get() == win.get() or (math.isnan(back.get()) and math.isnan(win.get()))
+
+
+def test_a_windows_run_is_merged_with_the_one_before_it_at_half_its_events(tmp_path):
+    """By hand: runs of 300, then 100 (kept apart: under half), then 100 more (200 of
+    the two: merged), which then joins the 300 (at least half): one run of 500 batches
+    300, 100, 100; a checkpoint of it loads back equal."""
+    rng = np.random.default_rng(4)
+    win = streameval.Sliding(streameval.ROCAUC(), size=1000)
+    sizes = []
+    for k in (300, 100, 100):
+        win.update_many(rng.random(k) < 0.5, rng.random(k))
+        sizes.append([r["sizes"].tolist() for r in array_state(win)["data"]["store"]])
+    assert sizes == [[[300]], [[300], [100]], [[300, 100, 100]]]
+    w = StateWriter(tmp_path / "c.json")
+    w.write({"w": array_state(win)}, kind="k")
+    back = from_array_state(load_checkpoint(tmp_path / "c.json", fallback=False)["w"])
+    assert json.dumps(back.to_state()) == json.dumps(win.to_state())
 
 
 @pytest.mark.parametrize("field", ["$c", "region"])

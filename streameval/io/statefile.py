@@ -303,11 +303,17 @@ class StateWriter:
                 refs = again.get(id(a))
                 if refs:
                     return refs.pop(0)
+            aid = id(a)
+            k = ids_get(aid)
+            if k is not None:  # (met before in this checkpoint, read-only: noted then)
+                hit = used[k]
+                if inside:
+                    inside[-1].items[k] = hit
+                return hit[1]
             ro = not a.flags.writeable
             if ro:
                 # (an id the cache holds is its array's: the cache keeps it alive)
-                aid = id(a)
-                k = ids_get(aid) or known_get(aid) or key_of(a, _root(a))
+                k = known_get(aid) or key_of(a, _root(a))
                 hit = used_get(k) or cache_get(k)
                 if hit is not None:  # (what note does, for an array's identity key)
                     used[k] = hit
@@ -539,13 +545,15 @@ class StateWriter:
             if offset != start:
                 raise AssertionError(f"arrays end at {offset}, expected {start}")
             todo, done = {id(x) for x in subtrees}, set()
+            # (the subtrees' JSON goes out joined too: thousands of a few KiB each)
+            out: list = []
 
             def emit(sub):  # (inner subtrees first: their places are then known)
-                nonlocal offset
+                nonlocal offset, held
                 done.add(id(sub))
                 for obj, _ in sub.items.values():
-                    if isinstance(obj, _Subtree) and id(obj) in todo and id(obj) not in done:
-                        yield from emit(obj)
+                    if type(obj) is _Subtree and id(obj) in todo and id(obj) not in done:
+                        emit(obj)
                 if sub.parts is not None:  # (references moved: written again)
                     b = _redump(sub) if recode and sub.refs else sub.parts[0]
                 else:
@@ -553,11 +561,19 @@ class StateWriter:
                                    allow_nan=True).encode("utf-8")
                 sub.ref[1:] = [offset, len(b), "json", [len(b)], zlib.crc32(b)]
                 offset += len(b)
-                yield b
+                out.append(b)
+                held += len(b)
 
+            held = 0
             for sub in subtrees:
                 if id(sub) not in done:
-                    yield from emit(sub)
+                    emit(sub)
+                    if held >= _JOIN_BELOW:
+                        yield b"".join(out)
+                        out.clear()
+                        held = 0
+            if out:
+                yield b"".join(out)
 
         write_synced(pack_path, chunks())
         return offset
@@ -655,16 +671,23 @@ def _dump(sub: _Subtree, locate, seen: dict) -> bool:
     again by the walk, which takes their references from ``seen`` (``id`` -> the
     references made for it, in the order met): placed once, whatever the decision."""
     refs: list = []
+    met: list = []  # (the arrays, in the order of refs: ``seen`` is made if declined)
+    add_ref, add_met = refs.append, met.append
 
     def hole(o):
         if type(o) is np.ndarray or isinstance(o, np.ndarray):
             ref = locate(o)
-            refs.append(ref)
-            seen.setdefault(id(o), []).append(ref)
+            add_ref(ref)
+            add_met(o)
             return {REF: ref}
         if isinstance(o, np.generic):
             return o.item()
         raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+    def declined():
+        for o, ref in zip(met, refs):
+            seen.setdefault(id(o), []).append(ref)
+        return False
 
     try:
         # (no check for cycles, which costs the encoder a dict insert and delete per
@@ -675,10 +698,10 @@ def _dump(sub: _Subtree, locate, seen: dict) -> bool:
                           ensure_ascii=False, allow_nan=True,
                           check_circular=False).encode("utf-8")
     except RecursionError:
-        return False
+        return declined()
     if b'"' + BLOB.encode() + b'"' in data or b"\\" in data \
             or data.count(b'"' + REF.encode() + b'"') != len(refs):
-        return False
+        return declined()
     sub.parts = [data]
     # (opening brackets of its own: each reference holds three)
     sub.opens = data.count(b"[") + data.count(b"{") - 3 * len(refs)

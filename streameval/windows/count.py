@@ -351,13 +351,22 @@ class _CountSliding(Sliding, case="count"):
         run and its first live event (a run of one batch: the batch's own columns,
         read-only views, and a sizes array shared by every such run of its length); an
         event run's events as JSON rows. None when
-        batches are kept as Python values (the JSON state then). Runtime complexity:
-        `O(chunks)` plus packing the batches new since the last call."""
+        batches are kept as Python values (the JSON state then).
+
+        The batches new since the last call form a new run, and a run is merged with
+        the one before it (packed again as one) while it holds at least half as many
+        events (:data:`RUN_MERGE`), as the levels of a log-structured merge tree are: a
+        window checkpointed after every few batches gives `O(log)` runs, not one per
+        checkpoint (each run is a few references a checkpoint writer meets), and each
+        event is packed again `O(log)` times. Runtime complexity: `O(chunks)` plus
+        packing the batches new since the last call and the runs merged."""
         if not self._typed:
             return None
         memo = self.__dict__.get("_packs") or []  # (set by the last call or a restore)
         chunks = list(self._chunks)
-        out, used, run = [], [], []
+        # the store as parts, oldest first: [packed, k] (a run packed before, from its
+        # batch k on), [None, batches] (a run to pack), or [False, event run]
+        parts = []
         pos, size = 0, len(chunks)
         # the runs packed before that are still here: a prefix of the batches (they only
         # expire at the front and come in at the back), checked by their ends
@@ -377,44 +386,44 @@ class _CountSliding(Sliding, case="count"):
                 if (pos + rest > size or chunks[pos] is not members[k]
                         or chunks[pos + rest - 1] is not members[-1]):
                     break
-                out.append({"y": packed[1], "s": packed[2], "w": packed[3],
-                            "sizes": packed[4], "first": k, "lo": int(members[k].lo)})
-                used.append(packed)
+                parts.append([packed, k])
                 pos += rest
                 k = 0
-
-        def close():
-            if not run:
-                return
-            if len(run) == 1:  # (one batch: its own columns, which never change)
-                c = run[0]
-                y, s, w = c.y, c.s, c.w
-                sizes = _ONE.get(len(y))
-                if sizes is None:
-                    if len(_ONE) > 1024:
-                        _ONE.clear()
-                    sizes = _ONE[len(y)] = _frozen(np.array([len(y)], dtype=np.int64))
-            else:
-                y = np.concatenate([c.y for c in run])
-                s = np.concatenate([c.s for c in run])
-                w = None if run[0].w is None else np.concatenate([c.w for c in run])
-                sizes = np.array([len(c.y) for c in run], dtype=np.int64)
-            packed = (run[:], _frozen(y), _frozen(s), _frozen(w), _frozen(sizes),
-                      {id(c): j for j, c in enumerate(run)})
-            used.append(packed)
-            out.append({"y": packed[1], "s": packed[2], "w": packed[3], "sizes": packed[4],
-                        "first": 0, "lo": int(run[0].lo)})
-            run.clear()
-
+        run: list = []
         for ch in chunks[pos:]:
             if type(ch) is EventRun:
-                close()
-                out.append({"events": [[encode(x) for x in e] for e in ch]})
+                if run:
+                    parts.append([None, run])
+                    run = []
+                parts.append([False, ch])
                 continue
             if run and (run[0].w is None) != (ch.w is None):
-                close()
+                parts.append([None, run])
+                run = []
             run.append(ch)
-        close()
+        if run:
+            parts.append([None, run])
+        # (merged from the newest back: a run at least half the one before joins it)
+        while len(parts) >= 2:
+            older, newer = parts[-2], parts[-1]
+            if older[0] is False or newer[0] is False:
+                break
+            a, b = _run_batches(older), _run_batches(newer)
+            if (a[0].w is None) != (b[0].w is None) or \
+                    RUN_MERGE * _run_events(older, a) > _run_events(newer, b):
+                break
+            parts[-2:] = [[None, a + b]]
+        out, used = [], []
+        for packed, x in parts:
+            if packed is False:
+                out.append({"events": [[encode(v) for v in e] for e in x]})
+                continue
+            if packed is None:
+                packed = _pack_run(x)
+                x = 0
+            used.append(packed)
+            out.append({"y": packed[1], "s": packed[2], "w": packed[3], "sizes": packed[4],
+                        "first": x, "lo": int(packed[0][x].lo)})
         self._packs = used
         return out
 
@@ -472,6 +481,55 @@ class _CountSliding(Sliding, case="count"):
         self._packs = packs
         last = self._chunks[-1] if self._chunks else None
         self._tail = last if type(last) is EventRun else None
+
+#: a run of batches is packed again with the run before it, as one, while it holds at
+#: least this share of that run's events (see :meth:`Sliding._stored_arrays`): the runs
+#: of a window then hold geometrically fewer events from the oldest to the newest
+RUN_MERGE = 0.5
+
+
+def _run_batches(part):
+    """The batches of a part of :meth:`Sliding._stored_arrays` (a packed run from its
+    batch ``k`` on, or a run to pack)."""
+    return part[1] if part[0] is None else part[0][0][part[1]:]
+
+
+def _run_events(part, batches):
+    """Events (expired ones of the first batch included) of a part's ``batches``
+    (:func:`_run_batches`): a packed run's whole length when it is whole."""
+    if part[0] is not None and part[1] == 0:
+        return len(part[0][1])
+    return sum(len(c.y) for c in batches)
+
+
+def _pack_run(run):
+    """A run of batches packed: ``(batches, y, s, w, sizes, {id(batch): index})``, the
+    columns read-only (one batch: its own columns, and a sizes array shared by every
+    such run of its length)."""
+    if len(run) == 1:  # (one batch: its own columns, which never change)
+        c = run[0]
+        y, s, w = c.y, c.s, c.w
+        sizes = _ONE.get(len(y))
+        if sizes is None:
+            if len(_ONE) > 1024:
+                _ONE.clear()
+            sizes = _ONE[len(y)] = _frozen(np.array([len(y)], dtype=np.int64))
+    else:
+        y = _frozen(np.concatenate([c.y for c in run]))
+        s = _frozen(np.concatenate([c.s for c in run]))
+        w = None if run[0].w is None else _frozen(np.concatenate([c.w for c in run]))
+        sizes = np.array([len(c.y) for c in run], dtype=np.int64)
+        # (each batch's columns become views of the packed ones, as a restore makes
+        # them: the same values, and the window's events held once, not twice)
+        a = 0
+        for c, k in zip(run, sizes.tolist()):
+            c.y, c.s = y[a:a + k], s[a:a + k]
+            if w is not None:
+                c.w = w[a:a + k]
+            a += k
+    return (list(run), _frozen(y), _frozen(s), _frozen(w), _frozen(sizes),
+            {id(c): j for j, c in enumerate(run)})
+
 
 #: a run of one batch's sizes, ``[n]`` read-only, by ``n``: shared by the windows that
 #: give one (a checkpoint writes each once)
