@@ -379,6 +379,11 @@ def traced():
                 self.trace_i.append(self.n - 1)
                 self.trace_p.append(self._stat[0] * HORIZON)
 
+        def _far_checks(self, *args):
+            # every check is recorded: a batch's checks are never left out as far from
+            # this detector's own alarm level (1e-300, which every check is far from)
+            return 0
+
     return Traced()
 
 
