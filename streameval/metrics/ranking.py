@@ -440,12 +440,14 @@ def _ap_bound(order):
     if parts is not None:
         # the bins that hold positives only, high to low: the same exact integers as
         # the running sums below give them, in the same order
-        p, tps, fps, f = (x[::-1].copy() for x in parts)
-        t = tps - p
-        n = fps - f
+        # (high to low as views: each array computed from them is a fresh one in that
+        # order, so the sums below add the same values in the same order as over copies)
+        p, tps, fps, f = (x[::-1] for x in parts)
         has = p > 0.0
         if not has.all():
-            p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
+            p, f, tps, fps = p[has], f[has], tps[has], fps[has]
+        t = tps - p
+        n = fps - f
     else:
         p, n = order.weights()
         p = p[::-1]
@@ -456,8 +458,9 @@ def _ap_bound(order):
         f = fps - n
         has = p > 0.0
         p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
-    binned = float((p * tps / (tps + fps)).sum())
-    upper = float((p * tps / (tps + f)).sum())
+    pt = p * tps    # (what p * tps / x computes first)
+    binned = float((pt / (tps + fps)).sum())
+    upper = float((pt / (tps + f)).sum())
     # integral_0^p (T + x) / (T + x + F') dx = p - F' log(1 + p / (T + F')), F' = f + n;
     # T + F' = 0 (top bin without negatives) means precision 1 throughout: p
     base = t + f + n
