@@ -100,12 +100,9 @@ dependence that outlasts the batches (a slow wander, a cycle of the rate) is a c
 of the rate to the detector. While the batch means are young the prior keeps ``V``
 near the factor of bursts of :data:`DEPENDENCE_RUN` events (dependence the lag-1
 autocorrelation understates, such as errors in bursts, is not taken for independence
-before the batches can show it), capped by what the lag-1 autocorrelation allows such
-bursts (its upper confidence bound: bursts that move the rate only in part show a
-proportionally smaller lag-1 autocorrelation, :func:`prior_factor`); on an independent
-stream it fades to within a few percent of 1 over about 50 000 observations (sooner
-where the observations are sparse, their cap near 1), and until then a change is found
-later than ``V = 1`` would find it.
+before the batches can show it); on an independent stream it fades to within a few
+percent of 1 over about 50 000 observations, and until then a change is found later
+than ``V = 1`` would find it.
 
 Indicator values of 1/2 (AUC ties) keep every bound (each likelihood ratio is convex
 in the observation). Weights: with unit weights the counts are exact; otherwise they
@@ -946,27 +943,16 @@ DEPENDENCE_PRIOR_DIFFS = 30
 DEPENDENCE_PRIOR_Z = 1.0
 
 
-def prior_factor(share, rho_up=None):
+def prior_factor(share):
     """The prior variance factor when a ``share`` of the events are observations: the
     factor of a two-state Markov chain whose runs average :data:`DEPENDENCE_RUN` events
     (lag-1 autocorrelation ``rho = 1 - 2 / DEPENDENCE_RUN`` per event) seen at a random
     ``share`` of the events (``r = share rho / (1 - (1 - share) rho)`` per observation:
     ``(1 + r) / (1 - r)``), at most :data:`DEPENDENCE_PRIOR`. Sparse observations (1%
-    positives) see little of bursts that short, so their prior is near 1.
-
-    ``rho_up``: an upper bound of the observations' lag-1 autocorrelation (None: none
-    known). Bursts of that length that move the indicator's rate only in part (errors
-    in bursts: a hidden state that shifts the rate, a share ``phi`` of the indicator's
-    variance) have the lag-1 autocorrelation ``phi r`` and the factor ``1 + 2 phi r /
-    (1 - r)``, which the indicator itself as the chain (``phi = 1``) makes the
-    prior's; so with ``phi r <= rho_up`` the factor is at most ``1 + 2 rho_up / (1 -
-    r)``, and the prior is the smaller of the two."""
+    positives) see little of bursts that short, so their prior is near 1."""
     rho = 1.0 - 2.0 / DEPENDENCE_RUN
     r = share * rho / (1.0 - (1.0 - share) * rho)
-    out = min(DEPENDENCE_PRIOR, (1.0 + r) / (1.0 - r))
-    if rho_up is not None:
-        out = min(out, 1.0 + 2.0 * max(0.0, rho_up) / (1.0 - r))
-    return out
+    return min(DEPENDENCE_PRIOR, (1.0 + r) / (1.0 - r))
 
 
 class _Dependence:
@@ -987,10 +973,8 @@ class _Dependence:
       any dependence that dies out within a batch;
     * the smallest batches' estimate from their first difference on, at
       ``DEPENDENCE_PRIOR_Z`` standard errors below, averaged with the prior factor
-      (:func:`prior_factor`, at most ``DEPENDENCE_PRIOR``, and at most the factor of its
-      bursts that the lag-1 autocorrelation's upper bound, ``DEPENDENCE_Z`` standard
-      errors above, allows) weighing as ``DEPENDENCE_PRIOR_DIFFS`` differences: cautious
-      while the batch means are young.
+      (:func:`prior_factor`, at most ``DEPENDENCE_PRIOR``) weighing as
+      ``DEPENDENCE_PRIOR_DIFFS`` differences: cautious while the batch means are young.
 
     The first two enter as lower confidence bounds (``DEPENDENCE_Z`` standard errors).
 
@@ -1054,9 +1038,7 @@ class _Dependence:
         if not var > 1e-12:
             return 1.0
         out = 1.0
-        rho_hat = (self.s11 / (n - 1) - m * m) / var
-        margin = DEPENDENCE_Z / math.sqrt(n)
-        rho = rho_hat - margin
+        rho = (self.s11 / (n - 1) - m * m) / var - DEPENDENCE_Z / math.sqrt(n)
         if rho > 0.0:
             rho = min(rho, 0.999)
             out = (1.0 + rho) / (1.0 - rho)
@@ -1070,7 +1052,7 @@ class _Dependence:
                 v = size * lev[3] / (2.0 * var)
                 if nd:
                     v *= max(0.0, 1.0 - DEPENDENCE_PRIOR_Z * math.sqrt(3.0 / nd))
-                v += DEPENDENCE_PRIOR_DIFFS * prior_factor(share, rho_hat + margin)
+                v += DEPENDENCE_PRIOR_DIFFS * prior_factor(share)
                 v /= DEPENDENCE_PRIOR_DIFFS + nd
                 if v > out:
                     out = v

@@ -107,10 +107,6 @@ def _variance_factor(xs, block, share=1.0):
             rho = 1 - 2 / sequential.DEPENDENCE_RUN
             r = share * rho / (1 - (1 - share) * rho)
             prior = min(sequential.DEPENDENCE_PRIOR, (1 + r) / (1 - r))
-            # at most the factor of such bursts that move the rate in part, at the lag-1
-            # autocorrelation's upper bound
-            rho_up = ((x[1:] * x[:-1]).sum() / (n - 1) - m * m) / var + Z / math.sqrt(n)
-            prior = min(prior, 1 + 2 * max(0.0, rho_up) / (1 - r))
             out = max(out, (B * sum(d2s) / 2 / var * low + m0 * prior) / (m0 + nd))
         if nd >= sequential.DEPENDENCE_MIN_DIFFS:
             out = max(out, B * sum(d2s) / (2 * nd) / var * (1 - Z * math.sqrt(3 / nd)))
@@ -492,49 +488,6 @@ def test_variance_factor_equals_the_definition(block, run):
     d = SequentialDrift("precision")
     assert 1.2 < d.update_many(yi[:6_000], si[:6_000]).report()["variance_factor"] < 2.5
     assert d.update_many(yi[6_000:], si[6_000:]).report()["variance_factor"] == 1.0
-
-
-@pytest.mark.parametrize("share", [1.0, 0.3, 0.05, 0.01])
-@pytest.mark.parametrize("rates", [(0.0, 1.0), (0.8, 0.9), (0.3, 0.6), (0.55, 0.6)])
-def test_the_prior_cap_is_the_factor_of_bursts_that_move_the_rate_in_part(share, rates):
-    """The prior's bursts (a symmetric two-state chain whose runs average
-    DEPENDENCE_RUN events) seen at a random share of the events, with the indicator's
-    rate ``rates[state]``: its long-run variance factor, summed by brute force from the
-    chain's transition matrices (the observations' one a series over the gaps), equals
-    the cap ``1 + 2 rho1 / (1 - r)`` at its exact lag-1 autocorrelation ``rho1``, and
-    prior_factor at that bound is the smaller of the prior and that factor (the
-    indicator itself as the chain: the prior)."""
-    q = 1 / sequential.DEPENDENCE_RUN
-    P = np.array([[1 - q, q], [q, 1 - q]])
-    Ps, Pg = np.zeros((2, 2)), np.eye(2)
-    for g in range(1, 20_000):   # the observations' chain: the next one g events on
-        Pg = Pg @ P
-        Ps += share * (1 - share) ** (g - 1) * Pg
-        if (1 - share) ** g < 1e-17:
-            break
-    Ps /= Ps.sum(axis=1, keepdims=True)   # (the series' rounding: rows of a chain)
-    p = np.array(rates)
-    mean = p.mean()                       # (the states weigh half each)
-    var = mean * (1 - mean)
-    pc = p - mean
-    covs, Pk = [], np.eye(2)
-    for _ in range(20_000):
-        Pk = Pk @ Ps
-        covs.append(0.5 * pc @ Pk @ pc)
-        if abs(covs[-1]) < 1e-15 * var:   # (the rest of a geometric tail: below rounding)
-            break
-    V = 1 + 2 * sum(covs) / var
-    rho1 = covs[0] / var
-    lam = 1 - 2 * q
-    r = share * lam / (1 - (1 - share) * lam)
-    assert V == pytest.approx(1 + 2 * rho1 / (1 - r), rel=1e-7)
-    want = min(sequential.prior_factor(share), V)
-    assert sequential.prior_factor(share, rho1) == pytest.approx(want, rel=1e-7)
-    if rates == (0.0, 1.0):
-        assert V == pytest.approx((1 + r) / (1 - r), rel=1e-7)
-    # a larger bound never lowers it, none leaves the prior as it was
-    assert sequential.prior_factor(share, rho1 + 0.01) >= sequential.prior_factor(share, rho1)
-    assert sequential.prior_factor(share, None) == sequential.prior_factor(share, 1.0)
 
 
 def test_bursty_labels_do_not_raise_false_alarms(monkeypatch):
