@@ -355,7 +355,9 @@ class _CountSliding(Sliding, case="count"):
 
         The batches new since the last call form a new run, and a run is merged with
         the one before it (packed again as one) while it holds at least half as many
-        events (:data:`RUN_MERGE`), as the levels of a log-structured merge tree are: a
+        events (:data:`RUN_MERGE`; only a run packed by this call, so runs packed
+        before, restored ones included, are not packed again without new batches), as
+        the levels of a log-structured merge tree are: a
         window checkpointed after every few batches gives `O(log)` runs, not one per
         checkpoint (each run is a few references a checkpoint writer meets), and each
         event is packed again `O(log)` times. Runtime complexity: `O(chunks)` plus
@@ -404,9 +406,11 @@ class _CountSliding(Sliding, case="count"):
         if run:
             parts.append([None, run])
         # (merged from the newest back: a run at least half the one before joins it)
+        # (only a run packed now joins the one before it, so a capture with no new
+        # batch, such as the first after a restore, packs nothing again)
         while len(parts) >= 2:
             older, newer = parts[-2], parts[-1]
-            if older[0] is False or newer[0] is False:
+            if older[0] is False or newer[0] is not None:
                 break
             a, b = _run_batches(older), _run_batches(newer)
             if (a[0].w is None) != (b[0].w is None) or \
