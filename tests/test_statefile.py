@@ -1667,3 +1667,27 @@ def test_a_group_by_field_named_like_a_join_loads_back(tmp_path, field):
     back = streameval.Monitor.from_array_state(load_checkpoint(tmp_path / "c.json"))
     assert back.missing_segment_fields == {field: 100}
     assert json.dumps(back.to_state()) == json.dumps(m.to_state())
+
+
+@pytest.mark.parametrize("cls, oracle", [
+    ("MAE", "mean_absolute_error"), ("MSE", "mean_squared_error"),
+    ("RMSE", "root_mean_squared_error"), ("MAPE", "mean_absolute_percentage_error")])
+def test_a_count_window_over_a_regression_metric_loads_from_its_array_state(cls, oracle):
+    """A regression metric's window stores float64 targets: its array state loads back
+    (it was refused as "bool labels" before), and goes on equal to scikit-learn over the
+    window's last events."""
+    import sklearn.metrics as skm
+
+    rng = np.random.default_rng(3)
+    win = streameval.Sliding(getattr(streameval, cls)(), size=700)
+    ys, ps = [], []
+    for _ in range(3):
+        y, p = rng.random(100) + 0.5, rng.random(100) + 0.5
+        win.update_many(y, p)
+        ys += list(y)
+        ps += list(p)
+    back = from_array_state(array_state(win))
+    y, p = rng.random(800) + 0.5, rng.random(800) + 0.5
+    back.update_many(y, p)
+    ys, ps = (ys + list(y))[-700:], (ps + list(p))[-700:]
+    assert back.get() == pytest.approx(getattr(skm, oracle)(ys, ps), rel=1e-12)

@@ -439,6 +439,8 @@ class _CountSliding(Sliding, case="count"):
             raise ValueError("bad Sliding state: store must be a list of chunks")
         n = 0
         packs = []
+        # (a regression metric's targets are float64 columns, a binary metric's bools)
+        label_dtype = np.float64 if self.columns == "regression" else np.bool_
         for i, d in enumerate(store):
             where = f"Sliding state: chunk run {i}"
             if isinstance(d, dict) and set(d) == {"events"}:
@@ -452,7 +454,7 @@ class _CountSliding(Sliding, case="count"):
             if not (isinstance(d, dict) and set(d) == {"y", "s", "w", "sizes", "first", "lo"}):
                 raise ValueError(f"bad {where}: expected packed columns or events")
             y, s, w, sizes, first, lo = (d[k] for k in ("y", "s", "w", "sizes", "first", "lo"))
-            if not (isinstance(y, np.ndarray) and y.dtype == bool and y.ndim == 1
+            if not (isinstance(y, np.ndarray) and y.dtype == label_dtype and y.ndim == 1
                     and isinstance(s, np.ndarray) and s.dtype == np.float64
                     and s.shape == y.shape and (w is None or (
                         isinstance(w, np.ndarray) and w.dtype == np.float64
@@ -460,8 +462,9 @@ class _CountSliding(Sliding, case="count"):
                     and isinstance(sizes, np.ndarray) and sizes.dtype == np.int64
                     and sizes.ndim == 1 and len(sizes) and (sizes >= 1).all()
                     and int(sizes.sum()) == len(y)):
-                raise ValueError(f"bad {where}: columns must be bool labels and float64 "
-                                 "scores (and weights) of one length, split by sizes")
+                raise ValueError(f"bad {where}: columns must be {label_dtype.__name__} "
+                                 "labels and float64 scores (and weights) of one length, "
+                                 "split by sizes")
             if type(first) is not int or not 0 <= first < len(sizes) or type(lo) is not int \
                     or not 0 <= lo < int(sizes[first]):
                 raise ValueError(f"bad {where}: first = {first!r:.20}, lo = {lo!r:.20} "
