@@ -45,11 +45,13 @@ default delta (or, where ADWIN has none, the upper end of its 95% interval). A b
 1``: at most ``b`` false alarms expected per million by the bound); a budget's
 detector that crossed before the change alarmed falsely and counts as a miss. (A
 budget matched by its bound needs no healthy streams of the detector, which at the
-shares in question would take thousands to tell apart.) (2) ADWIN at the default
+shares in question would take thousands to tell apart; the bound is far above the
+detector's share on independent streams, so this match favours ADWIN.) (2) ADWIN at the default
 monitor's stated level: the largest delta whose measured share (its point estimate on
 the ``--adwin-seeds`` streams; its Clopper-Pearson interval shown) is at most 1% per
 million events, scaled to the streams' length; that level is at least the detector's
-true share, so this match favours ADWIN. (3) ADWIN at the detector's measured share
+true share, so this match favours ADWIN (its point estimate, not its interval's upper
+end, favours it further). (3) ADWIN at the detector's measured share
 (alpha 0.005, on the cell's streams). Each shows the medians and their ratio,
 detector / ADWIN.
 
