@@ -104,16 +104,7 @@ def dumps(obj: Any) -> str:
     >>> dumps({"values": {"auc": float("nan"), "f1": 0.5}, "n": np.int64(3), "t": None})
     '{"values":{"auc":null,"f1":0.5},"n":3,"t":null}'
     """
-    try:
-        # most rows are JSON-ready already (str keys, finite floats, None, lists): the C
-        # encoder writes them as the copy below would, without the copy; anything
-        # else (NaN, numpy or tuple keys, numpy scalars, dates) makes it raise
-        return _ENCODE(obj)
-    except (ValueError, TypeError):
-        return _ENCODE(_clean(obj))
-
-
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+    return json.dumps(_clean(obj), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 class OutputLinkError(ValueError):
