@@ -726,8 +726,8 @@ def _region_one(s, n, K):
         else:
             stalled = True
         if stalled:
-            # (the last step not within the tolerance: at a fixed point below the
-            # float's spacing, or short of the crossing when the steps ran out: then
+            # (the last step not within the tolerance: at a fixed point or a cycle below
+            # the float's spacing, or short of the crossing when the steps ran out: then
             # the edge, a wider interval, never a narrower one)
             ll = (s * log(x) if s > 0.0 else 0.0) + (f * log1p(-x) if f > 0.0 else 0.0)
             if ll - K > 1e-9 * max(1.0, abs(K)):

@@ -355,7 +355,7 @@ def test_region_ends_are_never_inside_the_interval_however_wide_the_gap(s, n):
 
 # -- the Newton solvers' cycles: the ends the 60 steps would leave ------------------------
 def _region_one_ref(s, n, K):
-    """The single-history solver as it was written: up to 60 Newton steps per end, no cycle
+    """The single-history solver by definition: up to 60 Newton steps per end, no cycle
     detection (the reference of :func:`S._region_one`)."""
     f = n - s
     ph = s / n if n > 0.0 else 0.5
@@ -412,7 +412,7 @@ def _region_one_ref(s, n, K):
 
 
 def _region_ref(s, n, K):
-    """The vectorised solver as it was written: up to 60 Newton steps, no cycle detection
+    """The vectorised solver by definition: up to 60 Newton steps, no cycle detection
     (the reference of :func:`S._region`)."""
     s = np.asarray(s, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
