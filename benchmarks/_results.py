@@ -106,6 +106,20 @@ def _plain(value):
     return str(value)
 
 
+
+def _without_json(argv):
+    """The arguments ``argv`` without ``--json PATH`` (or ``--json=PATH``): where the
+    results went is not part of the command that makes them."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--json":
+            skip = True
+        elif not a.startswith("--json="):
+            out.append(a)
+    return out
+
 class Table:
     """Rows of one printed table; cells are numbers, strings or None."""
 
@@ -135,7 +149,7 @@ class Results:
         params.update(parameters or {})
         self.parameters = {k: _plain(v) for k, v in params.items()}
         self.command = "python benchmarks/" + self.script + "".join(
-            " " + a for a in sys.argv[1:] if not a.startswith("--json"))
+            " " + a for a in _without_json(sys.argv[1:]))
         self.started = _dt.datetime.now(_dt.timezone.utc)
         self.machine = machine()
         self.versions = versions(extra_versions)

@@ -377,6 +377,8 @@ def test_benchmark_results_record_how_they_were_run():
     for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
         r = json.loads(path.read_text())
         assert r["command"].startswith("python benchmarks/bench_"), path.name
+        # (where the results were written is not part of the command)
+        assert not any(a.endswith(".json") for a in r["command"].split()), path.name
         assert {"cpu", "cores", "ram_gib"} <= set(r["machine"]), path.name
         assert {"python", "numpy", "river", "streameval"} <= set(r["versions"]), path.name
         assert r["date"] and r["tables"], path.name
