@@ -746,10 +746,13 @@ class Monitor:
             seg = self._segment_of(key)
             # a segment's events wait in its buffer until its own evaluation point
             self._compact()  # (the stashed ones first: they came before)
+            # (the counts before this event joins a buffer: after a restore they are
+            # built from the buffers, which would count it twice)
+            counts = self._counts()
             seg.pend_one(y_true in self._pos_set, s, w, t,
                          KIND_EVENT if free else KIND_LABEL)
             self._pending_index()[key] = seg
-            self._counts()[self._seqs()[key]] += 1
+            counts[self._seqs()[key]] += 1
             if self.every and seg.pending >= self.every:
                 self._feed_segment(seg)
                 due = (seg,)
