@@ -7,6 +7,8 @@ Monitor fed without interruption."""
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,9 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 import streameval as se
 from streameval.metrics.scoreorder import DEFAULT_MAX_SCORES, coarse_key, coarse_keys
 from streameval.monitor import scopes as scopes_mod
+
+sys.path.insert(0, str(Path(__file__).parent))  # (the oracle's module, beside this one)
+from ap_bound_support import ap_bound_of_bins  # noqa: E402
 
 # ----------------------------------------------------------------------- the key map
 
@@ -396,22 +401,11 @@ def test_restart_with_idle_segments_writes_the_rows_of_a_direct_monitor(monkeypa
 
 def _ap_bound_from_bins(y, keys, w):
     """The AP bound written out from the events: per coarse key (bin), high to low, the
-    positive weight p, the negative weight n, T and F those of the bins above; the
-    bound is the larger gap between the binned value and its best and worst orders
-    within each bin (the formula of the bound's docstring), over the positive weight."""
+    positive and negative weights, and the bound's formula over them."""
     bins, inv = np.unique(keys, return_inverse=True)
     p = np.bincount(inv, weights=np.where(y, w, 0.0), minlength=len(bins))[::-1].copy()
     n = np.bincount(inv, weights=np.where(y, 0.0, w), minlength=len(bins))[::-1].copy()
-    tps, fps = np.cumsum(p), np.cumsum(n)
-    t, f = tps - p, fps - n
-    has = p > 0.0
-    p, n, t, f, tps, fps = p[has], n[has], t[has], f[has], tps[has], fps[has]
-    binned = float((p * tps / (tps + fps)).sum())
-    upper = float((p * tps / (tps + f)).sum())
-    base = t + f + n
-    safe = np.where(base > 0.0, base, 1.0)
-    lower = float(np.where(base > 0.0, p - (f + n) * np.log1p(p / safe), p).sum())
-    return max(upper - binned, binned - lower, 0.0) / float(tps[-1])
+    return ap_bound_of_bins(p, n)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
