@@ -9,6 +9,7 @@ likelihood interval, SciPy's ``stdtrit`` for the t critical value).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 
@@ -354,148 +355,30 @@ def test_region_ends_are_never_inside_the_interval_however_wide_the_gap(s, n):
 
 
 # -- the Newton solvers' cycles: the ends the 60 steps would leave ------------------------
+@contextlib.contextmanager
+def _no_cycle_checks():
+    """The solvers as they are without their cycle checks: every end takes up to all
+    :data:`S._NEWTON_STEPS` steps (the reference the cycle checks must not change)."""
+    saved = S._CYCLE_FROM, S._CYCLE_CHECKS
+    S._CYCLE_FROM, S._CYCLE_CHECKS = S._NEWTON_STEPS, frozenset()
+    try:
+        yield
+    finally:
+        S._CYCLE_FROM, S._CYCLE_CHECKS = saved
+
+
 def _region_one_ref(s, n, K):
-    """The single-history solver by definition: up to 60 Newton steps per end, no cycle
-    detection (the reference of :func:`S._region_one`)."""
-    f = n - s
-    ph = s / n if n > 0.0 else 0.5
-    top = S._ll(ph, s, f)
-    gap = top - K
-    if not gap >= 0.0:
-        return [1.0, 0.0]
-    ra = math.sqrt(2.0 * gap)
-    half = math.sqrt(2.0 * gap * ph * (1.0 - ph) / n) + 1e-12 if n > 0.0 else 1.0
-    log, log1p, sqrt, isfinite = math.log, math.log1p, math.sqrt, math.isfinite
-    ends = []
-    for side, count in ((-1.0, s), (1.0, f)):
-        if not count > 0.0:
-            ends.append(0.0 if side < 0 else 1.0)   # (the likelihood is largest there)
-            continue
-        below, above = (0.0, ph) if side < 0 else (ph, 1.0)
-        x = ph + side * half
-        if not below < x < above:
-            x = (ph + (1.0 if side > 0 else 0.0)) / 2.0
-        for _ in range(60):
-            if not below < x < above:   # (halved to a float of the edge or the rate)
-                break
-            ll = 0.0
-            if s > 0.0:
-                ll += s * log(x)
-            if f > 0.0:
-                ll += f * log1p(-x)
-            g = top - ll
-            root = sqrt(2.0 * g) if g > 0.0 else 0.0
-            d = s / x - f / (1.0 - x)
-            try:
-                step = (ra - root) * root / d
-            except (ZeroDivisionError, OverflowError):
-                break
-            if not isfinite(step):
-                break
-            v = x - step
-            if not below < v < above:   # (out of its side: half way instead)
-                v = (x + (below if v <= below else above)) / 2.0
-                step = x - v
-            x = v
-            y = 1.0 - x
-            if not abs(step) > S._NEWTON_TOL * (y if y < x else x):
-                break
-        else:
-            # (the last step not within the tolerance: at a fixed point below the
-            # float's spacing, or short of the crossing when the steps ran out: then
-            # the edge, a wider interval, never a narrower one)
-            ll = (s * log(x) if s > 0.0 else 0.0) + (f * log1p(-x) if f > 0.0 else 0.0)
-            if ll - K > 1e-9 * max(1.0, abs(K)):
-                x = 0.0 if side < 0 else 1.0
-        ends.append(x)
-    return ends
+    """The single-history solver, up to 60 Newton steps per end, no cycle detection
+    (the reference of :func:`S._region_one`)."""
+    with _no_cycle_checks():
+        return S._region_one(s, n, K)
 
 
 def _region_ref(s, n, K):
-    """The vectorised solver by definition: up to 60 Newton steps, no cycle detection
-    (the reference of :func:`S._region`)."""
-    s = np.asarray(s, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    K = np.asarray(K, dtype=np.float64)
-    f = n - s
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ph = np.where(n > 0.0, s / n, 0.5)
-    top = S._loglik(ph, s, f)
-    gap = top - K
-    empty = ~(gap >= 0.0)
-    with np.errstate(invalid="ignore"):
-        ra = np.sqrt(np.multiply(gap, 2.0))
-    lo = np.where(s > 0.0, ph, 0.0)
-    hi = np.where(f > 0.0, ph, 1.0)
-    # the start of each end: the Gaussian half-width (n = 0: the whole of [0, 1])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        half = np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
-    # (for speed: the masks of s > 0 and f > 0 once, and one np.errstate for the loop)
-    sp, fp = s > 0.0, f > 0.0
-    for side, todo in ((1.0, fp & ~empty), (-1.0, sp & ~empty)):
-        if not todo.any():
-            continue
-        edge = 1.0 if side > 0 else 0.0
-        below, above = (ph, 1.0) if side > 0 else (0.0, ph)
-        x = ph + side * half
-        x = np.where((x > below) & (x < above), x, (ph + edge) / 2.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = np.where(todo, x, ph)
-            # Newton's method on the signed root of the likelihood ratio, ``sqrt(2 (top
-            # - ll(x)))`` against ``sqrt(2 gap)`` (nearly linear in ``x``: fewer steps
-            # than on the log likelihood itself); each end stops when its own step is
-            # within the tolerance (a zero step from then on), so its value depends on
-            # its own inputs alone
-            active = todo.copy()
-            for _ in range(60):
-                g = np.where(sp, s * np.log(x), 0.0)
-                g += np.where(fp, f * np.log1p(-x), 0.0)
-                np.subtract(top, g, out=g)
-                np.maximum(g, 0.0, out=g)
-                g *= 2.0
-                root = np.sqrt(g, out=g)
-                y = np.subtract(1.0, x)
-                d = np.divide(s, x)
-                d -= np.divide(f, y, out=y)
-                step = np.subtract(ra, root)
-                step *= root
-                step /= d
-                ok = np.isfinite(step)
-                ok &= active
-                step = np.where(ok, step, 0.0)
-                # (a step out of the end's side, between the history's rate and the
-                # edge, goes half way to where it left it instead)
-                new = np.subtract(x, step)
-                out = new <= below
-                out |= new >= above
-                if out.any():
-                    new = np.where(out, (x + np.where(new <= below, below, above)) / 2.0,
-                                   new)
-                    step = np.subtract(x, new)
-                x = new
-                np.subtract(1.0, x, out=y)
-                np.minimum(x, y, out=y)
-                y *= S._NEWTON_TOL
-                np.abs(step, out=step)
-                active &= np.greater(step, y, out=ok)
-                if not active.any():
-                    break
-            if active.any():
-                # (an end whose last step was not within the tolerance: at a fixed
-                # point below its float's spacing, or short of the crossing when the
-                # steps ran out, the gap too wide for them: then the edge, a wider
-                # interval, never a narrower one)
-                g = np.where(sp, s * np.log(x), 0.0)
-                g += np.where(fp, f * np.log1p(-x), 0.0)
-                inner = active & (g - K > 1e-9 * np.maximum(1.0, np.abs(K)))
-                x = np.where(inner, edge, x)
-        if side > 0:
-            hi = np.where(todo, x, hi)
-        else:
-            lo = np.where(todo, x, lo)
-    lo = np.where(empty, 1.0, lo)
-    hi = np.where(empty, 0.0, hi)
-    return lo, hi
+    """The vectorised solver, up to 60 Newton steps, no cycle detection (the reference
+    of :func:`S._region`)."""
+    with _no_cycle_checks():
+        return S._region(s, n, K)
 
 
 def _long_histories(rng, m):
