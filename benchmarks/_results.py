@@ -106,7 +106,6 @@ def _plain(value):
     return str(value)
 
 
-
 def _without_json(argv):
     """The arguments ``argv`` without ``--json PATH`` (or ``--json=PATH``): where the
     results went is not part of the command that makes them."""
@@ -119,6 +118,7 @@ def _without_json(argv):
         elif not a.startswith("--json="):
             out.append(a)
     return out
+
 
 class Table:
     """Rows of one printed table; cells are numbers, strings or None."""
