@@ -184,35 +184,29 @@ def test_the_live_page_thins_each_segment_apart():
     assert kept == last
 
 
-def test_replay_summary_keeps_every_segment(tmp_path):
-    sent = {1: 30, "1": 20, "null": 10}
-    lines = []
-    i = 0
-    for seg, k in sent.items():
-        for _ in range(k):
-            lines.append(json.dumps({"ts": i, "label": i % 3 == 0, "score": (i % 7) / 7,
-                                     "seg": seg}))
-            i += 1
+def _final_of_replay(tmp_path, rows, group_by):
+    """``[(segment, n)]`` of the ``final`` entries of a replay's ``summary.json``."""
     log = tmp_path / "events.jsonl"
-    log.write_text("\n".join(lines) + "\n")
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = tmp_path / "monitor.toml"
-    cfg.write_text('[monitor]\nevery = 5\ngroup_by = "seg"\n'
+    cfg.write_text(f'[monitor]\nevery = 5\ngroup_by = {json.dumps(group_by)}\n'
                    '[monitor.metrics]\naccuracy = "accuracy"\n')
     replay(log, tmp_path / "out", config=cfg, report=False)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    got = [(f["segment"], f["n"]) for f in summary["final"]]
-    assert got == [(None, 60), (1, 30), ("1", 20), ("null", 10)]
+    return [(f["segment"], f["n"]) for f in summary["final"]]
+
+
+def test_replay_summary_keeps_every_segment(tmp_path):
+    sent = {1: 30, "1": 20, "null": 10}
+    segs = [seg for seg, k in sent.items() for _ in range(k)]
+    rows = [{"ts": i, "label": i % 3 == 0, "score": (i % 7) / 7, "seg": seg}
+            for i, seg in enumerate(segs)]
+    assert _final_of_replay(tmp_path, rows, "seg") == [
+        (None, 60), (1, 30), ("1", 20), ("null", 10)]
 
 
 def test_replay_summary_writes_a_segment_of_several_fields_as_its_list(tmp_path):
     rows = [{"ts": i, "label": i % 2 == 0, "score": (i % 5) / 5, "a": "x", "b": i % 2}
             for i in range(40)]
-    log = tmp_path / "events.jsonl"
-    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = tmp_path / "monitor.toml"
-    cfg.write_text('[monitor]\nevery = 5\ngroup_by = ["a", "b"]\n'
-                   '[monitor.metrics]\naccuracy = "accuracy"\n')
-    replay(log, tmp_path / "out", config=cfg, report=False)
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    got = [(f["segment"], f["n"]) for f in summary["final"]]
-    assert got == [(None, 40), (["x", 0], 20), (["x", 1], 20)]
+    assert _final_of_replay(tmp_path, rows, ["a", "b"]) == [
+        (None, 40), (["x", 0], 20), (["x", 1], 20)]
