@@ -21,6 +21,8 @@ Usage in a script::
                peer="river Precision.update", peer_value=197.0, better="lower")
     res.write(args.json)
 
+It also holds :func:`proc_status_kb`, how the scripts read another process's memory.
+
 Imports only the standard library (and, for versions, the installed packages' metadata).
 """
 
@@ -88,6 +90,25 @@ def versions(extra=()) -> dict:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
+    return out
+
+
+def proc_status_kb(pid, *fields) -> dict:
+    """``{field: kB}`` of the ``fields`` of ``/proc/PID/status`` the process reports
+    (``VmRSS``: its resident size; ``VmHWM``: the peak of it); ``{}`` when the process is
+    gone (or the system has no ``/proc``). The one reader of process memory that the
+    scripts measuring another process share."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in fields:
+                    out[key] = int(rest.split()[0])
+                    if len(out) == len(fields):
+                        break
+    except OSError:
+        return {}
     return out
 
 

@@ -356,19 +356,18 @@ def stream_log(path, n, seed=SEED, scores_kind="continuous", positives=0.3):
 
 def _tree_rss_mb(pid):
     """``(sum, largest)`` resident MB of process ``pid`` and its descendants (from
-    /proc; processes that ended meanwhile are skipped)."""
+    /proc, :func:`_results.proc_status_kb`; processes that ended meanwhile are
+    skipped)."""
     pids, seen, rss = [pid], set(), []
     while pids:
         p = pids.pop()
         if p in seen:
             continue
         seen.add(p)
+        kb = R.proc_status_kb(p, "VmRSS")
+        if "VmRSS" in kb:
+            rss.append(kb["VmRSS"] / 1024)
         try:
-            with open(f"/proc/{p}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        rss.append(int(line.split()[1]) / 1024)
-                        break
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
                     pids += [int(c) for c in f.read().split()]

@@ -657,18 +657,10 @@ def longrun_process(port, batch, n_batches, threads, t_base, rate, seed, counter
 
 
 def proc_memory_mb(pid):
-    """(RSS, peak RSS) of process ``pid`` in MB, from /proc/PID/status."""
-    rss = hwm = math.nan
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1]) * 1024 / 1e6
-                elif line.startswith("VmHWM:"):
-                    hwm = int(line.split()[1]) * 1024 / 1e6
-    except OSError:
-        pass
-    return rss, hwm
+    """(RSS, peak RSS) of process ``pid`` in MB (NaN when not known), from
+    /proc/PID/status (:func:`_results.proc_status_kb`)."""
+    kb = R.proc_status_kb(pid, "VmRSS", "VmHWM")
+    return tuple(kb[k] * 1024 / 1e6 if k in kb else math.nan for k in ("VmRSS", "VmHWM"))
 
 
 def _drain(stream):

@@ -163,17 +163,6 @@ def _proc_table():
     return out
 
 
-def _hwm_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 class Watcher(threading.Thread):
     """Samples the peak RSS (``VmHWM``) of this process's descendants every 0.2 s:
     the java process (driver JVM and executors in local mode) and the Python workers
@@ -203,7 +192,7 @@ class Watcher(threading.Thread):
                     None)
             if kind is None:
                 continue
-            kb = _hwm_kb(pid)
+            kb = R.proc_status_kb(pid, "VmHWM").get("VmHWM")
             if kb is not None:
                 old = self.peaks.get(pid, (kind, 0))[1]
                 self.peaks[pid] = (kind, max(old, kb))

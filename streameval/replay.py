@@ -109,7 +109,8 @@ from streameval import runconfig, scenarios
 from streameval.events import DEFAULT_BATCH_SIZE, EventError
 from streameval.io.checkpoint import CheckpointError, fingerprint
 from streameval.io.delayed import DelayedSource
-from streameval.io.sinks import OutputLinkError, StdoutSink, WebhookSink, dumps, write_atomic
+from streameval.io.sinks import (OutputLinkError, StdoutSink, WebhookSink, dumps, segment_id,
+                                  write_atomic)
 from streameval.io.sources import EventSource, Follow, LayoutError, SourceError
 from streameval.monitor import Monitor
 from streameval.pipeline import DEFAULT_CHECKPOINT_EVERY, Pipeline
@@ -414,7 +415,8 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
     elapsed = time.perf_counter() - t_start
     finals = final_values(metric_rows)
     # label coverage (predictions counted before their labels): each segment's last
-    coverage = {json.dumps(r.get("segment")): r["coverage"] for r in metric_rows
+    # (by typed JSON text: segments 1 and "1", or None and "null", are two)
+    coverage = {segment_id(r.get("segment")): r["coverage"] for r in metric_rows
                 if "coverage" in r}
     summary = {
         "log": str(log),
@@ -429,8 +431,9 @@ def summarize(out, log, counts, *, t_start, resumed=False, hooks=(), report=True
         "elapsed_seconds": round(elapsed, 3),
         "resumed": resumed,
         "webhook_failures": sum(h.failures for h in hooks),
-        "final": [{"segment": seg, **v, **({"coverage": coverage[json.dumps(seg)]}
-                                            if json.dumps(seg) in coverage else {})}
+        "final": [{"segment": list(seg) if isinstance(seg, tuple) else seg, **v,
+                   **({"coverage": coverage[segment_id(seg)]}
+                      if segment_id(seg) in coverage else {})}
                   for seg, v in finals.items()],
     }
     _write_json(out / "summary.json", summary)
@@ -601,7 +604,8 @@ def format_summary(summary, max_segments=6):
             for k in f["values"]:
                 if k not in names:
                     names.append(k)
-        heads = ["all events" if f["segment"] is None else str(f["segment"]) for f in shown]
+        heads = ["all events" if f["segment"] is None else json.dumps(f["segment"])
+                 if isinstance(f["segment"], list) else str(f["segment"]) for f in shown]
         w0 = max([len("final values")] + [len(n) for n in names])
         widths = [max(12, len(h)) for h in heads]
         lines.append("")

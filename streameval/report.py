@@ -39,9 +39,9 @@ of points (:data:`POINT_BUDGET` over all series). The page holds the timelines o
 picker shows others (all segments stay in the tables). Cost: `O(m log m)` for ``m``
 metric rows, read in one pass (an iterable of rows is not held whole).
 
-Imports: the standard library, numpy, :func:`streameval.io.sinks.write_atomic` (the
-page is written beside and renamed in) and plotly (lazily, for its bundled plotly.js,
-when a page is rendered); it reads plain rows, never metric or Monitor internals, so a
+Imports: the standard library, numpy, :mod:`streameval.io.sinks` (:func:`write_atomic`:
+the page is written beside and renamed in; :func:`segment_id`) and plotly (lazily, for
+its bundled plotly.js, when a page is rendered); it reads plain rows, never metric or Monitor internals, so a
 report can be drawn from the output files alone. :func:`plot_metric` draws one metric as a static matplotlib figure
 (matplotlib, imported lazily).
 
@@ -65,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streameval.io.sinks import write_atomic
+from streameval.io.sinks import segment_id, write_atomic
 
 __all__ = [
     "write_report",
@@ -375,9 +375,13 @@ def _rule_metrics(alert_rows, rules, names):
 
 
 def _segment_key(seg):
-    # JSON objects keep segment values hashable (str, number, bool or None)
-    if isinstance(seg, (list, dict)):
-        return json.dumps(seg, sort_keys=True)
+    """A row's segment as a hashable key that no other segment shares: the value itself
+    (None, a string, number or bool), a tuple for the list of a segment of several
+    fields (never equal to a string, so ``["a", "b"]`` and ``'["a", "b"]'`` stay two)."""
+    if isinstance(seg, list):
+        return tuple(_segment_key(v) for v in seg)
+    if isinstance(seg, dict):  # (not a segment a Monitor makes: kept apart, as text)
+        return ("{}", json.dumps(seg, sort_keys=True))
     return seg
 
 
@@ -407,7 +411,21 @@ def format_time(t):
 
 
 def _seg_text(seg):
+    if isinstance(seg, tuple):
+        return f"segment {json.dumps(list(seg))}"
     return "all events" if seg is None else f"segment {seg}"
+
+
+def _unique_labels(segs):
+    """Give each segment entry a label of its own: a label two segments would share
+    (the segments ``1`` and ``"1"``) becomes the segment's JSON text (``segment 1``,
+    ``segment "1"``)."""
+    seen = {}
+    for s in segs:
+        seen[s["label"]] = seen.get(s["label"], 0) + 1
+    for s in segs:
+        if seen[s["label"]] > 1 and s["key"] is not None:
+            s["label"] = f"segment {segment_id(s['segment'])}"
 
 
 def _is_num(v):
@@ -960,6 +978,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
         if seg not in per:
             segs.append({"key": seg, "label": _seg_text(seg), "segment": seg, "n": None,
                          "t": None, "alerts": count, "drop": 0.0, "values": {}, "late": None})
+    _unique_labels(segs)
     ranked = trouble_order(segs)
     segs = [segs[i] for i in ranked]
     seg_index = {s["key"]: i for i, s in enumerate(segs)}

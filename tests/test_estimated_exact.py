@@ -1,5 +1,7 @@
 """Exact sums behind the label-free estimates: every value is the correctly rounded value
-of exact sums, so it does not depend on batching, reverts, merges or state round trips.
+of exact sums, so it does not depend on batching, reverts, merges or state round trips
+(the expected AUC, float weights in a score order: within 1e-12 across batchings, and
+the same bits after a binary state round trip).
 
 Oracles: ``fractions.Fraction`` sums of the very float products the metric forms (``w *
 p`` and ``w * p * p`` in IEEE double, as Python computes them), converted to float once
@@ -242,3 +244,43 @@ def test_expected_auc_binary_state_resumes_to_the_bit():
         from_array_state(bad)
     with pytest.raises(ValueError, match="expected the key order"):
         from_array_state(dict(st_, data={}))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_batching_moves_the_expected_auc_in_its_last_bits_only(weighted):
+    """One batch, batches of 1 000 and one prediction at a time: the expected AUC (float
+    weights in a score order) and its check differ at most in the last bits, each within
+    1e-12 of scikit-learn's AUC of the pseudo-sample; the checks of the confusion
+    estimates (exact sums; with unit weights, integer counts) are the same bits."""
+    from sklearn.metrics import roc_auc_score
+
+    from streameval.metrics.checked import EstimateCheck
+
+    rng = np.random.default_rng(5)
+    n = 2000
+    s = rng.random(n)
+    y = rng.random(n) < s
+    w = rng.uniform(0.5, 2.0, n) if weighted else np.ones(n)
+    kinds = ["roc_auc", "recall", "precision", "accuracy", "f1"]
+
+    def fed(step):
+        ms = {"estimated_roc_auc": EstimatedROCAUC(),
+              **{k: EstimateCheck(k) for k in kinds}}
+        for m in ms.values():
+            if step == 1:
+                for i in range(n):
+                    m.update(bool(y[i]), float(s[i]), float(w[i]))
+            else:
+                for a in range(0, n, step):
+                    m.update_many(y[a:a + step], s[a:a + step], w[a:a + step])
+        return {k: m.get() for k, m in ms.items()}
+
+    runs = [fed(n), fed(1000), fed(1)]
+    want = roc_auc_score(np.r_[np.ones(n), np.zeros(n)], np.r_[s, s],
+                         sample_weight=np.r_[w * s, w - w * s])
+    realized = roc_auc_score(y, s, sample_weight=w)
+    for r in runs:
+        assert r["estimated_roc_auc"] == pytest.approx(want, abs=1e-12)
+        assert r["roc_auc"] == pytest.approx(want - realized, abs=1e-12)
+    for k in kinds[1:] if not weighted else ():
+        assert runs[0][k] == runs[1][k] == runs[2][k], k

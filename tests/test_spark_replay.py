@@ -326,3 +326,21 @@ def test_odd_lines_reserved_segments_and_an_empty_log(small_splits, tmp_path):
                   allow_empty=True)
     assert _jsonl(tmp_path / "e1" / "metrics.jsonl") == _jsonl(tmp_path / "e2" / "metrics.jsonl")
     assert len(_jsonl(tmp_path / "e2" / "metrics.jsonl")) == 1
+
+
+def test_segments_that_print_alike_stay_apart(spark, tmp_path):
+    """The segments 1 and "1", "null" and "None" beside the whole stream: each its own
+    rows and final entry, as in the single-process replay (the per-split facts are keyed
+    by each segment's JSON text)."""
+    looks = [1, "1", "null", "None"]
+    rows = _log(tmp_path / "base.jsonl", n=2000, seed=7)
+    for i, r in enumerate(rows):
+        r["country"] = looks[i % 4]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    local_replay(log, tmp_path / "one", config=CONFIG, report=False, progress=False)
+    summary = _spark_replay(log, tmp_path / "two", CONFIG, spark=spark, report=False)
+    got, _ = _same(tmp_path / "one", tmp_path / "two")
+    assert [r["segment"] for r in got if r["segment"] is not None][:4] == looks
+    assert [(f["segment"], f["n"]) for f in summary["final"]] == [
+        (None, 2000), (1, 500), ("1", 500), ("null", 500), ("None", 500)]

@@ -10,7 +10,10 @@ either). Each alert carries
 * ``labels``: ``alertname`` (the rule's name), ``severity`` (the rule's, ``warning``
   by default), ``metric`` (the metric the rule reads), ``segment`` (values joined by
   ``|`` for several fields; absent for the whole stream, since Alertmanager drops an
-  empty label), the static labels of the
+  empty label), ``segment_json`` (the segment's JSON text, for a segment whose
+  ``segment`` text another could share: a number, a bool, ``""``, or several fields
+  one of which is one of those or holds ``|``: :func:`segment_labels`), the static
+  labels of the
   configuration (``model`` or ``job``), then the rule's own ``labels``;
 * ``annotations``: ``summary``, ``description`` (the transition's explanation: the
   sentence of its ``message`` field, then the rule, the events and the event time;
@@ -42,10 +45,11 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from streameval.io.sinks import Sink, WebhookSink
+from streameval.io.sinks import Sink, WebhookSink, segment_id
 
 __all__ = ["AlertmanagerSink", "AlertmanagerWebhookSink", "alert_for", "webhook_message",
-           "DEFAULT_RESEND_INTERVAL", "segment_value", "explanation_annotations"]
+           "DEFAULT_RESEND_INTERVAL", "segment_value", "segment_labels",
+           "explanation_annotations"]
 
 #: Seconds between re-sends of a firing alert (Prometheus' ``resend_delay`` is 1 min).
 DEFAULT_RESEND_INTERVAL = 60.0
@@ -62,6 +66,37 @@ def segment_value(segment) -> str:
     if isinstance(segment, (list, tuple)):
         return "|".join("" if v is None else str(v) for v in segment)
     return str(segment)
+
+
+def _plain(v) -> bool:
+    """Whether ``v``'s label text names it alone among the values of its kind: a
+    non-empty string (a number, a bool or ``""`` reads like a string or the whole
+    stream)."""
+    return isinstance(v, str) and v != ""
+
+
+def segment_labels(segment) -> dict:
+    """The labels that name a segment: ``segment`` (:func:`segment_value`; absent for
+    the whole stream, as Alertmanager drops an empty label) and, when that text could
+    be another segment's too (a number, a bool or ``""``; several fields one of which
+    is one of those or holds ``|``), ``segment_json``: the segment's JSON text, so that
+    two segments are never one alert.
+
+    >>> segment_labels(None), segment_labels("fr"), segment_labels(3), segment_labels("3")
+    ({}, {'segment': 'fr'}, {'segment': '3', 'segment_json': '3'}, {'segment': '3'})
+    >>> segment_labels(["a|b", "c"])
+    {'segment': 'a|b|c', 'segment_json': '["a|b","c"]'}
+    """
+    if segment is None:
+        return {}
+    out = {}
+    text = segment_value(segment)
+    if text:
+        out["segment"] = text
+    several = isinstance(segment, (list, tuple))
+    if not (all(_plain(v) and "|" not in v for v in segment) if several else _plain(segment)):
+        out["segment_json"] = segment_id(segment)
+    return out
 
 
 def _iso(t: float) -> str:
@@ -142,8 +177,8 @@ def alert_for(transition: Mapping, rule: Any = None, *, labels: Mapping[str, str
     seg = segment_value(transition.get("segment"))
     out_labels = {"alertname": name, "severity": getattr(rule, "severity", "warning"),
                   "metric": str(metric)}
-    if seg:  # Alertmanager drops empty labels: the whole stream has none
-        out_labels["segment"] = seg
+    # (Alertmanager drops empty labels: the whole stream has none)
+    out_labels.update(segment_labels(transition.get("segment")))
     out_labels.update(labels or {})
     out_labels.update(getattr(rule, "labels", None) or {})
     value, t = transition.get("value"), transition.get("t")
@@ -236,7 +271,7 @@ class _Alerts:
         self.generator_url = generator_url
         self.resend_interval = float(resend_interval)
         self.clock = clock
-        self.firing: dict = {}  # (rule, segment) -> (transition, startsAt)
+        self.firing: dict = {}  # (rule, segment_id(segment)) -> (transition, startsAt)
         self.lock = threading.Lock()
 
     def rule(self, name):
@@ -247,7 +282,8 @@ class _Alerts:
         state = transition.get("state")
         if state not in ("firing", "resolved"):
             return None
-        key = (transition.get("rule"), segment_value(transition.get("segment")))
+        # (by the segment's typed JSON text: segments 1 and "1" are two alerts)
+        key = (transition.get("rule"), segment_id(transition.get("segment")))
         now = self.clock()
         with self.lock:
             if state == "firing":
@@ -312,7 +348,7 @@ class AlertmanagerSink(Sink):
     def firing(self) -> list:
         """The (rule, segment) pairs firing now (re-sent every ``resend_interval``)."""
         with self._alerts.lock:
-            return list(self._alerts.firing)
+            return [(t.get("rule"), t.get("segment")) for t, _ in self._alerts.firing.values()]
 
     def __repr__(self) -> str:
         return f"AlertmanagerSink({self.url!r}, sent={self.count}, failures={self.failures})"

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-__all__ = ["dumps", "json_key", "Sink", "JsonlSink", "StdoutSink", "WebhookSink", "rejected_callback",
+__all__ = ["dumps", "json_key", "segment_id", "Sink", "JsonlSink", "StdoutSink", "WebhookSink", "rejected_callback",
            "open_output", "write_atomic", "OutputLinkError"]
 
 logger = logging.getLogger("streameval.io")
@@ -67,16 +67,51 @@ def json_key(k: Any) -> str:
     return str(k)
 
 
+def segment_id(segment: Any) -> str:
+    """The typed JSON text of a segment value: one text per segment, never shared by two.
+
+    ``None`` (the whole stream) and the segment ``"null"``, ``3`` and ``"3"``, a
+    segment of several fields and the string of its JSON are each two texts, so a
+    mapping by ``segment_id`` keeps every segment (a mapping by the value's plain text
+    would merge them). A tuple and the list of the same values (a Monitor's key and the
+    row's ``segment``) are one segment. Runtime complexity: `O(size of the value)`.
+
+    >>> segment_id(None), segment_id("null"), segment_id(3), segment_id("3")
+    ('null', '"null"', '3', '"3"')
+    >>> segment_id(("fr", None)) == segment_id(["fr", None]) != segment_id('["fr",null]')
+    True
+    """
+    return json.dumps(_clean(segment), separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def _clean_dict(o: Mapping) -> dict:
+    """:func:`_clean` of a mapping: keys as :func:`json_key` writes them; two keys that
+    write as one (``1`` and ``"1"``, ``None`` and ``"null"``) raise ``ValueError``
+    instead of one silently replacing the other."""
+    out = {json_key(k): _clean(v) for k, v in o.items()}
+    if len(out) != len(o):
+        seen: dict = {}
+        for k in o:
+            other = seen.setdefault(json_key(k), k)
+            if other is not k:
+                raise ValueError(f"keys {other!r} and {k!r} both write as JSON key "
+                                 f"{json_key(k)!r}: write such a mapping as a list of "
+                                 "entries (segments: each entry with its typed 'segment')")
+    return out
+
+
 def _clean(o: Any) -> Any:
     """A JSON-safe copy of ``o``: NaN/inf -> None, numpy -> Python, tuples -> lists,
-    dict keys as :func:`json_key` writes them."""
+    dict keys as :func:`json_key` writes them (``ValueError`` when two keys would write
+    as one)."""
     t = type(o)
     if t is str or t is int or t is bool or o is None:
         return o
     if t is float:
         return o if math.isfinite(o) else None
     if t is dict:
-        return {json_key(k): _clean(v) for k, v in o.items()}
+        return _clean_dict(o)
     if t is list or t is tuple:
         return [_clean(v) for v in o]
     if isinstance(o, np.ndarray):
@@ -90,7 +125,7 @@ def _clean(o: Any) -> Any:
     if isinstance(o, (_dt.datetime, _dt.date)):
         return o.isoformat()
     if isinstance(o, Mapping):
-        return {json_key(k): _clean(v) for k, v in o.items()}
+        return _clean_dict(o)
     if isinstance(o, (list, tuple, set, frozenset)):
         return [_clean(v) for v in o]
     raise TypeError(f"cannot write a {type(o).__name__} as JSON: {o!r}")
@@ -98,6 +133,10 @@ def _clean(o: Any) -> Any:
 
 def dumps(obj: Any) -> str:
     """Compact JSON text of ``obj`` on one line, NaN and infinities as ``null``.
+
+    Dict keys are written as :func:`json_key` writes them; a dict two of whose keys
+    would write as one (``1`` and ``"1"``) raises ``ValueError``: nothing is dropped
+    silently (segments go in lists of entries, each with its ``segment`` value).
 
     Cost: `O(size of obj)`.
 

@@ -45,11 +45,13 @@ for the events that follow (:meth:`LabelFree.set_calibration`) and to a window a
 metric fed the events it holds. Without a calibration, scores must be probabilities in
 ``[0, 1]``.
 
-Sums are exact (:func:`exact_sums`: integers at a scale where every float64 is one), so
-an estimate does not depend on how its events were batched, reverted, merged or
-checkpointed: a window reverts without drift, and a monitor resumed from a checkpoint
-gives the bits of one that never stopped. Each value read is the correctly rounded
-value of its exact sums.
+The expected confusion matrix's sums are exact (:func:`exact_sums`: integers at a scale
+where every float64 is one), so its estimates do not depend on how their events were
+batched, reverted, merged or checkpointed: a window reverts without drift, and a monitor
+resumed from a checkpoint gives the bits of one that never stopped. Each value read is
+the correctly rounded value of its exact sums. The expected ROC AUC is the exception:
+its score order holds float weights and a float Mann–Whitney sum, so the same events in
+other batches differ in the last bits (within 1e-12; :class:`EstimatedROCAUC`).
 
 It may import numpy, :mod:`streameval.validation` and the metrics' ``base``,
 ``common``, ``scoreorder`` and (to rebuild a map from a state) ``calibration``
@@ -700,6 +702,14 @@ class EstimatedROCAUC(LabelFree):
     :class:`~streameval.metrics.scoreorder.ScoreOrder` (memory grows with distinct
     scores; windows bound it). ``threshold`` is accepted for a uniform signature and
     not used.
+
+    Its weights ``w p`` and ``w (1 - p)`` are not dyadic, so the order's per-score
+    weights and its Mann–Whitney sum are float64 sums whose rounding follows the
+    batches: the same events fed in one batch, in batches of 1 000 or one by one give
+    values that differ in their last bits (within 1e-12 of each other and of
+    scikit-learn's AUC of the pseudo-sample). A binary checkpoint
+    (:meth:`to_array_state`) keeps the order as laid out, so a restored metric goes on
+    with the bits of one that never stopped.
 
     Runtime complexity: ``update``/``revert`` `O(log(n))` (``n`` distinct scores);
     ``update_many`` `O(m log(m))` plus the order's merge; ``get`` `O(1)`; ``interval``

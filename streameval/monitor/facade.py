@@ -493,7 +493,9 @@ class Monitor:
         self._seq = {}       # key -> index in order of first appearance
         self._by_seq = []    # the segments by that index
         self._stash = []     # [(block, kind, segment indexes)]: see STASH_BATCHES
-        self._pend_count = None  # events buffered per segment index (own buffer + stash)
+        # events buffered per segment index (own buffer + stash); zero for segments
+        # with empty buffers, built from the buffers once by a restore (_restore_scopes)
+        self._pend_count = np.zeros(16, np.int64)
 
     def _seqs(self):
         """``{key: index}`` of the segments in order of first appearance."""
@@ -503,14 +505,12 @@ class Monitor:
         return self._seq
 
     def _counts(self):
-        """Events buffered per segment index (its own buffer and the stash), int64."""
+        """Events buffered per segment index (its own buffer and the stash), int64: kept
+        up to date as events are buffered and fed (a new segment's count starts at 0;
+        a restore builds them once, :meth:`_restore_scopes`)."""
         need = len(self._seqs())
         c = self._pend_count
-        if c is None:  # (after a restore: the stash is empty)
-            c = np.zeros(max(16, 2 * need), np.int64)
-            c[:need] = [sc.pending for sc in self._by_seq]
-            self._pend_count = c
-        elif len(c) < need:
+        if len(c) < need:
             c = self._pend_count = np.concatenate([c, np.zeros(2 * need - len(c), np.int64)])
         return c
 
@@ -746,8 +746,6 @@ class Monitor:
             seg = self._segment_of(key)
             # a segment's events wait in its buffer until its own evaluation point
             self._compact()  # (the stashed ones first: they came before)
-            # (the counts before this event joins a buffer: after a restore they are
-            # built from the buffers, which would count it twice)
             counts = self._counts()
             seg.pend_one(y_true in self._pos_set, s, w, t,
                          KIND_EVENT if free else KIND_LABEL)
@@ -1454,27 +1452,38 @@ class Monitor:
         mon.t = d["t"]
         mon._last_eval_n = d["last_eval_n"]
         mon._restore_predictions(d)
-        mon._segments = {}
-        mon._index_segments()  # (rebuilt from the segments' own state on first use)
-        mon._overall = None
-        for s in d["segments"]:
-            if s["overall"]:
-                key = None
-            else:
-                key = mon._intake.segment_key(s["segment"], reserved_ok=True)
+        mon._restore_scopes(d["segments"], lambda key, name, ms: from_state(ms), from_state)
+        return mon
+
+    def _restore_scopes(self, entries, metric_of, drift_of):
+        """Install the scopes of a state's ``data.segments`` ``entries`` (the one path of
+        :meth:`from_state` and :meth:`from_array_state`): each entry's
+        :class:`~streameval.monitor.scopes.Scope`, its metrics from
+        ``metric_of(key, name, state)`` and drift tests from ``drift_of(state)``, its
+        count and evaluation state (buffered events included); then, once, the
+        segments' bookkeeping from the installed scopes: their order of first
+        appearance and the events each has buffered towards its next evaluation point
+        (a state is taken with the stash moved to the buffers, :meth:`_compact`)."""
+        self._segments = {}
+        self._overall = None
+        self._index_segments()
+        for s in entries:
+            key = (None if s["overall"]
+                   else self._intake.segment_key(s["segment"], reserved_ok=True))
             seg = Scope(
                 key, None if key is None else (list(key) if isinstance(key, tuple) else key),
-                {name: from_state(ms) for name, ms in s["metrics"].items()},
-                {name: from_state(ds) for name, ds in s["drift"].items()},
+                {name: metric_of(key, name, ms) for name, ms in s["metrics"].items()},
+                {name: drift_of(ds) for name, ds in s["drift"].items()},
                 [Rule.from_state(rs) for rs in s["rules"]],
             )
             seg.n = s["n"]
             seg.set_eval_state(s.get("evaluation"))
             if key is None:
-                mon._overall = seg
+                self._overall = seg
             else:
-                mon._segments[key] = seg
-        return mon
+                self._segments[key] = seg
+        counts = self._counts()
+        counts[:len(self._by_seq)] = [sc.pending for sc in self._by_seq]
 
     # ------------------------------------------------------------------ binary state
     def to_array_state(self):
@@ -1641,21 +1650,7 @@ class Monitor:
         plain = {"type": state["type"], "version": state["version"], "params": p,
                  "data": dict(d, segments=[])}
         mon = cls._from_state(plain)
-        for s in d["segments"]:
-            key = None if s["overall"] else mon._intake.segment_key(s["segment"],
-                                                                    reserved_ok=True)
-            seg = Scope(
-                key, None if key is None else (list(key) if isinstance(key, tuple) else key),
-                {name: metric_of(key, name, ms) for name, ms in s["metrics"].items()},
-                {name: from_array_state(ds) for name, ds in s["drift"].items()},
-                [Rule.from_state(rs) for rs in s["rules"]],
-            )
-            seg.n = s["n"]
-            seg.set_eval_state(s.get("evaluation"))
-            if key is None:
-                mon._overall = seg
-            else:
-                mon._segments[key] = seg
+        mon._restore_scopes(d["segments"], metric_of, from_array_state)
         for key, name, view in views:
             seg = mon._overall if key is None else mon._segments[key]
             m = seg.metrics.get(name)

@@ -53,8 +53,11 @@ Families:
   (``missing_segment_fields``).
 
 The segment label is ``""`` for the whole stream (no ``group_by``) and, for a segment
-made of several fields, their values joined by ``"|"``. A label value is escaped by
-prometheus-client (backslash, double quote, line feed) and bounded: one longer than
+made of several fields, their values joined by ``"|"``. Two segments never share a
+label: one whose label an earlier segment already has (``1`` after ``"1"``, ``""``
+beside the whole stream, ``("a", "b|c")`` after ``("a|b", "c")``) gets ``~`` and 16 hex
+digits of the SHA-256 of its JSON text after it (:func:`segment_labels`). A label
+value is escaped by prometheus-client (backslash, double quote, line feed) and bounded: one longer than
 :data:`MAX_LABEL_VALUE_BYTES` is cut and ends with ``~`` and 16 hex digits of its
 SHA-256, so that two long values stay two series. The service refuses segment values
 over ``[serve] max_segment_bytes`` (256 bytes by default) anyway; the bound holds for a
@@ -71,7 +74,8 @@ The ``window`` label is what each metric declares (the ``window_kind`` of its
 :class:`~streameval.metrics.base.Capabilities`), never its class name.
 
 Imports: prometheus-client, :mod:`streameval.metrics.base` (a metric's declared
-capabilities) and the package's ``__version__``; it reads the Monitor's plain snapshots
+capabilities), :func:`streameval.io.sinks.segment_id` (a segment's typed JSON text) and
+the package's ``__version__``; it reads the Monitor's plain snapshots
 and rules' names and severities, never metric internals.
 """
 
@@ -83,10 +87,11 @@ import math
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from streameval.io.sinks import segment_id
 from streameval.metrics.base import capabilities
 
-__all__ = ["MonitorCollector", "window_label", "segment_label", "bounded_label",
-           "MAX_LABEL_VALUE_BYTES"]
+__all__ = ["MonitorCollector", "window_label", "segment_label", "segment_labels",
+           "bounded_label", "MAX_LABEL_VALUE_BYTES"]
 
 #: UTF-8 bytes of an exported label value at most: two segment fields of the default
 #: ``max_segment_bytes`` (256) and their separator fit whole.
@@ -123,6 +128,35 @@ def segment_label(segment) -> str:
     if isinstance(segment, (tuple, list)):
         return bounded_label("|".join("" if s is None else str(s) for s in segment))
     return bounded_label(str(segment))
+
+
+def segment_labels(segments) -> dict:
+    """``{segment_id(segment): label}`` for ``segments`` in their order (the whole
+    stream's first, then the segments' in order of first appearance): each the
+    :func:`segment_label`, except that a segment whose label an earlier one has (the
+    segments ``1`` and ``"1"``, ``("a|b", "c")`` and ``("a", "b|c")``, the whole stream
+    and the segment ``""``) gets ``~`` and 16 hex digits of the SHA-256 of its JSON text
+    after it (:func:`~streameval.io.sinks.segment_id`): two segments are never one
+    series, and since a Monitor's segments keep their order, a label once given never
+    changes. Runtime complexity: `O(segments)`.
+
+    >>> labels = segment_labels([None, 1, "1", "2"])
+    >>> [labels[segment_id(s)] for s in (None, 1, "2")], labels[segment_id("1")][:2]
+    (['', '1', '2'], '1~')
+    """
+    out = {}
+    taken = set()
+    for seg in segments:
+        sid = segment_id(seg)
+        if sid in out:
+            continue
+        label = segment_label(seg)
+        if label in taken:
+            digest = hashlib.sha256(sid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            label = bounded_label(f"{label}~{digest}")
+        taken.add(label)
+        out[sid] = label
+    return out
 
 
 def window_label(metric) -> str:
@@ -196,8 +230,10 @@ class MonitorCollector(Collector):
         )
         covered = False
         bounded = False
-        for seg, entry in _segments(snap):
-            label = segment_label(seg)
+        segs = _segments(snap)
+        labels = segment_labels(seg for seg, _ in segs)
+        for seg, entry in segs:
+            label = labels[segment_id(seg)]
             for name, v in (entry.get("values") or {}).items():
                 metric.add_metric([name, windows.get(name, "cumulative"), label], _value(v))
             for name, b in (entry.get("error_bounds") or {}).items():
@@ -263,7 +299,9 @@ class MonitorCollector(Collector):
         for a in snap.get("alerts") or ():
             rule = str(a.get("rule"))
             active.add_metric(
-                [bounded_label(rule), segment_label(a.get("segment")), str(a.get("state")),
+                [bounded_label(rule),
+                 labels.get(segment_id(a.get("segment"))) or segment_label(a.get("segment")),
+                 str(a.get("state")),
                  severities.get(rule, "warning")], 1.0
             )
         yield active

@@ -118,7 +118,10 @@ class Timeline:
         by_seg = {}
         for i, row in enumerate(rows):
             seg = row.get("segment")
-            by_seg.setdefault(seg if not isinstance(seg, (list, dict)) else repr(seg), []).append(i)
+            # (a list's key is a tuple: never the key of a string segment)
+            key = (tuple(seg) if isinstance(seg, list) else ("{}", repr(seg))
+                   if isinstance(seg, dict) else seg)
+            by_seg.setdefault(key, []).append(i)
         bounds = np.array(sorted({a.get("n") for a in self._alerts
                                   if isinstance(a.get("n"), (int, float))}), dtype=float)
         keep = []
