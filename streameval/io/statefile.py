@@ -209,7 +209,9 @@ class StateWriter:
                          and a.dtype == root.dtype):
             # (the whole of its root: the same memory, without reading its address)
             return (id(root), -1, a.shape, a.strides, a.dtype.str)
-        return (id(root), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+        # (the address of its first byte: ``ctypes.data`` reads it at half the cost of
+        # ``__array_interface__``, which builds a dict)
+        return (id(root), a.ctypes.data, a.shape, a.strides, a.dtype.str)
 
     def adopt(self, arrays: dict) -> None:
         """Remember where loaded arrays are stored (``{id: (array, ref)}``, from
@@ -551,7 +553,9 @@ class StateWriter:
             def emit(sub):  # (inner subtrees first: their places are then known)
                 nonlocal offset, held
                 done.add(id(sub))
-                for obj, _ in sub.items.values():
+                # (only a walked subtree holds subtrees: one the JSON encoder wrote holds
+                # arrays only, tens of them, not scanned)
+                for obj, _ in (sub.items.values() if sub.parts is None else ()):
                     if type(obj) is _Subtree and id(obj) in todo and id(obj) not in done:
                         emit(obj)
                 if sub.parts is not None:  # (references moved: written again)
