@@ -209,9 +209,7 @@ class StateWriter:
                          and a.dtype == root.dtype):
             # (the whole of its root: the same memory, without reading its address)
             return (id(root), -1, a.shape, a.strides, a.dtype.str)
-        # (the address of its first byte: ``ctypes.data`` reads it at half the cost of
-        # ``__array_interface__``, which builds a dict)
-        return (id(root), a.ctypes.data, a.shape, a.strides, a.dtype.str)
+        return (id(root), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
 
     def adopt(self, arrays: dict) -> None:
         """Remember where loaded arrays are stored (``{id: (array, ref)}``, from
