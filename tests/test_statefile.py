@@ -257,6 +257,37 @@ def test_pack_bytes_are_the_arrays_with_their_crc(tmp_path):
     assert w.last["bytes"] == 1 and w.last["arrays"] == 1
 
 
+def test_views_of_one_memory_are_written_once_and_other_slices_apart(tmp_path):
+    """Distinct read-only view objects of the same bytes (as several windows hold one
+    batch) are one array in the pack; a slice at another offset, or of another length,
+    is an array of its own; and a later checkpoint given fresh views of the same memory
+    references what it wrote. Oracle: the bytes of each slice, and the values loaded."""
+    root = np.arange(100, dtype=np.float64)
+
+    def view(a, b):
+        v = root[a:b]
+        v.flags.writeable = False
+        return v
+
+    w = StateWriter(tmp_path / "c.json")
+    tree = {"a": view(10, 20), "b": view(10, 20), "c": view(20, 30), "d": view(10, 21)}
+    w.write(tree, kind="k")
+    assert w.last["arrays"] == 3 and w.last["bytes"] == (10 + 10 + 11) * 8
+    env = json.loads((tmp_path / "c.json").read_text())
+    refs = {k: env["state"][k]["$a"] for k in tree}
+    assert refs["a"] == refs["b"] and refs["a"][1] != refs["c"][1]
+    raw = (Path(pack_dir(tmp_path / "c.json")) / refs["c"][0]).read_bytes()
+    for k, (a, b) in {"a": (10, 20), "c": (20, 30), "d": (10, 21)}.items():
+        assert raw[refs[k][1]:refs[k][1] + refs[k][2]] == root[a:b].tobytes()
+    got = load_checkpoint(tmp_path / "c.json", expected_kind="k")
+    assert {k: got[k].tolist() for k in tree} == {
+        "a": list(range(10, 20)), "b": list(range(10, 20)), "c": list(range(20, 30)),
+        "d": list(range(10, 21))}
+    # fresh view objects of the same memory: referenced, nothing written again
+    w.write({"a": view(10, 20), "c": view(20, 30)}, kind="k")
+    assert w.last["arrays"] == 0 and w.last["bytes"] == 0
+
+
 def _damage(path, how):
     data = bytearray(path.read_bytes())
     if how == "flip":

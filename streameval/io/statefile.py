@@ -551,7 +551,9 @@ class StateWriter:
             def emit(sub):  # (inner subtrees first: their places are then known)
                 nonlocal offset, held
                 done.add(id(sub))
-                for obj, _ in sub.items.values():
+                # (only a walked subtree holds subtrees: one the JSON encoder wrote holds
+                # arrays only, tens of them, not scanned)
+                for obj, _ in (sub.items.values() if sub.parts is None else ()):
                     if type(obj) is _Subtree and id(obj) in todo and id(obj) not in done:
                         emit(obj)
                 if sub.parts is not None:  # (references moved: written again)
