@@ -323,17 +323,12 @@ class Change:
         return dataclasses.asdict(self)
 
 
-def _running_max(start, t, stop):
-    """The newest time after the first ``stop`` times ``t`` from ``start``: the last
-    element of ``np.maximum.accumulate`` over ``start`` then ``t[:stop]`` (a NaN, an
-    unknown time, stays NaN), in one reduction unless the maximum is 0 (where the
-    first of the equal values, 0.0 or -0.0, must win) or NaN."""
-    if start != start:
-        return start
-    top = np.maximum.reduce(t[:stop])  # (what ``max`` calls, without its Python layers)
-    if top and top == top:  # the maximum's value and bits are those of the running one
-        return top if top > start else start
-    return np.maximum.accumulate(np.concatenate(([start], t[:stop])))[-1]
+def _running_maxima(start, t):
+    """The newest time after each of the first ``k`` times ``t`` from ``start``, for
+    every ``k``: ``np.maximum.accumulate`` over ``start`` then ``t`` (a NaN, an
+    unknown time, stays NaN; of equal values the first wins, 0.0 or -0.0), one pass
+    for a batch."""
+    return np.maximum.accumulate(np.concatenate(([start], t)))
 
 
 def _counts(W, X, Q):
@@ -1209,6 +1204,9 @@ class SequentialDrift(BinaryMetric):
     _K1 = len(CONCENTRATIONS) + 1   # the parts of Q's mixture
     # checks ahead in the current batch known far from the alarm level (_far_checks)
     _skip = 0
+    # whether the check after those is known far too (the last of the batch's stretch:
+    # it leaves its statistic waiting without computing its bound)
+    _far = False
 
     def __init__(self, metric="recall", alpha=0.005, horizon=DEFAULT_HORIZON, threshold=0.5,
                  block=None, keep=DEFAULT_KEEP, pos_label=True, neg_label=None, every=None):
@@ -1345,6 +1343,8 @@ class SequentialDrift(BinaryMetric):
             ws = None if w is None else w[ev]
         base, ind0 = self.n, self.n_indicator
         i, k = 0, len(ev)
+        # the newest time after each event (read at each check and at the end)
+        newest_at = None if t is None else _running_maxima(start, t)
         # the dependence sums after each observation, in the event loop's order
         dep = self._dep
         if k:
@@ -1391,6 +1391,7 @@ class SequentialDrift(BinaryMetric):
                     # the checks of this stretch that are known far from the alarm
                     # level (their bounds are not computed: see _far_checks)
                     self._skip = self._far_checks(cx, ev[i:], first, base, W0, X0)
+                    self._far = self._skip > 0
             for j in range(first, k - i, self.block):
                 e = int(ev[i + j])
                 if exact:
@@ -1405,7 +1406,7 @@ class SequentialDrift(BinaryMetric):
                 dep.s1, dep.s2, dep.s11 = dsum[:, i + j + 1].tolist()
                 dep.last = float(xs[i + j])
                 if t is not None:
-                    newest = _running_max(start, t, e + 1)
+                    newest = newest_at[e + 1]
                     if newest != -math.inf:
                         self._t = float(newest)
                 found = len(self.changes)
@@ -1413,11 +1414,13 @@ class SequentialDrift(BinaryMetric):
                 if len(self.changes) > found:   # restarted: the sums changed
                     if stop:  # (every count and sum above stands at event e)
                         self._skip = 0
+                        self._far = False
                         return e + 1
                     i += j + 1
                     restarted = True
                     break
             self._skip = 0
+            self._far = False
             if not restarted:
                 if exact:
                     self._X = X0 + float(cx[-1])
@@ -1433,7 +1436,7 @@ class SequentialDrift(BinaryMetric):
             dep.s1, dep.s2, dep.s11 = dsum[:, k].tolist()
             dep.last = float(xs[k - 1])
         if t is not None:
-            newest = _running_max(start, t, m)
+            newest = newest_at[m]
             if newest != -math.inf:
                 self._t = float(newest)
         return m if stop else self
@@ -1488,7 +1491,13 @@ class SequentialDrift(BinaryMetric):
             V = dep.factor(self.block, self._share())
             W, X, Q = self._W, self._X, self._Q
             n1, s1 = _after(c, W, X, Q)
-            bound = _bound(c, n1, s1, W, X, Q, V)
+            if self._far:
+                # the last check of a stretch known far (_far_checks: its upper bound
+                # covers this check's bound too): the decision its bound would make
+                self._far = False
+                bound = -math.inf
+            else:
+                bound = _bound(c, n1, s1, W, X, Q, V)
             self._near = bound >= self._log_alarm - NEAR
             if bound < self._log_alarm - BOUND_MARGIN:
                 self._lazy = (c.frozen(), n1, s1, W, X, Q, V)
