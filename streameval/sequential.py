@@ -1342,6 +1342,7 @@ class SequentialDrift(BinaryMetric):
                 xs = xs[ev]
             ws = None if w is None else w[ev]
         base, ind0 = self.n, self.n_indicator
+        block, every = self.block, self.every
         i, k = 0, len(ev)
         # the newest time after each event (read at each check and at the end)
         newest_at = None if t is None else _running_maxima(start, t)
@@ -1392,7 +1393,16 @@ class SequentialDrift(BinaryMetric):
                     # level (their bounds are not computed: see _far_checks)
                     self._skip = self._far_checks(cx, ev[i:], first, base, W0, X0)
                     self._far = self._skip > 0
-            for j in range(first, k - i, self.block):
+            for j in range(first, k - i, block):
+                if not self._near and ((n0 + j + 1) // block) % every:
+                    # between candidates, far from the alarm level: the block closes
+                    # and nothing is checked (_boundary's first case), so only the
+                    # dependence's sum is read here (the rest is set at the next check
+                    # or at the end of the batch)
+                    dep.s1 = float(dsum[0, i + j + 1])
+                    dep.close_block(block)
+                    self._between(self._cands, (n0 + j + 1) // block)
+                    continue
                 e = int(ev[i + j])
                 if exact:
                     self._W = self._Q = W0 + (j + 1)
