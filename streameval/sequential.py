@@ -117,7 +117,8 @@ alarm is possible, and the exact statistic waits, on a copy of its inputs, until
 read rather than once per block. A batch whose checks (three or more) all lie
 :data:`NEAR` nats below the alarm level by one upper bound of their bounds (one numpy
 pass over candidates times checks, :meth:`SequentialDrift._far_checks`) makes only its
-last check: the others would change nothing that the last does not replace.
+last check, without its bound (that upper bound covers it too): the others would change
+nothing that the last does not replace.
 ``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy, plus
 `O(DEPENDENCE_LEVELS)` for the variance factor, and with ``V > 1`` a few Newton steps
 per candidate for the plausible rates of its deflated history); a batch `O(m)` numpy
@@ -1545,10 +1546,11 @@ class SequentialDrift(BinaryMetric):
         self._thin(now)
 
     def _far_checks(self, cx, ev, first, base, W0, X0):
-        """How many of the checks ahead in a batch can skip their bound: all but the
-        last, when there are :data:`_FAR_MIN` to :data:`_FAR_MAX` of them and an upper
-        bound of every one of their bounds (:func:`_bound`) is :data:`NEAR` below the
-        alarm level, else none. ``cx``, ``ev``: the running sums of the batch's
+        """How many of the checks ahead in a batch can be skipped: all but the last
+        (whose bound is then known far too: it leaves its statistic waiting without
+        computing it), when there are :data:`_FAR_MIN` to :data:`_FAR_MAX` of them and
+        an upper bound of every one of their bounds (:func:`_bound`) is :data:`NEAR`
+        below the alarm level, else none. ``cx``, ``ev``: the running sums of the batch's
         observations ahead and their event indices, ``first``: the offset of the next
         block boundary among them, ``base``: events counted before the batch, ``W0``,
         ``X0``: the history's sums before them (unit weights, exact sums, no check near
