@@ -1582,9 +1582,9 @@ class SequentialDrift(BinaryMetric):
         lall = [_log_max(*_counts(w, x, w)) for w, x in zip(Wk, Xk)]
         new = []
         prev, horizon = self._last_e, self.horizon
-        for w, x, e in zip(Wk, Xk, ev[checks[:-1]].tolist()):
+        for w, x, e, lm in zip(Wk, Xk, ev[checks[:-1]].tolist(), lall):
             ne = base + e + 1
-            new.append((w, x, math.log((ne - prev) / horizon), _log_max(*_counts(w, x, w))))
+            new.append((w, x, math.log((ne - prev) / horizon), lm))  # (its history: all)
             prev = ne
         rows = np.concatenate((c.f[:, _FAR_COLUMNS], new))
         Wk, Xk = np.array(Wk)[:, None], np.array(Xk)[:, None]
@@ -1598,12 +1598,13 @@ class SequentialDrift(BinaryMetric):
             np.maximum(g, 0.0, out=g)
             g += rows[:, 2]
             # (row r is open at check j when r < m0 + j)
-            g[:, m0:][_FAR_MASKS[q]] = -math.inf
-            top = np.max(g, axis=1)
+            # (the reductions by their ufuncs: what ``max`` and ``sum`` call)
+            np.copyto(g[:, m0:], -math.inf, where=_FAR_MASKS[q])
+            top = np.maximum.reduce(g, axis=1)
             g -= top[:, None]
             np.exp(g, out=g)
-            top += np.log(np.sum(g, axis=1))
-        worst = float(np.max(top)) + max(0.0, LOG_C)
+            top += np.log(np.add.reduce(g, axis=1))
+        worst = float(np.maximum.reduce(top)) + max(0.0, LOG_C)
         if not worst + _FAR_SLACK < self._log_alarm - NEAR:  # (NaN: not far)
             return 0
         return q - 1
