@@ -117,7 +117,8 @@ alarm is possible, and the exact statistic waits, on a copy of its inputs, until
 read rather than once per block. A batch whose checks (three or more) all lie
 :data:`NEAR` nats below the alarm level by one upper bound of their bounds (one numpy
 pass over candidates times checks, :meth:`SequentialDrift._far_checks`) makes only its
-last check: the others would change nothing that the last does not replace.
+last check, without its bound (that upper bound covers it too): the others would change
+nothing that the last does not replace.
 ``update`` is `O(1)`; a block boundary `O(keep * log(n / block))` (numpy, plus
 `O(DEPENDENCE_LEVELS)` for the variance factor, and with ``V > 1`` a few Newton steps
 per candidate for the plausible rates of its deflated history); a batch `O(m)` numpy
@@ -323,17 +324,12 @@ class Change:
         return dataclasses.asdict(self)
 
 
-def _running_max(start, t, stop):
-    """The newest time after the first ``stop`` times ``t`` from ``start``: the last
-    element of ``np.maximum.accumulate`` over ``start`` then ``t[:stop]`` (a NaN, an
-    unknown time, stays NaN), in one reduction unless the maximum is 0 (where the
-    first of the equal values, 0.0 or -0.0, must win) or NaN."""
-    if start != start:
-        return start
-    top = np.maximum.reduce(t[:stop])  # (what ``max`` calls, without its Python layers)
-    if top and top == top:  # the maximum's value and bits are those of the running one
-        return top if top > start else start
-    return np.maximum.accumulate(np.concatenate(([start], t[:stop])))[-1]
+def _running_maxima(start, t):
+    """The newest time after each of the first ``k`` times ``t`` from ``start``, for
+    every ``k``: ``np.maximum.accumulate`` over ``start`` then ``t`` (a NaN, an
+    unknown time, stays NaN; of equal values the first wins, 0.0 or -0.0), one pass
+    for a batch."""
+    return np.maximum.accumulate(np.concatenate(([start], t)))
 
 
 def _counts(W, X, Q):
@@ -1209,6 +1205,9 @@ class SequentialDrift(BinaryMetric):
     _K1 = len(CONCENTRATIONS) + 1   # the parts of Q's mixture
     # checks ahead in the current batch known far from the alarm level (_far_checks)
     _skip = 0
+    # whether the check after those is known far too (the last of the batch's stretch:
+    # it leaves its statistic waiting without computing its bound)
+    _far = False
 
     def __init__(self, metric="recall", alpha=0.005, horizon=DEFAULT_HORIZON, threshold=0.5,
                  block=None, keep=DEFAULT_KEEP, pos_label=True, neg_label=None, every=None):
@@ -1344,7 +1343,10 @@ class SequentialDrift(BinaryMetric):
                 xs = xs[ev]
             ws = None if w is None else w[ev]
         base, ind0 = self.n, self.n_indicator
+        block, every = self.block, self.every
         i, k = 0, len(ev)
+        # the newest time after each event (read at each check and at the end)
+        newest_at = None if t is None else _running_maxima(start, t)
         # the dependence sums after each observation, in the event loop's order
         dep = self._dep
         if k:
@@ -1391,7 +1393,17 @@ class SequentialDrift(BinaryMetric):
                     # the checks of this stretch that are known far from the alarm
                     # level (their bounds are not computed: see _far_checks)
                     self._skip = self._far_checks(cx, ev[i:], first, base, W0, X0)
-            for j in range(first, k - i, self.block):
+                    self._far = self._skip > 0
+            for j in range(first, k - i, block):
+                if not self._near and ((n0 + j + 1) // block) % every:
+                    # between candidates, far from the alarm level: the block closes
+                    # and nothing is checked (_boundary's first case), so only the
+                    # dependence's sum is read here (the rest is set at the next check
+                    # or at the end of the batch)
+                    dep.s1 = float(dsum[0, i + j + 1])
+                    dep.close_block(block)
+                    self._between(self._cands, (n0 + j + 1) // block)
+                    continue
                 e = int(ev[i + j])
                 if exact:
                     self._W = self._Q = W0 + (j + 1)
@@ -1405,7 +1417,7 @@ class SequentialDrift(BinaryMetric):
                 dep.s1, dep.s2, dep.s11 = dsum[:, i + j + 1].tolist()
                 dep.last = float(xs[i + j])
                 if t is not None:
-                    newest = _running_max(start, t, e + 1)
+                    newest = newest_at[e + 1]
                     if newest != -math.inf:
                         self._t = float(newest)
                 found = len(self.changes)
@@ -1413,11 +1425,13 @@ class SequentialDrift(BinaryMetric):
                 if len(self.changes) > found:   # restarted: the sums changed
                     if stop:  # (every count and sum above stands at event e)
                         self._skip = 0
+                        self._far = False
                         return e + 1
                     i += j + 1
                     restarted = True
                     break
             self._skip = 0
+            self._far = False
             if not restarted:
                 if exact:
                     self._X = X0 + float(cx[-1])
@@ -1433,7 +1447,7 @@ class SequentialDrift(BinaryMetric):
             dep.s1, dep.s2, dep.s11 = dsum[:, k].tolist()
             dep.last = float(xs[k - 1])
         if t is not None:
-            newest = _running_max(start, t, m)
+            newest = newest_at[m]
             if newest != -math.inf:
                 self._t = float(newest)
         return m if stop else self
@@ -1488,7 +1502,13 @@ class SequentialDrift(BinaryMetric):
             V = dep.factor(self.block, self._share())
             W, X, Q = self._W, self._X, self._Q
             n1, s1 = _after(c, W, X, Q)
-            bound = _bound(c, n1, s1, W, X, Q, V)
+            if self._far:
+                # the last check of a stretch known far (_far_checks: its upper bound
+                # covers this check's bound too): the decision its bound would make
+                self._far = False
+                bound = -math.inf
+            else:
+                bound = _bound(c, n1, s1, W, X, Q, V)
             self._near = bound >= self._log_alarm - NEAR
             if bound < self._log_alarm - BOUND_MARGIN:
                 self._lazy = (c.frozen(), n1, s1, W, X, Q, V)
@@ -1526,10 +1546,11 @@ class SequentialDrift(BinaryMetric):
         self._thin(now)
 
     def _far_checks(self, cx, ev, first, base, W0, X0):
-        """How many of the checks ahead in a batch can skip their bound: all but the
-        last, when there are :data:`_FAR_MIN` to :data:`_FAR_MAX` of them and an upper
-        bound of every one of their bounds (:func:`_bound`) is :data:`NEAR` below the
-        alarm level, else none. ``cx``, ``ev``: the running sums of the batch's
+        """How many of the checks ahead in a batch can be skipped: all but the last
+        (whose bound is then known far too: it leaves its statistic waiting without
+        computing it), when there are :data:`_FAR_MIN` to :data:`_FAR_MAX` of them and
+        an upper bound of every one of their bounds (:func:`_bound`) is :data:`NEAR`
+        below the alarm level, else none. ``cx``, ``ev``: the running sums of the batch's
         observations ahead and their event indices, ``first``: the offset of the next
         block boundary among them, ``base``: events counted before the batch, ``W0``,
         ``X0``: the history's sums before them (unit weights, exact sums, no check near
@@ -1561,9 +1582,9 @@ class SequentialDrift(BinaryMetric):
         lall = [_log_max(*_counts(w, x, w)) for w, x in zip(Wk, Xk)]
         new = []
         prev, horizon = self._last_e, self.horizon
-        for w, x, e in zip(Wk, Xk, ev[checks[:-1]].tolist()):
+        for w, x, e, lm in zip(Wk, Xk, ev[checks[:-1]].tolist(), lall):
             ne = base + e + 1
-            new.append((w, x, math.log((ne - prev) / horizon), _log_max(*_counts(w, x, w))))
+            new.append((w, x, math.log((ne - prev) / horizon), lm))  # (its history: all)
             prev = ne
         rows = np.concatenate((c.f[:, _FAR_COLUMNS], new))
         Wk, Xk = np.array(Wk)[:, None], np.array(Xk)[:, None]
@@ -1577,12 +1598,13 @@ class SequentialDrift(BinaryMetric):
             np.maximum(g, 0.0, out=g)
             g += rows[:, 2]
             # (row r is open at check j when r < m0 + j)
-            g[:, m0:][_FAR_MASKS[q]] = -math.inf
-            top = np.max(g, axis=1)
+            # (the reductions by their ufuncs: what ``max`` and ``sum`` call)
+            np.copyto(g[:, m0:], -math.inf, where=_FAR_MASKS[q])
+            top = np.maximum.reduce(g, axis=1)
             g -= top[:, None]
             np.exp(g, out=g)
-            top += np.log(np.sum(g, axis=1))
-        worst = float(np.max(top)) + max(0.0, LOG_C)
+            top += np.log(np.add.reduce(g, axis=1))
+        worst = float(np.maximum.reduce(top)) + max(0.0, LOG_C)
         if not worst + _FAR_SLACK < self._log_alarm - NEAR:  # (NaN: not far)
             return 0
         return q - 1
