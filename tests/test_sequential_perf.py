@@ -16,7 +16,7 @@ import statistics
 import numpy as np
 import pytest
 import mpmath
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from streameval import sequential as S
 from streameval.metrics import base as B
@@ -124,6 +124,7 @@ def test_region_one_matches_a_high_precision_oracle():
 
 
 @given(st.integers(1, 10**8), st.floats(0.0, 1.0), st.floats(-40.0, 0.0))
+@example(1, 0.0, -35.25)  # (the end 1 - exp(K) within 5e-16 of 1: brentq's own tolerance)
 def test_region_one_ends_are_the_level_crossings(n, rate, drop):
     """The ends are where the log likelihood falls to ``K`` (SciPy's brentq as the
     oracle), bit for bit those of the plain formula."""
@@ -142,13 +143,16 @@ def test_region_one_ends_are_the_level_crossings(n, rate, drop):
         a, b = max(a, S._TINY), min(b, S._ONE)
         if g(a) * g(b) > 0.0:
             continue
-        want = scipy_optimize.brentq(g, a, b, xtol=1e-15, rtol=4 * np.finfo(float).eps)
+        xtol, rtol = 1e-15, 4 * np.finfo(float).eps
+        want = scipy_optimize.brentq(g, a, b, xtol=xtol, rtol=rtol)
         # (the log likelihood in floats is off by a few ulps of K: where its slope at
         # the end is small, as for a level a hair below the maximum, that moves the
         # end by that much over the slope, for any solver)
         slope = abs(s / want - f / (1.0 - want))
         cond = 8.0 * np.finfo(float).eps * abs(K) / slope if slope else 0.0
-        assert abs(end - want) <= 1e-9 * max(min(want, 1.0 - want), 1e-300) + 1e-15 + cond
+        # (brentq's root is itself within xtol + rtol * |root| of the true one)
+        assert abs(end - want) <= (1e-9 * max(min(want, 1.0 - want), 1e-300) + xtol
+                                   + rtol * abs(want) + cond)
 
 
 # -- _region --------------------------------------------------------------------------
