@@ -1515,6 +1515,20 @@ class Monitor:
             return self._to_array_state()
 
     def _to_array_state(self):
+        from streameval.windows.count import RunPacker, packing_together
+
+        # the count windows' new runs of every scope captured now are packed together
+        # (see RunPacker); a group of them few of whose events are still referenced
+        # (as the last capture found) has its runs packed again with the new ones
+        packer = RunPacker(self.__dict__.get("_stale_runs") or frozenset())
+        with packing_together(packer):
+            state = self._capture_arrays(packer)
+        captured = self.__dict__["_captured"]
+        self.__dict__["_stale_runs"] = RunPacker.stale_groups(
+            c[5] for c in captured.values())
+        return state
+
+    def _capture_arrays(self, packer):
         from streameval.metrics.arraystate import SUBTREE, array_state
 
         self._compact()  # (the segments' buffered events are in their states)
@@ -1551,25 +1565,44 @@ class Monitor:
             [last.get(seg.key) for seg, objects, _ in tokens
              if last.get(seg.key) is not None and last[seg.key][0] == objects])
         recapture = []  # (drift tests, the subtree to fill): captured together below
+        # (groups of windows' runs found stale by the last capture are packed again by
+        # a capture that changes something: one of a monitor that did not change gives
+        # the same state again)
+        stale_runs = packer.stale
+        if stale_runs and all(last.get(seg.key) is not None and last[seg.key][0] == objects
+                              and last[seg.key][1] == buffered
+                              for seg, objects, buffered in tokens):
+            stale_runs = packer.stale = frozenset()
+
+        def metrics_state(seg):
+            packer.begin()
+            sub = {SUBTREE: {name: metric_state(m) for name, m in seg.metrics.items()}}
+            return sub, packer.end()
+
         for seg, objects, buffered in tokens:
             hit = last.get(seg.key)
             group = None
+            # (its windows hold runs of a group of shared columns to pack again)
+            runs_stale = hit is not None and stale_runs and any(
+                p[6] is not None and id(p[6][0]) in stale_runs for p in hit[5])
             if hit is not None and hit[0] == objects and hit[1] == buffered \
-                    and hit[4] not in stale:
-                entry, parts, group = hit[2], hit[3], hit[4]
+                    and hit[4] not in stale and not runs_stale:
+                entry, parts, group, refs = hit[2], hit[3], hit[4], hit[5]
             else:
                 if hit is not None and hit[0] == objects:
                     parts = hit[3]  # (only the buffer and label coverage changed)
-                    group = hit[4]
+                    group, refs = hit[4], hit[5]
+                    if runs_stale:  # (its windows' runs joined with the new)
+                        sub, refs = metrics_state(seg)
+                        parts = (sub, parts[1], parts[2])
                     if group in stale:  # (its detectors' columns joined with the new)
                         parts = (parts[0], {SUBTREE: None}, parts[2])
                         recapture.append((seg.drift, parts[1]))
                         group = _NEW_GROUP
                 else:
-                    parts = (
-                        {SUBTREE: {name: metric_state(m) for name, m in seg.metrics.items()}},
-                        {SUBTREE: None},
-                        {SUBTREE: [r.to_state() for r in seg.rules]})
+                    sub, refs = metrics_state(seg)
+                    parts = (sub, {SUBTREE: None},
+                             {SUBTREE: [r.to_state() for r in seg.rules]})
                     recapture.append((seg.drift, parts[1]))
                     group = _NEW_GROUP
                 entry = {"overall": seg.key is None, "segment": seg.label, "n": seg.n,
@@ -1578,8 +1611,9 @@ class Monitor:
                 if ev is not None:
                     entry["evaluation"] = ev
                 entry = {SUBTREE: entry}
-            captured[seg.key] = [objects, buffered, entry, parts, group]
+            captured[seg.key] = [objects, buffered, entry, parts, group, refs]
             segments.append(entry)
+        packer.finish()  # (the new runs' columns, into the states given above)
         if recapture:
             states, new_group = _drift_states_many([d for d, _ in recapture])
             for (_, sub), st in zip(recapture, states):
