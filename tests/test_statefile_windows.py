@@ -70,6 +70,13 @@ def runs(tree):
     return out
 
 
+def group(tree, run):
+    """The shared columns ``(y, s, w, sizes)`` of a run's group, from the Monitor's own
+    data."""
+    g = tree["data"]["window_groups"][str(run["g"])]
+    return g["y"], g["s"], g["w"], g["sizes"]
+
+
 def window_of(mon, segment, name):
     return next(s for s in mon.scopes() if s.key == segment).metrics[name]
 
@@ -87,11 +94,10 @@ def test_every_window_captured_together_shares_one_group_of_columns():
     got = runs(tree)
     assert {(seg, name) for seg, name, _ in got} == {
         (seg, name) for seg in [None, *NAMES] for name in ("auc@w", "recall@w", "ll@w")}
-    ids = {tuple(id(r[k]) for k in ("y", "s", "sizes")) for _, _, r in got}
-    assert len(ids) == 1
-    Y, S, SZ = (got[0][2][k] for k in ("y", "s", "sizes"))
+    assert {r["g"] for _, _, r in got} == {0} and list(tree["data"]["window_groups"]) == ["0"]
+    Y, S, W, SZ = group(tree, got[0][2])
     assert not (Y.flags.writeable or S.flags.writeable or SZ.flags.writeable)
-    assert got[0][2]["w"] is None
+    assert W is None
     parts = {}
     for seg, name, r in got:
         e0, e1, b0, b1 = r["at"]
@@ -120,17 +126,20 @@ def test_weighted_and_unweighted_runs_form_their_own_groups(tmp_path):
     feed(mon, rng, NAMES[3:5], 500, t)
     mon.evaluate()
     tree = mon.to_array_state()
-    groups = {id(r["y"]): r["w"] is None for seg, _, r in runs(tree) if seg is not None}
+    groups = {r["g"]: group(tree, r)[2] is None for seg, _, r in runs(tree)
+              if seg is not None}
     assert sorted(groups.values()) == [False, True]
+    assert sorted(tree["data"]["window_groups"]) == sorted(str(g) for g in groups)
     StateWriter(tmp_path / "c.json").write(tree, kind="monitor")
     back = Monitor.from_array_state(load_checkpoint(tmp_path / "c.json"))
     assert json.dumps(back.to_state()) == json.dumps(mon.to_state())
 
 
 def test_groups_few_events_still_reference_are_packed_again(tmp_path):
-    """Feeding one segment at a time (the others idle): each capture's new group holds
-    the fed segment's runs; a group whose referenced events fall under RUN_GROUP_LIVE of
-    its own has its runs (idle segments' too) packed again with the new ones. The
+    """Feeding all segments but one, or one segment, at a time (the others idle): each
+    capture's new group holds the fed segments' runs; a group whose referenced events
+    fall under RUN_GROUP_LIVE of its own has its runs (idle segments' too) packed again
+    with the new ones. The
     events the groups hold stay within 1 / RUN_GROUP_LIVE times the referenced ones
     plus the newest group, and every checkpoint of the chain loads equal."""
     rng = np.random.default_rng(3)
@@ -142,21 +151,23 @@ def test_groups_few_events_still_reference_are_packed_again(tmp_path):
     w.write(mon.to_array_state(), kind="monitor")
     repacked = 0
     for step in range(12):
-        name = names[step % len(names)]
-        t = feed(mon, rng, [name], 200, t)
+        fed = names[:5] if step % 2 else [names[step % len(names)]]
+        t = feed(mon, rng, fed, 200, t)
         mon.evaluate()
         tree = mon.to_array_state()
         got = runs(tree)
         groups, live = {}, {}
+        assert sorted(tree["data"]["window_groups"]) == sorted({str(r["g"]) for _, _, r in got})
         for seg, _, r in got:
-            groups[id(r["y"])] = len(r["y"])
-            live.setdefault(id(r["y"]), {})[r["at"][0]] = r["at"][1] - r["at"][0]
-        newest = max(groups.values())
+            groups[r["g"]] = len(group(tree, r)[0])
+            live.setdefault(r["g"], {})[r["at"][0]] = r["at"][1] - r["at"][0]
+        newest = groups[max(groups)]
         referenced = sum(sum(v.values()) for v in live.values())
         assert sum(groups.values()) <= referenced / RUN_GROUP_LIVE + newest
         # (idle segments whose runs moved to the newest group)
-        repacked += len({seg for seg, _, r in got if seg not in (name, None)
-                         and len(r["y"]) == newest})
+        last = max(groups)
+        repacked += len({seg for seg, _, r in got if seg not in fed and seg is not None
+                         and r["g"] == last})
         w.write(tree, kind="monitor")
         if step % 4 == 3:
             back = Monitor.from_array_state(load_checkpoint(tmp_path / "c.json"))
@@ -250,7 +261,7 @@ def test_the_per_window_form_still_loads_and_continues(tmp_path, monkeypatch):
     monkeypatch.setattr(count, "packing_together", alone)
     old = mon.to_array_state()
     monkeypatch.undo()
-    assert all("at" not in r for _, _, r in runs(old))
+    assert all("at" not in r for _, _, r in runs(old)) and "window_groups" not in old["data"]
     path = tmp_path / "c.json"
     StateWriter(path).write(old, kind="monitor")
     back = Monitor.from_array_state(load_checkpoint(path))
@@ -270,18 +281,25 @@ def test_the_per_window_form_still_loads_and_continues(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("change, match", [
-    (lambda r: r.update(at=[0, len(r["y"]) + 1, 0, 1]), "at = "),
-    (lambda r: r.update(at=[0, 1, 0, 1]), "do not split"),
-    (lambda r: r.update(at=[0, 1, 0]), "at = "),
-    (lambda r: r.update(at=[0.0, 1, 0, 1]), "at = "),
-    (lambda r: r.update(sizes=r["sizes"].astype(np.float64)), "shared columns"),
-    (lambda r: r.update(s=r["s"][:-1]), "shared columns"),
-    (lambda r: r.update(extra=1), "expected packed columns"),
+    (lambda r, t: r.update(at=[0, 10**6, 0, 1]), "at = "),
+    (lambda r, t: r.update(at=[0, 1, 0, 1]), "do not split"),
+    (lambda r, t: r.update(at=[0, 1, 0]), "at = "),
+    (lambda r, t: r.update(at=[0.0, 1, 0, 1]), "at = "),
+    (lambda r, t: r.update(g=7), "no group"),
+    (lambda r, t: r.update(g="0"), "no group"),
+    (lambda r, t: r.update(extra=1), "expected packed columns"),
+    (lambda r, t: t.update({"0": dict(t["0"], sizes=t["0"]["sizes"].astype(np.float64))}),
+     "int64 sizes"),
+    (lambda r, t: t.update({"0": dict(t["0"], s=t["0"]["s"][:-1])}), "one length"),
+    (lambda r, t: t.update({"0": dict(t["0"], y=t["0"]["s"])}), "float64 labels"),
+    (lambda r, t: t.update({"x": t["0"]}), "group number"),
+    (lambda r, t: t.update({"0": [1]}), "group number"),
 ])
 def test_a_malformed_shared_run_is_refused(change, match):
     """A run whose part ``at`` lies outside its columns, whose sizes do not add up to
-    its events, whose columns have the wrong types or lengths, or with an extra key:
-    ``ValueError`` naming what, never another exception."""
+    its events, naming no group of the state, or with an extra key; a group whose
+    columns have the wrong types or lengths, or a key that is no number: ``ValueError``
+    naming what, never another exception."""
     rng = np.random.default_rng(6)
     mon = monitor()
     feed(mon, rng, NAMES[:3], 600, 0)
@@ -290,10 +308,11 @@ def test_a_malformed_shared_run_is_refused(change, match):
     seg = next(s["$b"] for s in tree["data"]["segments"] if s["$b"]["segment"] == "s1")
     win = seg["metrics"]["$b"]["auc@w"]
     run = dict(win["data"]["store"][-1])
-    change(run)
+    table = dict(tree["data"]["window_groups"])
+    change(run, table)
     win = dict(win, data=dict(win["data"], store=[*win["data"]["store"][:-1], run]))
     bad = dict(seg, metrics=dict(seg["metrics"]["$b"], **{"auc@w": win}))
-    state = dict(tree, data=dict(tree["data"], segments=[
+    state = dict(tree, data=dict(tree["data"], window_groups=table, segments=[
         bad if s["$b"]["segment"] == "s1" else s for s in tree["data"]["segments"]]))
     with pytest.raises(ValueError, match=match):
         Monitor.from_array_state(state)
@@ -315,7 +334,7 @@ def test_a_damaged_shared_window_column_is_refused_and_the_previous_loaded(tmp_p
     mon.evaluate()
     tree = mon.to_array_state()
     w.write(tree, kind="monitor")
-    S = next(r["s"] for seg, _, r in runs(tree) if seg == "s1")
+    S = group(tree, next(r for seg, _, r in runs(tree) if seg == "s1"))[1]
     env = json.loads(path.read_text())
     d = Path(pack_dir(path))
     # (the place of the newest group's scores: the pack this checkpoint wrote, found by
@@ -332,3 +351,20 @@ def test_a_damaged_shared_window_column_is_refused_and_the_previous_loaded(tmp_p
     with pytest.warns(CheckpointFallback):
         prev = load_checkpoint(path, expected_kind="monitor")
     assert json.dumps(Monitor.from_array_state(prev).to_state()) == first
+
+
+def test_a_window_captured_alone_after_a_monitor_packs_its_own_runs():
+    """A window of a monitor whose runs were packed with others' (their columns held by
+    the monitor's state), then captured alone: its runs are packed again on their own,
+    and its state loads alone, equal to the window."""
+    from streameval.metrics.arraystate import array_state, from_array_state
+
+    rng = np.random.default_rng(8)
+    mon = monitor(size=300)
+    feed(mon, rng, NAMES[:3], 900, 0)
+    mon.evaluate()
+    mon.to_array_state()
+    win = window_of(mon, "s1", "auc@w")
+    state = array_state(win)
+    assert state["data"]["store"] and all("g" not in r for r in state["data"]["store"])
+    assert json.dumps(from_array_state(state).to_state()) == json.dumps(win.to_state())

@@ -25,6 +25,8 @@ Imports: numpy, the standard library, :mod:`streameval.events` (the row kinds),
 :mod:`streameval.metrics.base` (the registry, ``has_interval``),
 :mod:`streameval.metrics.arraystate` (binary states, inside the state methods),
 :mod:`streameval._gc` (the collector paused while a state is captured),
+:mod:`streameval.windows.count` (the count windows' runs packed together, inside the
+state methods),
 :mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes,
 evaluation and explain modules, and :mod:`streameval.config` only inside :meth:`Monitor.default` and
 :meth:`Monitor.from_config` (config imports the Monitor's parts, not the Monitor).
@@ -1500,8 +1502,14 @@ class Monitor:
         references the rest. The sequential detectors of every scope captured anew
         share one pair of typed columns (two arrays per capture, whatever the number of
         segments); a pair that fewer than :data:`DRIFT_GROUP_LIVE` of its scopes still
-        reference has those scopes' detectors captured again into the new pair.
-        :meth:`from_array_state` reads every form.
+        reference has those scopes' detectors captured again into the new pair. Likewise
+        the count windows' new runs of batches of every scope captured anew are packed
+        into one group of shared columns (:class:`~streameval.windows.count.RunPacker`),
+        held once in ``data.window_groups`` by group number (the groups some run references),
+        each run naming its group and its part; a scope holding runs of a group that the
+        last capture found mostly dead (:data:`~streameval.windows.count.RUN_GROUP_LIVE`)
+        is captured again by a capture that changes something, its runs joining the new
+        group. :meth:`from_array_state` reads every form.
 
         Runtime complexity: `O(number of scopes)` for a cheap token of each, plus, for
         the scopes that changed, `O(their objects)`, the JSON of the small ones (the
@@ -1520,12 +1528,17 @@ class Monitor:
         # the count windows' new runs of every scope captured now are packed together
         # (see RunPacker); a group of them few of whose events are still referenced
         # (as the last capture found) has its runs packed again with the new ones
-        packer = RunPacker(self.__dict__.get("_stale_runs") or frozenset())
+        packer = RunPacker(self.__dict__.get("_stale_runs") or frozenset(),
+                           self.__dict__.get("_run_serial", 0))
         with packing_together(packer):
             state = self._capture_arrays(packer)
-        captured = self.__dict__["_captured"]
-        self.__dict__["_stale_runs"] = RunPacker.stale_groups(
-            c[5] for c in captured.values())
+        self.__dict__["_run_serial"] = packer.serial
+        # (the groups' columns, once in the monitor's own data: its windows' runs name
+        # their group and their part of it)
+        table, self.__dict__["_stale_runs"] = RunPacker.groups(
+            c[5] for c in self.__dict__["_captured"].values())
+        if table:
+            state["data"]["window_groups"] = table
         return state
 
     def _capture_arrays(self, packer):
@@ -1584,7 +1597,7 @@ class Monitor:
             group = None
             # (its windows hold runs of a group of shared columns to pack again)
             runs_stale = hit is not None and stale_runs and any(
-                p[6] is not None and id(p[6][0]) in stale_runs for p in hit[5])
+                p[6] is not None and p[6][5] in stale_runs for p in hit[5])
             if hit is not None and hit[0] == objects and hit[1] == buffered \
                     and hit[4] not in stale and not runs_stale:
                 entry, parts, group, refs = hit[2], hit[3], hit[4], hit[5]
@@ -1651,9 +1664,31 @@ class Monitor:
                 RecursionError) as e:
             raise ValueError(f"bad Monitor state: {type(e).__name__}: {e!s:.200}") from None
 
+    def _restore_scopes(self, segments, metric_of):
+        """Add the scopes of a binary state's ``segments`` (their metrics rebuilt by
+        ``metric_of(key, name, state)``)."""
+        from streameval.metrics.arraystate import from_array_state
+
+        for s in segments:
+            key = None if s["overall"] else self._intake.segment_key(s["segment"],
+                                                                     reserved_ok=True)
+            seg = Scope(
+                key, None if key is None else (list(key) if isinstance(key, tuple) else key),
+                {name: metric_of(key, name, ms) for name, ms in s["metrics"].items()},
+                {name: from_array_state(ds) for name, ds in s["drift"].items()},
+                [Rule.from_state(rs) for rs in s["rules"]],
+            )
+            seg.n = s["n"]
+            seg.set_eval_state(s.get("evaluation"))
+            if key is None:
+                self._overall = seg
+            else:
+                self._segments[key] = seg
+
     @classmethod
     def _from_array_state(cls, state):
         from streameval.metrics.arraystate import from_array_state
+        from streameval.windows.count import check_groups, restoring_runs
 
         if not state.get("arrays"):
             return cls._from_state(state)
@@ -1675,21 +1710,12 @@ class Monitor:
         plain = {"type": state["type"], "version": state["version"], "params": p,
                  "data": dict(d, segments=[])}
         mon = cls._from_state(plain)
-        for s in d["segments"]:
-            key = None if s["overall"] else mon._intake.segment_key(s["segment"],
-                                                                    reserved_ok=True)
-            seg = Scope(
-                key, None if key is None else (list(key) if isinstance(key, tuple) else key),
-                {name: metric_of(key, name, ms) for name, ms in s["metrics"].items()},
-                {name: from_array_state(ds) for name, ds in s["drift"].items()},
-                [Rule.from_state(rs) for rs in s["rules"]],
-            )
-            seg.n = s["n"]
-            seg.set_eval_state(s.get("evaluation"))
-            if key is None:
-                mon._overall = seg
-            else:
-                mon._segments[key] = seg
+        # (the columns the count windows' runs share, by group number)
+        groups = check_groups(d.get("window_groups", {}))
+        if groups:
+            mon.__dict__["_run_serial"] = max(groups) + 1
+        with restoring_runs(groups):
+            mon._restore_scopes(d["segments"], metric_of)
         for key, name, view in views:
             seg = mon._overall if key is None else mon._segments[key]
             m = seg.metrics.get(name)

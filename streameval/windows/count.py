@@ -41,7 +41,8 @@ from streameval.windows.common import (
 )
 from streameval.windows.sliding import Sliding
 
-__all__ = ["RunPacker", "packing_together", "RUN_GROUP_LIVE"]
+__all__ = ["RunPacker", "packing_together", "restoring_runs", "check_groups",
+           "RUN_GROUP_LIVE"]
 
 
 def _copy(col):
@@ -360,8 +361,14 @@ class _CountSliding(Sliding, case="count"):
         the levels of a log-structured merge tree are: a
         window checkpointed after every few batches gives `O(log)` runs, not one per
         checkpoint (each run is a few references a checkpoint writer meets), and each
-        event is packed again `O(log)` times. Runtime complexity: `O(chunks)` plus
-        packing the batches new since the last call and the runs merged."""
+        event is packed again `O(log)` times.
+
+        Inside :func:`packing_together` (a Monitor's capture), the runs to pack are given
+        to its :class:`RunPacker`, which packs them with those of the other windows
+        captured then into shared columns (a run's state names its group and its part
+        of it, see :func:`_shared_form`), and a run of a group the packer names stale
+        is packed again with them. Runtime complexity: `O(chunks)` plus packing the
+        batches new since the last call and the runs merged."""
         if not self._typed:
             return None
         memo = self.__dict__.get("_packs") or []  # (set by the last call or a restore)
@@ -389,9 +396,10 @@ class _CountSliding(Sliding, case="count"):
                 if (pos + rest > size or chunks[pos] is not members[k]
                         or chunks[pos + rest - 1] is not members[-1]):
                     break
-                if packer is not None and packed[6] is not None \
-                        and id(packed[6][0]) in packer.stale:
-                    # (its shared columns are mostly dead: its batches join the new ones)
+                if packed[6] is not None and (packer is None
+                                              or packed[6][5] in packer.stale):
+                    # (its shared columns are mostly dead: its batches join the new ones;
+                    # or captured alone, where no monitor holds the group's columns)
                     parts.append([None, members[k:]])
                 else:
                     parts.append([packed, k])
@@ -469,14 +477,16 @@ class _CountSliding(Sliding, case="count"):
                 n += len(ch)
                 continue
             keys = set(d) if isinstance(d, dict) else None
-            if keys != {"y", "s", "w", "sizes", "first", "lo"} and keys != {
-                    "y", "s", "w", "sizes", "first", "lo", "at"}:
-                raise ValueError(f"bad {where}: expected packed columns or events")
-            y, s, w, sizes, first, lo = (d[k] for k in ("y", "s", "w", "sizes", "first", "lo"))
             shared = None
-            if "at" in keys:  # (a part of columns shared with other windows' runs)
+            if keys == {"g", "at", "first", "lo"}:  # (a part of a group's columns)
                 shared = _shared_part(d, label_dtype, where)
                 y, s, w, sizes = _shared_views(shared)
+                first, lo = d["first"], d["lo"]
+            elif keys == {"y", "s", "w", "sizes", "first", "lo"}:
+                y, s, w, sizes, first, lo = (d[k] for k in ("y", "s", "w", "sizes", "first",
+                                                            "lo"))
+            else:
+                raise ValueError(f"bad {where}: expected packed columns or events")
             if not (isinstance(y, np.ndarray) and y.dtype == label_dtype and y.ndim == 1
                     and isinstance(s, np.ndarray) and s.dtype == np.float64
                     and s.shape == y.shape and (w is None or (
@@ -562,44 +572,90 @@ def _pack_run(run):
 
 
 def _shared_form(shared, first, lo):
-    """A run's state as a part of columns shared with other runs: the whole columns and
-    ``at = [first event, end event, first size, end size]``."""
-    Y, S, W, SZ, at = shared
-    return {"y": Y, "s": S, "w": W, "sizes": SZ, "at": at, "first": first, "lo": lo}
+    """A run's state as a part of a group of columns shared with other runs: the
+    group's number ``g`` (its columns are in the Monitor's state, see
+    :meth:`RunPacker.groups`) and ``at = [first event, end event, first size, end
+    size]``."""
+    return {"g": shared[5], "at": shared[4], "first": first, "lo": lo}
 
 
 def _shared_views(shared):
     """A shared run's own columns: views of its part of the shared ones."""
-    Y, S, W, SZ, (e0, e1, b0, b1) = shared
+    Y, S, W, SZ, (e0, e1, b0, b1) = shared[:5]
     return Y[e0:e1], S[e0:e1], None if W is None else W[e0:e1], SZ[b0:b1]
 
 
 def _shared_part(d, label_dtype, where):
-    """``(Y, S, W, SZ, at)`` of a stored run in the shared form (:func:`_shared_form`),
-    checked (``ValueError``): the columns typed and of one length, ``at`` within them
-    and its sizes at least 1, adding up to its events. The columns are kept as loaded
-    when read-only (one object for every run that shares them: a checkpoint writer
-    references them by identity) and as read-only views otherwise."""
-    Y, S, W, SZ, at = (d[k] for k in ("y", "s", "w", "sizes", "at"))
-    if not (isinstance(Y, np.ndarray) and Y.dtype == label_dtype and Y.ndim == 1
-            and isinstance(S, np.ndarray) and S.dtype == np.float64 and S.shape == Y.shape
-            and (W is None or (isinstance(W, np.ndarray) and W.dtype == np.float64
-                               and W.shape == Y.shape))
-            and isinstance(SZ, np.ndarray) and SZ.dtype == np.int64 and SZ.ndim == 1):
-        raise ValueError(f"bad {where}: shared columns must be {label_dtype.__name__} "
-                         "labels and float64 scores (and weights) of one length, and "
-                         "int64 sizes")
+    """``(Y, S, W, SZ, at, g)`` of a stored run in the shared form
+    (:func:`_shared_form`), its group's columns those given to :func:`restoring_runs`,
+    checked (``ValueError``): a known group of the right label type, ``at`` within its
+    columns and its sizes at least 1, adding up to its events."""
+    g, at = d["g"], d["at"]
+    group = _GROUPS[0].get(g) if type(g) is int and _GROUPS[0] is not None else None
+    if group is None:
+        raise ValueError(f"bad {where}: g = {g!r:.40} is no group of shared columns "
+                         "of the monitor's state")
+    Y, S, W, SZ = group
+    if Y.dtype != label_dtype:
+        raise ValueError(f"bad {where}: group {g} holds {Y.dtype} labels, not "
+                         f"{label_dtype.__name__}")
     if not (isinstance(at, list) and len(at) == 4 and all(type(v) is int for v in at)
             and 0 <= at[0] < at[1] <= len(Y) and 0 <= at[2] < at[3] <= len(SZ)):
         raise ValueError(f"bad {where}: at = {at!r:.60} is not [first, end event, first, "
-                         f"end size] within the shared columns ({len(Y)} events, "
+                         f"end size] within its group's columns ({len(Y)} events, "
                          f"{len(SZ)} sizes)")
     part = SZ[at[2]:at[3]]
     if not ((part >= 1).all() and int(part.sum()) == at[1] - at[0]):
         raise ValueError(f"bad {where}: its sizes do not split its {at[1] - at[0]} events")
-    Y, S, W, SZ = (a if a is None or not a.flags.writeable else _frozen(a)
-                   for a in (Y, S, W, SZ))
-    return Y, S, W, SZ, list(at)
+    return Y, S, W, SZ, list(at), g
+
+
+def check_groups(table):
+    """The groups of shared columns of a Monitor's state (``{"<g>": {"y", "s", "w",
+    "sizes"}}``, see :meth:`RunPacker.groups`) as ``{g: (Y, S, W, SZ)}``, checked
+    (``ValueError``): typed columns of one length (labels bool or float64, scores and
+    weights float64, sizes int64), read-only (as loaded, or views)."""
+    if not isinstance(table, dict):
+        raise ValueError("bad Monitor state: data.window_groups is not an object")
+    out = {}
+    for key, cols in table.items():
+        where = f"bad Monitor state: data.window_groups[{key!r:.20}]"
+        if not (isinstance(key, str) and key.isdigit() and isinstance(cols, dict)
+                and set(cols) == {"y", "s", "w", "sizes"}):
+            raise ValueError(f"{where}: expected a group number and y, s, w, sizes")
+        Y, S, W, SZ = (cols[k] for k in ("y", "s", "w", "sizes"))
+        if not (isinstance(Y, np.ndarray) and Y.dtype in (np.bool_, np.float64)
+                and Y.ndim == 1
+                and isinstance(S, np.ndarray) and S.dtype == np.float64 and S.shape == Y.shape
+                and (W is None or (isinstance(W, np.ndarray) and W.dtype == np.float64
+                                   and W.shape == Y.shape))
+                and isinstance(SZ, np.ndarray) and SZ.dtype == np.int64 and SZ.ndim == 1):
+            raise ValueError(f"{where}: columns must be bool or float64 labels, float64 "
+                             "scores (and weights) of one length, and int64 sizes")
+        out[int(key)] = tuple(a if a is None or not a.flags.writeable else _frozen(a)
+                              for a in (Y, S, W, SZ))
+    return out
+
+
+#: the groups of shared columns of the Monitor's state being restored (see
+#: :func:`restoring_runs`): ``{g: (Y, S, W, SZ)}``, or None
+_GROUPS = [None]
+
+
+class restoring_runs:
+    """``with restoring_runs(groups):`` count windows restored inside read their shared
+    runs' columns from ``groups`` (what :func:`check_groups` gives)."""
+
+    def __init__(self, groups):
+        self.groups = groups
+
+    def __enter__(self):
+        self.prev, _GROUPS[0] = _GROUPS[0], self.groups
+        return self.groups
+
+    def __exit__(self, *exc):
+        _GROUPS[0] = self.prev
+        return False
 
 
 class RunPacker:
@@ -613,7 +669,7 @@ class RunPacker:
     of a batch) are stored once, their batches becoming views of the same memory.
 
     Liveness: a group of shared columns stays in memory and on disk while one run
-    references it. :meth:`stale_groups` names the groups whose referenced events are
+    references it. :meth:`groups` names the groups whose referenced events are
     fewer than :data:`RUN_GROUP_LIVE` of theirs; a window given a packer whose
     ``stale`` holds one of its runs' groups packs that run again with the new ones (a
     Monitor captures again the scopes holding such runs), so idle windows do not keep
@@ -623,8 +679,9 @@ class RunPacker:
     :meth:`finish` (which fills the runs' states given during them); :meth:`begin` and
     :meth:`end` around each scope's windows: the runs they reference."""
 
-    def __init__(self, stale=frozenset()):
-        self.stale = stale  # ids of the label columns of groups to pack again
+    def __init__(self, stale=frozenset(), serial=0):
+        self.stale = stale  # the numbers of the groups to pack again
+        self.serial = serial  # the number of the next group
         self._pending = []  # [packed, state] of the runs to pack
         self._refs = None  # the packed runs met since begin()
         self._twins = None  # (label type, weighting, sizes) -> runs of this scope
@@ -678,10 +735,12 @@ class RunPacker:
             S = _frozen(np.concatenate([c.s for c in chunks]))
             W = None if unweighted else _frozen(np.concatenate([c.w for c in chunks]))
             SZ = _frozen(np.array([len(c.y) for c in chunks], dtype=np.int64))
+            g = self.serial
+            self.serial += 1
             e = b = 0
             for p in runs:
                 n = sum(len(c.y) for c in p[0])
-                p[6] = (Y, S, W, SZ, [e, e + n, b, b + len(p[0])])
+                p[6] = (Y, S, W, SZ, [e, e + n, b, b + len(p[0])], g)
                 p[1], p[2], p[3], p[4] = _shared_views(p[6])
                 e, b = e + n, b + len(p[0])
         for packed, d, twin in self._pending:
@@ -700,23 +759,30 @@ class RunPacker:
         self._pending = []
 
     @staticmethod
-    def stale_groups(refs):
-        """The ids of the shared label columns (the groups) whose events that the runs
-        in ``refs`` (lists of packed runs, each list what a scope references) reference
-        are fewer than :data:`RUN_GROUP_LIVE` of theirs. Runtime complexity:
-        `O(runs referenced)`."""
-        live, total = {}, {}
+    def groups(refs):
+        """``(table, stale)`` of the groups the runs in ``refs`` (lists of packed runs,
+        each list what a scope references) reference: ``table``, their columns for the
+        Monitor's state, ``{"<g>": {"y", "s", "w", "sizes"}}`` (what
+        :func:`check_groups` reads), and ``stale``, the numbers of those whose events
+        the runs reference are fewer than :data:`RUN_GROUP_LIVE` of theirs. Runtime
+        complexity: `O(runs referenced)`."""
+        live, cols = {}, {}
         for scope in refs:
             for p in scope:
                 sh = p[6]
                 if sh is None:
                     continue
-                g = id(sh[0])
-                at = sh[4]
-                live.setdefault(g, {})[at[0]] = at[1] - at[0]
-                total[g] = len(sh[0])
-        return frozenset(g for g, r in live.items()
-                         if sum(r.values()) < RUN_GROUP_LIVE * total[g])
+                g, at = sh[5], sh[4]
+                parts = live.get(g)
+                if parts is None:
+                    parts = live[g] = {}
+                    cols[g] = sh
+                parts[at[0]] = at[1] - at[0]
+        table = {str(g): {"y": sh[0], "s": sh[1], "w": sh[2], "sizes": sh[3]}
+                 for g, sh in sorted(cols.items())}
+        stale = frozenset(g for g, r in live.items()
+                          if sum(r.values()) < RUN_GROUP_LIVE * len(cols[g][0]))
+        return table, stale
 
 
 #: a group of windows' runs packed together (:class:`RunPacker`) is packed again when
