@@ -368,3 +368,23 @@ def test_a_window_captured_alone_after_a_monitor_packs_its_own_runs():
     state = array_state(win)
     assert state["data"]["store"] and all("g" not in r for r in state["data"]["store"])
     assert json.dumps(from_array_state(state).to_state()) == json.dumps(win.to_state())
+
+
+def test_a_ranking_metric_with_no_deferred_event_stores_none_and_loads_equal():
+    """ROC AUC with no deferred event gives null pending columns (no array), with some
+    gives them as arrays; both load equal to the metric (its JSON state and value), and
+    the empty ones as a state written with empty arrays loads alike."""
+    from streameval.metrics.arraystate import array_state, from_array_state
+
+    rng = np.random.default_rng(9)
+    m = se.ROCAUC()
+    m.update_many(rng.random(500) < 0.4, rng.random(500))
+    m.get()
+    st = array_state(m)
+    assert st["data"]["ps"] is None and st["data"]["py"] is None
+    back = from_array_state(st)
+    assert json.dumps(back.to_state()) == json.dumps(m.to_state()) and back.get() == m.get()
+    old = dict(st, data=dict(st["data"], ps=np.zeros(0), py=np.zeros(0, dtype=bool)))
+    assert json.dumps(from_array_state(old).to_state()) == json.dumps(m.to_state())
+    with pytest.raises(ValueError, match="deferred events"):
+        from_array_state(dict(st, data=dict(st["data"], ps=np.zeros(1))))
