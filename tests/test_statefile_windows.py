@@ -77,6 +77,19 @@ def group(tree, run):
     return g["y"], g["s"], g["w"], g["sizes"]
 
 
+def loads_equal(path, mon):
+    """Whether the checkpoint at ``path`` loads as a monitor equal to ``mon`` (their
+    JSON states)."""
+    back = Monitor.from_array_state(load_checkpoint(path))
+    return json.dumps(back.to_state()) == json.dumps(mon.to_state())
+
+
+def full_loads_equal(path, mon):
+    """Whether a fresh writer's full checkpoint of ``mon`` at ``path`` loads equal."""
+    StateWriter(path).write(mon.to_array_state(), kind="monitor")
+    return loads_equal(path, mon)
+
+
 def window_of(mon, segment, name):
     return next(s for s in mon.scopes() if s.key == segment).metrics[name]
 
@@ -131,8 +144,7 @@ def test_weighted_and_unweighted_runs_form_their_own_groups(tmp_path):
     assert sorted(groups.values()) == [False, True]
     assert sorted(tree["data"]["window_groups"]) == sorted(str(g) for g in groups)
     StateWriter(tmp_path / "c.json").write(tree, kind="monitor")
-    back = Monitor.from_array_state(load_checkpoint(tmp_path / "c.json"))
-    assert json.dumps(back.to_state()) == json.dumps(mon.to_state())
+    assert loads_equal(tmp_path / "c.json", mon)
 
 
 def test_groups_few_events_still_reference_are_packed_again(tmp_path):
@@ -170,12 +182,9 @@ def test_groups_few_events_still_reference_are_packed_again(tmp_path):
                          and r["g"] == last})
         w.write(tree, kind="monitor")
         if step % 4 == 3:
-            back = Monitor.from_array_state(load_checkpoint(tmp_path / "c.json"))
-            assert json.dumps(back.to_state()) == json.dumps(mon.to_state()), step
+            assert loads_equal(tmp_path / "c.json", mon), step
     assert repacked > 0
-    StateWriter(tmp_path / "f.json").write(mon.to_array_state(), kind="monitor")
-    full = Monitor.from_array_state(load_checkpoint(tmp_path / "f.json"))
-    assert json.dumps(full.to_state()) == json.dumps(mon.to_state())
+    assert full_loads_equal(tmp_path / "f.json", mon)
 
 
 def test_a_capture_of_an_unchanged_monitor_gives_the_same_state():
@@ -264,8 +273,8 @@ def test_the_per_window_form_still_loads_and_continues(tmp_path, monkeypatch):
     assert all("at" not in r for _, _, r in runs(old)) and "window_groups" not in old["data"]
     path = tmp_path / "c.json"
     StateWriter(path).write(old, kind="monitor")
+    assert loads_equal(path, mon)
     back = Monitor.from_array_state(load_checkpoint(path))
-    assert json.dumps(back.to_state()) == json.dumps(mon.to_state())
     w = StateWriter(path)
     for step in range(3):
         t = feed(back, np.random.default_rng(step), NAMES[:3], 300, t)
@@ -276,8 +285,7 @@ def test_the_per_window_form_still_loads_and_continues(tmp_path, monkeypatch):
         forms = {"at" in r for _, _, r in runs(tree)}
         assert True in forms
         w.write(tree, kind="monitor")
-    again = Monitor.from_array_state(load_checkpoint(path))
-    assert json.dumps(again.to_state()) == json.dumps(mon.to_state())
+    assert loads_equal(path, mon)
 
 
 @pytest.mark.parametrize("change, match", [

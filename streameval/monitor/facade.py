@@ -1459,23 +1459,7 @@ class Monitor:
         mon._segments = {}
         mon._index_segments()  # (rebuilt from the segments' own state on first use)
         mon._overall = None
-        for s in d["segments"]:
-            if s["overall"]:
-                key = None
-            else:
-                key = mon._intake.segment_key(s["segment"], reserved_ok=True)
-            seg = Scope(
-                key, None if key is None else (list(key) if isinstance(key, tuple) else key),
-                {name: from_state(ms) for name, ms in s["metrics"].items()},
-                {name: from_state(ds) for name, ds in s["drift"].items()},
-                [Rule.from_state(rs) for rs in s["rules"]],
-            )
-            seg.n = s["n"]
-            seg.set_eval_state(s.get("evaluation"))
-            if key is None:
-                mon._overall = seg
-            else:
-                mon._segments[key] = seg
+        mon._restore_scopes(d["segments"], lambda key, name, ms: from_state(ms), from_state)
         return mon
 
     # ------------------------------------------------------------------ binary state
@@ -1664,18 +1648,16 @@ class Monitor:
                 RecursionError) as e:
             raise ValueError(f"bad Monitor state: {type(e).__name__}: {e!s:.200}") from None
 
-    def _restore_scopes(self, segments, metric_of):
-        """Add the scopes of a binary state's ``segments`` (their metrics rebuilt by
-        ``metric_of(key, name, state)``)."""
-        from streameval.metrics.arraystate import from_array_state
-
+    def _restore_scopes(self, segments, metric_of, load):
+        """Add the scopes of a state's ``segments``: their metrics rebuilt by
+        ``metric_of(key, name, state)``, their drift tests by ``load(state)``."""
         for s in segments:
             key = None if s["overall"] else self._intake.segment_key(s["segment"],
                                                                      reserved_ok=True)
             seg = Scope(
                 key, None if key is None else (list(key) if isinstance(key, tuple) else key),
                 {name: metric_of(key, name, ms) for name, ms in s["metrics"].items()},
-                {name: from_array_state(ds) for name, ds in s["drift"].items()},
+                {name: load(ds) for name, ds in s["drift"].items()},
                 [Rule.from_state(rs) for rs in s["rules"]],
             )
             seg.n = s["n"]
@@ -1715,7 +1697,7 @@ class Monitor:
         if groups:
             mon.__dict__["_run_serial"] = max(groups) + 1
         with restoring_runs(groups):
-            mon._restore_scopes(d["segments"], metric_of)
+            mon._restore_scopes(d["segments"], metric_of, from_array_state)
         for key, name, view in views:
             seg = mon._overall if key is None else mon._segments[key]
             m = seg.metrics.get(name)

@@ -642,19 +642,25 @@ def check_groups(table):
 _GROUPS = [None]
 
 
-class restoring_runs:
+def restoring_runs(groups):
     """``with restoring_runs(groups):`` count windows restored inside read their shared
     runs' columns from ``groups`` (what :func:`check_groups` gives)."""
+    return _Setting(_GROUPS, groups)
 
-    def __init__(self, groups):
-        self.groups = groups
+
+class _Setting:
+    """A context that holds ``value`` in the one-item list ``slot`` (a module's setting
+    for the windows captured or restored inside), and what it held before after."""
+
+    def __init__(self, slot, value):
+        self.slot, self.value = slot, value
 
     def __enter__(self):
-        self.prev, _GROUPS[0] = _GROUPS[0], self.groups
-        return self.groups
+        self.prev, self.slot[0] = self.slot[0], self.value
+        return self.value
 
     def __exit__(self, *exc):
-        _GROUPS[0] = self.prev
+        self.slot[0] = self.prev
         return False
 
 
@@ -796,21 +802,11 @@ RUN_GROUP_LIVE = 0.25
 _PACKER = [None]
 
 
-class packing_together:
+def packing_together(packer):
     """``with packing_together(packer):`` the count windows' binary states captured
     inside give their new runs to ``packer`` (:class:`RunPacker`), which packs them
     together at its :meth:`~RunPacker.finish`."""
-
-    def __init__(self, packer):
-        self.packer = packer
-
-    def __enter__(self):
-        self.prev, _PACKER[0] = _PACKER[0], self.packer
-        return self.packer
-
-    def __exit__(self, *exc):
-        _PACKER[0] = self.prev
-        return False
+    return _Setting(_PACKER, packer)
 
 
 def _same(a, b):
