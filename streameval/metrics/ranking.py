@@ -982,8 +982,9 @@ class _BinaryRanking(BinaryMetric):
         key = getattr(self, "_delong_key", None)
         return {
             "order": so.to_layout(),
-            "ps": np.array(self._ps, dtype=np.float64) if self._ps else _NO_SCORES,
-            "py": np.array(self._py, dtype=bool) if self._py else _NO_LABELS,
+            # (none deferred, what most captures meet: null, no array to reference)
+            "ps": np.array(self._ps, dtype=np.float64) if self._ps else None,
+            "py": np.array(self._py, dtype=bool) if self._py else None,
             "pw": None if all(w is None for w in self._pw) else
             np.array([1.0 if w is None else w for w in self._pw], dtype=np.float64),
             "pw_none": [w is None for w in self._pw] if any(w is None for w in self._pw)
@@ -1035,6 +1036,8 @@ class _BinaryRanking(BinaryMetric):
         elif type(nxt) is not int or nxt < 0:
             raise ValueError(f"bad {self._public_name} state: next_check = {nxt!r:.40}")
         ps, py, pw = data["ps"], data["py"], data["pw"]
+        if ps is None and py is None:  # (no deferred event)
+            ps, py = _NO_SCORES, _NO_LABELS
         if not (isinstance(ps, np.ndarray) and isinstance(py, np.ndarray)
                 and ps.ndim == py.ndim == 1 and len(ps) == len(py)
                 and (pw is None or (isinstance(pw, np.ndarray) and pw.shape == ps.shape))):

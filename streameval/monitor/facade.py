@@ -25,6 +25,8 @@ Imports: numpy, the standard library, :mod:`streameval.events` (the row kinds),
 :mod:`streameval.metrics.base` (the registry, ``has_interval``),
 :mod:`streameval.metrics.arraystate` (binary states, inside the state methods),
 :mod:`streameval._gc` (the collector paused while a state is captured),
+:mod:`streameval.windows.count` (the count windows' runs packed together, inside the
+state methods),
 :mod:`streameval.validation` (parameter checks), the Monitor's intake, scopes,
 evaluation and explain modules, and :mod:`streameval.config` only inside :meth:`Monitor.default` and
 :meth:`Monitor.from_config` (config imports the Monitor's parts, not the Monitor).
@@ -1509,8 +1511,14 @@ class Monitor:
         references the rest. The sequential detectors of every scope captured anew
         share one pair of typed columns (two arrays per capture, whatever the number of
         segments); a pair that fewer than :data:`DRIFT_GROUP_LIVE` of its scopes still
-        reference has those scopes' detectors captured again into the new pair.
-        :meth:`from_array_state` reads every form.
+        reference has those scopes' detectors captured again into the new pair. Likewise
+        the count windows' new runs of batches of every scope captured anew are packed
+        into one group of shared columns (:class:`~streameval.windows.count.RunPacker`),
+        held once in ``data.window_groups`` by group number (the groups some run references),
+        each run naming its group and its part; a scope holding runs of a group that the
+        last capture found mostly dead (:data:`~streameval.windows.count.RUN_GROUP_LIVE`)
+        is captured again by a capture that changes something, its runs joining the new
+        group. :meth:`from_array_state` reads every form.
 
         Runtime complexity: `O(number of scopes)` for a cheap token of each, plus, for
         the scopes that changed, `O(their objects)`, the JSON of the small ones (the
@@ -1524,6 +1532,25 @@ class Monitor:
             return self._to_array_state()
 
     def _to_array_state(self):
+        from streameval.windows.count import RunPacker, packing_together
+
+        # the count windows' new runs of every scope captured now are packed together
+        # (see RunPacker); a group of them few of whose events are still referenced
+        # (as the last capture found) has its runs packed again with the new ones
+        packer = RunPacker(self.__dict__.get("_stale_runs") or frozenset(),
+                           self.__dict__.get("_run_serial", 0))
+        with packing_together(packer):
+            state = self._capture_arrays(packer)
+        self.__dict__["_run_serial"] = packer.serial
+        # (the groups' columns, once in the monitor's own data: its windows' runs name
+        # their group and their part of it)
+        table, self.__dict__["_stale_runs"] = RunPacker.groups(
+            c[5] for c in self.__dict__["_captured"].values())
+        if table:
+            state["data"]["window_groups"] = table
+        return state
+
+    def _capture_arrays(self, packer):
         from streameval.metrics.arraystate import SUBTREE, array_state
 
         self._compact()  # (the segments' buffered events are in their states)
@@ -1560,25 +1587,44 @@ class Monitor:
             [last.get(seg.key) for seg, objects, _ in tokens
              if last.get(seg.key) is not None and last[seg.key][0] == objects])
         recapture = []  # (drift tests, the subtree to fill): captured together below
+        # (groups of windows' runs found stale by the last capture are packed again by
+        # a capture that changes something: one of a monitor that did not change gives
+        # the same state again)
+        stale_runs = packer.stale
+        if stale_runs and all(last.get(seg.key) is not None and last[seg.key][0] == objects
+                              and last[seg.key][1] == buffered
+                              for seg, objects, buffered in tokens):
+            stale_runs = packer.stale = frozenset()
+
+        def metrics_state(seg):
+            packer.begin()
+            sub = {SUBTREE: {name: metric_state(m) for name, m in seg.metrics.items()}}
+            return sub, packer.end()
+
         for seg, objects, buffered in tokens:
             hit = last.get(seg.key)
             group = None
+            # (its windows hold runs of a group of shared columns to pack again)
+            runs_stale = hit is not None and stale_runs and any(
+                p[6] is not None and p[6][5] in stale_runs for p in hit[5])
             if hit is not None and hit[0] == objects and hit[1] == buffered \
-                    and hit[4] not in stale:
-                entry, parts, group = hit[2], hit[3], hit[4]
+                    and hit[4] not in stale and not runs_stale:
+                entry, parts, group, refs = hit[2], hit[3], hit[4], hit[5]
             else:
                 if hit is not None and hit[0] == objects:
                     parts = hit[3]  # (only the buffer and label coverage changed)
-                    group = hit[4]
+                    group, refs = hit[4], hit[5]
+                    if runs_stale:  # (its windows' runs joined with the new)
+                        sub, refs = metrics_state(seg)
+                        parts = (sub, parts[1], parts[2])
                     if group in stale:  # (its detectors' columns joined with the new)
                         parts = (parts[0], {SUBTREE: None}, parts[2])
                         recapture.append((seg.drift, parts[1]))
                         group = _NEW_GROUP
                 else:
-                    parts = (
-                        {SUBTREE: {name: metric_state(m) for name, m in seg.metrics.items()}},
-                        {SUBTREE: None},
-                        {SUBTREE: [r.to_state() for r in seg.rules]})
+                    sub, refs = metrics_state(seg)
+                    parts = (sub, {SUBTREE: None},
+                             {SUBTREE: [r.to_state() for r in seg.rules]})
                     recapture.append((seg.drift, parts[1]))
                     group = _NEW_GROUP
                 entry = {"overall": seg.key is None, "segment": seg.label, "n": seg.n,
@@ -1587,8 +1633,9 @@ class Monitor:
                 if ev is not None:
                     entry["evaluation"] = ev
                 entry = {SUBTREE: entry}
-            captured[seg.key] = [objects, buffered, entry, parts, group]
+            captured[seg.key] = [objects, buffered, entry, parts, group, refs]
             segments.append(entry)
+        packer.finish()  # (the new runs' columns, into the states given above)
         if recapture:
             states, new_group = _drift_states_many([d for d, _ in recapture])
             for (_, sub), st in zip(recapture, states):
@@ -1629,6 +1676,7 @@ class Monitor:
     @classmethod
     def _from_array_state(cls, state):
         from streameval.metrics.arraystate import from_array_state
+        from streameval.windows.count import check_groups, restoring_runs
 
         if not state.get("arrays"):
             return cls._from_state(state)
@@ -1650,7 +1698,12 @@ class Monitor:
         plain = {"type": state["type"], "version": state["version"], "params": p,
                  "data": dict(d, segments=[])}
         mon = cls._from_state(plain)
-        mon._restore_scopes(d["segments"], metric_of, from_array_state)
+        # (the columns the count windows' runs share, by group number)
+        groups = check_groups(d.get("window_groups", {}))
+        if groups:
+            mon.__dict__["_run_serial"] = max(groups) + 1
+        with restoring_runs(groups):
+            mon._restore_scopes(d["segments"], metric_of, from_array_state)
         for key, name, view in views:
             seg = mon._overall if key is None else mon._segments[key]
             m = seg.metrics.get(name)

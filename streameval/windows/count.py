@@ -41,7 +41,8 @@ from streameval.windows.common import (
 )
 from streameval.windows.sliding import Sliding
 
-__all__ = []
+__all__ = ["RunPacker", "packing_together", "restoring_runs", "check_groups",
+           "RUN_GROUP_LIVE"]
 
 
 def _copy(col):
@@ -360,11 +361,18 @@ class _CountSliding(Sliding, case="count"):
         the levels of a log-structured merge tree are: a
         window checkpointed after every few batches gives `O(log)` runs, not one per
         checkpoint (each run is a few references a checkpoint writer meets), and each
-        event is packed again `O(log)` times. Runtime complexity: `O(chunks)` plus
-        packing the batches new since the last call and the runs merged."""
+        event is packed again `O(log)` times.
+
+        Inside :func:`packing_together` (a Monitor's capture), the runs to pack are given
+        to its :class:`RunPacker`, which packs them with those of the other windows
+        captured then into shared columns (a run's state names its group and its part
+        of it, see :func:`_shared_form`), and a run of a group the packer names stale
+        is packed again with them. Runtime complexity: `O(chunks)` plus packing the
+        batches new since the last call and the runs merged."""
         if not self._typed:
             return None
         memo = self.__dict__.get("_packs") or []  # (set by the last call or a restore)
+        packer = _PACKER[0]
         chunks = list(self._chunks)
         # the store as parts, oldest first: [packed, k] (a run packed before, from its
         # batch k on), [None, batches] (a run to pack), or [False, event run]
@@ -377,7 +385,7 @@ class _CountSliding(Sliding, case="count"):
             first = chunks[0]
             for r, packed in enumerate(memo):
                 j = packed[5].get(id(first))
-                if j is not None and packed[0][j] is first:
+                if j is not None and packed[0][j] is first and packed[1] is not None:
                     start = (r, j)
                     break
         if start is not None:
@@ -388,7 +396,13 @@ class _CountSliding(Sliding, case="count"):
                 if (pos + rest > size or chunks[pos] is not members[k]
                         or chunks[pos + rest - 1] is not members[-1]):
                     break
-                parts.append([packed, k])
+                if packed[6] is not None and (packer is None
+                                              or packed[6][5] in packer.stale):
+                    # (its shared columns are mostly dead: its batches join the new ones;
+                    # or captured alone, where no monitor holds the group's columns)
+                    parts.append([None, members[k:]])
+                else:
+                    parts.append([packed, k])
                 pos += rest
                 k = 0
         run: list = []
@@ -423,11 +437,22 @@ class _CountSliding(Sliding, case="count"):
                 out.append({"events": [[encode(v) for v in e] for e in x]})
                 continue
             if packed is None:
+                if packer is not None:  # (packed with the capture's other new runs)
+                    packed, d = packer.add(x)
+                    used.append(packed)
+                    out.append(d)
+                    continue
                 packed = _pack_run(x)
                 x = 0
             used.append(packed)
-            out.append({"y": packed[1], "s": packed[2], "w": packed[3], "sizes": packed[4],
-                        "first": x, "lo": int(packed[0][x].lo)})
+            shared = packed[6]
+            if shared is None:
+                out.append({"y": packed[1], "s": packed[2], "w": packed[3],
+                            "sizes": packed[4], "first": x, "lo": int(packed[0][x].lo)})
+            else:
+                out.append(_shared_form(shared, x, int(packed[0][x].lo)))
+            if packer is not None:
+                packer.met(packed)
         self._packs = used
         return out
 
@@ -451,9 +476,17 @@ class _CountSliding(Sliding, case="count"):
                 self._chunks.append(ch)
                 n += len(ch)
                 continue
-            if not (isinstance(d, dict) and set(d) == {"y", "s", "w", "sizes", "first", "lo"}):
+            keys = set(d) if isinstance(d, dict) else None
+            shared = None
+            if keys == {"g", "at", "first", "lo"}:  # (a part of a group's columns)
+                shared = _shared_part(d, label_dtype, where)
+                y, s, w, sizes = _shared_views(shared)
+                first, lo = d["first"], d["lo"]
+            elif keys == {"y", "s", "w", "sizes", "first", "lo"}:
+                y, s, w, sizes, first, lo = (d[k] for k in ("y", "s", "w", "sizes", "first",
+                                                            "lo"))
+            else:
                 raise ValueError(f"bad {where}: expected packed columns or events")
-            y, s, w, sizes, first, lo = (d[k] for k in ("y", "s", "w", "sizes", "first", "lo"))
             if not (isinstance(y, np.ndarray) and y.dtype == label_dtype and y.ndim == 1
                     and isinstance(s, np.ndarray) and s.dtype == np.float64
                     and s.shape == y.shape and (w is None or (
@@ -480,8 +513,8 @@ class _CountSliding(Sliding, case="count"):
             n += int(sizes[first:].sum()) - lo
             # (read-only views, as packed: a checkpoint writer that loaded them
             # references them while they live instead of writing them again)
-            packs.append((run, _frozen(y), _frozen(s), _frozen(w), _frozen(sizes),
-                          {id(c): j for j, c in enumerate(run)}))
+            packs.append([run, _frozen(y), _frozen(s), _frozen(w), _frozen(sizes),
+                          {id(c): j for j, c in enumerate(run)}, shared])
         if n > self.size:
             raise ValueError(f"bad Sliding state: {n} events in a window of {self.size}")
         self._n = n
@@ -534,8 +567,256 @@ def _pack_run(run):
             if w is not None:
                 c.w = w[a:a + k]
             a += k
-    return (list(run), _frozen(y), _frozen(s), _frozen(w), _frozen(sizes),
-            {id(c): j for j, c in enumerate(run)})
+    return [list(run), _frozen(y), _frozen(s), _frozen(w), _frozen(sizes),
+            {id(c): j for j, c in enumerate(run)}, None]
+
+
+def _shared_form(shared, first, lo):
+    """A run's state as a part of a group of columns shared with other runs: the
+    group's number ``g`` (its columns are in the Monitor's state, see
+    :meth:`RunPacker.groups`) and ``at = [first event, end event, first size, end
+    size]``."""
+    return {"g": shared[5], "at": shared[4], "first": first, "lo": lo}
+
+
+def _shared_views(shared):
+    """A shared run's own columns: views of its part of the shared ones."""
+    Y, S, W, SZ, (e0, e1, b0, b1) = shared[:5]
+    return Y[e0:e1], S[e0:e1], None if W is None else W[e0:e1], SZ[b0:b1]
+
+
+def _shared_part(d, label_dtype, where):
+    """``(Y, S, W, SZ, at, g)`` of a stored run in the shared form
+    (:func:`_shared_form`), its group's columns those given to :func:`restoring_runs`,
+    checked (``ValueError``): a known group of the right label type, ``at`` within its
+    columns and its sizes at least 1, adding up to its events."""
+    g, at = d["g"], d["at"]
+    group = _GROUPS[0].get(g) if type(g) is int and _GROUPS[0] is not None else None
+    if group is None:
+        raise ValueError(f"bad {where}: g = {g!r:.40} is no group of shared columns "
+                         "of the monitor's state")
+    Y, S, W, SZ = group
+    if Y.dtype != label_dtype:
+        raise ValueError(f"bad {where}: group {g} holds {Y.dtype} labels, not "
+                         f"{label_dtype.__name__}")
+    if not (isinstance(at, list) and len(at) == 4 and all(type(v) is int for v in at)
+            and 0 <= at[0] < at[1] <= len(Y) and 0 <= at[2] < at[3] <= len(SZ)):
+        raise ValueError(f"bad {where}: at = {at!r:.60} is not [first, end event, first, "
+                         f"end size] within its group's columns ({len(Y)} events, "
+                         f"{len(SZ)} sizes)")
+    part = SZ[at[2]:at[3]]
+    if not ((part >= 1).all() and int(part.sum()) == at[1] - at[0]):
+        raise ValueError(f"bad {where}: its sizes do not split its {at[1] - at[0]} events")
+    return Y, S, W, SZ, list(at), g
+
+
+def check_groups(table):
+    """The groups of shared columns of a Monitor's state (``{"<g>": {"y", "s", "w",
+    "sizes"}}``, see :meth:`RunPacker.groups`) as ``{g: (Y, S, W, SZ)}``, checked
+    (``ValueError``): typed columns of one length (labels bool or float64, scores and
+    weights float64, sizes int64), read-only (as loaded, or views)."""
+    if not isinstance(table, dict):
+        raise ValueError("bad Monitor state: data.window_groups is not an object")
+    out = {}
+    for key, cols in table.items():
+        where = f"bad Monitor state: data.window_groups[{key!r:.20}]"
+        if not (isinstance(key, str) and key.isdigit() and isinstance(cols, dict)
+                and set(cols) == {"y", "s", "w", "sizes"}):
+            raise ValueError(f"{where}: expected a group number and y, s, w, sizes")
+        Y, S, W, SZ = (cols[k] for k in ("y", "s", "w", "sizes"))
+        if not (isinstance(Y, np.ndarray) and Y.dtype in (np.bool_, np.float64)
+                and Y.ndim == 1
+                and isinstance(S, np.ndarray) and S.dtype == np.float64 and S.shape == Y.shape
+                and (W is None or (isinstance(W, np.ndarray) and W.dtype == np.float64
+                                   and W.shape == Y.shape))
+                and isinstance(SZ, np.ndarray) and SZ.dtype == np.int64 and SZ.ndim == 1):
+            raise ValueError(f"{where}: columns must be bool or float64 labels, float64 "
+                             "scores (and weights) of one length, and int64 sizes")
+        out[int(key)] = tuple(a if a is None or not a.flags.writeable else _frozen(a)
+                              for a in (Y, S, W, SZ))
+    return out
+
+
+#: the groups of shared columns of the Monitor's state being restored (see
+#: :func:`restoring_runs`): ``{g: (Y, S, W, SZ)}``, or None
+_GROUPS = [None]
+
+
+def restoring_runs(groups):
+    """``with restoring_runs(groups):`` count windows restored inside read their shared
+    runs' columns from ``groups`` (what :func:`check_groups` gives)."""
+    return _Setting(_GROUPS, groups)
+
+
+class _Setting:
+    """A context that holds ``value`` in the one-item list ``slot`` (a module's setting
+    for the windows captured or restored inside), and what it held before after."""
+
+    def __init__(self, slot, value):
+        self.slot, self.value = slot, value
+
+    def __enter__(self):
+        self.prev, self.slot[0] = self.slot[0], self.value
+        return self.value
+
+    def __exit__(self, *exc):
+        self.slot[0] = self.prev
+        return False
+
+
+class RunPacker:
+    """The count windows' new runs of one capture (a Monitor's
+    :meth:`~streameval.monitor.Monitor.to_array_state`) packed into columns they share:
+    per label type and weighting, one labels, one scores (one weights) and one sizes
+    array, each run stored as its part ``at`` of them (:func:`_shared_form`). A
+    checkpoint writer then meets three or four new arrays per capture, whatever the
+    number of windows and segments, instead of three or four per window, and the runs
+    of one scope's windows that hold the same batches (each window keeps its own copy
+    of a batch) are stored once, their batches becoming views of the same memory.
+
+    Liveness: a group of shared columns stays in memory and on disk while one run
+    references it. :meth:`groups` names the groups whose referenced events are
+    fewer than :data:`RUN_GROUP_LIVE` of theirs; a window given a packer whose
+    ``stale`` holds one of its runs' groups packs that run again with the new ones (a
+    Monitor captures again the scopes holding such runs), so idle windows do not keep
+    old columns alive forever.
+
+    Use: ``with packing_together(packer):`` around the windows' captures, then
+    :meth:`finish` (which fills the runs' states given during them); :meth:`begin` and
+    :meth:`end` around each scope's windows: the runs they reference."""
+
+    def __init__(self, stale=frozenset(), serial=0):
+        self.stale = stale  # the numbers of the groups to pack again
+        self.serial = serial  # the number of the next group
+        self._pending = []  # [packed, state] of the runs to pack
+        self._refs = None  # the packed runs met since begin()
+        self._twins = None  # (label type, weighting, sizes) -> runs of this scope
+
+    def begin(self):
+        """Start a scope: :meth:`end` gives the runs its windows referenced, and runs of
+        its windows that hold the same batches are stored once."""
+        self._refs = []
+        self._twins = {}
+
+    def end(self):
+        """The runs (packed lists) the windows captured since :meth:`begin` reference."""
+        refs, self._refs, self._twins = self._refs, None, None
+        return refs
+
+    def met(self, packed):
+        if self._refs is not None:
+            self._refs.append(packed)
+
+    def add(self, run):
+        """A run of batches to pack: its packed list (columns filled by :meth:`finish`)
+        and its state (likewise)."""
+        packed = [list(run), None, None, None, None, {id(c): j for j, c in enumerate(run)},
+                  None]
+        d = {"first": 0, "lo": int(run[0].lo)}
+        twins = self._twins
+        twin = None
+        if twins is not None:
+            key = (run[0].y.dtype.str, run[0].w is None, tuple(len(c.y) for c in run))
+            for other in twins.get(key, ()):
+                if all(_same(a, b) for a, b in zip(run, other[0])):
+                    twin = other
+                    break
+            else:
+                twins.setdefault(key, []).append(packed)
+        self._pending.append((packed, d, twin))
+        self.met(packed)
+        return packed, d
+
+    def finish(self):
+        """Pack the runs given by :meth:`add` (grouped by label type and weighting),
+        make their batches views of the packed columns, and fill their states."""
+        groups = {}
+        for packed, _, twin in self._pending:
+            if twin is None:
+                c = packed[0][0]
+                groups.setdefault((c.y.dtype.str, c.w is None), []).append(packed)
+        for (_, unweighted), runs in groups.items():
+            chunks = [c for p in runs for c in p[0]]
+            Y = _frozen(np.concatenate([c.y for c in chunks]))
+            S = _frozen(np.concatenate([c.s for c in chunks]))
+            W = None if unweighted else _frozen(np.concatenate([c.w for c in chunks]))
+            SZ = _frozen(np.array([len(c.y) for c in chunks], dtype=np.int64))
+            g = self.serial
+            self.serial += 1
+            e = b = 0
+            for p in runs:
+                n = sum(len(c.y) for c in p[0])
+                p[6] = (Y, S, W, SZ, [e, e + n, b, b + len(p[0])], g)
+                p[1], p[2], p[3], p[4] = _shared_views(p[6])
+                e, b = e + n, b + len(p[0])
+        for packed, d, twin in self._pending:
+            if twin is not None:
+                packed[1:5], packed[6] = twin[1:5], twin[6]
+            # (each batch a view of the packed columns: the events held once)
+            y, s, w, _ = packed[1:5]
+            a = 0
+            for c in packed[0]:
+                k = len(c.y)
+                c.y, c.s = y[a:a + k], s[a:a + k]
+                if w is not None:
+                    c.w = w[a:a + k]
+                a += k
+            d.update(_shared_form(packed[6], 0, d["lo"]))
+        self._pending = []
+
+    @staticmethod
+    def groups(refs):
+        """``(table, stale)`` of the groups the runs in ``refs`` (lists of packed runs,
+        each list what a scope references) reference: ``table``, their columns for the
+        Monitor's state, ``{"<g>": {"y", "s", "w", "sizes"}}`` (what
+        :func:`check_groups` reads), and ``stale``, the numbers of those whose events
+        the runs reference are fewer than :data:`RUN_GROUP_LIVE` of theirs. Runtime
+        complexity: `O(runs referenced)`."""
+        live, cols = {}, {}
+        for scope in refs:
+            for p in scope:
+                sh = p[6]
+                if sh is None:
+                    continue
+                g, at = sh[5], sh[4]
+                parts = live.get(g)
+                if parts is None:
+                    parts = live[g] = {}
+                    cols[g] = sh
+                parts[at[0]] = at[1] - at[0]
+        table = {str(g): {"y": sh[0], "s": sh[1], "w": sh[2], "sizes": sh[3]}
+                 for g, sh in sorted(cols.items())}
+        stale = frozenset(g for g, r in live.items()
+                          if sum(r.values()) < RUN_GROUP_LIVE * len(cols[g][0]))
+        return table, stale
+
+
+#: a group of windows' runs packed together (:class:`RunPacker`) is packed again when
+#: the runs that still reference it hold fewer than this share of its events: the
+#: columns kept (in memory and on disk) stay within about the inverse of it times the
+#: live ones
+RUN_GROUP_LIVE = 0.25
+
+#: the packer the count windows captured now give their new runs to (None: each packs
+#: its own, see :func:`packing_together`)
+_PACKER = [None]
+
+
+def packing_together(packer):
+    """``with packing_together(packer):`` the count windows' binary states captured
+    inside give their new runs to ``packer`` (:class:`RunPacker`), which packs them
+    together at its :meth:`~RunPacker.finish`."""
+    return _Setting(_PACKER, packer)
+
+
+def _same(a, b):
+    """Whether two batches hold the same bits (labels, scores, weights, live front)."""
+    if len(a.y) != len(b.y) or a.lo != b.lo or (a.w is None) != (b.w is None):
+        return False
+    # (bytes: -0.0 and 0.0 differ; a few hundred events cost less than array_equal's
+    # own calls)
+    return (a.s.tobytes() == b.s.tobytes() and a.y.tobytes() == b.y.tobytes()
+            and (a.w is None or a.w.tobytes() == b.w.tobytes()))
 
 
 #: a run of one batch's sizes, ``[n]`` read-only, by ``n``: shared by the windows that
