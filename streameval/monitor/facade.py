@@ -748,11 +748,10 @@ class Monitor:
             seg = self._segment_of(key)
             # a segment's events wait in its buffer until its own evaluation point
             self._compact()  # (the stashed ones first: they came before)
-            counts = self._counts()
             seg.pend_one(y_true in self._pos_set, s, w, t,
                          KIND_EVENT if free else KIND_LABEL)
             self._pending_index()[key] = seg
-            counts[self._seqs()[key]] += 1
+            self._counts()[self._seqs()[key]] += 1
             if self.every and seg.pending >= self.every:
                 self._feed_segment(seg)
                 due = (seg,)
