@@ -378,6 +378,29 @@ def test_a_window_captured_alone_after_a_monitor_packs_its_own_runs():
     assert json.dumps(from_array_state(state).to_state()) == json.dumps(win.to_state())
 
 
+def test_a_capture_in_another_thread_packs_its_own_runs():
+    """A window captured in one thread while another thread's monitor capture has its
+    packer open (two monitors checkpointed from two threads): its runs are its own
+    (no group of the other capture's), and its state loads alone, equal to the window."""
+    import threading
+
+    from streameval.metrics.arraystate import array_state, from_array_state
+
+    rng = np.random.default_rng(10)
+    mon = monitor(size=300)
+    feed(mon, rng, NAMES[:3], 900, 0)
+    mon.evaluate()
+    win = window_of(mon, "s1", "auc@w")
+    got = {}
+    with count.packing_together(count.RunPacker()):
+        th = threading.Thread(target=lambda: got.setdefault("state", array_state(win)))
+        th.start()
+        th.join()
+    state = got["state"]
+    assert state["data"]["store"] and all("g" not in r for r in state["data"]["store"])
+    assert json.dumps(from_array_state(state).to_state()) == json.dumps(win.to_state())
+
+
 def test_a_ranking_metric_with_no_deferred_event_stores_none_and_loads_equal():
     """ROC AUC with no deferred event gives null pending columns (no array), with some
     gives them as arrays; both load equal to the metric (its JSON state and value), and

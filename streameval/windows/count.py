@@ -22,6 +22,7 @@ front it implements), :mod:`streameval.windows.chunks` and
 from __future__ import annotations
 
 import collections
+import threading
 
 import numpy as np
 
@@ -372,7 +373,7 @@ class _CountSliding(Sliding, case="count"):
         if not self._typed:
             return None
         memo = self.__dict__.get("_packs") or []  # (set by the last call or a restore)
-        packer = _PACKER[0]
+        packer = _PACKER.value
         chunks = list(self._chunks)
         # the store as parts, oldest first: [packed, k] (a run packed before, from its
         # batch k on), [None, batches] (a run to pack), or [False, event run]
@@ -591,7 +592,8 @@ def _shared_part(d, label_dtype, where):
     checked (``ValueError``): a known group of the right label type, ``at`` within its
     columns and its sizes at least 1, adding up to its events."""
     g, at = d["g"], d["at"]
-    group = _GROUPS[0].get(g) if type(g) is int and _GROUPS[0] is not None else None
+    groups = _GROUPS.value
+    group = groups.get(g) if type(g) is int and groups is not None else None
     if group is None:
         raise ValueError(f"bad {where}: g = {g!r:.40} is no group of shared columns "
                          "of the monitor's state")
@@ -637,9 +639,17 @@ def check_groups(table):
     return out
 
 
+class _Slot(threading.local):
+    """A module's setting for the windows captured or restored inside a context
+    (:class:`_Setting`), per thread: two monitors captured or restored in two threads
+    never see each other's."""
+
+    value = None
+
+
 #: the groups of shared columns of the Monitor's state being restored (see
 #: :func:`restoring_runs`): ``{g: (Y, S, W, SZ)}``, or None
-_GROUPS = [None]
+_GROUPS = _Slot()
 
 
 def restoring_runs(groups):
@@ -649,18 +659,18 @@ def restoring_runs(groups):
 
 
 class _Setting:
-    """A context that holds ``value`` in the one-item list ``slot`` (a module's setting
-    for the windows captured or restored inside), and what it held before after."""
+    """A context that holds ``value`` in ``slot`` (a :class:`_Slot`) for this thread,
+    and what it held before after."""
 
     def __init__(self, slot, value):
         self.slot, self.value = slot, value
 
     def __enter__(self):
-        self.prev, self.slot[0] = self.slot[0], self.value
+        self.prev, self.slot.value = self.slot.value, self.value
         return self.value
 
     def __exit__(self, *exc):
-        self.slot[0] = self.prev
+        self.slot.value = self.prev
         return False
 
 
@@ -799,7 +809,7 @@ RUN_GROUP_LIVE = 0.25
 
 #: the packer the count windows captured now give their new runs to (None: each packs
 #: its own, see :func:`packing_together`)
-_PACKER = [None]
+_PACKER = _Slot()
 
 
 def packing_together(packer):
