@@ -79,6 +79,7 @@ __all__ = [
     "CurveRecorder",
     "plot_metric",
     "final_values",
+    "segment_key",
     "firing_spans",
     "pending_spans",
     "metric_names",
@@ -199,7 +200,7 @@ def final_values(metric_rows):
     """
     out = {}
     for row in metric_rows:
-        seg = _segment_key(row.get("segment"))
+        seg = segment_key(row.get("segment"))
         last = out.setdefault(seg, {"n": None, "t": None, "values": {}})
         last["n"] = row.get("n")
         last["t"] = row.get("t")
@@ -250,7 +251,7 @@ def _spans(alert_rows, end_n, opening, closing, with_t=False):
     open_at = {}
     spans = []
     for row in alert_rows:
-        key = (row.get("rule"), _segment_key(row.get("segment")))
+        key = (row.get("rule"), segment_key(row.get("segment")))
         state = row.get("state")
         if state == opening:
             open_at.setdefault(key, (row.get("n"), row.get("t")))
@@ -374,12 +375,16 @@ def _rule_metrics(alert_rows, rules, names):
     return out
 
 
-def _segment_key(seg):
+def segment_key(seg):
     """A row's segment as a hashable key that no other segment shares: the value itself
     (None, a string, number or bool), a tuple for the list of a segment of several
-    fields (never equal to a string, so ``["a", "b"]`` and ``'["a", "b"]'`` stay two)."""
+    fields (never equal to a string, so ``["a", "b"]`` and ``'["a", "b"]'`` stay two).
+
+    >>> segment_key(["fr", "ios"]), segment_key('["fr", "ios"]'), segment_key(None)
+    (('fr', 'ios'), '["fr", "ios"]', None)
+    """
     if isinstance(seg, list):
-        return tuple(_segment_key(v) for v in seg)
+        return tuple(segment_key(v) for v in seg)
     if isinstance(seg, dict):  # (not a segment a Monitor makes: kept apart, as text)
         return ("{}", json.dumps(seg, sort_keys=True))
     return seg
@@ -887,7 +892,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
         seg = row.get("segment")
         d = per.get(seg) if seg.__class__ is str or seg is None else None
         if d is None:
-            seg = _segment_key(seg)
+            seg = segment_key(seg)
             d = per.get(seg)
             if d is None:
                 d = per[seg] = {"x": array("d"), "t": [], "n": array("d"), "groups": {},
@@ -952,12 +957,12 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
     firing_count = {}
     for r in alert_rows:
         if r.get("state") == "firing":
-            k = _segment_key(r.get("segment"))
+            k = segment_key(r.get("segment"))
             firing_count[k] = firing_count.get(k, 0) + 1
     boundaries = {}
     for r in alert_rows:
         if _is_num(r.get("n")):
-            boundaries.setdefault(_segment_key(r.get("segment")), []).append(r.get("n"))
+            boundaries.setdefault(segment_key(r.get("segment")), []).append(r.get("n"))
     bounds = np.asarray(sorted({b for bs in boundaries.values() for b in bs}), dtype=float)
 
     # segments and their trouble
@@ -1040,7 +1045,7 @@ def report_data(metric_rows, alert_rows=(), *, title="streameval report", summar
     t_at = _time_of(per) if time_axis else (lambda n: None)
     for r in alert_rows:  # an alarm's estimated change start: a mark on its lane
         start = r.get("change_start_n")
-        lane = lanes.get((str(r.get("rule")), _segment_key(r.get("segment"))))
+        lane = lanes.get((str(r.get("rule")), segment_key(r.get("segment"))))
         if lane is not None and r.get("state") == "firing" and _is_num(start):
             t = r.get("change_start_t")
             lane.setdefault("marks", []).append({
@@ -1315,7 +1320,7 @@ def plot_metric(name, metric_rows, alert_rows=(), *, rules=None):
         if name not in values:
             continue
         v = values[name]
-        xs, ys = series.setdefault(_segment_key(row.get("segment")), ([], []))
+        xs, ys = series.setdefault(segment_key(row.get("segment")), ([], []))
         xs.append(_x(row))
         ys.append(math.nan if v is None else float(v))
     ns = [_x(r) for r in metric_rows] + [r.get("n") for r in alert_rows]

@@ -43,6 +43,7 @@ from streameval.report import (
     monitor_curves,
     render_html,
     report_data,
+    segment_key,
 )
 
 __all__ = ["Timeline", "LivePage", "MAX_ROWS", "MAX_ALERTS", "CURVES_SECONDS", "POLL_PATH"]
@@ -117,11 +118,7 @@ class Timeline:
         rows = self._rows
         by_seg = {}
         for i, row in enumerate(rows):
-            seg = row.get("segment")
-            # (a list's key is a tuple: never the key of a string segment)
-            key = (tuple(seg) if isinstance(seg, list) else ("{}", repr(seg))
-                   if isinstance(seg, dict) else seg)
-            by_seg.setdefault(key, []).append(i)
+            by_seg.setdefault(segment_key(row.get("segment")), []).append(i)
         bounds = np.array(sorted({a.get("n") for a in self._alerts
                                   if isinstance(a.get("n"), (int, float))}), dtype=float)
         keep = []
