@@ -328,7 +328,9 @@ def test_keys_are_forgotten_after_the_window(tmp_path):
         assert r["seq"] == 3 and "retried" not in r
         for k in "cde":  # at most 3 keys: the oldest go first
             eng.ingest(ev, key=k)
-        assert list(eng._keys) == ["c", "d", "e"]
+        assert eng.snapshot()["service"]["idempotency_keys"] == 3
+        for seq, k in enumerate("cde", start=4):  # kept: retried
+            assert eng.ingest(ev, key=k) == {"accepted": 1, "seq": seq, "retried": True, "n": 6}
         eng.checkpoint()
         assert [k for k, *_ in eng._wal.keys()] == ["c", "d", "e"]
     finally:
