@@ -47,7 +47,8 @@ At most ``max_pending`` predictions wait: a batch that would pass it gets 429.
 kept ``idempotency_window`` seconds (at most ``max_idempotency_keys`` keys, the oldest
 dropped first): a batch retried with its key, even after a ``kill -9``, is answered
 with its original ``seq`` and not counted again; the same key with another batch is a
-422.
+422. The keys are held compactly (:class:`IdempotencyKeys`: 128-bit digests of the key
+and of its batch, :data:`KEY_BYTES` per key at most).
 
 The Monitor, its alert sinks and its checkpoint file are a
 :class:`streameval.pipeline.Pipeline` without a source: batches are given to
