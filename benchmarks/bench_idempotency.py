@@ -8,8 +8,10 @@ after the other, a millisecond apart (all in the window). Printed per ``N`` (``-
 100 000 and 1 000 000), each in a fresh interpreter: the bytes held per key
 (``tracemalloc``: the memory traced after the keys less before, over ``N``; the key
 strings the client sent are dropped as the request's are) and the microseconds per
-remembered key and per lookup of a known key (no ``tracemalloc`` then; absolute times
-depend on the machine's load, the ratio to the baseline does not so much).
+remembered key and per lookup of a known key (no ``tracemalloc`` then), and per key
+remembered into a table already at its cap of ``N`` (``max_idempotency_keys``: each
+drops the oldest; at most 200 000 such keys timed). Absolute times depend on the
+machine's load, the ratio to the baseline does not so much.
 
 ``--baseline-src DIR`` measures an older checkout too (``DIR`` first on
 ``PYTHONPATH``), runs alternating, and prints the ratios (this code / baseline).
@@ -36,10 +38,17 @@ from streameval.service.engine import Engine
 
 n_keys = int(sys.argv[1])
 clock = [1_800_000_000.0]
-eng = Engine(Monitor.default(), state_dir=None, checkpoint_seconds=None,
-             checkpoint_every=None, clock=lambda: clock[0])
-table = eng._keys
-new = hasattr(table, "remember")
+
+
+def engine(**kw):
+    global eng, table, new
+    eng = Engine(Monitor.default(), state_dir=None, checkpoint_seconds=None,
+                 checkpoint_every=None, clock=lambda: clock[0], **kw)
+    table = eng._keys
+    new = hasattr(table, "remember")
+
+
+engine()
 
 
 def key(i):
@@ -69,11 +78,8 @@ after = tracemalloc.get_traced_memory()[0]
 tracemalloc.stop()
 assert len(table) == n_keys
 held = (after - before) / n_keys
-del table, eng
 # times: a fresh table, no tracemalloc
-eng = Engine(Monitor.default(), state_dir=None, checkpoint_seconds=None,
-             checkpoint_every=None, clock=lambda: clock[0])
-table = eng._keys
+engine()
 t0 = time.perf_counter()
 for i in range(n_keys):
     remember(i)
@@ -81,9 +87,20 @@ t1 = time.perf_counter()
 for i in range(0, n_keys, 7):
     assert lookup(i) is not None
 t2 = time.perf_counter()
+# at the cap: every new key drops the oldest
+engine(max_idempotency_keys=n_keys)
+for i in range(n_keys):
+    remember(i)
+more = min(n_keys // 2, 200_000)
+t3 = time.perf_counter()
+for i in range(n_keys, n_keys + more):
+    remember(i)
+t4 = time.perf_counter()
+assert len(table) == n_keys
 print(json.dumps({"keys": n_keys, "bytes_per_key": held,
                   "us_remember": (t1 - t0) / n_keys * 1e6,
-                  "us_lookup": (t2 - t1) / len(range(0, n_keys, 7)) * 1e6}))
+                  "us_lookup": (t2 - t1) / len(range(0, n_keys, 7)) * 1e6,
+                  "us_at_cap": (t4 - t3) / more * 1e6}))
 """
 
 
@@ -105,7 +122,8 @@ def main(argv=None) -> None:
     ap.add_argument("--json", default=None, help="write the rows here ('-': stdout)")
     args = ap.parse_args(argv)
     rows = []
-    print(f"{'keys':>9} {'code':>8} {'bytes/key':>10} {'us/remember':>12} {'us/lookup':>10}")
+    print(f"{'keys':>9} {'code':>8} {'bytes/key':>10} {'us/remember':>12} {'us/lookup':>10} "
+          f"{'us/at cap':>10}")
     for n_keys in (int(x) for x in args.keys.split(",")):
         for run in range(args.runs):
             for name, src in (("this", args.src), ("baseline", args.baseline_src)):
@@ -114,11 +132,12 @@ def main(argv=None) -> None:
                 r = {"code": name, "run": run, **_run(src, n_keys)}
                 rows.append(r)
                 print(f"{n_keys:>9} {name:>8} {r['bytes_per_key']:>10.1f} "
-                      f"{r['us_remember']:>12.2f} {r['us_lookup']:>10.2f}", flush=True)
+                      f"{r['us_remember']:>12.2f} {r['us_lookup']:>10.2f} {r['us_at_cap']:>10.2f}",
+                      flush=True)
         if args.baseline_src is not None:
             this = [r for r in rows if r["keys"] == n_keys and r["code"] == "this"]
             base = [r for r in rows if r["keys"] == n_keys and r["code"] == "baseline"]
-            for field in ("bytes_per_key", "us_remember", "us_lookup"):
+            for field in ("bytes_per_key", "us_remember", "us_lookup", "us_at_cap"):
                 ratios = [a[field] / b[field] for a, b in zip(this, base)]
                 print(f"{n_keys:>9} {field} this/baseline: {min(ratios):.3f}-{max(ratios):.3f}")
     if args.json == "-":
