@@ -246,7 +246,7 @@ class IdempotencyKeys:
     most.
     """
 
-    __slots__ = ("window", "cap", "_records", "_order")
+    __slots__ = ("window", "cap", "_records", "_by_age")
 
     _RECORD = struct.Struct("<qqd16s")  # seq, n, at, the batch digest's first 16 bytes
 
@@ -254,7 +254,7 @@ class IdempotencyKeys:
         self.window = window
         self.cap = cap
         self._records: dict = {}  # key digest -> record
-        self._order: deque = deque()  # key digests, oldest first
+        self._by_age: deque = deque()  # key digests, oldest first
 
     def __len__(self) -> int:
         return len(self._records)
@@ -287,14 +287,14 @@ class IdempotencyKeys:
         ``batch_digest``, at time ``at``; nothing is dropped."""
         k = self._key(key)
         if k not in self._records:
-            self._order.append(k)
+            self._by_age.append(k)
         self._records[k] = self._RECORD.pack(seq, n, at, self._short(batch_digest))
 
     def remember(self, key: str, seq: int, n: int, batch_digest: str, at: float) -> None:
         """:meth:`put`, then drop the oldest keys past the cap or the window."""
         self.put(key, seq, n, batch_digest, at)
         horizon = at - self.window
-        records, order = self._records, self._order
+        records, order = self._records, self._by_age
         while order:
             oldest = order[0]
             if len(records) > self.cap or self._at(records[oldest]) < horizon:
