@@ -1,20 +1,27 @@
 """Memory and time per idempotency key remembered by the service's engine.
 
-What is measured: an :class:`streameval.service.engine.Engine` (the default monitor, no
-state directory) remembers ``N`` keys as its ingestion path does for a keyed batch (a
-36-character key such as a UUID, the SHA-256 of the batch from
-:func:`streameval.service.wal.digest`, its sequence number, 100 events, the time), one
-after the other, a millisecond apart (all in the window). Printed per ``N`` (``--keys``, default
-100 000 and 1 000 000), each in a fresh interpreter: the bytes held per key
-(``tracemalloc``: the memory traced after the keys less before, over ``N``; the key
-strings the client sent are dropped as the request's are) and the microseconds per
-remembered key and per lookup of a known key (no ``tracemalloc`` then), and per key
-remembered into a table already at its cap of ``N`` (``max_idempotency_keys``: each
-drops the oldest; at most 200 000 such keys timed). Absolute times depend on the
-machine's load, the ratio to the baseline does not so much.
+What is measured: an :class:`streameval.service.engine.Engine` (the default monitor)
+ingests ``N`` batches of ``--batch`` events (continuous scores), each under a new
+36-character key (as a UUID), through :meth:`Engine.ingest` as the HTTP layer calls it,
+one millisecond apart on the engine's clock (all in the window), then the same ``N``
+batches without keys; each in a fresh interpreter. Two engines: without a state
+directory (the keys in memory) and with one (durable: the keys in the write-ahead log,
+memory holding their order). Printed per ``N`` (``--keys``, default 100 000) and
+engine:
 
-``--baseline-src DIR`` measures an older checkout too (``DIR`` first on
-``PYTHONPATH``), runs alternating, and prints the ratios (this code / baseline).
+- **bytes per key**: the memory traced by ``tracemalloc`` after the keyed run less after
+  the unkeyed one, over ``N`` (the monitor holds the same events in both), and the
+  same difference of the process's resident size (``VmRSS``: SQLite's page cache and
+  anything else ``tracemalloc`` does not see);
+- **us per keyed batch**: the ingestion time per batch, keyed less unkeyed (over at most
+  20 000 batches, as the two times below);
+- **us per retry**: a retried batch (its key known, its batch the same) answered;
+- **us at the cap**: a keyed batch taken with ``max_idempotency_keys = N`` full (each
+  drops the oldest), less an unkeyed one.
+
+``--baseline-src DIR`` measures an older checkout the same way (``DIR`` first on
+``PYTHONPATH``), alternating runs, and prints the ratios. Absolute times depend on the
+machine's load; the ratio to the baseline less so.
 
     python benchmarks/bench_idempotency.py
     python benchmarks/bench_idempotency.py --keys 100000 --baseline-src /work/main --runs 3
@@ -30,120 +37,154 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _results as R  # noqa: E402
 
 _CHILD = r"""
-import hashlib, json, sys, time, tracemalloc
+import gc, json, sys, tempfile, time, tracemalloc
+import numpy as np
 from streameval.monitor import Monitor
 from streameval.service.engine import Engine
 
-n_keys = int(sys.argv[1])
+n_keys, batch, durable, measure = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 clock = [1_800_000_000.0]
-
-
-def engine(**kw):
-    global eng, table, new
-    eng = Engine(Monitor.default(), state_dir=None, checkpoint_seconds=None,
-                 checkpoint_every=None, clock=lambda: clock[0], **kw)
-    table = eng._keys
-    new = hasattr(table, "remember")
-
-
-engine()
+rng = np.random.default_rng(1)
+bodies = []
+for j in range(64):
+    y = rng.random(batch) < 0.3
+    s = np.clip(rng.normal(0.35 + 0.3 * y, 0.2), 0, 1)
+    bodies.append([{"ts": 1_700_000_000.0 + j, "label": int(a), "score": float(b)}
+                   for a, b in zip(y, s)])
 
 
 def key(i):
     return f"{i:08x}-4b2a-4c1e-9f3d-{i:012x}"
 
 
-def dig(i):
-    return hashlib.sha256(i.to_bytes(8, "little")).hexdigest()
+def rss_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
 
 
-def remember(i):
-    if new:
-        table.remember(key(i), i, 100, dig(i), clock[0] + i / 1000)
-    else:
-        eng._remember(key(i), (i, 100, dig(i), clock[0] + i / 1000))
+def run(keyed, cap=None, start=0, count=n_keys, eng=None, d=None):
+    if eng is None:
+        d = tempfile.mkdtemp(dir=tempfile.gettempdir()) if durable else None
+        eng = Engine.open(Monitor.default(), state_dir=d, checkpoint_seconds=None,
+                          checkpoint_every=None, clock=lambda: clock[0],
+                          **({} if cap is None else {"max_idempotency_keys": cap}))
+    t0 = time.perf_counter()
+    for i in range(start, start + count):
+        clock[0] += 0.001
+        eng.ingest(bodies[i % 64], key=key(i) if keyed else None)
+    return eng, (time.perf_counter() - t0) / count * 1e6
 
 
-def lookup(i):
-    return table.find(key(i), dig(i)) if new else table.get(key(i))
-
-
-tracemalloc.start()
-before = tracemalloc.get_traced_memory()[0]
-for i in range(n_keys):
-    remember(i)
-after = tracemalloc.get_traced_memory()[0]
-tracemalloc.stop()
-assert len(table) == n_keys
-held = (after - before) / n_keys
-# times: a fresh table, no tracemalloc
-engine()
-t0 = time.perf_counter()
-for i in range(n_keys):
-    remember(i)
-t1 = time.perf_counter()
-for i in range(0, n_keys, 7):
-    assert lookup(i) is not None
-t2 = time.perf_counter()
-# at the cap: every new key drops the oldest
-engine(max_idempotency_keys=n_keys)
-for i in range(n_keys):
-    remember(i)
-more = min(n_keys // 2, 200_000)
-t3 = time.perf_counter()
-for i in range(n_keys, n_keys + more):
-    remember(i)
-t4 = time.perf_counter()
-assert len(table) == n_keys
-print(json.dumps({"keys": n_keys, "bytes_per_key": held,
-                  "us_remember": (t1 - t0) / n_keys * 1e6,
-                  "us_lookup": (t2 - t1) / len(range(0, n_keys, 7)) * 1e6,
-                  "us_at_cap": (t4 - t3) / more * 1e6}))
+out = {"keys": n_keys, "batch": batch, "engine": "state-dir" if durable else "memory"}
+eng, _ = run(True, count=2000)  # the first engine's one-time allocations, not measured
+eng.close()
+del eng
+if measure == "memory":
+    held = {}
+    for keyed in (False, True):
+        gc.collect()
+        tracemalloc.start()
+        before, rss0 = tracemalloc.get_traced_memory()[0], rss_kb()
+        eng, _ = run(keyed)
+        gc.collect()
+        held[keyed] = (tracemalloc.get_traced_memory()[0] - before, (rss_kb() - rss0) * 1024)
+        tracemalloc.stop()
+        assert eng.snapshot()["service"]["idempotency_keys"] == (n_keys if keyed else 0)
+        eng.close()
+        del eng
+    out["bytes_per_key"] = (held[True][0] - held[False][0]) / n_keys
+    out["rss_bytes_per_key"] = (held[True][1] - held[False][1]) / n_keys
+else:
+    n_keys = min(n_keys, 20_000)
+    eng, plain = run(False, count=n_keys)
+    eng.close()
+    eng, keyed = run(True, count=n_keys)
+    t0 = time.perf_counter()
+    m = n_keys
+    for i in range(0, m):
+        r = eng.ingest(bodies[i % 64], key=key(i))
+        assert r.get("retried"), r
+    retry = (time.perf_counter() - t0) / m * 1e6
+    eng.close()
+    more = n_keys // 2
+    eng, _ = run(True, cap=n_keys)
+    eng, at_cap = run(True, start=n_keys, count=more, eng=eng)
+    assert eng.snapshot()["service"]["idempotency_keys"] == n_keys
+    eng.close()
+    out.update(us_plain=plain, us_keyed=keyed - plain, us_retry=retry, us_at_cap=at_cap - plain)
+print(json.dumps(out))
 """
 
 
-def _run(src: str, n_keys: int) -> dict:
+def _run(src: str, n_keys: int, batch: int, durable: bool, measure: str) -> dict:
     env = {**os.environ, "PYTHONPATH": src}
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(n_keys)], env=env, cwd=src,
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(n_keys), str(batch),
+                           "1" if durable else "0", measure], env=env, cwd=src,
                           capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"{src}: the measurement failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+COLUMNS = ["keys", "engine", "code", "bytes per key (tracemalloc)", "bytes per key (RSS)",
+           "us per keyed batch", "us per retry", "us per keyed batch at the cap"]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--keys", default="100000,1000000", help="comma-separated key counts")
+    ap.add_argument("--keys", default="100000", help="comma-separated key counts")
+    ap.add_argument("--batch", type=int, default=10, help="events per batch")
     ap.add_argument("--src", default=str(HERE.parent), help="the checkout measured")
     ap.add_argument("--baseline-src", default=None, help="an older checkout, measured too")
     ap.add_argument("--runs", type=int, default=1, help="runs per checkout and count")
-    ap.add_argument("--json", default=None, help="write the rows here ('-': stdout)")
+    R.add_json_argument(ap, __file__)
     args = ap.parse_args(argv)
+    res = R.Results(__file__, args)
+    table = res.table("keys", f"Idempotency keys: memory and time per key (batches of "
+                      f"{args.batch} events, default monitor)", COLUMNS,
+                      note="memory: keyed run less unkeyed run, over the keys; times: "
+                      "keyed less unkeyed ingestion, per batch")
+    print(" | ".join(COLUMNS))
     rows = []
-    print(f"{'keys':>9} {'code':>8} {'bytes/key':>10} {'us/remember':>12} {'us/lookup':>10} "
-          f"{'us/at cap':>10}")
     for n_keys in (int(x) for x in args.keys.split(",")):
-        for run in range(args.runs):
-            for name, src in (("this", args.src), ("baseline", args.baseline_src)):
-                if src is None:
-                    continue
-                r = {"code": name, "run": run, **_run(src, n_keys)}
-                rows.append(r)
-                print(f"{n_keys:>9} {name:>8} {r['bytes_per_key']:>10.1f} "
-                      f"{r['us_remember']:>12.2f} {r['us_lookup']:>10.2f} {r['us_at_cap']:>10.2f}",
-                      flush=True)
-        if args.baseline_src is not None:
-            this = [r for r in rows if r["keys"] == n_keys and r["code"] == "this"]
-            base = [r for r in rows if r["keys"] == n_keys and r["code"] == "baseline"]
-            for field in ("bytes_per_key", "us_remember", "us_lookup", "us_at_cap"):
-                ratios = [a[field] / b[field] for a, b in zip(this, base)]
-                print(f"{n_keys:>9} {field} this/baseline: {min(ratios):.3f}-{max(ratios):.3f}")
-    if args.json == "-":
-        print(json.dumps(rows, indent=1))
-    elif args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        for durable in (False, True):
+            engine = "state-dir" if durable else "memory"
+            for run in range(args.runs):
+                for code, src in (("this", args.src), ("baseline", args.baseline_src)):
+                    if src is None:
+                        continue
+                    r = {**_run(src, n_keys, args.batch, durable, "memory"),
+                         **_run(src, n_keys, args.batch, durable, "time"), "code": code}
+                    rows.append(r)
+                    cells = (n_keys, engine, code, round(r["bytes_per_key"], 1),
+                             round(r["rss_bytes_per_key"], 1), round(r["us_keyed"], 2),
+                             round(r["us_retry"], 2), round(r["us_at_cap"], 2))
+                    table.add(*cells)
+                    print(" | ".join(map(str, cells)), flush=True)
+            this = [r for r in rows if r["keys"] == n_keys and r["engine"] == engine
+                    and r["code"] == "this"]
+            if run == args.runs - 1 and n_keys == max(int(x) for x in args.keys.split(",")):
+                best = min(this, key=lambda r: r["bytes_per_key"])
+                res.figure(f"bytes_per_key_{engine.replace('-', '_')}",
+                           f"memory per idempotency key, {engine} engine, {n_keys:,} keys",
+                           best["bytes_per_key"], "bytes", better="lower",
+                           note=f"RSS: {best['rss_bytes_per_key']:.0f} bytes per key")
+            base = [r for r in rows if r["keys"] == n_keys and r["engine"] == engine
+                    and r["code"] == "baseline"]
+            for field in ("bytes_per_key", "rss_bytes_per_key", "us_keyed", "us_retry",
+                          "us_at_cap") if base else ():
+                ratios = [a[field] / b[field] for a, b in zip(this, base) if b[field]]
+                if ratios:
+                    print(f"{n_keys} {engine} {field} this/baseline: "
+                          f"{min(ratios):.3f}-{max(ratios):.3f}")
+    res.write(args.json)
 
 
 if __name__ == "__main__":

@@ -169,8 +169,8 @@ from streameval.validation import Integer, Real, check_param
 
 __all__ = ["Engine", "Unavailable", "StateMismatch", "StateDirError", "DataLoss",
            "CHECKPOINT_FILE", "PREVIOUS_CHECKPOINT_FILE", "LOCK_FILE", "WAL_FILE", "DEFAULT_MAX_PENDING", "DEFAULT_IDEMPOTENCY_WINDOW",
-           "DEFAULT_MAX_IDEMPOTENCY_KEYS", "PENDING_BYTES", "KEY_BYTES", "REJECT_REASONS",
-           "IdempotencyKeys"]
+           "DEFAULT_MAX_IDEMPOTENCY_KEYS", "PENDING_BYTES", "KEY_BYTES", "LOGGED_KEY_BYTES",
+           "REJECT_REASONS", "IdempotencyKeys", "LoggedKeys"]
 
 #: File names inside the state directory.
 CHECKPOINT_FILE = "checkpoint.json"
@@ -203,8 +203,13 @@ DEFAULT_MAX_IDEMPOTENCY_KEYS = 1_000_000
 #: :class:`IdempotencyKeys` of 100 000 and 1 000 000 keys, ``benchmarks/bench_idempotency.py``):
 #: a 16-byte digest of the key, a 40-byte record, their dict entry and a reference in
 #: the queue of the oldest; whatever the key's length. So 1 000 000 keys (the default
-#: cap) take at most 0.2 GB.
+#: cap) take at most 0.2 GB. This is an engine without a state directory; with one, the
+#: keys stay in its log and memory holds :data:`LOGGED_KEY_BYTES` per key.
 KEY_BYTES = 200
+#: Memory per remembered idempotency key of an engine with a state directory
+#: (:class:`LoggedKeys`: its batch's sequence number and time), besides a chunk of
+#: 4 096 keys' slack.
+LOGGED_KEY_BYTES = 16
 
 _log = logging.getLogger("streameval.service")
 
@@ -305,6 +310,121 @@ class IdempotencyKeys:
 
     def _at(self, record: bytes) -> float:
         return self._RECORD.unpack_from(record)[2]
+
+
+class _KeyAges:
+    """The sequence numbers and times of remembered keys, oldest first: a queue of
+    numpy chunks, 16 bytes a key (and one chunk's slack)."""
+
+    __slots__ = ("_chunks", "_head", "_tail", "_n")
+
+    CHUNK = 4096
+    _DTYPE = np.dtype([("seq", "<i8"), ("at", "<f8")])
+
+    def __init__(self, seqs=None, times=None):
+        self._chunks: deque = deque()
+        self._head = 0  # the oldest's index in the first chunk
+        self._tail = self.CHUNK  # the next free index in the last chunk
+        self._n = 0
+        if seqs is not None and len(seqs):
+            for lo in range(0, len(seqs), self.CHUNK):
+                c = np.empty(self.CHUNK, self._DTYPE)
+                part = slice(lo, lo + self.CHUNK)
+                k = len(seqs[part])
+                c["seq"][:k] = seqs[part]
+                c["at"][:k] = times[part]
+                self._chunks.append(c)
+                self._tail = k
+            self._n = len(seqs)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, seq: int, at: float) -> None:
+        if self._tail == self.CHUNK:
+            self._chunks.append(np.empty(self.CHUNK, self._DTYPE))
+            self._tail = 0
+        self._chunks[-1][self._tail] = (seq, at)
+        self._tail += 1
+        self._n += 1
+
+    def oldest(self) -> tuple:
+        """``(seq, at)`` of the oldest (the queue is not empty)."""
+        seq, at = self._chunks[0][self._head].item()
+        return seq, at
+
+    def popleft(self) -> None:
+        self._head += 1
+        self._n -= 1
+        if self._n == 0:
+            self._chunks.clear()
+            self._head, self._tail = 0, self.CHUNK
+        elif self._head == self.CHUNK:
+            self._chunks.popleft()
+            self._head = 0
+
+
+class LoggedKeys:
+    """The idempotency keys of an engine with a write-ahead log: the keys stay in the
+    log's ``keys`` table (written with their batch, in the same transaction), and memory
+    holds only the order in which they were remembered, as the sequence numbers and
+    times of their batches (16 bytes a key, :data:`LOGGED_KEY_BYTES`).
+
+    The same answers as :class:`IdempotencyKeys`: :meth:`remember` adds the key of a
+    batch just appended to the log and drops the oldest while there are more than
+    ``cap`` or the oldest was remembered more than ``window`` seconds before the new
+    one; :meth:`find` reads the key from the log (``lookup``: key -> ``(seq, n, digest,
+    at)`` or None) and answers for it only while its batch's sequence number is still
+    in the queue, so a key dropped from memory is forgotten at once, before the next
+    checkpoint deletes its row (:meth:`expire`, :meth:`forget_before`). Each key is
+    remembered once (a retried key is found, not remembered again), so the queue holds
+    increasing sequence numbers and its oldest tells the remembered from the forgotten.
+
+    Runtime complexity: :meth:`find` one lookup by primary key, `O(log keys)`;
+    :meth:`remember` `O(1)` amortised. Memory: :data:`LOGGED_KEY_BYTES` per key.
+    """
+
+    __slots__ = ("window", "cap", "_lookup", "_ages")
+
+    def __init__(self, window: float, cap: int, lookup, seqs=None, times=None):
+        self.window = window
+        self.cap = cap
+        self._lookup = lookup
+        self._ages = _KeyAges(seqs, times)
+
+    def __len__(self) -> int:
+        return len(self._ages)
+
+    def find(self, key: str, batch_digest: str):
+        """``(seq, n, same)`` of a remembered ``key`` (``same``: its batch had the SHA-256
+        hex digest ``batch_digest``), or None."""
+        ages = self._ages
+        if not len(ages):
+            return None
+        row = self._lookup(key)
+        if row is None or row[0] < ages.oldest()[0]:
+            return None
+        seq, n, dig, _ = row
+        return seq, n, dig == batch_digest
+
+    def remember(self, key: str, seq: int, n: int, batch_digest: str, at: float) -> None:
+        """Remember the key of batch ``seq`` (its row already in the log), then drop the
+        oldest keys past the cap or the window."""
+        ages = self._ages
+        ages.append(seq, at)
+        self._drop(at - self.window)
+
+    def _drop(self, horizon: float) -> None:
+        ages, cap = self._ages, self.cap
+        while len(ages) and (len(ages) > cap or ages.oldest()[1] < horizon):
+            ages.popleft()
+
+    def expire(self, horizon: float) -> int:
+        """Drop the keys remembered before ``horizon``; the sequence number below which
+        every key is forgotten (the oldest remembered one's, or ``None`` when none
+        is)."""
+        self._drop(horizon)
+        return self._ages.oldest()[0] if len(self._ages) else None
 
 
 class Engine:
@@ -550,10 +670,11 @@ class Engine:
             self._gen = int(ckpt.get("generation", 0))
             self.stats.update(ckpt.get("stats", {}))
         self.pipeline.open()
-        horizon = self._clock() - self.idempotency_window
-        for key, seq, n, dig, at in rec.keys:
-            if at >= horizon:
-                self._keys.put(key, seq, n, dig, at)
+        # the keys the log holds, in the order they were remembered (their batches'),
+        # dropped from the oldest as the running service would have dropped them
+        self._keys = LoggedKeys(self.idempotency_window, self.max_idempotency_keys,
+                                self._find_logged_key, rec.key_seqs, rec.key_times)
+        self._keys.expire(self._clock() - self.idempotency_window)
         batches = events = 0
         for seq, batch in rec.batches:
             try:
@@ -594,8 +715,7 @@ class Engine:
         aside and started anew, under the same log id), so that the next start is
         clean."""
         wal = self._wal
-        kept = {k for k, *_ in rec.keys}
-        wal.drop_keys([k for k, *_ in wal.keys() if k not in kept])
+        wal.drop_keys(rec.refused_keys)
         self._ckpt_seq = -1  # force the checkpoint
         self._checkpoint()
         if wal.quick_check() != ["ok"]:
@@ -1086,6 +1206,28 @@ class Engine:
         if len(by) > 1000:
             del by[next(iter(by))]
 
+    def _forget_keys(self) -> None:
+        """Drop the keys past the window from memory and delete every forgotten key's
+        row from the log (under the engine's lock; at each checkpoint, written or not).
+        A forgotten key is never answered for again, so its row may go at any time."""
+        if self._wal is None:
+            return
+        oldest = self._keys.expire(self._clock() - self.idempotency_window)
+        with self._db_lock:
+            self._wal.forget_keys(self._seq + 1 if oldest is None else oldest)
+
+    def _find_logged_key(self, key: str):
+        """The log's row of an idempotency key (under the engine's lock): ``(seq, n,
+        digest, at)`` or None. A row that fails its checksum, or a log that cannot be
+        read, stops the service (:meth:`_fail`): the key cannot be told from a new one."""
+        try:
+            with self._db_lock:
+                return self._wal.find_key(key)
+        except sqlite3.Error as e:
+            self._fail(f"could not read the idempotency key {key!r:.80} from the "
+                       f"write-ahead log: {e}")
+            raise Unavailable(self.failed) from e
+
     def _fail(self, reason: str) -> None:
         """Stop accepting events: the log missed a batch the memory state may need."""
         if self.failed is None:
@@ -1251,6 +1393,7 @@ class Engine:
                 if self.failed:  # the log missed a batch: the checkpoint would too
                     return False
                 if seq == self._ckpt_seq and path.exists():
+                    self._forget_keys()
                     return False
                 acked = self._acked
                 gen = self._gen + 1
@@ -1261,7 +1404,6 @@ class Engine:
                 # O(objects); ingestion goes on while this thread writes it
                 state = self._state(head)
             self._write(state, gen, seq)
-            horizon = self._clock() - self.idempotency_window
             with self._lock:
                 if self._wal is not None:
                     with self._db_lock:
@@ -1269,7 +1411,7 @@ class Engine:
                         older = 0 if self._prev is None else self._prev[1]
                         if older > self._wal.truncated_through:
                             self._wal.truncate_through(older)
-                        self._wal.forget_keys(horizon, self.max_idempotency_keys)
+                self._forget_keys()
                 self._ckpt_seq = seq
                 self._ckpt_acked = acked
                 self._ckpt_time = self._clock()

@@ -40,13 +40,16 @@ evaluated or unpickled.
 
 A batch sent with an idempotency key is stored with its key in the ``keys`` table, in
 the same transaction: a retried key is recognised after a ``kill -9`` exactly when its
-batch is durable. Keys older than the service's window are deleted at checkpoints.
+batch is durable. The table is where the service looks keys up (:meth:`find_key`, by
+its primary key), so that the service's memory holds only the sequence numbers and
+times of the keys it remembers; the keys it has forgotten (past its window or its cap)
+are deleted at checkpoints, by sequence number (:meth:`forget_keys`, an index range).
 
 Logs written before checksums (no ``crc`` columns, ``user_version`` 0) open as they
 are: their columns are added (``ALTER TABLE``), their old rows are read without a
 check, new rows carry one.
 
-Imports: numpy, the standard library (sqlite3, json, zlib, struct) and
+Imports: numpy, the standard library (sqlite3, array, json, zlib, struct) and
 :mod:`streameval.events` (the batch type) only; the engine
 (:mod:`streameval.service.engine`) uses it.
 
@@ -67,6 +70,7 @@ Imports: numpy, the standard library (sqlite3, json, zlib, struct) and
 
 from __future__ import annotations
 
+import array
 import hashlib
 import json
 import os
@@ -82,7 +86,7 @@ import numpy as np
 
 from streameval.events import Batch
 
-__all__ = ["Batch", "WriteAheadLog", "StateMismatch", "EVENTS", "PREDICTIONS", "LABELS",
+__all__ = ["Batch", "WriteAheadLog", "KeyDamaged", "StateMismatch", "EVENTS", "PREDICTIONS", "LABELS",
            "digest", "Damage", "Recovered", "inspect_files", "SCHEMA_VERSION"]
 
 #: Free pages given back to the file system per checkpoint, at most (``PRAGMA
@@ -180,17 +184,26 @@ class Damage(NamedTuple):
                 else f"batches seq {self.first}-{self.last}")
 
 
+class KeyDamaged(sqlite3.DatabaseError):
+    """A stored idempotency key's record fails its CRC."""
+
+
 class Recovered(NamedTuple):
     """What :meth:`WriteAheadLog.recover` read: the good ``batches`` after the
     checkpoint, as ``(seq, Batch)`` in order; the ``damage`` found; the highest
     sequence number the log holds (``last_seq``, damaged records included); the
-    idempotency ``keys`` that may be trusted, as ``(key, seq, n, digest, at)``; and the
+    idempotency keys that may be trusted, as their batches' sequence numbers
+    (``key_seqs``, ascending) and the times they were stored (``key_times``), two
+    arrays of 16 bytes a key together (the keys themselves stay in the log); the keys
+    left out (``refused_keys``: their record is damaged or their batch lost); and the
     ``lost`` sequence numbers (damaged or missing records after the checkpoint)."""
 
     batches: list
     damage: list
     last_seq: int
-    keys: list
+    key_seqs: np.ndarray
+    key_times: np.ndarray
+    refused_keys: list
     lost: set
 
 
@@ -263,6 +276,8 @@ class WriteAheadLog:
         )
         db.execute("CREATE TABLE IF NOT EXISTS keys (key TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
                    "n INTEGER NOT NULL, digest TEXT NOT NULL, at REAL NOT NULL, crc INTEGER)")
+        # keys are forgotten oldest first, by sequence number (an index range, not a scan)
+        db.execute("CREATE INDEX IF NOT EXISTS keys_by_seq ON keys (seq)")
         # logs of earlier versions: add the columns they lack (old rows keep NULL there)
         for table, wanted in (("batches", (("kind", "INTEGER NOT NULL DEFAULT 0"),
                                            ("ids", "TEXT"), ("crc", "INTEGER"))),
@@ -315,16 +330,30 @@ class WriteAheadLog:
     def keys(self) -> list:
         """The stored idempotency keys, oldest first: ``(key, seq, n, digest, at)``
         (unchecked; :meth:`recover` returns the checked ones)."""
-        return self._db.execute("SELECT key, seq, n, digest, at FROM keys ORDER BY at, seq").fetchall()
+        return self._db.execute("SELECT key, seq, n, digest, at FROM keys ORDER BY seq").fetchall()
 
-    def forget_keys(self, before: float, keep: int) -> None:
-        """Delete the keys stored before ``before`` and all but the newest ``keep``; commits."""
+    def find_key(self, key: str):
+        """``(seq, n, digest, at)`` stored with the idempotency ``key``, or None.
+
+        Raises :class:`KeyDamaged` when the stored record fails its CRC. Runtime
+        complexity: `O(log keys)` (the table's primary key)."""
+        row = self._db.execute("SELECT seq, n, digest, at, crc FROM keys WHERE key = ?",
+                               (key,)).fetchone()
+        if row is None:
+            return None
+        seq, n, dig, at, crc = row
+        if crc is not None and _crc(seq, (key, n, dig, float(at))) != crc:
+            raise KeyDamaged(f"{os.path.basename(self.path)}: the idempotency key of batch "
+                             f"seq {seq} fails its checksum")
+        return seq, n, dig, at
+
+    def forget_keys(self, before_seq: int) -> None:
+        """Delete the keys of the batches numbered below ``before_seq``; commits.
+        Runtime complexity: `O(log keys + deleted)` (the ``seq`` index)."""
         db = self._db
         if not db.in_transaction:
             db.execute("BEGIN")
-        db.execute("DELETE FROM keys WHERE at < ?", (before,))
-        db.execute("DELETE FROM keys WHERE rowid NOT IN "
-                   "(SELECT rowid FROM keys ORDER BY at DESC, seq DESC LIMIT ?)", (keep,))
+        db.execute("DELETE FROM keys WHERE seq < ?", (before_seq,))
         db.execute("COMMIT")
 
     def drop_keys(self, keys) -> None:
@@ -465,33 +494,40 @@ class WriteAheadLog:
             damage.append(Damage(f"{name}: record seq {seq} {why}", seq, seq, 1,
                                  n if isinstance(n, int) and n >= 0 else 0))
             lost.add(seq)
-        keys = self._checked_keys(name, dict(good), lost, damage)
-        return Recovered(good, damage, last, keys, lost)
+        seqs, times, refused = self._checked_keys(name, dict(good), lost, damage)
+        return Recovered(good, damage, last, seqs, times, refused, lost)
 
-    def _checked_keys(self, name, batches, lost, damage) -> list:
+    def _checked_keys(self, name, batches, lost, damage) -> tuple:
         """The keys whose record passes its CRC and whose batch (when the log still
-        holds it) matches its digest; the others are reported and left out."""
-        out = []
+        holds it) matches its digest, as ``(seqs, times, refused)`` (see
+        :class:`Recovered`); the others are reported and left out. Read row by row:
+        memory `O(keys)` at 16 bytes a key, besides the refused ones."""
+        seqs = array.array("q")
+        times = array.array("d")
+        refused: list = []
         try:
-            rows = self._db.execute(
-                "SELECT key, seq, n, digest, at, crc FROM keys ORDER BY at, seq").fetchall()
+            cur = self._db.execute("SELECT key, seq, n, digest, at, crc FROM keys ORDER BY seq")
+            for key, seq, n, dig, at, crc in cur:
+                if crc is not None and _crc(seq, (key, n, dig, float(at))) != crc:
+                    damage.append(Damage(f"{name}: the idempotency key of batch seq {seq} "
+                                         "fails its checksum", seq, seq))
+                    refused.append(key)
+                    continue
+                if seq in lost:
+                    refused.append(key)  # its batch is lost: it may come again under its key
+                    continue
+                b = batches.get(seq)
+                if b is not None and dig and digest(b) != dig:
+                    damage.append(Damage(f"{name}: batch seq {seq} does not match the "
+                                         "digest stored with its idempotency key", seq, seq))
+                    refused.append(key)
+                    continue
+                seqs.append(seq)
+                times.append(float(at))
         except sqlite3.DatabaseError as e:
             damage.append(Damage(f"{name}: the idempotency keys cannot be read ({e})", 1, None))
-            return out
-        for key, seq, n, dig, at, crc in rows:
-            if crc is not None and _crc(seq, (key, n, dig, float(at))) != crc:
-                damage.append(Damage(f"{name}: the idempotency key of batch seq {seq} fails "
-                                     "its checksum", seq, seq))
-                continue
-            if seq in lost:
-                continue  # its batch is lost: a client may send it again under its key
-            b = batches.get(seq)
-            if b is not None and dig and digest(b) != dig:
-                damage.append(Damage(f"{name}: batch seq {seq} does not match the digest "
-                                     "stored with its idempotency key", seq, seq))
-                continue
-            out.append((key, seq, n, dig, at))
-        return out
+        return (np.frombuffer(seqs, dtype=np.int64).copy(),
+                np.frombuffer(times, dtype=np.float64).copy(), refused)
 
     def close(self) -> None:
         """Close the database (rows not committed are dropped)."""
