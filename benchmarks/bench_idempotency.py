@@ -12,12 +12,14 @@ engine:
 - **bytes per key**: the memory traced by ``tracemalloc`` after the keyed run less after
   the unkeyed one, over ``N`` (the monitor holds the same events in both), and the
   same difference of the process's resident size (``VmRSS``: SQLite's page cache and
-  anything else ``tracemalloc`` does not see);
-- **us per keyed batch**: the ingestion time per batch, keyed less unkeyed (over at most
-  20 000 batches, as the two times below);
-- **us per retry**: a retried batch (its key known, its batch the same) answered;
-- **us at the cap**: a keyed batch taken with ``max_idempotency_keys = N`` full (each
-  drops the oldest), less an unkeyed one.
+  anything else ``tracemalloc`` does not see); and with a state directory, the pages
+  of the log's ``keys`` table and its indexes (SQLite's ``dbstat``), over ``N``;
+- **us per keyed batch**: the median ingestion time of a keyed batch less an unkeyed
+  one's, the two alternating in one engine (at most 20 000 of each, half of them with
+  the engine at its cap of keys, ``max_idempotency_keys``, so that each drops the
+  oldest: **us at the cap**);
+- **us per retry**: the median time to answer a retried batch (its key known, its
+  batch the same; nothing is applied).
 
 ``--baseline-src DIR`` measures an older checkout the same way (``DIR`` first on
 ``PYTHONPATH``), alternating runs, and prints the ratios. Absolute times depend on the
@@ -42,7 +44,7 @@ sys.path.insert(0, str(HERE))
 import _results as R  # noqa: E402
 
 _CHILD = r"""
-import gc, json, sys, tempfile, time, tracemalloc
+import atexit, gc, json, shutil, sys, tempfile, time, tracemalloc
 import numpy as np
 from streameval.monitor import Monitor
 from streameval.service.engine import Engine
@@ -71,7 +73,9 @@ def rss_kb():
 
 def run(keyed, cap=None, start=0, count=n_keys, eng=None, d=None):
     if eng is None:
-        d = tempfile.mkdtemp(dir=tempfile.gettempdir()) if durable else None
+        d = tempfile.mkdtemp() if durable else None
+        if d is not None:
+            atexit.register(shutil.rmtree, d, True)
         eng = Engine.open(Monitor.default(), state_dir=d, checkpoint_seconds=None,
                           checkpoint_every=None, clock=lambda: clock[0],
                           **({} if cap is None else {"max_idempotency_keys": cap}))
@@ -79,11 +83,11 @@ def run(keyed, cap=None, start=0, count=n_keys, eng=None, d=None):
     for i in range(start, start + count):
         clock[0] += 0.001
         eng.ingest(bodies[i % 64], key=key(i) if keyed else None)
-    return eng, (time.perf_counter() - t0) / count * 1e6
+    return eng, (time.perf_counter() - t0) / max(count, 1) * 1e6, d
 
 
 out = {"keys": n_keys, "batch": batch, "engine": "state-dir" if durable else "memory"}
-eng, _ = run(True, count=2000)  # the first engine's one-time allocations, not measured
+eng, _, _ = run(True, count=2000)  # the first engine's one-time allocations, not measured
 eng.close()
 del eng
 if measure == "memory":
@@ -92,33 +96,51 @@ if measure == "memory":
         gc.collect()
         tracemalloc.start()
         before, rss0 = tracemalloc.get_traced_memory()[0], rss_kb()
-        eng, _ = run(keyed)
+        eng, _, d = run(keyed)
         gc.collect()
         held[keyed] = (tracemalloc.get_traced_memory()[0] - before, (rss_kb() - rss0) * 1024)
         tracemalloc.stop()
+        if durable and keyed:  # the keys' table and its indexes in the log, on disk
+            import sqlite3
+            with sqlite3.connect(f"{d}/wal.sqlite3") as db:
+                on_disk = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN "
+                                     "(SELECT name FROM sqlite_master WHERE tbl_name = "
+                                     "'keys')").fetchone()[0]
+            out["disk_bytes_per_key"] = on_disk / n_keys
         assert eng.snapshot()["service"]["idempotency_keys"] == (n_keys if keyed else 0)
         eng.close()
         del eng
     out["bytes_per_key"] = (held[True][0] - held[False][0]) / n_keys
     out["rss_bytes_per_key"] = (held[True][1] - held[False][1]) / n_keys
 else:
-    n_keys = min(n_keys, 20_000)
-    eng, plain = run(False, count=n_keys)
-    eng.close()
-    eng, keyed = run(True, count=n_keys)
-    t0 = time.perf_counter()
-    m = n_keys
-    for i in range(0, m):
-        r = eng.ingest(bodies[i % 64], key=key(i))
+    # one engine, keyed and unkeyed batches alternating, each ingestion timed: the
+    # medians' difference is the key's cost (the applier thread's work and the GIL's
+    # hand-offs fall on both alike)
+    n = min(n_keys, 20_000)
+    cap = n // 2
+    eng, _, d = run(False, count=0, cap=cap)
+
+    def timed(i, k):
+        t0 = time.perf_counter()
+        r = eng.ingest(bodies[i % 64], key=k)
+        return time.perf_counter() - t0, r
+
+    below, at_cap, retry, plain = [], [], [], []
+    for i in range(n):
+        clock[0] += 0.001
+        dt, _ = timed(i, key(i))
+        (below if i < cap else at_cap).append(dt)
+        clock[0] += 0.001
+        plain.append(timed(i, None)[0])
+    for i in range(n - cap, n):  # the keys still remembered, sent again
+        dt, r = timed(i, key(i))
         assert r.get("retried"), r
-    retry = (time.perf_counter() - t0) / m * 1e6
+        retry.append(dt)
+    assert eng.snapshot()["service"]["idempotency_keys"] == cap
     eng.close()
-    more = n_keys // 2
-    eng, _ = run(True, cap=n_keys)
-    eng, at_cap = run(True, start=n_keys, count=more, eng=eng)
-    assert eng.snapshot()["service"]["idempotency_keys"] == n_keys
-    eng.close()
-    out.update(us_plain=plain, us_keyed=keyed - plain, us_retry=retry, us_at_cap=at_cap - plain)
+    med = lambda xs: float(np.median(xs)) * 1e6
+    out.update(us_plain=med(plain), us_keyed=med(below) - med(plain),
+               us_retry=med(retry), us_at_cap=med(at_cap) - med(plain))
 print(json.dumps(out))
 """
 
@@ -134,6 +156,7 @@ def _run(src: str, n_keys: int, batch: int, durable: bool, measure: str) -> dict
 
 
 COLUMNS = ["keys", "engine", "code", "bytes per key (tracemalloc)", "bytes per key (RSS)",
+           "bytes per key on disk",
            "us per keyed batch", "us per retry", "us per keyed batch at the cap"]
 
 
@@ -164,7 +187,8 @@ def main(argv=None) -> None:
                          **_run(src, n_keys, args.batch, durable, "time"), "code": code}
                     rows.append(r)
                     cells = (n_keys, engine, code, round(r["bytes_per_key"], 1),
-                             round(r["rss_bytes_per_key"], 1), round(r["us_keyed"], 2),
+                             round(r["rss_bytes_per_key"], 1),
+                             round(r.get("disk_bytes_per_key", 0.0), 1), round(r["us_keyed"], 2),
                              round(r["us_retry"], 2), round(r["us_at_cap"], 2))
                     table.add(*cells)
                     print(" | ".join(map(str, cells)), flush=True)

@@ -1,10 +1,12 @@
-"""The engine's idempotency keys (:class:`streameval.service.engine.IdempotencyKeys`).
+"""The engine's idempotency keys (:class:`streameval.service.engine.IdempotencyKeys` in
+memory, :class:`streameval.service.engine.LoggedKeys` in the write-ahead log).
 
 The oracle is :class:`DictModel`: the keys as a plain dict ``key -> (seq, n, digest,
-at)`` in insertion order, the oldest dropped first past the cap or the window, each
-key's batch digest kept whole. The compact table must answer every lookup as the model
-does, after any sequence of batches (new, retried, conflicting), clock steps (forward
-and back), cap evictions and a restore.
+at)`` in insertion order, the oldest dropped first past the cap or the window (and, for
+a durable engine, at each checkpoint and start), each key's batch digest kept whole.
+Both tables must answer every lookup as the model does, after any sequence of batches
+(new, retried, conflicting), clock steps (forward and back), cap evictions, checkpoints
+and restarts; the log must hold no row of a key the model forgot.
 """
 
 from __future__ import annotations

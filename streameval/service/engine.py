@@ -47,8 +47,11 @@ At most ``max_pending`` predictions wait: a batch that would pass it gets 429.
 kept ``idempotency_window`` seconds (at most ``max_idempotency_keys`` keys, the oldest
 dropped first): a batch retried with its key, even after a ``kill -9``, is answered
 with its original ``seq`` and not counted again; the same key with another batch is a
-422. The keys are held compactly (:class:`IdempotencyKeys`: 128-bit digests of the key
-and of its batch, :data:`KEY_BYTES` per key at most).
+422. With a state directory the keys stay in the log, where they are looked up, and
+memory holds only the order they were remembered in (:class:`LoggedKeys`,
+:data:`LOGGED_KEY_BYTES` per key); without one they are held in memory, compactly
+(:class:`IdempotencyKeys`: 128-bit digests of the key and of its batch,
+:data:`KEY_BYTES` per key at most).
 
 The Monitor, its alert sinks and its checkpoint file are a
 :class:`streameval.pipeline.Pipeline` without a source: batches are given to
@@ -419,7 +422,7 @@ class LoggedKeys:
         while len(ages) and (len(ages) > cap or ages.oldest()[1] < horizon):
             ages.popleft()
 
-    def expire(self, horizon: float) -> int:
+    def expire(self, horizon: float) -> int | None:
         """Drop the keys remembered before ``horizon``; the sequence number below which
         every key is forgotten (the oldest remembered one's, or ``None`` when none
         is)."""
