@@ -379,7 +379,7 @@ class LoggedKeys:
     one; :meth:`find` reads the key from the log (``lookup``: key -> ``(seq, n, digest,
     at)`` or None) and answers for it only while its batch's sequence number is still
     in the queue, so a key dropped from memory is forgotten at once, before the next
-    checkpoint deletes its row (:meth:`expire`, :meth:`forget_before`). Each key is
+    checkpoint deletes its row (:meth:`expire` tells which rows may go). Each key is
     remembered once (a retried key is found, not remembered again), so the queue holds
     increasing sequence numbers and its oldest tells the remembered from the forgotten.
 
