@@ -618,6 +618,36 @@ def test_explained_alerts_give_marks_points_and_times():
     assert data["alerts"][0]["message"] == alarm["message"]
 
 
+def test_live_timeline_of_the_default_monitor_holds_at_most_its_stated_bytes():
+    """A timeline full of the default monitor's rows (real rows, each its own objects
+    as the monitor makes them) and thinned holds at most TIMELINE_BYTES (tracemalloc)."""
+    import tracemalloc
+
+    from streameval.service.ui import MAX_ROWS, TIMELINE_BYTES, Timeline
+
+    made = []
+    mon = Monitor.default()
+    mon.on_metrics.append(made.append)
+    rng = np.random.default_rng(3)
+    y = rng.random(60_000) < 0.3
+    mon.update_many(y, np.clip(rng.normal(0.3 + 0.4 * y, 0.2), 0, 1),
+                    t=1.7e9 + np.arange(60_000.0))
+    texts = [json.dumps(r) for r in made]
+    assert len(made) == 60 and "intervals" in made[-1]
+    tl = Timeline()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(MAX_ROWS + 1):  # the last one thins
+        row = json.loads(texts[i % len(texts)])
+        row["n"] = 1_000 * (i + 1)
+        tl.add_row(row)
+        if i == MAX_ROWS - 1:
+            full = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert tl.thinned > 0 and len(tl.rows()) <= MAX_ROWS // 2
+    assert 0.5 * TIMELINE_BYTES < full <= TIMELINE_BYTES, full
+
+
 def test_live_timeline_stays_bounded_with_more_segments_than_rows():
     from streameval.service.ui import Timeline
 

@@ -46,11 +46,17 @@ from streameval.report import (
     segment_key,
 )
 
-__all__ = ["Timeline", "LivePage", "MAX_ROWS", "MAX_ALERTS", "CURVES_SECONDS", "POLL_PATH"]
+__all__ = ["Timeline", "LivePage", "MAX_ROWS", "TIMELINE_BYTES", "MAX_ALERTS", "CURVES_SECONDS",
+           "POLL_PATH"]
 
 #: metric rows the live timeline keeps (thinned to half past it): with the report's
-#: point budget, a page that draws in well under a second
-MAX_ROWS = 50_000
+#: point budget, a page that draws in well under a second. A row of the default
+#: monitor takes about 4.4 KB (its values and intervals as dicts), so the timeline
+#: holds at most :data:`TIMELINE_BYTES` for it: memory that rises and falls as rows come
+#: and are thinned, but does not grow with the stream
+MAX_ROWS = 10_000
+#: what a full timeline of the default monitor's rows holds at most, in bytes
+TIMELINE_BYTES = 48_000_000
 #: alert transitions the live timeline keeps (the oldest dropped, and counted)
 MAX_ALERTS = 5_000
 #: the score summaries (curves) are recomputed at most this often, in seconds: each
