@@ -260,3 +260,63 @@ def test_a_damaged_key_in_the_log_stops_the_service_and_the_start_reports_it(tmp
         assert eng.ingest(ev, key="k1") == {"accepted": 1, "seq": 3, "n": 3}
     finally:
         eng.close()
+
+
+def test_a_start_keeps_at_most_the_cap_of_the_keys_the_log_holds(tmp_path):
+    """Started again with a lower max_idempotency_keys, the engine remembers only the
+    newest keys within it; the older are new batches again."""
+    ev = [{"ts": 1_700_000_000, "label": 1, "score": 0.5}]
+    opts = dict(state_dir=tmp_path, checkpoint_seconds=None, checkpoint_every=None)
+    eng = Engine.open(Monitor.default(), max_idempotency_keys=5, **opts)
+    for i in range(5):
+        assert eng.ingest(ev, key=f"k{i}")["seq"] == i + 1
+    eng.close()
+    eng = Engine.open(Monitor.default(), max_idempotency_keys=2, **opts)
+    try:
+        assert eng.snapshot()["service"]["idempotency_keys"] == 2
+        assert eng.ingest(ev, key="k4")["retried"] is True
+        assert eng.ingest(ev, key="k3")["retried"] is True
+        assert eng.ingest(ev, key="k2") == {"accepted": 1, "seq": 6, "n": 6}
+    finally:
+        eng.close()
+
+
+def test_a_key_whose_batch_is_missing_from_the_log_is_reported(tmp_path):
+    """A key of a batch after the checkpoint that the log does not hold (its row gone):
+    the start reports the loss instead of answering the key as a retry."""
+    from streameval.service.engine import CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE, DataLoss
+
+    ev = [{"ts": 1_700_000_000, "label": 1, "score": 0.5}]
+    opts = dict(state_dir=tmp_path, checkpoint_seconds=None, checkpoint_every=None)
+    eng = Engine.open(Monitor.default(), **opts)
+    assert eng.ingest(ev, key="a")["seq"] == 1
+    assert eng.ingest(ev, key="b")["seq"] == 2
+    eng.close()
+    for name in (CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE):  # the log alone covers all
+        (tmp_path / name).unlink(missing_ok=True)
+    with sqlite3.connect(tmp_path / WAL_FILE) as db:
+        db.execute("DELETE FROM batches WHERE seq = 2")
+    with pytest.raises(DataLoss, match="batch seq 2, stored with its idempotency key, "
+                                       "is not in the log"):
+        Engine.open(Monitor.default(), **opts)
+
+
+def test_rows_rolled_back_with_their_transaction_are_never_committed_as_durable(tmp_path):
+    """SQLite rolls a whole transaction back on some errors (a full disk): the log's
+    commit then raises instead of returning as if the appended rows were durable, and
+    no later transaction hides it."""
+    from streameval.service.wal import WriteAheadLog
+
+    wal = WriteAheadLog(tmp_path / "w.sqlite3", "fp")
+    try:
+        batch = events_to_batch([{"ts": 1_700_000_000, "label": 1, "score": 0.5}])
+        wal.append(1, batch, "k", digest(batch), 1.0)
+        wal.commit()  # durable
+        wal.append(2, batch, "k2", digest(batch), 2.0)
+        wal._db.execute("ROLLBACK")  # what SQLite does to the transaction on SQLITE_FULL
+        for step in (wal.commit, lambda: wal.forget_keys(1), lambda: wal.append(3, batch)):
+            with pytest.raises(sqlite3.OperationalError, match="rolled back"):
+                step()
+        assert wal.find_key("k")[0] == 1 and wal.find_key("k2") is None
+    finally:
+        wal.close()

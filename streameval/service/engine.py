@@ -239,8 +239,9 @@ class IdempotencyKeys:
     remembered and the first 16 bytes of the batch's SHA-256
     (:func:`streameval.service.wal.digest`). :meth:`remember` adds a key and then drops
     the oldest while there are more than ``cap`` or the oldest was remembered more than
-    ``window`` seconds before the new one; :meth:`put` adds one without dropping any
-    (the keys a start restores, already within the window); :meth:`find` looks one up.
+    ``window`` seconds before the new one; :meth:`put` adds one without dropping any;
+    :meth:`find` looks one up. (It holds the keys of an engine without a state
+    directory, which starts with none.)
     A key put again keeps its place in the order, its record replaced (as a dict's).
 
     Two distinct keys share a digest with probability at most ``k**2 / 2**129`` among
@@ -718,7 +719,10 @@ class Engine:
         aside and started anew, under the same log id), so that the next start is
         clean."""
         wal = self._wal
-        wal.drop_keys(rec.refused_keys)
+        if rec.refused_keys is None:  # the key table could not be read: trust none
+            wal.forget_keys(self._seq + 1)
+        else:
+            wal.drop_keys(rec.refused_keys)
         self._ckpt_seq = -1  # force the checkpoint
         self._checkpoint()
         if wal.quick_check() != ["ok"]:

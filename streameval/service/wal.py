@@ -195,7 +195,8 @@ class Recovered(NamedTuple):
     idempotency keys that may be trusted, as their batches' sequence numbers
     (``key_seqs``, ascending) and the times they were stored (``key_times``), two
     arrays of 16 bytes a key together (the keys themselves stay in the log); the keys
-    left out (``refused_keys``: their record is damaged or their batch lost); and the
+    left out (``refused_keys``: their record is damaged or their batch lost; None: all
+    of them, the table could not be read to its end); and the
     ``lost`` sequence numbers (damaged or missing records after the checkpoint)."""
 
     batches: list
@@ -250,6 +251,7 @@ class WriteAheadLog:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous = {synchronous!r}: must be 'FULL' or 'NORMAL'")
         self.path = str(path)
+        self._unsaved = False  # rows appended and not yet committed
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             self._setup(fingerprint, synchronous)
@@ -316,8 +318,8 @@ class WriteAheadLog:
         with its checksum and its idempotency ``key`` (``digest``: :func:`digest`, ``at``:
         wall-clock time)."""
         db = self._db
-        if not db.in_transaction:
-            db.execute("BEGIN")
+        self._begin()
+        self._unsaved = True
         cols = _encode(batch)
         db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    (seq, *cols, _crc(seq, cols)))
@@ -351,18 +353,16 @@ class WriteAheadLog:
         """Delete the keys of the batches numbered below ``before_seq``; commits.
         Runtime complexity: `O(log keys + deleted)` (the ``seq`` index)."""
         db = self._db
-        if not db.in_transaction:
-            db.execute("BEGIN")
+        self._begin()
         db.execute("DELETE FROM keys WHERE seq < ?", (before_seq,))
-        db.execute("COMMIT")
+        self._commit_open()
 
     def drop_keys(self, keys) -> None:
         """Delete the given idempotency keys (their batches were lost); commits."""
         db = self._db
-        if not db.in_transaction:
-            db.execute("BEGIN")
+        self._begin()
         db.executemany("DELETE FROM keys WHERE key = ?", [(k,) for k in keys])
-        db.execute("COMMIT")
+        self._commit_open()
 
     def quick_check(self) -> list:
         """SQLite's ``PRAGMA quick_check``: ``["ok"]``, or the problems found."""
@@ -381,24 +381,46 @@ class WriteAheadLog:
             at = float(at)
             db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)",
                        (key, seq, n, dig, at, _crc(seq, (key, n, dig, at))))
-        db.execute("COMMIT")
+        self._commit_open()
         self.log_id = log_id
 
     def commit(self) -> None:
-        """Make every appended row durable (one fsync with ``synchronous=FULL``)."""
+        """Make every appended row durable (one fsync with ``synchronous=FULL``).
+
+        Raises ``sqlite3.OperationalError`` when rows were appended but their
+        transaction is gone (SQLite rolls a whole transaction back on some errors, a
+        full disk among them): they are not in the log, and must not be acknowledged."""
+        self._commit_open()
+
+    def _begin(self) -> None:
+        """Open a transaction unless one is open; refused (see :meth:`commit`) when
+        appended rows were rolled back with theirs: a new one must not hide that."""
+        if not self._db.in_transaction:
+            if self._unsaved:
+                raise sqlite3.OperationalError(
+                    "rows appended to the write-ahead log were rolled back with their "
+                    "transaction before they were committed")
+            self._db.execute("BEGIN")
+
+    def _commit_open(self) -> None:
+        """Commit the open transaction, if any; see :meth:`commit`."""
         if self._db.in_transaction:
             self._db.execute("COMMIT")
+            self._unsaved = False
+        elif self._unsaved:
+            raise sqlite3.OperationalError(
+                "rows appended to the write-ahead log were rolled back with their "
+                "transaction before they were committed")
 
     def truncate_through(self, seq: int) -> None:
         """Delete every batch up to and including ``seq`` (covered by the older kept
         checkpoint) and record that they were; commits."""
         db = self._db
-        if not db.in_transaction:
-            db.execute("BEGIN")
+        self._begin()
         db.execute("DELETE FROM batches WHERE seq <= ?", (seq,))
         high = max(self.truncated_through, int(seq))
         db.execute("INSERT OR REPLACE INTO meta VALUES ('truncated_through', ?)", (str(high),))
-        db.execute("COMMIT")
+        self._commit_open()
         self.truncated_through = high
         self.reclaim()
 
@@ -494,14 +516,17 @@ class WriteAheadLog:
             damage.append(Damage(f"{name}: record seq {seq} {why}", seq, seq, 1,
                                  n if isinstance(n, int) and n >= 0 else 0))
             lost.add(seq)
-        seqs, times, refused = self._checked_keys(name, dict(good), lost, damage)
+        seqs, times, refused = self._checked_keys(name, after, dict(good), lost, damage)
         return Recovered(good, damage, last, seqs, times, refused, lost)
 
-    def _checked_keys(self, name, batches, lost, damage) -> tuple:
+    def _checked_keys(self, name, after, batches, lost, damage) -> tuple:
         """The keys whose record passes its CRC and whose batch (when the log still
         holds it) matches its digest, as ``(seqs, times, refused)`` (see
-        :class:`Recovered`); the others are reported and left out. Read row by row:
-        memory `O(keys)` at 16 bytes a key, besides the refused ones."""
+        :class:`Recovered`); the others are reported and left out, as is a key whose
+        batch comes after the checkpoint (``after``) and is not in the log. Read row by
+        row: memory `O(keys)` at 16 bytes a key, besides the refused ones. When the
+        table cannot be read to its end, no key is trusted (``refused`` is None: all
+        of them)."""
         seqs = array.array("q")
         times = array.array("d")
         refused: list = []
@@ -517,6 +542,11 @@ class WriteAheadLog:
                     refused.append(key)  # its batch is lost: it may come again under its key
                     continue
                 b = batches.get(seq)
+                if b is None and seq > after:  # its batch should be in the log
+                    damage.append(Damage(f"{name}: batch seq {seq}, stored with its "
+                                         "idempotency key, is not in the log", seq, seq))
+                    refused.append(key)
+                    continue
                 if b is not None and dig and digest(b) != dig:
                     damage.append(Damage(f"{name}: batch seq {seq} does not match the "
                                          "digest stored with its idempotency key", seq, seq))
@@ -526,6 +556,7 @@ class WriteAheadLog:
                 times.append(float(at))
         except sqlite3.DatabaseError as e:
             damage.append(Damage(f"{name}: the idempotency keys cannot be read ({e})", 1, None))
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), None
         return (np.frombuffer(seqs, dtype=np.int64).copy(),
                 np.frombuffer(times, dtype=np.float64).copy(), refused)
 
