@@ -320,3 +320,34 @@ def test_rows_rolled_back_with_their_transaction_are_never_committed_as_durable(
         assert wal.find_key("k")[0] == 1 and wal.find_key("k2") is None
     finally:
         wal.close()
+
+
+def test_the_keys_are_read_for_salvage_past_a_damaged_seq_index(tmp_path):
+    """The keys of a log whose ``seq`` index alone is damaged can still be read (what a
+    start with accept_loss carries over to a new log), while a read through the index
+    fails."""
+    from streameval.service.wal import WriteAheadLog
+
+    path = tmp_path / "w.sqlite3"
+    wal = WriteAheadLog(path, "fp")
+    batch = events_to_batch([{"ts": 1_700_000_000, "label": 1, "score": 0.5}])
+    for i in range(1, 6):
+        wal.append(i, batch, f"k{i}", digest(batch), float(i))
+    wal.commit()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        root = db.execute("SELECT rootpage FROM sqlite_master "
+                          "WHERE name = 'keys_by_seq'").fetchone()[0]
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+    wal.close()
+    with open(path, "r+b") as f:  # the index's only page: garbage
+        f.seek((root - 1) * size)
+        f.write(b"\xa5" * size)
+    wal = WriteAheadLog(path, "fp")
+    try:
+        with pytest.raises(sqlite3.DatabaseError):
+            wal._db.execute("SELECT seq FROM keys INDEXED BY keys_by_seq "
+                            "WHERE seq > 0 ORDER BY seq").fetchall()
+        assert [r[:2] for r in wal.keys()] == [(f"k{i}", i) for i in range(1, 6)]
+    finally:
+        wal.close()

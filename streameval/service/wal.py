@@ -331,8 +331,11 @@ class WriteAheadLog:
 
     def keys(self) -> list:
         """The stored idempotency keys, oldest first: ``(key, seq, n, digest, at)``
-        (unchecked; :meth:`recover` returns the checked ones)."""
-        return self._db.execute("SELECT key, seq, n, digest, at FROM keys ORDER BY seq").fetchall()
+        (unchecked; :meth:`recover` returns the checked ones). Read from the table
+        itself, not through the ``seq`` index, so that a damaged index alone does not
+        keep a damaged log's keys from being carried over (:meth:`adopt`)."""
+        return self._db.execute(
+            "SELECT key, seq, n, digest, at FROM keys NOT INDEXED ORDER BY seq").fetchall()
 
     def find_key(self, key: str):
         """``(seq, n, digest, at)`` stored with the idempotency ``key``, or None.
