@@ -226,6 +226,12 @@ def _crc(seq: int, parts) -> int:
     return c
 
 
+def _key_crc(key: str, seq: int, n: int, dig: str, at) -> int:
+    """CRC-32 of an idempotency key's record (what :meth:`WriteAheadLog.append` stores
+    beside it and every reader checks)."""
+    return _crc(seq, (key, n, dig, float(at)))
+
+
 class WriteAheadLog:
     """An SQLite table of acknowledged batches, keyed by sequence number, each with a
     CRC-32.
@@ -327,7 +333,7 @@ class WriteAheadLog:
             at = float(at)
             db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)",
                        (key, seq, len(batch), digest, at,
-                        _crc(seq, (key, len(batch), digest, at))))
+                        _key_crc(key, seq, len(batch), digest, at)))
 
     def keys(self) -> list:
         """The stored idempotency keys, oldest first: ``(key, seq, n, digest, at)``
@@ -347,7 +353,7 @@ class WriteAheadLog:
         if row is None:
             return None
         seq, n, dig, at, crc = row
-        if crc is not None and _crc(seq, (key, n, dig, float(at))) != crc:
+        if crc is not None and _key_crc(key, seq, n, dig, at) != crc:
             raise KeyDamaged(f"{os.path.basename(self.path)}: the idempotency key of batch "
                              f"seq {seq} fails its checksum")
         return seq, n, dig, at
@@ -383,7 +389,7 @@ class WriteAheadLog:
         for key, seq, n, dig, at in keys:
             at = float(at)
             db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)",
-                       (key, seq, n, dig, at, _crc(seq, (key, n, dig, at))))
+                       (key, seq, n, dig, at, _key_crc(key, seq, n, dig, at)))
         self._commit_open()
         self.log_id = log_id
 
@@ -399,10 +405,7 @@ class WriteAheadLog:
         """Open a transaction unless one is open; refused (see :meth:`commit`) when
         appended rows were rolled back with theirs: a new one must not hide that."""
         if not self._db.in_transaction:
-            if self._unsaved:
-                raise sqlite3.OperationalError(
-                    "rows appended to the write-ahead log were rolled back with their "
-                    "transaction before they were committed")
+            self._refuse_rolled_back()
             self._db.execute("BEGIN")
 
     def _commit_open(self) -> None:
@@ -410,7 +413,13 @@ class WriteAheadLog:
         if self._db.in_transaction:
             self._db.execute("COMMIT")
             self._unsaved = False
-        elif self._unsaved:
+        else:
+            self._refuse_rolled_back()
+
+    def _refuse_rolled_back(self) -> None:
+        """No transaction is open: raise if rows were appended since the last commit
+        (SQLite rolled them back with their transaction)."""
+        if self._unsaved:
             raise sqlite3.OperationalError(
                 "rows appended to the write-ahead log were rolled back with their "
                 "transaction before they were committed")
@@ -536,7 +545,7 @@ class WriteAheadLog:
         try:
             cur = self._db.execute("SELECT key, seq, n, digest, at, crc FROM keys ORDER BY seq")
             for key, seq, n, dig, at, crc in cur:
-                if crc is not None and _crc(seq, (key, n, dig, float(at))) != crc:
+                if crc is not None and _key_crc(key, seq, n, dig, at) != crc:
                     damage.append(Damage(f"{name}: the idempotency key of batch seq {seq} "
                                          "fails its checksum", seq, seq))
                     refused.append(key)
