@@ -44,10 +44,11 @@ sys.path.insert(0, str(HERE))
 import _results as R  # noqa: E402
 
 _CHILD = r"""
-import atexit, gc, json, shutil, sys, tempfile, time, tracemalloc
+import atexit, gc, json, os, shutil, sys, tempfile, time, tracemalloc
 import numpy as np
 from streameval.monitor import Monitor
 from streameval.service.engine import Engine
+from _results import proc_status_kb  # (this script's folder, on PYTHONPATH)
 
 n_keys, batch, durable, measure = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 clock = [1_800_000_000.0]
@@ -65,10 +66,7 @@ def key(i):
 
 
 def rss_kb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+    return proc_status_kb(os.getpid(), "VmRSS")["VmRSS"]
 
 
 def run(keyed, cap=None, start=0, count=n_keys, eng=None, d=None):
@@ -146,7 +144,7 @@ print(json.dumps(out))
 
 
 def _run(src: str, n_keys: int, batch: int, durable: bool, measure: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": src}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((src, str(HERE)))}
     done = subprocess.run([sys.executable, "-c", _CHILD, str(n_keys), str(batch),
                            "1" if durable else "0", measure], env=env, cwd=src,
                           capture_output=True, text=True)
