@@ -1062,11 +1062,20 @@ class Monitor:
                         due.setdefault(p, []).append(c)
                 s0 = s1
 
-        a = 0
+        # the whole stream's scope is fed at its own points alone (a segment's row reads
+        # the stream's count and time, not its scope): one trusted update per stretch
+        # between them, not one per segment's point as well
+        lazy = (ek == KIND_EVENT and self._overall is not None
+                and not (self.every and self._overall.stops is not None))
+        a = fa = 0
         for p in sorted(count_set | period_set | due.keys()):
             alarm = False
             if p > a:
-                alarm = self._advance(y, scores, weights, times, a, p, ek)
+                if lazy and p not in count_set and p not in period_set:
+                    self._advance(y, scores, weights, times, a, p, ek, feed_from=p)
+                else:
+                    alarm = self._advance(y, scores, weights, times, a, p, ek, feed_from=fa)
+                    fa = p
                 a = p
             fed = []
             for c in due.get(p, ()):
@@ -1081,7 +1090,8 @@ class Monitor:
                     pend_before(c, p)
                 self._point(stream=True, flush=True)
                 counts_all = self._counts()
-        if a < m and self._advance(y, scores, weights, times, a, m, ek):
+        if (a < m or fa < m) and self._advance(y, scores, weights, times, a, m, ek,
+                                               feed_from=fa):
             self._point(stream=True)
         # the rest waits in the stash: the events not taken (each segment's taken ones
         # are the first of its run in the sorted block)
@@ -1121,20 +1131,26 @@ class Monitor:
         """
         return self._intake.validate(y_true, y_pred, w)
 
-    def _advance(self, y, s, w, t, a, b, ek=KIND_EVENT):
+    def _advance(self, y, s, w, t, a, b, ek=KIND_EVENT, feed_from=None):
         """Count the batch's events ``a:b`` of kind ``ek`` in the stream: fed to the
         whole stream's scope (segments buffer theirs), the stream's count and newest
-        time (of predictions, for ``KIND_PREDICTION``)."""
+        time (of predictions, for ``KIND_PREDICTION``). ``feed_from``: the whole
+        stream's scope takes ``feed_from:b`` instead (events of kind ``KIND_EVENT``
+        counted earlier and not yet fed to it; ``b``: none)."""
         if ek == KIND_PREDICTION:
             self._advance_predictions(s, w, t, a, b)
             return
         if self.every and self._overall is not None and self._overall.stops is not None:
             return self._advance_to_alarms(y, s, w, t, a, b, ek)
-        sl = slice(a, b)
-        tt = None if t is None else t[sl]
         if self._overall is not None:
-            self._overall.update_many(y[sl], s[sl], None if w is None else w[sl], tt,
-                                      self._intake.labels, ek == KIND_EVENT)
+            fs = slice(a if feed_from is None else feed_from, b)
+            if fs.start < b:
+                self._overall.update_many(y[fs], s[fs], None if w is None else w[fs],
+                                          None if t is None else t[fs],
+                                          self._intake.labels, ek == KIND_EVENT)
+        if b <= a:
+            return
+        tt = None if t is None else t[a:b]
         self.n += b - a
         if tt is not None:
             top = tt.max()
