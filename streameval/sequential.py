@@ -766,24 +766,29 @@ def _region(s, n, K):
     top = _loglik(ph, s, f)
     gap = top - K
     empty = ~(gap >= 0.0)
-    with np.errstate(invalid="ignore"):
-        ra = np.sqrt(np.multiply(gap, 2.0))
+    m = len(ph)
     lo = np.where(s > 0.0, ph, 0.0)
     hi = np.where(f > 0.0, ph, 1.0)
-    # the start of each end: the Gaussian half-width (n = 0: the whole of [0, 1])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        half = np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
-    # (for speed: the masks of s > 0 and f > 0 once, and one np.errstate for the loop)
     sp, fp = s > 0.0, f > 0.0
-    for side, todo in ((1.0, fp & ~empty), (-1.0, sp & ~empty)):
-        if not todo.any():
-            continue
-        edge = 1.0 if side > 0 else 0.0
-        below, above = (ph, 1.0) if side > 0 else (0.0, ph)
-        x = ph + side * half
-        x = np.where((x > below) & (x < above), x, (ph + edge) / 2.0)
+    todo = np.concatenate((fp & ~empty, sp & ~empty))
+    if todo.any():
+        # both ends at once: the upper end's elements first, then the lower end's (each
+        # element's steps are its own, so each end is what it would be alone)
+        def both(v):
+            return np.concatenate((v, v))
+        s2, f2, ph2, top2, sp2, fp2 = both(s), both(f), both(ph), both(top), both(sp), both(fp)
+        K2 = both(np.broadcast_to(K, ph.shape))
+        ones, zeros = np.ones(m), np.zeros(m)
+        edge = np.concatenate((ones, zeros))
+        below = np.concatenate((ph, zeros))
+        above = np.concatenate((ones, ph))
         with np.errstate(divide="ignore", invalid="ignore"):
-            x = np.where(todo, x, ph)
+            ra = np.sqrt(np.multiply(both(gap), 2.0))
+            # the start of each end: the Gaussian half-width (n = 0: the whole of [0, 1])
+            half = np.sqrt(np.maximum(2.0 * gap, 0.0) * ph * (1.0 - ph) / n) + 1e-12
+            x = np.concatenate((ph + half, ph - half))
+            x = np.where((x > below) & (x < above), x, (ph2 + edge) / 2.0)
+            x = np.where(todo, x, ph2)
             # Newton's method on the signed root of the likelihood ratio, ``sqrt(2 (top
             # - ll(x)))`` against ``sqrt(2 gap)`` (nearly linear in ``x``: fewer steps
             # than on the log likelihood itself); each end stops when its own step is
@@ -808,15 +813,15 @@ def _region(s, n, K):
                     if not active.any():
                         break
                 trail.append(x)
-                g = np.where(sp, s * np.log(x), 0.0)
-                g += np.where(fp, f * np.log1p(-x), 0.0)
-                np.subtract(top, g, out=g)
+                g = np.where(sp2, s2 * np.log(x), 0.0)
+                g += np.where(fp2, f2 * np.log1p(-x), 0.0)
+                np.subtract(top2, g, out=g)
                 np.maximum(g, 0.0, out=g)
                 g *= 2.0
                 root = np.sqrt(g, out=g)
                 y = np.subtract(1.0, x)
-                d = np.divide(s, x)
-                d -= np.divide(f, y, out=y)
+                d = np.divide(s2, x)
+                d -= np.divide(f2, y, out=y)
                 step = np.subtract(ra, root)
                 step *= root
                 step /= d
@@ -847,14 +852,12 @@ def _region(s, n, K):
                 # point below its float's spacing, or short of the crossing when the
                 # steps ran out, the gap too wide for them: then the edge, a wider
                 # interval, never a narrower one)
-                g = np.where(sp, s * np.log(x), 0.0)
-                g += np.where(fp, f * np.log1p(-x), 0.0)
-                inner = active & (g - K > 1e-9 * np.maximum(1.0, np.abs(K)))
+                g = np.where(sp2, s2 * np.log(x), 0.0)
+                g += np.where(fp2, f2 * np.log1p(-x), 0.0)
+                inner = active & (g - K2 > 1e-9 * np.maximum(1.0, np.abs(K2)))
                 x = np.where(inner, edge, x)
-        if side > 0:
-            hi = np.where(todo, x, hi)
-        else:
-            lo = np.where(todo, x, lo)
+        hi = np.where(todo[:m], x[:m], hi)
+        lo = np.where(todo[m:], x[m:], lo)
     lo = np.where(empty, 1.0, lo)
     hi = np.where(empty, 0.0, hi)
     return lo, hi
