@@ -4,7 +4,7 @@ A client that sends a new segment value in every event would grow the monitor
 without bound (at 49 000 segments: 3.5 GB, a 195 s checkpoint under the ingestion
 lock). ``max_segments`` (default 1 000) caps it. This script measures what the cap
 costs when it is full, with the default monitor (``Monitor.default(group_by=...)``:
-14 metrics, 7 of them windows of 10 000 events, and 2 drift tests per segment):
+14 metrics, 7 of them windows of 10 000 events, and 3 sequential detectors per segment):
 
 * ingestion of ``--per`` events per segment into 1 000 segments, batches of 5 000
   (evaluations every 1 000 events, a row per segment each time);
@@ -20,8 +20,10 @@ Each row runs in a fresh subprocess so that its peak RSS is its own.
 ``--events`` events (default 2 million) in batches of 1 000 over 1, 1 000 and 10 000
 segments with Zipf-distributed traffic (segment ``i`` gets a share proportional to
 ``1 / i**1.1``), ``Monitor.default(group_by=...)`` (one segment: ``Monitor.default()``),
-continuous and rounded scores side by side: events/s, peak RSS, and what an idle
-segment costs an evaluation, a snapshot and the Prometheus exposition (microseconds per
+continuous and rounded scores side by side, the whole stream's scope as the default
+monitor makes it (its metrics' rows) and with ``overall_rules=True`` (its detectors and
+alarms too): events/s over the whole run and over its second half (the steady state,
+the segments made), peak RSS, and what an idle segment costs an evaluation, a snapshot and the Prometheus exposition (microseconds per
 segment).
 
     python benchmarks/bench_segments.py               # 10 and 100 events per segment
@@ -102,7 +104,7 @@ def one(segments: int, per: int, extra: int) -> dict:
     }
 
 
-def zipf_one(segments: int, events: int, kind: str) -> dict:
+def zipf_one(segments: int, events: int, kind: str, variant: str = "default") -> dict:
     import numpy as np
     from collections import defaultdict
 
@@ -115,7 +117,8 @@ def zipf_one(segments: int, events: int, kind: str) -> dict:
     if segments == 1:
         mon = Monitor.default()
     else:
-        mon = Monitor.default(group_by="seg", max_segments=segments)
+        mon = Monitor.default(group_by="seg", max_segments=segments,
+                              overall_rules=variant == "overall")
     share = 1.0 / np.arange(1, segments + 1) ** 1.1
     share /= share.sum()
     names = np.array([f"s{i}" for i in range(segments)], dtype=object)
@@ -128,10 +131,18 @@ def zipf_one(segments: int, events: int, kind: str) -> dict:
             sc = np.round(sc, 3)
         seg = names[rng.choice(segments, m, p=share)] if segments > 1 else None
         batches.append((y, sc, seg))
-    start = time.process_time()
-    for y, sc, seg in batches:
-        mon.update_many(y, sc, segment=seg)
-    cpu = time.process_time() - start
+    # the first half (which creates nearly every segment), then the second half: the
+    # steady state of a monitor that runs for months, its segments made long ago
+    half = len(batches) // 2
+    cpu = []
+    for part in (batches[:half], batches[half:]):
+        start = time.process_time()
+        for y, sc, seg in part:
+            mon.update_many(y, sc, segment=seg)
+        cpu.append(time.process_time() - start)
+        if len(cpu) == 1:
+            seen_half = len(mon.segments)
+    second_events = sum(len(b[1]) for b in batches[half:])
     # the end of the stream: every segment's buffered events fed, a row each
     start = time.process_time()
     mon.flush()
@@ -157,12 +168,20 @@ def zipf_one(segments: int, events: int, kind: str) -> dict:
     generate_latest(registry)
     scrape = time.perf_counter() - start
     seen = max(len(mon.segments), 1)
-    return {"segments": segments, "seen": len(mon.segments), "scores": kind,
-            "events_per_s": events / cpu, "flush_s": flush,
+    return {"segments": segments, "seen": len(mon.segments), "seen_half": seen_half,
+            "scores": kind, "variant": variant,
+            "events_per_s": events / sum(cpu), "steady_events_per_s": second_events / cpu[1],
+            "flush_s": flush,
             "evaluation_us_per_segment": evaluation * 1e6 / seen,
             "snapshot_us_per_segment": snap * 1e6 / seen,
             "metrics_us_per_segment": scrape * 1e6 / seen,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3}
+
+
+#: The whole stream's scope in a monitor with segments: the default (its metrics' rows,
+#: no detectors and no alarms of its own) and with ``overall_rules=True`` (its detectors
+#: and alarms as well, what every group_by monitor ran before)
+ZIPF_VARIANTS = {"default": "rows only (default)", "overall": "detectors and alarms"}
 
 
 def zipf_main(args) -> int:
@@ -171,41 +190,61 @@ def zipf_main(args) -> int:
     res = R.start(__file__, args)
     tab = R.table("zipf", "The default monitor over Zipf-distributed segments (batches of "
                   "1 000, evaluations every 1 000 events)",
-                  ["segments", "segments seen", "scores", "events/s (CPU)",
-                   "events/s / one segment's", "flush s (CPU)",
-                   "evaluation us per segment (one active)",
+                  ["segments", "whole stream", "segments seen (half-way)", "scores",
+                   "events/s (CPU)", "events/s / one segment's",
+                   "second half: events/s (CPU)", "second half: / one segment's",
+                   "flush s (CPU)", "evaluation us per segment (one active)",
                    "snapshot us per segment", "/metrics us per segment", "peak RSS MB"],
                   note="each row in a fresh process; one segment: no group_by; events/s "
-                       "counts the creation of the segments, flush s feeding every "
-                       "segment's buffered events at the end")
-    print(f"{'segments':>9} {'seen':>6} {'scores':>11} {'events/s':>10} {'vs one':>7} "
-          f"{'flush s':>8} {'eval us/seg':>12} {'snap us/seg':>12} {'/metrics us/seg':>16} "
-          f"{'peak MB':>8}")
+                       "over the whole run counts the creation of the segments, the "
+                       "second half is the steady state (every segment, or nearly, made "
+                       "in the first); flush s: feeding every segment's buffered events "
+                       "at the end; whole stream: what the whole stream's scope runs "
+                       "beside the segments (overall_rules=True gives it its detectors "
+                       "and alarms)")
+    print(f"{'segments':>9} {'whole stream':>22} {'seen':>11} {'scores':>11} {'events/s':>10} "
+          f"{'vs one':>7} {'2nd half':>10} {'vs one':>7} {'flush s':>8} {'eval us/seg':>12} "
+          f"{'snap us/seg':>12} {'/metrics us/seg':>16} {'peak MB':>8}")
     base = {}
     for kind in ("continuous", "rounded"):
         for segs in args.segments:
-            out = subprocess.run([sys.executable, __file__, "--zipf-one", kind, "--segments",
-                                  str(segs), "--events", str(args.events), "--json", "-"],
-                                 capture_output=True, text=True, check=True)
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            if segs == 1:
-                base[kind] = r["events_per_s"]
-            ratio = r["events_per_s"] / base[kind] if kind in base else float("nan")
-            tab.add(segs, r["seen"], kind, r["events_per_s"], ratio, r["flush_s"],
-                    r["evaluation_us_per_segment"], r["snapshot_us_per_segment"],
-                    r["metrics_us_per_segment"], r["rss_mb"])
-            print(f"{segs:>9} {r['seen']:>6} {kind:>11} {r['events_per_s']:>10,.0f} "
-                  f"{ratio:>7.2f} {r['flush_s']:>8.2f} {r['evaluation_us_per_segment']:>12.1f} "
-                  f"{r['snapshot_us_per_segment']:>12.1f} {r['metrics_us_per_segment']:>16.1f} "
-                  f"{r['rss_mb']:>8,.0f}", flush=True)
-            if segs != 1 and kind in base:
-                res.figure(f"zipf_{segs}_{kind}", f"{segs} segments against one ({kind})",
-                           ratio, "x", better="higher")
-                res.figure(f"zipf_{segs}_{kind}_rss", f"Peak RSS with {segs} segments "
-                           f"({kind})", r["rss_mb"], "MB", better="lower")
-                res.figure(f"zipf_{segs}_{kind}_snapshot", f"Snapshot, per segment, {segs} "
-                           f"segments ({kind})", r["snapshot_us_per_segment"], "us",
-                           better="lower")
+            for variant in (("default",) if segs == 1 else tuple(ZIPF_VARIANTS)):
+                out = subprocess.run([sys.executable, __file__, "--zipf-one",
+                                      f"{kind}:{variant}", "--segments", str(segs),
+                                      "--events", str(args.events), "--json", "-"],
+                                     capture_output=True, text=True, check=True)
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                if segs == 1:
+                    base[kind] = (r["events_per_s"], r["steady_events_per_s"])
+                one, one_steady = base.get(kind, (float("nan"), float("nan")))
+                ratio = r["events_per_s"] / one
+                steady = r["steady_events_per_s"] / one_steady
+                label = "(no segments)" if segs == 1 else ZIPF_VARIANTS[variant]
+                seen = f"{r['seen']} ({r['seen_half']})"
+                tab.add(segs, label, seen, kind, r["events_per_s"], ratio,
+                        r["steady_events_per_s"], steady, r["flush_s"],
+                        r["evaluation_us_per_segment"], r["snapshot_us_per_segment"],
+                        r["metrics_us_per_segment"], r["rss_mb"])
+                print(f"{segs:>9} {label:>22} {seen:>11} {kind:>11} "
+                      f"{r['events_per_s']:>10,.0f} {ratio:>7.2f} "
+                      f"{r['steady_events_per_s']:>10,.0f} {steady:>7.2f} {r['flush_s']:>8.2f} "
+                      f"{r['evaluation_us_per_segment']:>12.1f} "
+                      f"{r['snapshot_us_per_segment']:>12.1f} "
+                      f"{r['metrics_us_per_segment']:>16.1f} {r['rss_mb']:>8,.0f}", flush=True)
+                if segs == 1:
+                    continue
+                tag = "" if variant == "default" else "_overall"
+                what = "" if variant == "default" else ", whole stream with detectors"
+                res.figure(f"zipf_{segs}_{kind}{tag}", f"{segs} segments against one "
+                           f"({kind}{what})", ratio, "x", better="higher")
+                res.figure(f"zipf_{segs}_{kind}{tag}_steady", f"{segs} segments against "
+                           f"one, second half ({kind}{what})", steady, "x", better="higher")
+                if variant == "default":
+                    res.figure(f"zipf_{segs}_{kind}_rss", f"Peak RSS with {segs} segments "
+                               f"({kind})", r["rss_mb"], "MB", better="lower")
+                    res.figure(f"zipf_{segs}_{kind}_snapshot", f"Snapshot, per segment, "
+                               f"{segs} segments ({kind})", r["snapshot_us_per_segment"],
+                               "us", better="lower")
     res.write(args.json)
     return 0
 
@@ -227,7 +266,8 @@ def main(argv=None) -> int:
     R.add_json_argument(p, __file__)
     args = p.parse_args(argv)
     if args.zipf_one:
-        print(json.dumps(zipf_one(args.segments[0], args.events, args.zipf_one)))
+        kind, _, variant = args.zipf_one.partition(":")
+        print(json.dumps(zipf_one(args.segments[0], args.events, kind, variant or "default")))
         return 0
     if args.zipf:
         if args.segments == [1000]:  # (the default of the other mode)

@@ -17,6 +17,9 @@ Schema
     overall = true                # with group_by, also the whole stream (segment null)
     overall_rules = true          # with group_by, the rules watch the whole stream too
                                   # (default: true, but false for the default rules)
+    overall_drift = true          # with group_by, the whole stream runs the drift tests
+                                  # (default: true, but false for the default monitor
+                                  # whose rules watch the segments only)
     max_segments = 1000           # segments with their own metrics; events of further
                                   # segment values count under "__other__" (a warning)
     threshold = 0.5               # default threshold of the threshold metrics below
@@ -97,7 +100,9 @@ if ``[monitor.drift]`` and ``rules`` are absent too, the default alarm rules
 paging rule raises a false alarm within a million events of the whole stream, segments
 included. With ``group_by`` these
 default rules watch the segments only (``overall_rules = false`` unless given): the
-whole stream keeps its rows and detectors but raises no alert of its own. Giving a table replaces its defaults, it never
+whole stream keeps its metrics' rows but raises no alert of its own, and runs no
+detectors (``overall_drift = false`` unless given: they would feed no rule, and on a
+mixture whose segment shares move their p-values do not hold what they state). Giving a table replaces its defaults, it never
 adds to them: with ``[monitor.metrics]`` there are no default drift tests or rules.
 
 Metric names may hold letters, digits and ``_ . @ : -`` (they are what rules refer to).
@@ -512,6 +517,12 @@ def build(table, where="monitor"):
             # see a mixture whose shares move (its guarantee assumes one stationary
             # stream) and page a second time for a segment that broke
             kw["overall_rules"] = False
+        if kw["rules"] and kw.get("group_by") is not None and not kw["overall_rules"] \
+                and "overall_drift" not in kw:
+            # nor does it run the default detectors: they would feed no rule, their
+            # p-values assume one stationary stream (the segments' shares move), and
+            # they would cost as much as every segment's together
+            kw["overall_drift"] = False
     else:
         if not isinstance(rules, list):
             raise ValueError(f"{where}.rules: must be an array of rule tables or strings")

@@ -360,6 +360,10 @@ MONITOR = Section("monitor", "What is measured; the metrics, drift and rules tab
         "as well as on each segment", default=None,
         default_text="true; false for the default rules with group_by", check=_bool,
         allowed="true, false"),
+    Key("overall_drift", "bool", "with group_by, run the drift tests on the whole stream "
+        "as well as on each segment", default=None,
+        default_text="true; false for the default monitor with group_by while its rules "
+        "watch the segments only", check=_bool, allowed="true, false"),
     Key("threshold", "number", "default threshold of the threshold metrics "
         "(score >= threshold is positive)", default=0.5, check=_threshold,
         allowed="a finite number"),
@@ -738,7 +742,7 @@ def check_serve(table):
 def monitor_options(table, where="monitor"):
     """The ``[monitor]`` table's own keys checked: ``{every, threshold, size,
     pos_label, neg_label}`` with their defaults, and ``every_seconds``, ``group_by``,
-    ``overall``, ``overall_rules``, ``max_segments`` when given. The ``metrics``, ``drift`` and ``rules``
+    ``overall``, ``overall_rules``, ``overall_drift``, ``max_segments`` when given. The ``metrics``, ``drift`` and ``rules``
     tables are left to :func:`streameval.config.build`. ``ValueError`` naming the first
     bad key by its path (``where``)."""
     if not isinstance(table, dict):
@@ -749,7 +753,7 @@ def monitor_options(table, where="monitor"):
             raise ValueError(f"{where}: unknown key {key!r}; expected one of {sorted(names)}")
     out = {}
     for name in ("every", "every_seconds", "group_by", "overall", "overall_rules",
-                 "max_segments", "threshold"):
+                 "overall_drift", "max_segments", "threshold"):
         k = MONITOR.key(name)
         if name in table and not (name == "group_by" and table[name] is None):
             out[name] = k.check(table[name], f"{where}.{name}")

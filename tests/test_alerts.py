@@ -558,6 +558,64 @@ def test_group_by_default_pages_once_for_the_segment_that_broke():
         se.Monitor.default(overall_rules=False)
 
 
+def test_group_by_default_runs_no_detectors_on_the_whole_stream():
+    """The default monitor with group_by: the whole stream's rows carry its metrics and
+    no drift columns, and it holds no detector; the segments' rows, alerts and every
+    metric value are those of a monitor whose whole stream runs the detectors
+    (overall_drift=True), and the whole stream's metrics equal scikit-learn's."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    import streameval as se
+
+    y, s, t, seg = _planted(n=20_000)
+    rows = {}
+    alerts = {}
+    for flag in (False, True):
+        mon = se.Monitor.default(group_by="country", overall_drift=flag)
+        got = []
+        mon.on_metrics = [got.append]
+        alerts[flag] = _run_monitor(mon, y, s, t, seg)
+        rows[flag] = got
+        assert mon.overall_drift is flag
+        whole = mon.scopes()[0]
+        assert whole.key is None and bool(whole.drift) is flag
+        assert whole.values({})["roc_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    assert se.Monitor.default(group_by="country").overall_drift is False
+    assert alerts[False] == alerts[True]
+    assert len(rows[False]) == len(rows[True])
+    for a, b in zip(rows[False], rows[True]):
+        if a["segment"] is None:
+            assert not any(k.startswith("drift.") for k in a["values"])
+            assert any(k.startswith("drift.recall.") for k in b["values"])
+            assert a["values"] == {k: v for k, v in b["values"].items()
+                                   if not k.startswith("drift.")}
+            assert {k: v for k, v in a.items() if k != "values"} == \
+                {k: v for k, v in b.items() if k != "values"}
+        else:
+            assert a == b
+            assert "drift.recall.p_value" in a["values"]
+    # the whole stream's alarms need its detectors: asked for, they come with them
+    assert se.Monitor.default(group_by="country", overall_rules=True).overall_drift is True
+    # a whole stream whose rules read a detector cannot go without it
+    with pytest.raises(ValueError, match="rule 'recall alarm' of the whole stream reads "
+                                         "a drift test"):
+        se.Monitor.default(group_by="country", overall_rules=True, overall_drift=False)
+    with pytest.raises(ValueError, match="overall_drift=False needs group_by"):
+        se.Monitor(metrics={"auc": se.ROCAUC()}, overall_drift=False)
+    with pytest.raises(ValueError, match="overall_drift = 1: must be True or False"):
+        se.Monitor(metrics={"auc": se.ROCAUC()}, group_by="g", overall_drift=1)
+    # the config schema says the same
+    from streameval import config
+
+    assert config.build({"group_by": "country"})["overall_drift"] is False
+    assert "overall_drift" not in config.build({})
+    assert "overall_drift" not in config.build({"group_by": "c", "overall_rules": True})
+    assert config.build({"group_by": "c", "overall_drift": True})["overall_drift"] is True
+    assert "overall_drift" not in config.build({"group_by": "c", "rules": ["roc_auc < 0.5"]})
+    assert np.isfinite(rows[False][-1]["values"]["roc_auc"])
+
+
 def test_an_alarm_explains_its_change_in_stream_events_time_and_rates():
     import numpy as np
 
@@ -1168,6 +1226,10 @@ def test_the_budget_of_the_segments_adds_up_to_the_monitor_level():
     reports = [sc.reports()[k] for sc in mon.scopes() if sc.key is not None for k in paging]
     assert false_alarm_bound(reports) == pytest.approx(brute, rel=1e-12)
     assert brute == pytest.approx(0.01 * n / 1_000_000, rel=1e-12)
-    # the whole stream's detectors, when they page too, spend as much again
-    whole = [mon.scopes()[0].reports()[k] for k in paging]
+    # the whole stream runs no detector of its own; when its alarms page too
+    # (overall_rules=True), its detectors spend as much again
+    assert mon.scopes()[0].key is None and mon.scopes()[0].drift == {}
+    both = se.Monitor.default(group_by="g", overall_rules=True)
+    both.update_many(y, s, segment=[str(x) for x in seg])
+    whole = [both.scopes()[0].reports()[k] for k in paging]
     assert false_alarm_bound(whole) == pytest.approx(0.01 * n / 1_000_000, rel=1e-12)

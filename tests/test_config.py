@@ -306,6 +306,18 @@ keep_firing_for = 2
     assert Monitor.from_state(default.to_state()).overall_rules is False
     with pytest.raises(ValueError, match=r"monitor.overall_rules = 'yes'"):
         config.build({"group_by": "c", "overall_rules": "yes"})
+    # the whole stream's detectors: off for the default monitor with group_by, kept by
+    # its state; a state without the key (written before it existed) runs them
+    assert default.overall_drift is False and mon.overall_drift is True
+    assert Monitor.from_state(default.to_state()).overall_drift is False
+    assert Monitor.from_array_state(default.to_array_state()).overall_drift is False
+    old = default.to_state()
+    del old["params"]["overall_drift"]
+    assert Monitor.from_state(old).overall_drift is True
+    on = Monitor.from_config({"monitor": {"group_by": "country", "overall_drift": True}})
+    assert (on.overall_rules, on.overall_drift) == (False, True)
+    with pytest.raises(ValueError, match=r"monitor.overall_drift = 'no'"):
+        config.build({"group_by": "c", "overall_drift": "no"})
     with pytest.raises(ValueError, match=r"monitor.rules\[0\]: keep_firing_for = -1: must be"):
         config.build({"metrics": {"r": "recall"},
                       "rules": [{"rule": "r < 0.5", "keep_firing_for": -1}]})

@@ -98,7 +98,8 @@ With ``group_by`` (a field name, or a list of names), each distinct segment valu
 its own copy of every metric, drift test and rule; with ``overall=True`` (default) the
 whole stream (segment None) is monitored too, and with ``overall_rules=True`` (default;
 the default monitor's rules under ``group_by`` set it False) its rules are evaluated
-too. The ``segment`` of an event is the value
+too; with ``overall_drift=True`` (default; False for the default monitor under
+``group_by`` while its rules watch the segments only) it runs the drift tests too. The ``segment`` of an event is the value
 of its field (a str, int, float or bool), or for several fields a tuple of values in
 ``group_by`` order (in rows, a JSON list). An event whose segment is None counts in
 the whole stream only. Rows are emitted whole stream first, then segments in order of

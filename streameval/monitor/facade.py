@@ -189,6 +189,14 @@ class Monitor:
         whole stream keeps its rows (what the default monitor does with ``group_by``:
         one alert naming the segment that broke, not a second one on the whole stream
         that the segment drags along).
+    overall_drift : bool
+        With ``group_by``, run the drift tests on the whole stream (segment None) as
+        well as on each segment. False: the whole stream's rows carry its metrics only,
+        no drift columns (what the default monitor does with ``group_by`` while its
+        rules watch the segments only: its detectors would feed no rule, their
+        p-values assume one stationary stream where the segments' shares of traffic
+        move, and they would cost as much as every segment's detectors together).
+        False needs ``group_by``, and no rule of the whole stream may read a drift test.
     max_segments : int or None
         At most this many segments get their own metrics (None: no cap); the events
         of further segment values count under :data:`OTHER_SEGMENT`.
@@ -199,7 +207,7 @@ class Monitor:
 
     def __init__(self, metrics, *, rules=(), drift=None, group_by=None, every=1000,
                  every_seconds=None, pos_label=True, neg_label=None, overall=True,
-                 max_segments=DEFAULT_MAX_SEGMENTS, overall_rules=True):
+                 max_segments=DEFAULT_MAX_SEGMENTS, overall_rules=True, overall_drift=True):
         import re
 
         if not isinstance(metrics, dict) or not metrics:
@@ -282,6 +290,18 @@ class Monitor:
         #: whether the whole stream's scope evaluates the rules (with group_by: only
         #: when asked)
         self.overall_rules = overall_rules
+        if not isinstance(overall_drift, bool):
+            raise ValueError(f"overall_drift = {overall_drift!r}: must be True or False")
+        if not overall_drift and group_by is None:
+            raise ValueError("overall_drift=False needs group_by (else no drift test runs)")
+        if not overall_drift and overall_rules:
+            reads = [r.name for r in self.rules if r.kind in ("drift", "alarm")]
+            if reads:
+                raise ValueError(f"overall_drift=False with overall_rules=True: rule "
+                                 f"{reads[0]!r} of the whole stream reads a drift test")
+        #: whether the whole stream's scope runs the drift tests (with group_by: unless
+        #: its rules read none)
+        self.overall_drift = overall_drift
         self.max_segments = check_param("max_segments", max_segments,
                                         Integer(1, allow_none=True))
         #: events counted under OTHER_SEGMENT because max_segments was reached
@@ -437,8 +457,9 @@ class Monitor:
         within the first million events of the whole stream is at most 1%, however many
         segments ``group_by`` makes (each segment's detectors spend the budget by the
         segment's events). With ``group_by`` the rules watch the segments only
-        (``overall_rules=False``: the whole stream keeps its rows but raises no alert;
-        ``overall_rules=True`` adds its alarms, and their own 1%).
+        (``overall_rules=False``: the whole stream keeps its metrics' rows but raises
+        no alert and runs no detectors, ``overall_drift=False``; ``overall_rules=True``
+        adds its detectors and alarms, and their own 1%).
         ``window=`` is the older name of ``size=``.
         ``label_free=True`` (what replay and the service use when predictions come before
         their labels) adds the label-free metrics, their checks against the realized
@@ -455,7 +476,7 @@ class Monitor:
         size = size if size is not None else window if window is not None else 10_000
         table = {"threshold": threshold, "size": size}
         for key in ("every", "every_seconds", "group_by", "overall", "pos_label", "neg_label",
-                    "max_segments", "overall_rules"):
+                    "max_segments", "overall_rules", "overall_drift"):
             if key in kwargs and kwargs[key] is not None:
                 table[key] = kwargs.pop(key)
         if kwargs:
@@ -472,7 +493,8 @@ class Monitor:
         return Scope(
             key, label,
             {name: fresh(m) for name, m in self.metrics.items()},
-            {name: fresh(d) for name, d in self.drift.items()},
+            {name: fresh(d) for name, d in self.drift.items()}
+            if key is not None or self.overall_drift else {},
             [r.clone() for r in self.rules] if key is not None or self.overall_rules else [],
         )
 
@@ -1397,6 +1419,7 @@ class Monitor:
             "overall": self.overall,
             "max_segments": self.max_segments,
             "overall_rules": self.overall_rules,
+            "overall_drift": self.overall_drift,
         }
         segments = []
         for seg in self._all_segments():
@@ -1459,6 +1482,8 @@ class Monitor:
             max_segments=p.get("max_segments", DEFAULT_MAX_SEGMENTS),
             # (states from before overall_rules: the whole stream evaluated the rules)
             overall_rules=p.get("overall_rules", True),
+            # (states from before overall_drift: the whole stream ran the drift tests)
+            overall_drift=p.get("overall_drift", True),
         )
         mon.n = d["n"]
         mon.other_events = d.get("other_events", 0)
@@ -1586,6 +1611,7 @@ class Monitor:
             "every_seconds": self.every_seconds, "pos_label": self.pos_label,
             "neg_label": self.neg_label, "overall": self.overall,
             "max_segments": self.max_segments, "overall_rules": self.overall_rules,
+            "overall_drift": self.overall_drift,
         }
         segments = []
         # a scope unchanged since the last capture gives the same subtree object, which a
