@@ -113,6 +113,9 @@ def zipf_one(segments: int, events: int, kind: str, variant: str = "default") ->
     from streameval.monitor import Monitor
     from streameval.service.exposition import MonitorCollector
 
+    if variant not in ZIPF_VARIANTS:
+        raise SystemExit(f"--zipf-one {kind}:{variant}: the variant is one of "
+                         f"{sorted(ZIPF_VARIANTS)}")
     rng = np.random.default_rng(1)
     if segments == 1:
         mon = Monitor.default()
@@ -205,9 +208,11 @@ def zipf_main(args) -> int:
     print(f"{'segments':>9} {'whole stream':>22} {'seen':>11} {'scores':>11} {'events/s':>10} "
           f"{'vs one':>7} {'2nd half':>10} {'vs one':>7} {'flush s':>8} {'eval us/seg':>12} "
           f"{'snap us/seg':>12} {'/metrics us/seg':>16} {'peak MB':>8}")
+    if args.events < 2000:
+        raise SystemExit("--events: at least 2 000 (two halves of batches of 1 000)")
     base = {}
     for kind in ("continuous", "rounded"):
-        for segs in args.segments:
+        for segs in sorted(set(args.segments) | {1}):  # (one segment first: the base)
             for variant in (("default",) if segs == 1 else tuple(ZIPF_VARIANTS)):
                 out = subprocess.run([sys.executable, __file__, "--zipf-one",
                                       f"{kind}:{variant}", "--segments", str(segs),

@@ -717,9 +717,9 @@ class CurveRecorder:
     ``sinks``), each ``firing`` transition records the summaries
     (:func:`monitor_curves`) of its segment, the first ``limit`` times. As an
     ``on_metrics`` sink (:meth:`on_row`; a Pipeline connects a sink's ``on_row`` to the
-    Monitor's rows), it records the whole stream's summary at the first evaluation at or
-    after ``first_step``, ``first_step * ratio``, ``first_step * ratio ** 2``, ...
-    events of the stream, and keeps the latest ``times`` of them; the reader of the
+    Monitor's rows), it records the whole stream's summary at the first evaluation of
+    the whole stream at or after ``first_step``, ``first_step * ratio``, ``first_step *
+    ratio ** 2``, ... events of the stream, and keeps the latest ``times`` of them; the reader of the
     report picks one with the page's time slider.
 
     Cost: a recording reads the segment's score order, `O(d)` for ``d`` distinct
@@ -774,9 +774,13 @@ class CurveRecorder:
         self.seconds += time.perf_counter() - t0
 
     def on_row(self, row):
-        """Take the whole stream's summary when ``row`` (a metrics row) is the first at
-        or after :attr:`next_at` events of the stream (see the class)."""
-        x = row.get("stream_n", row.get("n"))
+        """Take the whole stream's summary when ``row`` (a metrics row of the whole
+        stream) is the first at or after :attr:`next_at` events of the stream (see the
+        class). A segment's row is passed over: the whole stream's scope is fed at its
+        own evaluation points, and a segment's may fall between two of them."""
+        if row.get("segment") is not None or "stream_n" in row:
+            return
+        x = row.get("n")
         if not _is_num(x) or x < self.next_at:
             return
         while self.next_at <= x:

@@ -834,9 +834,11 @@ def _region(s, n, K):
                 out = new <= below
                 out |= new >= above
                 if out.any():
+                    # (the step of an end that went out is what it moved; the others
+                    # keep their own Newton step, as each end alone would)
                     new = np.where(out, (x + np.where(new <= below, below, above)) / 2.0,
                                    new)
-                    step = np.subtract(x, new)
+                    step = np.where(out, np.subtract(x, new), step)
                 x = new
                 np.subtract(1.0, x, out=y)
                 np.minimum(x, y, out=y)

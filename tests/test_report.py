@@ -752,6 +752,26 @@ def test_estimated_metrics_share_their_metrics_plot():
     assert "function plotted(D)" in page
 
 
+def test_recorder_with_segments_takes_the_whole_stream_at_its_own_rows():
+    """With group_by, the timed summaries are taken at the whole stream's rows only (a
+    segment's row may fall between two of its evaluation points, before its scope is
+    fed): each equals scikit-learn on the first ``stream_n`` events."""
+    rng = np.random.default_rng(6)
+    n = 2000
+    y = rng.integers(0, 2, n)
+    s = np.round(rng.random(n) * 0.6 + 0.4 * y, 3)
+    seg = rng.choice(["a", "b", "c"], n, p=[0.7, 0.2, 0.1])
+    mon = Monitor.from_config({"metrics": {"auc": "roc_auc"}, "every": 500, "group_by": "g"})
+    rec = CurveRecorder(mon, first_step=10, ratio=1.01)
+    mon.on_metrics.append(rec.on_row)
+    mon.update_many(y, s, segment=list(seg))
+    assert [c["stream_n"] for c in rec.timed] == [500, 1000, 1500, 2000]
+    for c in rec.timed:
+        k = c["stream_n"]
+        assert c["auc"] == pytest.approx(roc_auc_score(y[:k], s[:k]), abs=1e-12)
+        assert c["confusion"]["tp"] + c["confusion"]["fn"] == int(y[:k].sum())
+
+
 def test_recorder_keeps_curves_at_bounded_times_equal_to_scikit_learn():
     rng = np.random.default_rng(5)
     n = 5000

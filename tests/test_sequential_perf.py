@@ -186,6 +186,31 @@ def test_region_matches_a_high_precision_oracle_and_each_end_is_its_own():
     assert lo[3] > hi[3]
 
 
+def test_region_ends_do_not_depend_on_histories_without_an_end_beside_them():
+    """Histories with no successes, no failures or no observations have ends that are
+    not solved (they sit at their edge, their steps out of the side every time): a
+    history solved beside them gets the ends it gets alone, bit for bit, both ends and
+    at any level (including the stalls at 1 of a few observations)."""
+    rng = np.random.default_rng(12)
+    s, n, K = _histories(rng, 40)
+    extra = [(0.0, 0.0, -43.28341434600577), (0.0, 2.0, -43.28341434600577),
+             (7249618.691588785, 7256875.700934579, -57392.667116601886)]
+    s = np.concatenate((s, [e[0] for e in extra]))
+    n = np.concatenate((n, [e[1] for e in extra]))
+    K = np.concatenate((K, [e[2] for e in extra]))
+    for shift in (0.0, -3.0, -40.0):
+        for i in range(len(s)):
+            one = S._region(s[i:i + 1], n[i:i + 1], K[i:i + 1] + shift)
+            for a, b in ((0.0, 10.0), (10.0, 10.0), (0.0, 0.0)):
+                pair = S._region(np.array([a, s[i]]), np.array([b, n[i]]),
+                                 np.array([-5.0, K[i] + shift]))
+                assert _bits([pair[0][1], pair[1][1]]) == _bits([one[0][0], one[1][0]]), \
+                    (s[i], n[i], K[i] + shift, a, b)
+    # the upper end of 0 successes in 2 at a level 43 nats down: the edge, alone or not
+    assert S._region(np.array([0.0, 5.0]), np.array([2.0, 10.0]),
+                     np.array([-43.28341434600577, -20.0]))[1][0] == 1.0
+
+
 def test_region_agrees_with_the_single_history_solver():
     """The vectorised and the scalar solver start apart and meet at the same ends (to
     Newton's tolerance): two computations of one interval."""

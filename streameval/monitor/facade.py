@@ -75,7 +75,7 @@ DEFAULT_MAX_SEGMENTS = 1000
 #: own buffer. Per batch, the cost is then a few numpy passes instead of a slice per
 #: segment (``bench_segments.py --zipf``: 1 000 segments, a third of them in every
 #: batch of 1 000).
-STASH_BATCHES = 16
+STASH_BATCHES = 32
 #: A ``group_by`` field that holds no value in any of the first this many events (or
 #: in a shorter whole stream, at :meth:`Monitor.flush`) is warned about: a typo in the
 #: field name otherwise only shows as segments that never appear.
@@ -516,7 +516,9 @@ class Monitor:
         self._active_segs = None
         self._seq = {}       # key -> index in order of first appearance
         self._by_seq = []    # the segments by that index
-        self._stash = []     # [(block, kind, segment indexes)]: see STASH_BATCHES
+        # [(block, kind, segment indexes, taken)]: see STASH_BATCHES; ``taken``: the
+        # segment indexes whose events of the block their buffers took already
+        self._stash = []
         # events buffered per segment index (own buffer + stash); zero for segments
         # with empty buffers, built from the buffers once by a restore (_restore_scopes)
         self._pend_count = np.zeros(16, np.int64)
@@ -539,14 +541,15 @@ class Monitor:
         return c
 
     def _unstash(self, i, sc):
-        """Move the stashed events of segment index ``i`` to its buffer (in order)."""
-        stash = self._stash
-        for j, (block, kind, ids) in enumerate(stash):
+        """Move the stashed events of segment index ``i`` to its buffer (in order): a
+        copy of them; the blocks keep them, marked taken, until :meth:`_compact`."""
+        for block, kind, ids, taken in self._stash:
+            if i in taken:
+                continue
             mask = ids == i
             if mask.any():
                 sc.pend(block[:, mask], kind)
-                keep = ~mask
-                stash[j] = (block[:, keep], kind, ids[keep])
+                taken.add(i)
 
     def _compact(self):
         """Move every stashed event to its segment's buffer: the blocks sorted together
@@ -558,8 +561,14 @@ class Monitor:
         kind = 0
         for x in stash:
             kind |= x[1]
-        ids = np.concatenate([x[2] for x in stash])
-        block = np.concatenate([widen(x[0], x[1], kind) for x in stash], axis=1)
+        parts = []
+        for block, k, ids, taken in stash:
+            if taken:  # (the events segments' buffers took already)
+                keep = ~np.isin(ids, np.fromiter(taken, np.int64, len(taken)))
+                block, ids = block[:, keep], ids[keep]
+            parts.append((widen(block, k, kind), ids))
+        ids = np.concatenate([x[1] for x in parts])
+        block = np.concatenate([x[0] for x in parts], axis=1)
         self._stash = []
         if not len(ids):
             return
@@ -1123,7 +1132,7 @@ class Monitor:
             keep[:edges[0]] = False  # (events without a segment)
             for c in touched:
                 keep[edges[c]:start[c]] = False
-            self._stash.append((block[:, keep], kind, ids[codes[order][keep]]))
+            self._stash.append((block[:, keep], kind, ids[codes[order][keep]], set()))
             counts_all = self._counts()
             counts_all[ids] += rest
             if len(self._stash) >= STASH_BATCHES:
