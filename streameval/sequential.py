@@ -326,10 +326,10 @@ class Change:
 
 def _running_maxima(start, t):
     """The newest time after each of the first ``k`` times ``t`` from ``start``, for
-    every ``k``: ``np.maximum.accumulate`` over ``start`` then ``t`` (a NaN, an
-    unknown time, stays NaN; of equal values the first wins, 0.0 or -0.0), one pass
-    for a batch."""
-    return np.maximum.accumulate(np.concatenate(([start], t)))
+    every ``k``: ``np.fmax.accumulate`` over ``start`` then ``t`` (a NaN, an unknown
+    time, is passed over, as :meth:`SequentialDrift.update` passes over None; of equal
+    values the first wins, 0.0 or -0.0, as its ``>`` keeps it), one pass for a batch."""
+    return np.fmax.accumulate(np.concatenate(([start], t)))
 
 
 def _counts(W, X, Q):

@@ -979,3 +979,40 @@ def test_a_long_history_finds_a_small_drop_sooner_than_universal_inference_alone
     alone = [run(k) for k in range(10)]
     assert all(0 < a <= b < math.inf for a, b in zip(ours, alone)), (ours, alone)
     assert np.median(ours) <= 0.9 * np.median(alone), (ours, alone)
+
+
+def test_unknown_times_in_a_batch_are_passed_over_as_a_loop_passes_over_none():
+    """A batch whose times are partly unknown (NaN, as a Monitor's buffers hold a missing
+    time) leaves the detector where a loop of ``update`` with None for them leaves it:
+    its newest time the largest known one (not NaN), the same report and state; and a
+    Monitor fed such a batch reports what one fed event by event does."""
+    from streameval.monitor import Monitor
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    y = rng.random(n) < 0.3
+    s = rng.random(n)
+    known = rng.random(n) < 0.8
+    known[-5:] = False  # (the last times unknown: the newest stays the last known)
+    t = np.where(known, 1000.0 + np.arange(n) + rng.integers(-3, 3, n), np.nan)
+    batch = SequentialDrift(metric="recall")
+    batch.update_trusted(y, s, None, t)
+    loop = SequentialDrift(metric="recall")
+    for i in range(n):
+        loop.update(bool(y[i]), float(s[i]), t=float(t[i]) if known[i] else None)
+    want = float(np.max(t[known]))
+    assert batch.report()["t"] == loop.report()["t"] == want
+    assert json.dumps(batch.to_state()) == json.dumps(loop.to_state())
+    # every time unknown: no newest time, as in the loop
+    none = SequentialDrift(metric="recall")
+    none.update_trusted(y[:50], s[:50], None, np.full(50, np.nan))
+    assert none.report()["t"] is None
+    # through a Monitor: a batch with None times against a loop of update
+    ts = [float(v) if k else None for v, k in zip(t.tolist(), known.tolist())]
+    a, b = Monitor.default(), Monitor.default()
+    a.update_many(y, s, t=ts)
+    for i in range(n):
+        b.update(bool(y[i]), float(s[i]), t=ts[i])
+    got = {k: r["t"] for k, r in a.scopes()[0].reports().items()}
+    assert got == {k: r["t"] for k, r in b.scopes()[0].reports().items()}
+    assert set(got.values()) == {want}
