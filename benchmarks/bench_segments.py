@@ -188,6 +188,8 @@ ZIPF_VARIANTS = {"default": "rows only (default)", "overall": "detectors and ala
 
 
 def zipf_main(args) -> int:
+    if args.events < 2000:
+        raise SystemExit("--events: at least 2 000 (two halves of batches of 1 000)")
     if args.json == str(R.default_path(__file__)):  # (its own results file)
         args.json = str(R.default_path(__file__).with_name("bench_segments_zipf.json"))
     res = R.start(__file__, args)
@@ -208,8 +210,6 @@ def zipf_main(args) -> int:
     print(f"{'segments':>9} {'whole stream':>22} {'seen':>11} {'scores':>11} {'events/s':>10} "
           f"{'vs one':>7} {'2nd half':>10} {'vs one':>7} {'flush s':>8} {'eval us/seg':>12} "
           f"{'snap us/seg':>12} {'/metrics us/seg':>16} {'peak MB':>8}")
-    if args.events < 2000:
-        raise SystemExit("--events: at least 2 000 (two halves of batches of 1 000)")
     base = {}
     for kind in ("continuous", "rounded"):
         for segs in sorted(set(args.segments) | {1}):  # (one segment first: the base)

@@ -512,17 +512,16 @@ def build(table, where="monitor"):
         }
     if rules is None:
         kw["rules"] = default_rules() if metrics is None and drift is None else []
-        if kw["rules"] and kw.get("group_by") is not None and "overall_rules" not in kw:
+        if kw["rules"] and kw.get("group_by") is not None:
             # the default alarms watch the segments: the whole stream's detector would
             # see a mixture whose shares move (its guarantee assumes one stationary
             # stream) and page a second time for a segment that broke
-            kw["overall_rules"] = False
-        if kw["rules"] and kw.get("group_by") is not None and not kw["overall_rules"] \
-                and "overall_drift" not in kw:
-            # nor does it run the default detectors: they would feed no rule, their
-            # p-values assume one stationary stream (the segments' shares move), and
-            # they would cost as much as every segment's together
-            kw["overall_drift"] = False
+            kw.setdefault("overall_rules", False)
+            if not kw["overall_rules"]:
+                # nor does it run the default detectors: they would feed no rule, their
+                # p-values assume one stationary stream (the segments' shares move),
+                # and they would cost as much as every segment's together
+                kw.setdefault("overall_drift", False)
     else:
         if not isinstance(rules, list):
             raise ValueError(f"{where}.rules: must be an array of rule tables or strings")

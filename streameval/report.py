@@ -778,7 +778,7 @@ class CurveRecorder:
         stream) is the first at or after :attr:`next_at` events of the stream (see the
         class). A segment's row is passed over: the whole stream's scope is fed at its
         own evaluation points, and a segment's may fall between two of them."""
-        if row.get("segment") is not None or "stream_n" in row:
+        if row.get("segment") is not None:
             return
         x = row.get("n")
         if not _is_num(x) or x < self.next_at:

@@ -763,13 +763,13 @@ def _region(s, n, K):
     f = n - s
     with np.errstate(divide="ignore", invalid="ignore"):
         ph = np.where(n > 0.0, s / n, 0.5)
-    top = _loglik(ph, s, f)
+    sp, fp = s > 0.0, f > 0.0
+    top = _loglik(ph, s, f, sp, fp)
     gap = top - K
     empty = ~(gap >= 0.0)
     m = len(ph)
-    lo = np.where(s > 0.0, ph, 0.0)
-    hi = np.where(f > 0.0, ph, 1.0)
-    sp, fp = s > 0.0, f > 0.0
+    lo = np.where(sp, ph, 0.0)
+    hi = np.where(fp, ph, 1.0)
     todo = np.concatenate((fp & ~empty, sp & ~empty))
     if todo.any():
         # both ends at once: the upper end's elements first, then the lower end's (each
@@ -813,8 +813,7 @@ def _region(s, n, K):
                     if not active.any():
                         break
                 trail.append(x)
-                g = np.where(sp2, s2 * np.log(x), 0.0)
-                g += np.where(fp2, f2 * np.log1p(-x), 0.0)
+                g = _loglik_raw(x, s2, f2, sp2, fp2)
                 np.subtract(top2, g, out=g)
                 np.maximum(g, 0.0, out=g)
                 g *= 2.0
@@ -854,8 +853,7 @@ def _region(s, n, K):
                 # point below its float's spacing, or short of the crossing when the
                 # steps ran out, the gap too wide for them: then the edge, a wider
                 # interval, never a narrower one)
-                g = np.where(sp2, s2 * np.log(x), 0.0)
-                g += np.where(fp2, f2 * np.log1p(-x), 0.0)
+                g = _loglik_raw(x, s2, f2, sp2, fp2)
                 inner = active & (g - K2 > 1e-9 * np.maximum(1.0, np.abs(K2)))
                 x = np.where(inner, edge, x)
         hi = np.where(todo[:m], x[:m], hi)

@@ -1102,11 +1102,10 @@ class Monitor:
         for p in sorted(count_set | period_set | due.keys()):
             alarm = False
             if p > a:
-                if lazy and p not in count_set and p not in period_set:
-                    self._advance(y, scores, weights, times, a, p, ek, feed_from=p)
-                else:
-                    alarm = self._advance(y, scores, weights, times, a, p, ek, feed_from=fa)
-                    fa = p
+                own = not lazy or p in count_set or p in period_set  # (the stream's point)
+                alarm = self._advance(y, scores, weights, times, a, p, ek,
+                                      feed_from=fa if own else p)
+                fa = p if own else fa
                 a = p
             fed = []
             for c in due.get(p, ()):

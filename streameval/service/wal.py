@@ -232,6 +232,16 @@ def _key_crc(key: str, seq: int, n: int, dig: str, at) -> int:
     return _crc(seq, (key, n, dig, float(at)))
 
 
+#: How a key's record is written (:func:`_key_row`'s values), by append and adopt alike
+_PUT_KEY = "INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)"
+
+
+def _key_row(key: str, seq: int, n: int, dig: str, at) -> tuple:
+    """The values of :data:`_PUT_KEY` for an idempotency key's record, its CRC last."""
+    at = float(at)
+    return key, seq, n, dig, at, _key_crc(key, seq, n, dig, at)
+
+
 class WriteAheadLog:
     """An SQLite table of acknowledged batches, keyed by sequence number, each with a
     CRC-32.
@@ -330,10 +340,7 @@ class WriteAheadLog:
         db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    (seq, *cols, _crc(seq, cols)))
         if key is not None:
-            at = float(at)
-            db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)",
-                       (key, seq, len(batch), digest, at,
-                        _key_crc(key, seq, len(batch), digest, at)))
+            db.execute(_PUT_KEY, _key_row(key, seq, len(batch), digest, at))
 
     def keys(self) -> list:
         """The stored idempotency keys, oldest first: ``(key, seq, n, digest, at)``
@@ -384,12 +391,9 @@ class WriteAheadLog:
         """Take over ``log_id`` and the idempotency ``keys`` (``(key, seq, n, digest,
         at)``) of a log this new one replaces (its damaged file moved aside); commits."""
         db = self._db
-        db.execute("BEGIN")
+        self._begin()
         db.execute("UPDATE meta SET value = ? WHERE key = 'log_id'", (log_id,))
-        for key, seq, n, dig, at in keys:
-            at = float(at)
-            db.execute("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)",
-                       (key, seq, n, dig, at, _key_crc(key, seq, n, dig, at)))
+        db.executemany(_PUT_KEY, (_key_row(*k) for k in keys))
         self._commit_open()
         self.log_id = log_id
 
