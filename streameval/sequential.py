@@ -127,7 +127,8 @@ plus one boundary per ``block`` observations. Memory: `O(keep * log(n / block))`
 Stopping at a change: :func:`update_until_change` feeds several detectors a batch up
 to the first event on which one of them detects a change, each left as if the batch
 had ended there (what a Monitor evaluates its alarm rules at; a detector declares it
-in its capabilities as ``until_change``).
+in its capabilities as ``until_change``). Reading several detectors' reports at once:
+:func:`report_many` (declared as ``report_many``).
 
 Imports: numpy, :mod:`streameval.validation`, :mod:`streameval.events` (event times)
 and :mod:`streameval.metrics.base` (the binary protocol); the Monitor and config
@@ -146,7 +147,7 @@ from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, Capabilities, check_weight
 from streameval.validation import Integer, Options, check_level, check_param, check_threshold
 
-__all__ = ["SequentialDrift", "Change", "update_until_change", "METRICS", "DEFAULT_HORIZON",
+__all__ = ["SequentialDrift", "Change", "update_until_change", "report_many", "METRICS", "DEFAULT_HORIZON",
            "DEFAULT_BLOCK", "DEFAULT_EVERY", "DEFAULT_KEEP"]
 
 #: the guarantee's horizon by default: one million events
@@ -647,6 +648,76 @@ def _candidate_row(W, X, Q, log_pi, t):
     w = math.log(n / (n + HISTORY_SCALE)) if n > 0.0 else -math.inf
     row += [t, s, n, *_region_one(s, n, pre + LOG_C), log_pi + w - _LOG_1C, _log_max(s, n)]
     return row
+
+
+def _kt_history_args(c, V):
+    """The lgamma arguments of the log KT of each candidate's history in ``c`` with its
+    counts divided by ``V`` (:func:`_kt_of_lg` finishes it): the successes' ``s + 1/2``,
+    the failures' ``f + 1/2``, the trials' ``n + 1``, one after the other."""
+    W, X, Q = c.W, c.X, c.Q
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unit = Q == W
+        n0 = np.where(unit, W, W * W / Q)
+        s0 = np.where(unit, X, X / W * n0)
+    some = W > 0.0
+    n0 = np.where(some, n0, 0.0) / V
+    s0 = np.clip(np.where(some, s0, 0.0) / V, 0.0, n0)
+    return np.concatenate((s0 + 0.5, n0 - s0 + 0.5, n0 + 1.0))
+
+
+def _kt_of_lg(g):
+    """The log KT of the histories from the lgammas of :func:`_kt_history_args`."""
+    g = g.reshape(3, -1)
+    return g[0] + g[1] - g[2] - _LOG_PI
+
+
+def _settle(detectors):
+    """Solve together what the waiting statistics of ``detectors`` need of their
+    deflated histories (those whose last check left its statistic to be read with a
+    variance factor ``V > 1``): every history's log KT in one :func:`_lg` call and its
+    plausible rates in one :func:`_region` call, kept with the statistic for
+    :meth:`SequentialDrift._evaluate`. Each element of both is computed on its own, so
+    these are the values each detector would compute alone, bit for bit; a few dozen
+    numpy calls in all instead of a few dozen per detector."""
+    jobs = [d for d in detectors
+            if d._lazy is not None and len(d._lazy) == 7 and d._lazy[6] != 1.0]
+    if len(jobs) < 2:
+        return
+    cands = [(d._lazy[0], d._lazy[6]) for d in jobs]
+    sizes = [len(c) for c, _ in cands]
+    g = _lg(np.concatenate([_kt_history_args(c, V) for c, V in cands]))
+    kts, s0, n0, at = [], [], [], 0
+    for (c, V), m in zip(cands, sizes):
+        kts.append(_kt_of_lg(g[at:at + 3 * m]))
+        at += 3 * m
+        s0.append(np.minimum(c.s0 / V, c.n0 / V))
+        n0.append(c.n0 / V)
+    lo, hi = _region(np.concatenate(s0), np.concatenate(n0),
+                     np.concatenate(kts) + LOG_C)
+    at = 0
+    for d, kt, m in zip(jobs, kts, sizes):
+        d._lazy = d._lazy + ((kt, lo[at:at + m], hi[at:at + m]),)
+        at += m
+
+
+def report_many(detectors):
+    """Each detector's :meth:`SequentialDrift.report`, read together: the statistics
+    their last checks left to be read are computed with their histories' deflated
+    counts solved in one pass (:func:`_settle`): the same reports as reading each
+    alone, for a few dozen numpy calls less per detector.
+
+    >>> rng = np.random.default_rng(5)
+    >>> y, s = rng.random(3000) < 0.3, rng.random(3000)
+    >>> ds = [SequentialDrift(m) for m in ("recall", "precision", "fpr")]
+    >>> for d in ds:
+    ...     _ = d.update_many(y, s)
+    >>> import copy
+    >>> twins = copy.deepcopy(ds)
+    >>> report_many(ds) == [d.report() for d in twins]
+    True
+    """
+    _settle(detectors)
+    return [d.report() for d in detectors]
 
 
 def _ll(p, s, f):
@@ -1203,7 +1274,8 @@ class SequentialDrift(BinaryMetric):
 
     _public_name = "SequentialDrift"
     #: its update and update_trusted take the event time t= (see metrics.base.Capabilities)
-    capabilities = Capabilities(takes_time=True, until_change=update_until_change)
+    capabilities = Capabilities(takes_time=True, until_change=update_until_change,
+                                report_many=report_many)
     _state_version = 1
     _K1 = len(CONCENTRATIONS) + 1   # the parts of Q's mixture
     # checks ahead in the current batch known far from the alarm level (_far_checks)
@@ -1623,11 +1695,13 @@ class SequentialDrift(BinaryMetric):
         elif c.thinned == now - 1:
             c.thinned = now
 
-    def _evaluate(self, c, n1, s1, W, X, Q, V):
+    def _evaluate(self, c, n1, s1, W, X, Q, V, hist=None):
         """The exact statistic at a check: ``(log of sum_j pi_j E_j, the best
         candidate's row, (p, before, after, n_before, n_after, log total))`` of the
         candidates ``c`` with ``n1``, ``s1`` after each (:func:`_after`), the sums
-        ``W, X, Q`` of the history and the variance factor ``V``."""
+        ``W, X, Q`` of the history and the variance factor ``V``; ``hist``: the
+        histories' deflated log KT and plausible rates ``(kt, lo, hi)`` when
+        :func:`_settle` solved them already (``V > 1``)."""
         # (for speed, a few dozen numpy calls in all, each on every candidate at once;
         # every value is computed by the same IEEE operations, in the same order, as
         # the formulas in the comments)
@@ -1645,7 +1719,7 @@ class SequentialDrift(BinaryMetric):
             # independent ones (every count deflated, the history's KT again)
             sf /= V
             s_all, n_all = s_all / V, n_all / V
-            kt_h = self._log_kt_history(c, V)
+            kt_h = self._log_kt_history(c, V) if hist is None else hist[0]
             lead = c.lead - c.pre + kt_h
         else:
             lead = c.lead
@@ -1682,7 +1756,7 @@ class SequentialDrift(BinaryMetric):
             s0 = np.minimum(c.s0 / V, c.n0 / V)
             n0 = c.n0 / V
             K = kt_h + LOG_C
-            lo, hi = _region(s0, n0, K)
+            lo, hi = _region(s0, n0, K) if hist is None else hist[1:]
         else:
             s0, n0, K, lo, hi = c.s0, c.n0, c.pre + LOG_C, c.lo, c.hi
         local = _log_e_local(mix, sf[:, 0], sf[:, 1], s0, n0 - s0, K, lo, hi)
@@ -1707,16 +1781,7 @@ class SequentialDrift(BinaryMetric):
     @staticmethod
     def _log_kt_history(c, V):
         """log KT of each candidate's history with its counts divided by ``V``."""
-        W, X, Q = c.W, c.X, c.Q
-        with np.errstate(divide="ignore", invalid="ignore"):
-            unit = Q == W
-            n0 = np.where(unit, W, W * W / Q)
-            s0 = np.where(unit, X, X / W * n0)
-        some = W > 0.0
-        n0 = np.where(some, n0, 0.0) / V
-        s0 = np.clip(np.where(some, s0, 0.0) / V, 0.0, n0)
-        g = _lg(np.concatenate((s0 + 0.5, n0 - s0 + 0.5, n0 + 1.0))).reshape(3, -1)
-        return g[0] + g[1] - g[2] - _LOG_PI
+        return _kt_of_lg(_lg(_kt_history_args(c, V)))
 
     def _thin(self, now):
         """Thin the candidates at block ``now``: ages [0, 2 keep) keep every block, then
@@ -1754,9 +1819,10 @@ class SequentialDrift(BinaryMetric):
         """The last check: ``(p, before, after, n_before, n_after, log e-value)`` (None
         before any); computed here if the check left it to be read."""
         if self._lazy is not None:
-            snap, n1, s1, W, X, Q, V = self._lazy
+            snap, n1, s1, W, X, Q, V, *hist = self._lazy   # (hist: _settle's)
             self._lazy = None
-            self._stat_v = self._evaluate(snap, n1, s1, W, X, Q, V)[2]
+            self._stat_v = self._evaluate(snap, n1, s1, W, X, Q, V,
+                                          hist[0] if hist else None)[2]
         return self._stat_v
 
     @_stat.setter

@@ -457,6 +457,44 @@ def test_deflated_p_values_on_bursty_labels_equal_the_definition(metric, weights
         y, s, w).to_state() == d.to_state()
 
 
+@pytest.mark.parametrize("weights", [False, True])
+def test_reports_read_together_equal_reports_read_alone(weights):
+    """report_many (what a Monitor's scope reads its detectors with) gives each
+    detector's report bit for bit, at every boundary of bursty and independent streams
+    (deflated histories solved together: variance factors above 1, different
+    candidates, some detectors with nothing left to read) and its next checks go on
+    alike; the capability a scope finds is the same function."""
+    from streameval.metrics.base import capabilities
+    import copy
+
+    assert capabilities(SequentialDrift()).report_many is sequential.report_many
+    n = 6000
+    y1, s1 = _bursty(8, n, run=20)
+    rng = np.random.default_rng(9)
+    y2, s2 = rng.random(n) < 0.3, rng.random(n)
+    w = rng.choice([0.5, 1.0, 2.0], n) if weights else None
+    made = [(m, y, s) for m in ("recall", "precision", "fpr") for y, s in ((y1, s1), (y2, s2))]
+    together = [SequentialDrift(m, block=40, keep=3) for m, _, _ in made]
+    alone = [SequentialDrift(m, block=40, keep=3) for m, _, _ in made]
+    settled = 0
+    for a in range(0, n, 250):
+        for d, e, (_, y, s) in zip(together, alone, made):
+            for x in (d, e):
+                x.update_many(y[a:a + 250], s[a:a + 250],
+                              None if w is None else w[a:a + 250])
+        # (a detector read at some steps only: some have their statistic waiting)
+        read = [i for i in range(len(made)) if (a // 250 + i) % 3]
+        lazy = [together[i] for i in read if together[i]._lazy is not None
+                and together[i]._lazy[6] != 1.0]
+        settled += len(lazy) >= 2
+        got = sequential.report_many([together[i] for i in read])
+        want = [alone[i].report() for i in read]
+        assert json.dumps(got) == json.dumps(want)
+    assert settled > 5   # (many reads solved several deflated histories together)
+    assert [d.to_state() for d in together] == [e.to_state() for e in alone]
+    assert copy.deepcopy(together[0]).report() == alone[0].report()
+
+
 @pytest.mark.parametrize("block,run", [(100, 20), (7, 5), (40, 50)])
 def test_variance_factor_equals_the_definition(block, run):
     """The online variance factor (lag-1 bound, batch means with clipped successive

@@ -579,6 +579,11 @@ class Capabilities(NamedTuple):
         columns had ended there: ``k`` the events taken, ``hit`` whether a change was
         detected. The Monitor evaluates the rules at that event
         (:func:`streameval.sequential.update_until_change`).
+    ``report_many``
+        For a drift test: a function ``report_many(tests) -> [report]`` giving each
+        test's ``report()`` (of the declaring class), computed together where that
+        is cheaper; the same reports as calling each
+        (:func:`streameval.sequential.report_many`).
 
     For Spark (:func:`streameval.spark.evaluate`):
 
@@ -619,6 +624,7 @@ class Capabilities(NamedTuple):
     error_bound: bool = False
     window_kind: str | None = None
     until_change: object = None
+    report_many: object = None
 
 
 #: What a metric declares by default (:attr:`Metric.capabilities`): nothing beyond the

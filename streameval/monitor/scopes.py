@@ -761,9 +761,24 @@ class Scope:
         cached = self._reports
         fed = self.fed()
         if cached is None or cached[0] != fed:
-            cached = self._reports = (
-                fed, {name: report_dict(d.report()) for name, d in self.drift.items()})
+            cached = self._reports = (fed, self._read_reports())
         return {name: dict(rep) for name, rep in cached[1].items()}
+
+    def _read_reports(self):
+        """``{name: report dict}`` of every drift test, read now: the tests that declare
+        ``report_many`` (see :class:`~streameval.metrics.base.Capabilities`) together,
+        per such function, the others one by one."""
+        reps, together = {}, {}
+        for name, d in self.drift.items():
+            fn = capabilities(d).report_many
+            if fn is None:
+                reps[name] = d.report()
+            else:
+                together.setdefault(fn, []).append((name, d))
+        for fn, tests in together.items():
+            for (name, _), rep in zip(tests, fn([d for _, d in tests])):
+                reps[name] = rep
+        return {name: report_dict(reps[name]) for name in self.drift}
 
     def late(self, names):
         """``{name: events refused as late}`` for the windows ``names``."""
