@@ -959,8 +959,8 @@ def segment_codes(values: Sequence) -> tuple[np.ndarray, list]:
     except TypeError:  # unhashable values: each gets its own code
         return _segment_codes_slow(values)
     distinct = list(index)
-    for c, v in enumerate(distinct):
-        index[v] = c
+    index = dict(zip(distinct, range(len(distinct))))  # (the same keys: no value rehashed
+    # into another's place, each value's first occurrence stands for those equal to it)
     codes = np.fromiter(map(index.__getitem__, values), np.int64, len(values))
     return codes, distinct
 

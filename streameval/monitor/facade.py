@@ -1052,10 +1052,10 @@ class Monitor:
             [times] if times is not None else []) + (
             [np.full(m, float(ek))] if ek != KIND_EVENT else [])
         block = np.vstack(rows)[:, order]
-        known = self._segments.get
-        segs = [known(k) or self._segment_of(k) for k in keys]  # (first appearance order)
-        seq = self._seqs()
-        ids = np.array([seq[k] for k in keys], dtype=np.int64)
+        segs = list(map(self._segments.get, keys))
+        if None in segs:  # (new segments, made in order of first appearance)
+            segs = [sc or self._segment_of(k) for sc, k in zip(segs, keys)]
+        ids = np.fromiter(map(self._seqs().__getitem__, keys), np.int64, K)
         counts_all = self._counts()
         start, end = edges[:-1], edges[1:]
         pending = self._pending_index()
@@ -1222,8 +1222,11 @@ class Monitor:
         """Codes and keys with the new segments beyond ``max_segments`` (in order of
         first appearance, as a loop of :meth:`update` would meet them) mapped to
         :data:`OTHER_SEGMENT`'s key, counted in :attr:`other_events`."""
-        room = self.max_segments - len(self._segments)
-        new = [c for c, k in enumerate(keys) if k not in self._segments]
+        known = self._segments
+        if all(map(known.__contains__, keys)):  # (the usual batch: no new segment)
+            return codes, keys
+        room = self.max_segments - len(known)
+        new = [c for c, k in enumerate(keys) if k not in known]
         over = new[max(room, 0):]
         if not over:
             return codes, keys

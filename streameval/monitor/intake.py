@@ -65,6 +65,10 @@ _Real = numbers.Real
 _SCALARS = (str, bool, int, float)
 
 
+#: the type of values that are their own segment key once checked (see Intake._keys_of)
+_STR = frozenset((str,))
+
+
 class Admitted(NamedTuple):
     """A batch that passed a Monitor's own checks, as its scopes take it.
 
@@ -361,7 +365,7 @@ class Intake:
         # cache is bounded: a client sending new values does not grow it past _KNOWN)
         known = self.__dict__.setdefault("_known", set()) if (
             self.fields is not None and len(self.fields) == 1) else None
-        if known is not None and all(type(v) is str for v in values) and \
+        if known is not None and set(map(type, values)) <= _STR and \
                 known.issuperset(values):  # every value known: each its own key
             remap[:-1] = np.arange(len(values))
             return remap, list(values), [], True
