@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, recall_score, roc_auc_score
 
@@ -232,6 +232,67 @@ def test_batches_events_and_restarts_agree(seed, n, every, cuts, snap_at):
         many.update_many(y[a:b], s[a:b], w[a:b], segment=list(seg[a:b]))
     many.flush()
     assert rows1 == rows2 and alerts1 == alerts2
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), stash=st.sampled_from([1, 2, 3]),
+       every=st.sampled_from([4, 9, 40]))
+def test_stashed_events_of_every_layout_reach_their_segments_in_order(monkeypatch, seed,
+                                                                       stash, every):
+    """Many batches of different layouts (weights or none, predictions before their
+    labels, the labels, complete events) over segments of very different traffic,
+    whatever the number of batches the stash keeps before sorting them into the
+    segments' buffers: the rows and alerts of a loop of single events, bit for bit (each
+    segment's events taken from the stash in arrival order, once), and the state of a
+    stash never sorted."""
+    from streameval.metrics.estimated import PredictedPositiveRate
+    from streameval.monitor import facade
+
+    rng = np.random.default_rng(seed)
+    ops = []
+    for _ in range(30):
+        m = int(rng.integers(1, 30))
+        ops.append((rng.random(m) < 0.4, np.round(rng.random(m), 2),
+                    rng.choice(["a", "b", "c", "d", "e"], m, p=[0.5, 0.3, 0.1, 0.07, 0.03]),
+                    rng.choice([0.5, 1.0, 2.0], m) if rng.random() < 0.4 else None,
+                    rng.choice(["events", "predictions", "labels"], p=[0.6, 0.2, 0.2])))
+
+    def monitor():
+        return Monitor({"auc": se.ROCAUC(), "recall": se.Recall(),
+                        "recall@6": se.Sliding(se.Recall(), size=6),
+                        "ppr": PredictedPositiveRate()},
+                       group_by="g", every=every, rules=["recall@6 < 0.4"])
+
+    def batches(mon):
+        for y, sc, g, w, how in ops:
+            if how == "predictions":
+                mon.predict_many(sc, w, segment=list(g))
+            else:
+                mon.update_many(y, sc, w, segment=list(g), predicted=how == "labels")
+
+    loop = monitor()
+    want = _collect(loop)
+    for y, sc, g, w, how in ops:
+        for i in range(len(sc)):
+            wi = 1.0 if w is None else float(w[i])
+            if how == "predictions":
+                loop.predict(float(sc[i]), wi, segment=g[i])
+            else:
+                loop.update(bool(y[i]), float(sc[i]), wi, segment=g[i],
+                            predicted=how == "labels")
+    monkeypatch.setattr(facade, "STASH_BATCHES", 10 ** 9)  # (never sorted)
+    kept = monitor()
+    batches(kept)
+    monkeypatch.setattr(facade, "STASH_BATCHES", stash)
+    batched = monitor()
+    got = _collect(batched)
+    batches(batched)
+    assert got == want
+    assert json.dumps(batched.to_state()) == json.dumps(kept.to_state())
+    for mon in (batched, loop):
+        mon.flush()
+    assert got == want
 
 
 def test_a_bad_buffer_in_a_state_is_refused_naming_it():
