@@ -75,7 +75,7 @@ DEFAULT_MAX_SEGMENTS = 1000
 #: own buffer. Per batch, the cost is then a few numpy passes instead of a slice per
 #: segment (``bench_segments.py --zipf``: 1 000 segments, a third of them in every
 #: batch of 1 000).
-STASH_BATCHES = 64
+STASH_BATCHES = 32
 #: A ``group_by`` field that holds no value in any of the first this many events (or
 #: in a shorter whole stream, at :meth:`Monitor.flush`) is warned about: a typo in the
 #: field name otherwise only shows as segments that never appear.
@@ -516,10 +516,8 @@ class Monitor:
         self._active_segs = None
         self._seq = {}       # key -> index in order of first appearance
         self._by_seq = []    # the segments by that index
-        # [(block, kind, segment indexes, taken, spans)]: see STASH_BATCHES; ``taken``:
-        # the segment indexes whose events of the block their buffers took already;
-        # ``spans``: {segment index: (start, end)} of its events in the block (the block
-        # is sorted by segment)
+        # [(block, kind, segment indexes, taken)]: see STASH_BATCHES; ``taken``: the
+        # segment indexes whose events of the block their buffers took already
         self._stash = []
         # events buffered per segment index (own buffer + stash); zero for segments
         # with empty buffers, built from the buffers once by a restore (_restore_scopes)
@@ -544,22 +542,14 @@ class Monitor:
 
     def _unstash(self, i, sc):
         """Move the stashed events of segment index ``i`` to its buffer (in order): a
-        copy of them, one block per layout; the blocks keep them, marked taken, until
-        :meth:`_compact`."""
-        parts = []
-        for block, kind, _, taken, spans in self._stash:
-            span = spans.get(i)
-            if span is not None and i not in taken:
-                parts.append((block[:, span[0]:span[1]], kind))
+        copy of them; the blocks keep them, marked taken, until :meth:`_compact`."""
+        for block, kind, ids, taken in self._stash:
+            if i in taken:
+                continue
+            mask = ids == i
+            if mask.any():
+                sc.pend(block[:, mask], kind)
                 taken.add(i)
-        if not parts:
-            return
-        kind = parts[0][1]
-        if all(k == kind for _, k in parts):
-            sc.pend(np.concatenate([b for b, _ in parts], axis=1), kind)
-        else:
-            for b, k in parts:
-                sc.pend(b.copy(), k)
 
     def _compact(self):
         """Move every stashed event to its segment's buffer: the blocks sorted together
@@ -572,12 +562,9 @@ class Monitor:
         for x in stash:
             kind |= x[1]
         parts = []
-        for block, k, ids, taken, spans in stash:
+        for block, k, ids, taken in stash:
             if taken:  # (the events segments' buffers took already)
-                keep = np.ones(len(ids), dtype=bool)
-                for i in taken:
-                    a, b = spans[i]
-                    keep[a:b] = False
+                keep = ~np.isin(ids, np.fromiter(taken, np.int64, len(taken)))
                 block, ids = block[:, keep], ids[keep]
             parts.append((widen(block, k, kind), ids))
         ids = np.concatenate([x[1] for x in parts])
@@ -1144,11 +1131,7 @@ class Monitor:
             keep[:edges[0]] = False  # (events without a segment)
             for c in touched:
                 keep[edges[c]:start[c]] = False
-            # (each segment's events left are a run of the block kept, in segment order)
-            left = np.flatnonzero(rest)
-            off = np.cumsum(rest[left]).tolist()
-            spans = dict(zip(ids[left].tolist(), zip([0] + off[:-1], off)))
-            self._stash.append((block[:, keep], kind, ids[codes[order][keep]], set(), spans))
+            self._stash.append((block[:, keep], kind, ids[codes[order][keep]], set()))
             counts_all = self._counts()
             counts_all[ids] += rest
             if len(self._stash) >= STASH_BATCHES:
