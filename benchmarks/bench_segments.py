@@ -24,7 +24,9 @@ continuous and rounded scores side by side, the whole stream's scope as the defa
 monitor makes it (its metrics' rows) and with ``overall_rules=True`` (its detectors and
 alarms too): events/s over the whole run and over its second half (the steady state,
 the segments made), peak RSS, and what an idle segment costs an evaluation, a snapshot and the Prometheus exposition (microseconds per
-segment).
+segment). Every row runs ``--repeat`` times (default 3), the rounds interleaved, and
+shows its medians with the range of its per-round ratios: the machine's speed drifts
+by more than the differences measured.
 
     python benchmarks/bench_segments.py               # 10 and 100 events per segment
     python benchmarks/bench_segments.py --per 10 --segments 200
@@ -187,7 +189,25 @@ def zipf_one(segments: int, events: int, kind: str, variant: str = "default") ->
 ZIPF_VARIANTS = {"default": "rows only (default)", "overall": "detectors and alarms"}
 
 
+def _median(values):
+    v = sorted(values)
+    k = len(v)
+    return v[k // 2] if k % 2 else (v[k // 2 - 1] + v[k // 2]) / 2.0
+
+
+def _median_run(runs):
+    """The run of a row that the table shows: each figure the median over its rounds
+    (peak RSS: the largest)."""
+    out = dict(runs[0])
+    for k, v in out.items():
+        if isinstance(v, float):
+            out[k] = max(x[k] for x in runs) if k == "rss_mb" else _median([x[k] for x in runs])
+    return out
+
+
 def zipf_main(args) -> int:
+    if args.repeat < 1:
+        raise SystemExit("--repeat: at least 1")
     if args.events < 2000:
         raise SystemExit("--events: at least 2 000 (two halves of batches of 1 000)")
     if args.json == str(R.default_path(__file__)):  # (its own results file)
@@ -196,11 +216,16 @@ def zipf_main(args) -> int:
     tab = R.table("zipf", "The default monitor over Zipf-distributed segments (batches of "
                   "1 000, evaluations every 1 000 events)",
                   ["segments", "whole stream", "segments seen (half-way)", "scores",
-                   "events/s (CPU)", "events/s / one segment's",
+                   "events/s (CPU)", "events/s / one segment's", "per round",
                    "second half: events/s (CPU)", "second half: / one segment's",
+                   "second half: per round",
                    "flush s (CPU)", "evaluation us per segment (one active)",
                    "snapshot us per segment", "/metrics us per segment", "peak RSS MB"],
-                  note="each row in a fresh process; one segment: no group_by; events/s "
+                  note="each row in a fresh process, --repeat rounds of every row "
+                       "interleaved: each figure the median of its rounds (peak RSS the "
+                       "largest), the ratio that of the medians, and beside it the range "
+                       "of each round's ratio to the one segment of that round; one "
+                       "segment: no group_by; events/s "
                        "over the whole run counts the creation of the segments, the "
                        "second half is the steady state (every segment, or nearly, made "
                        "in the first); flush s: feeding every segment's buffered events "
@@ -208,48 +233,61 @@ def zipf_main(args) -> int:
                        "beside the segments (overall_rules=True gives it its detectors "
                        "and alarms)")
     print(f"{'segments':>9} {'whole stream':>22} {'seen':>11} {'scores':>11} {'events/s':>10} "
-          f"{'vs one':>7} {'2nd half':>10} {'vs one':>7} {'flush s':>8} {'eval us/seg':>12} "
-          f"{'snap us/seg':>12} {'/metrics us/seg':>16} {'peak MB':>8}")
-    base = {}
+          f"{'vs one':>7} {'range':>11} {'2nd half':>10} {'vs one':>7} {'range':>11} "
+          f"{'flush s':>8} {'eval us/seg':>12} {'snap us/seg':>12} {'/metrics us/seg':>16} "
+          f"{'peak MB':>8}")
+    rows = [(segs, variant) for segs in sorted(set(args.segments) | {1})  # (one first)
+            for variant in (("default",) if segs == 1 else tuple(ZIPF_VARIANTS))]
     for kind in ("continuous", "rounded"):
-        for segs in sorted(set(args.segments) | {1}):  # (one segment first: the base)
-            for variant in (("default",) if segs == 1 else tuple(ZIPF_VARIANTS)):
+        # the rounds interleaved (one segment, then every other row, then again), so that
+        # a slow stretch of the machine weighs on every row alike
+        runs = {row: [] for row in rows}
+        for _ in range(args.repeat):
+            for segs, variant in rows:
                 out = subprocess.run([sys.executable, __file__, "--zipf-one",
                                       f"{kind}:{variant}", "--segments", str(segs),
                                       "--events", str(args.events), "--json", "-"],
                                      capture_output=True, text=True, check=True)
-                r = json.loads(out.stdout.strip().splitlines()[-1])
-                if segs == 1:
-                    base[kind] = (r["events_per_s"], r["steady_events_per_s"])
-                one, one_steady = base.get(kind, (float("nan"), float("nan")))
-                ratio = r["events_per_s"] / one
-                steady = r["steady_events_per_s"] / one_steady
-                label = "(no segments)" if segs == 1 else ZIPF_VARIANTS[variant]
-                seen = f"{r['seen']} ({r['seen_half']})"
-                tab.add(segs, label, seen, kind, r["events_per_s"], ratio,
-                        r["steady_events_per_s"], steady, r["flush_s"],
-                        r["evaluation_us_per_segment"], r["snapshot_us_per_segment"],
-                        r["metrics_us_per_segment"], r["rss_mb"])
-                print(f"{segs:>9} {label:>22} {seen:>11} {kind:>11} "
-                      f"{r['events_per_s']:>10,.0f} {ratio:>7.2f} "
-                      f"{r['steady_events_per_s']:>10,.0f} {steady:>7.2f} {r['flush_s']:>8.2f} "
-                      f"{r['evaluation_us_per_segment']:>12.1f} "
-                      f"{r['snapshot_us_per_segment']:>12.1f} "
-                      f"{r['metrics_us_per_segment']:>16.1f} {r['rss_mb']:>8,.0f}", flush=True)
-                if segs == 1:
-                    continue
-                tag = "" if variant == "default" else "_overall"
-                what = "" if variant == "default" else ", whole stream with detectors"
-                res.figure(f"zipf_{segs}_{kind}{tag}", f"{segs} segments against one "
-                           f"({kind}{what})", ratio, "x", better="higher")
-                res.figure(f"zipf_{segs}_{kind}{tag}_steady", f"{segs} segments against "
-                           f"one, second half ({kind}{what})", steady, "x", better="higher")
-                if variant == "default":
-                    res.figure(f"zipf_{segs}_{kind}_rss", f"Peak RSS with {segs} segments "
-                               f"({kind})", r["rss_mb"], "MB", better="lower")
-                    res.figure(f"zipf_{segs}_{kind}_snapshot", f"Snapshot, per segment, "
-                               f"{segs} segments ({kind})", r["snapshot_us_per_segment"],
-                               "us", better="lower")
+                runs[(segs, variant)].append(json.loads(out.stdout.strip().splitlines()[-1]))
+        base = runs[(1, "default")]
+        for segs, variant in rows:
+            rs = runs[(segs, variant)]
+            r = _median_run(rs)
+            one, one_steady = (_median([x[k] for x in base])
+                               for k in ("events_per_s", "steady_events_per_s"))
+            ratio = r["events_per_s"] / one
+            steady = r["steady_events_per_s"] / one_steady
+            # (each round's ratio to the one segment of the same round)
+            per = [x["events_per_s"] / b["events_per_s"] for x, b in zip(rs, base)]
+            per_s = [x["steady_events_per_s"] / b["steady_events_per_s"]
+                     for x, b in zip(rs, base)]
+            span, span_s = (f"{min(v):.2f}-{max(v):.2f}" for v in (per, per_s))
+            label = "(no segments)" if segs == 1 else ZIPF_VARIANTS[variant]
+            seen = f"{r['seen']} ({r['seen_half']})"
+            tab.add(segs, label, seen, kind, r["events_per_s"], ratio, span,
+                    r["steady_events_per_s"], steady, span_s, r["flush_s"],
+                    r["evaluation_us_per_segment"], r["snapshot_us_per_segment"],
+                    r["metrics_us_per_segment"], r["rss_mb"])
+            print(f"{segs:>9} {label:>22} {seen:>11} {kind:>11} "
+                  f"{r['events_per_s']:>10,.0f} {ratio:>7.2f} {span:>11} "
+                  f"{r['steady_events_per_s']:>10,.0f} {steady:>7.2f} {span_s:>11} "
+                  f"{r['flush_s']:>8.2f} {r['evaluation_us_per_segment']:>12.1f} "
+                  f"{r['snapshot_us_per_segment']:>12.1f} "
+                  f"{r['metrics_us_per_segment']:>16.1f} {r['rss_mb']:>8,.0f}", flush=True)
+            if segs == 1:
+                continue
+            tag = "" if variant == "default" else "_overall"
+            what = "" if variant == "default" else ", whole stream with detectors"
+            res.figure(f"zipf_{segs}_{kind}{tag}", f"{segs} segments against one "
+                       f"({kind}{what})", ratio, "x", better="higher")
+            res.figure(f"zipf_{segs}_{kind}{tag}_steady", f"{segs} segments against "
+                       f"one, second half ({kind}{what})", steady, "x", better="higher")
+            if variant == "default":
+                res.figure(f"zipf_{segs}_{kind}_rss", f"Peak RSS with {segs} segments "
+                           f"({kind})", r["rss_mb"], "MB", better="lower")
+                res.figure(f"zipf_{segs}_{kind}_snapshot", f"Snapshot, per segment, "
+                           f"{segs} segments ({kind})", r["snapshot_us_per_segment"],
+                           "us", better="lower")
     res.write(args.json)
     return 0
 
@@ -266,6 +304,8 @@ def main(argv=None) -> int:
                    help="many segments at full speed: a Monitor over Zipf-distributed "
                         "segments (default --segments 1 1000 10000)")
     p.add_argument("--events", type=int, default=2_000_000, help="events (with --zipf)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="rounds of every row, interleaved (with --zipf; the median is shown)")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--zipf-one", help=argparse.SUPPRESS)
     R.add_json_argument(p, __file__)
