@@ -53,9 +53,13 @@ __all__ = ["Scope", "share_orders", "inner", "fresh", "report_dict", "trusted", 
 #: AUC with its error bound: :meth:`~streameval.metrics.ranking._BinaryRanking.read_size`)
 #: is recomputed at every evaluation while its order holds at most this many events;
 #: beyond, once per ``read_size / READ_RATIO`` events of its scope, and rows in between
-#: carry the last value with the count it covers (``as_of``). Below it (every bundled
-#: scenario, any stream of a million events) every row is fresh.
-HOLD_FROM = 1 << 20
+#: carry the last value with the count it covers (``as_of``): at most a 32nd of its
+#: events behind, and recomputed every other evaluation just past it. Below it (every
+#: bundled scenario but the 2-million-event one, a segment of tens of thousands of
+#: events) every row is fresh. A segment of a few hundred thousand events, the usual
+#: size of the busiest of a thousand segments of a long stream, would otherwise pay
+#: a pass over its order at every row.
+HOLD_FROM = 1 << 16
 
 #: Events per entry read between two recomputations of a held value (see
 #: :data:`HOLD_FROM`): a read of ``k`` entries is paid by ``k / READ_RATIO`` events,
