@@ -147,8 +147,8 @@ from streameval.events import as_seconds, as_seconds_array
 from streameval.metrics.base import BinaryMetric, Capabilities, check_weight
 from streameval.validation import Integer, Options, check_level, check_param, check_threshold
 
-__all__ = ["SequentialDrift", "Change", "update_until_change", "report_many", "METRICS", "DEFAULT_HORIZON",
-           "DEFAULT_BLOCK", "DEFAULT_EVERY", "DEFAULT_KEEP"]
+__all__ = ["SequentialDrift", "Change", "update_until_change", "report_many", "METRICS",
+           "DEFAULT_HORIZON", "DEFAULT_BLOCK", "DEFAULT_EVERY", "DEFAULT_KEEP"]
 
 #: the guarantee's horizon by default: one million events
 DEFAULT_HORIZON = 1_000_000

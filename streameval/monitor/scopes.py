@@ -54,7 +54,7 @@ __all__ = ["Scope", "share_orders", "inner", "fresh", "report_dict", "trusted", 
 #: is recomputed at every evaluation while its order holds at most this many events;
 #: beyond, once per ``read_size / READ_RATIO`` events of its scope, and rows in between
 #: carry the last value with the count it covers (``as_of``): at most a 32nd of its
-#: events behind, and recomputed every other evaluation just past it. Below it (every
+#: events behind (just past it, every third evaluation of 1 000 events). Below it (every
 #: bundled scenario but the 2-million-event one, a segment of tens of thousands of
 #: events) every row is fresh. A segment of a few hundred thousand events, the usual
 #: size of the busiest of a thousand segments of a long stream, would otherwise pay
@@ -271,7 +271,8 @@ class Scope:
                  "_trusted", "_trusted_timed", "_plain_many", "_timed_many", "_queues",
                  "eval_n", "held", "_read", "_fresh", "_reports", "_pend", "_pend_one",
                  "pending", "_pend_free", "_pend_labelled", "_free", "n_predictions",
-                 "n_predicted", "n_expired", "n_replaced", "eval_predicted", "stops")
+                 "n_predicted", "n_expired", "n_replaced", "eval_predicted", "stops",
+                 "_reporters")
 
     def __init__(self, key, label, metrics, drift, rules, share=True, feed=True):
         self.key = key          # hashable (None: the whole stream)
@@ -279,6 +280,12 @@ class Scope:
         self.n = 0
         self.metrics = share_orders(metrics) if share else dict(metrics)
         self.drift = drift
+        # the drift tests read one by one (None) and those read together, per function
+        # (their capability report_many): [(function or None, [(name, test)])]
+        groups = {}
+        for name, d in drift.items():
+            groups.setdefault(capabilities(d).report_many, []).append((name, d))
+        self._reporters = list(groups.items())
         self.rules = rules
         #: the scope's ``n`` at its last row (None: none yet): a segment with no events
         #: since is idle, see :meth:`idle`
@@ -772,16 +779,14 @@ class Scope:
         """``{name: report dict}`` of every drift test, read now: the tests that declare
         ``report_many`` (see :class:`~streameval.metrics.base.Capabilities`) together,
         per such function, the others one by one."""
-        reps, together = {}, {}
-        for name, d in self.drift.items():
-            fn = capabilities(d).report_many
+        reps = {}
+        for fn, tests in self._reporters:
             if fn is None:
-                reps[name] = d.report()
+                for name, d in tests:
+                    reps[name] = d.report()
             else:
-                together.setdefault(fn, []).append((name, d))
-        for fn, tests in together.items():
-            for (name, _), rep in zip(tests, fn([d for _, d in tests])):
-                reps[name] = rep
+                for (name, _), rep in zip(tests, fn([d for _, d in tests])):
+                    reps[name] = rep
         return {name: report_dict(reps[name]) for name in self.drift}
 
     def late(self, names):
