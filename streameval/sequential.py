@@ -671,6 +671,12 @@ def _kt_of_lg(g):
     return g[0] + g[1] - g[2] - _LOG_PI
 
 
+def _deflated_counts(c, V):
+    """The successes and trials of each candidate's history in ``c`` divided by ``V``
+    (what its plausible rates are solved on)."""
+    return np.minimum(c.s0 / V, c.n0 / V), c.n0 / V
+
+
 def _settle(detectors):
     """Solve together what the waiting statistics of ``detectors`` need of their
     deflated histories (those whose last check left its statistic to be read with a
@@ -690,8 +696,9 @@ def _settle(detectors):
     for (c, V), m in zip(cands, sizes):
         kts.append(_kt_of_lg(g[at:at + 3 * m]))
         at += 3 * m
-        s0.append(np.minimum(c.s0 / V, c.n0 / V))
-        n0.append(c.n0 / V)
+        s, n = _deflated_counts(c, V)
+        s0.append(s)
+        n0.append(n)
     lo, hi = _region(np.concatenate(s0), np.concatenate(n0),
                      np.concatenate(kts) + LOG_C)
     at = 0
@@ -1753,8 +1760,7 @@ class SequentialDrift(BinaryMetric):
         # the second e-value: the history as a set of plausible rates, not a
         # likelihood paid for; the two mixed half and half
         if V != 1.0:
-            s0 = np.minimum(c.s0 / V, c.n0 / V)
-            n0 = c.n0 / V
+            s0, n0 = _deflated_counts(c, V)
             K = kt_h + LOG_C
             lo, hi = _region(s0, n0, K) if hist is None else hist[1:]
         else:
