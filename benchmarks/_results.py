@@ -172,6 +172,9 @@ class Results:
         self.command = "python benchmarks/" + self.script + "".join(
             " " + a for a in _without_json(sys.argv[1:]))
         self.started = _dt.datetime.now(_dt.timezone.utc)
+        #: the run's wall time when its tables come from an earlier run's saved streams
+        #: (``started`` is then that run's start); None: from ``started`` to now
+        self.elapsed: float | None = None
         self.machine = machine()
         self.versions = versions(extra_versions)
         self.tables: list[Table] = []
@@ -209,7 +212,8 @@ class Results:
             "script": self.script,
             "command": self.command,
             "date": self.started.isoformat(timespec="seconds"),
-            "seconds": round((_dt.datetime.now(_dt.timezone.utc) - self.started)
+            "seconds": round(self.elapsed if self.elapsed is not None else
+                             (_dt.datetime.now(_dt.timezone.utc) - self.started)
                              .total_seconds(), 1),
             "machine": self.machine,
             "versions": self.versions,

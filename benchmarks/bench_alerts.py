@@ -36,7 +36,7 @@ depends on its group:
 streams per independent cell (500 by default: its share per delta with a
 Clopper-Pearson interval narrow enough to match on), every delta of
 :data:`ADWIN_DELTAS` (river's default 0.002, larger ones that alarm more and detect
-sooner, and smaller ones). Three matches, per metric and rate: (1) the detector at
+sooner, and smaller ones). Four matches, per metric and rate: (1) the detector at
 ADWIN's share, by the detector's proven bound: the largest budget ``b`` of
 :data:`BUDGETS` whose bound on the false-alarm share of a stream of ``--events``
 events, ``b x events / 1 000 000``, does not exceed ADWIN's measured share at its
@@ -52,21 +52,21 @@ the ``--adwin-seeds`` streams; its Clopper-Pearson interval shown) is at most 1%
 million events, scaled to the streams' length; that level is at least the detector's
 true share, so this match favours ADWIN (its point estimate, not its interval's upper
 end, favours it further). (3) ADWIN at the detector's measured share
-(alpha 0.005, on the cell's streams). Each shows the medians and their ratio,
-detector / ADWIN.
+(alpha 0.005, on the cell's streams). (4) Both at the stated level by measurement:
+ADWIN at the delta of (2), the detector at the largest budget whose measured share
+(its traced crossings on the cell's ``--seeds`` healthy streams, a point estimate) is
+at most that level. Each shows the medians and their ratio, detector / ADWIN.
 
 **How it runs.** The detectors are driven directly on each metric's indicator stream
 (recall: the positives' hits; precision: the predicted positives' labels; AUC: the
 disjoint positive/negative pairs, paired with numpy): a ``SequentialDrift`` fed a
 stream of observations makes exactly the statistic the Monitor's detector makes on the
 events (a check at the start compares them on one stream). One traced detector per
-metric and stream records its anytime p-value at every check it makes as the detector at the
-smallest budget (the default alpha) makes them: at each candidate (every 100
-observations), and at the blocks of 50 between them while the last check's p-value
-was within ``NEAR`` nats of that budget (a detector at a larger budget checks at least
-these blocks, so its delays here are upper bounds); a detector at budget
-``b`` alarms at the first check with ``p <= b`` (exact until its first alarm, after
-which a real detector restarts). A delay counts the events from the change to the
+metric and stream records its anytime p-value at every block of 50 observations
+(:func:`traced`: every check a detector at any budget makes, and the blocks between
+candidates that one far from its level skips); a detector at budget ``b`` alarms at
+the first check with ``p <= b`` (until its first alarm, after which a real detector
+restarts; the trace's first crossing is at or before its own, by at most a block). A delay counts the events from the change to the
 event on which the detector crossed its level; for a rule, that event (the alert's
 ``n``) and the evaluation that emitted the alert are both shown. ADWIN runs as a Python loop over the indicator
 values, stopped at its first alarm where only that matters. Streams: binormal logits,
@@ -78,7 +78,10 @@ precision 0.60; numpy, one seed per stream: reproducible.
     python benchmarks/bench_alerts.py --cells bursty               # cells whose name has it
 
 Results: ``benchmarks/results/bench_alerts.json`` (``--json PATH`` writes elsewhere);
-the documentation's calibration section shows its tables.
+the documentation's calibration section shows its tables. With the environment
+variable ``BENCH_ALERTS_RAW`` naming a file, the streams' results are saved there, and
+a later run with the same arguments makes its tables from that file instead of
+running the streams again.
 """
 
 from __future__ import annotations
@@ -87,6 +90,8 @@ import argparse
 import dataclasses
 import functools
 import math
+import os
+import pickle
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -358,28 +363,33 @@ def feed(det, events, a, b):
 def traced():
     """A detector that never alarms (alpha 1e-300, horizon 1) and records the
     event index and its p-value over HORIZON events at each check: the p-value of
-    a detector with horizon HORIZON (the horizon only scales the budget shares)."""
-    from streameval.sequential import NEAR, SequentialDrift
+    a detector with horizon HORIZON (the horizon only scales the budget shares).
+
+    It checks at every block boundary, between candidates too: a detector at a budget
+    checks the blocks between candidates only while its last check's bound came within
+    NEAR nats of its alarm level, so the trace checks every block that a detector at
+    any budget of BUDGETS checks, and some more. A budget's first crossing in the trace
+    is then at or before the detector's own (at most one block before, and only where
+    the detector was far from its level at the check before: rarely near a
+    crossing): the trace's delays are at most the detector's and its shares of
+    healthy streams with a crossing at least the detector's."""
+    from streameval.sequential import SequentialDrift
 
     class Traced(SequentialDrift):
         def __init__(self):
             super().__init__("recall", alpha=1e-300, horizon=1, threshold=0.75)
             self.trace_i, self.trace_p = [], []
-            self.near_p = min(BUDGETS) * math.exp(NEAR)
 
         def _boundary(self):
-            # the blocks between candidates are checked as a detector at the smallest
-            # budget checks them: while the last check's p-value came within NEAR nats
-            # of that budget. (The exact statistic is at most the bound a detector
-            # decides this by, so a detector at any budget here checks at least these
-            # blocks: the delays are those of the smallest budget's cadence, an upper
-            # bound for the larger ones.)
-            self._near = bool(self.trace_p) and self.trace_p[-1] <= self.near_p
             prev = self._stat
             super()._boundary()
             if self._stat is not prev:
                 self.trace_i.append(self.n - 1)
                 self.trace_p.append(self._stat[0] * HORIZON)
+            # the next block is checked, as near its level (the base class has just
+            # found it far from 1e-300, and would skip the blocks up to the next
+            # candidate)
+            self._near = True
 
         def _far_checks(self, *args):
             # every check is recorded: a batch's checks are never left out as far from
@@ -625,6 +635,27 @@ def main(argv=None):
           f"of {args.drop_events:,} (drops: fed until detected); "
           f"{args.jobs} worker processes.\n")
 
+    raw = os.environ.get("BENCH_ALERTS_RAW")
+    if raw and os.path.exists(raw):
+        # the streams of an earlier run with these arguments (its tables again)
+        with open(raw, "rb") as f:
+            saved_args, res, ares, started, elapsed = pickle.load(f)
+        if saved_args != (N, n, args.drop_events, pre, args.cells, args.adwin_seeds):
+            raise SystemExit(f"{raw} holds a run with other arguments: {saved_args}")
+        R.current().started, R.current().elapsed = started, elapsed
+        t0 = time.perf_counter() - elapsed
+        print(f"(the streams of {raw}, run at {started:%Y-%m-%d %H:%M} UTC)\n")
+    else:
+        res, ares = _run_streams(args, cells, N, n, pre)
+        if raw:
+            with open(raw, "wb") as f:
+                pickle.dump(((N, n, args.drop_events, pre, args.cells, args.adwin_seeds),
+                             res, ares, R.current().started, time.perf_counter() - t0), f)
+    return _tables(args, cells, res, ares, N, n, pre, t0)
+
+
+def _run_streams(args, cells, N, n, pre):
+    """Every stream of the chosen cells, and ADWIN alone on the independent ones."""
     with ProcessPoolExecutor(max_workers=args.jobs) as ex:
         check = ex.submit(check_task, 77, min(n, 200_000))
         futs = {c.name: [ex.submit(run_stream, c, 1_000_000 * (k + 1) + i,
@@ -640,6 +671,11 @@ def main(argv=None):
               f"{'yes' if check.result() else 'NO'}\n", flush=True)
         res = {name: [f.result() for f in fs] for name, fs in futs.items()}
         ares = {name: [f.result() for f in fs] for name, fs in afuts.items()}
+    return res, ares
+
+
+def _tables(args, cells, res, ares, N, n, pre, t0):
+    """The tables and targets of :func:`main` from its streams' results."""
 
     # ---- healthy cells: false alarms
     targets = []
@@ -719,6 +755,15 @@ def main(argv=None):
                    f"detector's measured share at that budget ({N} streams per cell) is "
                    "shown beside it.")
 
+    # ---- the detector at the stated level by its measured share (the largest budget
+    # whose share of the cell's healthy streams with a crossing is at most the level):
+    # matched to ADWIN at the same level by the same rule (below)
+    det_stated = {}
+    for (cname, m), (ka_unused, cnt, by_b) in shares.items():
+        if cname.startswith("independent"):
+            det_stated[cname, m] = max((b for b in BUDGETS if by_b[b] / cnt <= level),
+                                       default=None)
+
     # ---- ADWIN at the detector's level: the stated one, and the measured share
     rows = []
     adwin_chosen, adwin_stated = {}, {}
@@ -735,15 +780,20 @@ def main(argv=None):
             adwin_chosen[c.name, m] = dm = max(ok, default=None)
             ok = [d for d in ADWIN_DELTAS if by_d[d] / na <= level]
             adwin_stated[c.name, m] = ds = max(ok, default=None)
+            bs = det_stated.get((c.name, m))
+            cnt, by_b = shares[c.name, m][1:]
             rows.append((c.name, m, share_cell(k_det, len(rs)),
                          "none" if ds is None else f"{ds:g}",
                          share_cell(by_d[ds], na) if ds is not None else "-",
+                         "none" if bs is None else f"{bs:g}",
+                         share_cell(by_b[bs], cnt) if bs is not None else "-",
                          "none" if dm is None else f"{dm:g}",
                          share_cell(by_d[dm], na) if dm is not None else "-"))
     if rows:
         table("adwin_matched", "ADWIN deltas at the default detector's false-alarm level",
               ("stream", "metric", "SequentialDrift (alpha 0.005): share with an alarm",
                f"delta at the stated level ({pct(level)})", "ADWIN at that delta",
+               "detector's budget at the stated level", "the detector at that budget",
                "delta at the detector's measured share", "ADWIN at that delta"), rows,
               note="The largest delta whose measured false-alarm share (its point "
                    f"estimate: ADWIN alone, {args.adwin_seeds} streams per cell) is at "
@@ -752,7 +802,10 @@ def main(argv=None):
                    "per million events, at least the detector's true share, so this match "
                    "favours ADWIN); or the detector's measured share on the cell's "
                    f"{N} streams (a point estimate; 0 matches the smallest share). "
-                   f"river's default delta is {ADWIN_DELTA:g}.")
+                   f"river's default delta is {ADWIN_DELTA:g}. The detector's budget at "
+                   "the stated level is chosen by the same rule: the largest budget "
+                   "whose measured share (its traced crossings on the cell's "
+                   f"{N} streams, an upper bound of its own) is at most that level.")
 
     # ---- drops: delays
     rows = []
@@ -785,11 +838,14 @@ def main(argv=None):
         ds = adwin_stated.get((c.matched, m))
         d_adm, early_adm = adwin_at(dm)
         d_ads, early_ads = adwin_at(ds)
+        bs = det_stated.get((c.matched, m))
+        d_bs = delays([r[m]["first"][bs] if bs is not None else None for r in rs])
+        early_bs = sum(bool(r[m]["early"][bs]) for r in rs) if bs is not None else 0
         early_def = sum(bool(r[m]["early"][ALPHA]) for r in rs)
         early_adw = sum(any(i < pre for i in r[m]["adwin"]) for r in rs)
         med = {k: quantile(v, 0.5) for k, v in
                (("def", d_def), ("emit", d_emit), ("adw", d_adw),
-                ("b", d_b), ("adm", d_adm), ("ads", d_ads))}
+                ("b", d_b), ("adm", d_adm), ("ads", d_ads), ("bs", d_bs))}
         found = sum(d is not None for d in d_def) / len(rs)
         rows.append((c.name, fmt_delay(med["def"]), fmt_delay(quantile(d_def, 0.9)),
                      pct(found), f"{early_def}/{len(rs)}", fmt_delay(med["emit"]),
@@ -800,6 +856,8 @@ def main(argv=None):
                      f"{early_ads}/{len(rs)}", f"{ratio(med['def'], med['ads']):.2f}",
                      "none" if dm is None else f"{dm:g}", fmt_delay(med["adm"]),
                      f"{early_adm}/{len(rs)}", f"{ratio(med['def'], med['adm']):.2f}",
+                     "none" if bs is None else f"{bs:g}", fmt_delay(med["bs"]),
+                     f"{early_bs}/{len(rs)}", f"{ratio(med['bs'], med['ads']):.2f}",
                      f"{ratio(med['def'], med['adw']):.2f}"))
         targets.append((f"{c.name}: found on every stream", found == 1.0, pct(found)))
         r = ratio(med["def"], med["ads"])
@@ -813,6 +871,9 @@ def main(argv=None):
         targets.append(((f"{c.name}: median delay <= 1.3 x ADWIN's at a matched "
                          "false-alarm share (the detector's budget at ADWIN's share)"),
                         r <= 1.3, f"{r:.2f}"))
+        r = ratio(med["bs"], med["ads"])
+        targets.append(((f"{c.name}: median delay <= 1.3 x ADWIN's, both at the stated "
+                         "level by their measured shares"), r <= 1.3, f"{r:.2f}"))
     if rows:
         table("drops", "Detection delay on planted drops",
               ("drop", "median delay (detector, alpha 0.005)", "p90", "found",
@@ -825,6 +886,9 @@ def main(argv=None):
                "ratio at alpha 0.005 to ADWIN at the stated level",
                "ADWIN delta at the measured share", "ADWIN median there",
                "its alarms before", "ratio at alpha 0.005 to ADWIN at the measured share",
+               "detector's budget at the stated level (measured)", "its median",
+               "its alarms before",
+               "ratio to ADWIN, both at the stated level (measured)",
                f"ratio at alpha 0.005 to ADWIN at delta {ADWIN_DELTA:g}"),
               rows, note="Delay: events from the change to the first alarm after it "
                          "(nearest-rank median and 90th percentile, a miss counting as "
@@ -887,19 +951,30 @@ if __name__ == "__main__" and sys.argv[1:2] not in (["traffic"], ["score"]):
 # * recovery after an improvement: recall 0.89, then 0.94 for IMPROVED events (a fifth
 #   of a shorter stream) from a fifth of the stream on, then 0.89 again; the share of streams where the recall alarm fires after the return
 #   (and, with a further drop to 0.84 after it, how soon that is found).
-# * segments: K = 100 and 1 000 segments of equal traffic, healthy (the share of
-#   streams with any paging alert within --events events of the whole stream), and
-#   one segment whose recall drops 0.89 -> 0.50 after 1 000 of its events (its delay in
-#   its own events, and in the stream's at its share of the traffic).
+# * segments: K = 100, 1 000 and 10 000 segments of equal traffic, healthy (the share
+#   of streams with any paging alert within --events events of the whole stream), and
+#   one segment whose recall drops 0.89 -> 0.50 after 1 000 to 1 999 of its events (the
+#   drop anywhere between two of its rows): the delay of its detection in its own
+#   events and in the stream's at its share of the traffic, and of the alert's
+#   emission (its next row: every 1 000 of its events, or with the service's period of
+#   a minute at 1 000 stream events/s). A check first runs the segment among 10 of a
+#   group_by monitor and compares.
 # =====================================================================================
 T_RECALL = 0.89
 T_RATE = 0.30
 DAY = 100_000
 IMPROVED = 200_000
 VOLUME_EVERY_SECONDS = 600.0
-SEGMENT_COUNTS = (100, 1000)
-#: the dropped segment's own events before and after its drop
+SEGMENT_COUNTS = (100, 1000, 10_000)
+#: the dropped segment's own events before its drop (plus a phase of 0 to EVERY - 1)
+#: and after it
 SEG_BEFORE, SEG_AFTER = 1000, 2000
+#: the service's period under group_by (streameval.service.SEGMENT_EVERY_SECONDS) and
+#: the whole stream's event rate the segments' emission delays in seconds assume
+SEGMENT_SECONDS = 60.0
+STREAM_RATE = 1000.0
+#: segments of the group_by monitor that checks the one-segment runs
+CHECK_SEGMENTS = 10
 SEG_DROP_TO = 0.50
 PAGING = ("recall alarm", "fpr alarm on rise")
 
@@ -935,7 +1010,7 @@ def t_stream(n, seed, rate=None, mu1=None, nseg=0):
     return y, 1.0 / (1.0 + np.exp(-logit)), seg
 
 
-def t_monitor(old=False, group_by=None, every_seconds=None):
+def t_monitor(old=False, group_by=None, every_seconds=None, every=None, segments=None):
     """The default monitor's detectors and rules on one cheap metric (its counts feed
     the traffic explanation); ``old``: recall and precision alarms against the level
     before the last change (the earlier default)."""
@@ -951,6 +1026,10 @@ def t_monitor(old=False, group_by=None, every_seconds=None):
     else:
         rules = config.default_rules()
     kw = {"every": 0, "every_seconds": every_seconds} if every_seconds else {}
+    if every is not None:
+        kw["every"] = every
+    if segments is not None and segments > 1000:
+        kw["max_segments"] = segments   # (the default cap is 1 000 segments)
     return Monitor({"precision": se.Precision()}, drift=drift, rules=rules,
                    group_by=group_by, overall_rules=False if group_by else True, **kw)
 
@@ -1041,28 +1120,85 @@ def t_recovery_task(n, seed):
 
 def t_segments_task(n, seed, k):
     y, s, seg = t_stream(n, seed, nseg=k)
-    al = t_run(t_monitor(group_by="seg"), y, s, seg=seg.astype(str))
+    al = t_run(t_monitor(group_by="seg", segments=k), y, s, seg=seg.astype(str))
     return {"healthy": any(a["rule"] in PAGING for a in al)}
 
 
-def t_segment_drop_task(seed, k):
-    """One segment of ``k`` with equal traffic: SEG_BEFORE of its events healthy, then
-    recall 0.50 for up to SEG_AFTER. Under group_by a segment's detectors and rules see
-    its events only, evaluated at the stream's evaluation points (every 1 000 stream
-    events: every 1 000 / k of its own), so its own events are run through the default
-    rules evaluated at that cadence; its delay in stream events is k times its own."""
+def t_segment_events(seed, before):
+    """One segment's own events: ``before`` healthy, then recall SEG_DROP_TO for
+    SEG_AFTER more."""
     from scipy.stats import norm
 
-    m = SEG_BEFORE + SEG_AFTER
+    m = before + SEG_AFTER
     mu1 = np.full(m, t_model()[1])
-    mu1[SEG_BEFORE:] = norm.ppf(SEG_DROP_TO)
+    mu1[before:] = norm.ppf(SEG_DROP_TO)
     y, s, _ = t_stream(m, seed, mu1=mu1)
-    mon = t_monitor()
-    mon.every = max(1000 // k, 1)
-    al = t_run(mon, y, s, chunk=m)
-    first = t_first(al, ("recall alarm",), after=SEG_BEFORE)
-    d = None if first is None else first - SEG_BEFORE
-    return {"delay": d, "early": any(a["rule"] in PAGING and a["n"] <= SEG_BEFORE for a in al)}
+    return y, s
+
+
+def t_segment_before(seed):
+    """The dropped segment's healthy events: SEG_BEFORE plus a phase drawn from the seed
+    (0 to EVERY - 1), so that the drop falls anywhere between two of its rows."""
+    return SEG_BEFORE + int(np.random.default_rng(seed + 3).integers(0, EVERY))
+
+
+def t_segment_drop_task(seed, k):
+    """One segment of ``k`` with equal traffic, its own events only: healthy for
+    :func:`t_segment_before` events, then recall SEG_DROP_TO. It runs as the one
+    segment of a ``group_by`` monitor: a segment's detectors, rows and rules see its
+    events only, and it writes a row every EVERY of its own events
+    (:func:`t_segment_check` runs it among other segments against this). The alert's
+    ``detected_segment_n`` is the detection (its delay), ``evaluated_n`` the row that
+    emitted it (what a replay waits for). With ``every_seconds`` = SEGMENT_SECONDS
+    (what the service sets under ``group_by``) and the whole stream at STREAM_RATE
+    events per second, the segment's events come every ``k / STREAM_RATE`` seconds,
+    and a row is also written at each new period: the emission delay in seconds."""
+    before = t_segment_before(seed)
+    y, s = t_segment_events(seed, before)
+    seg = np.zeros(len(y), dtype=np.int64).astype(str)
+    t = np.arange(1, len(y) + 1) * (k / STREAM_RATE)
+    out = {"before": before}
+    for key, secs in (("count", None), ("seconds", SEGMENT_SECONDS)):
+        mon = t_monitor(group_by="seg", every_seconds=secs, every=EVERY)
+        al = t_run(mon, y, s, seg=seg, t=t, chunk=100)
+        hit = [a for a in al if a["rule"] == "recall alarm"
+               and a["detected_segment_n"] > before]
+        a0 = hit[0] if hit else None
+        out[key] = {
+            "delay": a0["detected_segment_n"] - before if a0 else None,
+            "emitted": a0["evaluated_n"] - before if a0 else None,
+            "seconds": a0["evaluated_t"] - t[before - 1] if a0 else None,
+            "early": any(a["rule"] in PAGING and a["detected_segment_n"] <= before
+                         for a in al if a.get("detected_segment_n") is not None)}
+    return out
+
+
+def t_segment_check(seed, k=CHECK_SEGMENTS):
+    """The simulation of :func:`t_segment_drop_task` against a real ``group_by`` monitor:
+    ``k`` segments of equal traffic (events assigned at random), segment "0" given the
+    same own events as the simulation; its recall alarm's detection and emission, in its
+    own events, must be the simulation's."""
+    before = t_segment_before(seed)
+    y0, s0 = t_segment_events(seed, before)
+    m = len(y0)
+    rng = np.random.default_rng(seed + 11)
+    seg = rng.integers(0, k, m * k)
+    mine = np.flatnonzero(seg == 0)[:m]
+    seg = seg[:mine[-1] + 1]
+    yo, so, _ = t_stream(len(seg), seed + 12)
+    yo[mine], so[mine] = y0[:len(mine)], s0[:len(mine)]
+    # the stream's events of segment 0: its own count at each stream event
+    own = np.cumsum(seg == 0)
+    mon = t_monitor(group_by="seg")
+    al = t_run(mon, yo, so, seg=seg.astype(str), chunk=1000)
+    hit = [a for a in al if a["rule"] == "recall alarm" and a["segment"] == "0"
+           and a["detected_segment_n"] > before]
+    sim = t_segment_drop_task(seed, k)["count"]  # (its times do not matter by count)
+    if not hit or sim["delay"] is None:
+        return not hit and sim["delay"] is None
+    a = hit[0]
+    return (a["detected_segment_n"] - before == sim["delay"]
+            and int(own[a["evaluated_n"] - 1]) - before == sim["emitted"])
 
 
 _T_TITLE = [""]
@@ -1106,6 +1242,7 @@ def traffic_main(argv=None):
                    for i in range(m)] for j, k in enumerate(SEGMENT_COUNTS)}
         sdrop = {k: [ex.submit(t_segment_drop_task, 54_000_000 + 100_000 * j + i, k)
                      for i in range(m)] for j, k in enumerate(SEGMENT_COUNTS)}
+        seg_check = all(ex.map(t_segment_check, range(55_000_000, 55_000_000 + 10)))
         prev = [f.result() for f in prev]
         vol = [f.result() for f in vol]
         rec = [f.result() for f in rec]
@@ -1151,20 +1288,36 @@ def traffic_main(argv=None):
                   t_share(sum(r["drop"]["early"] for r in rec), m))]))
 
     heading("## Segments: one guarantee for the whole monitor\n")
+    print(f"Check: a segment among {CHECK_SEGMENTS} of a group_by monitor detects and emits "
+          f"its drop at the same own events as alone: {'yes' if seg_check else 'NO'}\n")
     rows = []
     for k in SEGMENT_COUNTS:
-        d = [r["delay"] for r in sdrop[k]]
+        cnt = [r["count"] for r in sdrop[k]]
+        d = [r["delay"] for r in cnt]
         med = quantile(d, 0.5)
+        # the evaluation lag: from the detection to the row that emits its alert
+        em = quantile([r["emitted"] - r["delay"] for r in cnt if r["delay"] is not None],
+                      0.5)
+        secs = quantile([r["seconds"]["seconds"] - r["seconds"]["delay"] * k / STREAM_RATE
+                         for r in sdrop[k] if r["seconds"]["delay"] is not None], 0.5)
         rows.append((k, t_share(sum(r["healthy"] for r in seg[k]), m),
                      t_share(sum(x is not None for x in d), m), fmt_delay(med),
                      fmt_delay(quantile(d, 0.9)),
                      fmt_delay(med * k) if med == med else "-",
-                     t_share(sum(r["early"] for r in sdrop[k]), m)))
+                     fmt_delay(em) if em == em else "-",
+                     f"{secs:,.0f} s" if secs == secs else "-",
+                     t_share(sum(r["count"]["early"] or r["seconds"]["early"]
+                                 for r in sdrop[k]), m)))
     print(t_table(("segments", f"healthy: streams with a paging alert in {n:,} events",
                  f"one segment's recall 0.89 -> {SEG_DROP_TO:.2f}: found within "
                  f"{SEG_AFTER:,} of its events",
-                 "median delay (its own events)", "p90 delay (its own events)",
-                 "median delay (stream events, at its share)", "paged before the drop"),
+                 "median detection delay (its own events)", "p90 (its own events)",
+                 "median detection delay (stream events, at its share)",
+                 f"median lag from detection to the alert, a row every {EVERY:,} of its "
+                 f"events (its own events)",
+                 f"the same with every_seconds = {SEGMENT_SECONDS:g} at "
+                 f"{STREAM_RATE:,.0f} stream events/s",
+                 "paged before the drop"),
                 rows))
     print(f"\nTotal wall time: {time.perf_counter() - t0:,.0f} s")
     run.write(args.json)
