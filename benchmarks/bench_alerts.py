@@ -1126,10 +1126,11 @@ def t_segments_task(n, seed, k):
 
 def t_segment_events(seed, before):
     """One segment's own events: ``before`` healthy, then recall SEG_DROP_TO for
-    SEG_AFTER more."""
+    SEG_AFTER more, and EVERY more after them (so that a detection within SEG_AFTER
+    reaches the row that emits it)."""
     from scipy.stats import norm
 
-    m = before + SEG_AFTER
+    m = before + SEG_AFTER + EVERY
     mu1 = np.full(m, t_model()[1])
     mu1[before:] = norm.ppf(SEG_DROP_TO)
     y, s, _ = t_stream(m, seed, mu1=mu1)
@@ -1162,7 +1163,7 @@ def t_segment_drop_task(seed, k):
         mon = t_monitor(group_by="seg", every_seconds=secs, every=EVERY)
         al = t_run(mon, y, s, seg=seg, t=t, chunk=100)
         hit = [a for a in al if a["rule"] == "recall alarm"
-               and a["detected_segment_n"] > before]
+               and before < a["detected_segment_n"] <= before + SEG_AFTER]
         a0 = hit[0] if hit else None
         out[key] = {
             "delay": a0["detected_segment_n"] - before if a0 else None,
