@@ -1233,6 +1233,8 @@ def traffic_main(argv=None):
     if args.quick:
         args.streams, args.events = 4, 200_000
     run = R.start(__file__.replace("bench_alerts.py", "bench_alerts_traffic.py"), args)
+    # (the results file is named for the section; the command is this script's)
+    run.command = run.command.replace("bench_alerts_traffic.py", "bench_alerts.py", 1)
     n, m = args.events, args.streams
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as ex:
@@ -1470,6 +1472,8 @@ def score_main(argv=None):
     if args.quick:
         args.streams, args.events = 8, 100_000
     run = R.start(__file__.replace("bench_alerts.py", "bench_alerts_score.py"), args)
+    # (the results file is named for the section; the command is this script's)
+    run.command = run.command.replace("bench_alerts_score.py", "bench_alerts.py", 1)
     det = s_detector()
     R.param(alpha=det.alpha, horizon=det.horizon, reference=det.reference,
             window=det.window, every=det.every, pre=S_PRE, after=S_AFTER)
