@@ -66,7 +66,7 @@ metric and stream records its anytime p-value at every block of 50 observations
 (:func:`traced`: every check a detector at any budget makes, and the blocks between
 candidates that one far from its level skips); a detector at budget ``b`` alarms at
 the first check with ``p <= b`` (until its first alarm, after which a real detector
-restarts; the trace's first crossing is at or before its own, by at most a block). A delay counts the events from the change to the
+restarts; the trace's first crossing is at or before its own). A delay counts the events from the change to the
 event on which the detector crossed its level; for a rule, that event (the alert's
 ``n``) and the evaluation that emitted the alert are both shown. ADWIN runs as a Python loop over the indicator
 values, stopped at its first alarm where only that matters. Streams: binormal logits,
@@ -81,7 +81,9 @@ Results: ``benchmarks/results/bench_alerts.json`` (``--json PATH`` writes elsewh
 the documentation's calibration section shows its tables. With the environment
 variable ``BENCH_ALERTS_RAW`` naming a file, the streams' results are saved there, and
 a later run with the same arguments makes its tables from that file instead of
-running the streams again.
+running the streams again. The file records the arguments, not the code: the tables
+are the current code's, made from the streams as that run left them (and the results'
+machine and versions are the current ones).
 """
 
 from __future__ import annotations
@@ -369,10 +371,11 @@ def traced():
     checks the blocks between candidates only while its last check's bound came within
     NEAR nats of its alarm level, so the trace checks every block that a detector at
     any budget of BUDGETS checks, and some more. A budget's first crossing in the trace
-    is then at or before the detector's own (at most one block before, and only where
-    the detector was far from its level at the check before: rarely near a
-    crossing): the trace's delays are at most the detector's and its shares of
-    healthy streams with a crossing at least the detector's."""
+    is then at or before the detector's own: the two differ only where the detector,
+    far from its level at its check before, skipped a block at which the trace
+    crossed (it then crosses later, or never). The trace's delays are at most the
+    detector's and its shares of healthy streams with a crossing at least the
+    detector's."""
     from streameval.sequential import SequentialDrift
 
     class Traced(SequentialDrift):
@@ -1153,48 +1156,65 @@ def t_segment_drop_task(seed, k):
     emitted it (what a replay waits for). With ``every_seconds`` = SEGMENT_SECONDS
     (what the service sets under ``group_by``) and the whole stream at STREAM_RATE
     events per second, the segment's events come every ``k / STREAM_RATE`` seconds,
-    and a row is also written at each new period: the emission delay in seconds."""
+    and a row is also written at each new period, which the other segments' events
+    open at its start: here a second segment's events just before and just after each
+    period's start stand for them (its alerts are not counted). The emission's lag in
+    seconds is from the detected event's time to the emitting row's ``evaluated_t``."""
     before = t_segment_before(seed)
     y, s = t_segment_events(seed, before)
-    seg = np.zeros(len(y), dtype=np.int64).astype(str)
     t = np.arange(1, len(y) + 1) * (k / STREAM_RATE)
+    seg = np.zeros(len(y), dtype=np.int64).astype(str)
+    # the other segments' clock: events 1 ms either side of each period's start
+    starts = np.arange(1, int(t[-1] // SEGMENT_SECONDS) + 2) * SEGMENT_SECONDS
+    tc = np.sort(np.concatenate([starts - 1e-3, starts + 1e-3]))
+    yc, sc, _ = t_stream(len(tc), seed + 13)
+    order = np.argsort(np.concatenate([t, tc]), kind="stable")
+    runs = {"count": (None, y, s, seg, t),
+            "seconds": (SEGMENT_SECONDS, np.concatenate([y, yc])[order],
+                        np.concatenate([s, sc])[order],
+                        np.concatenate([seg, np.full(len(tc), "clock")])[order],
+                        np.concatenate([t, tc])[order])}
     out = {"before": before}
-    for key, secs in (("count", None), ("seconds", SEGMENT_SECONDS)):
+    for key, (secs, yy, ss, gg, tt) in runs.items():
         mon = t_monitor(group_by="seg", every_seconds=secs, every=EVERY)
-        al = t_run(mon, y, s, seg=seg, t=t, chunk=100)
-        hit = [a for a in al if a["rule"] == "recall alarm"
+        al = t_run(mon, yy, ss, seg=gg, t=tt, chunk=100)
+        mine = [a for a in al if a["segment"] == "0"]
+        hit = [a for a in mine if a["rule"] == "recall alarm"
                and before < a["detected_segment_n"] <= before + SEG_AFTER]
         a0 = hit[0] if hit else None
+        d = a0["detected_segment_n"] - before if a0 else None
         out[key] = {
-            "delay": a0["detected_segment_n"] - before if a0 else None,
-            "emitted": a0["evaluated_n"] - before if a0 else None,
-            "seconds": a0["evaluated_t"] - t[before - 1] if a0 else None,
+            "delay": d,
+            "emitted": a0["evaluated_n"] - before if a0 and secs is None else None,
+            "lag_seconds": a0["evaluated_t"] - t[before + d - 1] if a0 else None,
             "early": any(a["rule"] in PAGING and a["detected_segment_n"] <= before
-                         for a in al if a.get("detected_segment_n") is not None)}
+                         for a in mine if a.get("detected_segment_n") is not None)}
     return out
 
 
 def t_segment_check(seed, k=CHECK_SEGMENTS):
-    """The simulation of :func:`t_segment_drop_task` against a real ``group_by`` monitor:
-    ``k`` segments of equal traffic (events assigned at random), segment "0" given the
-    same own events as the simulation; its recall alarm's detection and emission, in its
-    own events, must be the simulation's."""
+    """The simulation of :func:`t_segment_drop_task` (by count) against a real
+    ``group_by`` monitor: ``k`` segments of equal traffic (events assigned at random),
+    segment "0" given the same own events as the simulation; its recall alarm's
+    detection and the row that emits it, in its own events, must be the simulation's."""
     before = t_segment_before(seed)
     y0, s0 = t_segment_events(seed, before)
     m = len(y0)
     rng = np.random.default_rng(seed + 11)
     seg = rng.integers(0, k, m * k)
+    while np.count_nonzero(seg == 0) < m:   # (segment 0 gets all its own events)
+        seg = np.concatenate([seg, rng.integers(0, k, m)])
     mine = np.flatnonzero(seg == 0)[:m]
     seg = seg[:mine[-1] + 1]
     yo, so, _ = t_stream(len(seg), seed + 12)
-    yo[mine], so[mine] = y0[:len(mine)], s0[:len(mine)]
+    yo[mine], so[mine] = y0, s0
     # the stream's events of segment 0: its own count at each stream event
     own = np.cumsum(seg == 0)
     mon = t_monitor(group_by="seg")
     al = t_run(mon, yo, so, seg=seg.astype(str), chunk=1000)
     hit = [a for a in al if a["rule"] == "recall alarm" and a["segment"] == "0"
-           and a["detected_segment_n"] > before]
-    sim = t_segment_drop_task(seed, k)["count"]  # (its times do not matter by count)
+           and before < a["detected_segment_n"] <= before + SEG_AFTER]
+    sim = t_segment_drop_task(seed, k)["count"]
     if not hit or sim["delay"] is None:
         return not hit and sim["delay"] is None
     a = hit[0]
@@ -1251,6 +1271,9 @@ def traffic_main(argv=None):
         rec = [f.result() for f in rec]
         seg = {k: [f.result() for f in v] for k, v in seg.items()}
         sdrop = {k: [f.result() for f in v] for k, v in sdrop.items()}
+    R.param(segment_check=f"a segment among {CHECK_SEGMENTS} of a group_by monitor, 10 "
+                          f"seeds: {'same' if seg_check else 'NOT the same'} detection "
+                          "and emitting row as alone")
 
     heading("## Traffic changes: what pages\n")
     rows = []
@@ -1301,8 +1324,8 @@ def traffic_main(argv=None):
         # the evaluation lag: from the detection to the row that emits its alert
         em = quantile([r["emitted"] - r["delay"] for r in cnt if r["delay"] is not None],
                       0.5)
-        secs = quantile([r["seconds"]["seconds"] - r["seconds"]["delay"] * k / STREAM_RATE
-                         for r in sdrop[k] if r["seconds"]["delay"] is not None], 0.5)
+        secs = quantile([r["seconds"]["lag_seconds"] for r in sdrop[k]
+                         if r["seconds"]["delay"] is not None], 0.5)
         rows.append((k, t_share(sum(r["healthy"] for r in seg[k]), m),
                      t_share(sum(x is not None for x in d), m), fmt_delay(med),
                      fmt_delay(quantile(d, 0.9)),
