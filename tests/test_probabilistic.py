@@ -72,9 +72,14 @@ def test_binary_equals_sklearn_after_every_event(name, cls):
         assert close(m.get(), sk_binary(name, y[: i + 1], p[: i + 1], w[: i + 1])), i
 
 
+#: weights drawn as normal floats: with a subnormal weight (below 2.2e-308) the weighted
+#: loss w * loss underflows (5e-324 * 0.5625 is 5e-324), so the mean is 1 where
+#: scikit-learn's (which divides differently) is 0.5; both are meaningless there
+WEIGHTS = st.floats(0.0, 5.0, allow_subnormal=False)
+
+
 @HYP
-@given(st.lists(st.tuples(st.booleans(), st.floats(0.0, 1.0), st.floats(0.0, 5.0)),
-                max_size=50))
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.0, 1.0), WEIGHTS), max_size=50))
 def test_binary_loop_and_batch_equal_sklearn(events):
     y = [e[0] for e in events]
     p = [e[1] for e in events]
@@ -137,8 +142,7 @@ DICTS = st.one_of(
         lambda v: {c: x / sum(v) if sum(v) else 1 / 3 for c, x in zip(CLASSES, v)}),
     st.sampled_from([{"a": 1.0}, {"b": 0.5, "c": 0.5}, {"a": 0.0, "b": 1.0, "c": 0.0}]),
 )
-MULTI_EVENTS = st.lists(st.tuples(st.sampled_from(CLASSES), DICTS, st.floats(0.0, 5.0)),
-                        max_size=40)
+MULTI_EVENTS = st.lists(st.tuples(st.sampled_from(CLASSES), DICTS, WEIGHTS), max_size=40)
 
 
 @HYP
