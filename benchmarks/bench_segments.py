@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -189,19 +190,14 @@ def zipf_one(segments: int, events: int, kind: str, variant: str = "default") ->
 ZIPF_VARIANTS = {"default": "rows only (default)", "overall": "detectors and alarms"}
 
 
-def _median(values):
-    v = sorted(values)
-    k = len(v)
-    return v[k // 2] if k % 2 else (v[k // 2 - 1] + v[k // 2]) / 2.0
-
-
 def _median_run(runs):
     """The run of a row that the table shows: each figure the median over its rounds
     (peak RSS: the largest)."""
     out = dict(runs[0])
     for k, v in out.items():
         if isinstance(v, float):
-            out[k] = max(x[k] for x in runs) if k == "rss_mb" else _median([x[k] for x in runs])
+            out[k] = (max(x[k] for x in runs) if k == "rss_mb"
+                      else statistics.median([x[k] for x in runs]))
     return out
 
 
@@ -253,7 +249,7 @@ def zipf_main(args) -> int:
         for segs, variant in rows:
             rs = runs[(segs, variant)]
             r = _median_run(rs)
-            one, one_steady = (_median([x[k] for x in base])
+            one, one_steady = (statistics.median([x[k] for x in base])
                                for k in ("events_per_s", "steady_events_per_s"))
             ratio = r["events_per_s"] / one
             steady = r["steady_events_per_s"] / one_steady
